@@ -1,0 +1,150 @@
+//! The backend trait: the small set of atomic operations every store must provide.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use crate::{FencingToken, LeaseSignal, OwnerToken, Result, Subscription};
+
+/// What a backend can do. Cases and callers branch on this, never on the backend's name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capability {
+    /// `renew` extends the lease (compare-and-extend), or confirms the session for session-bound
+    /// backends.
+    pub renew: bool,
+    /// Grants carry a strictly increasing [`FencingToken`].
+    pub fencing: bool,
+    /// `subscribe` delivers release notifications, so waiters do not poll.
+    pub notify: bool,
+    /// `try_acquire` honours [`AcquireRequest::wait_until`] by waiting in the server's own queue.
+    pub native_wait: bool,
+    /// A second acquisition by the same owner token nests instead of failing.
+    pub reentrant: bool,
+    /// Waiters are served in arrival order.
+    pub fair: bool,
+    /// The lease is a session or connection: it does not expire by time while the session
+    /// lives, and ends when it dies.
+    pub session_bound: bool,
+}
+
+impl Capability {
+    /// No capabilities; set the fields you have (the struct is non-exhaustive outside this crate).
+    pub const NONE: Capability = Capability {
+        renew: false,
+        fencing: false,
+        notify: false,
+        native_wait: false,
+        reentrant: false,
+        fair: false,
+        session_bound: false,
+    };
+}
+
+/// One acquisition attempt.
+#[derive(Debug)]
+pub struct AcquireRequest<'a> {
+    /// The validated key.
+    pub key: &'a str,
+    /// Who acquires; a reentrant backend nests when this owner already holds the key.
+    pub owner: OwnerToken,
+    /// Requested lease.
+    pub lease: Duration,
+    /// `None`: one attempt. `Some(t)`: a `native_wait` backend may wait in its own queue until
+    /// `t` (then answers [`Attempt::Held`]); other backends ignore it.
+    pub wait_until: Option<Instant>,
+    /// The holder's lost-lock signal; a backend that learns of a loss first (session expiry,
+    /// connection death) calls [`LeaseSignal::mark_lost`] on it.
+    pub signal: &'a LeaseSignal,
+}
+
+/// Outcome of [`LockBackend::try_acquire`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Attempt {
+    /// The caller now holds the lock.
+    Acquired(Grant),
+    /// Someone else holds it.
+    Held {
+        /// The holder's remaining lease if the backend knows it: a waiter never needs to
+        /// sleep longer than this.
+        retry_after: Option<Duration>,
+    },
+}
+
+/// What the backend granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// Fencing token of this acquisition (for a reentrant nesting: the outer acquisition's).
+    pub fence: FencingToken,
+    /// The lease the backend applied, counted from just before the request was sent. `None` for
+    /// session-bound locks, which have no time-based expiry.
+    pub lease: Option<Duration>,
+}
+
+/// One lease to renew.
+#[derive(Debug, Clone, Copy)]
+pub struct RenewItem<'a> {
+    /// The key.
+    pub key: &'a str,
+    /// The owner that must still hold it.
+    pub owner: OwnerToken,
+    /// New lease from now.
+    pub lease: Duration,
+}
+
+/// A lock store. Object-safe: use it as `Arc<dyn LockBackend>`.
+///
+/// Keys reach the backend validated by [`validate_key`](crate::validate_key); the backend must
+/// carry any such key exactly (escape it, bind it, hash it), never interpret it.
+/// Waiting, retries, guards, the watchdog and the lost signal live in the core, not here.
+#[async_trait]
+pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
+    /// Short name for errors and logs, such as `"redis"`.
+    fn name(&self) -> &'static str;
+
+    /// What this backend supports.
+    fn capabilities(&self) -> Capability;
+
+    /// One atomic acquisition attempt (or a wait in the server's queue, see
+    /// [`AcquireRequest::wait_until`]).
+    ///
+    /// # Behavior
+    /// Must be cancellation-safe: if the returned future is dropped, no lock may stay behind
+    /// longer than the lease (arm the cleanup before sending the request).
+    ///
+    /// # Errors
+    /// Backend failures, with `temporary` set for connection loss and timeouts.
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt>;
+
+    /// Compare-and-delete: release `key` if `owner` holds it. Reentrant backends decrement the
+    /// hold count and free the key at zero.
+    ///
+    /// # Behavior
+    /// Returns `Ok(true)` when the owner held the key, `Ok(false)` when it did not (a foreign
+    /// token, a second release, an expired lease); in that case nothing is changed.
+    ///
+    /// # Errors
+    /// Backend failures.
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool>;
+
+    /// Compare-and-extend a batch of leases (one round trip where the backend can).
+    ///
+    /// # Behavior
+    /// Returns one flag per item, in order: `true` if the owner still held the key and its lease
+    /// now runs `lease` from the request, `false` if it was not held (lost).
+    ///
+    /// # Errors
+    /// Backend failures; then nothing is known about any item.
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>>;
+
+    /// Subscribe to release notifications for `key`, before an acquisition attempt, so a
+    /// release between the attempt and the wait is not missed. `None` when the backend has no
+    /// notifications (the core then polls with backoff).
+    ///
+    /// # Errors
+    /// Backend failures.
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>>;
+}

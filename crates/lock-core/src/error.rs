@@ -1,0 +1,111 @@
+//! The one error type of the library.
+
+use std::time::Duration;
+
+/// Boxed error source from a backend driver.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong when locking.
+///
+/// Decide retryability with [`LockError::is_temporary`], never by matching message text.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The key is empty, too long or contains bytes the library refuses.
+    #[error("invalid lock key: {reason}")]
+    InvalidKey {
+        /// Why the key was refused.
+        reason: &'static str,
+        /// Length of the refused key in bytes.
+        len: usize,
+    },
+    /// A lease (TTL) outside [`MIN_LEASE`](crate::MIN_LEASE)..=[`MAX_LEASE`](crate::MAX_LEASE).
+    #[error("invalid lease {lease:?}: {reason}")]
+    InvalidLease {
+        /// The refused lease.
+        lease: Duration,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// A wait longer than [`MAX_WAIT`](crate::MAX_WAIT).
+    #[error("invalid wait {wait:?}: {reason}")]
+    InvalidWait {
+        /// The refused wait.
+        wait: Duration,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// A configuration value (URL, option, table name, ...) is unusable.
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong, with secrets redacted.
+        reason: String,
+    },
+    /// The lock stayed held by someone else until the caller's deadline.
+    #[error("timed out after {waited:?} waiting for lock {key:?}")]
+    Timeout {
+        /// The contended key.
+        key: String,
+        /// How long the caller waited.
+        waited: Duration,
+    },
+    /// The caller's token does not own the lock (foreign token, already released, or expired).
+    #[error("lock {key:?} is not held by this owner")]
+    NotHeld {
+        /// The key.
+        key: String,
+    },
+    /// The lease was lost while held: the critical section may not have been exclusive.
+    #[error("lease on lock {key:?} was lost")]
+    LeaseLost {
+        /// The key.
+        key: String,
+    },
+    /// The backend cannot do what was asked.
+    #[error("backend {backend} does not support {what}")]
+    Unsupported {
+        /// Backend name.
+        backend: &'static str,
+        /// The missing capability.
+        what: &'static str,
+    },
+    /// A URL scheme needs a cargo feature that this build does not have.
+    #[error("url scheme {scheme:?} needs the cargo feature {feature:?}")]
+    FeatureNotEnabled {
+        /// The URL scheme.
+        scheme: String,
+        /// The feature to enable.
+        feature: &'static str,
+    },
+    /// The backend failed; `temporary` tells whether retrying can help.
+    #[error("{backend} backend error ({})", if *.temporary { "temporary" } else { "permanent" })]
+    Backend {
+        /// Backend name.
+        backend: &'static str,
+        /// Whether a retry may succeed (connection loss, timeouts, lock-wait timeouts).
+        temporary: bool,
+        /// The driver's error.
+        #[source]
+        source: BoxError,
+    },
+}
+
+impl LockError {
+    /// Whether retrying the same operation may succeed.
+    pub fn is_temporary(&self) -> bool {
+        matches!(self, LockError::Timeout { .. } | LockError::Backend { temporary: true, .. })
+    }
+
+    /// A temporary backend error.
+    pub fn temporary(backend: &'static str, source: impl Into<BoxError>) -> Self {
+        LockError::Backend { backend, temporary: true, source: source.into() }
+    }
+
+    /// A permanent backend error.
+    pub fn permanent(backend: &'static str, source: impl Into<BoxError>) -> Self {
+        LockError::Backend { backend, temporary: false, source: source.into() }
+    }
+}
+
+/// Result alias.
+pub type Result<T, E = LockError> = std::result::Result<T, E>;

@@ -1,0 +1,191 @@
+//! The guard of a held lock.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use crate::renewer::Registration;
+use crate::{
+    FencingToken, LeaseSignal, LeaseState, LockBackend, LockError, LostReason, OwnerToken, RenewItem, Result,
+    validate_lease,
+};
+
+/// A held lock. Release it with [`release`](Self::release); dropping it spawns a best-effort
+/// release on the runtime it was acquired on (the lease or session is the final safety net).
+#[must_use = "dropping the guard releases the lock in the background"]
+pub struct LockGuard {
+    held: Option<Held>,
+}
+
+struct Held {
+    key: String,
+    owner: OwnerToken,
+    fence: FencingToken,
+    backend: Arc<dyn LockBackend>,
+    signal: LeaseSignal,
+    registration: Option<Registration>,
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.held {
+            Some(h) => f
+                .debug_struct("LockGuard")
+                .field("backend", &h.backend.name())
+                .field("key", &h.key)
+                .field("owner", &h.owner)
+                .field("fence", &h.fence)
+                .field("state", &h.signal.state())
+                .finish(),
+            None => f.write_str("LockGuard(released)"),
+        }
+    }
+}
+
+impl LockGuard {
+    pub(crate) fn new(
+        key: String,
+        owner: OwnerToken,
+        fence: FencingToken,
+        backend: Arc<dyn LockBackend>,
+        signal: LeaseSignal,
+        registration: Option<Registration>,
+    ) -> Self {
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        LockGuard { held: Some(Held { key, owner, fence, backend, signal, registration, runtime }) }
+    }
+
+    fn held(&self) -> &Held {
+        // `held` is only taken by `release(self)` and `drop`, so a borrowed guard always has it.
+        self.held.as_ref().unwrap_or_else(|| unreachable!("guard used after release"))
+    }
+
+    /// The locked key.
+    pub fn key(&self) -> &str {
+        &self.held().key
+    }
+
+    /// The owner token of this hold; pass it to a nested acquisition on a reentrant backend.
+    pub fn owner(&self) -> OwnerToken {
+        self.held().owner
+    }
+
+    /// The fencing token: strictly greater than any earlier holder's.
+    pub fn fence(&self) -> FencingToken {
+        self.held().fence
+    }
+
+    /// Resolves when the lease is known lost. Select on it around the protected work.
+    pub fn lost(&self) -> WaitForCancellationFutureOwned {
+        self.held().signal.token().cancelled_owned()
+    }
+
+    /// A token cancelled when the lease is lost.
+    pub fn lost_token(&self) -> CancellationToken {
+        self.held().signal.token()
+    }
+
+    /// Whether the lease is known lost.
+    pub fn is_lost(&self) -> bool {
+        self.held().signal.is_lost()
+    }
+
+    /// Held, uncertain (a renewal failed transiently) or lost.
+    pub fn state(&self) -> LeaseState {
+        self.held().signal.state()
+    }
+
+    /// A receiver of every lease state change.
+    pub fn state_changes(&self) -> tokio::sync::watch::Receiver<LeaseState> {
+        self.held().signal.subscribe()
+    }
+
+    /// The local lease deadline on the monotonic clock (`None` for session-bound leases).
+    pub fn lease_deadline(&self) -> Option<Instant> {
+        self.held().registration.as_ref().and_then(Registration::deadline)
+    }
+
+    /// Extend the lease to `lease` from now (compare-and-extend).
+    ///
+    /// # Errors
+    /// [`LockError::LeaseLost`] if the backend says this owner no longer holds the key;
+    /// backend errors otherwise (the lease is then uncertain, not lost).
+    pub async fn renew(&self, lease: Duration) -> Result<()> {
+        validate_lease(lease)?;
+        let h = self.held();
+        if h.signal.is_lost() {
+            return Err(LockError::LeaseLost { key: h.key.clone() });
+        }
+        let sent_at = Instant::now();
+        let item = RenewItem { key: &h.key, owner: h.owner, lease };
+        match h.backend.renew(std::slice::from_ref(&item)).await?.first() {
+            Some(true) => {
+                if let Some(r) = &h.registration {
+                    r.confirmed(sent_at, lease);
+                }
+                tracing::debug!(key = %h.key, ?lease, "lock renewed");
+                Ok(())
+            }
+            _ => {
+                h.signal.mark_lost(LostReason::NotOwner);
+                Err(LockError::LeaseLost { key: h.key.clone() })
+            }
+        }
+    }
+
+    /// Release the lock (compare-and-delete by owner token). Renewal stops first.
+    ///
+    /// # Errors
+    /// [`LockError::LeaseLost`] when the lease had been lost before the release (the work
+    /// done under it may not have been exclusive); backend errors when the release could not be
+    /// sent (the lease or session then frees the key).
+    pub async fn release(mut self) -> Result<()> {
+        let Some(mut h) = self.held.take() else { return Ok(()) };
+        drop(h.registration.take());
+        let was_lost = h.signal.is_lost();
+        let released = h.backend.release(&h.key, h.owner).await?;
+        tracing::debug!(key = %h.key, released, "lock released");
+        if !released && !was_lost {
+            h.signal.mark_lost(LostReason::NotOwner);
+        }
+        if was_lost || !released {
+            return Err(LockError::LeaseLost { key: h.key });
+        }
+        Ok(())
+    }
+}
+
+impl LockGuard {
+    /// Stop renewing and forget the lock without releasing it, as a crashed process would:
+    /// the lease (or the end of the session) frees it.
+    pub fn abandon(mut self) {
+        if let Some(mut h) = self.held.take() {
+            drop(h.registration.take());
+            tracing::debug!(key = %h.key, "lock abandoned to its lease");
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let Some(mut h) = self.held.take() else { return };
+        drop(h.registration.take());
+        let Some(rt) = h.runtime.take() else {
+            tracing::warn!(key = %h.key, "lock guard dropped without a runtime; the lease will free it");
+            return;
+        };
+        // Never block in Drop: the release runs on the runtime the lock was taken on.
+        rt.spawn(async move {
+            match h.backend.release(&h.key, h.owner).await {
+                Ok(_) => tracing::debug!(key = %h.key, "dropped lock released"),
+                Err(e) => {
+                    tracing::warn!(key = %h.key, error = %e, "background release of a dropped lock failed")
+                }
+            }
+        });
+    }
+}

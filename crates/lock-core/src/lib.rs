@@ -1,0 +1,55 @@
+//! Distributed locks with fencing tokens and a lost-lock signal: the backend trait, the user
+//! API ([`Locker`], [`LockGuard`], [`MultiLock`]), waiting with notifications and backoff, the
+//! watchdog that renews leases, and an in-memory backend.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lock_core::LockError> {
+//! use std::{sync::Arc, time::Duration};
+//! use lock_core::{Locker, MemoryBackend};
+//!
+//! let locker = Locker::new(Arc::new(MemoryBackend::new()));
+//! let guard = locker.lock("orders/42").wait(Duration::from_secs(1)).acquire().await?;
+//! // Hand guard.fence() to the protected resource; select on guard.lost() while working.
+//! assert!(locker.try_lock("orders/42").await?.is_none());
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations)]
+
+mod backend;
+mod backoff;
+mod error;
+mod guard;
+mod locker;
+#[cfg(feature = "memory")]
+mod memory;
+mod multi;
+mod notify;
+mod renewer;
+mod signal;
+mod token;
+mod validate;
+
+pub use backend::{AcquireRequest, Attempt, Capability, Grant, LockBackend, RenewItem};
+pub use backoff::Backoff;
+pub use error::{BoxError, LockError, Result};
+pub use guard::LockGuard;
+pub use locker::{LockRequest, Locker, NOTIFY_FALLBACK, POLL_MAX, POLL_MIN};
+#[cfg(feature = "memory")]
+pub use memory::MemoryBackend;
+pub use multi::{MultiGuard, MultiLock};
+pub use notify::{NotifyHub, Subscription};
+pub use renewer::RENEW_BATCH;
+pub use signal::{LeaseSignal, LeaseState, LostReason};
+pub use token::{FencingToken, OwnerToken};
+pub use validate::{
+    DEFAULT_WATCHDOG_LEASE, MAX_KEY_BYTES, MAX_LEASE, MAX_WAIT, MIN_LEASE, validate_key, validate_lease,
+    validate_wait,
+};
+
+/// Re-exported so backends and users name one version.
+pub use async_trait::async_trait;
+pub use tokio_util::sync::CancellationToken;

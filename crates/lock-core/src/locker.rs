@@ -1,0 +1,289 @@
+//! The user API: acquire once, acquire with a deadline, run a closure under the lock.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::renewer::{Entry, Renewer};
+use crate::{
+    AcquireRequest, Attempt, Backoff, DEFAULT_WATCHDOG_LEASE, LeaseSignal, LockBackend, LockError, LockGuard,
+    OwnerToken, Result, Subscription, validate_key, validate_lease, validate_wait,
+};
+
+/// How long a waiter subscribed to release notifications sleeps when the backend gave no
+/// remaining-lease hint: the most a lost notification can cost.
+pub const NOTIFY_FALLBACK: Duration = Duration::from_millis(500);
+/// First polling delay for backends without notifications.
+pub const POLL_MIN: Duration = Duration::from_millis(2);
+/// Longest polling delay for backends without notifications.
+pub const POLL_MAX: Duration = Duration::from_millis(100);
+/// A native wait with no deadline is issued in slices of this length.
+const NATIVE_WAIT_SLICE: Duration = Duration::from_secs(60);
+
+/// Locks over one backend. Cheap to clone; clones share the watchdog.
+#[derive(Clone)]
+pub struct Locker {
+    backend: Arc<dyn LockBackend>,
+    renewer: Renewer,
+    watchdog_lease: Duration,
+    poll: (Duration, Duration),
+}
+
+impl fmt::Debug for Locker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Locker")
+            .field("backend", &self.backend)
+            .field("watchdog_lease", &self.watchdog_lease)
+            .field("renewer", &self.renewer)
+            .finish()
+    }
+}
+
+impl Locker {
+    /// Locks over `backend`, with the default watchdog lease of 30 s.
+    pub fn new(backend: Arc<dyn LockBackend>) -> Self {
+        Locker {
+            renewer: Renewer::new(backend.clone()),
+            backend,
+            watchdog_lease: DEFAULT_WATCHDOG_LEASE,
+            poll: (POLL_MIN, POLL_MAX),
+        }
+    }
+
+    /// Lease used (and renewed every third of it) when a request gives none.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidLease`] outside the accepted range.
+    pub fn with_watchdog_lease(mut self, lease: Duration) -> Result<Self> {
+        validate_lease(lease)?;
+        self.watchdog_lease = lease;
+        Ok(self)
+    }
+
+    /// Polling backoff bounds for backends without notifications.
+    pub fn with_poll_backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.poll = (min, max.max(min));
+        self
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn LockBackend> {
+        &self.backend
+    }
+
+    /// Number of leases the watchdog currently watches (0 after every guard is gone).
+    pub fn watched_leases(&self) -> usize {
+        self.renewer.len()
+    }
+
+    /// Whether the watchdog task is running (it exits when nothing is held).
+    pub fn watchdog_running(&self) -> bool {
+        self.renewer.is_running()
+    }
+
+    /// Start building a lock request for `key`.
+    pub fn lock(&self, key: impl Into<String>) -> LockRequest<'_> {
+        LockRequest { locker: self, key: key.into(), lease: None, wait: None, owner: None, max_hold: None }
+    }
+
+    /// One attempt with the watchdog lease: `Ok(None)` when someone else holds `key`.
+    ///
+    /// # Errors
+    /// Invalid keys and backend errors.
+    pub async fn try_lock(&self, key: impl Into<String>) -> Result<Option<LockGuard>> {
+        self.lock(key).try_acquire().await
+    }
+
+    /// Wait up to `wait` for `key`, run `work` while holding it, then release.
+    ///
+    /// `work` receives a token that is cancelled if the lease is lost.
+    ///
+    /// # Errors
+    /// [`LockError::Timeout`], backend errors, and [`LockError::LeaseLost`] when the lease was
+    /// lost while `work` ran (its result is then discarded: the work was not exclusive).
+    pub async fn with_lock<T, F, Fut>(&self, key: impl Into<String>, wait: Duration, work: F) -> Result<T>
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.lock(key).wait(wait).run(work).await
+    }
+}
+
+/// A lock request being built: `locker.lock("k").lease(..).wait(..).acquire().await`.
+#[derive(Debug)]
+#[must_use = "a lock request does nothing until acquired"]
+pub struct LockRequest<'a> {
+    locker: &'a Locker,
+    key: String,
+    lease: Option<Duration>,
+    wait: Option<Duration>,
+    owner: Option<OwnerToken>,
+    max_hold: Option<Duration>,
+}
+
+impl LockRequest<'_> {
+    /// A fixed lease: no watchdog; the lock expires after `lease` unless renewed by hand.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Wait at most `wait` in [`acquire`](Self::acquire) (default: without a bound).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Acquire as `owner` (a nested acquisition on a reentrant backend).
+    pub fn owner(mut self, owner: OwnerToken) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// With the watchdog: stop renewing after `max_hold`, so the lock expires at most one lease
+    /// later even if the holder never releases.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// One attempt: `Ok(None)` if someone else holds the key. Never waits.
+    ///
+    /// # Errors
+    /// Invalid input and backend errors.
+    pub async fn try_acquire(self) -> Result<Option<LockGuard>> {
+        self.acquire_inner(true).await
+    }
+
+    /// Acquire, waiting up to the request's wait.
+    ///
+    /// # Errors
+    /// [`LockError::Timeout`] at the deadline; invalid input; permanent backend errors.
+    /// Temporary backend errors are retried until the deadline.
+    pub async fn acquire(self) -> Result<LockGuard> {
+        match self.acquire_inner(false).await? {
+            Some(g) => Ok(g),
+            None => unreachable!("acquire_inner(false) returns a guard or an error"),
+        }
+    }
+
+    /// Acquire, run `work`, release. See [`Locker::with_lock`].
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire), plus [`LockError::LeaseLost`] if the lease was lost.
+    pub async fn run<T, F, Fut>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.acquire().await?;
+        let out = work(guard.lost_token()).await;
+        guard.release().await?;
+        Ok(out)
+    }
+
+    async fn acquire_inner(self, once: bool) -> Result<Option<LockGuard>> {
+        validate_key(&self.key)?;
+        let auto = self.lease.is_none();
+        let lease = self.lease.unwrap_or(self.locker.watchdog_lease);
+        validate_lease(lease)?;
+        if let Some(w) = self.wait {
+            validate_wait(w)?;
+        }
+        if let Some(m) = self.max_hold {
+            validate_wait(m)?;
+        }
+        let locker = self.locker;
+        let backend = &locker.backend;
+        let caps = backend.capabilities();
+        let owner = self.owner.unwrap_or_else(OwnerToken::random);
+        let started = Instant::now();
+        let deadline = if once { Some(started) } else { self.wait.map(|w| started + w) };
+        let signal = LeaseSignal::new();
+
+        let mut sub: Option<Subscription> = None;
+        let mut backoff = Backoff::new(locker.poll.0, locker.poll.1);
+        loop {
+            let wait_until = match (caps.native_wait, deadline) {
+                (false, _) => None,
+                (true, Some(d)) if d <= Instant::now() => None,
+                (true, Some(d)) => Some(d),
+                (true, None) => Some(Instant::now() + NATIVE_WAIT_SLICE),
+            };
+            let req = AcquireRequest { key: &self.key, owner, lease, wait_until, signal: &signal };
+            let sent_at = Instant::now();
+            let retry_after = match backend.try_acquire(&req).await {
+                Ok(Attempt::Acquired(grant)) => {
+                    let registration = (auto || grant.lease.is_some()).then(|| {
+                        locker.renewer.register(Entry {
+                            key: self.key.clone(),
+                            owner,
+                            lease,
+                            auto,
+                            confirmed_until: grant.lease.map(|l| sent_at + l),
+                            next_due: sent_at + lease / 3,
+                            renew_until: self.max_hold.map(|m| started + m),
+                            signal: signal.clone(),
+                        })
+                    });
+                    tracing::debug!(backend = backend.name(), key = %self.key, fence = grant.fence.0, waited = ?started.elapsed(), "lock acquired");
+                    return Ok(Some(LockGuard::new(
+                        self.key,
+                        owner,
+                        grant.fence,
+                        backend.clone(),
+                        signal,
+                        registration,
+                    )));
+                }
+                Ok(Attempt::Held { retry_after }) => retry_after,
+                Err(e) if e.is_temporary() && !once && deadline.is_none_or(|d| Instant::now() < d) => {
+                    tracing::debug!(key = %self.key, error = %e, "acquire attempt failed; retrying");
+                    Some(backoff.next_delay())
+                }
+                Err(e) => return Err(e),
+            };
+            if once {
+                return Ok(None);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(LockError::Timeout { key: self.key, waited: started.elapsed() });
+            }
+            if caps.notify && sub.is_none() {
+                match backend.subscribe(&self.key).await {
+                    Ok(s) => {
+                        sub = s;
+                        // Subscribed after the failed attempt: retry at once so a release in
+                        // between is not missed.
+                        if sub.is_some() {
+                            continue;
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "subscribe failed; polling instead"),
+                }
+            }
+            let nap = match (&sub, retry_after) {
+                (Some(_), Some(hint)) => hint,
+                (Some(_), None) => NOTIFY_FALLBACK,
+                (None, Some(hint)) => backoff.next_delay().min(hint),
+                (None, None) => backoff.next_delay(),
+            };
+            let wake = deadline.map_or(now + nap, |d| d.min(now + nap));
+            match sub.as_mut() {
+                Some(s) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(wake) => {}
+                        alive = s.notified() => if !alive { sub = None },
+                    }
+                }
+                None => tokio::time::sleep_until(wake).await,
+            }
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The in-process backend: full capabilities for tasks of one process.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use crate::{
+    AcquireRequest, Attempt, Capability, FencingToken, Grant, LockBackend, NotifyHub, OwnerToken, RenewItem,
+    Result, Subscription,
+};
+
+#[derive(Debug)]
+struct Hold {
+    owner: OwnerToken,
+    count: u32,
+    expires: Instant,
+    fence: u64,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    locks: Mutex<HashMap<String, Hold>>,
+    // One counter for every key: strictly increasing per key too, and nothing to clean up.
+    fence: AtomicU64,
+    hub: NotifyHub,
+}
+
+/// Locks in this process's memory: leases that expire, renewal, fencing tokens, release
+/// notifications and reentrancy. Clones share the same lock table.
+///
+/// Not a mock: it is the embedded default for single-process use, examples and the bench.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryBackend {
+    inner: Arc<Inner>,
+}
+
+impl MemoryBackend {
+    /// An empty lock table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn locks(&self) -> MutexGuard<'_, HashMap<String, Hold>> {
+        // Critical sections never panic midway, so a poisoned table is still consistent.
+        self.inner.locks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Fault hook: delete `key` behind its holder's back (as `DEL` would on a server).
+    /// Returns whether a live lock was removed.
+    pub fn sever(&self, key: &str) -> bool {
+        let removed = self.locks().remove(key).is_some_and(|h| h.expires > Instant::now());
+        self.inner.hub.notify(key);
+        removed
+    }
+}
+
+#[async_trait]
+impl LockBackend for MemoryBackend {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn capabilities(&self) -> Capability {
+        Capability { renew: true, fencing: true, notify: true, reentrant: true, ..Capability::NONE }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let now = Instant::now();
+        let mut locks = self.locks();
+        if let Some(h) = locks.get_mut(req.key)
+            && h.expires > now
+        {
+            if h.owner != req.owner {
+                return Ok(Attempt::Held { retry_after: Some(h.expires - now) });
+            }
+            h.count += 1;
+            h.expires = h.expires.max(now + req.lease);
+            return Ok(Attempt::Acquired(Grant { fence: FencingToken(h.fence), lease: Some(req.lease) }));
+        }
+        let fence = self.inner.fence.fetch_add(1, Ordering::Relaxed) + 1;
+        locks
+            .insert(req.key.to_owned(), Hold { owner: req.owner, count: 1, expires: now + req.lease, fence });
+        Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(req.lease) }))
+    }
+
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let now = Instant::now();
+        let freed = {
+            let mut locks = self.locks();
+            match locks.get_mut(key) {
+                Some(h) if h.owner == owner && h.expires > now => {
+                    h.count -= 1;
+                    if h.count > 0 {
+                        return Ok(true);
+                    }
+                    locks.remove(key);
+                    true
+                }
+                _ => return Ok(false),
+            }
+        };
+        if freed {
+            self.inner.hub.notify(key);
+        }
+        Ok(true)
+    }
+
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        let now = Instant::now();
+        let mut locks = self.locks();
+        Ok(items
+            .iter()
+            .map(|it| match locks.get_mut(it.key) {
+                Some(h) if h.owner == it.owner && h.expires > now => {
+                    h.expires = now + it.lease;
+                    true
+                }
+                _ => false,
+            })
+            .collect())
+    }
+
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        Ok(Some(self.inner.hub.subscribe(key).0))
+    }
+}
+
+/// Remaining lease of `key` (for tests and `status` commands).
+impl MemoryBackend {
+    /// Remaining lease of `key`, if it is held.
+    pub fn remaining(&self, key: &str) -> Option<Duration> {
+        let now = Instant::now();
+        self.locks().get(key).filter(|h| h.expires > now).map(|h| h.expires - now)
+    }
+}

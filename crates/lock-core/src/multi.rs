@@ -1,0 +1,111 @@
+//! All-or-nothing acquisition of several keys, possibly on different backends.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::{LockError, LockGuard, Locker, Result};
+
+/// Several locks taken together in a canonical order (by key, then backend), so two
+/// `MultiLock`s over overlapping keys cannot deadlock. On any failure the locks already taken
+/// are released before the error is returned.
+#[derive(Debug, Default)]
+pub struct MultiLock {
+    parts: Vec<(Locker, String)>,
+}
+
+/// The guards of a [`MultiLock`].
+#[derive(Debug)]
+#[must_use = "dropping the guard releases the locks in the background"]
+pub struct MultiGuard {
+    guards: Vec<LockGuard>,
+}
+
+impl MultiLock {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add `key` on `locker`.
+    pub fn with(mut self, locker: &Locker, key: impl Into<String>) -> Self {
+        self.parts.push((locker.clone(), key.into()));
+        self
+    }
+
+    /// Acquire every lock within `wait` in total; `lease` as in
+    /// [`LockRequest::lease`](crate::LockRequest::lease) (`None`: watchdog).
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] for an empty set or a key listed twice on one backend;
+    /// otherwise the first error met, after releasing what was taken.
+    pub async fn acquire(mut self, wait: Duration, lease: Option<Duration>) -> Result<MultiGuard> {
+        if self.parts.is_empty() {
+            return Err(LockError::InvalidConfig { reason: "multi-lock over no keys".into() });
+        }
+        let id = |l: &Locker| Arc::as_ptr(l.backend()) as *const () as usize;
+        self.parts.sort_by(|(la, ka), (lb, kb)| {
+            (ka, la.backend().name(), id(la)).cmp(&(kb, lb.backend().name(), id(lb)))
+        });
+        if self.parts.windows(2).any(|w| w[0].1 == w[1].1 && id(&w[0].0) == id(&w[1].0)) {
+            return Err(LockError::InvalidConfig {
+                reason: "multi-lock lists a key twice on one backend".into(),
+            });
+        }
+        let started = Instant::now();
+        let deadline = started + wait;
+        let mut guards = Vec::with_capacity(self.parts.len());
+        for (locker, key) in &self.parts {
+            let mut req = locker.lock(key.clone()).wait(deadline.saturating_duration_since(Instant::now()));
+            if let Some(l) = lease {
+                req = req.lease(l);
+            }
+            match req.acquire().await {
+                Ok(g) => guards.push(g),
+                Err(e) => {
+                    for g in guards.into_iter().rev() {
+                        if let Err(re) = g.release().await {
+                            tracing::warn!(error = %re, "releasing a partial multi-lock failed");
+                        }
+                    }
+                    return Err(match e {
+                        LockError::Timeout { key, .. } => {
+                            LockError::Timeout { key, waited: started.elapsed() }
+                        }
+                        other => other,
+                    });
+                }
+            }
+        }
+        Ok(MultiGuard { guards })
+    }
+}
+
+impl MultiGuard {
+    /// The individual guards, in acquisition order.
+    pub fn guards(&self) -> &[LockGuard] {
+        &self.guards
+    }
+
+    /// Whether any of the leases is known lost.
+    pub fn is_lost(&self) -> bool {
+        self.guards.iter().any(LockGuard::is_lost)
+    }
+
+    /// Release every lock, in reverse order.
+    ///
+    /// # Errors
+    /// The first release error; every release is still attempted.
+    pub async fn release(self) -> Result<()> {
+        let mut first = Ok(());
+        for g in self.guards.into_iter().rev() {
+            if let Err(e) = g.release().await
+                && first.is_ok()
+            {
+                first = Err(e);
+            }
+        }
+        first
+    }
+}

@@ -1,0 +1,297 @@
+//! The watchdog: one task per [`Locker`](crate::Locker) that renews every auto-renewed lease in
+//! batches and fires the lost signal of any lease whose local deadline passes unconfirmed.
+//!
+//! The task exists only while leases are registered, so after the last release no renewal
+//! traffic remains.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::{LeaseSignal, LockBackend, LockError, LostReason, OwnerToken, RenewItem};
+
+/// Most leases sent in one renew call (Redisson renews up to 100 keys per script call).
+pub const RENEW_BATCH: usize = 100;
+
+/// Renew when a third of the lease has passed (Redisson: 30 s lease, renewed every 10 s).
+fn period(lease: Duration) -> Duration {
+    lease / 3
+}
+
+/// After a temporary failure, retry sooner than a full period.
+fn retry_interval(lease: Duration) -> Duration {
+    (lease / 10).clamp(Duration::from_millis(5), Duration::from_secs(1))
+}
+
+/// Leases due within this window are renewed together with the ones due now. Smaller than
+/// the retry interval, so a failing backend is not hammered.
+fn coalesce_window(lease: Duration) -> Duration {
+    (period(lease) / 2).min(retry_interval(lease) / 2)
+}
+
+pub(crate) struct Entry {
+    pub key: String,
+    pub owner: OwnerToken,
+    pub lease: Duration,
+    /// Renewed by the watchdog (no lease given by the caller).
+    pub auto: bool,
+    /// Local lease deadline; `None` for session-bound leases.
+    pub confirmed_until: Option<Instant>,
+    pub next_due: Instant,
+    /// Maximum hold time: no renewal is sent past this instant.
+    pub renew_until: Option<Instant>,
+    pub signal: LeaseSignal,
+}
+
+/// A lease in flight in one renew call: (id, key, owner, lease).
+type Pending = (u64, String, OwnerToken, Duration);
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<u64, Entry>,
+    next_id: u64,
+    running: bool,
+}
+
+struct Shared {
+    backend: Arc<dyn LockBackend>,
+    state: Mutex<State>,
+    wake: Notify,
+}
+
+/// Handle on the per-locker watchdog.
+#[derive(Clone)]
+pub(crate) struct Renewer {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Renewer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Renewer").field("leases", &self.lock().entries.len()).finish()
+    }
+}
+
+/// A registered lease; deregisters on drop, which stops its renewal at once.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    renewer: Renewer,
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.renewer.lock().entries.remove(&self.id);
+    }
+}
+
+impl Registration {
+    pub fn deadline(&self) -> Option<Instant> {
+        self.renewer.lock().entries.get(&self.id).and_then(|e| e.confirmed_until)
+    }
+
+    /// Record a renewal confirmed by the caller (a manual `renew`).
+    pub fn confirmed(&self, sent_at: Instant, lease: Duration) {
+        if let Some(e) = self.renewer.lock().entries.get_mut(&self.id) {
+            e.lease = lease;
+            if e.confirmed_until.is_some() {
+                e.confirmed_until = Some(sent_at + lease);
+            }
+            e.next_due = sent_at + period(lease);
+            e.signal.mark_held();
+        }
+        self.renewer.shared.wake.notify_one();
+    }
+}
+
+impl Renewer {
+    pub fn new(backend: Arc<dyn LockBackend>) -> Self {
+        Renewer { shared: Arc::new(Shared { backend, state: Mutex::default(), wake: Notify::new() }) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every critical section leaves the map consistent, so a poisoned lock is still usable.
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Number of leases being watched (for tests and metrics).
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// Whether the watchdog task is alive.
+    pub fn is_running(&self) -> bool {
+        self.lock().running
+    }
+
+    pub fn register(&self, entry: Entry) -> Registration {
+        let spawn = {
+            let mut st = self.lock();
+            let id = st.next_id;
+            st.next_id += 1;
+            st.entries.insert(id, entry);
+            let spawn = !st.running;
+            st.running = true;
+            drop(st);
+            if spawn {
+                let this = self.clone();
+                match tokio::runtime::Handle::try_current() {
+                    Ok(rt) => {
+                        rt.spawn(async move { this.run().await });
+                    }
+                    Err(_) => {
+                        // Unreachable from the async API; without a runtime nothing can renew.
+                        self.lock().running = false;
+                        tracing::error!("lock watchdog needs a tokio runtime; lease will not be renewed");
+                    }
+                }
+            }
+            Registration { renewer: self.clone(), id }
+        };
+        self.shared.wake.notify_one();
+        spawn
+    }
+
+    async fn run(self) {
+        loop {
+            let now = Instant::now();
+            let (batch, wake_at) = {
+                let mut st = self.lock();
+                self.reap(&mut st, now);
+                if st.entries.is_empty() {
+                    st.running = false;
+                    return;
+                }
+                Self::due(&st, now)
+            };
+            if batch.is_empty() {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(wake_at) => {}
+                    _ = self.shared.wake.notified() => {}
+                }
+                continue;
+            }
+            for chunk in batch.chunks(RENEW_BATCH) {
+                self.renew_chunk(chunk).await;
+            }
+        }
+    }
+
+    /// Drop leases already lost and fire the ones whose deadline passed.
+    fn reap(&self, st: &mut State, now: Instant) {
+        st.entries.retain(|_, e| {
+            if e.signal.is_lost() {
+                return false;
+            }
+            if e.confirmed_until.is_some_and(|d| d <= now) {
+                tracing::warn!(key = %e.key, "lock lease deadline passed without a confirmed renewal");
+                e.signal.mark_lost(LostReason::DeadlinePassed);
+                return false;
+            }
+            true
+        });
+    }
+
+    /// Leases to renew now (coalescing those due soon), and when to wake next.
+    fn due(st: &State, now: Instant) -> (Vec<u64>, Instant) {
+        let mut batch = Vec::new();
+        let mut wake_at = now + Duration::from_secs(3600);
+        for (id, e) in &st.entries {
+            if let Some(d) = e.confirmed_until {
+                wake_at = wake_at.min(d);
+            }
+            let renewable = e.auto && e.renew_until.is_none_or(|u| now < u);
+            if !renewable {
+                continue;
+            }
+            if e.next_due <= now + coalesce_window(e.lease) {
+                batch.push(*id);
+            } else {
+                wake_at = wake_at.min(e.next_due);
+            }
+        }
+        (batch, wake_at)
+    }
+
+    async fn renew_chunk(&self, ids: &[u64]) {
+        let (items, limit): (Vec<Pending>, Option<Instant>) = {
+            let st = self.lock();
+            let items = ids
+                .iter()
+                .filter_map(|id| st.entries.get(id).map(|e| (*id, e.key.clone(), e.owner, e.lease)))
+                .collect();
+            // Never wait on the backend past the earliest local deadline: a paused server must
+            // not keep the lost signal from firing.
+            let limit = st.entries.values().filter_map(|e| e.confirmed_until).min();
+            (items, limit)
+        };
+        if items.is_empty() {
+            return;
+        }
+        let req: Vec<RenewItem<'_>> = items
+            .iter()
+            .map(|(_, key, owner, lease)| RenewItem { key, owner: *owner, lease: *lease })
+            .collect();
+        let sent_at = Instant::now();
+        let call = self.shared.backend.renew(&req);
+        let result = match limit {
+            Some(limit) => match tokio::time::timeout_at(limit, call).await {
+                Ok(r) => r,
+                Err(_) => Err(LockError::temporary(
+                    self.shared.backend.name(),
+                    "renewal timed out at the lease deadline",
+                )),
+            },
+            None => call.await,
+        };
+        let mut st = self.lock();
+        match result {
+            Ok(flags) if flags.len() == items.len() => {
+                for ((id, ..), held) in items.iter().zip(flags) {
+                    let Some(e) = st.entries.get_mut(id) else { continue };
+                    if held {
+                        if e.confirmed_until.is_some() {
+                            e.confirmed_until = Some(sent_at + e.lease);
+                        }
+                        e.next_due = sent_at + period(e.lease);
+                        e.signal.mark_held();
+                        tracing::trace!(key = %e.key, "lease renewed");
+                    } else {
+                        e.signal.mark_lost(LostReason::NotOwner);
+                        st.entries.remove(id);
+                    }
+                }
+            }
+            Ok(flags) => {
+                tracing::error!(
+                    sent = items.len(),
+                    got = flags.len(),
+                    "backend renew answered the wrong number of flags"
+                );
+                Self::failed(&mut st, &items, true);
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "lease renewal failed");
+                Self::failed(&mut st, &items, !e.is_temporary());
+            }
+        }
+    }
+
+    fn failed(st: &mut State, items: &[Pending], permanent: bool) {
+        let now = Instant::now();
+        for (id, ..) in items {
+            let Some(e) = st.entries.get_mut(id) else { continue };
+            if permanent {
+                e.signal.mark_lost(LostReason::BackendError);
+                st.entries.remove(id);
+            } else {
+                // Unknown, not lost, until the deadline passes.
+                e.signal.mark_uncertain();
+                e.next_due = now + retry_interval(e.lease);
+            }
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The lost-lock signal shared by a guard, the watchdog and the backend.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// What the holder knows about its lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseState {
+    /// Confirmed by the backend within the lease.
+    Held,
+    /// The last renewal failed for a temporary reason (or the session is disconnected); the lock
+    /// may still be held. It becomes `Lost` at the local lease deadline at the latest.
+    Uncertain,
+    /// Known lost: stop touching the protected resource.
+    Lost(LostReason),
+}
+
+/// Why a lease was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// A renewal was answered "not the owner" (expired and maybe taken over, or deleted).
+    NotOwner,
+    /// The local lease deadline passed without a confirmed renewal.
+    DeadlinePassed,
+    /// The session or connection that carried the lock ended.
+    SessionEnded,
+    /// The backend answered a renewal with a permanent error.
+    BackendError,
+}
+
+/// Shared, cloneable lost-lock signal. Backends receive one per acquisition and call
+/// [`mark_lost`](Self::mark_lost) when they learn of a loss first (session expiry, a killed
+/// connection); the core watchdog does the same for failed renewals and passed deadlines.
+#[derive(Clone, Debug)]
+pub struct LeaseSignal {
+    lost: CancellationToken,
+    state: Arc<watch::Sender<LeaseState>>,
+}
+
+impl Default for LeaseSignal {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LeaseSignal {
+    /// A signal in state [`LeaseState::Held`].
+    pub fn new() -> Self {
+        LeaseSignal { lost: CancellationToken::new(), state: Arc::new(watch::Sender::new(LeaseState::Held)) }
+    }
+
+    /// Mark the lease lost; idempotent, the first reason wins.
+    pub fn mark_lost(&self, reason: LostReason) {
+        let changed = self.state.send_if_modified(|s| {
+            if matches!(s, LeaseState::Lost(_)) {
+                false
+            } else {
+                *s = LeaseState::Lost(reason);
+                true
+            }
+        });
+        if changed {
+            tracing::warn!(?reason, "lock lease lost");
+        }
+        self.lost.cancel();
+    }
+
+    /// Mark the lease uncertain (ignored once lost).
+    pub fn mark_uncertain(&self) {
+        self.state.send_if_modified(|s| {
+            let change = *s == LeaseState::Held;
+            if change {
+                *s = LeaseState::Uncertain;
+            }
+            change
+        });
+    }
+
+    /// Mark the lease confirmed (ignored once lost).
+    pub fn mark_held(&self) {
+        self.state.send_if_modified(|s| {
+            let change = *s == LeaseState::Uncertain;
+            if change {
+                *s = LeaseState::Held;
+            }
+            change
+        });
+    }
+
+    /// Current state.
+    pub fn state(&self) -> LeaseState {
+        *self.state.borrow()
+    }
+
+    /// Whether the lease is known lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_cancelled()
+    }
+
+    /// A token cancelled when the lease is lost; select on `token.cancelled()`.
+    pub fn token(&self) -> CancellationToken {
+        self.lost.clone()
+    }
+
+    /// A receiver of every state change (Held / Uncertain / Lost).
+    pub fn subscribe(&self) -> watch::Receiver<LeaseState> {
+        self.state.subscribe()
+    }
+}

@@ -1,0 +1,511 @@
+//! The conformance suite: one generic async function per guarantee, run against every backend
+//! through `Arc<dyn LockBackend>`. [`conformance_tests!`](crate::conformance_tests) turns them
+//! into one named `#[tokio::test]` each.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::{
+    LeaseState, LockBackend, LockError, LockGuard, Locker, MAX_KEY_BYTES, MultiLock, OwnerToken,
+};
+use tokio::time::{Instant, timeout};
+
+/// Builds clients of one backend (each client is a separate connection or session, standing in
+/// for a separate process) and breaks their leases on demand.
+#[async_trait]
+pub trait Factory: Send + Sync + 'static {
+    /// Label for messages, e.g. `"redis/simple"`.
+    fn label(&self) -> String;
+
+    /// A new independent client.
+    async fn client(&self) -> Arc<dyn LockBackend>;
+
+    /// Sever the lease on `key` that `holder` holds, behind its back (delete the key, kill the
+    /// connection, expire the session). Returns `false` if the backend has no such hook.
+    async fn sever(&self, holder: &Arc<dyn LockBackend>, key: &str) -> bool;
+
+    /// A short lease for tests: long enough for a few round trips, short enough to wait out.
+    fn lease(&self) -> Duration {
+        Duration::from_millis(300)
+    }
+}
+
+static RUN: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string()[..8].to_owned());
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// A key unique to this run and call: `t<run>-<case>-<n>`.
+pub fn key(case: &str) -> String {
+    format!("t{}-{case}-{}", *RUN, SEQ.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Print a loud skip line (cases that a backend's capabilities rule out).
+pub fn skip(label: &str, case: &str, why: &str) {
+    eprintln!("SKIPPED [{label}] {case}: {why}");
+}
+
+async fn locker<F: Factory + ?Sized>(f: &F) -> Locker {
+    Locker::new(f.client().await)
+}
+
+/// Wait for `fut` at most `limit`, failing the test with `what` otherwise.
+async fn within<T>(limit: Duration, what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    match timeout(limit, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("{what}: not done within {limit:?}"),
+    }
+}
+
+/// Poll `cond` every few milliseconds until it holds, failing after `limit`.
+async fn eventually<Fut: std::future::Future<Output = bool>>(
+    limit: Duration,
+    what: &str,
+    mut cond: impl FnMut() -> Fut,
+) {
+    let deadline = Instant::now() + limit;
+    while !cond().await {
+        assert!(Instant::now() < deadline, "{what}: not true within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// 1. Acquire/release round trip; `try_lock` on a held key answers "held" without waiting.
+pub async fn round_trip<F: Factory + ?Sized>(f: &F) {
+    let (a, b) = (locker(f).await, locker(f).await);
+    let k = key("round_trip");
+    let g = a.try_lock(&k).await.expect("try_lock").expect("free key must be acquired");
+    assert_eq!(g.key(), k);
+    let t = Instant::now();
+    assert!(b.try_lock(&k).await.expect("try_lock").is_none(), "held key must not be acquired");
+    assert!(t.elapsed() < Duration::from_millis(500), "try_lock waited {:?}", t.elapsed());
+    g.release().await.expect("release");
+    let g2 = b.try_lock(&k).await.expect("try_lock").expect("released key must be free");
+    g2.release().await.expect("release");
+}
+
+/// 2. Mutual exclusion under contention: 10 tasks, each on its own client, add 1000 times to a
+///    non-atomic counter (read, yield, write); the total must be exactly 10 000.
+pub async fn mutual_exclusion<F: Factory + ?Sized>(f: &F) {
+    const TASKS: usize = 10;
+    const ROUNDS: u64 = 1000;
+    let k = key("mutex");
+    let counter = Arc::new(AtomicU64::new(0));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let l = locker(f).await;
+        let (k, counter, inside) = (k.clone(), counter.clone(), inside.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut fences = Vec::with_capacity(ROUNDS as usize);
+            for _ in 0..ROUNDS {
+                let g =
+                    l.lock(&k).lease(Duration::from_secs(10)).wait(Duration::from_secs(60)).acquire().await;
+                let g = g.expect("acquire under contention");
+                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+                // Deliberately not atomic: only the lock keeps this exact.
+                let v = counter.load(Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                counter.store(v + 1, Ordering::SeqCst);
+                inside.fetch_sub(1, Ordering::SeqCst);
+                fences.push(g.fence());
+                g.release().await.expect("release");
+            }
+            fences
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(within(Duration::from_secs(120), "contended increments", t).await.expect("task"));
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), TASKS as u64 * ROUNDS);
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len() as u64, TASKS as u64 * ROUNDS, "every acquisition needs its own fencing token");
+}
+
+/// 3a. A blocked waiter gets the lock promptly after the holder releases.
+pub async fn waiter_wakes_on_release<F: Factory + ?Sized>(f: &F) {
+    let (a, b) = (locker(f).await, locker(f).await);
+    let k = key("wake");
+    let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let k2 = k.clone();
+    let waiter = tokio::spawn(async move {
+        let g = b.lock(&k2).wait(Duration::from_secs(10)).acquire().await;
+        (Instant::now(), g)
+    });
+    // Give the waiter time to block; if it has not, the assertions below still hold.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "waiter must block while the key is held");
+    let released = Instant::now();
+    g.release().await.expect("release");
+    let (got, g2) = within(Duration::from_secs(5), "waiter", waiter).await.expect("task");
+    let g2 = g2.expect("waiter acquires after release");
+    let handoff = got - released;
+    assert!(
+        handoff < Duration::from_secs(1),
+        "handoff took {handoff:?}; a 30 s lease must not be waited out"
+    );
+    g2.release().await.expect("release");
+}
+
+/// 3b. A waiter with a deadline gets `Timeout` close to it (300 ms wait, +1 s tolerance).
+pub async fn wait_times_out<F: Factory + ?Sized>(f: &F) {
+    let (a, b) = (locker(f).await, locker(f).await);
+    let k = key("timeout");
+    let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let wait = Duration::from_millis(300);
+    let t = Instant::now();
+    match b.lock(&k).wait(wait).acquire().await {
+        Err(LockError::Timeout { key: ek, waited }) => {
+            assert_eq!(ek, k);
+            assert!(waited >= wait, "reported wait {waited:?} shorter than the deadline");
+            assert!(t.elapsed() < wait + Duration::from_secs(1), "timeout came late: {:?}", t.elapsed());
+        }
+        other => panic!("expected Timeout, got {other:?}"),
+    }
+    g.release().await.expect("release");
+}
+
+/// Make the lease of `g` (held through `client`) run out: wait out its lease, or sever it for
+/// session-bound backends.
+async fn expire<F: Factory + ?Sized>(f: &F, client: &Arc<dyn LockBackend>, k: &str) {
+    if client.capabilities().session_bound {
+        assert!(f.sever(client, k).await, "session-bound backends need a sever hook");
+    }
+}
+
+/// 4. An expired lease can be taken over, and the stale owner's release afterwards must not
+///    remove the new owner's lock (the seed's "A's delete frees B's lock" bug).
+pub async fn expired_lease_taken_over<F: Factory + ?Sized>(f: &F) {
+    let ca = f.client().await;
+    let (a, b, c) = (Locker::new(ca.clone()), locker(f).await, locker(f).await);
+    let k = key("expire");
+    let ga = a.lock(&k).lease(f.lease()).try_acquire().await.expect("try").expect("free");
+    expire(f, &ca, &k).await;
+    let gb = b.lock(&k).wait(f.lease() * 10).acquire().await.expect("B takes over the expired lease");
+    assert!(gb.fence() > ga.fence(), "fencing token must grow across expiry");
+    match ga.release().await {
+        Err(LockError::LeaseLost { .. }) => {}
+        other => panic!("stale release must report the lost lease, got {other:?}"),
+    }
+    assert!(c.try_lock(&k).await.expect("try").is_none(), "stale release freed the new owner's lock");
+    gb.release().await.expect("new owner releases");
+}
+
+/// 5. A release with a foreign token is rejected and changes nothing; release is idempotent
+///    for its owner.
+pub async fn foreign_release_rejected<F: Factory + ?Sized>(f: &F) {
+    let ca = f.client().await;
+    let (a, b) = (Locker::new(ca.clone()), locker(f).await);
+    let k = key("foreign");
+    let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let other = f.client().await;
+    assert!(
+        !other.release(&k, OwnerToken::random()).await.expect("foreign release"),
+        "foreign token released"
+    );
+    assert!(b.try_lock(&k).await.expect("try").is_none(), "foreign release freed the lock");
+    let owner = g.owner();
+    g.release().await.expect("owner release");
+    assert!(!ca.release(&k, owner).await.expect("second release"), "second release must report not held");
+    let gb = b.try_lock(&k).await.expect("try").expect("free after release");
+    assert!(!ca.release(&k, owner).await.expect("stale release"), "old owner released the new holder");
+    assert!(a.try_lock(&k).await.expect("try").is_none(), "new holder's lock must survive");
+    gb.release().await.expect("release");
+}
+
+/// 6. Renew extends the lease past the original TTL; renew after loss reports the loss.
+pub async fn renew_extends_lease<F: Factory + ?Sized>(f: &F) {
+    let ca = f.client().await;
+    let (a, b) = (Locker::new(ca.clone()), locker(f).await);
+    if !ca.capabilities().renew {
+        return skip(&f.label(), "renew_extends_lease", "backend has no renew");
+    }
+    let k = key("renew");
+    let lease = f.lease();
+    let g = a.lock(&k).lease(lease).try_acquire().await.expect("try").expect("free");
+    g.renew(lease * 5).await.expect("renew");
+    tokio::time::sleep(lease * 2).await; // past the original lease, inside the renewed one
+    assert!(b.try_lock(&k).await.expect("try").is_none(), "renewed lock expired at the original TTL");
+    assert!(!g.is_lost(), "renewed lease reported lost");
+    if !f.sever(&ca, &k).await {
+        // No hook: let the renewed lease run out instead.
+        tokio::time::sleep(lease * 6).await;
+    }
+    eventually(Duration::from_secs(10), "renew reports the loss", || {
+        let r = g.renew(lease);
+        async { matches!(r.await, Err(LockError::LeaseLost { .. })) }
+    })
+    .await;
+    assert!(g.is_lost());
+    let _ = g.release().await;
+}
+
+/// 7. The watchdog keeps a lock held for 3x its lease without explicit renewal; after release no
+///    renewal work remains.
+pub async fn watchdog_keeps_lock<F: Factory + ?Sized>(f: &F) {
+    let ca = f.client().await;
+    if !ca.capabilities().renew {
+        return skip(&f.label(), "watchdog_keeps_lock", "backend has no renew");
+    }
+    let lease = f.lease();
+    let a = Locker::new(ca).with_watchdog_lease(lease).expect("lease");
+    let b = locker(f).await;
+    let k = key("watchdog");
+    let g = a.lock(&k).try_acquire().await.expect("try").expect("free");
+    assert_eq!(a.watched_leases(), 1);
+    tokio::time::sleep(lease * 3).await;
+    assert!(b.try_lock(&k).await.expect("try").is_none(), "watchdog let the lock expire");
+    assert_eq!(g.state(), LeaseState::Held);
+    g.release().await.expect("release");
+    assert_eq!(a.watched_leases(), 0, "renewal must stop at release");
+    eventually(Duration::from_secs(2), "watchdog task exits", || {
+        let running = a.watchdog_running();
+        async move { !running }
+    })
+    .await;
+    b.try_lock(&k).await.expect("try").expect("free after release").release().await.expect("release");
+}
+
+/// 8. Fencing tokens strictly increase across clients, after an expiry and after a holder's
+///    crash (a client dropped without release).
+pub async fn fencing_tokens_increase<F: Factory + ?Sized>(f: &F) {
+    let k = key("fence");
+    let lease = f.lease();
+    let a = locker(f).await;
+    let g1 = a.try_lock(&k).await.expect("try").expect("free");
+    let f1 = g1.fence();
+    g1.release().await.expect("release");
+
+    let cb = f.client().await;
+    let b = Locker::new(cb.clone());
+    let g2 = b.lock(&k).lease(lease).try_acquire().await.expect("try").expect("free");
+    assert!(g2.fence() > f1, "{:?} !> {f1:?}", g2.fence());
+    expire(f, &cb, &k).await;
+    let c = locker(f).await;
+    let g3 = c.lock(&k).lease(lease).wait(lease * 10).acquire().await.expect("take over expired");
+    assert!(g3.fence() > g2.fence(), "after expiry: {:?} !> {:?}", g3.fence(), g2.fence());
+    let f3 = g3.fence();
+    // Crash: the holder vanishes without releasing.
+    g3.abandon();
+    drop(c);
+    let d = locker(f).await;
+    let g4 =
+        d.lock(&k).lease(lease).wait(Duration::from_secs(15)).acquire().await.expect("take over after crash");
+    assert!(g4.fence() > f3, "after crash: {:?} !> {f3:?}", g4.fence());
+    g4.release().await.expect("release");
+    drop(g2);
+}
+
+/// 9. The lost-lock signal fires when the lease is severed behind the holder's back.
+pub async fn lost_signal_fires<F: Factory + ?Sized>(f: &F) {
+    let ca = f.client().await;
+    let lease = f.lease();
+    let a = Locker::new(ca.clone()).with_watchdog_lease(lease).expect("lease");
+    let k = key("lost");
+    let g = a.lock(&k).try_acquire().await.expect("try").expect("free");
+    if !f.sever(&ca, &k).await {
+        return skip(&f.label(), "lost_signal_fires", "factory has no sever hook");
+    }
+    within(lease * 10 + Duration::from_secs(5), "lost signal", g.lost()).await;
+    assert!(matches!(g.state(), LeaseState::Lost(_)), "state {:?}", g.state());
+    assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+}
+
+/// 10. A cancelled (dropped) acquire leaves no lock behind.
+pub async fn cancelled_acquire_leaves_nothing<F: Factory + ?Sized>(f: &F) {
+    let (a, b, c) = (locker(f).await, locker(f).await, locker(f).await);
+    let k = key("cancel");
+    let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    // A waiter gives up (its future is dropped) while the key is held.
+    let r = timeout(Duration::from_millis(100), b.lock(&k).wait(Duration::from_secs(30)).acquire()).await;
+    assert!(r.is_err(), "waiter cannot have acquired a held key");
+    g.release().await.expect("release");
+    let t = Instant::now();
+    let g = c.lock(&k).wait(Duration::from_secs(5)).acquire().await.expect("free after release");
+    assert!(t.elapsed() < Duration::from_secs(2), "cancelled waiter held the key for {:?}", t.elapsed());
+    g.release().await.expect("release");
+    // Attempts cut off at arbitrary points must not leak either.
+    for i in 0..20u64 {
+        let cut = Duration::from_micros(50 * i);
+        if let Ok(Ok(Some(g))) = timeout(cut, b.try_lock(&k)).await {
+            g.release().await.expect("release");
+        }
+        let g =
+            c.lock(&k).wait(Duration::from_secs(5)).acquire().await.expect("cut-off attempt leaked the lock");
+        g.release().await.expect("release");
+    }
+}
+
+/// 11. Dropping a guard releases the lock (best effort) within a bounded time.
+pub async fn dropped_guard_releases<F: Factory + ?Sized>(f: &F) {
+    let (a, b) = (locker(f).await, locker(f).await);
+    let k = key("drop");
+    let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    drop(g);
+    let t = Instant::now();
+    let g = b.lock(&k).wait(Duration::from_secs(5)).acquire().await.expect("dropped guard must release");
+    assert!(t.elapsed() < Duration::from_secs(2), "release after drop took {:?}", t.elapsed());
+    g.release().await.expect("release");
+}
+
+/// 12. Reentrancy: a nested acquisition by the same owner succeeds and only the outermost
+///     release frees the key.
+pub async fn reentrant_nesting<F: Factory + ?Sized>(f: &F) {
+    let ca = f.client().await;
+    if !ca.capabilities().reentrant {
+        return skip(&f.label(), "reentrant_nesting", "backend is not reentrant");
+    }
+    let (a, b) = (Locker::new(ca), locker(f).await);
+    let k = key("reenter");
+    let outer = a.try_lock(&k).await.expect("try").expect("free");
+    let inner = a.lock(&k).owner(outer.owner()).try_acquire().await.expect("try").expect("nested acquire");
+    assert_eq!(inner.fence(), outer.fence(), "a nested hold keeps the outer fencing token");
+    assert!(b.try_lock(&k).await.expect("try").is_none());
+    inner.release().await.expect("inner release");
+    assert!(b.try_lock(&k).await.expect("try").is_none(), "inner release freed the outer hold");
+    outer.release().await.expect("outer release");
+    b.try_lock(&k).await.expect("try").expect("free after outer release").release().await.expect("release");
+}
+
+/// Keys with bytes that break naive escaping in Redis, SQL, Lua or ZooKeeper paths.
+pub const ODD_KEYS: &[&str] = &[
+    "with space",
+    "quote'single",
+    "quote\"double",
+    "sql--comment",
+    "semi;colon; DROP TABLE locks;",
+    "back\\slash",
+    "lua]]..'..",
+    "{hash}tag}",
+    "{",
+    "/slash/path/",
+    ".",
+    "..",
+    "percent%25%",
+    "ünïcødé-ключ-锁-🔒",
+    "*?[glob]",
+];
+
+/// 13. Bad input gets typed errors (never a panic); odd but valid keys work and stay distinct.
+pub async fn bad_input<F: Factory + ?Sized>(f: &F) {
+    let (a, b) = (locker(f).await, locker(f).await);
+    let long = "k".repeat(MAX_KEY_BYTES + 1);
+    for bad in ["", long.as_str(), "nul\0byte", "line\nbreak"] {
+        assert!(
+            matches!(a.try_lock(bad).await, Err(LockError::InvalidKey { .. })),
+            "key {bad:?} must be refused"
+        );
+    }
+    let k = key("bad");
+    assert!(matches!(
+        a.lock(&k).lease(Duration::ZERO).try_acquire().await,
+        Err(LockError::InvalidLease { .. })
+    ));
+    assert!(matches!(
+        a.lock(&k).lease(Duration::MAX).try_acquire().await,
+        Err(LockError::InvalidLease { .. })
+    ));
+    assert!(matches!(a.lock(&k).wait(Duration::MAX).acquire().await, Err(LockError::InvalidWait { .. })));
+    assert!(matches!(
+        Locker::new(f.client().await).with_watchdog_lease(Duration::ZERO),
+        Err(LockError::InvalidLease { .. })
+    ));
+    // The longest valid key, built on the run prefix so runs stay apart.
+    let mut longest = key("max");
+    while longest.len() < MAX_KEY_BYTES {
+        longest.push('x');
+    }
+    let base = key("odd");
+    let mut keys: Vec<String> = ODD_KEYS.iter().map(|k| format!("{base}{k}")).collect();
+    keys.push(longest);
+    let mut guards = Vec::new();
+    for k in &keys {
+        let g = a.try_lock(k).await.expect("odd key").unwrap_or_else(|| panic!("odd key {k:?} must be free"));
+        assert!(b.try_lock(k).await.expect("odd key").is_none(), "odd key {k:?} not exclusive");
+        guards.push(g);
+    }
+    // Distinct odd keys must not alias one another or their common prefix.
+    let prefix = b.try_lock(&base).await.expect("prefix").expect("odd keys aliased their prefix");
+    prefix.release().await.expect("release prefix");
+    for g in guards {
+        g.release().await.expect("release odd key");
+    }
+    for k in &keys {
+        b.try_lock(k)
+            .await
+            .expect("odd key")
+            .expect("released odd key is free")
+            .release()
+            .await
+            .expect("release");
+    }
+}
+
+/// 14. Distinct keys are independent; MultiLock is all-or-nothing.
+pub async fn keys_independent_multilock<F: Factory + ?Sized>(f: &F) {
+    let (a, b) = (locker(f).await, locker(f).await);
+    let base = key("multi");
+    let keys: Vec<String> = (0..20).map(|i| format!("{base}-{i}")).collect();
+    let mut guards = Vec::new();
+    for k in &keys {
+        guards.push(a.try_lock(k).await.expect("try").expect("distinct keys are independent"));
+    }
+    let fences: std::collections::HashSet<_> = guards.iter().map(LockGuard::fence).collect();
+    assert_eq!(fences.len(), guards.len(), "fencing tokens repeated across keys of one backend");
+    for g in guards {
+        g.release().await.expect("release");
+    }
+    let (k1, k2, k3) = (keys[0].clone(), keys[1].clone(), keys[2].clone());
+    let blocker = b.lock(&k2).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let multi = MultiLock::new().with(&a, &k3).with(&a, &k1).with(&a, &k2);
+    match multi.acquire(Duration::from_millis(200), None).await {
+        Err(LockError::Timeout { key, .. }) => assert_eq!(key, k2),
+        other => panic!("multi-lock over a held key must time out, got {other:?}"),
+    }
+    for k in [&k1, &k3] {
+        b.try_lock(k)
+            .await
+            .expect("try")
+            .expect("partial multi-lock must be rolled back")
+            .release()
+            .await
+            .expect("r");
+    }
+    blocker.release().await.expect("release");
+    let dup = MultiLock::new().with(&a, &k1).with(&a, &k1);
+    assert!(matches!(dup.acquire(Duration::ZERO, None).await, Err(LockError::InvalidConfig { .. })));
+    let m = MultiLock::new().with(&a, &k3).with(&a, &k1).with(&a, &k2);
+    let mg = m.acquire(Duration::from_secs(5), None).await.expect("multi-lock");
+    assert_eq!(mg.guards().len(), 3);
+    assert!(b.try_lock(&k2).await.expect("try").is_none());
+    mg.release().await.expect("release all");
+    for k in [&k1, &k2, &k3] {
+        b.try_lock(k).await.expect("try").expect("free after multi release").release().await.expect("r");
+    }
+}
+
+/// Expand the conformance suite into one `#[tokio::test]` per case. The argument is an
+/// expression (it may `.await`) evaluated in each test to build a [`Factory`].
+#[macro_export]
+macro_rules! conformance_tests {
+    ($factory:expr) => {
+        $crate::conformance_tests!(@cases $factory;
+            round_trip, mutual_exclusion, waiter_wakes_on_release, wait_times_out,
+            expired_lease_taken_over, foreign_release_rejected, renew_extends_lease,
+            watchdog_keeps_lock, fencing_tokens_increase, lost_signal_fires,
+            cancelled_acquire_leaves_nothing, dropped_guard_releases, reentrant_nesting,
+            bad_input, keys_independent_multilock);
+    };
+    (@cases $factory:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let factory = $factory;
+                $crate::conformance::$case(&factory).await;
+            }
+        )*
+    };
+}

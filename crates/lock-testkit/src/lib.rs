@@ -1,0 +1,10 @@
+//! Test-only kit: real servers on loopback with fault hooks, and the conformance suite every
+//! lock backend runs.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod conformance;
+mod memory;
+
+pub use conformance::Factory;
+pub use memory::MemoryFactory;

@@ -1,0 +1,2 @@
+//! Facade crate: placeholder until backends land.
+pub use lock_core::*;

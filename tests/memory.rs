@@ -1,0 +1,4 @@
+//! The conformance suite on the in-memory backend, through `Arc<dyn LockBackend>`.
+use lock_testkit::{MemoryFactory, conformance_tests};
+
+conformance_tests!(MemoryFactory::new());
