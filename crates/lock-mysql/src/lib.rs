@@ -1,0 +1,1 @@
+//! mysql backend (work in progress).

@@ -1,0 +1,1 @@
+//! redis backend (work in progress).

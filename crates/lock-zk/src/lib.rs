@@ -1,0 +1,1 @@
+//! zk backend (work in progress).

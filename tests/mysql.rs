@@ -1,0 +1,1 @@
+//! Conformance suite on the mysql backend (work in progress).

@@ -1,0 +1,1 @@
+//! Conformance suite on the redis backend (work in progress).

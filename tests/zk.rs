@@ -1,0 +1,1 @@
+//! Conformance suite on the zk backend (work in progress).
