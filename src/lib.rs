@@ -1,2 +1,35 @@
-//! Facade crate: placeholder until backends land.
+//! `dlock`: distributed locks with fencing tokens and a lost-lock signal on every backend.
+//!
+//! This facade re-exports [`lock_core`] and, by cargo feature, the backends: `memory`
+//! (default), `redis`, `mysql`, `zk` (`full` = all). [`from_url`] picks a backend at run time.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), dlock::LockError> {
+//! use std::time::Duration;
+//! let locker = dlock::Locker::new(dlock::from_url("memory://doc").await?);
+//! let guard = locker.lock("job/7").wait(Duration::from_secs(1)).acquire().await?;
+//! println!("fencing token {}", guard.fence());
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations)]
+
+use std::sync::Arc;
+
 pub use lock_core::*;
+#[cfg(feature = "mysql")]
+pub use lock_mysql;
+#[cfg(feature = "redis")]
+pub use lock_redis;
+#[cfg(feature = "zk")]
+pub use lock_zk;
+
+mod url;
+
+pub use url::{from_url, redact_url};
+
+/// A backend chosen at run time.
+pub type DynBackend = Arc<dyn LockBackend>;

@@ -1,0 +1,173 @@
+//! Raw floors measured in the same run: the backend's bare round trip, and the bare commands of
+//! one acquire + release, sent by the client crate without the lock library.
+
+use hdrhistogram::Histogram;
+use tokio::time::Instant;
+
+use super::targets::Target;
+use super::{hist, us};
+
+/// The floor of one target.
+#[derive(Debug)]
+pub struct Floor {
+    /// What the round trip is (`PING`, `SELECT 1`, `exists`).
+    pub rtt_label: &'static str,
+    /// What the acquire+release pair is.
+    pub pair_label: &'static str,
+    /// 99th percentile round trip (µs).
+    pub rtt_p99: u64,
+    /// 99th percentile acquire+release pair (µs).
+    pub pair_p99: u64,
+    /// Median round trip (µs).
+    pub rtt_p50: Option<u64>,
+    /// Median acquire+release pair (µs).
+    pub pair_p50: Option<u64>,
+}
+
+async fn time<F, Fut, E>(n: usize, mut f: F) -> Result<Histogram<u64>, String>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let mut h = hist();
+    for i in 0..n {
+        let t0 = Instant::now();
+        f(i).await.map_err(|e| e.to_string())?;
+        h.record(us(t0.elapsed())).ok();
+    }
+    Ok(h)
+}
+
+fn floor(
+    rtt_label: &'static str,
+    pair_label: &'static str,
+    rtt: Histogram<u64>,
+    pair: Histogram<u64>,
+) -> Floor {
+    let (r, p) = (rtt.value_at_quantile(0.5), pair.value_at_quantile(0.5));
+    let (r99, p99) = (rtt.value_at_quantile(0.99), pair.value_at_quantile(0.99));
+    Floor { rtt_label, pair_label, rtt_p99: r99, pair_p99: p99, rtt_p50: Some(r), pair_p50: Some(p) }
+}
+
+/// Measure the floor of `t` with `n` samples each.
+pub async fn measure(t: &Target, n: usize) -> Result<Floor, String> {
+    let scheme = t.url.split_once("://").map_or("", |(s, _)| s);
+    match scheme {
+        "memory" => memory(n).await,
+        #[cfg(feature = "redis")]
+        "redis" | "rediss" => redis(&t.url, n).await,
+        #[cfg(feature = "mysql")]
+        "mysql" | "mariadb" => mysql(&t.url, n).await,
+        #[cfg(feature = "zk")]
+        "zk" | "zookeeper" => zk(&t.url, n).await,
+        other => Err(format!("no floor for scheme {other:?} in this build")),
+    }
+}
+
+async fn memory(n: usize) -> Result<Floor, String> {
+    let m = tokio::sync::Mutex::new(0u64);
+    let rtt = time(n, |_| async {
+        *m.lock().await += 1;
+        Ok::<_, String>(())
+    })
+    .await?;
+    let pair = time(n, |_| async {
+        *m.lock().await += 1;
+        Ok::<_, String>(())
+    })
+    .await?;
+    Ok(floor("tokio Mutex lock+unlock", "tokio Mutex lock+unlock", rtt, pair))
+}
+
+#[cfg(any(feature = "redis", feature = "mysql"))]
+fn strip_query(url: &str) -> &str {
+    url.split_once('?').map_or(url, |(u, _)| u)
+}
+
+#[cfg(feature = "redis")]
+async fn redis(url: &str, n: usize) -> Result<Floor, String> {
+    use dlock::lock_redis::redis;
+    let client = redis::Client::open(strip_query(url)).map_err(|e| e.to_string())?;
+    let mut con = client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
+    let unlock = redis::Script::new(
+        "if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end",
+    );
+    let rtt = time(n, |_| {
+        let mut c = con.clone();
+        async move { redis::cmd("PING").query_async::<String>(&mut c).await.map(drop) }
+    })
+    .await?;
+    let pair = time(n, |i| {
+        let mut c = con.clone();
+        let unlock = &unlock;
+        async move {
+            let k = format!("dlock-floor-{i}");
+            let _: Option<String> = redis::cmd("SET")
+                .arg(&k)
+                .arg("tok")
+                .arg("NX")
+                .arg("PX")
+                .arg(10_000)
+                .query_async(&mut c)
+                .await?;
+            let _: i64 = unlock.key(&k).arg("tok").invoke_async(&mut c).await?;
+            Ok::<_, redis::RedisError>(())
+        }
+    })
+    .await?;
+    let _ = &mut con;
+    Ok(floor("PING", "SET NX PX + EVALSHA unlock", rtt, pair))
+}
+
+#[cfg(feature = "mysql")]
+async fn mysql(url: &str, n: usize) -> Result<Floor, String> {
+    use dlock::lock_mysql::sqlx::{self, Connection};
+    let mut con = sqlx::MySqlConnection::connect(strip_query(url)).await.map_err(|e| e.to_string())?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS dlock_bench_floor (id INT PRIMARY KEY) ENGINE=InnoDB")
+        .execute(&mut con)
+        .await
+        .map_err(|e| e.to_string())?;
+    sqlx::query("INSERT IGNORE INTO dlock_bench_floor VALUES (1)")
+        .execute(&mut con)
+        .await
+        .map_err(|e| e.to_string())?;
+    let con = tokio::sync::Mutex::new(con);
+    let rtt = time(n, |_| async {
+        let mut c = con.lock().await;
+        sqlx::query("SELECT 1").execute(&mut *c).await.map(drop)
+    })
+    .await?;
+    let pair = time(n, |_| async {
+        let mut c = con.lock().await;
+        let mut tx = c.begin().await?;
+        sqlx::query("SELECT id FROM dlock_bench_floor WHERE id = 1 FOR UPDATE").execute(&mut *tx).await?;
+        tx.commit().await
+    })
+    .await?;
+    Ok(floor("SELECT 1", "BEGIN; SELECT ... FOR UPDATE; COMMIT", rtt, pair))
+}
+
+#[cfg(feature = "zk")]
+async fn zk(url: &str, n: usize) -> Result<Floor, String> {
+    use dlock::lock_zk::zookeeper_client as zkc;
+    let hosts = url.split_once("://").map_or(url, |(_, r)| r);
+    let hosts = hosts.split_once('/').map_or(hosts, |(h, _)| h);
+    let client = zkc::Client::connector().connect(hosts).await.map_err(|e| e.to_string())?;
+    let rtt = time(n, |_| {
+        let c = client.clone();
+        async move { c.check_stat("/").await.map(drop) }
+    })
+    .await?;
+    let opts = zkc::CreateMode::EphemeralSequential.with_acls(zkc::Acls::anyone_all());
+    let pair = time(n, |_| {
+        let c = client.clone();
+        let opts = &opts;
+        async move {
+            let (_, seq) = c.create("/dlock-floor-", b"", opts).await?;
+            c.delete(&format!("/dlock-floor-{seq}"), None).await
+        }
+    })
+    .await?;
+    Ok(floor("exists", "create ephemeral-sequential + delete", rtt, pair))
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install the servers the test suite starts privately (Debian bookworm packages), if missing.
+# Nothing is started here: lock-testkit spawns its own instances on free loopback ports.
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-cli >/dev/null || need+=(redis-tools)
+command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+command -v mariadb >/dev/null || need+=(mariadb-client)
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+[ -f /usr/share/java/slf4j-simple.jar ] || need+=(libslf4j-java)
+command -v java >/dev/null || need+=(default-jre-headless)
+if [ ${#need[@]} -eq 0 ]; then
+  echo "install-servers: redis, mariadb and zookeeper already installed"
+  exit 0
+fi
+echo "install-servers: installing ${need[*]}"
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+# Keep the packages' own services from starting (no systemd here; the suite runs its own).
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+  $SUDO chmod +x /usr/sbin/policy-rc.d
+fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+echo "install-servers: done"
