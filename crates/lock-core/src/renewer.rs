@@ -217,16 +217,18 @@ impl Renewer {
     }
 
     async fn renew_chunk(&self, ids: &[u64]) {
-        let (items, limit): (Vec<Pending>, Option<Instant>) = {
+        let (items, limit): (Vec<Pending>, Instant) = {
             let st = self.lock();
-            let items = ids
+            let items: Vec<Pending> = ids
                 .iter()
                 .filter_map(|id| st.entries.get(id).map(|e| (*id, e.key.clone(), e.owner, e.lease)))
                 .collect();
-            // Never wait on the backend past the earliest local deadline: a paused server must
-            // not keep the lost signal from firing.
+            // Never wait on the backend past the earliest local deadline (a paused server must
+            // not keep the lost signal from firing), nor longer than a lease.
+            let longest = items.iter().map(|(.., lease)| *lease).max().unwrap_or_default();
             let limit = st.entries.values().filter_map(|e| e.confirmed_until).min();
-            (items, limit)
+            let cap = Instant::now() + longest;
+            (items, limit.map_or(cap, |l| l.min(cap)))
         };
         if items.is_empty() {
             return;
@@ -237,15 +239,12 @@ impl Renewer {
             .collect();
         let sent_at = Instant::now();
         let call = self.shared.backend.renew(&req);
-        let result = match limit {
-            Some(limit) => match tokio::time::timeout_at(limit, call).await {
-                Ok(r) => r,
-                Err(_) => Err(LockError::temporary(
-                    self.shared.backend.name(),
-                    "renewal timed out at the lease deadline",
-                )),
-            },
-            None => call.await,
+        let result = match tokio::time::timeout_at(limit, call).await {
+            Ok(r) => r,
+            Err(_) => Err(LockError::temporary(
+                self.shared.backend.name(),
+                "renewal timed out at the lease deadline",
+            )),
         };
         let mut st = self.lock();
         match result {

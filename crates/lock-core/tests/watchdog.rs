@@ -1,0 +1,163 @@
+//! The core's watchdog, lost signal and guard mechanics, against the memory backend wrapped in
+//! a fault-injecting decorator.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use lock_core::{
+    AcquireRequest, Attempt, Capability, LeaseState, LockBackend, LockError, LockGuard, Locker, LostReason,
+    MemoryBackend, MultiGuard, OwnerToken, RenewItem, Result, Subscription, async_trait,
+};
+use tokio::time::Instant;
+
+/// Memory backend whose renewals can be made to fail, and that counts renew calls.
+#[derive(Debug, Default)]
+struct Flaky {
+    inner: MemoryBackend,
+    fail_temporary: AtomicBool,
+    fail_permanent: AtomicBool,
+    renew_calls: AtomicUsize,
+}
+
+#[async_trait]
+impl LockBackend for Flaky {
+    fn name(&self) -> &'static str {
+        "flaky"
+    }
+    fn capabilities(&self) -> Capability {
+        self.inner.capabilities()
+    }
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.inner.try_acquire(req).await
+    }
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        self.inner.release(key, owner).await
+    }
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        self.renew_calls.fetch_add(1, Ordering::SeqCst);
+        if self.fail_permanent.load(Ordering::SeqCst) {
+            return Err(LockError::permanent("flaky", "WRONGTYPE"));
+        }
+        if self.fail_temporary.load(Ordering::SeqCst) {
+            return Err(LockError::temporary("flaky", "connection reset"));
+        }
+        self.inner.renew(items).await
+    }
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        self.inner.subscribe(key).await
+    }
+}
+
+fn setup(lease_ms: u64) -> (Arc<Flaky>, Locker) {
+    let b = Arc::new(Flaky::default());
+    let l = Locker::new(b.clone()).with_watchdog_lease(Duration::from_millis(lease_ms)).expect("lease");
+    (b, l)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_renew_failures_are_uncertain_then_lost_at_the_deadline() {
+    let (b, l) = setup(300);
+    let g = l.try_lock("k").await.expect("try").expect("free");
+    let acquired = Instant::now();
+    b.fail_temporary.store(true, Ordering::SeqCst);
+    let mut states = g.state_changes();
+    tokio::time::timeout(Duration::from_secs(2), states.wait_for(|s| *s == LeaseState::Uncertain))
+        .await
+        .expect("uncertain within 2 s")
+        .expect("state channel");
+    assert!(!g.is_lost(), "a transient failure is not a loss before the deadline");
+    tokio::time::timeout(Duration::from_secs(2), g.lost()).await.expect("lost by the deadline");
+    let at = acquired.elapsed();
+    assert_eq!(g.state(), LeaseState::Lost(LostReason::DeadlinePassed));
+    // Deadline = acquire + lease (no renewal was ever confirmed), fired within scheduling slack.
+    assert!(at >= Duration::from_millis(290), "lost too early: {at:?}");
+    assert!(at < Duration::from_millis(300 + 150), "lost too late: {at:?}");
+    assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_before_the_deadline_keeps_the_lease() {
+    let (b, l) = setup(600);
+    let g = l.try_lock("k").await.expect("try").expect("free");
+    b.fail_temporary.store(true, Ordering::SeqCst);
+    let mut states = g.state_changes();
+    states.wait_for(|s| *s == LeaseState::Uncertain).await.expect("uncertain");
+    b.fail_temporary.store(false, Ordering::SeqCst);
+    tokio::time::timeout(Duration::from_secs(2), states.wait_for(|s| *s == LeaseState::Held))
+        .await
+        .expect("held again")
+        .expect("state channel");
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert_eq!(g.state(), LeaseState::Held);
+    g.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permanent_renew_error_is_a_loss() {
+    let (b, l) = setup(300);
+    let g = l.try_lock("k").await.expect("try").expect("free");
+    b.fail_permanent.store(true, Ordering::SeqCst);
+    tokio::time::timeout(Duration::from_secs(1), g.lost()).await.expect("lost");
+    assert_eq!(g.state(), LeaseState::Lost(LostReason::BackendError));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_are_batched() {
+    let (b, l) = setup(600);
+    let mut guards = Vec::new();
+    for i in 0..250 {
+        guards.push(l.try_lock(format!("k{i}")).await.expect("try").expect("free"));
+    }
+    let before = b.renew_calls.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(600)).await; // about three periods
+    let calls = b.renew_calls.load(Ordering::SeqCst) - before;
+    // 250 leases in batches of 100 = 3 calls per period; allow for periods split by timing.
+    assert!((3..=15).contains(&calls), "{calls} renew calls for 250 leases over ~3 periods");
+    assert!(guards.iter().all(|g| g.state() == LeaseState::Held));
+    for g in guards {
+        g.release().await.expect("release");
+    }
+    assert_eq!(l.watched_leases(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_hold_stops_renewal() {
+    let (_b, l) = setup(200);
+    let g = l.lock("k").max_hold(Duration::from_millis(300)).try_acquire().await.expect("try").expect("free");
+    let t = Instant::now();
+    tokio::time::timeout(Duration::from_secs(2), g.lost()).await.expect("lost after max hold");
+    assert!(t.elapsed() >= Duration::from_millis(300), "renewal stopped before max_hold: {:?}", t.elapsed());
+    assert!(l.try_lock("k").await.expect("try").is_some(), "expired after max hold");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_lease_is_not_renewed_and_expires() {
+    let (b, l) = setup(30_000);
+    let g = l.lock("k").lease(Duration::from_millis(150)).try_acquire().await.expect("try").expect("free");
+    tokio::time::timeout(Duration::from_secs(1), g.lost()).await.expect("lost at the lease deadline");
+    assert_eq!(b.renew_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(g.state(), LeaseState::Lost(LostReason::DeadlinePassed));
+    assert!(l.try_lock("k").await.expect("try").is_some());
+}
+
+#[test]
+fn dropping_a_guard_after_its_runtime_is_gone_does_not_panic() {
+    let backend = Arc::new(MemoryBackend::new());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+    let g =
+        rt.block_on(async { Locker::new(backend.clone()).try_lock("k").await.expect("try").expect("free") });
+    drop(rt);
+    drop(g); // spawns onto a shut-down runtime: must neither block nor panic
+}
+
+#[test]
+fn public_types_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Locker>();
+    check::<LockGuard>();
+    check::<MultiGuard>();
+    check::<LockError>();
+    check::<MemoryBackend>();
+    check::<Arc<dyn LockBackend>>();
+}
