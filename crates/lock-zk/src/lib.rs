@@ -1,1 +1,16 @@
-//! zk backend (work in progress).
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations)]
+
+mod backend;
+mod builder;
+mod error;
+mod key;
+
+pub use backend::ZkLock;
+pub use builder::{DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT, ZkLockBuilder};
+pub use key::encode_key;
+/// The ZooKeeper client this backend is built on, so error sources can be downcast and tests
+/// can talk to the server with the same version.
+pub use zookeeper_client;

@@ -1,0 +1,669 @@
+//! The lock recipe: ephemeral sequential nodes, predecessor watches, one session per client.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use lock_core::{
+    AcquireRequest, Attempt, Capability, FencingToken, Grant, LeaseSignal, LockBackend, LockError, LostReason,
+    OwnerToken, RenewItem, Result, Subscription, async_trait,
+};
+use tokio::runtime::Handle;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use crate::builder::{Config, ZkLockBuilder};
+use crate::encode_key;
+use crate::error::{NAME, is_temporary, lock_error, outcome_unknown, session_ended, temporary};
+
+/// Curator's lock-node name between the `_c_<uuid>-` protection prefix and the sequence.
+const LOCK_NAME: &str = "lock-";
+/// First and longest pause between retries of a background delete.
+const RETRY_MIN: Duration = Duration::from_millis(20);
+const RETRY_MAX: Duration = Duration::from_secs(1);
+/// How often a create under a just-reaped lock directory is retried.
+const DIR_RETRIES: usize = 5;
+
+/// ZooKeeper locks: one `EPHEMERAL_SEQUENTIAL` node per acquisition under
+/// `<root>/<encoded key>/`, lowest sequence holds, each waiter watches only its predecessor.
+///
+/// One ZooKeeper session is shared by every lock taken through this value and its clones;
+/// the session *is* the lease (see the crate docs). If the session expires, every lock taken
+/// on it is reported lost and the next acquisition opens a new session.
+#[derive(Clone)]
+pub struct ZkLock {
+    inner: Arc<Inner>,
+}
+
+struct Session {
+    client: zk::Client,
+    generation: u64,
+    monitor: Mutex<Option<AbortHandle>>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(h) = lock(&self.monitor).take() {
+            h.abort();
+        }
+    }
+}
+
+/// One held lock (reentrant holds of one owner share it).
+struct Hold {
+    path: String,
+    fence: u64,
+    count: u32,
+    generation: u64,
+    signal: LeaseSignal,
+    watch: Option<AbortHandle>,
+}
+
+type HoldKey = (String, OwnerToken);
+
+struct Inner {
+    cfg: Config,
+    acls: Vec<zk::Acl>,
+    session: Mutex<Arc<Session>>,
+    reconnect: tokio::sync::Mutex<()>,
+    holds: Mutex<HashMap<HoldKey, Hold>>,
+    next_generation: AtomicU64,
+    wakeups: AtomicU64,
+    runtime: Handle,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section is a plain map/option update, so a poisoned value is consistent.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl fmt::Debug for ZkLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.inner.current();
+        f.debug_struct("ZkLock")
+            .field("config", &self.inner.cfg)
+            .field("session", &format_args!("{:#x}", s.client.session_id().0))
+            .field("state", &s.client.state())
+            .field("holds", &lock(&self.inner.holds).len())
+            .finish()
+    }
+}
+
+async fn open_client(cfg: &Config, connect: &str) -> Result<zk::Client> {
+    let mut c = zk::Client::connector().with_session_timeout(cfg.session_timeout).with_fail_eagerly();
+    if let Some(t) = cfg.connection_timeout {
+        c = c.with_connection_timeout(t);
+    }
+    if let Some((user, pw)) = &cfg.auth {
+        c = c.with_auth("digest", format!("{user}:{pw}").as_bytes());
+    }
+    c.connect(connect).await.map_err(lock_error)
+}
+
+impl ZkLock {
+    /// Start configuring a ZooKeeper lock client.
+    pub fn builder() -> ZkLockBuilder {
+        ZkLockBuilder::default()
+    }
+
+    pub(crate) async fn connect(cfg: Config) -> Result<ZkLock> {
+        let runtime = Handle::try_current()
+            .map_err(|_| LockError::InvalidConfig { reason: "ZkLock needs a tokio runtime".to_owned() })?;
+        let acls = match cfg.auth {
+            Some(_) => vec![
+                zk::Acl::new(zk::Permission::ALL, zk::AuthId::authed()),
+                zk::Acl::new(zk::Permission::READ, zk::AuthId::anyone()),
+            ],
+            None => vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())],
+        };
+        let client = open_client(&cfg, &cfg.connect).await?;
+        if !cfg.root.is_empty() {
+            let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acls));
+            match client.mkdir(&cfg.root, &opts).await {
+                Err(zk::Error::NoNode) if cfg.chroot().is_some() => {
+                    // The chroot itself is missing: create it through a session without it.
+                    let (hosts, chroot) = cfg.chroot().unwrap_or_default();
+                    let plain = open_client(&cfg, hosts).await?;
+                    plain.mkdir(chroot, &opts).await.map_err(lock_error)?;
+                    drop(plain);
+                    client.mkdir(&cfg.root, &opts).await.map_err(lock_error)?;
+                }
+                r => r.map_err(lock_error)?,
+            }
+        }
+        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
+            let session = Session::start(weak, &runtime, 0, client);
+            Inner {
+                cfg,
+                acls,
+                session: Mutex::new(session),
+                reconnect: tokio::sync::Mutex::new(()),
+                holds: Mutex::default(),
+                next_generation: AtomicU64::new(1),
+                wakeups: AtomicU64::new(0),
+                runtime,
+            }
+        });
+        Ok(ZkLock { inner })
+    }
+
+    /// The client of the current session (for diagnostics and tests; do not close it).
+    pub fn client(&self) -> zk::Client {
+        self.inner.current().client.clone()
+    }
+
+    /// Id of the current ZooKeeper session: the `ephemeralOwner` of this client's lock nodes.
+    pub fn session_id(&self) -> i64 {
+        self.inner.current().client.session_id().0
+    }
+
+    /// The session timeout the server negotiated.
+    pub fn session_timeout(&self) -> Duration {
+        self.inner.current().client.session_timeout()
+    }
+
+    /// The lock directory of `key`: `<root>/<encode_key(key)>` (inside the chroot).
+    pub fn lock_dir(&self, key: &str) -> String {
+        self.inner.dir(key)
+    }
+
+    /// How many predecessor-watch events this client's waiters received (each one wakes one
+    /// waiter; with no herd effect, one release causes at most one).
+    pub fn watch_wakeups(&self) -> u64 {
+        self.inner.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// Number of locks currently held through this client (reentrant holds count once).
+    pub fn held_count(&self) -> usize {
+        lock(&self.inner.holds).len()
+    }
+}
+
+impl Session {
+    fn start(inner: &Weak<Inner>, runtime: &Handle, generation: u64, client: zk::Client) -> Arc<Session> {
+        let states = client.state_watcher();
+        let task = runtime.spawn(monitor(inner.clone(), generation, states));
+        Arc::new(Session { client, generation, monitor: Mutex::new(Some(task.abort_handle())) })
+    }
+}
+
+/// Follow the session's state: Disconnected makes every hold of the session uncertain (Curator's
+/// SUSPENDED), a reconnect re-checks the nodes, a terminal state loses them all. A session that
+/// stays disconnected for a whole session timeout is treated as expired (Curator's LOST): the
+/// server has expired it (or will as soon as it runs again), so another client may hold the lock.
+async fn monitor(inner: Weak<Inner>, generation: u64, mut states: zk::StateWatcher) {
+    let mut state = states.peek_state();
+    loop {
+        state = match state {
+            zk::SessionState::Disconnected => {
+                let timeout = match inner.upgrade() {
+                    Some(inner) => {
+                        tracing::debug!(generation, "zookeeper session disconnected; locks uncertain");
+                        inner.for_holds(generation, |h| h.signal.mark_uncertain());
+                        inner.current().client.session_timeout()
+                    }
+                    None => return,
+                };
+                tokio::select! {
+                    next = states.changed() => next,
+                    _ = tokio::time::sleep(timeout) => {
+                        if let Some(inner) = inner.upgrade() {
+                            tracing::warn!(generation, ?timeout, "disconnected for a session timeout; locks lost");
+                            inner.end_session(generation);
+                        }
+                        states.changed().await
+                    }
+                }
+            }
+            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                if let Some(inner) = inner.upgrade() {
+                    inner.verify(generation).await;
+                }
+                states.changed().await
+            }
+            s if s.is_terminated() => {
+                if let Some(inner) = inner.upgrade() {
+                    tracing::warn!(generation, state = ?s, "zookeeper session ended; its locks are lost");
+                    inner.end_session(generation);
+                }
+                return;
+            }
+            _ => states.changed().await,
+        };
+        if inner.strong_count() == 0 {
+            return;
+        }
+    }
+}
+
+impl Inner {
+    fn current(&self) -> Arc<Session> {
+        lock(&self.session).clone()
+    }
+
+    /// The current session, or a new one if it ended (its holds are reported lost first).
+    async fn session(self: &Arc<Self>) -> Result<Arc<Session>> {
+        let cur = self.current();
+        if !cur.client.state().is_terminated() {
+            return Ok(cur);
+        }
+        let _one = self.reconnect.lock().await;
+        let cur = self.current();
+        if !cur.client.state().is_terminated() {
+            return Ok(cur);
+        }
+        self.end_session(cur.generation);
+        let client = open_client(&self.cfg, &self.cfg.connect).await?;
+        let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+        let session = Session::start(&Arc::downgrade(self), &self.runtime, generation, client);
+        *lock(&self.session) = session.clone();
+        tracing::info!(generation, "opened a new zookeeper session after the old one ended");
+        Ok(session)
+    }
+
+    fn dir(&self, key: &str) -> String {
+        format!("{}/{}", self.cfg.root, encode_key(key))
+    }
+
+    fn acls(&self) -> zk::Acls<'_> {
+        zk::Acls::new(&self.acls)
+    }
+
+    fn for_holds(&self, generation: u64, f: impl Fn(&Hold)) {
+        lock(&self.holds).values().filter(|h| h.generation == generation).for_each(f);
+    }
+
+    fn end_session(&self, generation: u64) {
+        self.for_holds(generation, |h| h.signal.mark_lost(LostReason::SessionEnded));
+    }
+
+    /// Whether `path` is still the registered hold of `(key, owner)` (not released by us).
+    fn still_held(&self, hk: &HoldKey, path: &str) -> bool {
+        lock(&self.holds).get(hk).is_some_and(|h| h.path == path)
+    }
+
+    /// After a reconnect: confirm each hold's node still exists and is ours.
+    async fn verify(&self, generation: u64) {
+        let session = self.current();
+        if session.generation != generation {
+            return;
+        }
+        let holds: Vec<(HoldKey, String, LeaseSignal)> = lock(&self.holds)
+            .iter()
+            .filter(|(_, h)| h.generation == generation && !h.signal.is_lost())
+            .map(|(k, h)| (k.clone(), h.path.clone(), h.signal.clone()))
+            .collect();
+        let sid = session.client.session_id().0;
+        // Requests are sent when called: issue them all, then collect the answers.
+        let checks: Vec<_> = holds.iter().map(|(_, path, _)| session.client.check_stat(path)).collect();
+        for ((hk, path, signal), check) in holds.iter().zip(checks) {
+            match check.await {
+                Ok(Some(stat)) if stat.ephemeral_owner == sid => signal.mark_held(),
+                Ok(_) if self.still_held(hk, path) => signal.mark_lost(LostReason::NotOwner),
+                Ok(_) => {}
+                Err(e) => tracing::debug!(error = %e, "could not re-check a lock node after reconnect"),
+            }
+        }
+    }
+
+    /// Create `dir` as a CONTAINER node (the server reaps it once empty), and the root if a
+    /// create finds it missing.
+    async fn ensure_dir(&self, client: &zk::Client, dir: &str) -> std::result::Result<(), zk::Error> {
+        let container = zk::CreateMode::Container.with_acls(self.acls());
+        match client.create(dir, &[], &container).await {
+            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+            Err(zk::Error::NoNode) if !self.cfg.root.is_empty() => {
+                client.mkdir(&self.cfg.root, &zk::CreateMode::Persistent.with_acls(self.acls())).await?;
+                match client.create(dir, &[], &container).await {
+                    Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Delete a node of ours in the background until it is gone or the session ends. The
+    /// delete (when the path is known) is sent before this returns.
+    fn delete_in_background(&self, client: zk::Client, dir: String, unique: String, path: Option<String>) {
+        let first = path.as_deref().map(|p| client.delete(p, None));
+        self.runtime.spawn(async move {
+            if let Some(first) = first {
+                match first.await {
+                    Ok(()) | Err(zk::Error::NoNode) => return,
+                    Err(e) if session_ended(&e) => return,
+                    Err(e) => tracing::debug!(error = %e, "lock node delete failed; retrying"),
+                }
+            }
+            let mut pause = RETRY_MIN;
+            loop {
+                if client.state().is_terminated() {
+                    return;
+                }
+                let result = match &path {
+                    Some(p) => client.delete(p, None).await,
+                    None => find_and_delete(&client, &dir, &unique).await,
+                };
+                match result {
+                    Ok(()) | Err(zk::Error::NoNode) => return,
+                    Err(e) if session_ended(&e) => return,
+                    Err(e) => tracing::debug!(error = %e, "lock node delete failed; retrying"),
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(RETRY_MAX);
+            }
+        });
+    }
+}
+
+/// Find our node by its unique `_c_<uuid>-` prefix (the create's reply was lost) and delete it.
+async fn find_and_delete(client: &zk::Client, dir: &str, unique: &str) -> std::result::Result<(), zk::Error> {
+    let children = client.list_children(dir).await?;
+    match children.iter().find(|c| c.starts_with(unique)) {
+        Some(name) => client.delete(&format!("{dir}/{name}"), None).await,
+        None => Ok(()),
+    }
+}
+
+/// The sequence number of a lock node name `..-lock-<digits>`; `None` for foreign children.
+fn sequence(name: &str) -> Option<i64> {
+    let (head, digits) = name.rsplit_once('-')?;
+    if !head.ends_with("-lock") || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Deletes our contender node unless disarmed: armed before the create is sent, so a dropped
+/// (cancelled) acquisition, a `Held` answer or an error never leaves a node in the queue.
+struct Cleanup<'a> {
+    inner: &'a Inner,
+    client: Option<zk::Client>,
+    dir: String,
+    unique: String,
+    path: Option<String>,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            self.inner.delete_in_background(
+                client,
+                std::mem::take(&mut self.dir),
+                std::mem::take(&mut self.unique),
+                self.path.take(),
+            );
+        }
+    }
+}
+
+impl ZkLock {
+    /// A nested acquisition by a current holder: the outer hold's fence.
+    fn nest(&self, key: &str, owner: OwnerToken) -> Option<u64> {
+        let mut holds = lock(&self.inner.holds);
+        let h = holds.get_mut(&(key.to_owned(), owner))?;
+        if h.signal.is_lost() {
+            return None;
+        }
+        h.count += 1;
+        Some(h.fence)
+    }
+
+    async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        if let Some(fence) = self.nest(req.key, req.owner) {
+            return Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None }));
+        }
+        let inner = &self.inner;
+        let session = inner.session().await?;
+        let client = &session.client;
+        let dir = inner.dir(req.key);
+        let unique = format!("_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
+        let prefix = format!("{dir}/{unique}");
+        let mut cleanup =
+            Cleanup { inner, client: Some(client.clone()), dir: dir.clone(), unique: unique.clone(), path: None };
+        let options = zk::CreateMode::EphemeralSequential.with_acls(inner.acls());
+
+        // Create our node; the child listing is pipelined behind it (one round trip).
+        let mut dir_attempts = 0;
+        let (name, fence, mut children) = loop {
+            let created = client.create(&prefix, &[], &options);
+            let listed = client.list_children(&dir);
+            match created.await {
+                Ok((stat, seq)) => {
+                    let name = format!("{unique}{seq}");
+                    cleanup.path = Some(format!("{dir}/{name}"));
+                    break (name, stat.czxid, listed.await.map_err(lock_error)?);
+                }
+                Err(zk::Error::NoNode) if dir_attempts < DIR_RETRIES => {
+                    drop(listed);
+                    dir_attempts += 1;
+                    inner.ensure_dir(client, &dir).await.map_err(lock_error)?;
+                }
+                Err(e) if outcome_unknown(&e) => {
+                    drop(listed);
+                    tracing::debug!(error = %e, "lock node create reply lost; looking for our node");
+                    let children = client.list_children(&dir).await.map_err(lock_error)?;
+                    let Some(name) = children.iter().find(|c| c.starts_with(&unique)).cloned() else {
+                        continue; // the create was not applied: send it again
+                    };
+                    let path = format!("{dir}/{name}");
+                    cleanup.path = Some(path.clone());
+                    let stat = client
+                        .check_stat(&path)
+                        .await
+                        .map_err(lock_error)?
+                        .ok_or_else(|| temporary("own lock node vanished"))?;
+                    break (name, stat.czxid, children);
+                }
+                Err(e) => return Err(lock_error(e)),
+            }
+        };
+        let path = format!("{dir}/{name}");
+
+        // Lowest sequence holds; otherwise watch only the immediate predecessor.
+        loop {
+            let mut queue: Vec<(i64, String)> =
+                children.into_iter().filter_map(|c| sequence(&c).map(|s| (s, c))).collect();
+            queue.sort_unstable();
+            let Some(pos) = queue.iter().position(|(_, c)| *c == name) else {
+                // Deleted behind our back, or the session ended; nothing left to clean up.
+                return Err(temporary("own lock node vanished while waiting"));
+            };
+            if pos == 0 {
+                break;
+            }
+            let Some(deadline) = req.wait_until.filter(|d| Instant::now() < *d) else {
+                return Ok(Attempt::Held { retry_after: None }); // cleanup deletes our node
+            };
+            let predecessor = format!("{dir}/{}", queue[pos - 1].1);
+            let (stat, watcher) = client.check_and_watch_stat(&predecessor).await.map_err(lock_error)?;
+            if stat.is_some() {
+                tokio::select! {
+                    event = watcher.changed() => {
+                        inner.wakeups.fetch_add(1, Ordering::Relaxed);
+                        if event.event_type == zk::EventType::Session && event.session_state.is_terminated() {
+                            return Err(lock_error(zk::Error::SessionExpired));
+                        }
+                    }
+                    _ = tokio::time::sleep_until(deadline) => return Ok(Attempt::Held { retry_after: None }),
+                }
+            }
+            children = client.list_children(&dir).await.map_err(lock_error)?;
+        }
+
+        cleanup.client = None;
+        let hk = (req.key.to_owned(), req.owner);
+        let watch = self.watch_own_node(session.generation, hk.clone(), path.clone(), req.signal.clone());
+        let hold = Hold {
+            path,
+            fence: fence as u64,
+            count: 1,
+            generation: session.generation,
+            signal: req.signal.clone(),
+            watch: Some(watch),
+        };
+        if let Some(old) = lock(&inner.holds).insert(hk, hold)
+            && let Some(w) = old.watch
+        {
+            w.abort();
+        }
+        Ok(Attempt::Acquired(Grant { fence: FencingToken(fence as u64), lease: None }))
+    }
+
+    /// Watch our own node while held: deleted behind our back, or the session ended -> lost.
+    /// Holds no `Client` between requests, so dropping every `ZkLock` still closes the session.
+    fn watch_own_node(&self, generation: u64, hk: HoldKey, path: String, signal: LeaseSignal) -> AbortHandle {
+        let weak = Arc::downgrade(&self.inner);
+        let guarded = path.clone();
+        let lose = move |reason: LostReason| {
+            if weak.upgrade().is_none_or(|i| i.still_held(&hk, &guarded)) {
+                signal.mark_lost(reason);
+            }
+        };
+        let weak = Arc::downgrade(&self.inner);
+        let task = self.inner.runtime.spawn(async move {
+            loop {
+                let result = {
+                    let Some(inner) = weak.upgrade() else { return };
+                    let session = inner.current();
+                    drop(inner);
+                    if session.generation != generation {
+                        return lose(LostReason::SessionEnded);
+                    }
+                    let sid = session.client.session_id().0;
+                    session.client.check_and_watch_stat(&path).await.map(|(stat, w)| (stat, w, sid))
+                };
+                match result {
+                    Ok((Some(stat), watcher, sid)) if stat.ephemeral_owner == sid => {
+                        let event = watcher.changed().await;
+                        match event.event_type {
+                            zk::EventType::NodeDeleted => return lose(LostReason::NotOwner),
+                            zk::EventType::Session if event.session_state.is_terminated() => {
+                                return lose(LostReason::SessionEnded);
+                            }
+                            _ => {}
+                        }
+                    }
+                    Ok(_) => return lose(LostReason::NotOwner),
+                    Err(e) if session_ended(&e) => return lose(LostReason::SessionEnded),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "watching own lock node failed; retrying");
+                        tokio::time::sleep(RETRY_MIN * 5).await;
+                    }
+                }
+            }
+        });
+        task.abort_handle()
+    }
+}
+
+#[async_trait]
+impl LockBackend for ZkLock {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capability {
+        let mut c = Capability::NONE;
+        c.renew = true;
+        c.fencing = true;
+        c.native_wait = true;
+        c.reentrant = true;
+        c.fair = true;
+        c.session_bound = true;
+        c
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.acquire(req).await
+    }
+
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let inner = &self.inner;
+        let hold = {
+            let mut holds = lock(&inner.holds);
+            let hk = (key.to_owned(), owner);
+            match holds.get_mut(&hk) {
+                None => return Ok(false),
+                Some(h) if h.count > 1 && !h.signal.is_lost() => {
+                    h.count -= 1;
+                    return Ok(true);
+                }
+                Some(_) => holds.remove(&hk),
+            }
+        };
+        let Some(mut hold) = hold else { return Ok(false) };
+        // Stop watching first, so our own delete is not taken for a loss.
+        if let Some(w) = hold.watch.take() {
+            w.abort();
+        }
+        let session = inner.current();
+        let dir = inner.dir(key);
+        if session.generation != hold.generation || session.client.state().is_terminated() {
+            return Ok(false); // the session that held it is gone, and its node with it
+        }
+        if hold.signal.is_lost() {
+            inner.delete_in_background(session.client.clone(), dir, String::new(), Some(hold.path));
+            return Ok(false);
+        }
+        match session.client.delete(&hold.path, None).await {
+            Ok(()) => Ok(true),
+            Err(zk::Error::NoNode) => {
+                hold.signal.mark_lost(LostReason::NotOwner);
+                Ok(false)
+            }
+            Err(e) if session_ended(&e) => {
+                hold.signal.mark_lost(LostReason::SessionEnded);
+                Ok(false)
+            }
+            Err(e) if is_temporary(&e) => {
+                // Still ours: keep deleting in the background until it is gone or the session
+                // ends (either frees the lock), instead of failing a release that will happen.
+                tracing::debug!(error = %e, "lock release delayed; deleting in the background");
+                inner.delete_in_background(session.client.clone(), dir, String::new(), Some(hold.path));
+                Ok(true)
+            }
+            Err(e) => Err(lock_error(e)),
+        }
+    }
+
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        let inner = &self.inner;
+        let session = inner.current();
+        let sid = session.client.session_id().0;
+        let paths: Vec<Option<String>> = {
+            let holds = lock(&inner.holds);
+            items
+                .iter()
+                .map(|it| {
+                    holds
+                        .get(&(it.key.to_owned(), it.owner))
+                        .filter(|h| h.generation == session.generation && !h.signal.is_lost())
+                        .map(|h| h.path.clone())
+                })
+                .collect()
+        };
+        // One pipelined batch: every check is sent before the first answer is awaited.
+        let checks: Vec<_> = paths.iter().map(|p| p.as_deref().map(|p| session.client.check_stat(p))).collect();
+        let mut out = Vec::with_capacity(items.len());
+        for check in checks {
+            out.push(match check {
+                None => false,
+                Some(check) => match check.await {
+                    Ok(stat) => stat.is_some_and(|s| s.ephemeral_owner == sid),
+                    Err(e) if session_ended(&e) => false,
+                    Err(e) => return Err(lock_error(e)),
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
+        // Waiting happens in the server's queue (native_wait), not through notifications.
+        Ok(None)
+    }
+}

@@ -1,0 +1,259 @@
+//! Configuration: `ZkLock::builder().connect_string(..).root(..).auth(..).build().await`.
+
+use std::fmt;
+use std::time::Duration;
+
+use lock_core::{LockError, Result};
+
+use crate::ZkLock;
+
+/// Lock root used when none is given.
+pub const DEFAULT_ROOT: &str = "/dlock";
+/// Session timeout requested when none is given (the server clamps it to
+/// `[minSessionTimeout, maxSessionTimeout]`, by default 2..20 ticks).
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// Builder of a [`ZkLock`]. `Debug` never prints the password.
+#[derive(Clone, Default)]
+#[must_use = "a builder does nothing until built"]
+pub struct ZkLockBuilder {
+    connect: Option<String>,
+    root: Option<String>,
+    session_timeout: Option<Duration>,
+    connection_timeout: Option<Duration>,
+    auth: Option<(String, String)>,
+    error: Option<String>,
+}
+
+impl fmt::Debug for ZkLockBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkLockBuilder")
+            .field("connect", &self.connect)
+            .field("root", &self.root)
+            .field("session_timeout", &self.session_timeout)
+            .field("connection_timeout", &self.connection_timeout)
+            .field("auth_user", &self.auth.as_ref().map(|(u, _)| u))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The validated configuration.
+#[derive(Clone)]
+pub(crate) struct Config {
+    /// `host:port[,host:port...][/chroot]`.
+    pub connect: String,
+    /// Absolute lock root inside the chroot, without a trailing slash; `""` for `/`.
+    pub root: String,
+    pub session_timeout: Duration,
+    pub connection_timeout: Option<Duration>,
+    pub auth: Option<(String, String)>,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("connect", &self.connect)
+            .field("root", &self.root)
+            .field("session_timeout", &self.session_timeout)
+            .field("auth_user", &self.auth.as_ref().map(|(u, _)| u))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    /// The chroot part of the connect string, if any.
+    pub fn chroot(&self) -> Option<(&str, &str)> {
+        self.connect.find('/').map(|i| (&self.connect[..i], &self.connect[i..])).filter(|(_, c)| *c != "/")
+    }
+}
+
+fn invalid(reason: impl Into<String>) -> LockError {
+    LockError::InvalidConfig { reason: reason.into() }
+}
+
+impl ZkLockBuilder {
+    /// ZooKeeper hosts: `host:port[,host:port...][/chroot]` (an ensemble connect string with an
+    /// optional chroot, created on `build` if missing).
+    pub fn connect_string(mut self, connect: impl Into<String>) -> Self {
+        self.connect = Some(connect.into());
+        self
+    }
+
+    /// Configure from a URL: `zk://[user:password@]host:port[,host:port...][/root]` with the
+    /// optional query parameters `chroot=/path`, `session_timeout_ms=N` and
+    /// `connection_timeout_ms=N`. User and password (percent-encoded) select digest
+    /// authentication with creator-only ACLs.
+    pub fn url(mut self, url: &str) -> Self {
+        if let Err(reason) = self.apply_url(url) {
+            self.error = Some(reason);
+        }
+        self
+    }
+
+    fn apply_url(&mut self, url: &str) -> std::result::Result<(), String> {
+        let rest = url
+            .strip_prefix("zk://")
+            .or_else(|| url.strip_prefix("zookeeper://"))
+            .ok_or_else(|| "zookeeper url must start with zk://".to_owned())?;
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (userinfo, rest) = match rest.rsplit_once('@') {
+            Some((u, r)) => (Some(u), r),
+            None => (None, rest),
+        };
+        let (hosts, root) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        if hosts.is_empty() {
+            return Err("zookeeper url has no host".to_owned());
+        }
+        let mut chroot = String::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let ms = || v.parse::<u64>().map(Duration::from_millis).map_err(|_| format!("bad value for {k}"));
+            match k {
+                "chroot" => chroot = percent_decode(v)?,
+                "session_timeout_ms" => self.session_timeout = Some(ms()?),
+                "connection_timeout_ms" => self.connection_timeout = Some(ms()?),
+                _ => return Err(format!("unknown zookeeper url parameter {k:?}")),
+            }
+        }
+        if let Some(u) = userinfo {
+            let (user, pw) = u.split_once(':').ok_or_else(|| "url credentials need user:password".to_owned())?;
+            self.auth = Some((percent_decode(user)?, percent_decode(pw)?));
+        }
+        self.connect = Some(format!("{hosts}{chroot}"));
+        if !root.is_empty() && root != "/" {
+            self.root = Some(percent_decode(root)?);
+        }
+        Ok(())
+    }
+
+    /// The znode under which every lock directory lives (default [`DEFAULT_ROOT`]); created
+    /// as a persistent node if missing.
+    pub fn root(mut self, root: impl Into<String>) -> Self {
+        self.root = Some(root.into());
+        self
+    }
+
+    /// Requested session timeout (default [`DEFAULT_SESSION_TIMEOUT`]): how long a crashed or
+    /// partitioned holder keeps its locks.
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = Some(timeout);
+        self
+    }
+
+    /// Connection timeout per server (default: the client's, 2/5 of the session timeout).
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = Some(timeout);
+        self
+    }
+
+    /// Digest authentication. Lock nodes then get the ACL `auth::cdrwa` (only sessions
+    /// authenticated as this user may create or delete them) plus `world:anyone:r`.
+    pub fn auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.auth = Some((user.into(), password.into()));
+        self
+    }
+
+    pub(crate) fn into_config(self) -> Result<Config> {
+        if let Some(e) = self.error {
+            return Err(invalid(e));
+        }
+        let connect = self.connect.ok_or_else(|| invalid("zookeeper connect string is missing"))?;
+        if connect.trim().is_empty() {
+            return Err(invalid("zookeeper connect string is empty"));
+        }
+        let root = self.root.unwrap_or_else(|| DEFAULT_ROOT.to_owned());
+        let root = normalize_root(&root).map_err(invalid)?;
+        if let Some((user, _)) = &self.auth
+            && (user.is_empty() || user.contains(':'))
+        {
+            return Err(invalid("digest user must be non-empty and contain no ':'"));
+        }
+        Ok(Config {
+            connect,
+            root,
+            session_timeout: self.session_timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT),
+            connection_timeout: self.connection_timeout,
+            auth: self.auth,
+        })
+    }
+
+    /// Connect (one session, shared by every lock of the returned [`ZkLock`] and its clones)
+    /// and create the root if missing.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] for a bad configuration or outside a tokio runtime;
+    /// a temporary backend error when no server answers; a permanent one for auth or ACL
+    /// failures.
+    pub async fn build(self) -> Result<ZkLock> {
+        ZkLock::connect(self.into_config()?).await
+    }
+}
+
+fn normalize_root(root: &str) -> std::result::Result<String, String> {
+    if !root.starts_with('/') {
+        return Err(format!("lock root {root:?} must start with '/'"));
+    }
+    let trimmed = root.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return Ok(String::new());
+    }
+    for seg in trimmed[1..].split('/') {
+        if seg.is_empty() || seg == "." || seg == ".." || seg.chars().any(char::is_control) {
+            return Err(format!("lock root {root:?} has an invalid segment {seg:?}"));
+        }
+    }
+    if trimmed == "/zookeeper" || trimmed.starts_with("/zookeeper/") {
+        return Err("lock root must not be under /zookeeper".to_owned());
+    }
+    Ok(trimmed.to_owned())
+}
+
+fn percent_decode(s: &str) -> std::result::Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3).ok_or("bad percent escape in zookeeper url")?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| "bad percent escape in zookeeper url")?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "zookeeper url is not valid utf-8 after decoding".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_parses_hosts_root_auth_and_options() {
+        let c = ZkLockBuilder::default()
+            .url("zk://al%40ice:p%3Aw@h1:2181,h2:2182/locks/app?chroot=/tenant&session_timeout_ms=1500")
+            .into_config()
+            .expect("valid url");
+        assert_eq!(c.connect, "h1:2181,h2:2182/tenant");
+        assert_eq!(c.root, "/locks/app");
+        assert_eq!(c.session_timeout, Duration::from_millis(1500));
+        assert_eq!(c.auth, Some(("al@ice".to_owned(), "p:w".to_owned())));
+        assert_eq!(c.chroot(), Some(("h1:2181,h2:2182", "/tenant")));
+        let dbg = format!("{c:?}");
+        assert!(!dbg.contains("p:w"), "{dbg}");
+    }
+
+    #[test]
+    fn bad_configs_are_refused() {
+        for url in ["redis://h:1", "zk://", "zk://h:1?bogus=1", "zk://h:1/a/../b"] {
+            assert!(ZkLockBuilder::default().url(url).into_config().is_err(), "{url}");
+        }
+        let c = ZkLockBuilder::default().connect_string("h:1").root("/").into_config().expect("root /");
+        assert_eq!(c.root, "");
+        assert!(ZkLockBuilder::default().connect_string("h:1").root("x").into_config().is_err());
+    }
+}
