@@ -1,0 +1,227 @@
+//! A private `mariadbd` with a fresh datadir copied from a per-process template.
+
+use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use super::{
+    ManagedProcess, Probe, ServerError, Spec, canonical, fault_hooks, find_binary, free_port, make_temp_dir,
+    run_command, spawn_exit_reaper,
+};
+
+/// The database created in every instance.
+pub const DATABASE: &str = "locktest";
+/// The password user created in every instance (`'lock'@'%'`, all privileges on [`DATABASE`]).
+pub const USER: &str = "lock";
+/// The password of [`USER`].
+pub const PASSWORD: &str = "lockpw";
+
+/// Flags that must be identical for `mariadb-install-db` and `mariadbd` (a different redo log
+/// size would make mariadbd resize it at startup). `--no-defaults` keeps `/etc/mysql` out.
+const COMMON: &[&str] = &[
+    "--no-defaults",
+    "--innodb-log-file-size=8M",
+    "--innodb-buffer-pool-size=32M",
+    "--innodb-doublewrite=0",
+    "--skip-log-bin",
+];
+
+#[derive(Debug)]
+struct Template {
+    root: PathBuf,
+    data: PathBuf,
+    // Removes the template directory when the process ends; never dropped (lives in a static).
+    _reaper: Mutex<Child>,
+}
+
+static TEMPLATE: OnceLock<Result<Template, ServerError>> = OnceLock::new();
+
+/// The pristine datadir, built with `mariadb-install-db` once per process.
+fn template() -> Result<&'static Path, ServerError> {
+    TEMPLATE
+        .get_or_init(|| {
+            let install = find_binary("mariadb-install-db", "mariadb-server")?;
+            let dir = make_temp_dir("mdbtpl")?.keep();
+            let reaper = match spawn_exit_reaper(&dir) {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(e);
+                }
+            };
+            let root = canonical(&dir);
+            let data = root.join("data");
+            let mut datadir = OsString::from("--datadir=");
+            datadir.push(&data);
+            run_command(
+                "mariadb-install-db",
+                Command::new(install).args(COMMON).arg(datadir).args([
+                    "--auth-root-authentication-method=normal",
+                    "--skip-test-db",
+                    "--skip-name-resolve",
+                ]),
+            )?;
+            Ok(Template { root, data, _reaper: Mutex::new(reaper) })
+        })
+        .as_ref()
+        .map(|t| t.data.as_path())
+        .map_err(Clone::clone)
+}
+
+/// The directory holding the per-process template datadir, once it has been built.
+pub fn template_dir() -> Option<&'static Path> {
+    TEMPLATE.get().and_then(|t| t.as_ref().ok()).map(|t| t.root.as_path())
+}
+
+fn running_as_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// Runs one SQL batch as root over TCP with the `mariadb` CLI; returns its stdout
+/// (`-N -B`: no column names, tab-separated).
+pub(crate) fn query_as_root(client: &Path, port: u16, sql: &str) -> Result<String, ServerError> {
+    run_command(
+        "mariadb (CLI)",
+        Command::new(client).args([
+            "--no-defaults",
+            "--protocol=tcp",
+            "-h127.0.0.1",
+            &format!("-P{port}"),
+            "-uroot",
+            "-N",
+            "-B",
+            "--connect-timeout=2",
+            "-e",
+            sql,
+        ]),
+    )
+}
+
+/// A private MariaDB on `127.0.0.1:port()` with database `locktest` and user `lock`/`lockpw`.
+///
+/// The datadir is a `cp -a` of a template built once per process (`mariadb-install-db`), all
+/// under `/dev/shm` when available. Commits survive [`kill`](Self::kill) + [`restart`](Self::restart)
+/// (`innodb-flush-log-at-trx-commit=2`). Dropping it kills the server and removes its directory.
+#[derive(Debug)]
+pub struct MariaDbServer {
+    proc: ManagedProcess,
+    client: PathBuf,
+    datadir: PathBuf,
+    socket: PathBuf,
+}
+
+impl MariaDbServer {
+    /// Starts a server with the default settings.
+    pub fn start() -> Result<Self, ServerError> {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `mariadbd` arguments appended (later ones win), e.g.
+    /// `["--innodb-flush-log-at-trx-commit=1"]` for real durability.
+    pub fn start_with(extra_args: &[&str]) -> Result<Self, ServerError> {
+        let program = find_binary("mariadbd", "mariadb-server")?;
+        let client = find_binary("mariadb", "mariadb-client")?;
+        let template = template()?;
+        super::with_port_retries(|| {
+            let port = free_port()?;
+            let dir = make_temp_dir("maria")?;
+            let base = canonical(dir.path());
+            let datadir = base.join("data");
+            let socket = base.join("mysqld.sock");
+            if socket.as_os_str().len() >= 100 {
+                return Err(ServerError::io(
+                    "choosing the unix socket path",
+                    std::io::Error::other(format!("{} is too long (max 107 bytes)", socket.display())),
+                ));
+            }
+            run_command(
+                "cp -a <template datadir>",
+                Command::new("cp").arg("-a").arg(template).arg(&datadir),
+            )?;
+
+            let mut args: Vec<OsString> = COMMON.iter().map(OsString::from).collect();
+            if running_as_root() {
+                // mariadbd refuses to run as root without it
+                args.push("--user=root".into());
+            }
+            let mut opt = |name: &str, value: &Path| {
+                let mut s = OsString::from(name);
+                s.push(value);
+                args.push(s);
+            };
+            opt("--datadir=", &datadir);
+            opt("--socket=", &socket);
+            opt("--pid-file=", &base.join("mysqld.pid"));
+            args.extend(
+                [
+                    format!("--port={port}"),
+                    "--bind-address=127.0.0.1".into(),
+                    "--skip-name-resolve".into(),
+                    "--innodb-flush-log-at-trx-commit=2".into(),
+                    "--max-connections=500".into(),
+                    "--skip-external-locking".into(),
+                ]
+                .into_iter()
+                .map(OsString::from),
+            );
+            args.extend(extra_args.iter().map(OsString::from));
+
+            let spec = Spec {
+                what: format!("mariadbd on 127.0.0.1:{port}"),
+                program: program.clone(),
+                args,
+                port,
+                other_ports: Vec::new(),
+                probe: Probe::MariaDb { client: client.clone(), datadir: format!("{}/", datadir.display()) },
+                ready_timeout: Duration::from_secs(30),
+            };
+            let proc = ManagedProcess::start(spec, dir)?;
+            query_as_root(
+                &client,
+                port,
+                &format!(
+                    "CREATE DATABASE IF NOT EXISTS `{DATABASE}`; \
+                     CREATE USER IF NOT EXISTS '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'; \
+                     GRANT ALL PRIVILEGES ON `{DATABASE}`.* TO '{USER}'@'%';"
+                ),
+            )?;
+            Ok(MariaDbServer { proc, client: client.clone(), datadir, socket })
+        })
+    }
+
+    /// The client port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.proc.port()
+    }
+
+    /// `mysql://lock:lockpw@127.0.0.1:PORT/locktest`.
+    pub fn url(&self) -> String {
+        format!("mysql://{USER}:{PASSWORD}@127.0.0.1:{}/{DATABASE}", self.port())
+    }
+
+    /// `mysql://root@127.0.0.1:PORT/locktest` (root has no password).
+    pub fn root_url(&self) -> String {
+        format!("mysql://root@127.0.0.1:{}/{DATABASE}", self.port())
+    }
+
+    /// The server's datadir.
+    pub fn datadir(&self) -> &Path {
+        &self.datadir
+    }
+
+    /// The server's unix socket.
+    pub fn socket_path(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Runs SQL as root through the `mariadb` CLI (blocking); returns the tab-separated rows.
+    /// Handy for fault injection such as `KILL <connection id>`.
+    pub fn exec_as_root(&self, sql: &str) -> Result<String, ServerError> {
+        query_as_root(&self.client, self.port(), sql)
+    }
+}
+
+fault_hooks!(MariaDbServer, proc);
