@@ -1,0 +1,274 @@
+//! Configuration: `RedisLock::builder().url(..).mode(..).key_prefix(..).build().await`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{LockError, Result};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, IntoConnectionInfo};
+
+use crate::backend::{Inner, RedisLock};
+use crate::error::{NAME, classify, redact_url, scrub};
+use crate::keys::{DEFAULT_KEY_PREFIX, KeyLayout};
+
+/// Default time allowed to open a connection.
+pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
+/// Default time allowed for one command's reply. A reply that does not come in time is a
+/// temporary error; the watchdog also stops waiting at the lease deadline on its own.
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Default time a fair-mode waiter stays in the queue without a sign of life before others may
+/// pass it (a live waiter renews its place every third of it).
+pub const DEFAULT_FAIR_WAITER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How locks are stored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mode {
+    /// A string `owner token` set with `SET NX PX`; not reentrant. The fastest mode.
+    #[default]
+    Simple,
+    /// A hash `{owner token -> hold count}` (Redisson's model): the same owner token nests.
+    Reentrant,
+    /// Reentrant plus a FIFO queue of waiters with per-waiter timeouts: waiters are served in
+    /// arrival order, and a dead waiter blocks the queue for at most its timeout.
+    Fair,
+}
+
+enum Source {
+    None,
+    Url(String),
+    Client(Client),
+}
+
+/// Builder of a [`RedisLock`]. Start with [`RedisLock::builder`].
+pub struct RedisLockBuilder {
+    source: Source,
+    manager: Option<ConnectionManager>,
+    mode: Mode,
+    key_prefix: String,
+    credentials: Option<(Option<String>, String)>,
+    connection_timeout: Duration,
+    response_timeout: Duration,
+    fair_waiter_timeout: Duration,
+    notifications: bool,
+}
+
+impl fmt::Debug for RedisLockBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = match &self.source {
+            Source::None => "none".to_owned(),
+            Source::Url(u) => redact_url(u),
+            Source::Client(_) => "client".to_owned(),
+        };
+        f.debug_struct("RedisLockBuilder")
+            .field("source", &source)
+            .field("connection_manager", &self.manager.is_some())
+            .field("mode", &self.mode)
+            .field("key_prefix", &self.key_prefix)
+            .field("username", &self.credentials.as_ref().map(|(u, _)| u))
+            .field("password", &self.credentials.as_ref().map(|_| "***"))
+            .field("connection_timeout", &self.connection_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .field("fair_waiter_timeout", &self.fair_waiter_timeout)
+            .field("notifications", &self.notifications)
+            .finish()
+    }
+}
+
+impl Default for RedisLockBuilder {
+    fn default() -> Self {
+        RedisLockBuilder {
+            source: Source::None,
+            manager: None,
+            mode: Mode::default(),
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            credentials: None,
+            connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            fair_waiter_timeout: DEFAULT_FAIR_WAITER_TIMEOUT,
+            notifications: true,
+        }
+    }
+}
+
+impl RedisLockBuilder {
+    /// Connect to `url`: `redis://[user[:password]@]host[:port][/db]`, `rediss://` (feature
+    /// `tls`), `redis+unix:///path`. The password is never printed.
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.source = Source::Url(url.into());
+        self
+    }
+
+    /// Use an existing client (its connection settings, TLS and credentials).
+    pub fn client(mut self, client: Client) -> Self {
+        self.source = Source::Client(client);
+        self
+    }
+
+    /// Send lock commands through an existing connection manager. Release notifications need a
+    /// second connection, which needs [`url`](Self::url) or [`client`](Self::client) too;
+    /// without either, waiters poll.
+    pub fn connection_manager(mut self, manager: ConnectionManager) -> Self {
+        self.manager = Some(manager);
+        self
+    }
+
+    /// Storage mode (default [`Mode::Simple`]).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Namespace in front of every Redis key (default `dlock:`). Must not contain `{` or `}`.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// ACL user (or `None` for the default user) and password, overriding the URL's.
+    pub fn credentials(mut self, username: Option<&str>, password: &str) -> Self {
+        self.credentials = Some((username.map(str::to_owned), password.to_owned()));
+        self
+    }
+
+    /// Time allowed to open a connection (default [`DEFAULT_CONNECTION_TIMEOUT`]).
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// Time allowed for one reply (default [`DEFAULT_RESPONSE_TIMEOUT`]).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Fair mode: how long a silent waiter keeps its place (default
+    /// [`DEFAULT_FAIR_WAITER_TIMEOUT`]).
+    pub fn fair_waiter_timeout(mut self, timeout: Duration) -> Self {
+        self.fair_waiter_timeout = timeout;
+        self
+    }
+
+    /// Whether waiters listen for releases on pub/sub (default `true`); `false` makes them poll.
+    pub fn notifications(mut self, on: bool) -> Self {
+        self.notifications = on;
+        self
+    }
+
+    /// Connect and build.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] for a bad URL, prefix or timeout (password redacted),
+    /// [`LockError::FeatureNotEnabled`] for `rediss://` without the `tls` feature, and backend
+    /// errors when the first connection fails (authentication failures are permanent).
+    pub async fn build(self) -> Result<RedisLock> {
+        if self.key_prefix.contains(['{', '}']) {
+            return Err(invalid("key prefix must not contain '{' or '}'".to_owned()));
+        }
+        if self.fair_waiter_timeout < Duration::from_millis(30) {
+            return Err(invalid("fair waiter timeout must be at least 30 ms".to_owned()));
+        }
+        let password = self.credentials.as_ref().map(|(_, p)| p.clone());
+        let client = match self.source {
+            Source::None => None,
+            Source::Client(c) => Some(c),
+            Source::Url(url) => {
+                let scheme = url.split_once("://").map_or("", |(s, _)| s).to_ascii_lowercase();
+                if !cfg!(feature = "tls") && (scheme == "rediss" || scheme == "valkeys") {
+                    return Err(LockError::FeatureNotEnabled { scheme, feature: "tls" });
+                }
+                let info = url.as_str().into_connection_info().map_err(|e| {
+                    invalid(scrub(format!("{}: {e}", redact_url(&url)), url_password(&url).as_deref()))
+                })?;
+                Some(Client::open(info).map_err(|e| invalid(format!("{}: {e}", redact_url(&url))))?)
+            }
+        };
+        let client = match (client, &self.credentials) {
+            (Some(c), Some((user, pw))) => {
+                let info = c.get_connection_info().clone();
+                let mut settings = info.redis_settings().clone().set_password(pw);
+                if let Some(u) = user {
+                    settings = settings.set_username(u);
+                }
+                Some(Client::open(info.set_redis_settings(settings)).map_err(classify)?)
+            }
+            (c, _) => c,
+        };
+        #[cfg(feature = "tls")]
+        {
+            // redis' rustls has no crypto provider of its own; use ring unless one is set.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let conn = match (self.manager, &client) {
+            (Some(m), _) => m,
+            (None, Some(c)) => {
+                let cfg = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.connection_timeout))
+                    .set_response_timeout(Some(self.response_timeout))
+                    .set_max_delay(Duration::from_secs(1));
+                c.get_connection_manager_with_config(cfg).await.map_err(|e| {
+                    let pw = password.clone().or_else(|| {
+                        c.get_connection_info().redis_settings().password().map(str::to_owned)
+                    });
+                    match pw {
+                        // Keep the typed source unless it would leak the password.
+                        Some(pw) if !pw.is_empty() && e.to_string().contains(&pw) => {
+                            let temporary = crate::error::is_temporary(&e);
+                            let msg = scrub(e.to_string(), Some(&pw));
+                            if temporary { LockError::temporary(NAME, msg) } else { LockError::permanent(NAME, msg) }
+                        }
+                        _ => classify(e),
+                    }
+                })?
+            }
+            (None, None) => return Err(invalid("give a url, a client or a connection manager".to_owned())),
+        };
+        let subscriber = if self.notifications { client.map(|c| c.get_connection_info().clone()) } else { None };
+        Ok(RedisLock::from_inner(Inner::new(
+            conn,
+            subscriber,
+            self.mode,
+            Arc::new(KeyLayout::new(self.key_prefix)),
+            self.fair_waiter_timeout,
+            self.connection_timeout,
+        )))
+    }
+}
+
+fn invalid(reason: String) -> LockError {
+    LockError::InvalidConfig { reason }
+}
+
+fn url_password(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let userinfo = authority.rsplit_once('@')?.0;
+    Some(userinfo.split_once(':')?.1.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_password() {
+        let b = RedisLock::builder().url("redis://app:hunter2@127.0.0.1:1/").credentials(Some("u"), "s3cr3t");
+        let s = format!("{b:?}");
+        assert!(!s.contains("hunter2") && !s.contains("s3cr3t"), "{s}");
+    }
+
+    #[tokio::test]
+    async fn bad_configs_are_refused_without_secrets() {
+        let e = RedisLock::builder().url("redis://127.0.0.1:1/").key_prefix("a{b").build().await.unwrap_err();
+        assert!(matches!(e, LockError::InvalidConfig { .. }));
+        let e = RedisLock::builder().url("http://u:hunter2@h/").build().await.unwrap_err();
+        assert!(matches!(e, LockError::InvalidConfig { .. }), "{e:?}");
+        assert!(!format!("{e} {e:?}").contains("hunter2"));
+        if !cfg!(feature = "tls") {
+            let e = RedisLock::builder().url("rediss://h:1/").build().await.unwrap_err();
+            assert!(matches!(e, LockError::FeatureNotEnabled { feature: "tls", .. }));
+        }
+    }
+}

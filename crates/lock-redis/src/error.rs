@@ -1,0 +1,91 @@
+//! Turning `redis` errors into [`LockError`]s, and keeping secrets out of messages.
+
+use lock_core::LockError;
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+/// Backend name used in errors and logs.
+pub(crate) const NAME: &str = "redis";
+
+/// Whether retrying the same command may succeed: connection loss, timeouts, a server that is
+/// loading, busy with a script, failing over or resharding. Authentication, ACL refusals,
+/// WRONGTYPE, script errors and protocol mismatches are permanent.
+pub(crate) fn is_temporary(e: &RedisError) -> bool {
+    if e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
+        return true;
+    }
+    match e.kind() {
+        ErrorKind::Io | ErrorKind::ClusterConnectionNotFound => true,
+        ErrorKind::Server(k) => matches!(
+            k,
+            ServerErrorKind::BusyLoading
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+                | ServerErrorKind::MasterDown
+                | ServerErrorKind::ReadOnly
+                | ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+        ),
+        ErrorKind::Extension => e.code() == Some("BUSY"),
+        _ => false,
+    }
+}
+
+/// A [`LockError::Backend`] with the retryability decided here, where the error is born.
+pub(crate) fn classify(e: RedisError) -> LockError {
+    if is_temporary(&e) { LockError::temporary(NAME, e) } else { LockError::permanent(NAME, e) }
+}
+
+/// A reply of an unexpected shape (a script answering something it never answers).
+pub(crate) fn bad_reply(what: &'static str) -> LockError {
+    LockError::permanent(NAME, format!("unexpected reply to {what}"))
+}
+
+/// `url` with any password replaced by `***` (for errors and `Debug`).
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return "<unparsable url>".to_owned() };
+    let (authority, tail) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            let user = if userinfo.contains(':') { format!("{user}:***") } else { user.to_owned() };
+            format!("{scheme}://{user}@{host}{tail}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// `msg` with every occurrence of `secret` replaced by `***`.
+pub(crate) fn scrub(msg: String, secret: Option<&str>) -> String {
+    match secret {
+        Some(s) if !s.is_empty() => msg.replace(s, "***"),
+        _ => msg,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_password() {
+        assert_eq!(redact_url("redis://127.0.0.1:6379/0"), "redis://127.0.0.1:6379/0");
+        assert_eq!(redact_url("redis://:s3cr3t@h:1/"), "redis://:***@h:1/");
+        assert_eq!(redact_url("rediss://app:p@ss@w0rd@h:1/2?x=1"), "rediss://app:***@h:1/2?x=1");
+        assert_eq!(redact_url("redis://user@h"), "redis://user@h");
+        assert!(!redact_url("nonsense s3cr3t").contains("s3cr3t"));
+        assert_eq!(scrub("bad s3cr3t here".into(), Some("s3cr3t")), "bad *** here");
+    }
+
+    #[test]
+    fn io_errors_are_temporary_and_wrongtype_is_not() {
+        let io: RedisError = std::io::Error::from(std::io::ErrorKind::ConnectionReset).into();
+        assert!(classify(io).is_temporary());
+        let auth: RedisError = (ErrorKind::AuthenticationFailed, "denied").into();
+        assert!(!classify(auth).is_temporary());
+        let ty: RedisError = (ErrorKind::UnexpectedReturnType, "x").into();
+        assert!(!classify(ty).is_temporary());
+    }
+}
