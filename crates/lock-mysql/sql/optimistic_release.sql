@@ -1,0 +1,7 @@
+-- Release: CAS on (name, owner, version) of a live lease. The last hold frees the row.
+-- Single-table UPDATE assigns left to right, so holds is decremented last.
+UPDATE `{table}`
+   SET owner = IF(holds > 1, owner, NULL),
+       expires_at = IF(holds > 1, expires_at, NULL),
+       holds = holds - 1
+ WHERE name = ? AND owner = ? AND version = ? AND expires_at > NOW(6)

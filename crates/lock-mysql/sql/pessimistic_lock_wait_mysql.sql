@@ -1,0 +1,1 @@
+SELECT /*+ MAX_EXECUTION_TIME({max_execution_ms}) */ 1 FROM `{table}` WHERE name = ? FOR UPDATE

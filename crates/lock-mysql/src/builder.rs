@@ -1,0 +1,262 @@
+//! Building a [`MySqlLock`]: connection, mode, table, schema.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::LockError;
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+
+use crate::error::{classify, redact_url};
+use crate::optimistic::Optimistic;
+use crate::pessimistic::Pessimistic;
+use crate::sql::{OptimisticSql, PessimisticSql, validate_table_name};
+use crate::{Flavor, Inner, Mode, MySqlLock};
+
+/// Default table of the pessimistic mode (plus `dlock_rows_fence`).
+pub const DEFAULT_PESSIMISTIC_TABLE: &str = "dlock_rows";
+/// Default table of the optimistic mode.
+pub const DEFAULT_OPTIMISTIC_TABLE: &str = "dlock_leases";
+/// Default size of a pool the builder opens itself. Every held pessimistic lock pins one
+/// connection for its whole life, and acquiring one briefly needs a second.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 32;
+/// Default keep-alive period of a held pessimistic lock's connection: a failed ping fires the
+/// lost signal at most this long after the connection died.
+pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(2);
+/// Default time to wait for a pooled connection (after which the error is temporary).
+pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+enum Source {
+    None,
+    Url(String),
+    Options(Box<MySqlConnectOptions>),
+    Pool(MySqlPool),
+}
+
+/// Builder of a [`MySqlLock`]; start with [`MySqlLock::builder`].
+pub struct MySqlLockBuilder {
+    source: Source,
+    mode: Option<Mode>,
+    table: Option<String>,
+    max_connections: u32,
+    acquire_timeout: Duration,
+    keepalive: Duration,
+    create_schema: bool,
+}
+
+impl fmt::Debug for MySqlLockBuilder {
+    // Hand-written: the URL is shown redacted and connect options (which carry the password)
+    // are not shown at all.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = match &self.source {
+            Source::None => "none".to_owned(),
+            Source::Url(u) => redact_url(u),
+            Source::Options(_) => "connect options".to_owned(),
+            Source::Pool(_) => "existing pool".to_owned(),
+        };
+        f.debug_struct("MySqlLockBuilder")
+            .field("source", &source)
+            .field("mode", &self.mode)
+            .field("table", &self.table)
+            .field("max_connections", &self.max_connections)
+            .field("keepalive", &self.keepalive)
+            .field("create_schema", &self.create_schema)
+            .finish()
+    }
+}
+
+impl Default for MySqlLockBuilder {
+    fn default() -> Self {
+        MySqlLockBuilder {
+            source: Source::None,
+            mode: None,
+            table: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
+            keepalive: DEFAULT_KEEPALIVE,
+            create_schema: true,
+        }
+    }
+}
+
+impl MySqlLockBuilder {
+    /// Connect with a URL: `mysql://user:password@host:3306/database` (MariaDB too). With the
+    /// `tls` feature, `?ssl-mode=required|verify_ca|verify_identity&ssl-ca=...` are honoured.
+    ///
+    /// Two extra query parameters are taken out of the URL before it reaches the driver:
+    /// `mode=pessimistic|optimistic` and `table=<name>`; [`mode`](Self::mode) and
+    /// [`table`](Self::table) set on the builder win over them.
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.source = Source::Url(url.into());
+        self
+    }
+
+    /// Connect with ready-made connect options.
+    pub fn connect_options(mut self, options: MySqlConnectOptions) -> Self {
+        self.source = Source::Options(Box::new(options));
+        self
+    }
+
+    /// Use an existing pool (yours). Each held pessimistic lock takes one of its connections out
+    /// for the lock's life; size it for your concurrently held locks plus headroom.
+    pub fn pool(mut self, pool: MySqlPool) -> Self {
+        self.source = Source::Pool(pool);
+        self
+    }
+
+    /// Pessimistic (row lock, default) or optimistic (versioned lease).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// The lock table (default [`DEFAULT_PESSIMISTIC_TABLE`] / [`DEFAULT_OPTIMISTIC_TABLE`]).
+    /// Validated as a plain identifier by `build`.
+    pub fn table(mut self, table: impl Into<String>) -> Self {
+        self.table = Some(table.into());
+        self
+    }
+
+    /// Size of the pool the builder opens (ignored with [`pool`](Self::pool)).
+    pub fn max_connections(mut self, n: u32) -> Self {
+        self.max_connections = n.max(2);
+        self
+    }
+
+    /// How long to wait for a pooled connection (ignored with [`pool`](Self::pool)).
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// Keep-alive ping period of a held pessimistic lock's connection.
+    pub fn keepalive(mut self, every: Duration) -> Self {
+        self.keepalive = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// Run `CREATE TABLE IF NOT EXISTS` in `build` (default `true`). Turn it off when the
+    /// application user may not create tables, and run [`MySqlLock::migrate`] (or the SQL in
+    /// `sql/*_schema.sql`) with a privileged user instead.
+    pub fn create_schema(mut self, create: bool) -> Self {
+        self.create_schema = create;
+        self
+    }
+
+    /// Connect, detect MariaDB or MySQL, and create the schema if asked.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] for a missing or unparseable URL, a bad table name or TLS
+    /// asked for without the `tls` feature; backend errors from connecting (temporary when the
+    /// server is unreachable, permanent for bad credentials).
+    pub async fn build(self) -> Result<MySqlLock, LockError> {
+        let (mut mode, mut table) = (self.mode, self.table.clone());
+        let source = match self.source {
+            Source::Url(url) => {
+                let parsed = parse_url(&url)?;
+                mode = mode.or(parsed.mode);
+                table = table.or(parsed.table);
+                Source::Options(Box::new(parsed.options))
+            }
+            other => other,
+        };
+        let mode = mode.unwrap_or_default();
+        let table = table.unwrap_or_else(|| match mode {
+            Mode::Pessimistic => DEFAULT_PESSIMISTIC_TABLE.to_owned(),
+            Mode::Optimistic => DEFAULT_OPTIMISTIC_TABLE.to_owned(),
+        });
+        validate_table_name(&table)?;
+        let pool_options = || {
+            MySqlPoolOptions::new()
+                .max_connections(self.max_connections)
+                .acquire_timeout(self.acquire_timeout)
+                .test_before_acquire(true)
+        };
+        let pool = match source {
+            Source::None | Source::Url(_) => {
+                return Err(LockError::InvalidConfig { reason: "no url, connect options or pool given".into() });
+            }
+            Source::Options(opts) => pool_options().connect_with(*opts).await.map_err(classify)?,
+            Source::Pool(pool) => pool,
+        };
+        let version: String = sqlx::query_scalar("SELECT VERSION()").fetch_one(&pool).await.map_err(classify)?;
+        let flavor = if version.to_ascii_lowercase().contains("mariadb") { Flavor::MariaDb } else { Flavor::MySql };
+        let inner = match mode {
+            Mode::Pessimistic => Inner::Pessimistic(Pessimistic::new(
+                pool.clone(),
+                PessimisticSql::new(&table),
+                flavor,
+                self.keepalive,
+            )),
+            Mode::Optimistic => Inner::Optimistic(Optimistic::new(pool.clone(), OptimisticSql::new(&table))),
+        };
+        let lock = MySqlLock { inner: Arc::new(inner), pool, mode, table, flavor, server_version: version };
+        if self.create_schema {
+            lock.migrate().await?;
+        }
+        Ok(lock)
+    }
+}
+
+struct ParsedUrl {
+    options: MySqlConnectOptions,
+    mode: Option<Mode>,
+    table: Option<String>,
+}
+
+/// Parse a `mysql://` (or `mariadb://`) URL, taking out `mode=` and `table=` and refusing TLS
+/// requests this build cannot honour. Errors never echo the password.
+fn parse_url(url: &str) -> Result<ParsedUrl, LockError> {
+    let invalid = |why: String| LockError::InvalidConfig { reason: why };
+    let rest = url
+        .strip_prefix("mysql://")
+        .or_else(|| url.strip_prefix("mariadb://"))
+        .ok_or_else(|| invalid(format!("expected a mysql:// url, got {}", redact_url(url))))?;
+    let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (mut mode, mut table, mut kept) = (None, None, Vec::new());
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("mode", "pessimistic") => mode = Some(Mode::Pessimistic),
+            ("mode", "optimistic") => mode = Some(Mode::Optimistic),
+            ("mode", other) => {
+                return Err(invalid(format!("unknown mode {other:?} (expected pessimistic or optimistic)")));
+            }
+            ("table", t) => table = Some(t.to_owned()),
+            _ => kept.push(pair),
+        }
+    }
+    if !cfg!(feature = "tls") {
+        let wants_tls = kept.iter().any(|p| {
+            let p = p.to_ascii_lowercase();
+            ["ssl-mode=required", "ssl-mode=verify_ca", "ssl-mode=verify_identity", "sslmode=required"]
+                .contains(&p.as_str())
+        });
+        if wants_tls {
+            return Err(invalid("the url asks for TLS; enable the `tls` feature of lock-mysql".into()));
+        }
+    }
+    let driver_url =
+        if kept.is_empty() { format!("mysql://{base}") } else { format!("mysql://{base}?{}", kept.join("&")) };
+    let options = driver_url
+        .parse::<MySqlConnectOptions>()
+        .map_err(|e| invalid(format!("cannot parse mysql url {}: {e}", redact_url(url))))?;
+    Ok(ParsedUrl { options, mode, table })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_and_errors_hide_the_password() {
+        let b = MySqlLock::builder().url("mysql://u:hunter2@h:1/db");
+        assert!(!format!("{b:?}").contains("hunter2"));
+        let e = parse_url("postgres://u:hunter2@h/db").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("mysql://") && !e.contains("hunter2"), "{e}");
+        let e = parse_url("mysql://u:hunter2@h:notaport/db").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(!e.contains("hunter2"), "{e}");
+        let p = parse_url("mariadb://u:pw@h:1/db?mode=optimistic&table=t1").expect("parse");
+        assert_eq!((p.mode, p.table.as_deref()), (Some(Mode::Optimistic), Some("t1")));
+        assert!(parse_url("mysql://h/db?mode=bogus").is_err());
+    }
+}

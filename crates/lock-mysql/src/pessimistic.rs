@@ -1,0 +1,415 @@
+//! Pessimistic mode: a lock is a row locked with `SELECT ... FOR UPDATE` by a transaction that
+//! stays open, on a connection taken out of the pool, until release.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use lock_core::{
+    AcquireRequest, Attempt, FencingToken, Grant, LeaseSignal, LockError, LostReason, OwnerToken, RenewItem,
+    Result,
+};
+use sqlx::mysql::MySqlPool;
+use sqlx::pool::PoolConnection;
+use sqlx::{AssertSqlSafe, Connection, MySql, Row};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::Flavor;
+use crate::error::{NAME, classify, is_connection_lost, is_contention};
+use crate::sql::PessimisticSql;
+
+/// How long past the caller's deadline the client waits for the server's own statement
+/// timeout before it cancels the wait itself with `KILL QUERY`.
+const KILL_GRACE: Duration = Duration::from_millis(250);
+/// Waits shorter than this are sent as `NOWAIT` (a statement timeout of 0 means "no limit").
+const MIN_WAIT: Duration = Duration::from_millis(1);
+/// Longest statement timeout MariaDB accepts (`max_statement_time`, one year).
+const MAX_STATEMENT_SECS: f64 = 31_536_000.0;
+
+/// A pooled connection carrying (or about to carry) an open transaction. Unless the
+/// transaction was ended cleanly, the connection is closed on drop instead of going back to the
+/// pool: the server then rolls back and frees the row.
+struct Pinned {
+    conn: PoolConnection<MySql>,
+    dirty: bool,
+}
+
+impl Pinned {
+    fn new(conn: PoolConnection<MySql>) -> Self {
+        Pinned { conn, dirty: true }
+    }
+
+    /// End the transaction; on success the connection may go back to the pool.
+    async fn end(mut self, stmt: &'static str) -> std::result::Result<(), sqlx::Error> {
+        sqlx::raw_sql(stmt).execute(&mut *self.conn).await?;
+        self.dirty = false;
+        Ok(())
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if self.dirty {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+/// Cancels an in-flight lock wait on the server (`KILL QUERY`) if the waiting future is
+/// dropped, so an abandoned waiter does not linger in the row's queue.
+struct KillOnDrop {
+    pool: MySqlPool,
+    conn_id: u64,
+    armed: bool,
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (pool, id) = (self.pool.clone(), self.conn_id);
+            rt.spawn(async move { kill_query(&pool, id).await });
+        }
+    }
+}
+
+async fn kill_query(pool: &MySqlPool, conn_id: u64) {
+    // Our own user's threads may always be killed; "unknown thread" just means it is done.
+    if let Err(e) = sqlx::query("KILL QUERY ?").bind(conn_id).execute(pool).await {
+        tracing::debug!(conn_id, error = %e, "KILL QUERY of a lock wait failed");
+    }
+}
+
+enum Cmd {
+    /// Is the holding connection alive? (renew)
+    Ping(oneshot::Sender<bool>),
+    /// COMMIT and hand the connection back.
+    Release(oneshot::Sender<Result<bool>>),
+}
+
+struct Hold {
+    id: u64,
+    owner: OwnerToken,
+    count: u32,
+    fence: u64,
+    conn_id: u64,
+    cmd: mpsc::Sender<Cmd>,
+}
+
+type Holds = Mutex<HashMap<String, Hold>>;
+
+fn lock(holds: &Holds) -> MutexGuard<'_, HashMap<String, Hold>> {
+    // Every critical section is a single map operation, so a poisoned map is still consistent.
+    holds.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+enum Step {
+    Locked(Pinned, u64),
+    Held,
+    NoRow,
+}
+
+/// The pessimistic backend state.
+pub(crate) struct Pessimistic {
+    pool: MySqlPool,
+    sql: PessimisticSql,
+    flavor: Flavor,
+    keepalive: Duration,
+    holds: Arc<Holds>,
+    next_id: AtomicU64,
+}
+
+impl fmt::Debug for Pessimistic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pessimistic")
+            .field("flavor", &self.flavor)
+            .field("keepalive", &self.keepalive)
+            .field("held", &lock(&self.holds).len())
+            .finish()
+    }
+}
+
+impl Pessimistic {
+    pub(crate) fn new(pool: MySqlPool, sql: PessimisticSql, flavor: Flavor, keepalive: Duration) -> Self {
+        Pessimistic { pool, sql, flavor, keepalive, holds: Arc::default(), next_id: AtomicU64::new(0) }
+    }
+
+    pub(crate) fn schema(&self) -> &Arc<str> {
+        &self.sql.schema
+    }
+
+    /// Connection id (`CONNECTION_ID()`) of the connection holding `key`, if held here.
+    pub(crate) fn held_connection_id(&self, key: &str) -> Option<u64> {
+        lock(&self.holds).get(key).filter(|h| !h.cmd.is_closed()).map(|h| h.conn_id)
+    }
+
+    pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        if let Some(fence) = self.reenter(req.key, req.owner) {
+            return Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None }));
+        }
+        // The row may have to be created first (once per key); a second miss means someone
+        // deletes rows under us.
+        for _ in 0..3 {
+            match self.attempt(req).await? {
+                Step::Locked(pinned, conn_id) => return self.finish(req, pinned, conn_id).await,
+                Step::Held => return Ok(Attempt::Held { retry_after: None }),
+                Step::NoRow => self.create_row(req.key).await?,
+            }
+        }
+        Err(LockError::temporary(NAME, "lock row disappeared repeatedly while locking"))
+    }
+
+    fn reenter(&self, key: &str, owner: OwnerToken) -> Option<u64> {
+        let mut holds = lock(&self.holds);
+        let h = holds.get_mut(key).filter(|h| h.owner == owner && !h.cmd.is_closed())?;
+        h.count += 1;
+        Some(h.fence)
+    }
+
+    /// Open a transaction on a fresh pooled connection and lock the row: at once, or waiting in
+    /// the server's queue until `wait_until`.
+    async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Step> {
+        let key = req.key.as_bytes();
+        let mut pinned = Pinned::new(self.pool.acquire().await.map_err(classify)?);
+        let row = sqlx::raw_sql(self.sql.begin).fetch_one(&mut *pinned.conn).await.map_err(classify)?;
+        let conn_id: u64 = row.try_get(0).map_err(classify)?;
+
+        // Uncontended fast path: a cached NOWAIT statement.
+        let first = sqlx::query(AssertSqlSafe(self.sql.lock_nowait.clone()))
+            .bind(key)
+            .fetch_optional(&mut *pinned.conn)
+            .await;
+        match first {
+            Ok(Some(_)) => return Ok(Step::Locked(pinned, conn_id)),
+            Ok(None) => return self.no_row(pinned).await,
+            Err(e) if is_contention(&e) => {}
+            Err(e) => return Err(classify(e)),
+        }
+        let Some(deadline) = req.wait_until else { return self.held(pinned).await };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining < MIN_WAIT {
+            return self.held(pinned).await;
+        }
+
+        // Wait in the server's queue; the server ends the wait at the deadline by itself.
+        let mut killer = KillOnDrop { pool: self.pool.clone(), conn_id, armed: true };
+        let waited = {
+            let fut = sqlx::query(AssertSqlSafe(self.wait_sql(remaining)))
+                .bind(key)
+                .persistent(false)
+                .fetch_optional(&mut *pinned.conn);
+            tokio::pin!(fut);
+            tokio::select! {
+                r = &mut fut => r,
+                _ = tokio::time::sleep_until(deadline + KILL_GRACE) => {
+                    tracing::debug!(conn_id, "server did not end the lock wait at the deadline; killing it");
+                    kill_query(&self.pool, conn_id).await;
+                    fut.await
+                }
+            }
+        };
+        killer.armed = false;
+        match waited {
+            Ok(Some(_)) => Ok(Step::Locked(pinned, conn_id)),
+            Ok(None) => self.no_row(pinned).await,
+            Err(e) if is_contention(&e) => self.held(pinned).await,
+            Err(e) => Err(classify(e)),
+        }
+    }
+
+    /// The waiting statement with the remaining time spliced in as numbers (SET STATEMENT and
+    /// optimizer hints take no placeholders).
+    fn wait_sql(&self, remaining: Duration) -> String {
+        match self.flavor {
+            Flavor::MariaDb => {
+                let secs = remaining.as_secs_f64().min(MAX_STATEMENT_SECS);
+                // The row-lock timeout is whole seconds: round up so max_statement_time, which is
+                // exact, always ends the wait first.
+                let whole = (secs.ceil() as u64).max(1);
+                self.sql
+                    .lock_wait_mariadb
+                    .replace("{max_statement_time}", &format!("{secs:.6}"))
+                    .replace("{lock_wait_timeout}", &whole.to_string())
+            }
+            Flavor::MySql => {
+                let ms = remaining.as_millis().clamp(1, u128::from(u32::MAX));
+                self.sql.lock_wait_mysql.replace("{max_execution_ms}", &ms.to_string())
+            }
+        }
+    }
+
+    async fn held(&self, pinned: Pinned) -> Result<Step> {
+        // After a lock-wait timeout the transaction is still open: end it, keep the connection.
+        if let Err(e) = pinned.end("ROLLBACK").await {
+            tracing::debug!(error = %e, "rollback after a lost lock race failed; connection closed");
+        }
+        Ok(Step::Held)
+    }
+
+    async fn no_row(&self, pinned: Pinned) -> Result<Step> {
+        // The FOR UPDATE on a missing row may have taken a gap lock: end it before inserting.
+        pinned.end("ROLLBACK").await.map_err(classify)?;
+        Ok(Step::NoRow)
+    }
+
+    /// Create the lock row outside any transaction, without ever waiting behind a holder.
+    async fn create_row(&self, key: &str) -> Result<()> {
+        let exists = sqlx::query(AssertSqlSafe(self.sql.row_exists.clone()))
+            .bind(key.as_bytes())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(classify)?;
+        if exists.is_some() {
+            return Ok(());
+        }
+        let insert = match self.flavor {
+            Flavor::MariaDb => self.sql.row_insert_mariadb.clone(),
+            Flavor::MySql => self.sql.row_insert.clone(),
+        };
+        match sqlx::query(AssertSqlSafe(insert)).bind(key.as_bytes()).execute(&self.pool).await {
+            Ok(_) => Ok(()),
+            // Someone created and locked it in between: it exists now.
+            Err(e) if is_contention(&e) => Ok(()),
+            Err(e) => Err(classify(e)),
+        }
+    }
+
+    /// The row is locked: take a fencing token, start the keeper task, record the hold.
+    async fn finish(&self, req: &AcquireRequest<'_>, pinned: Pinned, conn_id: u64) -> Result<Attempt> {
+        // If this future is dropped here, `pinned` closes its connection: the lock goes with it.
+        let res = sqlx::query(AssertSqlSafe(self.sql.fence_next.clone()))
+            .bind(req.key.as_bytes())
+            .execute(&self.pool)
+            .await
+            .map_err(classify)?;
+        let fence = res.last_insert_id();
+        if fence == 0 {
+            return Err(LockError::permanent(NAME, "fence counter returned no LAST_INSERT_ID"));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(4);
+        let keeper = Keeper {
+            pinned,
+            rx,
+            signal: req.signal.clone(),
+            every: self.keepalive,
+            holds: Arc::downgrade(&self.holds),
+            key: req.key.to_owned(),
+            id,
+        };
+        lock(&self.holds)
+            .insert(req.key.to_owned(), Hold { id, owner: req.owner, count: 1, fence, conn_id, cmd: tx });
+        tokio::spawn(keeper.run());
+        Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None }))
+    }
+
+    pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let cmd = {
+            let mut holds = lock(&self.holds);
+            match holds.get_mut(key) {
+                Some(h) if h.owner == owner => {
+                    if h.count > 1 {
+                        h.count -= 1;
+                        return Ok(true);
+                    }
+                    holds.remove(key).map(|h| h.cmd)
+                }
+                _ => None,
+            }
+        };
+        let Some(cmd) = cmd else { return Ok(false) };
+        let (tx, rx) = oneshot::channel();
+        if cmd.send(Cmd::Release(tx)).await.is_err() {
+            return Ok(false); // the keeper saw the connection die
+        }
+        rx.await.unwrap_or(Ok(false))
+    }
+
+    pub(crate) async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        let pings = items.iter().map(|it| {
+            let cmd = lock(&self.holds).get(it.key).filter(|h| h.owner == it.owner).map(|h| h.cmd.clone());
+            async move {
+                let Some(cmd) = cmd else { return false };
+                let (tx, rx) = oneshot::channel();
+                if cmd.send(Cmd::Ping(tx)).await.is_err() {
+                    return false;
+                }
+                rx.await.unwrap_or(false)
+            }
+        });
+        Ok(futures_util::future::join_all(pings).await)
+    }
+}
+
+/// Owns the holding connection for the lock's life: pings it (keep-alive and loss detection),
+/// answers renewals, commits on release, rolls back when the backend is dropped.
+struct Keeper {
+    pinned: Pinned,
+    rx: mpsc::Receiver<Cmd>,
+    signal: LeaseSignal,
+    every: Duration,
+    holds: Weak<Holds>,
+    key: String,
+    id: u64,
+}
+
+impl Keeper {
+    async fn run(mut self) {
+        let mut next = Instant::now() + self.every;
+        loop {
+            tokio::select! {
+                cmd = self.rx.recv() => match cmd {
+                    Some(Cmd::Ping(reply)) => {
+                        let alive = self.pinned.conn.ping().await.is_ok();
+                        let _ = reply.send(alive);
+                        if !alive {
+                            return self.lost();
+                        }
+                        next = Instant::now() + self.every;
+                    }
+                    Some(Cmd::Release(reply)) => {
+                        let out = match self.pinned.end("COMMIT").await {
+                            Ok(()) => Ok(true),
+                            Err(e) if is_connection_lost(&e) => {
+                                self.signal.mark_lost(LostReason::SessionEnded);
+                                Ok(false)
+                            }
+                            Err(e) => Err(classify(e)),
+                        };
+                        let _ = reply.send(out);
+                        return;
+                    }
+                    None => {
+                        // The backend was dropped: end the transaction, free the row.
+                        let _ = self.pinned.end("ROLLBACK").await;
+                        return;
+                    }
+                },
+                _ = tokio::time::sleep_until(next) => {
+                    if let Err(e) = self.pinned.conn.ping().await {
+                        tracing::warn!(key = %self.key, error = %e, "connection holding a lock died");
+                        return self.lost();
+                    }
+                    next = Instant::now() + self.every;
+                }
+            }
+        }
+    }
+
+    /// The connection died: the server rolled back and the row is free for others.
+    fn lost(self) {
+        self.signal.mark_lost(LostReason::SessionEnded);
+        if let Some(holds) = self.holds.upgrade() {
+            let mut holds = lock(&holds);
+            if holds.get(&self.key).is_some_and(|h| h.id == self.id) {
+                holds.remove(&self.key);
+            }
+        }
+        // `pinned` drops dirty: the broken connection is closed, never pooled.
+    }
+}

@@ -1,0 +1,131 @@
+//! The SQL this backend sends, loaded from `sql/*.sql` with the validated table name filled in.
+
+use std::sync::Arc;
+
+use lock_core::LockError;
+
+/// Longest accepted table name: MySQL identifiers are at most 64 characters and the
+/// pessimistic mode also creates `<table>_fence`.
+pub const MAX_TABLE_NAME: usize = 64 - "_fence".len();
+
+/// Check a table name: ASCII letters, digits and `_`, not starting with a digit, at most
+/// [`MAX_TABLE_NAME`] characters. Anything else (quotes, backticks, dots, spaces, comments)
+/// is refused, so the name can be spliced into SQL between backticks.
+///
+/// # Errors
+/// [`LockError::InvalidConfig`] naming the problem.
+pub fn validate_table_name(name: &str) -> Result<(), LockError> {
+    let bad = |why: &str| Err(LockError::InvalidConfig { reason: format!("invalid table name {name:?}: {why}") });
+    if name.is_empty() {
+        return bad("empty");
+    }
+    if name.len() > MAX_TABLE_NAME {
+        return bad("longer than 58 characters");
+    }
+    if name.as_bytes()[0].is_ascii_digit() {
+        return bad("starts with a digit");
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return bad("only ASCII letters, digits and '_' are allowed");
+    }
+    Ok(())
+}
+
+/// Fill `{table}` into a statement template. Only ever called with a validated name.
+pub(crate) fn render(template: &str, table: &str) -> Arc<str> {
+    template.replace("{table}", table).into()
+}
+
+/// Statements of the pessimistic mode.
+#[derive(Debug)]
+pub(crate) struct PessimisticSql {
+    pub schema: Arc<str>,
+    pub begin: &'static str,
+    pub lock_nowait: Arc<str>,
+    /// Template with `{max_statement_time}` / `{lock_wait_timeout}` still to fill (numbers).
+    pub lock_wait_mariadb: Arc<str>,
+    /// Template with `{max_execution_ms}` still to fill (a number).
+    pub lock_wait_mysql: Arc<str>,
+    pub row_exists: Arc<str>,
+    pub row_insert: Arc<str>,
+    pub row_insert_mariadb: Arc<str>,
+    pub fence_next: Arc<str>,
+}
+
+impl PessimisticSql {
+    pub fn new(table: &str) -> Self {
+        PessimisticSql {
+            schema: render(include_str!("../sql/pessimistic_schema.sql"), table),
+            begin: include_str!("../sql/pessimistic_begin.sql"),
+            lock_nowait: render(include_str!("../sql/pessimistic_lock_nowait.sql"), table),
+            lock_wait_mariadb: render(include_str!("../sql/pessimistic_lock_wait_mariadb.sql"), table),
+            lock_wait_mysql: render(include_str!("../sql/pessimistic_lock_wait_mysql.sql"), table),
+            row_exists: render(include_str!("../sql/pessimistic_row_exists.sql"), table),
+            row_insert: render(include_str!("../sql/pessimistic_row_insert.sql"), table),
+            row_insert_mariadb: render(include_str!("../sql/pessimistic_row_insert_mariadb.sql"), table),
+            fence_next: render(include_str!("../sql/pessimistic_fence_next.sql"), table),
+        }
+    }
+}
+
+/// Statements of the optimistic mode.
+#[derive(Debug)]
+pub(crate) struct OptimisticSql {
+    pub schema: Arc<str>,
+    pub take: Arc<str>,
+    pub insert: Arc<str>,
+    pub probe: Arc<str>,
+    pub reenter: Arc<str>,
+    pub release: Arc<str>,
+    pub renew: Arc<str>,
+}
+
+impl OptimisticSql {
+    pub fn new(table: &str) -> Self {
+        OptimisticSql {
+            schema: render(include_str!("../sql/optimistic_schema.sql"), table),
+            take: render(include_str!("../sql/optimistic_take.sql"), table),
+            insert: render(include_str!("../sql/optimistic_insert.sql"), table),
+            probe: render(include_str!("../sql/optimistic_probe.sql"), table),
+            reenter: render(include_str!("../sql/optimistic_reenter.sql"), table),
+            release: render(include_str!("../sql/optimistic_release.sql"), table),
+            renew: render(include_str!("../sql/optimistic_renew.sql"), table),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names_are_identifiers_only() {
+        for ok in ["dlock", "_x", "Locks_2", &"a".repeat(MAX_TABLE_NAME)] {
+            assert!(validate_table_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "1abc",
+            "a b",
+            "a`; DROP TABLE x; --",
+            "db.t",
+            "t'",
+            "t\"",
+            "t--",
+            "t;",
+            "тable",
+            &"a".repeat(MAX_TABLE_NAME + 1),
+        ] {
+            assert!(matches!(validate_table_name(bad), Err(LockError::InvalidConfig { .. })), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_statement_has_its_table() {
+        let p = PessimisticSql::new("tbl");
+        assert!(p.lock_nowait.contains("`tbl`") && p.fence_next.contains("`tbl_fence`"));
+        assert!(!p.schema.contains("{table}"));
+        let o = OptimisticSql::new("tbl");
+        assert!(o.take.contains("`tbl`") && !o.release.contains("{table}"));
+    }
+}
