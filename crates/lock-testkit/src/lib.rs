@@ -8,3 +8,4 @@ mod memory;
 
 pub use conformance::Factory;
 pub use memory::MemoryFactory;
+pub mod server;
