@@ -86,19 +86,55 @@ fn scheme_of(url: &str) -> String {
     url.split_once("://").map_or("", |(s, _)| s).to_owned()
 }
 
+/// Take `name=value` out of a URL's query string.
+#[cfg(feature = "redis")]
+fn take_param(url: &str, name: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else { return (url.to_owned(), None) };
+    let mut found = None;
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|p| match p.split_once('=') {
+            Some((k, v)) if k == name => {
+                found = Some(v.to_owned());
+                false
+            }
+            _ => !p.is_empty(),
+        })
+        .collect();
+    let url = if rest.is_empty() { base.to_owned() } else { format!("{base}?{}", rest.join("&")) };
+    (url, found)
+}
+
 #[cfg(feature = "redis")]
 async fn redis(url: &str) -> Result<DynBackend, LockError> {
-    Err(LockError::InvalidConfig { reason: format!("redis facade pending: {}", redact_url(url)) })
+    use lock_redis::{Mode, RedisLock};
+    let (url, mode) = take_param(url, "mode");
+    let (url, prefix) = take_param(&url, "prefix");
+    let mode = match mode.as_deref() {
+        None | Some("simple") => Mode::Simple,
+        Some("reentrant") => Mode::Reentrant,
+        Some("fair") => Mode::Fair,
+        Some(other) => {
+            return Err(LockError::InvalidConfig {
+                reason: format!("unknown redis mode {other:?} (expected simple, reentrant or fair)"),
+            });
+        }
+    };
+    let mut b = RedisLock::builder().url(url).mode(mode);
+    if let Some(p) = prefix {
+        b = b.key_prefix(p);
+    }
+    Ok(std::sync::Arc::new(b.build().await?))
 }
 
 #[cfg(feature = "mysql")]
 async fn mysql(url: &str) -> Result<DynBackend, LockError> {
-    Err(LockError::InvalidConfig { reason: format!("mysql facade pending: {}", redact_url(url)) })
+    Ok(std::sync::Arc::new(lock_mysql::MySqlLock::builder().url(url).build().await?))
 }
 
 #[cfg(feature = "zk")]
 async fn zk(url: &str) -> Result<DynBackend, LockError> {
-    Err(LockError::InvalidConfig { reason: format!("zk facade pending: {}", redact_url(url)) })
+    Ok(std::sync::Arc::new(lock_zk::ZkLock::builder().url(url).build().await?))
 }
 
 #[cfg(test)]
@@ -125,6 +161,17 @@ mod tests {
         assert!(b.try_lock("k").await.expect("try").is_none());
         c.try_lock("k").await.expect("try").expect("other table").release().await.expect("release");
         g.release().await.expect("release");
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn params_are_taken_out_of_the_query() {
+        assert_eq!(take_param("redis://h/?mode=fair", "mode"), ("redis://h/".into(), Some("fair".into())));
+        assert_eq!(
+            take_param("redis://h/?protocol=resp3&mode=fair", "mode"),
+            ("redis://h/?protocol=resp3".into(), Some("fair".into()))
+        );
+        assert_eq!(take_param("redis://h/", "mode"), ("redis://h/".into(), None));
     }
 
     #[tokio::test]
