@@ -124,11 +124,13 @@ async fn redis(url: &str, n: usize) -> Result<Floor, String> {
 async fn mysql(url: &str, n: usize) -> Result<Floor, String> {
     use dlock::lock_mysql::sqlx::{self, Connection};
     let mut con = sqlx::MySqlConnection::connect(strip_query(url)).await.map_err(|e| e.to_string())?;
-    sqlx::query("CREATE TABLE IF NOT EXISTS dlock_bench_floor (id INT PRIMARY KEY) ENGINE=InnoDB")
-        .execute(&mut con)
-        .await
-        .map_err(|e| e.to_string())?;
-    sqlx::query("INSERT IGNORE INTO dlock_bench_floor VALUES (1)")
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS dlock_bench_floor (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB",
+    )
+    .execute(&mut con)
+    .await
+    .map_err(|e| e.to_string())?;
+    sqlx::query("INSERT IGNORE INTO dlock_bench_floor VALUES (1, 0)")
         .execute(&mut con)
         .await
         .map_err(|e| e.to_string())?;
@@ -138,6 +140,20 @@ async fn mysql(url: &str, n: usize) -> Result<Floor, String> {
         sqlx::query("SELECT 1").execute(&mut *c).await.map(drop)
     })
     .await?;
+    if url.contains("mode=optimistic") {
+        // Optimistic acquire and release are one autocommit CAS statement each.
+        let pair = time(n, |_| async {
+            let mut c = con.lock().await;
+            for _ in 0..2 {
+                sqlx::query("UPDATE dlock_bench_floor SET v = v + 1 WHERE id = 1 AND v >= 0")
+                    .execute(&mut *c)
+                    .await?;
+            }
+            Ok::<_, sqlx::Error>(())
+        })
+        .await?;
+        return Ok(floor("SELECT 1", "2 x autocommit UPDATE ... WHERE (CAS)", rtt, pair));
+    }
     let pair = time(n, |_| async {
         let mut c = con.lock().await;
         let mut tx = c.begin().await?;

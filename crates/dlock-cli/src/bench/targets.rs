@@ -25,11 +25,11 @@ impl Target {
         dlock::from_url(&self.url).await
     }
 
-    /// How many locks the watchdog scenario holds: a pessimistic MySQL lock pins a connection
-    /// each, and ZooKeeper creates cost a disk write each.
+    /// How many locks the watchdog scenario holds: a pessimistic MySQL lock pins one of the
+    /// pool's 32 connections each, and ZooKeeper creates cost a disk write each.
     pub fn watchdog_locks(&self, wanted: usize) -> usize {
         if self.name.contains("pessimistic") {
-            wanted.min(100)
+            wanted.min(24)
         } else if self.name.starts_with("zk") || self.name.starts_with("mysql") {
             wanted.min(1_000)
         } else {
