@@ -3,7 +3,7 @@
 //!
 //! Run: `cargo test --features mysql --test mysql`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use lock_core::LockBackend;
@@ -18,7 +18,8 @@ pub struct MySqlFactory {
     mode: Mode,
     url: String,
     admin: MySqlPool,
-    clients: Mutex<Vec<Arc<MySqlLock>>>,
+    // Weak: a client dropped by a case (a "crashed process") must really go away.
+    clients: Mutex<Vec<Weak<MySqlLock>>>,
 }
 
 impl MySqlFactory {
@@ -28,7 +29,7 @@ impl MySqlFactory {
         MySqlFactory { mode, url, admin, clients: Mutex::default() }
     }
 
-    fn clients(&self) -> std::sync::MutexGuard<'_, Vec<Arc<MySqlLock>>> {
+    fn clients(&self) -> std::sync::MutexGuard<'_, Vec<Weak<MySqlLock>>> {
         self.clients.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -49,13 +50,17 @@ impl Factory for MySqlFactory {
             .await
             .expect("build MySqlLock");
         let lock = Arc::new(lock);
-        self.clients().push(lock.clone());
+        self.clients().push(Arc::downgrade(&lock));
         lock
     }
 
     async fn sever(&self, holder: &Arc<dyn LockBackend>, key: &str) -> bool {
         let holder_addr = Arc::as_ptr(holder) as *const () as usize;
-        let found = self.clients().iter().find(|c| Arc::as_ptr(c) as *const () as usize == holder_addr).cloned();
+        let found = self
+            .clients()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|c| Arc::as_ptr(c) as *const () as usize == holder_addr);
         let Some(lock) = found else {
             return false;
         };

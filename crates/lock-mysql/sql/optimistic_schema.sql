@@ -1,4 +1,4 @@
--- Optimistic mode: a lease per lock, judged by the database clock (NOW(6)).
+-- Optimistic mode on MySQL: a lease per lock, judged by the database clock (NOW(6)).
 -- version is bumped on every acquisition and is the fencing token.
 CREATE TABLE IF NOT EXISTS `{table}` (
     name       VARBINARY(255)  NOT NULL PRIMARY KEY,

@@ -174,21 +174,27 @@ impl MySqlLockBuilder {
         };
         let pool = match source {
             Source::None | Source::Url(_) => {
-                return Err(LockError::InvalidConfig { reason: "no url, connect options or pool given".into() });
+                return Err(LockError::InvalidConfig {
+                    reason: "no url, connect options or pool given".into(),
+                });
             }
             Source::Options(opts) => pool_options().connect_with(*opts).await.map_err(classify)?,
             Source::Pool(pool) => pool,
         };
-        let version: String = sqlx::query_scalar("SELECT VERSION()").fetch_one(&pool).await.map_err(classify)?;
-        let flavor = if version.to_ascii_lowercase().contains("mariadb") { Flavor::MariaDb } else { Flavor::MySql };
+        let version: String =
+            sqlx::query_scalar("SELECT VERSION()").fetch_one(&pool).await.map_err(classify)?;
+        let flavor =
+            if version.to_ascii_lowercase().contains("mariadb") { Flavor::MariaDb } else { Flavor::MySql };
         let inner = match mode {
             Mode::Pessimistic => Inner::Pessimistic(Pessimistic::new(
                 pool.clone(),
-                PessimisticSql::new(&table),
+                PessimisticSql::new(&table, flavor),
                 flavor,
                 self.keepalive,
             )),
-            Mode::Optimistic => Inner::Optimistic(Optimistic::new(pool.clone(), OptimisticSql::new(&table))),
+            Mode::Optimistic => {
+                Inner::Optimistic(Optimistic::new(pool.clone(), OptimisticSql::new(&table, flavor)))
+            }
         };
         let lock = MySqlLock { inner: Arc::new(inner), pool, mode, table, flavor, server_version: version };
         if self.create_schema {
@@ -235,8 +241,11 @@ fn parse_url(url: &str) -> Result<ParsedUrl, LockError> {
             return Err(invalid("the url asks for TLS; enable the `tls` feature of lock-mysql".into()));
         }
     }
-    let driver_url =
-        if kept.is_empty() { format!("mysql://{base}") } else { format!("mysql://{base}?{}", kept.join("&")) };
+    let driver_url = if kept.is_empty() {
+        format!("mysql://{base}")
+    } else {
+        format!("mysql://{base}?{}", kept.join("&"))
+    };
     let options = driver_url
         .parse::<MySqlConnectOptions>()
         .map_err(|e| invalid(format!("cannot parse mysql url {}: {e}", redact_url(url))))?;

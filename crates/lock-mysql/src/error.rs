@@ -22,7 +22,9 @@ pub(crate) const ER_QUERY_TIMEOUT_MYSQL: u16 = 3024;
 /// Server-side error number, if the error came from the server.
 pub(crate) fn db_number(e: &sqlx::Error) -> Option<u16> {
     match e {
-        sqlx::Error::Database(db) => db.try_downcast_ref::<MySqlDatabaseError>().map(MySqlDatabaseError::number),
+        sqlx::Error::Database(db) => {
+            db.try_downcast_ref::<MySqlDatabaseError>().map(MySqlDatabaseError::number)
+        }
         _ => None,
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lock_core::{AcquireRequest, Attempt, FencingToken, Grant, OwnerToken, RenewItem, Result};
@@ -12,6 +12,32 @@ use sqlx::mysql::MySqlPool;
 
 use crate::error::classify;
 use crate::sql::OptimisticSql;
+
+/// Frees a row taken by a cancelled acquisition (see `optimistic_cancel.sql`).
+struct CancelCleanup {
+    pool: MySqlPool,
+    sql: Arc<str>,
+    key: Vec<u8>,
+    owner: [u8; 16],
+    armed: bool,
+}
+
+impl Drop for CancelCleanup {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        let (pool, sql, key, owner) =
+            (self.pool.clone(), self.sql.clone(), std::mem::take(&mut self.key), self.owner);
+        rt.spawn(async move {
+            let res = sqlx::query(AssertSqlSafe(sql)).bind(key).bind(&owner[..]).execute(&pool).await;
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "cleanup of a cancelled acquisition failed; the lease will free it");
+            }
+        });
+    }
+}
 
 /// What this client holds: the version it acquired (CAS operand) and its nesting depth.
 #[derive(Debug, Clone, Copy)]
@@ -48,7 +74,7 @@ impl Optimistic {
         Optimistic { pool, sql, local: Mutex::default() }
     }
 
-    pub(crate) fn schema(&self) -> &std::sync::Arc<str> {
+    pub(crate) fn schema(&self) -> &Arc<str> {
         &self.sql.schema
     }
 
@@ -71,6 +97,28 @@ impl Optimistic {
         let key = req.key.as_bytes();
         let owner = owner_bytes(req.owner);
         let lease = micros(req.lease);
+        // Armed before anything is sent: if this future is dropped mid-statement, a row taken by
+        // it is freed in the background instead of staying locked for the whole lease.
+        let already_held = self.local().contains_key(&(req.key.to_owned(), req.owner));
+        let mut cleanup = CancelCleanup {
+            pool: self.pool.clone(),
+            sql: self.sql.cancel.clone(),
+            key: key.to_vec(),
+            owner,
+            armed: !already_held,
+        };
+        let out = self.attempt(req, key, owner, lease).await;
+        cleanup.armed = false;
+        out
+    }
+
+    async fn attempt(
+        &self,
+        req: &AcquireRequest<'_>,
+        key: &[u8],
+        owner: [u8; 16],
+        lease: u64,
+    ) -> Result<Attempt> {
         // A lost race with an expiring or just-freed row is retried a couple of times.
         for _ in 0..3 {
             let took = sqlx::query(AssertSqlSafe(self.sql.take.clone()))
@@ -99,7 +147,7 @@ impl Optimistic {
                         .await
                         .map_err(classify)?;
                     if ins.rows_affected() == 1 {
-                        return Ok(self.acquired(req.key, req.owner, 1, false, req.lease));
+                        return Ok(self.acquired(req.key, req.owner, ins.last_insert_id(), false, req.lease));
                     }
                 }
                 Some((Some(holder), version, Some(left))) if left > 0 => {

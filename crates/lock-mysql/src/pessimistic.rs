@@ -282,14 +282,23 @@ impl Pessimistic {
     /// The row is locked: take a fencing token, start the keeper task, record the hold.
     async fn finish(&self, req: &AcquireRequest<'_>, pinned: Pinned, conn_id: u64) -> Result<Attempt> {
         // If this future is dropped here, `pinned` closes its connection: the lock goes with it.
-        let res = sqlx::query(AssertSqlSafe(self.sql.fence_next.clone()))
-            .bind(req.key.as_bytes())
-            .execute(&self.pool)
-            .await
-            .map_err(classify)?;
-        let fence = res.last_insert_id();
+        let fence_sql = AssertSqlSafe(self.sql.fence_next.clone());
+        let fence = match self.flavor {
+            Flavor::MariaDb => {
+                let v: i64 = sqlx::query_scalar(fence_sql).fetch_one(&self.pool).await.map_err(classify)?;
+                u64::try_from(v).unwrap_or(0)
+            }
+            Flavor::MySql => {
+                let res = sqlx::query(fence_sql)
+                    .bind(req.key.as_bytes())
+                    .execute(&self.pool)
+                    .await
+                    .map_err(classify)?;
+                res.last_insert_id()
+            }
+        };
         if fence == 0 {
-            return Err(LockError::permanent(NAME, "fence counter returned no LAST_INSERT_ID"));
+            return Err(LockError::permanent(NAME, "fence counter returned no value"));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(4);

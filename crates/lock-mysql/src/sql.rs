@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use lock_core::LockError;
 
+use crate::Flavor;
+
 /// Longest accepted table name: MySQL identifiers are at most 64 characters and the
 /// pessimistic mode also creates `<table>_fence`.
 pub const MAX_TABLE_NAME: usize = 64 - "_fence".len();
@@ -15,7 +17,8 @@ pub const MAX_TABLE_NAME: usize = 64 - "_fence".len();
 /// # Errors
 /// [`LockError::InvalidConfig`] naming the problem.
 pub fn validate_table_name(name: &str) -> Result<(), LockError> {
-    let bad = |why: &str| Err(LockError::InvalidConfig { reason: format!("invalid table name {name:?}: {why}") });
+    let bad =
+        |why: &str| Err(LockError::InvalidConfig { reason: format!("invalid table name {name:?}: {why}") });
     if name.is_empty() {
         return bad("empty");
     }
@@ -49,13 +52,24 @@ pub(crate) struct PessimisticSql {
     pub row_exists: Arc<str>,
     pub row_insert: Arc<str>,
     pub row_insert_mariadb: Arc<str>,
+    /// MariaDB: `SELECT NEXTVAL(seq)`; MySQL: per-key counter via `LAST_INSERT_ID(expr)`.
     pub fence_next: Arc<str>,
 }
 
 impl PessimisticSql {
-    pub fn new(table: &str) -> Self {
+    pub fn new(table: &str, flavor: Flavor) -> Self {
+        let (schema, fence_next) = match flavor {
+            Flavor::MariaDb => (
+                include_str!("../sql/pessimistic_schema_mariadb.sql"),
+                include_str!("../sql/pessimistic_fence_next_mariadb.sql"),
+            ),
+            Flavor::MySql => (
+                include_str!("../sql/pessimistic_schema.sql"),
+                include_str!("../sql/pessimistic_fence_next.sql"),
+            ),
+        };
         PessimisticSql {
-            schema: render(include_str!("../sql/pessimistic_schema.sql"), table),
+            schema: render(schema, table),
             begin: include_str!("../sql/pessimistic_begin.sql"),
             lock_nowait: render(include_str!("../sql/pessimistic_lock_nowait.sql"), table),
             lock_wait_mariadb: render(include_str!("../sql/pessimistic_lock_wait_mariadb.sql"), table),
@@ -63,7 +77,7 @@ impl PessimisticSql {
             row_exists: render(include_str!("../sql/pessimistic_row_exists.sql"), table),
             row_insert: render(include_str!("../sql/pessimistic_row_insert.sql"), table),
             row_insert_mariadb: render(include_str!("../sql/pessimistic_row_insert_mariadb.sql"), table),
-            fence_next: render(include_str!("../sql/pessimistic_fence_next.sql"), table),
+            fence_next: render(fence_next, table),
         }
     }
 }
@@ -78,18 +92,32 @@ pub(crate) struct OptimisticSql {
     pub reenter: Arc<str>,
     pub release: Arc<str>,
     pub renew: Arc<str>,
+    pub cancel: Arc<str>,
 }
 
 impl OptimisticSql {
-    pub fn new(table: &str) -> Self {
+    pub fn new(table: &str, flavor: Flavor) -> Self {
+        let (schema, take, insert) = match flavor {
+            Flavor::MariaDb => (
+                include_str!("../sql/optimistic_schema_mariadb.sql"),
+                include_str!("../sql/optimistic_take_mariadb.sql"),
+                include_str!("../sql/optimistic_insert_mariadb.sql"),
+            ),
+            Flavor::MySql => (
+                include_str!("../sql/optimistic_schema.sql"),
+                include_str!("../sql/optimistic_take.sql"),
+                include_str!("../sql/optimistic_insert.sql"),
+            ),
+        };
         OptimisticSql {
-            schema: render(include_str!("../sql/optimistic_schema.sql"), table),
-            take: render(include_str!("../sql/optimistic_take.sql"), table),
-            insert: render(include_str!("../sql/optimistic_insert.sql"), table),
+            schema: render(schema, table),
+            take: render(take, table),
+            insert: render(insert, table),
             probe: render(include_str!("../sql/optimistic_probe.sql"), table),
             reenter: render(include_str!("../sql/optimistic_reenter.sql"), table),
             release: render(include_str!("../sql/optimistic_release.sql"), table),
             renew: render(include_str!("../sql/optimistic_renew.sql"), table),
+            cancel: render(include_str!("../sql/optimistic_cancel.sql"), table),
         }
     }
 }
@@ -122,10 +150,14 @@ mod tests {
 
     #[test]
     fn every_statement_has_its_table() {
-        let p = PessimisticSql::new("tbl");
-        assert!(p.lock_nowait.contains("`tbl`") && p.fence_next.contains("`tbl_fence`"));
-        assert!(!p.schema.contains("{table}"));
-        let o = OptimisticSql::new("tbl");
-        assert!(o.take.contains("`tbl`") && !o.release.contains("{table}"));
+        for flavor in [Flavor::MariaDb, Flavor::MySql] {
+            let p = PessimisticSql::new("tbl", flavor);
+            assert!(p.lock_nowait.contains("`tbl`") && p.fence_next.contains("`tbl_fence`"));
+            assert!(!p.schema.contains("{table}"));
+            let o = OptimisticSql::new("tbl", flavor);
+            assert!(
+                o.take.contains("`tbl`") && !o.release.contains("{table}") && !o.insert.contains("{table}")
+            );
+        }
     }
 }

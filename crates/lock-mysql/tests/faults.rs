@@ -1,0 +1,290 @@
+//! Fault tests against real mariadbd processes: a killed holder connection, a SIGKILLed and
+//! restarted server, deadlines shorter than the server's lock-wait timeout, hostile keys and
+//! table names, and the business CAS helper.
+//!
+//! Run: `cargo test -p lock-mysql --test faults`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{
+    AcquireRequest, Attempt, LeaseSignal, LeaseState, LockBackend, LockError, Locker, OwnerToken,
+};
+use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+use lock_mysql::{Mode, MySqlLock, decrement_stock_cas};
+use lock_testkit::server::{MariaDbServer, external_url, shared_mariadb};
+use tokio::time::{Instant, timeout};
+
+const KEEPALIVE: Duration = Duration::from_millis(100);
+
+fn shared_url() -> String {
+    external_url("mysql").unwrap_or_else(|| shared_mariadb().url())
+}
+
+async fn backend(url: &str, mode: Mode) -> Arc<MySqlLock> {
+    let lock = MySqlLock::builder()
+        .url(url)
+        .mode(mode)
+        .keepalive(KEEPALIVE)
+        .acquire_timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .expect("build");
+    Arc::new(lock)
+}
+
+async fn admin(url: &str) -> MySqlPool {
+    MySqlPoolOptions::new().max_connections(2).connect(url).await.expect("admin pool")
+}
+
+fn key(case: &str) -> String {
+    format!("faults-{case}-{}", OwnerToken::random())
+}
+
+async fn within<T>(limit: Duration, what: &str, fut: impl Future<Output = T>) -> T {
+    match timeout(limit, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("{what}: not done within {limit:?}"),
+    }
+}
+
+/// Killing the holder's connection fires its lost signal, and a waiter queued in the server gets
+/// the lock at once (the server rolled back the holder's transaction), with a larger fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_holder_connection_fires_lost_and_waiter_acquires_at_once() {
+    let url = shared_url();
+    let (ba, bb) = (backend(&url, Mode::Pessimistic).await, backend(&url, Mode::Pessimistic).await);
+    let (a, b) = (Locker::new(ba.clone()), Locker::new(bb));
+    let k = key("kill");
+    let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let k2 = k.clone();
+    let waiter = tokio::spawn(async move {
+        let g = b.lock(&k2).wait(Duration::from_secs(20)).acquire().await;
+        (Instant::now(), g)
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished(), "waiter must queue while the row is locked");
+
+    let id = ba.held_connection_id(&k).expect("held here");
+    let killed_at = Instant::now();
+    lock_mysql::sqlx::query("KILL CONNECTION ?").bind(id).execute(&admin(&url).await).await.expect("kill");
+
+    let (got_at, gb) = within(Duration::from_secs(5), "waiter", waiter).await.expect("task");
+    let gb = gb.expect("waiter acquires after the kill");
+    assert!(
+        got_at - killed_at < Duration::from_secs(1),
+        "waiter took {:?} after the kill",
+        got_at - killed_at
+    );
+    within(KEEPALIVE * 10 + Duration::from_secs(1), "lost signal", g.lost()).await;
+    assert_eq!(g.state(), LeaseState::Lost(lock_core::LostReason::SessionEnded));
+    assert!(gb.fence() > g.fence());
+    assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+    gb.release().await.expect("release");
+}
+
+/// mariadbd SIGKILLed while locks are held (both modes): holders see the loss; after a restart
+/// new acquisitions work and fencing tokens keep increasing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_killed_and_restarted_while_locks_are_held() {
+    let server = Arc::new(MariaDbServer::start().expect("start private mariadbd"));
+    let url = server.url();
+    let pess = backend(&url, Mode::Pessimistic).await;
+    let opt = backend(&url, Mode::Optimistic).await;
+    let lp = Locker::new(pess.clone());
+    let lease = Duration::from_millis(600);
+    let lo = Locker::new(opt.clone()).with_watchdog_lease(lease).expect("lease");
+    let (k1, k2, k3) = (key("restart1"), key("restart2"), key("restart3"));
+    let g1 = lp.lock(&k1).try_acquire().await.expect("try").expect("free");
+    let g2 = lp.lock(&k2).lease(Duration::from_secs(60)).try_acquire().await.expect("try").expect("free");
+    let g3 = lo.lock(&k3).try_acquire().await.expect("try").expect("free");
+
+    let s = server.clone();
+    tokio::task::spawn_blocking(move || s.kill()).await.expect("join").expect("SIGKILL mariadbd");
+    let killed_at = Instant::now();
+    for (g, what) in [(&g1, "pessimistic (watchdog)"), (&g2, "pessimistic (fixed lease)")] {
+        within(Duration::from_secs(3), what, g.lost()).await;
+    }
+    // The optimistic lease cannot be confirmed any more: lost at its local deadline.
+    within(lease + Duration::from_secs(3), "optimistic lease", g3.lost()).await;
+    assert!(killed_at.elapsed() < lease + Duration::from_secs(3));
+
+    let s = server.clone();
+    tokio::task::spawn_blocking(move || s.restart()).await.expect("join").expect("restart mariadbd");
+    for (l, k, g) in [(&lp, &k1, &g1), (&lp, &k2, &g2), (&lo, &k3, &g3)] {
+        let n = l.lock(k).wait(Duration::from_secs(15)).acquire().await.expect("acquire after restart");
+        assert!(n.fence() > g.fence(), "fence after restart {:?} !> {:?}", n.fence(), g.fence());
+        n.release().await.expect("release");
+    }
+    for g in [g1, g2, g3] {
+        assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+    }
+}
+
+/// A 300 ms deadline is honoured although the server's innodb_lock_wait_timeout is 50 s and
+/// `WAIT n` would only take whole seconds; a cancelled wait leaves nothing queued behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_shorter_than_lock_wait_timeout_is_honoured() {
+    let url = shared_url();
+    let timeout_s: i64 = lock_mysql::sqlx::query_scalar("SELECT @@innodb_lock_wait_timeout")
+        .fetch_one(&admin(&url).await)
+        .await
+        .expect("read timeout");
+    assert!(timeout_s >= 10, "test assumes a long server lock-wait timeout, got {timeout_s}");
+    let (a, b) = (
+        Locker::new(backend(&url, Mode::Pessimistic).await),
+        Locker::new(backend(&url, Mode::Pessimistic).await),
+    );
+    let k = key("deadline");
+    let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    for wait in [Duration::from_millis(300), Duration::from_millis(1300)] {
+        let t = Instant::now();
+        match b.lock(&k).wait(wait).acquire().await {
+            Err(LockError::Timeout { waited, .. }) => {
+                let took = t.elapsed();
+                assert!(waited >= wait, "reported {waited:?} < {wait:?}");
+                assert!(
+                    took < wait + Duration::from_millis(250),
+                    "{wait:?} deadline answered after {took:?}"
+                );
+            }
+            other => panic!("expected Timeout, got {other:?}"),
+        }
+    }
+    g.release().await.expect("release");
+    let t = Instant::now();
+    let g = b.lock(&k).wait(Duration::from_secs(5)).acquire().await.expect("free after release");
+    assert!(t.elapsed() < Duration::from_millis(500), "timed-out waits left something behind");
+    g.release().await.expect("release");
+}
+
+/// Keys that break naive SQL splicing are carried exactly (both modes); distinct keys that an
+/// unescaping layer would merge stay distinct; an over-long key reaching the backend directly
+/// gets a typed error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_keys_are_bound_never_spliced() {
+    let url = shared_url();
+    for mode in [Mode::Pessimistic, Mode::Optimistic] {
+        let (ca, cb) = (backend(&url, mode).await, backend(&url, mode).await);
+        let (a, b) = (Locker::new(ca.clone()), Locker::new(cb));
+        let base = key("odd");
+        let odd = [
+            "'",
+            "\\'",
+            "\\",
+            "\\\\",
+            "\"",
+            "' OR '1'='1",
+            "x'; DROP TABLE dlock_rows; --",
+            "--",
+            "-- ",
+            ";",
+            "/*",
+            "%",
+            "_",
+            "ünïcødé-ключ-锁-🔒",
+            "ǅ",
+            "a ",
+            "A",
+            "a",
+        ];
+        let mut guards = Vec::new();
+        for o in odd {
+            let k = format!("{base}{o}");
+            let g =
+                a.try_lock(&k).await.expect("odd key").unwrap_or_else(|| panic!("{mode:?}: {k:?} not free"));
+            assert!(b.try_lock(&k).await.expect("odd key").is_none(), "{mode:?}: {k:?} not exclusive");
+            guards.push(g);
+        }
+        // Trailing space, case and LIKE wildcards did not alias: all 18 were free.
+        assert!(b.try_lock(&base).await.expect("base").is_some(), "{mode:?}: prefix aliased");
+        for g in guards {
+            g.release().await.expect("release");
+        }
+        // Past the validating core: 256 bytes do not fit VARBINARY(255) -> typed error.
+        let signal = LeaseSignal::new();
+        let long = "k".repeat(256);
+        let req = AcquireRequest {
+            key: &long,
+            owner: OwnerToken::random(),
+            lease: Duration::from_secs(1),
+            wait_until: None,
+            signal: &signal,
+        };
+        match ca.try_acquire(&req).await {
+            Err(LockError::Backend { .. }) | Ok(Attempt::Held { .. }) => {}
+            other => panic!("{mode:?}: over-long key gave {other:?}"),
+        }
+    }
+}
+
+/// Table names are identifiers only: injection attempts are refused before any SQL is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_table_names_are_refused() {
+    let url = shared_url();
+    for bad in [
+        "t`; DROP TABLE dlock_rows; --",
+        "dlock_rows` (x INT); --",
+        "a b",
+        "db.t",
+        "t'",
+        "t\"",
+        "t;",
+        "t--",
+        "",
+        "1t",
+        "tаble", // Cyrillic a
+        &"t".repeat(59),
+    ] {
+        for mode in [Mode::Pessimistic, Mode::Optimistic] {
+            let r = MySqlLock::builder().url(&url).mode(mode).table(bad).build().await;
+            assert!(matches!(r, Err(LockError::InvalidConfig { .. })), "{mode:?} table {bad:?}: {r:?}");
+        }
+    }
+    // A custom valid table works; the URL form carries mode and table too.
+    let custom = MySqlLock::builder().url(format!("{url}?mode=optimistic&table=custom_leases")).build().await;
+    let custom = custom.expect("custom table");
+    assert_eq!((custom.mode(), custom.table()), (Mode::Optimistic, "custom_leases"));
+    let l = Locker::new(Arc::new(custom));
+    l.try_lock(key("custom")).await.expect("try").expect("free").release().await.expect("release");
+}
+
+/// Bad credentials are permanent; the password never shows in the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_password_is_permanent_and_redacted() {
+    let url = shared_url();
+    let Some((head, tail)) = url.split_once('@') else { return };
+    let Some((user, _pw)) = head.rsplit_once(':') else { return };
+    let wrong = format!("{user}:wrong-secret-pw@{tail}");
+    let err = MySqlLock::builder().url(&wrong).build().await.expect_err("bad password must fail");
+    assert!(!err.is_temporary(), "auth failure must be permanent: {err:?}");
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains("wrong-secret-pw"), "{shown}");
+}
+
+/// The seed's business CAS: a stale version loses, a fresh one wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn business_cas_helper_refuses_stale_versions() {
+    let pool = admin(&shared_url()).await;
+    lock_mysql::sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS seckill_good (id BIGINT PRIMARY KEY, stock BIGINT NOT NULL, version BIGINT NOT NULL); \
+         REPLACE INTO seckill_good VALUES (1, 10, 0)",
+    )
+    .execute(&pool)
+    .await
+    .expect("setup");
+    assert!(decrement_stock_cas(&pool, "seckill_good", 1, 1, 0).await.expect("cas"));
+    assert!(!decrement_stock_cas(&pool, "seckill_good", 1, 1, 0).await.expect("stale cas"));
+    assert!(decrement_stock_cas(&pool, "seckill_good", 1, 2, 1).await.expect("cas"));
+    let (stock, version): (i64, i64) =
+        lock_mysql::sqlx::query_as("SELECT stock, version FROM seckill_good WHERE id = 1")
+            .fetch_one(&pool)
+            .await
+            .expect("read");
+    assert_eq!((stock, version), (7, 2));
+    assert!(matches!(
+        decrement_stock_cas(&pool, "x`; --", 1, 1, 0).await,
+        Err(LockError::InvalidConfig { .. })
+    ));
+}
