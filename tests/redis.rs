@@ -6,8 +6,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use lock_core::async_trait;
 use lock_core::LockBackend;
+use lock_core::async_trait;
 use lock_redis::redis::{self, aio::ConnectionManager};
 use lock_redis::{Mode, RedisLock};
 use lock_testkit::Factory;
@@ -64,19 +64,31 @@ impl Factory for RedisFactory {
     }
 
     async fn sever(&self, holder: &Arc<dyn LockBackend>, key: &str) -> bool {
-        let Some(lock) =
-            self.clients.lock().expect("clients").iter().find(|(d, _)| same(d, holder)).map(|(_, l)| l.clone())
+        let Some(lock) = self
+            .clients
+            .lock()
+            .expect("clients")
+            .iter()
+            .find(|(d, _)| same(d, holder))
+            .map(|(_, l)| l.clone())
         else {
             return false;
         };
         let mut admin = self.admin.clone();
         if self.kill_connection {
-            let id: i64 = redis::cmd("CLIENT").arg("ID").query_async(&mut lock.connection()).await.expect("id");
-            let killed: i64 =
-                redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).query_async(&mut admin).await.expect("kill");
+            let id: i64 =
+                redis::cmd("CLIENT").arg("ID").query_async(&mut lock.connection()).await.expect("id");
+            let killed: i64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(id)
+                .query_async(&mut admin)
+                .await
+                .expect("kill");
             assert_eq!(killed, 1, "holder connection not found");
         }
-        let deleted: i64 = redis::cmd("DEL").arg(lock.key_names(key).lock).query_async(&mut admin).await.expect("del");
+        let deleted: i64 =
+            redis::cmd("DEL").arg(lock.key_names(key).lock).query_async(&mut admin).await.expect("del");
         deleted == 1
     }
 }
@@ -93,6 +105,13 @@ mod fair {
     lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Fair, false).await);
 }
 
+/// The cases that call `sever`, with the holder's connection killed as well.
 mod simple_killed {
-    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Simple, true).await);
+    lock_testkit::conformance_tests!(@cases crate::factory(lock_redis::Mode::Simple, true).await;
+        renew_extends_lease, lost_signal_fires);
+}
+
+mod fair_killed {
+    lock_testkit::conformance_tests!(@cases crate::factory(lock_redis::Mode::Fair, true).await;
+        renew_extends_lease, lost_signal_fires);
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::{
-    AcquireRequest, Attempt, Capability, FencingToken, Grant, LockBackend, OwnerToken, RENEW_BATCH, RenewItem,
-    Result, Subscription,
+    AcquireRequest, Attempt, Capability, FencingToken, Grant, LockBackend, OwnerToken, RENEW_BATCH,
+    RenewItem, Result, Subscription,
 };
 use redis::ConnectionInfo;
 use redis::aio::ConnectionManager;
@@ -186,7 +186,9 @@ impl RedisLock {
         let n = self
             .inner
             .notifier
-            .get_or_try_init(|| Notifier::start(info, self.inner.layout.clone(), self.inner.connection_timeout))
+            .get_or_try_init(|| {
+                Notifier::start(info, self.inner.layout.clone(), self.inner.connection_timeout)
+            })
             .await
             .map_err(classify)?;
         Ok(Some(n))
@@ -221,7 +223,13 @@ impl RedisLock {
     }
 
     /// One reentrant or fair attempt; `wait_ms` > 0 joins (or stays in) the fair queue.
-    async fn acquire_hash(&self, req: &AcquireRequest<'_>, names: &KeyNames, nonce: &str, wait_ms: u64) -> Result<(i64, i64)> {
+    async fn acquire_hash(
+        &self,
+        req: &AcquireRequest<'_>,
+        names: &KeyNames,
+        nonce: &str,
+        wait_ms: u64,
+    ) -> Result<(i64, i64)> {
         let mut conn = self.inner.conn.clone();
         let token = req.owner.to_string();
         let r = match self.inner.mode {
@@ -276,17 +284,21 @@ impl RedisLock {
             cleanup.disarm();
             return Ok(self.attempt(ok, value, req.lease));
         };
+        // The core counts the granted lease from before it called us; the lease really starts
+        // at the attempt that succeeded, possibly long into the wait.
+        let started = Instant::now();
         let timeout = self.inner.fair_waiter_timeout;
         let heartbeat = timeout / 3;
+        let token = req.owner.to_string();
         let mut sub: Option<Subscription> = None;
         loop {
+            let sent = Instant::now();
             let (ok, value) = self.acquire_hash(req, &names, &nonce, millis(timeout)).await?;
-            let now = Instant::now();
             if ok == 1 {
                 cleanup.disarm();
-                return Ok(self.attempt(ok, value, req.lease));
+                return Ok(self.attempt(ok, value, req.lease + (sent - started)));
             }
-            if now >= until {
+            if Instant::now() >= until {
                 // Leave the queue now rather than block it for the waiter timeout.
                 if let Err(e) = self.inner.undo(&cleanup_undo(&cleanup)).await {
                     tracing::debug!(error = %e, "leaving the fair queue failed; the waiter timeout will");
@@ -300,16 +312,27 @@ impl RedisLock {
                     continue; // a release between the attempt and the subscription is not missed
                 }
             }
-            let nap = hint(value).map_or(heartbeat, |h| h.min(heartbeat));
-            let wake = until.min(now + nap);
-            match sub.as_mut() {
-                Some(s) => {
-                    tokio::select! {
-                        _ = tokio::time::sleep_until(wake) => {}
-                        alive = s.notified() => if !alive { sub = None },
+            // Sleep until the heartbeat is due, the holder's lease runs out, the deadline, or a
+            // release that names this waiter (or nobody) as the next in line.
+            let wake = until.min(sent + hint(value).map_or(heartbeat, |h| h.min(heartbeat)));
+            let Some(s) = sub.as_mut() else {
+                tokio::time::sleep_until(wake).await;
+                continue;
+            };
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(wake) => break,
+                    alive = s.notified() => {
+                        if !alive {
+                            sub = None;
+                            break;
+                        }
+                        let next = self.inner.notifier.get().and_then(|n| n.last_payload(req.key));
+                        if next.is_none_or(|n| n == token) {
+                            break;
+                        }
                     }
                 }
-                None => tokio::time::sleep_until(wake).await,
             }
         }
     }

@@ -209,15 +209,19 @@ impl RedisLockBuilder {
                     .set_response_timeout(Some(self.response_timeout))
                     .set_max_delay(Duration::from_secs(1));
                 c.get_connection_manager_with_config(cfg).await.map_err(|e| {
-                    let pw = password.clone().or_else(|| {
-                        c.get_connection_info().redis_settings().password().map(str::to_owned)
-                    });
+                    let pw = password
+                        .clone()
+                        .or_else(|| c.get_connection_info().redis_settings().password().map(str::to_owned));
                     match pw {
                         // Keep the typed source unless it would leak the password.
                         Some(pw) if !pw.is_empty() && e.to_string().contains(&pw) => {
                             let temporary = crate::error::is_temporary(&e);
                             let msg = scrub(e.to_string(), Some(&pw));
-                            if temporary { LockError::temporary(NAME, msg) } else { LockError::permanent(NAME, msg) }
+                            if temporary {
+                                LockError::temporary(NAME, msg)
+                            } else {
+                                LockError::permanent(NAME, msg)
+                            }
                         }
                         _ => classify(e),
                     }
@@ -225,7 +229,8 @@ impl RedisLockBuilder {
             }
             (None, None) => return Err(invalid("give a url, a client or a connection manager".to_owned())),
         };
-        let subscriber = if self.notifications { client.map(|c| c.get_connection_info().clone()) } else { None };
+        let subscriber =
+            if self.notifications { client.map(|c| c.get_connection_info().clone()) } else { None };
         Ok(RedisLock::from_inner(Inner::new(
             conn,
             subscriber,

@@ -7,8 +7,8 @@
 //! task turns `message` pushes into [`NotifyHub::notify`] and, after a disconnection (messages may
 //! have been missed while the connection manager resubscribed), wakes every waiter.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::{NotifyHub, Subscription};
@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::keys::KeyLayout;
 
 enum Cmd {
+    /// The user key that got its first waiter.
     Subscribe(String, oneshot::Sender<RedisResult<()>>),
     /// The user key whose last waiter left.
     Unsubscribe(String),
@@ -28,14 +29,16 @@ enum Cmd {
 #[derive(Debug)]
 pub(crate) struct Notifier {
     hub: NotifyHub,
+    /// Per subscribed key, the payload of its last release message (fair mode: the owner token
+    /// of the waiter at the head of the queue).
+    payloads: Payloads,
     cmds: mpsc::UnboundedSender<Cmd>,
-    layout: Arc<KeyLayout>,
 }
 
 impl std::fmt::Debug for Cmd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Cmd::Subscribe(c, _) => write!(f, "Subscribe({c})"),
+            Cmd::Subscribe(k, _) => write!(f, "Subscribe({k})"),
             Cmd::Unsubscribe(k) => write!(f, "Unsubscribe({k})"),
         }
     }
@@ -66,9 +69,10 @@ impl Notifier {
                 let _ = tx.send(Cmd::Unsubscribe(key.to_owned()));
             }
         });
-        tokio::spawn(command_task(conn, cmd_rx, hub.clone(), layout.clone()));
-        tokio::spawn(push_task(push_rx, hub.clone(), layout.clone()));
-        Ok(Notifier { hub, cmds, layout })
+        let payloads = Payloads::default();
+        tokio::spawn(command_task(conn, cmd_rx, hub.clone(), layout.clone(), payloads.clone()));
+        tokio::spawn(push_task(push_rx, hub.clone(), layout.clone(), payloads.clone()));
+        Ok(Notifier { hub, payloads, cmds })
     }
 
     /// Registers a waiter on `key`, subscribing on the server first if it is the key's first.
@@ -77,10 +81,15 @@ impl Notifier {
         if first {
             let (tx, rx) = oneshot::channel();
             let gone = || redis::RedisError::from((redis::ErrorKind::Io, "subscriber task ended"));
-            self.cmds.send(Cmd::Subscribe(self.layout.channel(key), tx)).map_err(|_| gone())?;
+            self.cmds.send(Cmd::Subscribe(key.to_owned(), tx)).map_err(|_| gone())?;
             rx.await.map_err(|_| gone())??;
         }
         Ok(sub)
+    }
+
+    /// The payload of the last release message seen for `key` (while it has waiters).
+    pub(crate) fn last_payload(&self, key: &str) -> Option<String> {
+        self.payloads.lock().get(key).filter(|p| !p.is_empty()).cloned()
     }
 
     /// Wakes this client's own waiters of `key` (after a release it made itself).
@@ -94,6 +103,7 @@ async fn command_task(
     mut rx: mpsc::UnboundedReceiver<Cmd>,
     hub: NotifyHub,
     layout: Arc<KeyLayout>,
+    payloads: Payloads,
 ) {
     let mut batch = Vec::new();
     while rx.recv_many(&mut batch, 256).await > 0 {
@@ -101,14 +111,17 @@ async fn command_task(
         let mut live: Option<HashSet<String>> = None;
         for cmd in batch.drain(..) {
             match cmd {
-                Cmd::Subscribe(channel, ack) => {
-                    let _ = ack.send(conn.subscribe(&channel).await);
+                Cmd::Subscribe(key, ack) => {
+                    payloads.lock().entry(key.clone()).or_default();
+                    let _ = ack.send(conn.subscribe(layout.channel(&key)).await);
                 }
                 Cmd::Unsubscribe(key) => {
                     let live = live.get_or_insert_with(|| hub.keys().into_iter().collect());
-                    if !live.contains(&key)
-                        && let Err(e) = conn.unsubscribe(layout.channel(&key)).await
-                    {
+                    if live.contains(&key) {
+                        continue;
+                    }
+                    payloads.lock().remove(&key);
+                    if let Err(e) = conn.unsubscribe(layout.channel(&key)).await {
                         tracing::debug!(error = %e, "redis unsubscribe failed");
                     }
                 }
@@ -117,7 +130,12 @@ async fn command_task(
     }
 }
 
-async fn push_task(mut rx: mpsc::UnboundedReceiver<PushInfo>, hub: NotifyHub, layout: Arc<KeyLayout>) {
+async fn push_task(
+    mut rx: mpsc::UnboundedReceiver<PushInfo>,
+    hub: NotifyHub,
+    layout: Arc<KeyLayout>,
+    payloads: Payloads,
+) {
     let mut reconnecting = false;
     while let Some(push) = rx.recv().await {
         match push.kind {
@@ -126,11 +144,20 @@ async fn push_task(mut rx: mpsc::UnboundedReceiver<PushInfo>, hub: NotifyHub, la
                     && let Ok(ch) = std::str::from_utf8(ch)
                     && let Some(key) = layout.key_of_channel(ch)
                 {
+                    let payload = match push.data.get(1) {
+                        Some(Value::BulkString(p)) => String::from_utf8_lossy(p).into_owned(),
+                        _ => String::new(),
+                    };
+                    // Only keys subscribed right now have an entry, so nothing piles up.
+                    if let Some(slot) = payloads.lock().get_mut(&key) {
+                        *slot = payload;
+                    }
                     hub.notify(&key);
                 }
             }
             PushKind::Disconnection => {
                 tracing::debug!("redis subscriber disconnected; waking every waiter");
+                payloads.lock().values_mut().for_each(String::clear);
                 hub.notify_all();
                 reconnecting = true;
             }
@@ -141,5 +168,15 @@ async fn push_task(mut rx: mpsc::UnboundedReceiver<PushInfo>, hub: NotifyHub, la
             }
             _ => {}
         }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Payloads(Arc<Mutex<HashMap<String, String>>>);
+
+impl Payloads {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        // Single inserts and removes only: a poisoned map is still consistent.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -1,0 +1,299 @@
+//! Fault tests on private redis-servers: crashes, pauses, killed connections, the fair queue,
+//! odd keys and ACL authentication.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_core::{LeaseState, LockError, Locker};
+use lock_redis::redis::{self, aio::ConnectionManager};
+use lock_redis::{Mode, RedisLock};
+use lock_testkit::server::{RedisServer, require_servers};
+use tokio::time::{Instant, timeout};
+
+const LEASE: Duration = Duration::from_millis(600);
+
+/// A private server, or `None` (test skipped) when redis-server is not installed.
+fn server(args: &[&str]) -> Option<RedisServer> {
+    match RedisServer::start_with(args) {
+        Ok(s) => Some(s),
+        Err(e) if e.is_missing_binary() && !require_servers() => {
+            eprintln!("SKIPPED: {e}");
+            None
+        }
+        Err(e) => panic!("redis-server: {e}"),
+    }
+}
+
+async fn backend(url: &str, mode: Mode) -> RedisLock {
+    RedisLock::builder()
+        .url(url)
+        .mode(mode)
+        .fair_waiter_timeout(LEASE)
+        .response_timeout(Duration::from_millis(500))
+        .connection_timeout(Duration::from_millis(500))
+        .build()
+        .await
+        .expect("backend")
+}
+
+fn locker(b: &RedisLock) -> Locker {
+    Locker::new(Arc::new(b.clone())).with_watchdog_lease(LEASE).expect("lease")
+}
+
+async fn admin(url: &str) -> ConnectionManager {
+    redis::Client::open(url).expect("url").get_connection_manager().await.expect("admin")
+}
+
+async fn eventually<F: std::future::Future<Output = bool>>(
+    limit: Duration,
+    what: &str,
+    mut cond: impl FnMut() -> F,
+) {
+    let deadline = Instant::now() + limit;
+    while !cond().await {
+        assert!(Instant::now() < deadline, "{what}: not true within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_restart_without_persistence_fires_lost_and_frees_the_key() {
+    let Some(srv) = server(&[]) else { return };
+    let b = backend(&srv.url(), Mode::Simple).await;
+    let a = locker(&b);
+    let g = a.lock("restart").try_acquire().await.expect("try").expect("free");
+    let old_fence = g.fence();
+    srv.kill().expect("kill");
+    srv.restart().expect("restart");
+    timeout(LEASE * 10, g.lost()).await.expect("lost signal after the restart");
+    assert!(matches!(g.state(), LeaseState::Lost(_)));
+    let other = locker(&backend(&srv.url(), Mode::Simple).await);
+    let g2 = other.lock("restart").wait(Duration::from_secs(5)).acquire().await.expect("new client acquires");
+    assert!(g2.fence() > old_fence, "fence must survive a restart without persistence");
+    g2.release().await.expect("release");
+    assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_server_fires_lost_by_the_local_deadline() {
+    let Some(srv) = server(&[]) else { return };
+    let b = backend(&srv.url(), Mode::Simple).await;
+    let a = locker(&b);
+    let g = a.lock("pause").try_acquire().await.expect("try").expect("free");
+    srv.pause().expect("pause");
+    let paused = Instant::now();
+    let r = timeout(LEASE + Duration::from_millis(400), g.lost()).await;
+    let waited = paused.elapsed();
+    srv.resume().expect("resume");
+    r.unwrap_or_else(|_| panic!("lost signal not fired {waited:?} into a pause (lease {LEASE:?})"));
+    assert!(waited <= LEASE + Duration::from_millis(400));
+    // After the pause the server is usable again and the expired key is free.
+    let other = locker(&backend(&srv.url(), Mode::Simple).await);
+    other
+        .lock("pause")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .expect("acquire")
+        .release()
+        .await
+        .expect("r");
+}
+
+async fn client_id(b: &RedisLock) -> i64 {
+    redis::cmd("CLIENT").arg("ID").query_async(&mut b.connection()).await.expect("client id")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_connection_reconnects_and_keeps_the_lock() {
+    let Some(srv) = server(&[]) else { return };
+    let mut adm = admin(&srv.url()).await;
+    let b = backend(&srv.url(), Mode::Reentrant).await;
+    let a = locker(&b);
+    let other = locker(&backend(&srv.url(), Mode::Reentrant).await);
+    let g = a.lock("kill").try_acquire().await.expect("try").expect("free");
+    let id = client_id(&b).await;
+    let killed: i64 =
+        redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).query_async(&mut adm).await.expect("kill");
+    assert_eq!(killed, 1);
+    // Several renewal periods later the lock is still ours and confirmed.
+    tokio::time::sleep(LEASE * 2).await;
+    assert!(!g.is_lost(), "a killed connection must not lose a Redis lease");
+    assert!(other.try_lock("kill").await.expect("try").is_none());
+    eventually(Duration::from_secs(3), "lease confirmed again", || {
+        let s = g.state();
+        async move { s == LeaseState::Held }
+    })
+    .await;
+    assert_ne!(client_id(&b).await, id, "a new connection");
+    g.release().await.expect("release after reconnect");
+
+    let channel = b.key_names("kill").channel;
+    // The shared subscriber reconnects too: a waiter blocked across `CLIENT KILL TYPE pubsub`
+    // still wakes on the release.
+    let g =
+        other.lock("kill").lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let waiter = tokio::spawn(async move {
+        let g = a.lock("kill").wait(Duration::from_secs(10)).acquire().await;
+        (Instant::now(), g)
+    });
+    eventually(Duration::from_secs(3), "waiter subscribed", || {
+        let mut adm = adm.clone();
+        let channel = channel.clone();
+        async move {
+            let n: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(channel.clone())
+                .query_async(&mut adm)
+                .await
+                .unwrap_or_default();
+            n.first().is_some_and(|(_, c)| *c == 1)
+        }
+    })
+    .await;
+    let _: i64 =
+        redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async(&mut adm).await.expect("kill");
+    eventually(Duration::from_secs(5), "subscriber back", || {
+        let mut adm = adm.clone();
+        let channel = channel.clone();
+        async move {
+            let n: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(channel.clone())
+                .query_async(&mut adm)
+                .await
+                .unwrap_or_default();
+            n.first().is_some_and(|(_, c)| *c == 1)
+        }
+    })
+    .await;
+    let released = Instant::now();
+    g.release().await.expect("release");
+    let (got, g2) = timeout(Duration::from_secs(5), waiter).await.expect("waiter").expect("task");
+    let g2 = g2.expect("waiter acquires");
+    assert!(got - released < Duration::from_secs(1), "handoff after resubscribe took {:?}", got - released);
+    g2.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_mode_serves_waiters_in_arrival_order() {
+    let Some(srv) = server(&[]) else { return };
+    let mut adm = admin(&srv.url()).await;
+    let holder = locker(&backend(&srv.url(), Mode::Fair).await);
+    let b = backend(&srv.url(), Mode::Fair).await;
+    let queue = b.key_names("fifo").queue;
+    let g =
+        holder.lock("fifo").lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..5usize {
+        let l = locker(&backend(&srv.url(), Mode::Fair).await);
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = l.lock("fifo").wait(Duration::from_secs(20)).acquire().await.expect("waiter acquires");
+            order.lock().expect("order").push(i);
+            g.release().await.expect("release");
+        }));
+        eventually(Duration::from_secs(3), "waiter queued", || {
+            let mut adm = adm.clone();
+            let queue = queue.clone();
+            async move { redis::cmd("LLEN").arg(queue).query_async::<usize>(&mut adm).await.unwrap_or(0) == i + 1 }
+        })
+        .await;
+    }
+    // A newcomer may not jump the queue, even right after the release.
+    g.release().await.expect("release");
+    assert!(holder.try_lock("fifo").await.expect("try").is_none() || order.lock().expect("order").len() == 5);
+    for t in tasks {
+        timeout(Duration::from_secs(20), t).await.expect("waiters finish").expect("task");
+    }
+    assert_eq!(*order.lock().expect("order"), vec![0, 1, 2, 3, 4]);
+    let left: usize = redis::cmd("LLEN").arg(&queue).query_async(&mut adm).await.expect("llen");
+    assert_eq!(left, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_mode_dead_waiter_blocks_only_until_its_timeout() {
+    let Some(srv) = server(&[]) else { return };
+    let mut adm = admin(&srv.url()).await;
+    let b = backend(&srv.url(), Mode::Fair).await;
+    let names = b.key_names("dead");
+    let holder = locker(&b);
+    let g =
+        holder.lock("dead").lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    // A waiter that queued and then crashed: in the queue with a deadline, never heard of again.
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut adm).await.expect("time");
+    let dead_until = secs * 1000 + micros / 1000 + LEASE.as_millis() as u64;
+    let _: () = redis::pipe()
+        .cmd("RPUSH")
+        .arg(&names.queue)
+        .arg("dead0000000000000000000000000000")
+        .cmd("ZADD")
+        .arg(&names.waiters)
+        .arg(dead_until)
+        .arg("dead0000000000000000000000000000")
+        .query_async(&mut adm)
+        .await
+        .expect("inject dead waiter");
+    let w = locker(&backend(&srv.url(), Mode::Fair).await);
+    let waiter = tokio::spawn(async move { w.lock("dead").wait(Duration::from_secs(10)).acquire().await });
+    g.release().await.expect("release");
+    let released = Instant::now();
+    let g2 = timeout(Duration::from_secs(5), waiter).await.expect("not blocked forever").expect("task");
+    let g2 = g2.expect("live waiter acquires after the dead one times out");
+    let took = released.elapsed();
+    assert!(took < LEASE * 3, "dead waiter blocked the queue for {took:?}");
+    g2.release().await.expect("release");
+    let left: usize = redis::cmd("LLEN").arg(&names.queue).query_async(&mut adm).await.expect("llen");
+    assert_eq!(left, 0, "dead waiter purged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn braces_and_lua_metacharacters_in_keys() {
+    let Some(srv) = server(&[]) else { return };
+    let mut adm = admin(&srv.url()).await;
+    let odd = ["a{b}c", "a%7Bb%7Dc", "{", "}", "}{", "]]..'\"%s--[[ os.exit() ]]", "{x}y{z}", "%25"];
+    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+        let (ba, bb) = (backend(&srv.url(), mode).await, backend(&srv.url(), mode).await);
+        let (a, b) = (locker(&ba), locker(&bb));
+        let mut guards = Vec::new();
+        for k in odd {
+            let g =
+                a.try_lock(k).await.expect("odd key").unwrap_or_else(|| panic!("{mode:?}: {k:?} aliased"));
+            assert!(b.try_lock(k).await.expect("odd key").is_none(), "{mode:?}: {k:?} not exclusive");
+            let exists: i64 =
+                redis::cmd("EXISTS").arg(ba.key_names(k).lock).query_async(&mut adm).await.expect("exists");
+            assert_eq!(exists, 1, "{mode:?}: {k:?} stored under its own name");
+            guards.push(g);
+        }
+        for g in guards {
+            g.release().await.expect("release");
+        }
+        for k in odd {
+            b.try_lock(k).await.expect("odd").expect("free again").release().await.expect("release");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_user_and_password_and_no_leak_on_failure() {
+    let Some(srv) = server(&["--requirepass", "adminpw"]) else { return };
+    let mut adm = admin(&srv.url()).await;
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "locker", "on", ">app-s3cr3t", "~*", "&*", "+@all"][..])
+        .query_async(&mut adm)
+        .await
+        .expect("acl setuser");
+    let url = format!("redis://127.0.0.1:{}/", srv.port());
+    let b =
+        RedisLock::builder().url(&url).credentials(Some("locker"), "app-s3cr3t").build().await.expect("auth");
+    assert!(!format!("{b:?}").contains("app-s3cr3t"));
+    let l = locker(&b);
+    l.try_lock("acl").await.expect("try").expect("free").release().await.expect("release");
+
+    let bad = format!("redis://locker:wrong-pw-9@127.0.0.1:{}/", srv.port());
+    let e = RedisLock::builder().url(&bad).build().await.expect_err("wrong password");
+    assert!(!e.is_temporary(), "auth failure must be permanent: {e:?}");
+    let shown = format!("{e} {e:?} {:?}", std::error::Error::source(&e).map(ToString::to_string));
+    assert!(!shown.contains("wrong-pw-9"), "password leaked: {shown}");
+}
