@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use lock_core::{
     AcquireRequest, Attempt, Capability, LockBackend, OwnerToken, RenewItem, Result, Subscription,
-    async_trait,
+    async_trait, validate_key,
 };
 use sqlx::mysql::MySqlPool;
 
@@ -164,6 +164,9 @@ impl LockBackend for MySqlLock {
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        // The core validates keys already; this guards direct callers. A longer key would be
+        // truncated to VARBINARY(255) by INSERT IGNORE and alias another key.
+        validate_key(req.key)?;
         match &*self.inner {
             Inner::Pessimistic(p) => p.try_acquire(req).await,
             Inner::Optimistic(o) => o.try_acquire(req).await,
