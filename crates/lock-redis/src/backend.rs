@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::{
-    AcquireRequest, Attempt, Capability, FencingToken, Grant, LockBackend, OwnerToken, RENEW_BATCH,
-    RenewItem, Result, Subscription,
+    AcquireRequest, Attempt, Capability, FencingToken, Grant, LockBackend, LockError, OwnerToken,
+    RENEW_BATCH, RenewItem, Result, Subscription,
 };
 use redis::ConnectionInfo;
 use redis::aio::ConnectionManager;
@@ -154,12 +154,36 @@ impl RedisLock {
         RedisLockBuilder::default()
     }
 
-    /// A simple-mode backend on `url` with every other setting at its default.
+    /// A backend on `url` with every other setting at its default. Two query parameters of
+    /// this crate are read and removed before the URL reaches the driver:
+    /// `mode=simple|reentrant|fair` (default simple) and `key_prefix=...` (default `dlock:`).
     ///
     /// # Errors
-    /// As [`RedisLockBuilder::build`].
+    /// As [`RedisLockBuilder::build`]; an unknown `mode` is [`LockError::InvalidConfig`].
     pub async fn from_url(url: &str) -> Result<Self> {
-        Self::builder().url(url).build().await
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let mut builder = Self::builder();
+        let mut rest = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("mode", m)) => {
+                    builder = builder.mode(match m {
+                        "simple" => Mode::Simple,
+                        "reentrant" => Mode::Reentrant,
+                        "fair" => Mode::Fair,
+                        _ => {
+                            return Err(LockError::InvalidConfig {
+                                reason: format!("unknown redis lock mode {m:?} (simple, reentrant or fair)"),
+                            });
+                        }
+                    })
+                }
+                Some(("key_prefix", p)) => builder = builder.key_prefix(p),
+                _ => rest.push(pair),
+            }
+        }
+        let url = if rest.is_empty() { base.to_owned() } else { format!("{base}?{}", rest.join("&")) };
+        builder.url(url).build().await
     }
 
     pub(crate) fn from_inner(inner: Inner) -> Self {

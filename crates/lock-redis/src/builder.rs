@@ -38,7 +38,7 @@ pub enum Mode {
 enum Source {
     None,
     Url(String),
-    Client(Client),
+    Client(Box<Client>),
 }
 
 /// Builder of a [`RedisLock`]. Start with [`RedisLock::builder`].
@@ -102,7 +102,7 @@ impl RedisLockBuilder {
 
     /// Use an existing client (its connection settings, TLS and credentials).
     pub fn client(mut self, client: Client) -> Self {
-        self.source = Source::Client(client);
+        self.source = Source::Client(Box::new(client));
         self
     }
 
@@ -173,7 +173,7 @@ impl RedisLockBuilder {
         let password = self.credentials.as_ref().map(|(_, p)| p.clone());
         let client = match self.source {
             Source::None => None,
-            Source::Client(c) => Some(c),
+            Source::Client(c) => Some(*c),
             Source::Url(url) => {
                 let scheme = url.split_once("://").map_or("", |(s, _)| s).to_ascii_lowercase();
                 if !cfg!(feature = "tls") && (scheme == "rediss" || scheme == "valkeys") {
@@ -266,13 +266,18 @@ mod tests {
 
     #[tokio::test]
     async fn bad_configs_are_refused_without_secrets() {
-        let e = RedisLock::builder().url("redis://127.0.0.1:1/").key_prefix("a{b").build().await.unwrap_err();
+        let e = RedisLock::builder()
+            .url("redis://127.0.0.1:1/")
+            .key_prefix("a{b")
+            .build()
+            .await
+            .expect_err("refused");
         assert!(matches!(e, LockError::InvalidConfig { .. }));
-        let e = RedisLock::builder().url("http://u:hunter2@h/").build().await.unwrap_err();
+        let e = RedisLock::builder().url("http://u:hunter2@h/").build().await.expect_err("refused");
         assert!(matches!(e, LockError::InvalidConfig { .. }), "{e:?}");
         assert!(!format!("{e} {e:?}").contains("hunter2"));
         if !cfg!(feature = "tls") {
-            let e = RedisLock::builder().url("rediss://h:1/").build().await.unwrap_err();
+            let e = RedisLock::builder().url("rediss://h:1/").build().await.expect_err("refused");
             assert!(matches!(e, LockError::FeatureNotEnabled { feature: "tls", .. }));
         }
     }

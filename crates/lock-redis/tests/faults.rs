@@ -297,3 +297,14 @@ async fn acl_user_and_password_and_no_leak_on_failure() {
     let shown = format!("{e} {e:?} {:?}", std::error::Error::source(&e).map(ToString::to_string));
     assert!(!shown.contains("wrong-pw-9"), "password leaked: {shown}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_url_reads_mode_and_key_prefix() {
+    let Some(srv) = server(&[]) else { return };
+    let b = RedisLock::from_url(&format!("{}?mode=fair&key_prefix=app:", srv.url())).await.expect("from_url");
+    assert_eq!(b.mode(), Mode::Fair);
+    assert!(b.key_names("k").lock.starts_with("app:{k}"));
+    let e = RedisLock::from_url(&format!("{}?mode=nope", srv.url())).await.expect_err("bad mode");
+    assert!(matches!(e, LockError::InvalidConfig { .. }));
+    locker(&b).try_lock("k").await.expect("try").expect("free").release().await.expect("release");
+}
