@@ -79,8 +79,10 @@ pub enum Attempt {
 pub struct Grant {
     /// Fencing token of this acquisition (for a reentrant nesting: the outer acquisition's).
     pub fence: FencingToken,
-    /// The lease the backend applied, counted from just before the request was sent. `None` for
-    /// session-bound locks, which have no time-based expiry.
+    /// The lease the backend applied, counted from the start of the `try_acquire` call (the
+    /// core's local deadline is call start + this, which can only be early, never late). A
+    /// backend that waited in a server queue before the grant adds the time it waited.
+    /// `None` for session-bound locks, which have no time-based expiry.
     pub lease: Option<Duration>,
 }
 

@@ -139,7 +139,9 @@ impl LockRequest<'_> {
         self
     }
 
-    /// Acquire as `owner` (a nested acquisition on a reentrant backend).
+    /// Acquire as `owner`: a nested acquisition on a reentrant backend
+    /// ([`Capability::reentrant`](crate::Capability)). Do not reuse an owner token on other
+    /// backends: two holds under one token are indistinguishable to them.
     pub fn owner(mut self, owner: OwnerToken) -> Self {
         self.owner = Some(owner);
         self
