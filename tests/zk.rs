@@ -51,7 +51,8 @@ impl ZkFactory {
     }
 
     async fn open(&self) -> ZkLock {
-        let mut b = ZkLock::builder().connect_string(&self.connect).root("/conformance").session_timeout(SESSION);
+        let mut b =
+            ZkLock::builder().connect_string(&self.connect).root("/conformance").session_timeout(SESSION);
         if self.secured() {
             b = b.auth(USER, PASSWORD);
         }

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use lock_core::{
-    AcquireRequest, Attempt, Capability, FencingToken, Grant, LeaseSignal, LockBackend, LockError, LostReason,
-    OwnerToken, RenewItem, Result, Subscription, async_trait,
+    AcquireRequest, Attempt, Capability, FencingToken, Grant, LeaseSignal, LockBackend, LockError,
+    LostReason, OwnerToken, RenewItem, Result, Subscription, async_trait,
 };
 use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
@@ -131,6 +131,9 @@ impl ZkLock {
                     drop(plain);
                     client.mkdir(&cfg.root, &opts).await.map_err(lock_error)?;
                 }
+                // The root may exist with an ACL that lets us create lock directories but not
+                // siblings of the root: ZooKeeper checks CREATE on the parent before existence.
+                Err(zk::Error::NoAuth) if client.check_stat(&cfg.root).await.is_ok_and(|s| s.is_some()) => {}
                 r => r.map_err(lock_error)?,
             }
         }
@@ -422,8 +425,13 @@ impl ZkLock {
         let dir = inner.dir(req.key);
         let unique = format!("_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
         let prefix = format!("{dir}/{unique}");
-        let mut cleanup =
-            Cleanup { inner, client: Some(client.clone()), dir: dir.clone(), unique: unique.clone(), path: None };
+        let mut cleanup = Cleanup {
+            inner,
+            client: Some(client.clone()),
+            dir: dir.clone(),
+            unique: unique.clone(),
+            path: None,
+        };
         let options = zk::CreateMode::EphemeralSequential.with_acls(inner.acls());
 
         // Create our node; the child listing is pipelined behind it (one round trip).
@@ -647,7 +655,8 @@ impl LockBackend for ZkLock {
                 .collect()
         };
         // One pipelined batch: every check is sent before the first answer is awaited.
-        let checks: Vec<_> = paths.iter().map(|p| p.as_deref().map(|p| session.client.check_stat(p))).collect();
+        let checks: Vec<_> =
+            paths.iter().map(|p| p.as_deref().map(|p| session.client.check_stat(p))).collect();
         let mut out = Vec::with_capacity(items.len());
         for check in checks {
             out.push(match check {

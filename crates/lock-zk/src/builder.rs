@@ -119,7 +119,8 @@ impl ZkLockBuilder {
             }
         }
         if let Some(u) = userinfo {
-            let (user, pw) = u.split_once(':').ok_or_else(|| "url credentials need user:password".to_owned())?;
+            let (user, pw) =
+                u.split_once(':').ok_or_else(|| "url credentials need user:password".to_owned())?;
             self.auth = Some((percent_decode(user)?, percent_decode(pw)?));
         }
         self.connect = Some(format!("{hosts}{chroot}"));
