@@ -24,7 +24,7 @@ const LOCK_NAME: &str = "lock-";
 /// First and longest pause between retries of a background delete.
 const RETRY_MIN: Duration = Duration::from_millis(20);
 const RETRY_MAX: Duration = Duration::from_secs(1);
-/// How often a create under a just-reaped lock directory is retried.
+/// How often a create under a just-reaped lock directory (or one whose reply was lost) is retried.
 const DIR_RETRIES: usize = 5;
 
 /// ZooKeeper locks: one `EPHEMERAL_SEQUENTIAL` node per acquisition under
@@ -342,9 +342,19 @@ impl Inner {
                 }
             }
             let mut pause = RETRY_MIN;
+            let mut disconnected_since: Option<Instant> = None;
             loop {
-                if client.state().is_terminated() {
-                    return;
+                match client.state() {
+                    s if s.is_terminated() => return,
+                    // Disconnected for a whole session timeout: the server has expired the
+                    // session (and the node with it); stop holding the client open.
+                    zk::SessionState::Disconnected => {
+                        let since = *disconnected_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() > client.session_timeout() {
+                            return;
+                        }
+                    }
+                    _ => disconnected_since = None,
                 }
                 let result = match &path {
                     Some(p) => client.delete(p, None).await,
@@ -435,7 +445,7 @@ impl ZkLock {
         let options = zk::CreateMode::EphemeralSequential.with_acls(inner.acls());
 
         // Create our node; the child listing is pipelined behind it (one round trip).
-        let mut dir_attempts = 0;
+        let (mut dir_attempts, mut lost_replies) = (0, 0);
         let (name, fence, mut children) = loop {
             let created = client.create(&prefix, &[], &options);
             let listed = client.list_children(&dir);
@@ -450,8 +460,9 @@ impl ZkLock {
                     dir_attempts += 1;
                     inner.ensure_dir(client, &dir).await.map_err(lock_error)?;
                 }
-                Err(e) if outcome_unknown(&e) => {
+                Err(e) if outcome_unknown(&e) && lost_replies < DIR_RETRIES => {
                     drop(listed);
+                    lost_replies += 1;
                     tracing::debug!(error = %e, "lock node create reply lost; looking for our node");
                     let children = client.list_children(&dir).await.map_err(lock_error)?;
                     let Some(name) = children.iter().find(|c| c.starts_with(&unique)).cloned() else {
