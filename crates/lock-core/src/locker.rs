@@ -21,8 +21,9 @@ pub const NOTIFY_FALLBACK: Duration = Duration::from_millis(500);
 pub const POLL_MIN: Duration = Duration::from_millis(2);
 /// Longest polling delay for backends without notifications.
 pub const POLL_MAX: Duration = Duration::from_millis(100);
-/// A native wait with no deadline is issued in slices of this length.
-const NATIVE_WAIT_SLICE: Duration = Duration::from_secs(60);
+/// A native wait with no deadline is issued as one wait of this length: slicing it would
+/// drop a fair backend's waiter to the back of the queue at every slice.
+const NATIVE_WAIT_SLICE: Duration = crate::MAX_WAIT;
 
 /// Locks over one backend. Cheap to clone; clones share the watchdog.
 #[derive(Clone)]
