@@ -22,7 +22,15 @@ pub struct MySqlFactory {
     clients: Mutex<Vec<Weak<MySqlLock>>>,
 }
 
+impl std::fmt::Debug for MySqlFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the URL: it carries the password.
+        f.debug_struct("MySqlFactory").field("mode", &self.mode).finish()
+    }
+}
+
 impl MySqlFactory {
+    /// A factory on the shared mariadbd (or `LOCK_TEST_MYSQL_URL`).
     pub async fn new(mode: Mode) -> Self {
         let url = external_url("mysql").unwrap_or_else(|| shared_mariadb().url());
         let admin = MySqlPoolOptions::new().max_connections(2).connect(&url).await.expect("admin pool");

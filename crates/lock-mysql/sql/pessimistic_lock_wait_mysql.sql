@@ -1,1 +1,4 @@
-SELECT /*+ MAX_EXECUTION_TIME({max_execution_ms}) */ 1 FROM `{table}` WHERE name = ? FOR UPDATE
+-- MySQL: MAX_EXECUTION_TIME (ms) ends the wait at the caller's deadline (waits longer than
+-- innodb_lock_wait_timeout end early with 1205 and are retried by the core). Unverified on a
+-- real MySQL server; the client's KILL QUERY after the deadline is the safety net.
+SELECT /*+ MAX_EXECUTION_TIME({max_execution_ms}) */ 0 FROM `{table}` WHERE name = ? FOR UPDATE

@@ -170,7 +170,9 @@ impl MySqlLockBuilder {
             MySqlPoolOptions::new()
                 .max_connections(self.max_connections)
                 .acquire_timeout(self.acquire_timeout)
-                .test_before_acquire(true)
+                // No ping per checkout: a dead connection fails its first statement with a
+                // temporary error (retried by the core), and sqlx pings on return anyway.
+                .test_before_acquire(false)
         };
         let pool = match source {
             Source::None | Source::Url(_) => {

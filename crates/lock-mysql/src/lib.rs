@@ -95,11 +95,23 @@ impl MySqlLock {
         Self::builder().url(url).build().await
     }
 
-    /// Create the tables of this mode if they do not exist (`sql/*_schema.sql`). Idempotent.
+    /// Create the tables (and sequence) of this mode if they do not exist
+    /// (`sql/*_schema.sql`). Idempotent; when everything exists it sends no DDL at all.
     ///
     /// # Errors
     /// Backend errors (permanent when the user may not create tables).
     pub async fn migrate(&self) -> Result<()> {
+        let present: i64 = sqlx::query_scalar(include_str!("../sql/schema_objects_present.sql"))
+            .bind(&self.table)
+            .bind(format!("{}_fence", self.table))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(error::classify)?;
+        // The optimistic schema has no fence object on MySQL.
+        let expected = if self.mode == Mode::Optimistic && self.flavor == Flavor::MySql { 1 } else { 2 };
+        if present >= expected {
+            return Ok(());
+        }
         let schema = match &*self.inner {
             Inner::Pessimistic(p) => p.schema().clone(),
             Inner::Optimistic(o) => o.schema().clone(),

@@ -109,7 +109,8 @@ fn lock(holds: &Holds) -> MutexGuard<'_, HashMap<String, Hold>> {
 }
 
 enum Step {
-    Locked(Pinned, u64),
+    /// Locked, with the connection id and (MariaDB) the fencing token drawn by the lock statement.
+    Locked(Pinned, u64, Option<u64>),
     Held,
     NoRow,
 }
@@ -156,7 +157,9 @@ impl Pessimistic {
         // deletes rows under us.
         for _ in 0..3 {
             match self.attempt(req).await? {
-                Step::Locked(pinned, conn_id) => return self.finish(req, pinned, conn_id).await,
+                Step::Locked(pinned, conn_id, fence) => {
+                    return self.finish(req, pinned, conn_id, fence).await;
+                }
                 Step::Held => return Ok(Attempt::Held { retry_after: None }),
                 Step::NoRow => self.create_row(req.key).await?,
             }
@@ -185,7 +188,7 @@ impl Pessimistic {
             .fetch_optional(&mut *pinned.conn)
             .await;
         match first {
-            Ok(Some(_)) => return Ok(Step::Locked(pinned, conn_id)),
+            Ok(Some(row)) => return Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?)),
             Ok(None) => return self.no_row(pinned).await,
             Err(e) if is_contention(&e) => {}
             Err(e) => return Err(classify(e)),
@@ -215,10 +218,21 @@ impl Pessimistic {
         };
         killer.armed = false;
         match waited {
-            Ok(Some(_)) => Ok(Step::Locked(pinned, conn_id)),
+            Ok(Some(row)) => Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?)),
             Ok(None) => self.no_row(pinned).await,
             Err(e) if is_contention(&e) => self.held(pinned).await,
             Err(e) => Err(classify(e)),
+        }
+    }
+
+    /// The fencing token drawn by the MariaDB lock statement (`None` on MySQL).
+    fn drawn_fence(&self, row: &sqlx::mysql::MySqlRow) -> Result<Option<u64>> {
+        match self.flavor {
+            Flavor::MariaDb => {
+                let v: i64 = row.try_get(0).map_err(classify)?;
+                Ok(Some(u64::try_from(v).unwrap_or(0)))
+            }
+            Flavor::MySql => Ok(None),
         }
     }
 
@@ -279,23 +293,25 @@ impl Pessimistic {
         }
     }
 
-    /// The row is locked: take a fencing token, start the keeper task, record the hold.
-    async fn finish(&self, req: &AcquireRequest<'_>, pinned: Pinned, conn_id: u64) -> Result<Attempt> {
-        // If this future is dropped here, `pinned` closes its connection: the lock goes with it.
-        let fence_sql = AssertSqlSafe(self.sql.fence_next.clone());
-        let fence = match self.flavor {
-            Flavor::MariaDb => {
-                let v: i64 = sqlx::query_scalar(fence_sql).fetch_one(&self.pool).await.map_err(classify)?;
-                u64::try_from(v).unwrap_or(0)
-            }
-            Flavor::MySql => {
-                let res = sqlx::query(fence_sql)
-                    .bind(req.key.as_bytes())
-                    .execute(&self.pool)
-                    .await
-                    .map_err(classify)?;
-                res.last_insert_id()
-            }
+    /// The row is locked: take a fencing token (MySQL), start the keeper task, record the hold.
+    async fn finish(
+        &self,
+        req: &AcquireRequest<'_>,
+        pinned: Pinned,
+        conn_id: u64,
+        drawn: Option<u64>,
+    ) -> Result<Attempt> {
+        let fence = match drawn {
+            Some(f) => f,
+            // MySQL: autocommit, on another pooled connection, after the grant (grant order;
+            // survives the holder's rollback). If this future is dropped here, `pinned` closes
+            // its connection and the lock goes with it.
+            None => sqlx::query(AssertSqlSafe(self.sql.fence_next.clone()))
+                .bind(req.key.as_bytes())
+                .execute(&self.pool)
+                .await
+                .map_err(classify)?
+                .last_insert_id(),
         };
         if fence == 0 {
             return Err(LockError::permanent(NAME, "fence counter returned no value"));

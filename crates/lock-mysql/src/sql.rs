@@ -44,6 +44,7 @@ pub(crate) fn render(template: &str, table: &str) -> Arc<str> {
 pub(crate) struct PessimisticSql {
     pub schema: Arc<str>,
     pub begin: &'static str,
+    /// MariaDB: returns the fencing token (NEXTVAL) of the granted lock; MySQL: returns 0.
     pub lock_nowait: Arc<str>,
     /// Template with `{max_statement_time}` / `{lock_wait_timeout}` still to fill (numbers).
     pub lock_wait_mariadb: Arc<str>,
@@ -52,32 +53,32 @@ pub(crate) struct PessimisticSql {
     pub row_exists: Arc<str>,
     pub row_insert: Arc<str>,
     pub row_insert_mariadb: Arc<str>,
-    /// MariaDB: `SELECT NEXTVAL(seq)`; MySQL: per-key counter via `LAST_INSERT_ID(expr)`.
+    /// MySQL only (MariaDB draws the token in the locking statement): per-key counter.
     pub fence_next: Arc<str>,
 }
 
 impl PessimisticSql {
     pub fn new(table: &str, flavor: Flavor) -> Self {
-        let (schema, fence_next) = match flavor {
+        let (schema, lock_nowait) = match flavor {
             Flavor::MariaDb => (
                 include_str!("../sql/pessimistic_schema_mariadb.sql"),
-                include_str!("../sql/pessimistic_fence_next_mariadb.sql"),
+                include_str!("../sql/pessimistic_lock_nowait_mariadb.sql"),
             ),
             Flavor::MySql => (
                 include_str!("../sql/pessimistic_schema.sql"),
-                include_str!("../sql/pessimistic_fence_next.sql"),
+                include_str!("../sql/pessimistic_lock_nowait.sql"),
             ),
         };
         PessimisticSql {
             schema: render(schema, table),
             begin: include_str!("../sql/pessimistic_begin.sql"),
-            lock_nowait: render(include_str!("../sql/pessimistic_lock_nowait.sql"), table),
+            lock_nowait: render(lock_nowait, table),
             lock_wait_mariadb: render(include_str!("../sql/pessimistic_lock_wait_mariadb.sql"), table),
             lock_wait_mysql: render(include_str!("../sql/pessimistic_lock_wait_mysql.sql"), table),
             row_exists: render(include_str!("../sql/pessimistic_row_exists.sql"), table),
             row_insert: render(include_str!("../sql/pessimistic_row_insert.sql"), table),
             row_insert_mariadb: render(include_str!("../sql/pessimistic_row_insert_mariadb.sql"), table),
-            fence_next: render(fence_next, table),
+            fence_next: render(include_str!("../sql/pessimistic_fence_next.sql"), table),
         }
     }
 }
@@ -153,6 +154,8 @@ mod tests {
         for flavor in [Flavor::MariaDb, Flavor::MySql] {
             let p = PessimisticSql::new("tbl", flavor);
             assert!(p.lock_nowait.contains("`tbl`") && p.fence_next.contains("`tbl_fence`"));
+            assert_eq!(p.lock_nowait.contains("NEXTVAL(`tbl_fence`)"), flavor == Flavor::MariaDb);
+            assert!(p.lock_wait_mariadb.contains("NEXTVAL(`tbl_fence`)"));
             assert!(!p.schema.contains("{table}"));
             let o = OptimisticSql::new("tbl", flavor);
             assert!(

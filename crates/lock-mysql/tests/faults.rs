@@ -8,9 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{
-    AcquireRequest, LeaseSignal, LeaseState, LockBackend, LockError, Locker, OwnerToken,
-};
+use lock_core::{AcquireRequest, LeaseSignal, LeaseState, LockBackend, LockError, Locker, OwnerToken};
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use lock_mysql::{Mode, MySqlLock, decrement_stock_cas};
 use lock_testkit::server::{MariaDbServer, external_url, shared_mariadb};
@@ -288,4 +286,18 @@ async fn business_cas_helper_refuses_stale_versions() {
         decrement_stock_cas(&pool, "x`; --", 1, 1, 0).await,
         Err(LockError::InvalidConfig { .. })
     ));
+}
+
+/// Building a client (schema check) while pessimistic locks are held must not wait for them:
+/// DDL on the fence sequence would wait for every open holding transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn building_a_client_while_locks_are_held_does_not_block() {
+    let url = shared_url();
+    let a = Locker::new(backend(&url, Mode::Pessimistic).await);
+    let g =
+        a.lock(key("ddl")).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let b = within(Duration::from_secs(3), "build while held", backend(&url, Mode::Pessimistic)).await;
+    let k = key("ddl2");
+    Locker::new(b).try_lock(&k).await.expect("try").expect("free").release().await.expect("release");
+    g.release().await.expect("release");
 }
