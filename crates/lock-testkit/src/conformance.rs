@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{
-    LeaseState, LockBackend, LockError, Locker, MAX_KEY_BYTES, MultiLock, OwnerToken,
-};
+use lock_core::{LeaseState, LockBackend, LockError, Locker, MAX_KEY_BYTES, MultiLock, OwnerToken};
 use tokio::time::{Instant, timeout};
 
 /// Builds clients of one backend (each client is a separate connection or session, standing in
@@ -19,7 +17,8 @@ pub trait Factory: Send + Sync + 'static {
     /// Label for messages, e.g. `"redis/simple"`.
     fn label(&self) -> String;
 
-    /// A new independent client.
+    /// A new independent client. The factory must not keep it alive (hold at most a `Weak`):
+    /// dropping the last `Arc` is how the suite simulates a crashed session-bound holder.
     async fn client(&self) -> Arc<dyn LockBackend>;
 
     /// Sever the lease on `key` that `holder` holds, behind its back (delete the key, kill the
