@@ -178,7 +178,7 @@ mod tests {
     async fn unknown_and_malformed_urls_are_typed_errors() {
         assert!(matches!(from_url("ftp://x").await, Err(LockError::InvalidConfig { .. })));
         assert!(matches!(from_url("nonsense").await, Err(LockError::InvalidConfig { .. })));
-        let err = from_url("mysql://u:topsecret@h/db").await.err().expect("error");
+        let err = from_url("mysql://u:topsecret@h/db").await.expect_err("error");
         assert!(!err.to_string().contains("topsecret"));
     }
 }
