@@ -28,6 +28,7 @@ mod locker;
 mod memory;
 mod multi;
 mod notify;
+mod quorum;
 mod renewer;
 mod signal;
 mod token;
@@ -42,6 +43,10 @@ pub use locker::{LockRequest, Locker, NOTIFY_FALLBACK, POLL_MAX, POLL_MIN};
 pub use memory::MemoryBackend;
 pub use multi::{MultiGuard, MultiLock};
 pub use notify::{NotifyHub, Subscription};
+pub use quorum::{
+    DRIFT_FLOOR, MEMBER_TIMEOUT_MAX, MEMBER_TIMEOUT_MIN, QuorumBackend, default_member_timeout,
+    drift_allowance,
+};
 pub use renewer::RENEW_BATCH;
 pub use signal::{LeaseSignal, LeaseState, LostReason};
 pub use token::{FencingToken, OwnerToken};

@@ -1,0 +1,478 @@
+//! Multi-master quorum locking (Redlock) as a combinator over any independent backends.
+//!
+//! [`QuorumBackend`] holds a lock when a majority of its members granted it to the same owner
+//! token within the lease (minus a clock-drift allowance). Members are independent stores (for
+//! Redlock: separate Redis masters without replication); any [`LockBackend`] works.
+//!
+//! # Why there are no fencing tokens
+//! Each member draws its own counter. The maximum over the members of one majority can be
+//! below the maximum over an earlier majority (the member that drew the earlier maximum may be
+//! missing from the later majority), so the combined number is not strictly increasing across
+//! owners: it cannot fence off a stale holder. That is Kleppmann's critique of Redlock ("How to
+//! do distributed locking", 2016); a correct scheme needs a second round that raises the
+//! counters of a majority to the issued token, which the [`LockBackend`] trait cannot express.
+//! [`Capability::fencing`] is therefore `false`. The [`Grant`] still carries a number, unique per
+//! acquisition, ordered by the largest member counter: `max * n + i`, where `i` is the index of
+//! the (first) member that drew the maximum — unique because one member never draws the same
+//! counter twice. Use it for logs and correlation, never for fencing.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::future::join_all;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::watch;
+use tokio::time::{Instant, timeout};
+
+use crate::{
+    AcquireRequest, Attempt, Capability, FencingToken, Grant, LockBackend, LockError, OwnerToken, RenewItem,
+    Result, Subscription,
+};
+
+const NAME: &str = "quorum";
+
+/// Shortest default per-member timeout of an acquisition attempt.
+pub const MEMBER_TIMEOUT_MIN: Duration = Duration::from_millis(5);
+/// Longest default per-member timeout, also the default bound of a member's release and
+/// subscribe.
+pub const MEMBER_TIMEOUT_MAX: Duration = Duration::from_millis(500);
+/// Fixed part of the clock-drift allowance (Redlock: 2 ms for the expiry precision of Redis).
+pub const DRIFT_FLOOR: Duration = Duration::from_millis(2);
+
+/// Redlock's clock-drift allowance for `lease`: 1 % of it plus [`DRIFT_FLOOR`].
+pub fn drift_allowance(lease: Duration) -> Duration {
+    lease / 100 + DRIFT_FLOOR
+}
+
+/// Default per-member timeout of one attempt: a twentieth of the lease, within
+/// [`MEMBER_TIMEOUT_MIN`]..=[`MEMBER_TIMEOUT_MAX`], so a dead member costs little of the lease.
+pub fn default_member_timeout(lease: Duration) -> Duration {
+    (lease / 20).clamp(MEMBER_TIMEOUT_MIN, MEMBER_TIMEOUT_MAX)
+}
+
+type Members = Arc<[Arc<dyn LockBackend>]>;
+
+/// A lock held on a majority of independent members (the Redlock algorithm), usable as one
+/// [`LockBackend`].
+///
+/// # Behavior
+/// - `try_acquire` asks every member at once, with the same owner token and lease, once each
+///   (never waiting in a member's queue), each bounded by a per-member timeout
+///   ([`default_member_timeout`], or [`with_member_timeout`](Self::with_member_timeout)). It
+///   succeeds when at least `n/2 + 1` members granted and the time spent is below the lease
+///   minus [`drift_allowance`]; the granted lease is the smallest member lease minus that
+///   allowance, counted from the start of the call. Otherwise every member that granted, or
+///   whose outcome is unknown, is released again (awaited before the answer, so a retry by the
+///   same owner cannot race it), and the answer is `Held` with the smallest remaining-lease
+///   hint, or a temporary error when too few members answered to ever reach a quorum.
+/// - `release` and `renew` go to every member; a key counts as released or renewed when a
+///   quorum confirmed it. When failed members leave the outcome open, the answer is a
+///   temporary error (unknown, not lost).
+/// - `subscribe` merges the members' release notifications: a release on a majority is a
+///   release on at least one member, so any member's notification wakes the waiter; a missed one
+///   costs at most the retry hint (a member that is down simply does not notify).
+///
+/// Members renew with the lease plus [`drift_allowance`], so the core's local deadline (lease
+/// from the request) stays inside every member's expiry despite clock drift.
+///
+/// Not reentrant: undoing a nested attempt on a member whose outcome is unknown could
+/// decrement the outer hold. Do not reuse owner tokens with it (reentrant members would nest).
+/// No fencing: see the module docs.
+///
+/// A member attempt cut off by its timeout is undone by the member's own cancellation cleanup
+/// in the background as well; should the same attempt's retry reach that member before the
+/// cleanup, the cleanup removes that one member's vote (the lock then rests on the others, and
+/// the watchdog's next renewal reports a loss if they are no longer a quorum).
+#[derive(Clone)]
+pub struct QuorumBackend {
+    members: Members,
+    quorum: usize,
+    member_timeout: Option<Duration>,
+}
+
+impl fmt::Debug for QuorumBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QuorumBackend")
+            .field("members", &self.members)
+            .field("quorum", &self.quorum)
+            .field("member_timeout", &self.member_timeout)
+            .finish()
+    }
+}
+
+impl QuorumBackend {
+    /// A quorum over `members` (use an odd number: 3 or 5).
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] when `members` is empty.
+    pub fn new(members: Vec<Arc<dyn LockBackend>>) -> Result<Self> {
+        if members.is_empty() {
+            return Err(LockError::InvalidConfig { reason: "a quorum needs at least one member".to_owned() });
+        }
+        let quorum = members.len() / 2 + 1;
+        Ok(QuorumBackend { members: members.into(), quorum, member_timeout: None })
+    }
+
+    /// A fixed per-member timeout for every operation, instead of [`default_member_timeout`]
+    /// (attempts) and [`MEMBER_TIMEOUT_MAX`] (release, subscribe).
+    pub fn with_member_timeout(mut self, timeout: Duration) -> Self {
+        self.member_timeout = Some(timeout);
+        self
+    }
+
+    /// The members.
+    pub fn members(&self) -> &[Arc<dyn LockBackend>] {
+        &self.members
+    }
+
+    /// How many members must agree: `n/2 + 1`.
+    pub fn quorum(&self) -> usize {
+        self.quorum
+    }
+
+    fn attempt_timeout(&self, lease: Duration) -> Duration {
+        self.member_timeout.unwrap_or_else(|| default_member_timeout(lease))
+    }
+
+    fn other_timeout(&self) -> Duration {
+        self.member_timeout.unwrap_or(MEMBER_TIMEOUT_MAX)
+    }
+
+    /// The error for "fewer than a quorum answered": permanent when permanent failures alone
+    /// rule a quorum out (retrying cannot help), temporary otherwise.
+    fn no_quorum(&self, what: &str, answered: usize, failures: Vec<Failure>) -> LockError {
+        let permanent =
+            failures.iter().filter(|f| matches!(f, Failure::Error(e) if !e.is_temporary())).count();
+        let err = NoQuorum { what: what.to_owned(), answered, n: self.members.len(), failures };
+        if self.members.len() - permanent < self.quorum {
+            LockError::permanent(NAME, err)
+        } else {
+            LockError::temporary(NAME, err)
+        }
+    }
+}
+
+/// Why a member gave no answer.
+#[derive(Debug)]
+enum Failure {
+    Error(LockError),
+    Timeout(Duration),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Error(e) => write!(f, "{e}"),
+            Failure::Timeout(d) => write!(f, "no answer within {d:?}"),
+        }
+    }
+}
+
+/// Too few members answered; the first failure is the source.
+#[derive(Debug)]
+struct NoQuorum {
+    what: String,
+    answered: usize,
+    n: usize,
+    failures: Vec<Failure>,
+}
+
+impl fmt::Display for NoQuorum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no quorum for {}: {} of {} reachable", self.what, self.answered, self.n)?;
+        if self.failures.len() > 1 {
+            write!(f, " (other failures:")?;
+            for fl in &self.failures[1..] {
+                write!(f, " {fl};")?;
+            }
+            write!(f, ")")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NoQuorum {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self.failures.first()? {
+            Failure::Error(e) => Some(e),
+            Failure::Timeout(_) => None,
+        }
+    }
+}
+
+fn member_result<T>(
+    r: std::result::Result<Result<T>, tokio::time::error::Elapsed>,
+    t: Duration,
+) -> Result<T, Failure> {
+    match r {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(Failure::Error(e)),
+        Err(_) => Err(Failure::Timeout(t)),
+    }
+}
+
+/// Releases the members an unfinished attempt may hold. Armed before the attempt is sent; if
+/// the attempt's future is dropped, the releases run in the background.
+struct Undo {
+    members: Members,
+    key: String,
+    owner: OwnerToken,
+    /// Members that granted or whose outcome is unknown.
+    pending: Vec<bool>,
+    timeout: Duration,
+}
+
+impl Undo {
+    fn arm(members: &Members, key: &str, owner: OwnerToken, timeout: Duration) -> Self {
+        Undo {
+            members: members.clone(),
+            key: key.to_owned(),
+            owner,
+            pending: vec![true; members.len()],
+            timeout,
+        }
+    }
+
+    fn disarm(mut self) {
+        self.pending.fill(false);
+    }
+
+    async fn release(members: &Members, key: &str, owner: OwnerToken, pending: &[bool], t: Duration) {
+        let calls = members
+            .iter()
+            .zip(pending)
+            .filter(|(_, p)| **p)
+            .map(|(m, _)| async move { (m.name(), timeout(t, m.release(key, owner)).await) });
+        for (name, r) in join_all(calls).await {
+            if let Err(e) = member_result(r, t) {
+                tracing::debug!(member = name, error = %e, "undo of a quorum attempt failed; the lease frees it");
+            }
+        }
+    }
+
+    /// Undo now; a drop midway leaves the rest to the background.
+    async fn run(mut self) {
+        Self::release(&self.members, &self.key, self.owner, &self.pending, self.timeout).await;
+        self.pending.fill(false);
+    }
+}
+
+impl Drop for Undo {
+    fn drop(&mut self) {
+        if !self.pending.contains(&true) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!("abandoned quorum attempt without a runtime; member leases will free the key");
+            return;
+        };
+        let (members, key, owner, t) =
+            (self.members.clone(), std::mem::take(&mut self.key), self.owner, self.timeout);
+        let pending = std::mem::take(&mut self.pending);
+        rt.spawn(async move { Self::release(&members, &key, owner, &pending, t).await });
+    }
+}
+
+#[async_trait]
+impl LockBackend for QuorumBackend {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capability {
+        let caps: Vec<Capability> = self.members.iter().map(|m| m.capabilities()).collect();
+        Capability {
+            renew: caps.iter().all(|c| c.renew),
+            notify: caps.iter().any(|c| c.notify),
+            // See the module docs (fencing) and the type docs (reentrancy).
+            fencing: false,
+            native_wait: false,
+            reentrant: false,
+            fair: false,
+            session_bound: false,
+        }
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let start = Instant::now();
+        let n = self.members.len();
+        let t = self.attempt_timeout(req.lease);
+        let member_req = AcquireRequest {
+            key: req.key,
+            owner: req.owner,
+            lease: req.lease,
+            wait_until: None,
+            signal: req.signal,
+        };
+        let mut undo = Undo::arm(&self.members, req.key, req.owner, self.other_timeout());
+        let mut calls: FuturesUnordered<_> = self
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let r = &member_req;
+                async move { (i, timeout(t, m.try_acquire(r)).await) }
+            })
+            .collect();
+        let (mut granted, mut refused) = (0usize, 0usize);
+        let mut top: Option<(u64, usize)> = None;
+        let mut min_lease: Option<Duration> = None;
+        let mut hint: Option<Duration> = None;
+        let mut failures = Vec::new();
+        while let Some((i, r)) = calls.next().await {
+            match member_result(r, t) {
+                Ok(Attempt::Acquired(g)) => {
+                    granted += 1;
+                    if top.is_none_or(|(f, j)| g.fence.0 > f || (g.fence.0 == f && i < j)) {
+                        top = Some((g.fence.0, i));
+                    }
+                    if let Some(l) = g.lease {
+                        min_lease = Some(min_lease.map_or(l, |m| m.min(l)));
+                    }
+                }
+                Ok(Attempt::Held { retry_after }) => {
+                    refused += 1;
+                    undo.pending[i] = false;
+                    if let Some(h) = retry_after {
+                        hint = Some(hint.map_or(h, |m| m.min(h)));
+                    }
+                }
+                Err(f) => failures.push(f),
+            }
+        }
+        drop(calls);
+        let elapsed = start.elapsed();
+        let drift = drift_allowance(req.lease);
+        let basis = min_lease.unwrap_or(req.lease);
+        if granted >= self.quorum && elapsed + drift < basis {
+            undo.disarm();
+            let (fence, i) = top.unwrap_or_default();
+            let fence = fence.saturating_mul(n as u64).saturating_add(i as u64);
+            return Ok(Attempt::Acquired(Grant {
+                fence: FencingToken(fence),
+                lease: min_lease.map(|l| l - drift),
+            }));
+        }
+        if granted >= self.quorum {
+            tracing::debug!(key = req.key, ?elapsed, lease = ?basis, "quorum reached too late; undoing");
+        }
+        undo.run().await;
+        let answered = granted + refused;
+        if answered < self.quorum {
+            return Err(self.no_quorum("acquire", answered, failures));
+        }
+        if refused < self.quorum {
+            // A split vote (or a quorum reached too late): retry after a short random delay so
+            // that competing clients fall out of step.
+            let jitter = t.mul_f64(fastrand::f64()).max(Duration::from_millis(1));
+            hint = Some(hint.map_or(jitter, |h| h.min(jitter)));
+        }
+        Ok(Attempt::Held { retry_after: hint })
+    }
+
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let t = self.other_timeout();
+        let calls = self.members.iter().map(|m| timeout(t, m.release(key, owner)));
+        let (mut released, mut answered) = (0, 0);
+        let mut failures = Vec::new();
+        for r in join_all(calls).await {
+            match member_result(r, t) {
+                Ok(true) => (released, answered) = (released + 1, answered + 1),
+                Ok(false) => answered += 1,
+                Err(f) => failures.push(f),
+            }
+        }
+        if released >= self.quorum {
+            Ok(true)
+        } else if released + failures.len() >= self.quorum {
+            Err(self.no_quorum("release", answered, failures))
+        } else {
+            Ok(false)
+        }
+    }
+
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        let Some(shortest) = items.iter().map(|it| it.lease).min() else { return Ok(Vec::new()) };
+        let t = self.attempt_timeout(shortest);
+        let padded: Vec<RenewItem<'_>> =
+            items.iter().map(|it| RenewItem { lease: it.lease + drift_allowance(it.lease), ..*it }).collect();
+        let calls = self.members.iter().map(|m| timeout(t, m.renew(&padded)));
+        let mut confirmed = vec![0usize; items.len()];
+        let mut answered = 0;
+        let mut failures = Vec::new();
+        for r in join_all(calls).await {
+            match member_result(r, t) {
+                Ok(flags) if flags.len() == items.len() => {
+                    answered += 1;
+                    for (c, held) in confirmed.iter_mut().zip(flags) {
+                        *c += usize::from(held);
+                    }
+                }
+                Ok(flags) => failures.push(Failure::Error(LockError::permanent(
+                    NAME,
+                    format!("member renew answered {} flags for {} items", flags.len(), items.len()),
+                ))),
+                Err(f) => failures.push(f),
+            }
+        }
+        let unknown = failures.len();
+        // Renewed: a quorum confirmed. Lost: not even the unknown members could make a quorum.
+        // Anything in between is unknown, which fails the whole batch (the watchdog retries).
+        if confirmed.iter().any(|c| *c < self.quorum && c + unknown >= self.quorum) {
+            return Err(self.no_quorum("renew", answered, failures));
+        }
+        Ok(confirmed.into_iter().map(|c| c >= self.quorum).collect())
+    }
+
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        let t = self.other_timeout();
+        let calls = self
+            .members
+            .iter()
+            .filter(|m| m.capabilities().notify)
+            .map(|m| async move { member_result(timeout(t, m.subscribe(key)).await, t) });
+        let mut subs = Vec::new();
+        let mut failures = Vec::new();
+        for r in join_all(calls).await {
+            match r {
+                Ok(Some(s)) => subs.push(s),
+                Ok(None) => {}
+                Err(f) => failures.push(f),
+            }
+        }
+        if subs.is_empty() {
+            return match failures.into_iter().next() {
+                Some(f) => Err(LockError::temporary(NAME, f.to_string())),
+                None => Ok(None),
+            };
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return Ok(None) };
+        let (tx, rx) = watch::channel(0u64);
+        rt.spawn(forward(subs, tx));
+        Ok(Some(Subscription::from_watch(rx)))
+    }
+}
+
+/// Wake the merged subscription on any member's notification, until the waiter goes away (or
+/// every member source is gone: dropping `tx` then tells the waiter to poll).
+async fn forward(mut subs: Vec<Subscription>, tx: watch::Sender<u64>) {
+    while !subs.is_empty() {
+        let event = {
+            let mut any: FuturesUnordered<_> =
+                subs.iter_mut().enumerate().map(|(i, s)| async move { (i, s.notified().await) }).collect();
+            tokio::select! {
+                _ = tx.closed() => None,
+                ev = any.next() => ev,
+            }
+        };
+        match event {
+            None => return,
+            Some((_, true)) => tx.send_modify(|n| *n = n.wrapping_add(1)),
+            Some((i, false)) => {
+                subs.swap_remove(i);
+            }
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! `QuorumBackend` over in-memory members, some of them made to fail, hang or lag by a small
+//! decorator: majority rules for acquire, release and renew, undo of partial grants, the
+//! validity time and drift allowance, cancellation and merged notifications.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_core::{
+    AcquireRequest, Attempt, Capability, Grant, LeaseSignal, LockBackend, LockError, Locker, MemoryBackend,
+    OwnerToken, QuorumBackend, RenewItem, Result, Subscription, async_trait, drift_allowance,
+};
+use tokio::time::{Instant, timeout};
+
+/// What a [`Faulty`] member does with every call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fault {
+    None,
+    /// Answer a temporary error.
+    Down,
+    /// Answer a permanent error.
+    Broken,
+    /// Never answer.
+    Hang,
+    /// Answer after this delay.
+    Lag(Duration),
+}
+
+/// A member backend: a `MemoryBackend` behind a switchable fault.
+#[derive(Debug, Clone)]
+struct Faulty {
+    mem: MemoryBackend,
+    fault: Arc<Mutex<Fault>>,
+}
+
+impl Faulty {
+    fn new() -> Self {
+        Faulty { mem: MemoryBackend::new(), fault: Arc::new(Mutex::new(Fault::None)) }
+    }
+
+    fn set(&self, f: Fault) {
+        *self.fault.lock().expect("fault") = f;
+    }
+
+    async fn gate(&self) -> Result<()> {
+        let f = *self.fault.lock().expect("fault");
+        match f {
+            Fault::None => Ok(()),
+            Fault::Down => Err(LockError::temporary("faulty", "member down")),
+            Fault::Broken => Err(LockError::permanent("faulty", "member misconfigured")),
+            Fault::Hang => std::future::pending().await,
+            Fault::Lag(d) => {
+                tokio::time::sleep(d).await;
+                Ok(())
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl LockBackend for Faulty {
+    fn name(&self) -> &'static str {
+        "faulty"
+    }
+    fn capabilities(&self) -> Capability {
+        self.mem.capabilities()
+    }
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.gate().await?;
+        self.mem.try_acquire(req).await
+    }
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        self.gate().await?;
+        self.mem.release(key, owner).await
+    }
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        self.gate().await?;
+        self.mem.renew(items).await
+    }
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        self.gate().await?;
+        self.mem.subscribe(key).await
+    }
+}
+
+fn members(n: usize) -> Vec<Faulty> {
+    (0..n).map(|_| Faulty::new()).collect()
+}
+
+fn quorum(ms: &[Faulty]) -> QuorumBackend {
+    QuorumBackend::new(ms.iter().map(|m| Arc::new(m.clone()) as Arc<dyn LockBackend>).collect())
+        .expect("quorum")
+}
+
+fn held_on(ms: &[Faulty], key: &str) -> usize {
+    ms.iter().filter(|m| m.mem.remaining(key).is_some()).count()
+}
+
+async fn attempt(q: &QuorumBackend, key: &str, owner: OwnerToken, lease: Duration) -> Result<Attempt> {
+    let signal = LeaseSignal::new();
+    q.try_acquire(&AcquireRequest { key, owner, lease, wait_until: None, signal: &signal }).await
+}
+
+fn grant(a: Attempt) -> Grant {
+    match a {
+        Attempt::Acquired(g) => g,
+        other => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+/// Take `key` on the given members directly, as another owner would.
+async fn occupy(ms: &[Faulty], key: &str, lease: Duration) {
+    let signal = LeaseSignal::new();
+    let owner = OwnerToken::random();
+    for m in ms {
+        let req = AcquireRequest { key, owner, lease, wait_until: None, signal: &signal };
+        grant(m.mem.try_acquire(&req).await.expect("occupy"));
+    }
+}
+
+const LEASE: Duration = Duration::from_millis(400);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_quorum_is_refused_and_capabilities_are_honest() {
+    assert!(matches!(QuorumBackend::new(Vec::new()), Err(LockError::InvalidConfig { .. })));
+    let q = quorum(&members(5));
+    assert_eq!(q.quorum(), 3);
+    assert_eq!(quorum(&members(4)).quorum(), 3);
+    let c = q.capabilities();
+    assert!(c.renew && c.notify);
+    assert!(!c.fencing && !c.reentrant && !c.fair && !c.session_bound && !c.native_wait);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn majority_of_three_and_five_grants_and_excludes() {
+    for n in [3, 5] {
+        let ms = members(n);
+        let (a, b) = (Locker::new(Arc::new(quorum(&ms))), Locker::new(Arc::new(quorum(&ms))));
+        let g = a.lock("k").lease(LEASE).try_acquire().await.expect("try").expect("free");
+        assert_eq!(held_on(&ms, "k"), n, "all healthy members hold it");
+        assert!(b.lock("k").lease(LEASE).try_acquire().await.expect("try").is_none(), "n={n}: not exclusive");
+        g.release().await.expect("release");
+        assert_eq!(held_on(&ms, "k"), 0, "release frees every member");
+        let g = b.lock("k").lease(LEASE).try_acquire().await.expect("try").expect("free after release");
+        g.release().await.expect("release");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_majority_is_enough_and_a_minority_is_undone() {
+    let ms = members(5);
+    let q = quorum(&ms);
+    // Two members taken by someone else: three remain, a quorum.
+    occupy(&ms[..2], "bare", Duration::from_secs(10)).await;
+    let g = grant(attempt(&q, "bare", OwnerToken::random(), LEASE).await.expect("attempt"));
+    assert!(g.lease.is_some());
+    assert_eq!(held_on(&ms, "bare"), 5);
+
+    // Three members taken: the two that grant must be freed again.
+    let other = Duration::from_secs(10);
+    occupy(&ms[..3], "minority", other).await;
+    let t = Instant::now();
+    match attempt(&q, "minority", OwnerToken::random(), LEASE).await.expect("attempt") {
+        Attempt::Held { retry_after: Some(h) } => assert!(h <= other, "hint {h:?}"),
+        a => panic!("expected held with a hint, got {a:?}"),
+    }
+    assert!(t.elapsed() < Duration::from_millis(200));
+    assert_eq!(held_on(&ms[3..], "minority"), 0, "members that granted a failed attempt keep the key");
+    assert_eq!(held_on(&ms[..3], "minority"), 3, "the other owner's holds are untouched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_vote_answers_held_with_a_short_hint_and_undoes() {
+    let ms = members(4);
+    let q = quorum(&ms);
+    occupy(&ms[..2], "split", Duration::from_secs(10)).await;
+    match attempt(&q, "split", OwnerToken::random(), LEASE).await.expect("attempt") {
+        Attempt::Held { retry_after: Some(h) } => {
+            assert!(h <= lock_core::default_member_timeout(LEASE), "split-vote hint must be short: {h:?}")
+        }
+        a => panic!("expected held, got {a:?}"),
+    }
+    assert_eq!(held_on(&ms[2..], "split"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_members_are_tolerated_up_to_a_minority() {
+    let ms = members(5);
+    let q = quorum(&ms);
+    ms[0].set(Fault::Down);
+    ms[1].set(Fault::Broken);
+    let g = grant(attempt(&q, "two-down", OwnerToken::random(), LEASE).await.expect("two failing of five"));
+    assert!(g.lease.is_some());
+    assert_eq!(held_on(&ms[2..], "two-down"), 3);
+
+    ms[2].set(Fault::Down);
+    let owner = OwnerToken::random();
+    let e = attempt(&q, "three-down", owner, LEASE).await.expect_err("no quorum");
+    assert!(e.is_temporary(), "{e:?}");
+    let chain = format!("{e} / {}", std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_default());
+    assert!(chain.contains("no quorum for acquire: 2 of 5 reachable"), "{chain}");
+    assert_eq!(held_on(&ms, "three-down"), 0, "the two healthy grants must be undone");
+
+    // Permanent failures alone ruling out a quorum: retrying cannot help.
+    for m in &ms[..3] {
+        m.set(Fault::Broken);
+    }
+    let e = attempt(&q, "broken", OwnerToken::random(), LEASE).await.expect_err("no quorum");
+    assert!(!e.is_temporary(), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_member_costs_at_most_its_timeout() {
+    let ms = members(3);
+    let lease = Duration::from_secs(1);
+    let per = lock_core::default_member_timeout(lease);
+    let q = quorum(&ms);
+    ms[2].set(Fault::Hang);
+    let t = Instant::now();
+    let g = grant(attempt(&q, "hang", OwnerToken::random(), lease).await.expect("one hanging of three"));
+    let took = t.elapsed();
+    assert!(took >= per && took < per + Duration::from_millis(300), "took {took:?}, member timeout {per:?}");
+    assert_eq!(g.lease, Some(lease - drift_allowance(lease)));
+
+    ms[1].set(Fault::Hang);
+    let t = Instant::now();
+    let e = attempt(&q, "hang2", OwnerToken::random(), lease).await.expect_err("two hanging of three");
+    assert!(e.is_temporary());
+    // The attempt itself is bounded by the member timeout; the undo of the unknown members by
+    // the release bound.
+    assert!(t.elapsed() < per + lock_core::MEMBER_TIMEOUT_MAX + Duration::from_millis(300));
+    assert_eq!(held_on(&ms, "hang2"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_count_drift_and_late_majorities_are_undone() {
+    let ms = members(3);
+    let lease = Duration::from_millis(500);
+    let q = quorum(&ms).with_member_timeout(Duration::from_secs(2));
+    let g = grant(attempt(&q, "drift", OwnerToken::random(), lease).await.expect("attempt"));
+    assert_eq!(g.lease, Some(lease - Duration::from_millis(7)), "lease minus 1 % minus 2 ms");
+
+    // Every member grants, but only after the validity time has passed.
+    for m in &ms {
+        m.set(Fault::Lag(lease - drift_allowance(lease) + Duration::from_millis(20)));
+    }
+    let a = attempt(&q, "late", OwnerToken::random(), lease).await.expect("attempt");
+    assert!(matches!(a, Attempt::Held { .. }), "a late majority must not count: {a:?}");
+    for m in &ms {
+        m.set(Fault::None);
+    }
+    assert_eq!(held_on(&ms, "late"), 0, "late grants must be undone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_needs_a_quorum_and_reports_unknown_outcomes() {
+    let ms = members(3);
+    let q = quorum(&ms);
+    let owner = OwnerToken::random();
+    grant(attempt(&q, "rel", owner, LEASE).await.expect("attempt"));
+    assert!(!q.release("rel", OwnerToken::random()).await.expect("foreign"), "foreign token released");
+    assert_eq!(held_on(&ms, "rel"), 3);
+    // One member down: two of three still release.
+    ms[0].set(Fault::Down);
+    assert!(q.release("rel", owner).await.expect("release with one member down"));
+    assert!(!q.release("rel", owner).await.expect("second release"), "double release must be false");
+
+    ms[0].set(Fault::None);
+    let owner = OwnerToken::random();
+    grant(attempt(&q, "rel2", owner, LEASE).await.expect("attempt"));
+    ms[0].set(Fault::Down);
+    ms[1].set(Fault::Down);
+    let e = q.release("rel2", owner).await.expect_err("one release of three is not a quorum");
+    assert!(e.is_temporary(), "{e:?}");
+
+    // A lock that only a minority still holds is not released by the quorum.
+    ms[0].set(Fault::None);
+    ms[1].set(Fault::None);
+    let owner = OwnerToken::random();
+    grant(attempt(&q, "rel3", owner, LEASE).await.expect("attempt"));
+    ms[0].mem.sever("rel3");
+    ms[1].mem.sever("rel3");
+    assert!(!q.release("rel3", owner).await.expect("release"), "a minority hold is not the lock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renew_is_decided_by_a_quorum_and_unknown_is_an_error() {
+    let ms = members(5);
+    let q = quorum(&ms);
+    let (o1, o2) = (OwnerToken::random(), OwnerToken::random());
+    grant(attempt(&q, "r1", o1, LEASE).await.expect("attempt"));
+    grant(attempt(&q, "r2", o2, LEASE).await.expect("attempt"));
+    let long = Duration::from_secs(5);
+    let items =
+        [RenewItem { key: "r1", owner: o1, lease: long }, RenewItem { key: "r2", owner: o2, lease: long }];
+    assert_eq!(q.renew(&items).await.expect("renew"), vec![true, true]);
+    assert!(ms[0].mem.remaining("r1").expect("held") > long, "members renew with the drift allowance on top");
+
+    // r2 severed on three members: lost. Two members down: r1 still renewed by three.
+    for m in &ms[..3] {
+        m.mem.sever("r2");
+    }
+    ms[3].set(Fault::Down);
+    ms[4].set(Fault::Hang);
+    assert_eq!(q.renew(&items).await.expect("renew"), vec![true, false]);
+
+    // r1 confirmed by two members while two are down: unknown, not lost.
+    ms[0].mem.sever("r1");
+    let e = q.renew(&items[..1]).await.expect_err("undecided renew");
+    assert!(e.is_temporary(), "{e:?}");
+    // Three members down: nothing can be decided.
+    ms[2].set(Fault::Down);
+    assert!(q.renew(&items).await.expect_err("no quorum").is_temporary());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_attempt_leaves_nothing_behind() {
+    let ms = members(3);
+    let q = Arc::new(quorum(&ms).with_member_timeout(Duration::from_secs(2)));
+    ms[2].set(Fault::Lag(Duration::from_millis(300)));
+    // The fast members grant; the attempt is dropped while the slow one is still pending.
+    let r =
+        timeout(Duration::from_millis(100), attempt(&q, "cancel", OwnerToken::random(), LEASE * 10)).await;
+    assert!(r.is_err(), "the attempt must still be pending");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while held_on(&ms, "cancel") > 0 {
+        assert!(Instant::now() < deadline, "a dropped attempt left {} member holds", held_on(&ms, "cancel"));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    ms[2].set(Fault::None);
+    let g = Locker::new(q).lock("cancel").lease(LEASE).try_acquire().await.expect("try");
+    g.expect("free after the dropped attempt").release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_wake_on_any_members_notification() {
+    let ms = members(3);
+    ms[0].set(Fault::Down); // cannot subscribe; the other two still notify
+    let (a, b) = (Locker::new(Arc::new(quorum(&ms))), Locker::new(Arc::new(quorum(&ms))));
+    let g = a.lock("wake").lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let waiter = tokio::spawn(async move {
+        let g = b.lock("wake").lease(LEASE).wait(Duration::from_secs(10)).acquire().await;
+        (Instant::now(), g)
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "the waiter must block while the key is held");
+    let released = Instant::now();
+    g.release().await.expect("release");
+    let (got, g2) = timeout(Duration::from_secs(5), waiter).await.expect("waiter").expect("task");
+    assert!(got - released < Duration::from_millis(400), "hand-off took {:?}", got - released);
+    g2.expect("waiter acquires").release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grant_numbers_are_unique_but_not_fencing_tokens() {
+    let ms = members(3);
+    let q = quorum(&ms);
+    let mut seen = std::collections::HashSet::new();
+    for i in 0..30 {
+        // Rotate one member out so the members' counters drift apart.
+        for (j, m) in ms.iter().enumerate() {
+            m.set(if i % 3 == j { Fault::Down } else { Fault::None });
+        }
+        let owner = OwnerToken::random();
+        let g = grant(attempt(&q, "fence", owner, LEASE).await.expect("attempt"));
+        assert!(seen.insert(g.fence), "grant number {:?} repeated", g.fence);
+        for m in &ms {
+            m.set(Fault::None);
+        }
+        assert!(q.release("fence", owner).await.expect("release"));
+    }
+}
