@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use crate::Flavor;
 use crate::error::{NAME, classify, is_connection_lost, is_contention};
-use crate::sql::PessimisticSql;
+use crate::sql::{PessimisticSql, hex_literal};
 
 /// How long past the caller's deadline the client waits for the server's own statement
 /// timeout before it cancels the wait itself with `KILL QUERY`.
@@ -202,10 +202,9 @@ impl Pessimistic {
         // Wait in the server's queue; the server ends the wait at the deadline by itself.
         let mut killer = KillOnDrop { pool: self.pool.clone(), conn_id, armed: true };
         let waited = {
-            let fut = sqlx::query(AssertSqlSafe(self.wait_sql(remaining)))
-                .bind(key)
-                .persistent(false)
-                .fetch_optional(&mut *pinned.conn);
+            // Text protocol, one packet: see `sql/pessimistic_lock_wait_mariadb.sql`.
+            let fut =
+                sqlx::raw_sql(AssertSqlSafe(self.wait_sql(remaining, key))).fetch_optional(&mut *pinned.conn);
             tokio::pin!(fut);
             tokio::select! {
                 r = &mut fut => r,
@@ -237,8 +236,11 @@ impl Pessimistic {
     }
 
     /// The waiting statement with the remaining time spliced in as numbers (SET STATEMENT and
-    /// optimizer hints take no placeholders).
-    fn wait_sql(&self, remaining: Duration) -> String {
+    /// optimizer hints take no placeholders) and the key as a hex literal. Its text differs on
+    /// every call, so it is sent as one text-protocol query: a one-off prepared statement sends
+    /// EXECUTE and CLOSE back to back, and Nagle then delays the holder's next command (its
+    /// COMMIT, with the row still locked) until the server's delayed ACK, ~40 ms.
+    fn wait_sql(&self, remaining: Duration, key: &[u8]) -> String {
         match self.flavor {
             Flavor::MariaDb => {
                 let secs = remaining.as_secs_f64().min(MAX_STATEMENT_SECS);
@@ -249,10 +251,14 @@ impl Pessimistic {
                     .lock_wait_mariadb
                     .replace("{max_statement_time}", &format!("{secs:.6}"))
                     .replace("{lock_wait_timeout}", &whole.to_string())
+                    .replace("{key}", &hex_literal(key))
             }
             Flavor::MySql => {
                 let ms = remaining.as_millis().clamp(1, u128::from(u32::MAX));
-                self.sql.lock_wait_mysql.replace("{max_execution_ms}", &ms.to_string())
+                self.sql
+                    .lock_wait_mysql
+                    .replace("{max_execution_ms}", &ms.to_string())
+                    .replace("{key}", &hex_literal(key))
             }
         }
     }

@@ -39,6 +39,21 @@ pub(crate) fn render(template: &str, table: &str) -> Arc<str> {
     template.replace("{table}", table).into()
 }
 
+/// `bytes` as a MySQL hex literal `X'6b6579'`: hex digits only, so it can be spliced into a
+/// statement that must be sent as text without any way to end the literal early. Compares
+/// byte-exactly with a `VARBINARY` column (an empty input gives `X''`).
+pub(crate) fn hex_literal(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2 + 3);
+    s.push_str("X'");
+    for b in bytes {
+        s.push(char::from(HEX[usize::from(b >> 4)]));
+        s.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    s.push('\'');
+    s
+}
+
 /// Statements of the pessimistic mode.
 #[derive(Debug)]
 pub(crate) struct PessimisticSql {
@@ -46,9 +61,11 @@ pub(crate) struct PessimisticSql {
     pub begin: &'static str,
     /// MariaDB: returns the fencing token (NEXTVAL) of the granted lock; MySQL: returns 0.
     pub lock_nowait: Arc<str>,
-    /// Template with `{max_statement_time}` / `{lock_wait_timeout}` still to fill (numbers).
+    /// Template with `{max_statement_time}` / `{lock_wait_timeout}` (numbers) and `{key}` (a
+    /// [`hex_literal`]) still to fill; sent as text (see the SQL file for why).
     pub lock_wait_mariadb: Arc<str>,
-    /// Template with `{max_execution_ms}` still to fill (a number).
+    /// Template with `{max_execution_ms}` (a number) and `{key}` (a [`hex_literal`]) still to
+    /// fill; sent as text.
     pub lock_wait_mysql: Arc<str>,
     pub row_exists: Arc<str>,
     pub row_insert: Arc<str>,
@@ -150,12 +167,25 @@ mod tests {
     }
 
     #[test]
+    fn hex_literals_carry_any_key_exactly() {
+        assert_eq!(hex_literal(b"k"), "X'6b'");
+        assert_eq!(hex_literal("a'b\\c`;--é".as_bytes()), "X'6127625c63603b2d2dc3a9'");
+        assert_eq!(hex_literal(&[0x00, 0x0f, 0xf0, 0xff]), "X'000ff0ff'");
+        let lit = hex_literal("x' OR 1=1 -- {key}".as_bytes());
+        assert!(lit[2..lit.len() - 1].bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+
+    #[test]
     fn every_statement_has_its_table() {
         for flavor in [Flavor::MariaDb, Flavor::MySql] {
             let p = PessimisticSql::new("tbl", flavor);
             assert!(p.lock_nowait.contains("`tbl`") && p.fence_next.contains("`tbl_fence`"));
             assert_eq!(p.lock_nowait.contains("NEXTVAL(`tbl_fence`)"), flavor == Flavor::MariaDb);
             assert!(p.lock_wait_mariadb.contains("NEXTVAL(`tbl_fence`)"));
+            assert!(
+                p.lock_wait_mariadb.contains("name = {key}") && p.lock_wait_mysql.contains("name = {key}")
+            );
+            assert!(!p.lock_wait_mariadb.contains('?') && !p.lock_wait_mysql.contains('?'));
             assert!(!p.schema.contains("{table}"));
             let o = OptimisticSql::new("tbl", flavor);
             assert!(
