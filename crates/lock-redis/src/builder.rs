@@ -182,6 +182,9 @@ impl RedisLockBuilder {
                 let info = url.as_str().into_connection_info().map_err(|e| {
                     invalid(scrub(format!("{}: {e}", redact_url(&url)), url_password(&url).as_deref()))
                 })?;
+                // redis-rs leaves Nagle on; a lock's small request/reply traffic wants it off.
+                let tcp = info.tcp_settings().clone().set_nodelay(true);
+                let info = info.set_tcp_settings(tcp);
                 Some(Client::open(info).map_err(|e| invalid(format!("{}: {e}", redact_url(&url))))?)
             }
         };

@@ -88,7 +88,11 @@ fn strip_query(url: &str) -> &str {
 #[cfg(feature = "redis")]
 async fn redis(url: &str, n: usize) -> Result<Floor, String> {
     use dlock::lock_redis::redis;
-    let client = redis::Client::open(strip_query(url)).map_err(|e| e.to_string())?;
+    use redis::IntoConnectionInfo;
+    let info = strip_query(url).into_connection_info().map_err(|e| e.to_string())?;
+    // The floor gets the same socket settings as the backend (Nagle off).
+    let tcp = info.tcp_settings().clone().set_nodelay(true);
+    let client = redis::Client::open(info.set_tcp_settings(tcp)).map_err(|e| e.to_string())?;
     let mut con = client.get_multiplexed_async_connection().await.map_err(|e| e.to_string())?;
     let unlock = redis::Script::new(
         "if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end",
