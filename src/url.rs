@@ -25,6 +25,7 @@ pub fn redact_url(url: &str) -> String {
 /// |---|---|---|
 /// | `memory://<table>` | in-process table, shared by every `from_url` with the same name | `memory` |
 /// | `redis://`, `rediss://` (`?mode=simple\|reentrant\|fair`) | Redis | `redis` |
+/// | `redlock://[user:pw@]h1:p1,h2:p2,h3:p3[/db]` (`?mode=simple\|reentrant`, `prefix=`) | Redlock: a [`QuorumBackend`](crate::QuorumBackend) over one Redis client per independent master | `redis` |
 /// | `mysql://`, `mariadb://` (`?mode=pessimistic\|optimistic`) | MySQL / MariaDB | `mysql` |
 /// | `zk://host:port[,host:port]/root` | ZooKeeper | `zk` |
 ///
@@ -39,11 +40,12 @@ pub async fn from_url(url: &str) -> Result<DynBackend, LockError> {
     match scheme.as_str() {
         "memory" => memory(rest),
         "redis" | "rediss" => redis(url).await,
+        "redlock" => redlock(rest).await,
         "mysql" | "mariadb" => mysql(url).await,
         "zk" | "zookeeper" => zk(url).await,
         other => Err(LockError::InvalidConfig {
             reason: format!(
-                "unknown scheme {other:?} (expected memory, redis, rediss, mysql, mariadb or zk)"
+                "unknown scheme {other:?} (expected memory, redis, rediss, redlock, mysql, mariadb or zk)"
             ),
         }),
     }
@@ -69,6 +71,11 @@ fn memory(_: &str) -> Result<DynBackend, LockError> {
 #[cfg(not(feature = "redis"))]
 async fn redis(url: &str) -> Result<DynBackend, LockError> {
     Err(LockError::FeatureNotEnabled { scheme: scheme_of(url), feature: "redis" })
+}
+
+#[cfg(not(feature = "redis"))]
+async fn redlock(_: &str) -> Result<DynBackend, LockError> {
+    Err(LockError::FeatureNotEnabled { scheme: "redlock".into(), feature: "redis" })
 }
 
 #[cfg(not(feature = "mysql"))]
@@ -127,6 +134,52 @@ async fn redis(url: &str) -> Result<DynBackend, LockError> {
     Ok(std::sync::Arc::new(b.build().await?))
 }
 
+/// The `redis://` URL of every master of `redlock://<rest>`, with the mode (simple or
+/// reentrant) and the key prefix.
+#[cfg(feature = "redis")]
+fn redlock_urls(rest: &str) -> Result<(Vec<String>, lock_redis::Mode, Option<String>), LockError> {
+    use lock_redis::Mode;
+    let invalid = |reason: String| LockError::InvalidConfig { reason };
+    let (rest, mode) = take_param(rest, "mode");
+    let (rest, prefix) = take_param(&rest, "prefix");
+    let mode = match mode.as_deref() {
+        None | Some("simple") => Mode::Simple,
+        Some("reentrant") => Mode::Reentrant,
+        Some(other) => {
+            return Err(invalid(format!("unknown redlock mode {other:?} (expected simple or reentrant)")));
+        }
+    };
+    let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((u, h)) => (format!("{u}@"), h),
+        None => (String::new(), authority),
+    };
+    let urls: Vec<String> =
+        hosts.split(',').filter(|h| !h.is_empty()).map(|h| format!("redis://{userinfo}{h}{tail}")).collect();
+    if urls.is_empty() {
+        return Err(invalid(format!(
+            "redlock needs at least one host: {:?}",
+            redact_url(&format!("redlock://{rest}"))
+        )));
+    }
+    Ok((urls, mode, prefix))
+}
+
+#[cfg(feature = "redis")]
+async fn redlock(rest: &str) -> Result<DynBackend, LockError> {
+    use lock_redis::RedisLock;
+    let (urls, mode, prefix) = redlock_urls(rest)?;
+    let mut members: Vec<DynBackend> = Vec::with_capacity(urls.len());
+    for url in urls {
+        let mut b = RedisLock::builder().url(url).mode(mode);
+        if let Some(p) = &prefix {
+            b = b.key_prefix(p);
+        }
+        members.push(std::sync::Arc::new(b.build().await?));
+    }
+    Ok(std::sync::Arc::new(lock_core::QuorumBackend::new(members)?))
+}
+
 #[cfg(feature = "mysql")]
 async fn mysql(url: &str) -> Result<DynBackend, LockError> {
     Ok(std::sync::Arc::new(lock_mysql::MySqlLock::builder().url(url).build().await?))
@@ -172,6 +225,45 @@ mod tests {
             ("redis://h/?protocol=resp3".into(), Some("fair".into()))
         );
         assert_eq!(take_param("redis://h/", "mode"), ("redis://h/".into(), None));
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn redlock_urls_name_every_master() {
+        let (urls, mode, prefix) =
+            redlock_urls(":pw@127.0.0.1:1,127.0.0.1:2,h3:3/2?mode=reentrant&prefix=app:").expect("parsed");
+        assert_eq!(urls, ["redis://:pw@127.0.0.1:1/2", "redis://:pw@127.0.0.1:2/2", "redis://:pw@h3:3/2"]);
+        assert_eq!(mode, lock_redis::Mode::Reentrant);
+        assert_eq!(prefix.as_deref(), Some("app:"));
+        assert!(matches!(redlock_urls("/?mode=simple"), Err(LockError::InvalidConfig { .. })));
+        assert!(matches!(redlock_urls("h:1,h:2/?mode=fair"), Err(LockError::InvalidConfig { .. })));
+    }
+
+    /// Three real masters: the quorum locks, and a second client through the same URL is
+    /// excluded.
+    #[cfg(feature = "redis")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redlock_scheme_locks_on_three_masters() {
+        use lock_testkit::server::{RedisServer, require_servers};
+        let mut masters = Vec::new();
+        for _ in 0..3 {
+            match RedisServer::start() {
+                Ok(s) => masters.push(s),
+                Err(e) if e.is_missing_binary() && !require_servers() => return eprintln!("SKIPPED: {e}"),
+                Err(e) => panic!("redis-server: {e}"),
+            }
+        }
+        let hosts: Vec<String> = masters.iter().map(|m| format!("127.0.0.1:{}", m.port())).collect();
+        let url = format!("redlock://{}/?mode=simple&prefix=url-test:", hosts.join(","));
+        let a = from_url(&url).await.expect("redlock");
+        assert_eq!(a.name(), "quorum");
+        assert!(!a.capabilities().fencing);
+        let (a, b) = (crate::Locker::new(a), crate::Locker::new(from_url(&url).await.expect("redlock")));
+        let g = a.try_lock("k").await.expect("try").expect("free");
+        assert!(b.try_lock("k").await.expect("try").is_none());
+        masters[2].kill().expect("kill");
+        g.release().await.expect("release on 2 of 3");
+        b.try_lock("k").await.expect("2 of 3").expect("free").release().await.expect("release");
     }
 
     #[tokio::test]

@@ -150,36 +150,46 @@ async fn a_bare_majority_is_enough_and_a_minority_is_undone() {
     let ms = members(5);
     let q = quorum(&ms);
     // Two members taken by someone else: three remain, a quorum.
-    occupy(&ms[..2], "bare", Duration::from_secs(10)).await;
+    occupy(&ms[3..], "bare", Duration::from_secs(10)).await;
     let g = grant(attempt(&q, "bare", OwnerToken::random(), LEASE).await.expect("attempt"));
     assert!(g.lease.is_some());
     assert_eq!(held_on(&ms, "bare"), 5);
 
-    // Three members taken: the two that grant must be freed again.
+    // Three members taken (not the probe, member 0): the two that grant must be freed again.
     let other = Duration::from_secs(10);
-    occupy(&ms[..3], "minority", other).await;
+    occupy(&ms[1..4], "minority", other).await;
     let t = Instant::now();
     match attempt(&q, "minority", OwnerToken::random(), LEASE).await.expect("attempt") {
         Attempt::Held { retry_after: Some(h) } => assert!(h <= other, "hint {h:?}"),
         a => panic!("expected held with a hint, got {a:?}"),
     }
     assert!(t.elapsed() < Duration::from_millis(200));
-    assert_eq!(held_on(&ms[3..], "minority"), 0, "members that granted a failed attempt keep the key");
-    assert_eq!(held_on(&ms[..3], "minority"), 3, "the other owner's holds are untouched");
+    assert_eq!(
+        held_on(&ms[..1], "minority") + held_on(&ms[4..], "minority"),
+        0,
+        "granted members keep the key"
+    );
+    assert_eq!(held_on(&ms[1..4], "minority"), 3, "the other owner's holds are untouched");
+
+    // The probe member refuses: the attempt ends there, nobody else is asked.
+    occupy(&ms[..1], "probe", other).await;
+    let a = attempt(&q, "probe", OwnerToken::random(), LEASE).await.expect("attempt");
+    assert!(matches!(a, Attempt::Held { retry_after: Some(_) }), "{a:?}");
+    assert_eq!(held_on(&ms, "probe"), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_vote_answers_held_with_a_short_hint_and_undoes() {
     let ms = members(4);
     let q = quorum(&ms);
-    occupy(&ms[..2], "split", Duration::from_secs(10)).await;
+    occupy(&ms[2..], "split", Duration::from_secs(10)).await;
     match attempt(&q, "split", OwnerToken::random(), LEASE).await.expect("attempt") {
         Attempt::Held { retry_after: Some(h) } => {
             assert!(h <= lock_core::default_member_timeout(LEASE), "split-vote hint must be short: {h:?}")
         }
         a => panic!("expected held, got {a:?}"),
     }
-    assert_eq!(held_on(&ms[2..], "split"), 0);
+    assert_eq!(held_on(&ms[..2], "split"), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
