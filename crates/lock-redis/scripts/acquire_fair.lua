@@ -41,9 +41,9 @@ if free and (not head or head == owner) then
     redis.call('ZREM', deadlines, owner)
   end
   local f = next_fence(KEYS[2])
-  redis.call('HSET', lock, owner, 1, 'f', f, 'n', ARGV[3])
+  redis.call('HSET', lock, owner, 1, 'f', fence_string(f), 'n', ARGV[3])
   redis.call('PEXPIRE', lock, lease)
-  return {1, tonumber(f)}
+  return {1, f}
 end
 if free and purged then
   -- The head changed while the lock is free: let the new head go now.

@@ -17,6 +17,6 @@ if redis.call('EXISTS', lock) == 1 then
   return {0, redis.call('PTTL', lock)}
 end
 local f = next_fence(KEYS[2])
-redis.call('HSET', lock, owner, 1, 'f', f, 'n', ARGV[3])
+redis.call('HSET', lock, owner, 1, 'f', fence_string(f), 'n', ARGV[3])
 redis.call('PEXPIRE', lock, lease)
-return {1, tonumber(f)}
+return {1, f}
