@@ -24,8 +24,8 @@ pub fn redact_url(url: &str) -> String {
 /// | scheme | backend | feature |
 /// |---|---|---|
 /// | `memory://<table>` | in-process table, shared by every `from_url` with the same name | `memory` |
-/// | `redis://`, `rediss://` (`?mode=simple\|reentrant\|fair`) | Redis | `redis` |
-/// | `redlock://[user:pw@]h1:p1,h2:p2,h3:p3[/db]` (`?mode=simple\|reentrant`, `prefix=`) | Redlock: a [`QuorumBackend`](crate::QuorumBackend) over one Redis client per independent master | `redis` |
+/// | `redis://`, `rediss://` (`?mode=simple\|reentrant\|fair`, `key_prefix=`) | Redis | `redis` |
+/// | `redlock://[user:pw@]h1:p1,h2:p2,h3:p3[/db]` (`?mode=simple\|reentrant`, `key_prefix=`) | Redlock: a [`QuorumBackend`](crate::QuorumBackend) over one Redis client per independent master | `redis` |
 /// | `mysql://`, `mariadb://` (`?mode=pessimistic\|optimistic`) | MySQL / MariaDB | `mysql` |
 /// | `zk://host:port[,host:port]/root` | ZooKeeper | `zk` |
 ///
@@ -93,63 +93,23 @@ fn scheme_of(url: &str) -> String {
     url.split_once("://").map_or("", |(s, _)| s).to_owned()
 }
 
-/// Take `name=value` out of a URL's query string.
-#[cfg(feature = "redis")]
-fn take_param(url: &str, name: &str) -> (String, Option<String>) {
-    let Some((base, query)) = url.split_once('?') else { return (url.to_owned(), None) };
-    let mut found = None;
-    let rest: Vec<&str> = query
-        .split('&')
-        .filter(|p| match p.split_once('=') {
-            Some((k, v)) if k == name => {
-                found = Some(v.to_owned());
-                false
-            }
-            _ => !p.is_empty(),
-        })
-        .collect();
-    let url = if rest.is_empty() { base.to_owned() } else { format!("{base}?{}", rest.join("&")) };
-    (url, found)
-}
-
 #[cfg(feature = "redis")]
 async fn redis(url: &str) -> Result<DynBackend, LockError> {
-    use lock_redis::{Mode, RedisLock};
-    let (url, mode) = take_param(url, "mode");
-    let (url, prefix) = take_param(&url, "prefix");
-    let mode = match mode.as_deref() {
-        None | Some("simple") => Mode::Simple,
-        Some("reentrant") => Mode::Reentrant,
-        Some("fair") => Mode::Fair,
-        Some(other) => {
-            return Err(LockError::InvalidConfig {
-                reason: format!("unknown redis mode {other:?} (expected simple, reentrant or fair)"),
-            });
-        }
-    };
-    let mut b = RedisLock::builder().url(url).mode(mode);
-    if let Some(p) = prefix {
-        b = b.key_prefix(p);
-    }
-    Ok(std::sync::Arc::new(b.build().await?))
+    // lock-redis reads `mode=` and `key_prefix=` itself.
+    Ok(std::sync::Arc::new(lock_redis::RedisLock::from_url(url).await?))
 }
 
-/// The `redis://` URL of every master of `redlock://<rest>`, with the mode (simple or
-/// reentrant) and the key prefix.
+/// The `redis://` URL of every master of `redlock://<rest>`; each carries the query
+/// (`mode=simple|reentrant`, `key_prefix=`) for `RedisLock::from_url`.
 #[cfg(feature = "redis")]
-fn redlock_urls(rest: &str) -> Result<(Vec<String>, lock_redis::Mode, Option<String>), LockError> {
-    use lock_redis::Mode;
+fn redlock_urls(rest: &str) -> Result<Vec<String>, LockError> {
     let invalid = |reason: String| LockError::InvalidConfig { reason };
-    let (rest, mode) = take_param(rest, "mode");
-    let (rest, prefix) = take_param(&rest, "prefix");
-    let mode = match mode.as_deref() {
-        None | Some("simple") => Mode::Simple,
-        Some("reentrant") => Mode::Reentrant,
-        Some(other) => {
-            return Err(invalid(format!("unknown redlock mode {other:?} (expected simple or reentrant)")));
-        }
-    };
     let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    let query = tail.split_once('?').map_or("", |(_, q)| q);
+    // Fair mode waits in one master's queue, which a quorum cannot combine.
+    if query.split('&').any(|p| p == "mode=fair") {
+        return Err(invalid("redlock supports mode=simple or mode=reentrant, not fair".into()));
+    }
     let (userinfo, hosts) = match authority.rsplit_once('@') {
         Some((u, h)) => (format!("{u}@"), h),
         None => (String::new(), authority),
@@ -162,20 +122,14 @@ fn redlock_urls(rest: &str) -> Result<(Vec<String>, lock_redis::Mode, Option<Str
             redact_url(&format!("redlock://{rest}"))
         )));
     }
-    Ok((urls, mode, prefix))
+    Ok(urls)
 }
 
 #[cfg(feature = "redis")]
 async fn redlock(rest: &str) -> Result<DynBackend, LockError> {
-    use lock_redis::RedisLock;
-    let (urls, mode, prefix) = redlock_urls(rest)?;
-    let mut members: Vec<DynBackend> = Vec::with_capacity(urls.len());
-    for url in urls {
-        let mut b = RedisLock::builder().url(url).mode(mode);
-        if let Some(p) = &prefix {
-            b = b.key_prefix(p);
-        }
-        members.push(std::sync::Arc::new(b.build().await?));
+    let mut members: Vec<DynBackend> = Vec::new();
+    for url in redlock_urls(rest)? {
+        members.push(std::sync::Arc::new(lock_redis::RedisLock::from_url(&url).await?));
     }
     Ok(std::sync::Arc::new(lock_core::QuorumBackend::new(members)?))
 }
@@ -217,24 +171,26 @@ mod tests {
     }
 
     #[cfg(feature = "redis")]
-    #[test]
-    fn params_are_taken_out_of_the_query() {
-        assert_eq!(take_param("redis://h/?mode=fair", "mode"), ("redis://h/".into(), Some("fair".into())));
-        assert_eq!(
-            take_param("redis://h/?protocol=resp3&mode=fair", "mode"),
-            ("redis://h/?protocol=resp3".into(), Some("fair".into()))
-        );
-        assert_eq!(take_param("redis://h/", "mode"), ("redis://h/".into(), None));
+    #[tokio::test]
+    async fn bad_redis_mode_is_refused_before_connecting() {
+        let e = from_url("redis://127.0.0.1:1/?mode=bogus").await.expect_err("refused");
+        assert!(matches!(e, LockError::InvalidConfig { .. }), "{e:?}");
     }
 
     #[cfg(feature = "redis")]
     #[test]
     fn redlock_urls_name_every_master() {
-        let (urls, mode, prefix) =
-            redlock_urls(":pw@127.0.0.1:1,127.0.0.1:2,h3:3/2?mode=reentrant&prefix=app:").expect("parsed");
-        assert_eq!(urls, ["redis://:pw@127.0.0.1:1/2", "redis://:pw@127.0.0.1:2/2", "redis://:pw@h3:3/2"]);
-        assert_eq!(mode, lock_redis::Mode::Reentrant);
-        assert_eq!(prefix.as_deref(), Some("app:"));
+        let urls = redlock_urls(":pw@127.0.0.1:1,127.0.0.1:2,h3:3/2?mode=reentrant&key_prefix=app:")
+            .expect("parsed");
+        let q = "?mode=reentrant&key_prefix=app:";
+        assert_eq!(
+            urls,
+            [
+                format!("redis://:pw@127.0.0.1:1/2{q}"),
+                format!("redis://:pw@127.0.0.1:2/2{q}"),
+                format!("redis://:pw@h3:3/2{q}")
+            ]
+        );
         assert!(matches!(redlock_urls("/?mode=simple"), Err(LockError::InvalidConfig { .. })));
         assert!(matches!(redlock_urls("h:1,h:2/?mode=fair"), Err(LockError::InvalidConfig { .. })));
     }
@@ -254,7 +210,7 @@ mod tests {
             }
         }
         let hosts: Vec<String> = masters.iter().map(|m| format!("127.0.0.1:{}", m.port())).collect();
-        let url = format!("redlock://{}/?mode=simple&prefix=url-test:", hosts.join(","));
+        let url = format!("redlock://{}/?mode=simple&key_prefix=url-test:", hosts.join(","));
         let a = from_url(&url).await.expect("redlock");
         assert_eq!(a.name(), "quorum");
         assert!(!a.capabilities().fencing);
