@@ -19,7 +19,11 @@ fn fail(url: &str, e: &LockError) -> ExitCode {
     let mut msg = format!("dlock: {e}");
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {
-        msg.push_str(&format!(": {s}"));
+        // Drivers often repeat their source's text in their own message: print it once.
+        let text = s.to_string();
+        if !msg.contains(&text) {
+            msg.push_str(&format!(": {text}"));
+        }
         src = s.source();
     }
     eprintln!("{msg} (url {})", redact_url(url));
