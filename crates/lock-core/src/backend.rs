@@ -110,6 +110,16 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     /// What this backend supports.
     fn capabilities(&self) -> Capability;
 
+    /// The lock space this backend locks in, computed the same way by every process that
+    /// shares it (scheme, sorted endpoints, database or prefix; never credentials), such as
+    /// `redis://127.0.0.1:6379/0?prefix=dlock:`. [`MultiLock`](crate::MultiLock) orders keys by
+    /// (key, identity), so two processes taking the same keys never wait on each other in a
+    /// cycle. The default, the backend's name, is only canonical for a backend of which a
+    /// process uses one lock space.
+    fn identity(&self) -> String {
+        self.name().to_owned()
+    }
+
     /// One atomic acquisition attempt (or a wait in the server's queue, see
     /// [`AcquireRequest::wait_until`]).
     ///
