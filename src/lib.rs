@@ -9,7 +9,7 @@
 //! use std::time::Duration;
 //! let locker = dlock::Locker::new(dlock::from_url("memory://doc").await?);
 //! let guard = locker.lock("job/7").wait(Duration::from_secs(1)).acquire().await?;
-//! println!("fencing token {}", guard.fence());
+//! println!("fencing token {:?}", guard.fence());
 //! guard.release().await?;
 //! # Ok(()) }
 //! ```

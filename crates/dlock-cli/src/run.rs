@@ -55,12 +55,15 @@ pub async fn run(
         eprintln!("dlock: no command given");
         return ExitCode::from(EXIT_CONFIG);
     };
-    let mut child = match Command::new(program)
-        .args(args)
-        .env("DLOCK_FENCING_TOKEN", guard.fence().to_string())
-        .kill_on_drop(true)
-        .spawn()
-    {
+    let mut cmd = Command::new(program);
+    cmd.args(args).kill_on_drop(true);
+    // Only a real fencing token is exported: a number from a backend without fencing would
+    // look like one and protect nothing.
+    match guard.fence() {
+        Some(f) => cmd.env("DLOCK_FENCING_TOKEN", f.to_string()),
+        None => cmd.env_remove("DLOCK_FENCING_TOKEN"),
+    };
+    let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("dlock: cannot run {program:?}: {e}");
@@ -140,7 +143,10 @@ pub async fn hold(url: &str, key: &str, lease: Duration) -> ExitCode {
     };
     match locker.lock(key).wait(Duration::from_secs(30)).acquire().await {
         Ok(g) => {
-            println!("held {}", g.fence());
+            match g.fence() {
+                Some(f) => println!("held {f}"),
+                None => println!("held"),
+            }
             std::future::pending::<()>().await;
             drop(g);
             ExitCode::SUCCESS

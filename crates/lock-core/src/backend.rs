@@ -28,6 +28,13 @@ pub struct Capability {
     /// The lease is a session or connection: it does not expire by time while the session
     /// lives, and ends when it dies.
     pub session_bound: bool,
+    /// Exclusion and fencing survive the loss of any one server: the store commits every
+    /// grant to a majority of replicas before answering (ZooKeeper), so a failover neither
+    /// grants a key twice nor repeats a fencing token. `false` for a single server, for a
+    /// primary with asynchronously replicated replicas (Redis, MariaDB: a promoted replica can
+    /// miss the latest grants) and for a Redlock quorum (a master restarted without a synced
+    /// append-only file forgets its grants). Each backend's README states the details.
+    pub failover_safe: bool,
 }
 
 impl Capability {
@@ -40,6 +47,7 @@ impl Capability {
         reentrant: false,
         fair: false,
         session_bound: false,
+        failover_safe: false,
     };
 }
 

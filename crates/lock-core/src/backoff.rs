@@ -19,9 +19,9 @@ impl Backoff {
     /// The next delay.
     pub fn next_delay(&mut self) -> Duration {
         let base = self.base;
-        self.base = (self.base * 2).min(self.cap);
+        self.base = self.base.saturating_mul(2).min(self.cap);
         let half = base / 2;
-        let extra = half.as_nanos() as u64;
+        let extra = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX);
         half + Duration::from_nanos(if extra == 0 { 0 } else { fastrand::u64(0..=extra) })
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use crate::hold::HoldRef;
 use crate::renewer::Registration;
 use crate::{
     FencingToken, LeaseSignal, LeaseState, LockBackend, LockError, LostReason, OwnerToken, RenewItem, Result,
@@ -23,11 +24,13 @@ pub struct LockGuard {
 struct Held {
     key: String,
     owner: OwnerToken,
-    fence: FencingToken,
+    fence: Option<FencingToken>,
     backend: Arc<dyn LockBackend>,
     signal: LeaseSignal,
     registration: Option<Registration>,
     runtime: Option<tokio::runtime::Handle>,
+    /// Membership in the locker's hold registry (nested guards share the signal).
+    _hold: HoldRef,
 }
 
 impl fmt::Debug for LockGuard {
@@ -50,13 +53,16 @@ impl LockGuard {
     pub(crate) fn new(
         key: String,
         owner: OwnerToken,
-        fence: FencingToken,
+        fence: Option<FencingToken>,
         backend: Arc<dyn LockBackend>,
         signal: LeaseSignal,
         registration: Option<Registration>,
+        hold: HoldRef,
     ) -> Self {
         let runtime = tokio::runtime::Handle::try_current().ok();
-        LockGuard { held: Some(Held { key, owner, fence, backend, signal, registration, runtime }) }
+        LockGuard {
+            held: Some(Held { key, owner, fence, backend, signal, registration, runtime, _hold: hold }),
+        }
     }
 
     fn held(&self) -> &Held {
@@ -74,8 +80,11 @@ impl LockGuard {
         self.held().owner
     }
 
-    /// The fencing token: strictly greater than any earlier holder's.
-    pub fn fence(&self) -> FencingToken {
+    /// The fencing token: strictly greater than any earlier holder's of this key. `None` when
+    /// the backend has no fencing ([`Capability::fencing`](crate::Capability) is false, as for
+    /// a Redlock quorum): there is then no number that could fence off a stale holder, and
+    /// none is handed out that would look like one.
+    pub fn fence(&self) -> Option<FencingToken> {
         self.held().fence
     }
 
@@ -139,6 +148,10 @@ impl LockGuard {
 
     /// Release the lock (compare-and-delete by owner token). Renewal stops first.
     ///
+    /// A guard whose lease is already known lost sends nothing: its hold is gone, and a
+    /// compare-and-delete by owner token could only hit a later grant to the same owner (a
+    /// nested or retried acquisition).
+    ///
     /// # Errors
     /// [`LockError::LeaseLost`] when the lease had been lost before the release (the work
     /// done under it may not have been exclusive); backend errors when the release could not be
@@ -146,13 +159,14 @@ impl LockGuard {
     pub async fn release(mut self) -> Result<()> {
         let Some(mut h) = self.held.take() else { return Ok(()) };
         drop(h.registration.take());
-        let was_lost = h.signal.is_lost();
+        if h.signal.is_lost() {
+            tracing::debug!(key = %h.key, "release of a lost lock: nothing sent");
+            return Err(LockError::LeaseLost { key: h.key });
+        }
         let released = h.backend.release(&h.key, h.owner).await?;
         tracing::debug!(key = %h.key, released, "lock released");
-        if !released && !was_lost {
+        if !released {
             h.signal.mark_lost(LostReason::NotOwner);
-        }
-        if was_lost || !released {
             return Err(LockError::LeaseLost { key: h.key });
         }
         Ok(())
@@ -174,16 +188,21 @@ impl Drop for LockGuard {
     fn drop(&mut self) {
         let Some(mut h) = self.held.take() else { return };
         drop(h.registration.take());
+        if h.signal.is_lost() {
+            return; // nothing to release, and a release could only hit a later grant
+        }
         let Some(rt) = h.runtime.take() else {
             tracing::warn!(key = %h.key, "lock guard dropped without a runtime; the lease will free it");
             return;
         };
-        // Never block in Drop: the release runs on the runtime the lock was taken on.
+        // Never block in Drop: the release runs on the runtime the lock was taken on. The hold
+        // leaves the registry now, so a later acquisition does not join a hold being released.
+        let Held { key, owner, backend, .. } = h;
         rt.spawn(async move {
-            match h.backend.release(&h.key, h.owner).await {
-                Ok(_) => tracing::debug!(key = %h.key, "dropped lock released"),
+            match backend.release(&key, owner).await {
+                Ok(_) => tracing::debug!(%key, "dropped lock released"),
                 Err(e) => {
-                    tracing::warn!(key = %h.key, error = %e, "background release of a dropped lock failed")
+                    tracing::warn!(%key, error = %e, "background release of a dropped lock failed")
                 }
             }
         });

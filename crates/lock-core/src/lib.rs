@@ -23,6 +23,7 @@ mod backend;
 mod backoff;
 mod error;
 mod guard;
+mod hold;
 mod locker;
 #[cfg(feature = "memory")]
 mod memory;
@@ -38,7 +39,10 @@ pub use backend::{AcquireRequest, Attempt, Capability, Grant, LockBackend, Renew
 pub use backoff::Backoff;
 pub use error::{BoxError, LockError, Result};
 pub use guard::LockGuard;
-pub use locker::{LockRequest, Locker, NOTIFY_FALLBACK, POLL_MAX, POLL_MIN};
+pub use locker::{
+    DRIFT_MARGIN_FLOOR, DRIFT_MARGIN_RATE, LockRequest, Locker, NOTIFY_FALLBACK, POLL_MAX, POLL_MIN,
+    drift_margin,
+};
 #[cfg(feature = "memory")]
 pub use memory::MemoryBackend;
 pub use multi::{MultiGuard, MultiLock};

@@ -8,10 +8,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::renewer::{Entry, Renewer};
+use crate::hold::Holds;
+use crate::renewer::{Entry, Renewer, local_deadline};
 use crate::{
-    AcquireRequest, Attempt, Backoff, DEFAULT_WATCHDOG_LEASE, LeaseSignal, LockBackend, LockError, LockGuard,
-    OwnerToken, Result, Subscription, validate_key, validate_lease, validate_wait,
+    AcquireRequest, Attempt, Backoff, DEFAULT_WATCHDOG_LEASE, LockBackend, LockError, LockGuard, OwnerToken,
+    Result, Subscription, validate_key, validate_lease, validate_wait,
 };
 
 /// How long a waiter subscribed to release notifications sleeps when the backend gave no
@@ -24,14 +25,30 @@ pub const POLL_MAX: Duration = Duration::from_millis(100);
 /// A native wait with no deadline is issued as one wait of this length: slicing it would
 /// drop a fair backend's waiter to the back of the queue at every slice.
 const NATIVE_WAIT_SLICE: Duration = crate::MAX_WAIT;
+/// Longest polling delay accepted by [`Locker::with_poll_backoff`]: longer bounds are cut to
+/// this, so no user duration can overflow the deadline arithmetic.
+const POLL_BOUND: Duration = Duration::from_secs(3600);
+/// Default clock-drift rate: the local lease deadline comes 1 % of the lease early (Redlock's
+/// drift factor)...
+pub const DRIFT_MARGIN_RATE: f64 = 0.01;
+/// ...plus this much, for the expiry precision of the servers and the 1 ms resolution of
+/// timers.
+pub const DRIFT_MARGIN_FLOOR: Duration = Duration::from_millis(5);
+
+/// The clock-drift margin for `lease`: `lease * rate + floor`, at most half the lease.
+pub fn drift_margin(lease: Duration, rate: f64, floor: Duration) -> Duration {
+    lease.mul_f64(rate.clamp(0.0, 0.5)).saturating_add(floor).min(lease / 2)
+}
 
 /// Locks over one backend. Cheap to clone; clones share the watchdog.
 #[derive(Clone)]
 pub struct Locker {
     backend: Arc<dyn LockBackend>,
     renewer: Renewer,
+    holds: Holds,
     watchdog_lease: Duration,
     poll: (Duration, Duration),
+    drift: (f64, Duration),
 }
 
 impl fmt::Debug for Locker {
@@ -39,6 +56,7 @@ impl fmt::Debug for Locker {
         f.debug_struct("Locker")
             .field("backend", &self.backend)
             .field("watchdog_lease", &self.watchdog_lease)
+            .field("drift", &self.drift)
             .field("renewer", &self.renewer)
             .finish()
     }
@@ -49,10 +67,34 @@ impl Locker {
     pub fn new(backend: Arc<dyn LockBackend>) -> Self {
         Locker {
             renewer: Renewer::new(backend.clone()),
+            holds: Holds::default(),
             backend,
             watchdog_lease: DEFAULT_WATCHDOG_LEASE,
             poll: (POLL_MIN, POLL_MAX),
+            drift: (DRIFT_MARGIN_RATE, DRIFT_MARGIN_FLOOR),
         }
+    }
+
+    /// How much earlier than the server the holder considers a lease over: `lease * rate +
+    /// floor` (defaults [`DRIFT_MARGIN_RATE`], [`DRIFT_MARGIN_FLOOR`]; capped at half the lease). The lost
+    /// signal fires that long before the backend can grant the key to someone else, as long as
+    /// the two clocks drift apart by less.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] when `rate` is not within `0.0..=0.5`.
+    pub fn with_clock_drift(mut self, rate: f64, floor: Duration) -> Result<Self> {
+        if !(0.0..=0.5).contains(&rate) {
+            return Err(LockError::InvalidConfig {
+                reason: format!("clock drift rate {rate} is outside 0.0..=0.5"),
+            });
+        }
+        self.drift = (rate, floor.min(crate::MAX_LEASE));
+        Ok(self)
+    }
+
+    /// The drift margin this locker keeps for `lease` (see [`with_clock_drift`](Self::with_clock_drift)).
+    pub fn drift_margin(&self, lease: Duration) -> Duration {
+        drift_margin(lease, self.drift.0, self.drift.1)
     }
 
     /// Lease used (and renewed every third of it) when a request gives none.
@@ -65,8 +107,9 @@ impl Locker {
         Ok(self)
     }
 
-    /// Polling backoff bounds for backends without notifications.
+    /// Polling backoff bounds for backends without notifications (each cut to an hour).
     pub fn with_poll_backoff(mut self, min: Duration, max: Duration) -> Self {
+        let (min, max) = (min.min(POLL_BOUND), max.min(POLL_BOUND));
         self.poll = (min, max.max(min));
         self
     }
@@ -141,8 +184,10 @@ impl LockRequest<'_> {
     }
 
     /// Acquire as `owner`: a nested acquisition on a reentrant backend
-    /// ([`Capability::reentrant`](crate::Capability)). Do not reuse an owner token on other
-    /// backends: two holds under one token are indistinguishable to them.
+    /// ([`Capability::reentrant`](crate::Capability)). Nest through the same `Locker` (or a
+    /// clone): the nested guard then shares the outer hold's lost signal, so a loss seen by
+    /// either reaches both. Do not reuse an owner token on other backends: two holds under one
+    /// token are indistinguishable to them.
     pub fn owner(mut self, owner: OwnerToken) -> Self {
         self.owner = Some(owner);
         self
@@ -204,10 +249,14 @@ impl LockRequest<'_> {
         let locker = self.locker;
         let backend = &locker.backend;
         let caps = backend.capabilities();
-        let owner = self.owner.unwrap_or_else(OwnerToken::random);
+        // An attempt whose outcome is unknown (a temporary error) may still be granted, and
+        // its cleanup may run late: the next attempt takes a fresh token so that neither can be
+        // mistaken for the other. A caller-chosen owner (nesting) cannot change; backends tell
+        // its attempts apart by a nonce of their own.
+        let rotate = self.owner.is_none();
+        let mut owner = self.owner.unwrap_or_else(OwnerToken::random);
         let started = Instant::now();
         let deadline = if once { Some(started) } else { self.wait.map(|w| started + w) };
-        let signal = LeaseSignal::new();
 
         let mut sub: Option<Subscription> = None;
         let mut backoff = Backoff::new(locker.poll.0, locker.poll.1);
@@ -218,35 +267,46 @@ impl LockRequest<'_> {
                 (true, Some(d)) => Some(d),
                 (true, None) => Some(Instant::now() + NATIVE_WAIT_SLICE),
             };
-            let req = AcquireRequest { key: &self.key, owner, lease, wait_until, signal: &signal };
+            // A nested acquisition joins the live hold's lost signal.
+            let joined = locker.holds.join(&self.key, owner);
+            let req = AcquireRequest { key: &self.key, owner, lease, wait_until, signal: &joined.signal };
             let sent_at = Instant::now();
             let retry_after = match backend.try_acquire(&req).await {
                 Ok(Attempt::Acquired(grant)) => {
+                    let hold = locker.holds.granted(&self.key, owner, &joined);
+                    let signal = joined.signal;
+                    let margin = locker.drift_margin(lease);
                     let registration = (auto || grant.lease.is_some()).then(|| {
                         locker.renewer.register(Entry {
                             key: self.key.clone(),
                             owner,
                             lease,
                             auto,
-                            confirmed_until: grant.lease.map(|l| sent_at + l),
+                            confirmed_until: grant.lease.map(|l| local_deadline(sent_at, l, margin)),
+                            margin,
                             next_due: sent_at + lease / 3,
                             renew_until: self.max_hold.map(|m| started + m),
                             signal: signal.clone(),
                         })
                     });
-                    tracing::debug!(backend = backend.name(), key = %self.key, fence = grant.fence.0, waited = ?started.elapsed(), "lock acquired");
+                    let fence = caps.fencing.then_some(grant.fence);
+                    tracing::debug!(backend = backend.name(), key = %self.key, ?fence, waited = ?started.elapsed(), "lock acquired");
                     return Ok(Some(LockGuard::new(
                         self.key,
                         owner,
-                        grant.fence,
+                        fence,
                         backend.clone(),
                         signal,
                         registration,
+                        hold,
                     )));
                 }
                 Ok(Attempt::Held { retry_after }) => retry_after,
                 Err(e) if e.is_temporary() && !once && deadline.is_none_or(|d| Instant::now() < d) => {
                     tracing::debug!(key = %self.key, error = %e, "acquire attempt failed; retrying");
+                    if rotate {
+                        owner = OwnerToken::random();
+                    }
                     Some(backoff.next_delay())
                 }
                 Err(e) => return Err(e),
@@ -277,7 +337,8 @@ impl LockRequest<'_> {
                 (None, Some(hint)) => backoff.next_delay().min(hint),
                 (None, None) => backoff.next_delay(),
             };
-            let wake = deadline.map_or(now + nap, |d| d.min(now + nap));
+            let wake = now.checked_add(nap).unwrap_or(now + POLL_BOUND);
+            let wake = deadline.map_or(wake, |d| d.min(wake));
             match sub.as_mut() {
                 Some(s) => {
                     tokio::select! {

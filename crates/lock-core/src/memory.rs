@@ -21,9 +21,19 @@ struct Hold {
     fence: u64,
 }
 
+/// Expired holds are swept out of the table every this many new holds: the table stays
+/// proportional to the live keys at an amortised O(1) per acquisition.
+const SWEEP_EVERY: u64 = 1024;
+
+#[derive(Debug, Default)]
+struct Table {
+    holds: HashMap<String, Hold>,
+    inserts: u64,
+}
+
 #[derive(Debug, Default)]
 struct Inner {
-    locks: Mutex<HashMap<String, Hold>>,
+    locks: Mutex<Table>,
     // One counter for every key: strictly increasing per key too, and nothing to clean up.
     fence: AtomicU64,
     hub: NotifyHub,
@@ -44,15 +54,20 @@ impl MemoryBackend {
         Self::default()
     }
 
-    fn locks(&self) -> MutexGuard<'_, HashMap<String, Hold>> {
+    fn locks(&self) -> MutexGuard<'_, Table> {
         // Critical sections never panic midway, so a poisoned table is still consistent.
         self.inner.locks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Number of entries in the lock table, expired ones not yet swept included.
+    pub fn table_len(&self) -> usize {
+        self.locks().holds.len()
     }
 
     /// Fault hook: delete `key` behind its holder's back (as `DEL` would on a server).
     /// Returns whether a live lock was removed.
     pub fn sever(&self, key: &str) -> bool {
-        let removed = self.locks().remove(key).is_some_and(|h| h.expires > Instant::now());
+        let removed = self.locks().holds.remove(key).is_some_and(|h| h.expires > Instant::now());
         self.inner.hub.notify(key);
         removed
     }
@@ -68,10 +83,15 @@ impl LockBackend for MemoryBackend {
         Capability { renew: true, fencing: true, notify: true, reentrant: true, ..Capability::NONE }
     }
 
+    fn identity(&self) -> String {
+        // One process only: the table's address names it, and clones share it.
+        format!("memory://{:p}", Arc::as_ptr(&self.inner))
+    }
+
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let now = Instant::now();
-        let mut locks = self.locks();
-        if let Some(h) = locks.get_mut(req.key)
+        let mut table = self.locks();
+        if let Some(h) = table.holds.get_mut(req.key)
             && h.expires > now
         {
             if h.owner != req.owner {
@@ -82,7 +102,13 @@ impl LockBackend for MemoryBackend {
             return Ok(Attempt::Acquired(Grant { fence: FencingToken(h.fence), lease: Some(req.lease) }));
         }
         let fence = self.inner.fence.fetch_add(1, Ordering::Relaxed) + 1;
-        locks
+        table.inserts += 1;
+        if table.inserts.is_multiple_of(SWEEP_EVERY) {
+            // The fence is one global counter, so forgetting a key never lets its fence repeat.
+            table.holds.retain(|_, h| h.expires > now);
+        }
+        table
+            .holds
             .insert(req.key.to_owned(), Hold { owner: req.owner, count: 1, expires: now + req.lease, fence });
         Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(req.lease) }))
     }
@@ -90,14 +116,14 @@ impl LockBackend for MemoryBackend {
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
         let now = Instant::now();
         let freed = {
-            let mut locks = self.locks();
-            match locks.get_mut(key) {
+            let mut table = self.locks();
+            match table.holds.get_mut(key) {
                 Some(h) if h.owner == owner && h.expires > now => {
                     h.count -= 1;
                     if h.count > 0 {
                         return Ok(true);
                     }
-                    locks.remove(key);
+                    table.holds.remove(key);
                     true
                 }
                 _ => return Ok(false),
@@ -111,12 +137,13 @@ impl LockBackend for MemoryBackend {
 
     async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
         let now = Instant::now();
-        let mut locks = self.locks();
+        let mut table = self.locks();
         Ok(items
             .iter()
-            .map(|it| match locks.get_mut(it.key) {
+            .map(|it| match table.holds.get_mut(it.key) {
                 Some(h) if h.owner == it.owner && h.expires > now => {
-                    h.expires = now + it.lease;
+                    // Only ever extend: another guard of this hold may hold a longer lease.
+                    h.expires = h.expires.max(now + it.lease);
                     true
                 }
                 _ => false,
@@ -134,6 +161,6 @@ impl MemoryBackend {
     /// Remaining lease of `key`, if it is held.
     pub fn remaining(&self, key: &str) -> Option<Duration> {
         let now = Instant::now();
-        self.locks().get(key).filter(|h| h.expires > now).map(|h| h.expires - now)
+        self.locks().holds.get(key).filter(|h| h.expires > now).map(|h| h.expires - now)
     }
 }

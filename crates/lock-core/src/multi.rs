@@ -1,14 +1,14 @@
 //! All-or-nothing acquisition of several keys, possibly on different backends.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{LockError, LockGuard, Locker, Result};
+use crate::{LockError, LockGuard, Locker, Result, validate_wait};
 
-/// Several locks taken together in a canonical order (by key, then backend), so two
-/// `MultiLock`s over overlapping keys cannot deadlock. On any failure the locks already taken
+/// Several locks taken together in a canonical order (by key, then the backend's
+/// [`identity`](crate::LockBackend::identity)), the same in every process, so two `MultiLock`s
+/// over overlapping keys cannot deadlock, not even across processes. On any failure the locks already taken
 /// are released before the error is returned.
 #[derive(Debug, Default)]
 pub struct MultiLock {
@@ -38,25 +38,27 @@ impl MultiLock {
     /// [`LockRequest::lease`](crate::LockRequest::lease) (`None`: watchdog).
     ///
     /// # Errors
-    /// [`LockError::InvalidConfig`] for an empty set or a key listed twice on one backend;
-    /// otherwise the first error met, after releasing what was taken.
-    pub async fn acquire(mut self, wait: Duration, lease: Option<Duration>) -> Result<MultiGuard> {
+    /// [`LockError::InvalidConfig`] for an empty set or a key listed twice in one lock space;
+    /// [`LockError::InvalidWait`] for a wait over [`MAX_WAIT`](crate::MAX_WAIT); otherwise the
+    /// first error met, after releasing what was taken.
+    pub async fn acquire(self, wait: Duration, lease: Option<Duration>) -> Result<MultiGuard> {
         if self.parts.is_empty() {
             return Err(LockError::InvalidConfig { reason: "multi-lock over no keys".into() });
         }
-        let id = |l: &Locker| Arc::as_ptr(l.backend()) as *const () as usize;
-        self.parts.sort_by(|(la, ka), (lb, kb)| {
-            (ka, la.backend().name(), id(la)).cmp(&(kb, lb.backend().name(), id(lb)))
-        });
-        if self.parts.windows(2).any(|w| w[0].1 == w[1].1 && id(&w[0].0) == id(&w[1].0)) {
+        validate_wait(wait)?;
+        // Never by address: two processes must compute the same order.
+        let mut parts: Vec<(String, &Locker, &String)> =
+            self.parts.iter().map(|(l, k)| (l.backend().identity(), l, k)).collect();
+        parts.sort_by(|(ia, _, ka), (ib, _, kb)| (ka, ia).cmp(&(kb, ib)));
+        if parts.windows(2).any(|w| w[0].2 == w[1].2 && w[0].0 == w[1].0) {
             return Err(LockError::InvalidConfig {
-                reason: "multi-lock lists a key twice on one backend".into(),
+                reason: "multi-lock lists a key twice in one lock space".into(),
             });
         }
         let started = Instant::now();
         let deadline = started + wait;
-        let mut guards = Vec::with_capacity(self.parts.len());
-        for (locker, key) in &self.parts {
+        let mut guards = Vec::with_capacity(parts.len());
+        for (_, locker, key) in parts {
             let mut req = locker.lock(key.clone()).wait(deadline.saturating_duration_since(Instant::now()));
             if let Some(l) = lease {
                 req = req.lease(l);

@@ -341,7 +341,16 @@ impl LockBackend for QuorumBackend {
             reentrant: false,
             fair: false,
             session_bound: false,
+            // A member restarted without a synced append-only file forgets its grants: with
+            // the others' votes a second client can reach a quorum (tested in lock-redis).
+            failover_safe: false,
         }
+    }
+
+    fn identity(&self) -> String {
+        let mut ids: Vec<String> = self.members.iter().map(|m| m.identity()).collect();
+        ids.sort();
+        format!("quorum({})", ids.join(","))
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {

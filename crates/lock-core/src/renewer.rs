@@ -39,8 +39,10 @@ pub(crate) struct Entry {
     pub lease: Duration,
     /// Renewed by the watchdog (no lease given by the caller).
     pub auto: bool,
-    /// Local lease deadline; `None` for session-bound leases.
+    /// Local lease deadline, already shortened by `margin`; `None` for session-bound leases.
     pub confirmed_until: Option<Instant>,
+    /// Clock-drift margin kept between the local deadline and the server's expiry.
+    pub margin: Duration,
     pub next_due: Instant,
     /// Maximum hold time: no renewal is sent past this instant.
     pub renew_until: Option<Instant>,
@@ -54,7 +56,42 @@ type Pending = (u64, String, OwnerToken, Duration);
 struct State {
     entries: HashMap<u64, Entry>,
     next_id: u64,
-    running: bool,
+    /// The epoch of the live watchdog task, if one runs.
+    running: Option<u64>,
+    next_epoch: u64,
+}
+
+impl Entry {
+    /// A renewal sent at `sent_at` for `lease` was confirmed: the deadline only ever moves later.
+    fn extend(&mut self, sent_at: Instant, lease: Duration) {
+        if let Some(d) = self.confirmed_until {
+            self.confirmed_until = Some(d.max(local_deadline(sent_at, lease, self.margin)));
+        }
+        self.next_due = sent_at + period(lease);
+        self.signal.mark_held();
+    }
+}
+
+/// The local deadline of a lease confirmed by a request sent at `sent_at`: the server counts
+/// the lease from when it received the request, later than `sent_at`, and `margin` absorbs the
+/// drift between the two clocks. Never in the past of `sent_at`.
+pub(crate) fn local_deadline(sent_at: Instant, lease: Duration, margin: Duration) -> Instant {
+    sent_at + lease.saturating_sub(margin)
+}
+
+/// Clears the running mark when the task ends, however it ends (a runtime shut down drops it).
+struct RunningMark {
+    renewer: Renewer,
+    epoch: u64,
+}
+
+impl Drop for RunningMark {
+    fn drop(&mut self) {
+        let mut st = self.renewer.lock();
+        if st.running == Some(self.epoch) {
+            st.running = None;
+        }
+    }
 }
 
 struct Shared {
@@ -85,6 +122,8 @@ pub(crate) struct Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         self.renewer.lock().entries.remove(&self.id);
+        // Let the task see an empty table now and exit, dropping its backend handle.
+        self.renewer.shared.wake.notify_one();
     }
 }
 
@@ -93,15 +132,13 @@ impl Registration {
         self.renewer.lock().entries.get(&self.id).and_then(|e| e.confirmed_until)
     }
 
-    /// Record a renewal confirmed by the caller (a manual `renew`).
+    /// Record a renewal confirmed by the caller (a manual `renew`). The backend extends to
+    /// the later of the old expiry and the new lease, so the local deadline does the same, and
+    /// the watchdog keeps renewing with the longer of its lease and this one.
     pub fn confirmed(&self, sent_at: Instant, lease: Duration) {
         if let Some(e) = self.renewer.lock().entries.get_mut(&self.id) {
-            e.lease = lease;
-            if e.confirmed_until.is_some() {
-                e.confirmed_until = Some(sent_at + lease);
-            }
-            e.next_due = sent_at + period(lease);
-            e.signal.mark_held();
+            e.lease = e.lease.max(lease);
+            e.extend(sent_at, lease);
         }
         self.renewer.shared.wake.notify_one();
     }
@@ -124,45 +161,52 @@ impl Renewer {
 
     /// Whether the watchdog task is alive.
     pub fn is_running(&self) -> bool {
-        self.lock().running
+        self.lock().running.is_some()
     }
 
     pub fn register(&self, entry: Entry) -> Registration {
-        let spawn = {
-            let mut st = self.lock();
-            let id = st.next_id;
-            st.next_id += 1;
-            st.entries.insert(id, entry);
-            let spawn = !st.running;
-            st.running = true;
-            drop(st);
-            if spawn {
-                let this = self.clone();
-                match tokio::runtime::Handle::try_current() {
-                    Ok(rt) => {
-                        rt.spawn(async move { this.run().await });
-                    }
-                    Err(_) => {
-                        // Unreachable from the async API; without a runtime nothing can renew.
-                        self.lock().running = false;
-                        tracing::error!("lock watchdog needs a tokio runtime; lease will not be renewed");
-                    }
+        let mut st = self.lock();
+        let id = st.next_id;
+        st.next_id += 1;
+        st.entries.insert(id, entry);
+        // A task that died with its runtime cleared its mark (RunningMark), so a `Locker` used
+        // from a second runtime starts a new one there.
+        let spawn = if st.running.is_none() {
+            let epoch = st.next_epoch;
+            st.next_epoch += 1;
+            st.running = Some(epoch);
+            Some(epoch)
+        } else {
+            None
+        };
+        drop(st);
+        if let Some(epoch) = spawn {
+            let mark = RunningMark { renewer: self.clone(), epoch };
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    rt.spawn(async move { mark.renewer.clone().run(mark).await });
+                }
+                Err(_) => {
+                    // Unreachable from the async API; without a runtime nothing can renew.
+                    drop(mark);
+                    tracing::error!("lock watchdog needs a tokio runtime; lease will not be renewed");
                 }
             }
-            Registration { renewer: self.clone(), id }
-        };
+        }
         self.shared.wake.notify_one();
-        spawn
+        Registration { renewer: self.clone(), id }
     }
 
-    async fn run(self) {
+    async fn run(self, mark: RunningMark) {
         loop {
             let now = Instant::now();
             let (batch, wake_at) = {
                 let mut st = self.lock();
                 self.reap(&mut st, now);
                 if st.entries.is_empty() {
-                    st.running = false;
+                    st.running = None;
+                    drop(st);
+                    drop(mark);
                     return;
                 }
                 Self::due(&st, now)
@@ -252,11 +296,8 @@ impl Renewer {
                 for ((id, ..), held) in items.iter().zip(flags) {
                     let Some(e) = st.entries.get_mut(id) else { continue };
                     if held {
-                        if e.confirmed_until.is_some() {
-                            e.confirmed_until = Some(sent_at + e.lease);
-                        }
-                        e.next_due = sent_at + period(e.lease);
-                        e.signal.mark_held();
+                        let lease = e.lease;
+                        e.extend(sent_at, lease);
                         tracing::trace!(key = %e.key, "lease renewed");
                     } else {
                         e.signal.mark_lost(LostReason::NotOwner);

@@ -128,7 +128,46 @@ async fn max_hold_stops_renewal() {
     let t = Instant::now();
     tokio::time::timeout(Duration::from_secs(2), g.lost()).await.expect("lost after max hold");
     assert!(t.elapsed() >= Duration::from_millis(300), "renewal stopped before max_hold: {:?}", t.elapsed());
-    assert!(l.try_lock("k").await.expect("try").is_some(), "expired after max hold");
+    eventually_free(&l, "k", Duration::from_millis(100)).await;
+}
+
+/// `key` becomes free on `l` within `limit` (polled every millisecond).
+async fn eventually_free(l: &Locker, key: &str, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(g) = l.try_lock(key).await.expect("try") {
+            g.release().await.expect("release");
+            return;
+        }
+        assert!(Instant::now() < deadline, "{key} not free within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// The holder is told its lease is over a clock-drift margin before anyone else can take it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_fires_a_drift_margin_before_the_server_expiry() {
+    let b = Arc::new(MemoryBackend::new());
+    let margin = Duration::from_millis(60);
+    let l = Locker::new(b.clone()).with_clock_drift(0.0, margin).expect("drift");
+    assert_eq!(l.drift_margin(Duration::from_millis(300)), margin);
+    let other = Locker::new(b);
+    let g = l.lock("k").lease(Duration::from_millis(300)).try_acquire().await.expect("try").expect("free");
+    tokio::time::timeout(Duration::from_secs(1), g.lost()).await.expect("lost at the local deadline");
+    let lost_at = Instant::now();
+    assert!(other.try_lock("k").await.expect("try").is_none(), "lost fired after the server expiry");
+    loop {
+        if let Some(g2) = other.try_lock("k").await.expect("try") {
+            let gap = lost_at.elapsed();
+            // The server expiry is counted from after the request was sent: at least the margin.
+            assert!(gap >= margin - Duration::from_millis(2), "told only {gap:?} before a successor");
+            g2.release().await.expect("release");
+            break;
+        }
+        assert!(lost_at.elapsed() < Duration::from_secs(1), "never freed");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,7 +177,7 @@ async fn fixed_lease_is_not_renewed_and_expires() {
     tokio::time::timeout(Duration::from_secs(1), g.lost()).await.expect("lost at the lease deadline");
     assert_eq!(b.renew_calls.load(Ordering::SeqCst), 0);
     assert_eq!(g.state(), LeaseState::Lost(LostReason::DeadlinePassed));
-    assert!(l.try_lock("k").await.expect("try").is_some());
+    eventually_free(&l, "k", Duration::from_millis(100)).await;
 }
 
 #[test]

@@ -199,7 +199,7 @@ async fn crash_child_helper() {
     let (connect, key) = spec.split_once('|').expect("connect|key");
     let z = zk_lock(connect, SESSION).await;
     let g = locker(&z).try_lock(key).await.expect("try").expect("child gets the free lock");
-    println!("ACQUIRED fence={}", g.fence());
+    println!("ACQUIRED fence={}", g.fence().expect("zk fences"));
     std::future::pending::<()>().await;
 }
 
@@ -259,7 +259,7 @@ async fn killed_holder_is_replaced_within_session_timeout() {
     let g = g.expect("waiter acquires after the holder's session expired");
     let took = got - killed;
     println!("holder SIGKILLed: waiter acquired after {took:?} (session timeout {session:?})");
-    assert!(g.fence().0 > child_fence, "fencing token grows after the crash");
+    assert!(g.fence().expect("zk fences").0 > child_fence, "fencing token grows after the crash");
     assert!(took <= session + Duration::from_millis(300), "took {took:?}, session timeout {session:?}");
     g.release().await.expect("release");
 }
