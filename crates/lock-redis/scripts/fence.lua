@@ -7,9 +7,12 @@ local function fence_string(f)
 end
 
 -- next_fence(counter): the lock's next fencing token, as a Lua number. INCR on the lock's
--- counter key; a missing counter (first use of the name, or a server restarted without
--- persistence) starts at the server clock in microseconds, so tokens keep growing across such a
--- restart as long as the server clock does (one INCR takes far longer than a microsecond).
+-- counter key; a missing counter (first use of the name, a server restarted without
+-- persistence, or a counter that expired) starts at the server clock in microseconds, so tokens
+-- keep growing across a restart or an expiry as long as the server clock does (one INCR takes
+-- far longer than a microsecond, so a counter never runs ahead of the clock). That is what lets
+-- the counter expire a day after it was created (INCR keeps the TTL): counters of keys nobody
+-- uses any more do not pile up, and a key in use just starts again from the clock.
 -- Tokens stay far below 2^53, so the number is exact and Redis turns it back into the same
 -- integer reply. The common path is INCR alone: formatting and parsing a string in Lua costs
 -- more server time than the INCR itself, so only the rare initialisation does it.
@@ -18,7 +21,7 @@ local function next_fence(counter)
   if f == 1 then
     local t = redis.call('TIME')
     f = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('SET', counter, fence_string(f))
+    redis.call('SET', counter, fence_string(f), 'PX', 86400000)
   end
   return f
 end

@@ -20,7 +20,8 @@ use crate::keys::{KeyLayout, KeyNames};
 use crate::notify::Notifier;
 use crate::scripts;
 
-/// Distributed locks on one Redis server (standalone or a primary with replicas).
+/// Distributed locks on one Redis server (standalone, or the primary of a replicated set: a
+/// failover to a replica can lose the latest grants, see the README).
 ///
 /// Build it with [`RedisLock::builder`]; clones share the connection, the subscriber and
 /// the scripts. Use it as `Arc<dyn LockBackend>` under a [`lock_core::Locker`].
@@ -38,25 +39,34 @@ pub(crate) struct Inner {
     layout: Arc<KeyLayout>,
     fair_waiter_timeout: Duration,
     connection_timeout: Duration,
+    /// `redis://host:port/db?prefix=...`, without credentials (see `LockBackend::identity`).
+    identity: String,
 }
 
 impl Inner {
     pub(crate) fn new(
         conn: ConnectionManager,
-        subscriber: Option<ConnectionInfo>,
+        server: Option<&ConnectionInfo>,
+        notifications: bool,
         mode: Mode,
         layout: Arc<KeyLayout>,
         fair_waiter_timeout: Duration,
         connection_timeout: Duration,
     ) -> Self {
+        let identity = match server {
+            Some(i) => format!("redis://{}/{}?prefix={}", i.addr(), i.redis_settings().db(), layout.prefix()),
+            // Built from a bare connection manager: the address is unknown here.
+            None => format!("redis://?prefix={}", layout.prefix()),
+        };
         Inner {
             conn,
-            subscriber,
+            subscriber: server.filter(|_| notifications).cloned(),
             notifier: OnceCell::new(),
             mode,
             layout,
             fair_waiter_timeout,
             connection_timeout,
+            identity,
         }
     }
 }
@@ -84,7 +94,7 @@ fn hint(pttl: i64) -> Option<Duration> {
 
 /// What to undo if an acquisition is abandoned midway.
 enum Undo {
-    /// Simple mode: compare-and-delete with this attempt's token.
+    /// Simple mode: compare-and-delete of this attempt's value (owner token and nonce).
     Simple { lock: String, token: String, channel: String },
     /// Hash modes: undo the hold this attempt made (by nonce) and leave the fair queue.
     Hash { names: KeyNames, token: String, nonce: String },
@@ -220,7 +230,10 @@ impl RedisLock {
 
     async fn acquire_simple(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let names = self.inner.layout.names(req.key);
-        let token = req.owner.to_string();
+        // The value is owner token + attempt nonce: release and renew match the owner prefix,
+        // while the cleanup of an abandoned attempt matches only the grant that attempt made
+        // (a late cleanup never deletes a later grant to the same owner).
+        let token = format!("{}{}", req.owner, OwnerToken::random());
         let mut conn = self.inner.conn.clone();
         let cleanup = Cleanup::arm(
             &self.inner,
@@ -380,8 +393,14 @@ impl LockBackend for RedisLock {
         NAME
     }
 
+    fn identity(&self) -> String {
+        self.inner.identity.clone()
+    }
+
     fn capabilities(&self) -> Capability {
         // Capability is non-exhaustive outside lock-core: start from NONE and set fields.
+        // Not failover_safe: replication to replicas is asynchronous, so a promoted replica can
+        // miss the latest grants and fence increments (see the README).
         let mut c = Capability::NONE;
         c.renew = true;
         c.fencing = true;

@@ -232,11 +232,10 @@ impl RedisLockBuilder {
             }
             (None, None) => return Err(invalid("give a url, a client or a connection manager".to_owned())),
         };
-        let subscriber =
-            if self.notifications { client.map(|c| c.get_connection_info().clone()) } else { None };
         Ok(RedisLock::from_inner(Inner::new(
             conn,
-            subscriber,
+            client.as_ref().map(Client::get_connection_info),
+            self.notifications,
             self.mode,
             Arc::new(KeyLayout::new(self.key_prefix)),
             self.fair_waiter_timeout,

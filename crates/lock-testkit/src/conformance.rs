@@ -76,6 +76,12 @@ pub async fn round_trip<F: Factory + ?Sized>(f: &F) {
     let k = key("round_trip");
     let g = a.try_lock(&k).await.expect("try_lock").expect("free key must be acquired");
     assert_eq!(g.key(), k);
+    // A fencing token only where the backend has real ones.
+    assert_eq!(
+        g.fence().is_some(),
+        a.backend().capabilities().fencing,
+        "fence without fencing, or none with"
+    );
     let t = Instant::now();
     assert!(b.try_lock(&k).await.expect("try_lock").is_none(), "held key must not be acquired");
     assert!(t.elapsed() < Duration::from_millis(500), "try_lock waited {:?}", t.elapsed());
@@ -411,6 +417,22 @@ pub async fn bad_input<F: Factory + ?Sized>(f: &F) {
         Err(LockError::InvalidLease { .. })
     ));
     assert!(matches!(a.lock(&k).wait(Duration::MAX).acquire().await, Err(LockError::InvalidWait { .. })));
+    // Absurd durations anywhere saturate or give typed errors, never an overflow panic.
+    assert!(matches!(
+        MultiLock::new().with(&a, &k).acquire(Duration::MAX, None).await,
+        Err(LockError::InvalidWait { .. })
+    ));
+    let held = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let slow = Locker::new(f.client().await).with_poll_backoff(Duration::MAX, Duration::MAX);
+    assert!(matches!(
+        slow.lock(&k).wait(Duration::from_millis(50)).acquire().await,
+        Err(LockError::Timeout { .. })
+    ));
+    assert!(matches!(
+        Locker::new(f.client().await).with_clock_drift(f64::NAN, Duration::MAX),
+        Err(LockError::InvalidConfig { .. })
+    ));
+    held.release().await.expect("release");
     assert!(matches!(
         Locker::new(f.client().await).with_watchdog_lease(Duration::ZERO),
         Err(LockError::InvalidLease { .. })
@@ -487,6 +509,231 @@ pub async fn keys_independent_multilock<F: Factory + ?Sized>(f: &F) {
     }
 }
 
+/// Poll `fut` until it completes or `after` has passed on a busy-waited clock, then drop it.
+/// Tokio timers have a 1 ms resolution; this cuts a future off at any microsecond offset,
+/// whichever await point it happens to be in.
+pub async fn cut_after<T>(fut: impl std::future::Future<Output = T>, after: Duration) -> Option<T> {
+    let deadline = std::time::Instant::now() + after;
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let std::task::Poll::Ready(v) =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(fut.as_mut().poll(cx))).await
+        {
+            return Some(v);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Median time of a `try_lock` + release on a free key: the scale of the cut-off offsets.
+async fn median_acquire(l: &Locker, case: &str) -> Duration {
+    let mut samples = Vec::new();
+    for _ in 0..21 {
+        let k = key(case);
+        let t = std::time::Instant::now();
+        let g = l.try_lock(&k).await.expect("try").expect("free");
+        samples.push(t.elapsed());
+        g.release().await.expect("release");
+    }
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// Bound on how long a cancelled attempt's grant may outlive it: the background cleanup is one
+/// round trip (plus scheduling on a loaded 2-core machine).
+pub const CLEANUP_BOUND: Duration = Duration::from_millis(250);
+
+/// 15. Renew and nested acquisition only ever extend: a short renewal or a short nested lease
+///     never cuts a longer lease the key still has.
+pub async fn renew_only_extends<F: Factory + ?Sized>(f: &F) {
+    let ca = f.client().await;
+    let caps = ca.capabilities();
+    if !caps.renew {
+        return skip(&f.label(), "renew_only_extends", "backend has no renew");
+    }
+    let (a, b) = (Locker::new(ca), locker(f).await);
+    let k = key("extend");
+    let outer = a.lock(&k).lease(Duration::from_secs(2)).try_acquire().await.expect("try").expect("free");
+    let short = Duration::from_millis(200);
+    outer.renew(short).await.expect("renew");
+    if caps.reentrant {
+        let inner = a.lock(&k).owner(outer.owner()).lease(short).try_acquire().await.expect("try");
+        let inner = inner.expect("nested acquire");
+        inner.renew(short).await.expect("nested renew");
+        inner.release().await.expect("nested release");
+    }
+    // Past every short lease, well inside the outer one (and its drift margin).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        b.try_lock(&k).await.expect("try").is_none(),
+        "a shorter renewal or nested lease cut the 2 s lease"
+    );
+    assert_eq!(outer.state(), LeaseState::Held);
+    outer.release().await.expect("release");
+}
+
+/// 16. A loss reaches every guard of the hold, nested guards included.
+pub async fn lost_reaches_nested_guards<F: Factory + ?Sized>(f: &F) {
+    let ca = f.client().await;
+    if !ca.capabilities().reentrant {
+        return skip(&f.label(), "lost_reaches_nested_guards", "backend is not reentrant");
+    }
+    let lease = f.lease();
+    let a = Locker::new(ca.clone()).with_watchdog_lease(lease).expect("lease");
+    let k = key("lostnest");
+    let outer = a.try_lock(&k).await.expect("try").expect("free");
+    let inner = a.lock(&k).owner(outer.owner()).try_acquire().await.expect("try").expect("nested");
+    let fixed = a.lock(&k).owner(outer.owner()).lease(Duration::from_secs(60)).try_acquire().await;
+    let fixed = fixed.expect("try").expect("nested with a long fixed lease");
+    if !f.sever(&ca, &k).await {
+        return skip(&f.label(), "lost_reaches_nested_guards", "factory has no sever hook");
+    }
+    let limit = lease * 10 + Duration::from_secs(5);
+    within(limit, "outer lost", outer.lost()).await;
+    // A nested guard learns it together with the outer one, not at its own (60 s) deadline.
+    within(Duration::from_secs(1), "nested lost", inner.lost()).await;
+    within(Duration::from_secs(1), "nested fixed-lease lost", fixed.lost()).await;
+    for g in [fixed, inner, outer] {
+        assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+    }
+}
+
+/// 17. A lease-based holder is told its lease is over at least the clock-drift margin before
+///     another client can hold the key.
+pub async fn lost_before_successor<F: Factory + ?Sized>(f: &F) {
+    let ca = f.client().await;
+    if ca.capabilities().session_bound {
+        return skip(
+            &f.label(),
+            "lost_before_successor",
+            "session-bound: no lease deadline (backend fault tests)",
+        );
+    }
+    let margin = Duration::from_millis(50);
+    let a = Locker::new(ca).with_clock_drift(0.0, margin).expect("drift");
+    let b = locker(f).await;
+    let k = key("margin");
+    let lease = f.lease();
+    let g = a.lock(&k).lease(lease).try_acquire().await.expect("try").expect("free");
+    let fired = tokio::spawn({
+        let lost = g.lost();
+        async move {
+            lost.await;
+            Instant::now()
+        }
+    });
+    let acquired = loop {
+        if let Some(g2) = b.try_lock(&k).await.expect("try") {
+            break (Instant::now(), g2);
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    let lost_at = within(Duration::from_secs(1), "lost signal", fired).await.expect("task");
+    let gap = acquired.0.saturating_duration_since(lost_at);
+    eprintln!("[{}] lost fired {gap:?} before a successor held the key (margin {margin:?})", f.label());
+    // 5 ms for timer resolution and task wake-up on a loaded machine.
+    assert!(
+        acquired.0 > lost_at && gap + Duration::from_millis(5) >= margin,
+        "holder told {gap:?} before the successor, margin {margin:?}"
+    );
+    acquired.1.release().await.expect("release");
+}
+
+/// 18. Acquisitions cut off at sub-millisecond offsets around the median acquire time, on a
+///     free key, leave nothing behind: the key is free again within [`CLEANUP_BOUND`].
+pub async fn cancel_on_free_key<F: Factory + ?Sized>(f: &F) {
+    const ROUNDS: u32 = 400;
+    let (a, c) = (locker(f).await, locker(f).await);
+    let median = median_acquire(&a, "cutmed").await;
+    let k = key("cut");
+    let mut worst = Duration::ZERO;
+    let mut cut = 0;
+    for i in 0..ROUNDS {
+        let offset = median * (i % 40) / 20; // 0 .. 2x the median
+        let out = if i % 2 == 0 {
+            cut_after(a.lock(&k).lease(Duration::from_secs(30)).try_acquire(), offset).await
+        } else {
+            cut_after(
+                a.lock(&k).lease(Duration::from_secs(30)).wait(Duration::from_secs(5)).acquire(),
+                offset,
+            )
+            .await
+            .map(|r| r.map(Some))
+        };
+        match out {
+            Some(r) => {
+                if let Some(g) = r.expect("attempt") {
+                    g.release().await.expect("release");
+                }
+            }
+            None => cut += 1,
+        }
+        let t = Instant::now();
+        loop {
+            if let Some(g) = c.try_lock(&k).await.expect("try") {
+                g.release().await.expect("release");
+                break;
+            }
+            assert!(t.elapsed() < CLEANUP_BOUND, "a cut-off attempt (offset {offset:?}) left the key held");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        worst = worst.max(t.elapsed());
+    }
+    eprintln!(
+        "[{}] {cut} of {ROUNDS} attempts cut off (median {median:?}); key free again within {worst:?}",
+        f.label()
+    );
+}
+
+/// 19. A cleanup never frees a later grant to the same owner: neither the late cleanup of a
+///     cut-off attempt, nor the late release of a guard whose hold was lost and taken again.
+pub async fn late_cleanup_spares_later_grant<F: Factory + ?Sized>(f: &F) {
+    const ROUNDS: u32 = 200;
+    let ca = f.client().await;
+    let (a, b) = (Locker::new(ca.clone()), locker(f).await);
+    let median = median_acquire(&a, "latemed").await;
+    let long = Duration::from_secs(30);
+    for i in 0..ROUNDS {
+        let k = key("late");
+        let owner = OwnerToken::random();
+        let offset = median * (i % 20) / 10;
+        if let Some(r) = cut_after(a.lock(&k).owner(owner).lease(long).try_acquire(), offset).await {
+            if let Some(g) = r.expect("attempt") {
+                g.release().await.expect("release");
+            }
+            continue;
+        }
+        // The cut-off attempt's cleanup may still be on its way: a second grant to the same
+        // owner must survive it.
+        let Some(g) = a.lock(&k).owner(owner).lease(long).try_acquire().await.expect("try") else { continue };
+        for _ in 0..3 {
+            assert!(
+                b.try_lock(&k).await.expect("try").is_none(),
+                "a late cleanup freed a later grant (offset {offset:?})"
+            );
+        }
+        let _ = g.release().await;
+    }
+    // A guard whose hold was lost, released after the same owner took the key again.
+    let k = key("lateguard");
+    let owner = OwnerToken::random();
+    let lease = f.lease();
+    let g1 = a.lock(&k).owner(owner).lease(lease).try_acquire().await.expect("try").expect("free");
+    // Without a sever hook the lease runs out instead.
+    let _severed = f.sever(&ca, &k).await;
+    within(lease * 10 + Duration::from_secs(5), "first hold lost", g1.lost()).await;
+    let g2 = a.lock(&k).owner(owner).lease(long).wait(lease * 10).acquire().await.expect("taken again");
+    assert!(
+        matches!(g1.release().await, Err(LockError::LeaseLost { .. })),
+        "stale release must report the loss"
+    );
+    assert!(b.try_lock(&k).await.expect("try").is_none(), "the stale guard's release freed the new hold");
+    g2.release().await.expect("release");
+}
+
 /// Expand the conformance suite into one `#[tokio::test]` per case. The argument is an
 /// expression (it may `.await`) evaluated in each test to build a [`Factory`].
 #[macro_export]
@@ -497,7 +744,8 @@ macro_rules! conformance_tests {
             expired_lease_taken_over, foreign_release_rejected, renew_extends_lease,
             watchdog_keeps_lock, fencing_tokens_increase, lost_signal_fires,
             cancelled_acquire_leaves_nothing, dropped_guard_releases, reentrant_nesting,
-            bad_input, keys_independent_multilock);
+            bad_input, keys_independent_multilock, renew_only_extends, lost_reaches_nested_guards,
+            lost_before_successor, cancel_on_free_key, late_cleanup_spares_later_grant);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
