@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lock_core::{
     AcquireRequest, Attempt, Capability, LeaseState, LockBackend, LockError, LockGuard, Locker, LostReason,
-    MemoryBackend, MultiGuard, OwnerToken, RenewItem, Result, Subscription, async_trait,
+    MemoryBackend, MultiGuard, MultiLock, OwnerToken, RenewItem, Result, Subscription, async_trait,
 };
 use tokio::time::Instant;
 
@@ -199,4 +199,85 @@ fn public_types_are_send_and_sync() {
     check::<LockError>();
     check::<MemoryBackend>();
     check::<Arc<dyn LockBackend>>();
+}
+
+/// A watchdog task that died with its runtime is started again on the next hold, on the
+/// runtime that hold is taken on, and keeps renewing there.
+#[test]
+fn watchdog_restarts_on_a_second_runtime() {
+    let backend = Arc::new(MemoryBackend::new());
+    let l = Locker::new(backend.clone()).with_watchdog_lease(Duration::from_millis(150)).expect("lease");
+    let rt1 = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("rt");
+    let first = rt1.block_on(async { l.try_lock("first").await.expect("try").expect("free") });
+    assert!(l.watchdog_running());
+    drop(rt1); // the task dies with its runtime while a lease is still watched
+    first.abandon();
+    let rt2 = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
+    rt2.block_on(async {
+        let g = l.try_lock("second").await.expect("try").expect("free");
+        assert!(l.watchdog_running(), "no watchdog on the second runtime");
+        tokio::time::sleep(Duration::from_millis(600)).await; // four leases
+        assert_eq!(g.state(), LeaseState::Held, "lease not renewed on the second runtime");
+        let other = Locker::new(backend.clone());
+        assert!(other.try_lock("second").await.expect("try").is_none(), "lease expired");
+        g.release().await.expect("release");
+        // Dropping the last registration wakes the task, which exits at once.
+        let t = Instant::now();
+        while l.watchdog_running() {
+            assert!(t.elapsed() < Duration::from_millis(500), "watchdog did not stop after the last release");
+            tokio::task::yield_now().await;
+        }
+    });
+}
+
+/// Two processes (separate lockers over separate handles of the same two lock spaces) take the
+/// same keys in opposite orders, many rounds: the canonical order (key, identity) means
+/// neither ever waits for the other in a cycle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multilock_order_is_the_same_in_every_process() {
+    let (space1, space2) = (MemoryBackend::new(), MemoryBackend::new());
+    let mut tasks = Vec::new();
+    for p in 0..2 {
+        let (s1, s2) = (space1.clone(), space2.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..200 {
+                // Fresh handles each round: their addresses differ from the other process's.
+                let l1 = Locker::new(Arc::new(s1.clone()));
+                let l2 = Locker::new(Arc::new(s2.clone()));
+                let m = if p == 0 {
+                    MultiLock::new().with(&l1, "a").with(&l2, "a").with(&l1, "b")
+                } else {
+                    MultiLock::new().with(&l1, "b").with(&l2, "a").with(&l1, "a")
+                };
+                let g = m
+                    .acquire(Duration::from_secs(5), Some(Duration::from_secs(10)))
+                    .await
+                    .expect("no deadlock");
+                tokio::task::yield_now().await;
+                g.release().await.expect("release");
+            }
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(60), t).await.expect("rounds finish").expect("task");
+    }
+}
+
+/// Expired holds do not accumulate in the memory backend, and fences keep increasing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_backend_sweeps_expired_holds() {
+    let b = Arc::new(MemoryBackend::new());
+    let l = Locker::new(b.clone());
+    let mut last = None;
+    for i in 0..3000 {
+        let g = l.lock(format!("k{i}")).lease(Duration::from_millis(10)).try_acquire().await.expect("try");
+        let g = g.expect("free");
+        assert!(g.fence() > last, "fence went backwards");
+        last = g.fence();
+        g.abandon(); // never released: only expiry frees it
+        if i % 1000 == 999 {
+            tokio::time::sleep(Duration::from_millis(15)).await; // let every hold so far expire
+        }
+    }
+    assert!(b.table_len() <= 1100, "{} entries for ~1000 live holds at most", b.table_len());
 }
