@@ -13,7 +13,8 @@ pub struct KeyNames {
     /// The lock itself: a string (simple mode) or a hash (reentrant and fair modes),
     /// `<prefix>{<escaped key>}`.
     pub lock: String,
-    /// The fencing counter, `<lock>:fence`. It has no expiry.
+    /// The fencing counter, `<lock>:fence`. It expires a day after its creation and then
+    /// restarts from the server clock (see `scripts/fence.lua`).
     pub fence: String,
     /// Fair mode: the FIFO of waiting owner tokens, `<lock>:queue`.
     pub queue: String,

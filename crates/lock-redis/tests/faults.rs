@@ -308,3 +308,44 @@ async fn from_url_reads_mode_and_key_prefix() {
     assert!(matches!(e, LockError::InvalidConfig { .. }));
     locker(&b).try_lock("k").await.expect("try").expect("free").release().await.expect("release");
 }
+
+/// Per-key fence counters are reclaimed (a TTL of a day from creation), and a key whose counter
+/// is gone, as after that TTL, still gets a larger fence: it restarts from the server clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fence_counters_expire_and_fences_keep_growing() {
+    let Some(srv) = server(&[]) else { return };
+    let url = srv.url();
+    let mut adm = admin(&url).await;
+    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+        let b = backend(&url, mode).await;
+        let l = locker(&b);
+        let key = format!("fence-ttl-{mode:?}");
+        let counter = b.key_names(&key).fence;
+        let g = l.try_lock(&key).await.expect("try").expect("free");
+        let first = g.fence().expect("redis fences");
+        g.release().await.expect("release");
+        let ttl: i64 = redis::cmd("PTTL").arg(&counter).query_async(&mut adm).await.expect("PTTL");
+        assert!(ttl > 0 && ttl <= 86_400_000, "{mode:?}: fence counter PTTL {ttl}: it must expire");
+        let _: i64 = redis::cmd("DEL").arg(&counter).query_async(&mut adm).await.expect("DEL");
+        let g = l.try_lock(&key).await.expect("try").expect("free");
+        assert!(
+            g.fence().expect("redis fences") > first,
+            "{mode:?}: fence went back after the counter expired"
+        );
+        g.release().await.expect("release");
+    }
+}
+
+/// Two backends over one server with different key prefixes are different lock spaces, and
+/// say so in their identity; no credentials appear in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_names_server_database_and_prefix() {
+    use lock_core::LockBackend;
+    let Some(srv) = server(&[]) else { return };
+    let a = RedisLock::builder().url(srv.url()).key_prefix("a:").build().await.expect("a");
+    let b = RedisLock::builder().url(srv.url()).key_prefix("b:").build().await.expect("b");
+    let a2 = RedisLock::builder().url(srv.url()).key_prefix("a:").build().await.expect("a2");
+    assert_ne!(a.identity(), b.identity());
+    assert_eq!(a.identity(), a2.identity(), "two clients of one lock space agree");
+    assert!(a.identity().contains("a:") && a.identity().starts_with("redis://"), "{}", a.identity());
+}
