@@ -4,7 +4,9 @@
 #![deny(missing_docs)]
 
 pub mod conformance;
+pub mod history;
 mod memory;
+pub mod proxy;
 
 pub use conformance::Factory;
 pub use memory::MemoryFactory;

@@ -1,0 +1,146 @@
+//! A TCP proxy on loopback between the clients and a server, for network faults: cut every
+//! connection at once, or blackhole the traffic (connections stay open, bytes stop flowing,
+//! as in a partition).
+//!
+//! Two controls are all the tests need, so this is a few dozen lines on tokio rather than the
+//! `noxious` crate (a port of Toxiproxy's core, built around proxies and toxics managed through
+//! shared state, on rand 0.8 and mockall_double).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// A running proxy; stops (and drops every connection) when dropped.
+#[derive(Debug)]
+pub struct Proxy {
+    addr: SocketAddr,
+    blackhole: watch::Sender<bool>,
+    conns: Arc<Mutex<JoinSet<()>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Listen on a free loopback port and forward every connection to `target`.
+    ///
+    /// # Errors
+    /// When no loopback port can be bound.
+    pub async fn start(target: SocketAddr) -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (blackhole, rx) = watch::channel(false);
+        let conns = Arc::new(Mutex::new(JoinSet::new()));
+        let set = conns.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let rx = rx.clone();
+                let mut guard = set.lock().unwrap_or_else(|e| e.into_inner());
+                // Reap finished connection tasks so the set does not grow.
+                while guard.try_join_next().is_some() {}
+                guard.spawn(async move {
+                    let Ok(server) = TcpStream::connect(target).await else { return };
+                    let _ = client.set_nodelay(true);
+                    let _ = server.set_nodelay(true);
+                    let (cr, cw) = client.into_split();
+                    let (sr, sw) = server.into_split();
+                    tokio::select! {
+                        _ = pipe(cr, sw, rx.clone()) => {}
+                        _ = pipe(sr, cw, rx) => {}
+                    }
+                });
+            }
+        });
+        Ok(Proxy { addr, blackhole, conns, accept })
+    }
+
+    /// The address clients connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The port clients connect to.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// Close every open connection at once (new ones are accepted again).
+    pub fn cut(&self) {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner()).abort_all();
+    }
+
+    /// Stop (`true`) or resume (`false`) forwarding bytes; connections stay open meanwhile.
+    pub fn blackhole(&self, on: bool) {
+        self.blackhole.send_replace(on);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut();
+    }
+}
+
+/// Copy `from` to `to`, holding the bytes back while the blackhole is on.
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut blackhole: watch::Receiver<bool>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if blackhole.wait_for(|on| !on).await.is_err() {
+            return;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn forwards_cuts_and_blackholes() {
+        let echo = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let target = echo.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = echo.accept().await {
+                tokio::spawn(async move {
+                    let mut b = [0u8; 64];
+                    while let Ok(n) = s.read(&mut b).await {
+                        if n == 0 || s.write_all(&b[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let p = Proxy::start(target).await.expect("proxy");
+        let mut c = TcpStream::connect(p.addr()).await.expect("connect");
+        let mut b = [0u8; 4];
+        c.write_all(b"ping").await.expect("write");
+        c.read_exact(&mut b).await.expect("echo");
+        assert_eq!(&b, b"ping");
+        p.blackhole(true);
+        c.write_all(b"pong").await.expect("write");
+        let held = tokio::time::timeout(Duration::from_millis(100), c.read_exact(&mut b)).await;
+        assert!(held.is_err(), "bytes passed a blackhole");
+        p.blackhole(false);
+        c.read_exact(&mut b).await.expect("released after the blackhole");
+        assert_eq!(&b, b"pong");
+        p.cut();
+        let n = tokio::time::timeout(Duration::from_secs(1), c.read(&mut b)).await.expect("cut is seen");
+        assert!(matches!(n, Ok(0) | Err(_)), "connection survived a cut");
+    }
+}
