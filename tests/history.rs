@@ -199,3 +199,194 @@ async fn redlock_minority_killed_history() {
     let w = Workload { fault_period: FAULT, ..workload() };
     report(&run(&f, &w, Some(&KillRestart(&c))).await);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Holder processes: paused past their lease, and SIGKILLed.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+use lock_core::{FencingToken, Locker};
+use lock_testkit::history::{Register, WriteOutcome};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::time::Instant;
+
+const CHILD_ENV: &str = "DLOCK_HISTORY_CHILD";
+const LEASE: Duration = Duration::from_millis(300);
+
+/// Not a check of its own: the body of the holder process that the process schedules spawn
+/// (this test binary re-run with only this test). It returns at once unless `CHILD_ENV` is set.
+/// The child takes the lock, prints `ACQUIRED <fence>`, prints `LOST` when its lost signal
+/// fires, and answers each `WRITE` line on stdin with `WRITE lost=<bool>`: what a careful
+/// holder checks right before writing to the protected resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_child() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else { return };
+    let (url, key) = spec.split_once('|').expect("url|key");
+    let backend = dlock::from_url(url).await.expect("child client");
+    let locker = Locker::new(backend).with_watchdog_lease(LEASE).expect("lease");
+    let g = locker.lock(key).wait(Duration::from_secs(10)).acquire().await.expect("child acquires");
+    say(&format!("ACQUIRED {}", g.fence().map_or(0, |f| f.0)));
+    let lost = g.lost_token();
+    tokio::spawn(async move {
+        lost.cancelled().await;
+        say("LOST");
+    });
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    while let Some(line) = rx.recv().await {
+        if line == "WRITE" {
+            say(&format!("WRITE lost={}", g.is_lost()));
+        }
+    }
+    g.abandon();
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+struct Holder {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    /// Lines read but not yet asked for.
+    backlog: Vec<String>,
+}
+
+impl Holder {
+    fn spawn(url: &str, key: &str) -> Holder {
+        let mut child = Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--exact", "history_child", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, format!("{url}|{key}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn holder process");
+        let out: ChildStdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Holder { child, lines, backlog: Vec::new() }
+    }
+
+    /// The next line holding `prefix` (libtest may print its own "test ... " before the first),
+    /// from `prefix` on, within `limit`.
+    fn expect(&mut self, prefix: &str, limit: Duration) -> String {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(i) = self.backlog.iter().position(|l| l.contains(prefix)) {
+                let l = self.backlog.remove(i);
+                return l[l.find(prefix).unwrap_or(0)..].to_owned();
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => self.backlog.push(l),
+                Err(_) => panic!("holder process: no {prefix:?} line within {limit:?}"),
+            }
+        }
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(i32::try_from(self.child.id()).expect("pid"))
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{line}").expect("write to holder");
+        stdin.flush().expect("flush");
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A holder process is paused (SIGSTOP) past its lease; another client takes the lock and
+/// writes; the holder is resumed and tries its late write. Either it was told first (`LOST`
+/// before the write), or the fenced register refuses the write; its lost signal fires either
+/// way. Then a holder process is SIGKILLed, and the time until another client holds is measured.
+async fn holder_processes(label: &str, url: &str, recovery_limit: Duration) {
+    let key = lock_testkit::conformance::key("process");
+    let register = Register::default();
+    let other =
+        Locker::new(dlock::from_url(url).await.expect("client")).with_watchdog_lease(LEASE).expect("lease");
+
+    let mut h = Holder::spawn(url, &key);
+    let acquired = h.expect("ACQUIRED", Duration::from_secs(20));
+    let fence: u64 = acquired["ACQUIRED ".len()..].parse().expect("fence");
+    let child_read = register.read();
+    kill(h.pid(), Signal::SIGSTOP).expect("SIGSTOP holder");
+    let paused = Instant::now();
+    let g =
+        other.lock(&key).wait(Duration::from_secs(20)).acquire().await.expect("taken from the paused holder");
+    let taken_after = paused.elapsed();
+    assert_eq!(register.increment(1, g.fence(), register.read()), WriteOutcome::Accepted);
+    kill(h.pid(), Signal::SIGCONT).expect("SIGCONT holder");
+    h.send("WRITE");
+    let write = h.expect("WRITE", Duration::from_secs(5));
+    let outcome = if write.ends_with("lost=true") {
+        "told before its write"
+    } else {
+        let r = register.increment(0, Some(FencingToken(fence)).filter(|f| f.0 > 0), child_read);
+        assert_eq!(r, WriteOutcome::Rejected, "{label}: the paused holder's late write got through");
+        "late write refused by the fence"
+    };
+    h.expect("LOST", Duration::from_secs(5));
+    g.release().await.expect("release");
+    drop(h);
+
+    let mut h = Holder::spawn(url, &key);
+    h.expect("ACQUIRED", Duration::from_secs(20));
+    kill(h.pid(), Signal::SIGKILL).expect("SIGKILL holder");
+    let killed = Instant::now();
+    let g =
+        other.lock(&key).wait(Duration::from_secs(30)).acquire().await.expect("taken from the killed holder");
+    let recovery = killed.elapsed();
+    g.release().await.expect("release");
+    eprintln!(
+        "[{label} / holder processes] paused holder: lock taken after {taken_after:?}, {outcome}, lost signal fired; \
+         SIGKILLed holder: lock taken after {recovery:?}"
+    );
+    assert!(recovery <= recovery_limit, "{label}: recovery {recovery:?} > {recovery_limit:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_holder_processes() {
+    let Some(srv) = started(RedisServer::start(), "redis") else { return };
+    holder_processes("redis/simple", &format!("{}?mode=simple", srv.url()), LEASE + Duration::from_secs(1))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_holder_processes() {
+    let Some(srv) = started(MariaDbServer::start(), "mariadb") else { return };
+    let limit = LEASE + Duration::from_secs(1);
+    holder_processes("mysql/optimistic", &format!("{}?mode=optimistic", srv.url()), limit).await;
+    holder_processes("mysql/pessimistic", &format!("{}?mode=pessimistic", srv.url()), limit).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_holder_processes() {
+    let Some(srv) = started(ZkServer::start(), "zookeeper") else { return };
+    let session = Duration::from_millis(600);
+    let url = format!("zk://{}/history?session_timeout_ms={}", srv.connect_string(), session.as_millis());
+    holder_processes("zk", &url, session + Duration::from_secs(1)).await;
+}
