@@ -14,7 +14,7 @@ use lock_core::{LockBackend, async_trait};
 use lock_testkit::Factory;
 use lock_testkit::history::{Nemesis, Report, Workload, run};
 use lock_testkit::proxy::Proxy;
-use lock_testkit::server::{FaultControl, MariaDbServer, RedisServer, ZkServer, require_servers};
+use lock_testkit::server::{FaultControl, MariaDbServer, RedisServer, ZkEnsemble, ZkServer, require_servers};
 
 /// Clients built from a URL (each a separate connection or session).
 struct UrlFactory {
@@ -123,22 +123,40 @@ fn report(r: &Report) {
     r.assert_safe();
 }
 
+/// For faults in which the server takes holds away at once, without notice: only the fence
+/// keeps the resource consistent (see `Report::assert_fenced_safe`).
+fn report_fenced(r: &Report) {
+    eprintln!("{r}");
+    r.assert_fenced_safe();
+}
+
+/// Which faults make the server drop holds at once, without notice to the holder.
+#[derive(Clone, Copy)]
+struct Revokes {
+    /// A closed connection frees the lock (connection-bound locks).
+    on_cut: bool,
+    /// A killed and restarted server forgets its locks (no persistence).
+    on_restart: bool,
+}
+
 /// Run the workload with no faults, then under each schedule, on clients made by `url_of`
 /// (given the proxy's port).
 async fn schedules(
     label: &str,
     server: &(dyn FaultControl + Sync),
     port: u16,
+    revokes: Revokes,
     url_of: impl Fn(u16) -> String,
 ) {
     let proxy = Proxy::start(addr(port)).await.expect("proxy");
     let f = UrlFactory { label: label.to_owned(), url: url_of(proxy.port()) };
     let w = Workload { fault_period: FAULT, ..workload() };
+    let pick = |instant: bool| if instant { report_fenced } else { report };
     report(&run(&f, &w, None).await);
     report(&run(&f, &w, Some(&Pause(server, FAULT.1))).await);
     report(&run(&f, &w, Some(&Blackhole(&proxy))).await);
-    report(&run(&f, &w, Some(&Cut(&proxy))).await);
-    report(&run(&f, &w, Some(&KillRestart(server))).await);
+    pick(revokes.on_cut)(&run(&f, &w, Some(&Cut(&proxy))).await);
+    pick(revokes.on_restart || revokes.on_cut)(&run(&f, &w, Some(&KillRestart(server))).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,7 +168,8 @@ async fn memory_history() {
 async fn redis_history(mode: &str) {
     let Some(srv) = started(RedisServer::start(), "redis") else { return };
     let url = move |p: u16| format!("redis://127.0.0.1:{p}/?mode={mode}");
-    schedules(&format!("redis/{mode}"), &srv, srv.port(), url).await;
+    let revokes = Revokes { on_cut: false, on_restart: true };
+    schedules(&format!("redis/{mode}"), &srv, srv.port(), revokes, url).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,7 +187,8 @@ async fn mysql_history(mode: &str) {
     let (base, port) = (srv.url(), srv.port());
     let url =
         move |p: u16| format!("{}?mode={mode}", base.replacen(&format!(":{port}/"), &format!(":{p}/"), 1));
-    schedules(&format!("mysql/{mode}"), &srv, srv.port(), url).await;
+    let revokes = Revokes { on_cut: mode == "pessimistic", on_restart: false };
+    schedules(&format!("mysql/{mode}"), &srv, srv.port(), revokes, url).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,7 +206,7 @@ async fn zk_history() {
     let Some(srv) = started(ZkServer::start(), "zookeeper") else { return };
     // The session (the lease) expires during a 900 ms fault.
     let url = |p: u16| format!("zk://127.0.0.1:{p}/history?session_timeout_ms=600");
-    schedules("zk", &srv, srv.port(), url).await;
+    schedules("zk", &srv, srv.port(), Revokes { on_cut: false, on_restart: false }, url).await;
 }
 
 /// Redlock over three masters, one of them killed and restarted: a majority stays.
@@ -332,13 +352,14 @@ async fn holder_processes(label: &str, url: &str, recovery_limit: Duration) {
     let mut h = Holder::spawn(url, &key);
     let acquired = h.expect("ACQUIRED", Duration::from_secs(20));
     let fence: u64 = acquired["ACQUIRED ".len()..].parse().expect("fence");
-    let child_read = register.read();
+    let child_read = register.peek(); // the child read before it was paused
     kill(h.pid(), Signal::SIGSTOP).expect("SIGSTOP holder");
     let paused = Instant::now();
     let g =
         other.lock(&key).wait(Duration::from_secs(20)).acquire().await.expect("taken from the paused holder");
     let taken_after = paused.elapsed();
-    assert_eq!(register.increment(1, g.fence(), register.read()), WriteOutcome::Accepted);
+    let v = register.read(1, g.fence()).expect("the new holder reads");
+    assert_eq!(register.increment(1, g.fence(), v), WriteOutcome::Accepted);
     kill(h.pid(), Signal::SIGCONT).expect("SIGCONT holder");
     h.send("WRITE");
     let write = h.expect("WRITE", Duration::from_secs(5));
@@ -389,4 +410,77 @@ async fn zk_holder_processes() {
     let session = Duration::from_millis(600);
     let url = format!("zk://{}/history?session_timeout_ms={}", srv.connect_string(), session.as_millis());
     holder_processes("zk", &url, session + Duration::from_secs(1)).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backend-specific faults: a ZooKeeper leader killed in an ensemble, MySQL `KILL CONNECTION`.
+
+/// The current leader of a 3-node ensemble SIGKILLed, restarted when healing.
+struct KillLeader<'a>(&'a ZkEnsemble);
+
+#[async_trait]
+impl Nemesis for KillLeader<'_> {
+    fn name(&self) -> String {
+        "leader killed".into()
+    }
+    async fn strike(&self) {
+        let e = self.0;
+        if let Some(i) = tokio::task::block_in_place(|| e.leader_index()) {
+            e.node(i).kill().expect("kill leader");
+        }
+    }
+    async fn heal(&self) {
+        let e = self.0;
+        tokio::task::block_in_place(|| {
+            for n in e.nodes().iter().filter(|n| !n.is_running()) {
+                n.restart().expect("restart node");
+            }
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_ensemble_leader_killed_history() {
+    let Some(e) = started(ZkEnsemble::start(), "zookeeper ensemble") else { return };
+    e.wait_for_quorum(Duration::from_secs(30)).expect("quorum");
+    // Sessions outlive a leader election (a few hundred ms here).
+    let url = format!("zk://{}/history?session_timeout_ms=4000", e.connect_string());
+    let f = UrlFactory { label: "zk/3-node ensemble".into(), url };
+    let w =
+        Workload { fault_period: (Duration::from_millis(1500), Duration::from_millis(1500)), ..workload() };
+    report(&run(&f, &w, Some(&KillLeader(&e))).await);
+}
+
+/// `KILL CONNECTION` for every connection of the lock user (the holders' and the pools').
+struct KillConnections<'a>(&'a MariaDbServer);
+
+#[async_trait]
+impl Nemesis for KillConnections<'_> {
+    fn name(&self) -> String {
+        "KILL CONNECTION of every client".into()
+    }
+    async fn strike(&self) {
+        let s = self.0;
+        tokio::task::block_in_place(|| {
+            let ids = s
+                .exec_as_root("SELECT id FROM information_schema.PROCESSLIST WHERE user = 'lock'")
+                .expect("processlist");
+            for id in ids.lines().filter_map(|l| l.trim().parse::<u64>().ok()) {
+                // A connection may be gone already: such an error is expected.
+                let _ = s.exec_as_root(&format!("KILL CONNECTION {id}"));
+            }
+        });
+    }
+    async fn heal(&self) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_kill_connection_history() {
+    let Some(srv) = started(MariaDbServer::start(), "mariadb") else { return };
+    for mode in ["pessimistic", "optimistic"] {
+        let f = UrlFactory { label: format!("mysql/{mode}"), url: format!("{}?mode={mode}", srv.url()) };
+        let w =
+            Workload { fault_period: (Duration::from_millis(700), Duration::from_millis(100)), ..workload() };
+        report(&run(&f, &w, Some(&KillConnections(&srv))).await);
+    }
 }
