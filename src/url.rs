@@ -2,22 +2,7 @@
 
 use crate::{DynBackend, LockError};
 
-/// Replace the password of a URL by `***` (for messages and logs).
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let (auth, tail) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match auth.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            let masked = if userinfo.contains(':') { format!("{user}:***") } else { user.to_owned() };
-            format!("{scheme}://{masked}@{host}{tail}")
-        }
-        None => url.to_owned(),
-    }
-}
+pub use lock_core::redact::redact_url;
 
 /// Connect to the backend a URL names:
 ///

@@ -30,6 +30,7 @@ mod memory;
 mod multi;
 mod notify;
 mod quorum;
+pub mod redact;
 mod renewer;
 mod signal;
 mod token;

@@ -9,7 +9,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, IntoConnectionInfo};
 
 use crate::backend::{Inner, RedisLock};
-use crate::error::{NAME, classify, redact_url, scrub};
+use crate::error::{NAME, classify, redact_url, scrub, url_password};
 use crate::keys::{DEFAULT_KEY_PREFIX, KeyLayout};
 
 /// Default time allowed to open a connection.
@@ -180,12 +180,17 @@ impl RedisLockBuilder {
                     return Err(LockError::FeatureNotEnabled { scheme, feature: "tls" });
                 }
                 let info = url.as_str().into_connection_info().map_err(|e| {
-                    invalid(scrub(format!("{}: {e}", redact_url(&url)), url_password(&url).as_deref()))
+                    let secrets: Vec<&str> = url_password(&url).into_iter().collect();
+                    invalid(scrub(&format!("{}: {e}", redact_url(&url)), &secrets))
                 })?;
                 // redis-rs leaves Nagle on; a lock's small request/reply traffic wants it off.
                 let tcp = info.tcp_settings().clone().set_nodelay(true);
                 let info = info.set_tcp_settings(tcp);
-                Some(Client::open(info).map_err(|e| invalid(format!("{}: {e}", redact_url(&url))))?)
+                let secrets: Vec<&str> = url_password(&url).into_iter().collect();
+                Some(
+                    Client::open(info)
+                        .map_err(|e| invalid(scrub(&format!("{}: {e}", redact_url(&url)), &secrets)))?,
+                )
             }
         };
         let client = match (client, &self.credentials) {
@@ -219,7 +224,7 @@ impl RedisLockBuilder {
                         // Keep the typed source unless it would leak the password.
                         Some(pw) if !pw.is_empty() && e.to_string().contains(&pw) => {
                             let temporary = crate::error::is_temporary(&e);
-                            let msg = scrub(e.to_string(), Some(&pw));
+                            let msg = scrub(&e.to_string(), &[&pw]);
                             if temporary {
                                 LockError::temporary(NAME, msg)
                             } else {
@@ -246,13 +251,6 @@ impl RedisLockBuilder {
 
 fn invalid(reason: String) -> LockError {
     LockError::InvalidConfig { reason }
-}
-
-fn url_password(url: &str) -> Option<String> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split('/').next()?;
-    let userinfo = authority.rsplit_once('@')?.0;
-    Some(userinfo.split_once(':')?.1.to_owned())
 }
 
 #[cfg(test)]

@@ -40,30 +40,7 @@ pub(crate) fn bad_reply(what: &'static str) -> LockError {
     LockError::permanent(NAME, format!("unexpected reply to {what}"))
 }
 
-/// `url` with any password replaced by `***` (for errors and `Debug`).
-pub(crate) fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return "<unparsable url>".to_owned() };
-    let (authority, tail) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            let user = if userinfo.contains(':') { format!("{user}:***") } else { user.to_owned() };
-            format!("{scheme}://{user}@{host}{tail}")
-        }
-        None => url.to_owned(),
-    }
-}
-
-/// `msg` with every occurrence of `secret` replaced by `***`.
-pub(crate) fn scrub(msg: String, secret: Option<&str>) -> String {
-    match secret {
-        Some(s) if !s.is_empty() => msg.replace(s, "***"),
-        _ => msg,
-    }
-}
+pub(crate) use lock_core::redact::{redact_url, scrub, url_password};
 
 #[cfg(test)]
 mod tests {
@@ -75,8 +52,8 @@ mod tests {
         assert_eq!(redact_url("redis://:s3cr3t@h:1/"), "redis://:***@h:1/");
         assert_eq!(redact_url("rediss://app:p@ss@w0rd@h:1/2?x=1"), "rediss://app:***@h:1/2?x=1");
         assert_eq!(redact_url("redis://user@h"), "redis://user@h");
-        assert!(!redact_url("nonsense s3cr3t").contains("s3cr3t"));
-        assert_eq!(scrub("bad s3cr3t here".into(), Some("s3cr3t")), "bad *** here");
+        assert!(!redact_url("nonsense s3cr3t@x").contains("s3cr3t"));
+        assert_eq!(scrub("bad s3cr3t here", &["s3cr3t"]), "bad *** here");
     }
 
     #[test]

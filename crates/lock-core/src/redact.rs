@@ -1,0 +1,99 @@
+//! Keeping passwords out of messages: URL redaction and scrubbing, shared by every backend.
+//!
+//! Users write passwords into URLs raw as often as percent-encoded, so a password may contain
+//! `/ ? # @ %` where a URL parser would not expect them. The userinfo is therefore taken to end
+//! at the last `@` that is followed by something shaped like a host list, not at the first `/`.
+
+/// Where the userinfo of `rest` (the URL after `scheme://`) ends: the last `@` followed by a
+/// plausible host list (letters, digits, `- . _ : [ ] ,`) up to the next `/`, `?` or `#`.
+fn userinfo_end(rest: &str) -> Option<usize> {
+    rest.match_indices('@').map(|(i, _)| i).rfind(|&i| {
+        let host = rest[i + 1..].split(['/', '?', '#']).next().unwrap_or("");
+        !host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || "-._:[],".contains(c))
+    })
+}
+
+/// `url` with its password replaced by `***` (`scheme://user:***@host...`); a string that is not
+/// a URL comes back as `<unparsable url>` if it contains an `@` (it might hold a secret).
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return if url.contains('@') { "<unparsable url>".to_owned() } else { url.to_owned() };
+    };
+    match userinfo_end(rest) {
+        Some(i) => {
+            let (userinfo, host) = (&rest[..i], &rest[i + 1..]);
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+                None => format!("{scheme}://{userinfo}@{host}"),
+            }
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// The password of `url` as written (possibly percent-encoded), if it has one.
+pub fn url_password(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let userinfo = &rest[..userinfo_end(rest)?];
+    userinfo.split_once(':').map(|(_, pw)| pw).filter(|pw| !pw.is_empty())
+}
+
+/// `msg` with every occurrence of each secret, as written and percent-decoded, replaced by
+/// `***`.
+pub fn scrub(msg: &str, secrets: &[&str]) -> String {
+    let mut out = msg.to_owned();
+    for s in secrets.iter().filter(|s| !s.is_empty()) {
+        let decoded = percent_decode(s);
+        for form in [s.to_string(), decoded] {
+            if !form.is_empty() {
+                out = out.replace(&form, "***");
+            }
+        }
+    }
+    out
+}
+
+/// `%XX` sequences decoded (invalid ones kept as they are; invalid UTF-8 replaced).
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
+                i += 3;
+            }
+            (c, ..) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_with_url_metacharacters_are_redacted() {
+        assert_eq!(redact_url("redis://127.0.0.1:6379/0"), "redis://127.0.0.1:6379/0");
+        assert_eq!(redact_url("redis://:s3cr3t@h:1/"), "redis://:***@h:1/");
+        assert_eq!(redact_url("rediss://app:p@ss@w0rd@h:1/2?x=1"), "rediss://app:***@h:1/2?x=1");
+        assert_eq!(redact_url("redis://user@h"), "redis://user@h");
+        assert_eq!(redact_url("redis://u:s3/cr?t#p@ss%w0rd@127.0.0.1:1/"), "redis://u:***@127.0.0.1:1/");
+        assert_eq!(
+            redact_url("mysql://root:a%2Fb%40c@[::1]:3306/db?x=1"),
+            "mysql://root:***@[::1]:3306/db?x=1"
+        );
+        assert_eq!(redact_url("zk://u:p@h1:1,h2:2/root"), "zk://u:***@h1:1,h2:2/root");
+        assert_eq!(redact_url("not a url s3cr3t@x"), "<unparsable url>");
+        assert_eq!(url_password("redis://u:s3/cr?t#p@ss@h:1/"), Some("s3/cr?t#p@ss"));
+        assert_eq!(url_password("redis://u@h:1/"), None);
+        assert_eq!(scrub("x a/b y a%2Fb z", &["a%2Fb"]), "x *** y *** z");
+        assert_eq!(percent_decode("%41%zz%"), "A%zz%");
+    }
+}
