@@ -20,6 +20,10 @@ fuzz_target!(|data: (&str, &str)| {
                 assert_ne!(x, y, "redis names alias: {a:?} {b:?}");
             }
         }
-        assert_eq!(lock_redis::fuzzing::key_of_channel(prefix, &ra[4]).as_deref(), Some(a), "channel round trip");
+        assert_eq!(
+            lock_redis::fuzzing::key_of_channel(prefix, &ra[4]).as_deref(),
+            Some(a),
+            "channel round trip"
+        );
     }
 });
