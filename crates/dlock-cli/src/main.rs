@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod duration;
 mod run;
+mod supervise;
 
 use duration::parse_duration;
 
@@ -21,6 +22,8 @@ pub const EXIT_LOST: u8 = 76;
 pub const EXIT_CONFIG: u8 = 64;
 /// Exit status when the backend is unreachable.
 pub const EXIT_UNAVAILABLE: u8 = 69;
+/// Exit status when the backend refused the credentials or the permission.
+pub const EXIT_NOPERM: u8 = 77;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -37,10 +40,16 @@ struct Cli {
 enum Cmd {
     /// Hold a lock while a command runs, like flock(1) or `etcdctl lock`.
     ///
-    /// The lock is renewed by a watchdog while the command runs. If the lock is lost, the
-    /// command gets SIGTERM, then SIGKILL after --grace, and dlock exits with status 76.
-    /// Exit statuses: the command's own; 75 lock not acquired in time; 76 lock lost;
-    /// 64 bad arguments / URL / missing feature; 69 backend unreachable.
+    /// The lock is renewed by a watchdog while the command runs, and released only after the
+    /// command has exited. The command runs in its own process group; SIGTERM, SIGINT and
+    /// SIGHUP sent to dlock are forwarded to that group. If the lock is lost, the group gets
+    /// the --on-lost signal, then SIGKILL after the grace period. If dlock itself dies (SIGKILL,
+    /// OOM), a small supervisor between dlock and the command notices within 50 ms and stops
+    /// the command the same way, well before the lease lets anyone else in.
+    ///
+    /// Exit statuses: the command's own (128 + N when it died of signal N); 64 bad arguments,
+    /// URL or missing feature; 69 backend unreachable; 75 lock not acquired within --wait;
+    /// 76 lock lost (command stopped); 77 credentials or permission refused.
     Run {
         /// Backend URL: memory://name, redis://host:port/?mode=simple|reentrant|fair,
         /// mysql://user:pass@host:port/db?mode=pessimistic|optimistic, zk://host:port/root
@@ -55,9 +64,11 @@ enum Cmd {
         /// Watchdog lease: renewed every third of it while the command runs.
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         lease: Duration,
-        /// Time between SIGTERM and SIGKILL when the lock is lost.
-        #[arg(long, default_value = "5s", value_parser = parse_duration)]
-        grace: Duration,
+        /// What to do to the command when the lock is lost: `SIGNAL[:GRACE]` sends SIGNAL
+        /// (TERM, INT, HUP, KILL, USR1, USR2) and SIGKILL after GRACE; `none` lets it run on.
+        /// The grace period must be shorter than the lease.
+        #[arg(long, default_value = "TERM:5s", value_parser = crate::supervise::parse_on_lost)]
+        on_lost: crate::supervise::OnLost,
         /// The command and its arguments.
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
@@ -73,6 +84,16 @@ enum Cmd {
     },
     /// Benchmark every available backend with the same scenarios; writes a report folder.
     Bench(bench::BenchArgs),
+    /// Internal: the supervisor between `dlock run` and the command.
+    #[command(hide = true, name = "__supervise")]
+    Supervise {
+        #[arg(long)]
+        parent: u32,
+        #[arg(long, value_parser = parse_duration)]
+        grace: Duration,
+        #[arg(trailing_var_arg = true, required = true)]
+        command: Vec<String>,
+    },
     /// Internal: hold a lock until killed (the crash-recovery scenario's victim).
     #[command(hide = true)]
     Hold {
@@ -97,9 +118,10 @@ fn main() -> ExitCode {
     };
     rt.block_on(async move {
         match cli.cmd {
-            Cmd::Run { url, key, wait, lease, grace, command } => {
-                run::run(&url, &key, wait, lease, grace, &command).await
+            Cmd::Run { url, key, wait, lease, on_lost, command } => {
+                run::run(&url, &key, wait, lease, on_lost, &command).await
             }
+            Cmd::Supervise { parent, grace, command } => supervise::supervise(parent, grace, &command).await,
             Cmd::Status { url, key } => run::status(&url, &key).await,
             Cmd::Bench(args) => bench::main(args).await,
             Cmd::Hold { url, key, lease } => run::hold(&url, &key, lease).await,

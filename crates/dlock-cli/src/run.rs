@@ -3,11 +3,15 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::os::unix::process::ExitStatusExt;
+
 use dlock::{AcquireRequest, Attempt, LeaseSignal, LockError, Locker, OwnerToken, redact_url};
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::Command;
+use tokio::signal::unix::{SignalKind, signal};
 
+use crate::supervise::{OnLost, exit_of};
 use crate::{EXIT_CONFIG, EXIT_LOST, EXIT_TIMEOUT, EXIT_UNAVAILABLE};
 
 fn fail(url: &str, e: &LockError) -> ExitCode {
@@ -34,36 +38,105 @@ async fn locker(url: &str, lease: Duration) -> Result<Locker, LockError> {
     Locker::new(dlock::from_url(url).await?).with_watchdog_lease(lease)
 }
 
+/// The first of SIGTERM, SIGINT and SIGHUP to arrive.
+async fn any_signal(sigs: &mut [Signal_; 3]) -> Signal {
+    let [(a, sa), (b, sb), (c, sc)] = sigs;
+    tokio::select! {
+        _ = sa.recv() => *a,
+        _ = sb.recv() => *b,
+        _ = sc.recv() => *c,
+    }
+}
+
+type Signal_ = (Signal, tokio::signal::unix::Signal);
+
+fn exit_signal(sig: Signal) -> ExitCode {
+    ExitCode::from(u8::try_from(128 + sig as i32).unwrap_or(255))
+}
+
 /// Hold `key` while `command` runs; see the `run` subcommand's help.
 pub async fn run(
     url: &str,
     key: &str,
     wait: Duration,
     lease: Duration,
-    grace: Duration,
+    on_lost: OnLost,
     command: &[String],
 ) -> ExitCode {
-    let locker = match locker(url, lease).await {
-        Ok(l) => l,
-        Err(e) => return fail(url, &e),
-    };
-    let guard = match locker.lock(key).wait(wait).acquire().await {
-        Ok(g) => g,
-        Err(e) => return fail(url, &e),
-    };
-    let Some((program, args)) = command.split_first() else {
+    if url.get(..9).is_some_and(|s| s.eq_ignore_ascii_case("memory://")) {
+        eprintln!(
+            "dlock: memory:// locks live inside one process, so another `dlock run` would never see \
+             this one; use redis://, mysql://, zk:// or redlock://"
+        );
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    if let Some(grace) = on_lost.grace()
+        && grace >= lease
+    {
+        eprintln!(
+            "dlock: --on-lost grace {grace:?} must be shorter than --lease {lease:?}: if dlock dies, \
+             the command must be stopped before the lease lets another holder in"
+        );
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let Some(program) = command.first() else {
         eprintln!("dlock: no command given");
         return ExitCode::from(EXIT_CONFIG);
     };
-    let mut cmd = Command::new(program);
-    cmd.args(args).kill_on_drop(true);
+    // Before anything else, so that a signal while waiting ends dlock cleanly.
+    let kinds = [
+        (Signal::SIGTERM, SignalKind::terminate()),
+        (Signal::SIGINT, SignalKind::interrupt()),
+        (Signal::SIGHUP, SignalKind::hangup()),
+    ];
+    let mut sigs = Vec::with_capacity(3);
+    for (sig, kind) in kinds {
+        match signal(kind) {
+            Ok(s) => sigs.push((sig, s)),
+            Err(e) => {
+                eprintln!("dlock: cannot install signal handlers: {e}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        }
+    }
+    let Ok(mut sigs): Result<[Signal_; 3], _> = sigs.try_into() else { return ExitCode::from(EXIT_CONFIG) };
+    let guard = tokio::select! {
+        g = async {
+            let locker = locker(url, lease).await?;
+            locker.lock(key).wait(wait).acquire().await
+        } => match g {
+            Ok(g) => g,
+            Err(e) => return fail(url, &e),
+        },
+        sig = any_signal(&mut sigs) => return exit_signal(sig),
+    };
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("dlock: cannot find its own executable to supervise the command: {e}");
+            let _ = guard.release().await;
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let grace = on_lost.grace().unwrap_or(Duration::from_secs(5));
+    let mut cmd = Command::new(exe);
+    cmd.arg("__supervise")
+        .arg("--parent")
+        .arg(std::process::id().to_string())
+        .arg("--grace")
+        .arg(format!("{}ms", grace.as_millis()))
+        .arg("--")
+        .args(command)
+        // The supervisor leads a new process group, which the command joins: one signal to
+        // the group reaches both, and nothing else.
+        .process_group(0);
     // Only a real fencing token is exported: a number from a backend without fencing would
     // look like one and protect nothing.
     match guard.fence() {
         Some(f) => cmd.env("DLOCK_FENCING_TOKEN", f.to_string()),
         None => cmd.env_remove("DLOCK_FENCING_TOKEN"),
     };
-    let mut child = match cmd.spawn() {
+    let mut sup = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("dlock: cannot run {program:?}: {e}");
@@ -71,34 +144,50 @@ pub async fn run(
             return ExitCode::from(127);
         }
     };
-    let status = tokio::select! {
-        status = child.wait() => status,
-        _ = guard.lost() => {
-            eprintln!("dlock: lock {key:?} lost; terminating {program:?}");
-            if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    let Some(group) = sup.id().and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw) else {
+        let _ = guard.release().await;
+        return ExitCode::from(1);
+    };
+    let mut lost_at: Option<tokio::time::Instant> = None;
+    let mut killed = false;
+    let status = loop {
+        let kill_at = lost_at.map(|t| t + grace);
+        tokio::select! {
+            status = sup.wait() => break status,
+            sig = any_signal(&mut sigs) => {
+                let _ = killpg(group, sig);
             }
-            if tokio::time::timeout(grace, child.wait()).await.is_err() {
-                let _ = child.kill().await;
+            _ = guard.lost(), if lost_at.is_none() => {
+                lost_at = Some(tokio::time::Instant::now());
+                match on_lost {
+                    OnLost::Stop(sig, _) => {
+                        eprintln!("dlock: lock {key:?} lost; sending {sig} to {program:?}");
+                        let _ = killpg(group, sig);
+                    }
+                    OnLost::Nothing => eprintln!("dlock: lock {key:?} lost; {program:?} keeps running (--on-lost none)"),
+                }
             }
-            let _ = guard.release().await;
-            return ExitCode::from(EXIT_LOST);
+            _ = tokio::time::sleep_until(kill_at.unwrap_or_else(tokio::time::Instant::now)), if kill_at.is_some() && !killed && on_lost != OnLost::Nothing => {
+                killed = true;
+                let _ = killpg(group, Signal::SIGKILL);
+            }
         }
     };
+    // A supervisor that died of a signal nobody here sent may have left the command running:
+    // stop the group before the lock is given up.
+    if status.as_ref().is_ok_and(|s| s.signal().is_some()) && !killed && killpg(group, None).is_ok() {
+        let _ = killpg(group, Signal::SIGTERM);
+        tokio::time::sleep(grace.min(Duration::from_secs(1))).await;
+        let _ = killpg(group, Signal::SIGKILL);
+    }
     let released = guard.release().await;
-    match (status, released) {
-        (_, Err(LockError::LeaseLost { .. })) => {
-            eprintln!("dlock: lock {key:?} was lost while {program:?} ran");
-            ExitCode::from(EXIT_LOST)
-        }
-        (Ok(s), _) => match s.code() {
-            Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
-            // Killed by a signal: the shell convention 128 + signal.
-            None => {
-                ExitCode::from(128 + std::os::unix::process::ExitStatusExt::signal(&s).unwrap_or(0) as u8)
-            }
-        },
-        (Err(e), _) => {
+    if lost_at.is_some() || matches!(released, Err(LockError::LeaseLost { .. })) {
+        eprintln!("dlock: lock {key:?} was lost while {program:?} ran");
+        return ExitCode::from(EXIT_LOST);
+    }
+    match status {
+        Ok(s) => exit_of(s),
+        Err(e) => {
             eprintln!("dlock: waiting for {program:?} failed: {e}");
             ExitCode::from(1)
         }

@@ -1,0 +1,146 @@
+//! The supervisor between `dlock run` and the command: it leads the command's process group,
+//! and stops the command when the `dlock` process holding the lock dies (SIGKILL, OOM), so the
+//! command never outlives the lock unnoticed.
+//!
+//! Linux has a parent-death signal (`prctl(PR_SET_PDEATHSIG)`), but setting it for the command
+//! needs code between fork and exec (`pre_exec`, which is `unsafe`), and other systems lack
+//! it. The supervisor instead watches its parent pid, which works on every Unix: when `dlock`
+//! dies the supervisor is re-parented, sees it within [`PARENT_POLL`], and stops the group.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitCode, ExitStatus};
+use std::str::FromStr;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::{getpgrp, getppid};
+use tokio::process::Command;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::{EXIT_CONFIG, EXIT_LOST};
+
+/// How often the supervisor checks that `dlock` is still its parent.
+pub const PARENT_POLL: Duration = Duration::from_millis(50);
+
+/// What `dlock run` does to the command when the lock is lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnLost {
+    /// Send this signal to the command's group, then SIGKILL after the grace period.
+    Stop(Signal, Duration),
+    /// Leave the command running (dlock still exits with status 76 afterwards).
+    Nothing,
+}
+
+impl OnLost {
+    /// The grace period, when the command is to be stopped.
+    pub fn grace(&self) -> Option<Duration> {
+        match self {
+            OnLost::Stop(_, g) => Some(*g),
+            OnLost::Nothing => None,
+        }
+    }
+}
+
+/// Parse `--on-lost`: `TERM`, `TERM:5s`, `SIGINT:500ms`, `KILL`, or `none`.
+pub fn parse_on_lost(s: &str) -> Result<OnLost, String> {
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(OnLost::Nothing);
+    }
+    let (sig, grace) = s.split_once(':').unwrap_or((s, "5s"));
+    let name = sig.trim().to_ascii_uppercase();
+    let name = if name.starts_with("SIG") { name } else { format!("SIG{name}") };
+    let signal = match Signal::from_str(&name) {
+        Ok(
+            s @ (Signal::SIGTERM
+            | Signal::SIGINT
+            | Signal::SIGHUP
+            | Signal::SIGKILL
+            | Signal::SIGUSR1
+            | Signal::SIGUSR2),
+        ) => s,
+        _ => {
+            return Err(format!(
+                "unknown or unsupported signal {sig:?} (TERM, INT, HUP, KILL, USR1, USR2 or none)"
+            ));
+        }
+    };
+    Ok(OnLost::Stop(signal, crate::duration::parse_duration(grace)?))
+}
+
+/// The exit status `dlock` reports for a finished process: its code, or 128 + the signal.
+pub fn exit_of(status: ExitStatus) -> ExitCode {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => ExitCode::from(u8::try_from(c & 0xff).unwrap_or(1)),
+        (None, Some(sig)) => ExitCode::from(u8::try_from(128 + sig).unwrap_or(255)),
+        (None, None) => ExitCode::from(1),
+    }
+}
+
+/// Run `command` in this process's group (which `dlock run` made for us) until it exits, or
+/// until `parent` is no longer our parent.
+pub async fn supervise(parent: u32, grace: Duration, command: &[String]) -> ExitCode {
+    // The group's signals reach the command directly; the supervisor stays to report its
+    // status. Registering the handlers replaces the default action (terminate) for good.
+    let handlers = [SignalKind::terminate(), SignalKind::interrupt(), SignalKind::hangup()].map(signal);
+    if handlers.iter().any(Result::is_err) {
+        eprintln!("dlock: cannot install signal handlers");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let Some((program, args)) = command.split_first() else {
+        return ExitCode::from(EXIT_CONFIG);
+    };
+    let mut child = match Command::new(program).args(args).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("dlock: cannot run {program:?}: {e}");
+            // The shell's conventions: 127 not found, 126 found but not runnable.
+            let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+            return ExitCode::from(code);
+        }
+    };
+    let mut tick = tokio::time::interval(PARENT_POLL);
+    loop {
+        tokio::select! {
+            status = child.wait() => {
+                return match status {
+                    Ok(s) => exit_of(s),
+                    Err(e) => {
+                        eprintln!("dlock: waiting for {program:?} failed: {e}");
+                        ExitCode::from(1)
+                    }
+                };
+            }
+            _ = tick.tick() => {
+                if u32::try_from(getppid().as_raw()).ok() == Some(parent) {
+                    continue;
+                }
+                eprintln!("dlock: the dlock process that held the lock died; stopping {program:?}");
+                let group = getpgrp();
+                let _ = killpg(group, Signal::SIGTERM);
+                if tokio::time::timeout(grace, child.wait()).await.is_err() {
+                    let _ = killpg(group, Signal::SIGKILL); // this process included
+                }
+                return ExitCode::from(EXIT_LOST);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn on_lost_parses() {
+        assert_eq!(parse_on_lost("none"), Ok(OnLost::Nothing));
+        assert_eq!(parse_on_lost("TERM"), Ok(OnLost::Stop(Signal::SIGTERM, Duration::from_secs(5))));
+        assert_eq!(
+            parse_on_lost("sigint:250ms"),
+            Ok(OnLost::Stop(Signal::SIGINT, Duration::from_millis(250)))
+        );
+        assert_eq!(parse_on_lost("KILL:0s"), Ok(OnLost::Stop(Signal::SIGKILL, Duration::ZERO)));
+        assert!(parse_on_lost("STOP").is_err());
+        assert!(parse_on_lost("TERM:soon").is_err());
+        assert!(parse_on_lost("").is_err());
+    }
+}

@@ -1,0 +1,163 @@
+//! `dlock run` as cron jobs and deploy scripts use it, against a real Redis: signals are
+//! forwarded, the lock is released only after the command exits, a dying `dlock` takes its
+//! command with it, a lost lock stops the command, and at no instant do two commands run.
+//!
+//! Every command holds `flock -n` on a shared file while it runs (exit 99 when it cannot): a
+//! second command running while the first is still alive, or a leftover process of the first
+//! (its background `sleep`), shows up as status 99.
+
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use lock_testkit::server::{external_url, shared_redis};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+fn redis_url() -> String {
+    external_url("redis").unwrap_or_else(|| shared_redis().url())
+}
+
+/// `dlock run` of a shell command that holds `$D/mutex` while it sleeps `secs`, recording its
+/// pid in `$D/pid.<tag>`; with `trap`, it exits 143 on SIGTERM.
+fn dlock_run(dir: &Path, key: &str, tag: &str, secs: f64, trap: bool, extra: &[&str]) -> Child {
+    let body = format!(
+        "echo $$ > \"$D/pid.{tag}\"; {} sleep {secs} & wait $!",
+        if trap { "trap 'exit 143' TERM;" } else { "" }
+    );
+    Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args(["run", "--url", &redis_url(), "--key", key])
+        .args(extra)
+        .args(["--", "flock", "-n", "-E", "99"])
+        .arg(dir.join("mutex"))
+        .args(["sh", "-c", &body])
+        .env("D", dir)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn dlock run")
+}
+
+fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn pid_of(dir: &Path, tag: &str) -> Option<i32> {
+    std::fs::read_to_string(dir.join(format!("pid.{tag}"))).ok()?.trim().parse().ok()
+}
+
+/// Alive and not a zombie.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "dlock did not exit within {limit:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn key(case: &str) -> String {
+    lock_testkit::conformance::key(case)
+}
+
+fn pid(c: &Child) -> Pid {
+    Pid::from_raw(i32::try_from(c.id()).expect("pid"))
+}
+
+#[test]
+fn sigterm_is_forwarded_and_the_lock_released_only_after_the_command_exits() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let k = key("sigterm");
+    let mut a = dlock_run(dir.path(), &k, "a", 30.0, true, &["--lease", "2s", "--on-lost", "TERM:500ms"]);
+    wait_for("first command starts", Duration::from_secs(20), || pid_of(dir.path(), "a").is_some());
+    let mut b = dlock_run(dir.path(), &k, "b", 0.1, false, &["--wait", "20s"]);
+    std::thread::sleep(Duration::from_millis(200)); // give B the chance to overlap, if it could
+    assert!(pid_of(dir.path(), "b").is_none(), "second command started while the first held the lock");
+    kill(pid(&a), Signal::SIGTERM).expect("SIGTERM dlock");
+    let sa = wait_exit(&mut a, Duration::from_secs(10));
+    assert_eq!(sa.code(), Some(143), "dlock exits with the command's status after SIGTERM");
+    assert!(!alive(pid_of(dir.path(), "a").expect("pid")), "command still running after dlock exited");
+    let sb = wait_exit(&mut b, Duration::from_secs(20));
+    assert_eq!(sb.code(), Some(0), "second command overlapped (99) or failed");
+}
+
+#[test]
+fn a_killed_dlock_takes_its_command_down_before_the_lease_frees_the_lock() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let k = key("sigkill");
+    let mut a = dlock_run(dir.path(), &k, "a", 30.0, false, &["--lease", "1s", "--on-lost", "TERM:200ms"]);
+    wait_for("first command starts", Duration::from_secs(20), || pid_of(dir.path(), "a").is_some());
+    let cmd = pid_of(dir.path(), "a").expect("pid");
+    let mut b = dlock_run(dir.path(), &k, "b", 0.1, false, &["--wait", "20s"]);
+    kill(pid(&a), Signal::SIGKILL).expect("SIGKILL dlock");
+    let killed = Instant::now();
+    let _ = wait_exit(&mut a, Duration::from_secs(5));
+    wait_for("orphaned command stopped", Duration::from_secs(2), || !alive(cmd));
+    let stopped = killed.elapsed();
+    let sb = wait_exit(&mut b, Duration::from_secs(20));
+    eprintln!("command stopped {stopped:?} after dlock was SIGKILLed; the waiter ran after the 1 s lease");
+    assert_eq!(sb.code(), Some(0), "second command overlapped (99) or failed");
+    assert!(stopped < Duration::from_secs(1), "the command outlived the lease: {stopped:?}");
+}
+
+#[test]
+fn a_lost_lock_stops_the_command_with_status_76() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let k = key("lost");
+    let mut a = dlock_run(dir.path(), &k, "a", 30.0, false, &["--lease", "600ms", "--on-lost", "TERM:200ms"]);
+    wait_for("command starts", Duration::from_secs(20), || pid_of(dir.path(), "a").is_some());
+    let cmd = pid_of(dir.path(), "a").expect("pid");
+    // Delete the lock behind the holder's back, as an operator or a failover would.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+    rt.block_on(async {
+        let lock =
+            dlock::lock_redis::RedisLock::from_url(&redis_url()).await.expect("redis").key_names(&k).lock;
+        let client = dlock::lock_redis::redis::Client::open(redis_url()).expect("client");
+        let mut con = client.get_multiplexed_async_connection().await.expect("admin");
+        let n: i64 =
+            dlock::lock_redis::redis::cmd("DEL").arg(&lock).query_async(&mut con).await.expect("DEL");
+        assert_eq!(n, 1, "the lock key {lock} was not there");
+    });
+    let s = wait_exit(&mut a, Duration::from_secs(10));
+    assert_eq!(s.code(), Some(76), "a lost lock exits 76");
+    assert!(!alive(cmd), "command still running after the lock was lost");
+}
+
+#[test]
+fn exit_statuses_pass_through_and_memory_urls_are_refused() {
+    let run = |url: &str, script: &str| {
+        Command::new(env!("CARGO_BIN_EXE_dlock"))
+            .args(["run", "--url", url, "--key", &key("status"), "--", "sh", "-c", script])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run dlock")
+    };
+    let url = redis_url();
+    assert_eq!(run(&url, "exit 7").status.code(), Some(7));
+    assert_eq!(run(&url, "kill -9 $$").status.code(), Some(137), "128 + SIGKILL");
+    assert_eq!(run(&url, "exit 0").status.code(), Some(0));
+    let missing = Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args(["run", "--url", &url, "--key", &key("status"), "--", "/nonexistent/command"])
+        .output()
+        .expect("run dlock");
+    assert_eq!(missing.status.code(), Some(127), "command not found");
+    let mem = run("memory://x", "exit 0");
+    assert_eq!(mem.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&mem.stderr);
+    assert!(err.contains("memory://") && err.contains("one process"), "{err}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args(["run", "--url", &url, "--key", "k", "--lease", "1s", "--on-lost", "TERM:5s", "--", "true"])
+        .output()
+        .expect("run dlock");
+    assert_eq!(bad.status.code(), Some(64), "a grace period longer than the lease is refused");
+}
