@@ -1,5 +1,6 @@
--- Reentrant nesting by the same owner: one more hold, lease extended, version unchanged.
+-- Reentrant nesting by the same owner: one more hold, the lease only ever extended, version
+-- unchanged; the attempt nonce is this nesting's.
 UPDATE `{table}`
-   SET holds = holds + 1,
-       expires_at = GREATEST(expires_at, NOW(6) + INTERVAL ? MICROSECOND)
- WHERE name = ? AND owner = ? AND version = ? AND expires_at > NOW(6)
+   SET holds = holds + 1, attempt = ?,
+       expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+ WHERE name = ? AND owner = ? AND version = ? AND expires_at > UTC_TIMESTAMP(6)

@@ -1,9 +1,12 @@
--- Optimistic mode on MySQL: a lease per lock, judged by the database clock (NOW(6)).
--- version is bumped on every acquisition and is the fencing token.
+-- Optimistic mode on MySQL: a lease per lock, judged by the database clock in UTC
+-- (UTC_TIMESTAMP(6): the same for every session, whatever its time_zone, and across DST).
+-- version is bumped on every acquisition and is the fencing token. attempt is the nonce of the
+-- last acquisition, so the cleanup of a cancelled attempt undoes exactly that attempt.
 CREATE TABLE IF NOT EXISTS `{table}` (
     name       VARBINARY(255)  NOT NULL PRIMARY KEY,
     owner      BINARY(16)      NULL,
     version    BIGINT UNSIGNED NOT NULL DEFAULT 0,
     holds      INT UNSIGNED    NOT NULL DEFAULT 0,
-    expires_at DATETIME(6)     NULL
+    expires_at DATETIME(6)     NULL,
+    attempt    BINARY(16)      NULL
 ) ENGINE=InnoDB

@@ -195,7 +195,8 @@ impl MySqlLockBuilder {
                 self.keepalive,
             )),
             Mode::Optimistic => {
-                Inner::Optimistic(Optimistic::new(pool.clone(), OptimisticSql::new(&table, flavor)))
+                let sql = OptimisticSql::new(&table, flavor);
+                Inner::Optimistic(Optimistic::new(pool.clone(), sql, flavor == Flavor::MariaDb))
             }
         };
         let lock = MySqlLock { inner: Arc::new(inner), pool, mode, table, flavor, server_version: version };

@@ -109,14 +109,16 @@ impl MySqlLock {
             .map_err(error::classify)?;
         // The optimistic schema has no fence object on MySQL.
         let expected = if self.mode == Mode::Optimistic && self.flavor == Flavor::MySql { 1 } else { 2 };
-        if present >= expected {
-            return Ok(());
+        if present < expected {
+            let schema = match &*self.inner {
+                Inner::Pessimistic(p) => p.schema().clone(),
+                Inner::Optimistic(o) => o.schema().clone(),
+            };
+            sqlx::raw_sql(sqlx::AssertSqlSafe(schema)).execute(&self.pool).await.map_err(error::classify)?;
         }
-        let schema = match &*self.inner {
-            Inner::Pessimistic(p) => p.schema().clone(),
-            Inner::Optimistic(o) => o.schema().clone(),
-        };
-        sqlx::raw_sql(sqlx::AssertSqlSafe(schema)).execute(&self.pool).await.map_err(error::classify)?;
+        if let Inner::Optimistic(o) = &*self.inner {
+            o.migrate(&self.table).await?;
+        }
         Ok(())
     }
 

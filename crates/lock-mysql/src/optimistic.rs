@@ -3,37 +3,74 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lock_core::{AcquireRequest, Attempt, FencingToken, Grant, OwnerToken, RenewItem, Result};
-use sqlx::AssertSqlSafe;
-use sqlx::mysql::MySqlPool;
+use sqlx::mysql::{MySqlConnection, MySqlPool};
+use sqlx::pool::PoolConnection;
+use sqlx::{AssertSqlSafe, MySql};
 
 use crate::error::classify;
 use crate::sql::OptimisticSql;
 
-/// Frees a row taken by a cancelled acquisition (see `optimistic_cancel.sql`).
-struct CancelCleanup {
+/// One acquisition attempt's connection. Every statement of the attempt goes through it; if the
+/// attempt's future is dropped, the cleanup (`optimistic_cancel.sql`, by the attempt's nonce)
+/// is sent on this same connection, so it runs after any statement still buffered there. A
+/// cleanup on another connection could run first and miss a grant that lands later.
+struct AttemptConn {
+    conn: Option<PoolConnection<MySql>>,
     pool: MySqlPool,
-    sql: Arc<str>,
+    cancel: Arc<str>,
     key: Vec<u8>,
-    owner: [u8; 16],
+    nonce: [u8; 16],
     armed: bool,
 }
 
-impl Drop for CancelCleanup {
+impl AttemptConn {
+    fn conn(&mut self) -> &mut MySqlConnection {
+        match self.conn.as_mut() {
+            Some(c) => c,
+            None => unreachable!("the connection is only taken on drop"),
+        }
+    }
+}
+
+impl Drop for AttemptConn {
     fn drop(&mut self) {
         if !self.armed {
             return;
         }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
-        let (pool, sql, key, owner) =
-            (self.pool.clone(), self.sql.clone(), std::mem::take(&mut self.key), self.owner);
+        let Some(mut conn) = self.conn.take() else { return };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            // No runtime: closing the socket is all we can do; the lease frees the key.
+            conn.close_on_drop();
+            return;
+        };
+        let (pool, sql, key, nonce) =
+            (self.pool.clone(), self.cancel.clone(), std::mem::take(&mut self.key), self.nonce);
         rt.spawn(async move {
-            let res = sqlx::query(AssertSqlSafe(sql)).bind(key).bind(&owner[..]).execute(&pool).await;
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "cleanup of a cancelled acquisition failed; the lease will free it");
+            let first = sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(key.clone())
+                .bind(nonce.to_vec())
+                .execute(&mut *conn)
+                .await;
+            if let Err(e) = first {
+                // A broken connection either sent the attempt or never will: undo it anywhere.
+                conn.close_on_drop();
+                let res = match pool.acquire().await {
+                    Ok(mut c) => sqlx::query(AssertSqlSafe(sql))
+                        .bind(key)
+                        .bind(nonce.to_vec())
+                        .execute(&mut *c)
+                        .await
+                        .map(drop),
+                    Err(e2) => Err(e2),
+                };
+                if let Err(e2) = res {
+                    tracing::debug!(error = %e, retry = %e2, "cleanup of a cancelled acquisition failed; the lease will free it");
+                }
             }
         });
     }
@@ -48,11 +85,17 @@ struct Local {
 
 type LocalMap = HashMap<(String, OwnerToken), Local>;
 
+/// Rows of unused keys are swept (MariaDB) once every this many acquisitions of a client.
+const SWEEP_EVERY: u64 = 1024;
+
 /// The optimistic backend state.
 pub(crate) struct Optimistic {
     pool: MySqlPool,
     sql: OptimisticSql,
     local: Mutex<LocalMap>,
+    /// MariaDB: fences come from a sequence, so rows of unused keys may be deleted.
+    reclaim: bool,
+    acquisitions: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for Optimistic {
@@ -70,12 +113,28 @@ fn micros(d: Duration) -> u64 {
 }
 
 impl Optimistic {
-    pub(crate) fn new(pool: MySqlPool, sql: OptimisticSql) -> Self {
-        Optimistic { pool, sql, local: Mutex::default() }
+    pub(crate) fn new(pool: MySqlPool, sql: OptimisticSql, reclaim: bool) -> Self {
+        Optimistic { pool, sql, local: Mutex::default(), reclaim, acquisitions: Default::default() }
     }
 
     pub(crate) fn schema(&self) -> &Arc<str> {
         &self.sql.schema
+    }
+
+    /// Bring a table created by an older version up to date (the `attempt` column).
+    pub(crate) async fn migrate(&self, table: &str) -> Result<()> {
+        let has: i64 = sqlx::query_scalar(include_str!("../sql/optimistic_has_attempt.sql"))
+            .bind(table)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(classify)?;
+        if has == 0 {
+            sqlx::query(AssertSqlSafe(self.sql.migrate_attempt.clone()))
+                .execute(&self.pool)
+                .await
+                .map_err(classify)?;
+        }
+        Ok(())
     }
 
     fn local(&self) -> MutexGuard<'_, LocalMap> {
@@ -97,35 +156,51 @@ impl Optimistic {
         let key = req.key.as_bytes();
         let owner = owner_bytes(req.owner);
         let lease = micros(req.lease);
-        // Armed before anything is sent: if this future is dropped mid-statement, a row taken by
-        // it is freed in the background instead of staying locked for the whole lease.
-        let already_held = self.local().contains_key(&(req.key.to_owned(), req.owner));
-        let mut cleanup = CancelCleanup {
+        let nonce = OwnerToken::random().as_u128().to_be_bytes();
+        let conn = self.pool.acquire().await.map_err(classify)?;
+        let mut attempt = AttemptConn {
+            conn: Some(conn),
             pool: self.pool.clone(),
-            sql: self.sql.cancel.clone(),
+            cancel: self.sql.cancel.clone(),
             key: key.to_vec(),
-            owner,
-            armed: !already_held,
+            nonce,
+            armed: true,
         };
-        let out = self.attempt(req, key, owner, lease).await;
-        cleanup.armed = false;
+        let out = self.attempt(req, attempt.conn(), key, owner, nonce, lease).await;
+        // A definite answer (acquired, held, or a statement the server refused) needs no undo;
+        // a broken connection leaves the outcome open, so the undo stays armed.
+        attempt.armed = matches!(&out, Err(e) if e.is_temporary());
+        if out.is_ok()
+            && self.reclaim
+            && self.acquisitions.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1
+        {
+            let (pool, sql) = (self.pool.clone(), self.sql.sweep.clone());
+            tokio::spawn(async move {
+                if let Err(e) = sqlx::query(AssertSqlSafe(sql)).execute(&pool).await {
+                    tracing::debug!(error = %e, "sweeping unused lock rows failed");
+                }
+            });
+        }
         out
     }
 
     async fn attempt(
         &self,
         req: &AcquireRequest<'_>,
+        conn: &mut MySqlConnection,
         key: &[u8],
         owner: [u8; 16],
+        nonce: [u8; 16],
         lease: u64,
     ) -> Result<Attempt> {
         // A lost race with an expiring or just-freed row is retried a couple of times.
         for _ in 0..3 {
             let took = sqlx::query(AssertSqlSafe(self.sql.take.clone()))
                 .bind(&owner[..])
+                .bind(&nonce[..])
                 .bind(lease)
                 .bind(key)
-                .execute(&self.pool)
+                .execute(&mut *conn)
                 .await
                 .map_err(classify)?;
             if took.rows_affected() == 1 {
@@ -134,7 +209,7 @@ impl Optimistic {
             let row: Option<(Option<Vec<u8>>, u64, Option<i64>)> =
                 sqlx::query_as(AssertSqlSafe(self.sql.probe.clone()))
                     .bind(key)
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(&mut *conn)
                     .await
                     .map_err(classify)?;
             match row {
@@ -143,7 +218,8 @@ impl Optimistic {
                         .bind(key)
                         .bind(&owner[..])
                         .bind(lease)
-                        .execute(&self.pool)
+                        .bind(&nonce[..])
+                        .execute(&mut *conn)
                         .await
                         .map_err(classify)?;
                     if ins.rows_affected() == 1 {
@@ -156,11 +232,12 @@ impl Optimistic {
                         return Ok(Attempt::Held { retry_after: Some(left) });
                     }
                     let nested = sqlx::query(AssertSqlSafe(self.sql.reenter.clone()))
+                        .bind(&nonce[..])
                         .bind(lease)
                         .bind(key)
                         .bind(&owner[..])
                         .bind(version)
-                        .execute(&self.pool)
+                        .execute(&mut *conn)
                         .await
                         .map_err(classify)?;
                     if nested.rows_affected() == 1 {
@@ -176,14 +253,19 @@ impl Optimistic {
 
     pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
         let Some(held) = self.local().get(&(key.to_owned(), owner)).copied() else { return Ok(false) };
-        let res = sqlx::query(AssertSqlSafe(self.sql.release.clone()))
-            .bind(key.as_bytes())
-            .bind(&owner_bytes(owner)[..])
-            .bind(held.version)
-            .execute(&self.pool)
-            .await
-            .map_err(classify)?;
-        let released = res.rows_affected() == 1;
+        let cas = |sql: &Arc<str>| {
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(key.as_bytes())
+                .bind(owner_bytes(owner).to_vec())
+                .bind(held.version)
+                .execute(&self.pool)
+        };
+        // The last hold on MariaDB deletes the row (per-key state does not pile up); a row with
+        // more holds than this client knows of (a cancelled nesting) falls back to the update.
+        let deleted = self.reclaim
+            && held.count == 1
+            && cas(&self.sql.release_delete).await.map_err(classify)?.rows_affected() == 1;
+        let released = deleted || cas(&self.sql.release).await.map_err(classify)?.rows_affected() == 1;
         let mut local = self.local();
         let id = (key.to_owned(), owner);
         match local.get_mut(&id) {

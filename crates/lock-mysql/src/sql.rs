@@ -111,6 +111,12 @@ pub(crate) struct OptimisticSql {
     pub release: Arc<str>,
     pub renew: Arc<str>,
     pub cancel: Arc<str>,
+    /// MariaDB: delete the row at the last release.
+    pub release_delete: Arc<str>,
+    /// MariaDB: delete rows of keys nobody holds.
+    pub sweep: Arc<str>,
+    /// Add the `attempt` column to a table created before it existed.
+    pub migrate_attempt: Arc<str>,
 }
 
 impl OptimisticSql {
@@ -136,6 +142,9 @@ impl OptimisticSql {
             release: render(include_str!("../sql/optimistic_release.sql"), table),
             renew: render(include_str!("../sql/optimistic_renew.sql"), table),
             cancel: render(include_str!("../sql/optimistic_cancel.sql"), table),
+            release_delete: render(include_str!("../sql/optimistic_release_delete.sql"), table),
+            sweep: render(include_str!("../sql/optimistic_sweep.sql"), table),
+            migrate_attempt: render(include_str!("../sql/optimistic_migrate_attempt.sql"), table),
         }
     }
 }
