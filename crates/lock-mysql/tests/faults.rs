@@ -360,3 +360,94 @@ async fn building_a_client_while_locks_are_held_does_not_block() {
     Locker::new(b).try_lock(&k).await.expect("try").expect("free").release().await.expect("release");
     g.release().await.expect("release");
 }
+
+/// Optimistic leases are judged by a zone-free clock: two clients whose sessions run in
+/// different time zones (5 hours apart) agree on who holds the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimistic_leases_ignore_the_session_time_zone() {
+    use lock_mysql::sqlx::mysql::MySqlConnectOptions;
+    let url = shared_url();
+    let client = |tz: &'static str| {
+        let opts: MySqlConnectOptions =
+            url.parse::<MySqlConnectOptions>().expect("url").timezone(Some(tz.to_owned()));
+        async move {
+            Locker::new(Arc::new(
+                MySqlLock::builder()
+                    .connect_options(opts)
+                    .mode(Mode::Optimistic)
+                    .build()
+                    .await
+                    .expect("build"),
+            ))
+        }
+    };
+    let (utc, east) = (client("+00:00").await, client("+05:00").await);
+    let west = client("-07:00").await;
+    let k = key("tz");
+    let g = utc.lock(&k).lease(Duration::from_secs(5)).try_acquire().await.expect("try").expect("free");
+    assert!(east.try_lock(&k).await.expect("try").is_none(), "a session 5 h east took a live lease");
+    assert!(west.try_lock(&k).await.expect("try").is_none(), "a session 7 h west took a live lease");
+    g.release().await.expect("release");
+    let g = east.lock(&k).lease(Duration::from_secs(5)).try_acquire().await.expect("try").expect("free");
+    assert!(
+        utc.try_lock(&k).await.expect("try").is_none(),
+        "a UTC session took a live lease of an eastern one"
+    );
+    g.release().await.expect("release");
+}
+
+/// MariaDB: the row of a released key is deleted, expired rows of crashed holders are swept,
+/// and fences keep increasing for a key whose row came and went.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimistic_rows_are_reclaimed_and_fences_keep_growing() {
+    let url = shared_url();
+    let b = backend(&url, Mode::Optimistic).await;
+    if !b.is_mariadb() {
+        eprintln!("SKIPPED optimistic_rows_are_reclaimed: rows are kept on MySQL (per-row version fences)");
+        return;
+    }
+    let l = Locker::new(b.clone());
+    let pool = admin(&url).await;
+    let rows = |k: String| {
+        let (pool, table) = (pool.clone(), b.table().to_owned());
+        async move {
+            let n: i64 = lock_mysql::sqlx::query_scalar(lock_mysql::sqlx::AssertSqlSafe(format!(
+                "SELECT COUNT(*) FROM `{table}` WHERE name = ?"
+            )))
+            .bind(k.into_bytes())
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+            n
+        }
+    };
+    let k = key("reclaim");
+    let g = l.lock(&k).lease(Duration::from_secs(5)).try_acquire().await.expect("try").expect("free");
+    let f1 = g.fence();
+    assert_eq!(rows(k.clone()).await, 1);
+    g.release().await.expect("release");
+    assert_eq!(rows(k.clone()).await, 0, "a released key keeps its row");
+    let g = l.lock(&k).lease(Duration::from_millis(50)).try_acquire().await.expect("try").expect("free");
+    assert!(g.fence() > f1, "fence went back after the row was deleted");
+    g.abandon(); // a crashed holder: its row stays until swept
+    assert_eq!(rows(k.clone()).await, 1);
+    // The sweep removes rows expired for a minute; age this one instead of waiting.
+    lock_mysql::sqlx::query(lock_mysql::sqlx::AssertSqlSafe(format!(
+        "UPDATE `{}` SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE WHERE name = ?",
+        b.table()
+    )))
+    .bind(k.clone().into_bytes())
+    .execute(&pool)
+    .await
+    .expect("age");
+    // Every 1024th acquisition of a client sweeps in the background.
+    for i in 0..1024 {
+        let g = l.lock(format!("{k}-{i}")).lease(Duration::from_secs(5)).try_acquire().await.expect("try");
+        g.expect("free").release().await.expect("release");
+    }
+    let t = Instant::now();
+    while rows(k.clone()).await != 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "the expired row was not swept");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
