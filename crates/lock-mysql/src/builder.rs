@@ -7,7 +7,7 @@ use std::time::Duration;
 use lock_core::LockError;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
-use crate::error::{classify, redact_url};
+use crate::error::{classify, redact_url, scrub, url_password};
 use crate::optimistic::Optimistic;
 use crate::pessimistic::Pessimistic;
 use crate::sql::{OptimisticSql, PessimisticSql, validate_table_name};
@@ -199,7 +199,27 @@ impl MySqlLockBuilder {
                 Inner::Optimistic(Optimistic::new(pool.clone(), sql, flavor == Flavor::MariaDb))
             }
         };
-        let lock = MySqlLock { inner: Arc::new(inner), pool, mode, table, flavor, server_version: version };
+        let opts = pool.connect_options();
+        let identity = match opts.get_socket() {
+            Some(sock) => {
+                format!("mysql://{}/{}?table={table}", sock.display(), opts.get_database().unwrap_or(""))
+            }
+            None => format!(
+                "mysql://{}:{}/{}?table={table}",
+                opts.get_host(),
+                opts.get_port(),
+                opts.get_database().unwrap_or("")
+            ),
+        };
+        let lock = MySqlLock {
+            inner: Arc::new(inner),
+            pool,
+            mode,
+            table,
+            flavor,
+            server_version: version,
+            identity,
+        };
         if self.create_schema {
             lock.migrate().await?;
         }
@@ -249,9 +269,11 @@ fn parse_url(url: &str) -> Result<ParsedUrl, LockError> {
     } else {
         format!("mysql://{base}?{}", kept.join("&"))
     };
-    let options = driver_url
-        .parse::<MySqlConnectOptions>()
-        .map_err(|e| invalid(format!("cannot parse mysql url {}: {e}", redact_url(url))))?;
+    let options = driver_url.parse::<MySqlConnectOptions>().map_err(|e| {
+        // The driver's message may quote the URL, password included.
+        let secrets: Vec<&str> = url_password(url).into_iter().collect();
+        invalid(scrub(&format!("cannot parse mysql url {}: {e}", redact_url(url)), &secrets))
+    })?;
     Ok(ParsedUrl { options, mode, table })
 }
 

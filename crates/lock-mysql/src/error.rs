@@ -72,22 +72,7 @@ pub(crate) fn classify(e: sqlx::Error) -> LockError {
     if is_temporary(&e) { LockError::temporary(NAME, e) } else { LockError::permanent(NAME, e) }
 }
 
-/// `url` with any password replaced by `***`, for messages.
-pub(crate) fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return "<unparseable url>".to_owned() };
-    let (authority, tail) = match rest.find(['/', '?', '#']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            let pw = if userinfo.contains(':') { ":***" } else { "" };
-            format!("{scheme}://{user}{pw}@{host}{tail}")
-        }
-        None => url.to_owned(),
-    }
-}
+pub(crate) use lock_core::redact::{redact_url, scrub, url_password};
 
 #[cfg(test)]
 mod tests {

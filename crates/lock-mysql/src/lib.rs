@@ -67,6 +67,8 @@ pub struct MySqlLock {
     table: String,
     flavor: Flavor,
     server_version: String,
+    /// `mysql://host:port/database?table=...`, without credentials.
+    identity: String,
 }
 
 impl fmt::Debug for MySqlLock {
@@ -165,7 +167,13 @@ impl LockBackend for MySqlLock {
         error::NAME
     }
 
+    fn identity(&self) -> String {
+        self.identity.clone()
+    }
+
     fn capabilities(&self) -> Capability {
+        // Not failover_safe: replicas apply the binlog asynchronously, so a promoted replica can
+        // miss the latest grants (and its sequence can lag): see the README.
         let mut c = Capability::NONE;
         c.renew = true;
         c.fencing = true;

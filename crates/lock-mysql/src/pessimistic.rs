@@ -21,6 +21,12 @@ use crate::Flavor;
 use crate::error::{NAME, classify, is_connection_lost, is_contention};
 use crate::sql::{PessimisticSql, hex_literal};
 
+/// End the holding transaction and restore the server-wide idle timeout of the session before
+/// the connection goes back to the pool.
+const COMMIT: &str = "COMMIT; SET SESSION wait_timeout = @@GLOBAL.wait_timeout";
+/// As [`COMMIT`], rolling back.
+const ROLLBACK: &str = "ROLLBACK; SET SESSION wait_timeout = @@GLOBAL.wait_timeout";
+
 /// How long past the caller's deadline the client waits for the server's own statement
 /// timeout before it cancels the wait itself with `KILL QUERY`.
 const KILL_GRACE: Duration = Duration::from_millis(250);
@@ -42,7 +48,8 @@ impl Pinned {
         Pinned { conn, dirty: true }
     }
 
-    /// End the transaction; on success the connection may go back to the pool.
+    /// End the transaction and give the session its server-wide idle timeout back; on success
+    /// the connection may go back to the pool.
     async fn end(mut self, stmt: &'static str) -> std::result::Result<(), sqlx::Error> {
         sqlx::raw_sql(stmt).execute(&mut *self.conn).await?;
         self.dirty = false;
@@ -99,6 +106,9 @@ struct Hold {
     fence: u64,
     conn_id: u64,
     cmd: mpsc::Sender<Cmd>,
+    /// The lost signals of every acquisition of this hold (nested ones from another `Locker`
+    /// arrive with their own).
+    signals: Arc<Mutex<Vec<LeaseSignal>>>,
 }
 
 type Holds = Mutex<HashMap<String, Hold>>;
@@ -109,8 +119,10 @@ fn lock(holds: &Holds) -> MutexGuard<'_, HashMap<String, Hold>> {
 }
 
 enum Step {
-    /// Locked, with the connection id and (MariaDB) the fencing token drawn by the lock statement.
-    Locked(Pinned, u64, Option<u64>),
+    /// Locked, with the connection id, (MariaDB) the fencing token drawn by the lock statement,
+    /// and when the transaction's first statement was sent (the server's idle clock started
+    /// no earlier).
+    Locked(Pinned, u64, Option<u64>, Instant, bool),
     Held,
     NoRow,
 }
@@ -121,8 +133,20 @@ pub(crate) struct Pessimistic {
     sql: PessimisticSql,
     flavor: Flavor,
     keepalive: Duration,
+    /// How long the server lets the holding session sit idle before it ends it (and frees the
+    /// row): `SET SESSION wait_timeout` at the start of every holding transaction.
+    server_idle: Duration,
+    /// `SET SESSION wait_timeout = ..; BEGIN; SELECT CONNECTION_ID()`.
+    begin: Arc<str>,
     holds: Arc<Holds>,
     next_id: AtomicU64,
+}
+
+/// The server-side idle bound for a keep-alive period: three periods, in whole seconds (the
+/// unit of `wait_timeout`), at least 2 s. A holder that cannot reach the server for that long
+/// has its session ended by the server; the client gives the hold up a drift margin earlier.
+pub(crate) fn server_idle(keepalive: Duration) -> Duration {
+    Duration::from_secs((keepalive * 3).as_secs_f64().ceil().max(2.0) as u64)
 }
 
 impl fmt::Debug for Pessimistic {
@@ -137,7 +161,18 @@ impl fmt::Debug for Pessimistic {
 
 impl Pessimistic {
     pub(crate) fn new(pool: MySqlPool, sql: PessimisticSql, flavor: Flavor, keepalive: Duration) -> Self {
-        Pessimistic { pool, sql, flavor, keepalive, holds: Arc::default(), next_id: AtomicU64::new(0) }
+        let server_idle = server_idle(keepalive);
+        let begin = sql.begin.replace("{wait_timeout}", &server_idle.as_secs().to_string()).into();
+        Pessimistic {
+            pool,
+            sql,
+            flavor,
+            keepalive,
+            server_idle,
+            begin,
+            holds: Arc::default(),
+            next_id: AtomicU64::new(0),
+        }
     }
 
     pub(crate) fn schema(&self) -> &Arc<str> {
@@ -150,15 +185,15 @@ impl Pessimistic {
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        if let Some(fence) = self.reenter(req.key, req.owner) {
+        if let Some(fence) = self.reenter(req.key, req.owner, req.signal) {
             return Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None }));
         }
         // The row may have to be created first (once per key); a second miss means someone
         // deletes rows under us.
         for _ in 0..3 {
             match self.attempt(req).await? {
-                Step::Locked(pinned, conn_id, fence) => {
-                    return self.finish(req, pinned, conn_id, fence).await;
+                Step::Locked(pinned, conn_id, fence, confirmed, waited) => {
+                    return self.finish(req, pinned, conn_id, fence, (confirmed, waited)).await;
                 }
                 Step::Held => return Ok(Attempt::Held { retry_after: None }),
                 Step::NoRow => self.create_row(req.key).await?,
@@ -167,10 +202,11 @@ impl Pessimistic {
         Err(LockError::temporary(NAME, "lock row disappeared repeatedly while locking"))
     }
 
-    fn reenter(&self, key: &str, owner: OwnerToken) -> Option<u64> {
+    fn reenter(&self, key: &str, owner: OwnerToken, signal: &LeaseSignal) -> Option<u64> {
         let mut holds = lock(&self.holds);
         let h = holds.get_mut(key).filter(|h| h.owner == owner && !h.cmd.is_closed())?;
         h.count += 1;
+        h.signals.lock().unwrap_or_else(|e| e.into_inner()).push(signal.clone());
         Some(h.fence)
     }
 
@@ -179,7 +215,11 @@ impl Pessimistic {
     async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Step> {
         let key = req.key.as_bytes();
         let mut pinned = Pinned::new(self.pool.acquire().await.map_err(classify)?);
-        let row = sqlx::raw_sql(self.sql.begin).fetch_one(&mut *pinned.conn).await.map_err(classify)?;
+        let sent = Instant::now();
+        let row = sqlx::raw_sql(AssertSqlSafe(self.begin.clone()))
+            .fetch_one(&mut *pinned.conn)
+            .await
+            .map_err(classify)?;
         let conn_id: u64 = row.try_get(0).map_err(classify)?;
 
         // Uncontended fast path: a cached NOWAIT statement.
@@ -188,7 +228,7 @@ impl Pessimistic {
             .fetch_optional(&mut *pinned.conn)
             .await;
         match first {
-            Ok(Some(row)) => return Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?)),
+            Ok(Some(row)) => return Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?, sent, false)),
             Ok(None) => return self.no_row(pinned).await,
             Err(e) if is_contention(&e) => {}
             Err(e) => return Err(classify(e)),
@@ -217,7 +257,10 @@ impl Pessimistic {
         };
         killer.armed = false;
         match waited {
-            Ok(Some(row)) => Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?)),
+            // The server's idle clock started when it answered, possibly long after the wait was
+            // sent: take the arrival of the answer (one-way delay must stay under the drift
+            // margin), and the keeper re-anchors on a ping's send time at once.
+            Ok(Some(row)) => Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?, Instant::now(), true)),
             Ok(None) => self.no_row(pinned).await,
             Err(e) if is_contention(&e) => self.held(pinned).await,
             Err(e) => Err(classify(e)),
@@ -265,7 +308,7 @@ impl Pessimistic {
 
     async fn held(&self, pinned: Pinned) -> Result<Step> {
         // After a lock-wait timeout the transaction is still open: end it, keep the connection.
-        if let Err(e) = pinned.end("ROLLBACK").await {
+        if let Err(e) = pinned.end(ROLLBACK).await {
             tracing::debug!(error = %e, "rollback after a lost lock race failed; connection closed");
         }
         Ok(Step::Held)
@@ -273,7 +316,7 @@ impl Pessimistic {
 
     async fn no_row(&self, pinned: Pinned) -> Result<Step> {
         // The FOR UPDATE on a missing row may have taken a gap lock: end it before inserting.
-        pinned.end("ROLLBACK").await.map_err(classify)?;
+        pinned.end(ROLLBACK).await.map_err(classify)?;
         Ok(Step::NoRow)
     }
 
@@ -306,6 +349,7 @@ impl Pessimistic {
         pinned: Pinned,
         conn_id: u64,
         drawn: Option<u64>,
+        (confirmed, waited): (Instant, bool),
     ) -> Result<Attempt> {
         let fence = match drawn {
             Some(f) => f,
@@ -324,17 +368,23 @@ impl Pessimistic {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(4);
+        let signals = Arc::new(Mutex::new(vec![req.signal.clone()]));
         let keeper = Keeper {
             pinned,
             rx,
-            signal: req.signal.clone(),
+            signals: signals.clone(),
             every: self.keepalive,
+            confirmed,
+            waited,
+            server_idle: self.server_idle,
             holds: Arc::downgrade(&self.holds),
             key: req.key.to_owned(),
             id,
         };
-        lock(&self.holds)
-            .insert(req.key.to_owned(), Hold { id, owner: req.owner, count: 1, fence, conn_id, cmd: tx });
+        lock(&self.holds).insert(
+            req.key.to_owned(),
+            Hold { id, owner: req.owner, count: 1, fence, conn_id, cmd: tx, signals },
+        );
         tokio::spawn(keeper.run());
         Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None }))
     }
@@ -377,26 +427,94 @@ impl Pessimistic {
     }
 }
 
+fn each(signals: &Mutex<Vec<LeaseSignal>>, f: impl Fn(&LeaseSignal)) {
+    // Pushes and iterations only: a poisoned list is still consistent.
+    signals.lock().unwrap_or_else(|e| e.into_inner()).iter().for_each(f);
+}
+
 /// Owns the holding connection for the lock's life: pings it (keep-alive and loss detection),
 /// answers renewals, commits on release, rolls back when the backend is dropped.
+///
+/// Every ping is bounded: a ping unanswered after one keep-alive period makes the hold
+/// `Uncertain`, and when nothing has been confirmed for the server's idle bound (counted from
+/// when the last confirmed request was *sent*) less a drift margin, the hold is `Lost` and the
+/// connection closed: by then the server may have ended the session and freed the row.
 struct Keeper {
     pinned: Pinned,
     rx: mpsc::Receiver<Cmd>,
-    signal: LeaseSignal,
+    signals: Arc<Mutex<Vec<LeaseSignal>>>,
     every: Duration,
+    /// Send time of the last request the server answered on this connection.
+    confirmed: Instant,
+    /// Granted after a wait in the server's queue (`confirmed` is the answer's arrival).
+    waited: bool,
+    server_idle: Duration,
     holds: Weak<Holds>,
     key: String,
     id: u64,
 }
 
 impl Keeper {
+    fn each_signal(&self, f: impl Fn(&LeaseSignal)) {
+        each(&self.signals, f);
+    }
+
+    /// When the hold must be given up without a confirmation: the server's idle bound from
+    /// the last confirmed send, less the core's drift margin for that span.
+    fn give_up_at(&self) -> Instant {
+        let margin = lock_core::drift_margin(
+            self.server_idle,
+            lock_core::DRIFT_MARGIN_RATE,
+            lock_core::DRIFT_MARGIN_FLOOR,
+        );
+        self.confirmed + self.server_idle.saturating_sub(margin)
+    }
+
+    /// One bounded ping: `true` when the server answered.
+    async fn ping(&mut self) -> bool {
+        let sent = Instant::now();
+        let (give_up, uncertain_at) = (self.give_up_at(), sent + self.every);
+        let mut uncertain = false;
+        let signals = self.signals.clone();
+        let key = self.key.clone();
+        let ping = self.pinned.conn.ping();
+        let answered = {
+            tokio::pin!(ping);
+            loop {
+                tokio::select! {
+                    r = &mut ping => {
+                        if let Err(e) = &r {
+                            tracing::warn!(%key, error = %e, "connection holding a lock died");
+                        }
+                        break r.is_ok();
+                    }
+                    _ = tokio::time::sleep_until(uncertain_at), if !uncertain => {
+                        uncertain = true;
+                        each(&signals, LeaseSignal::mark_uncertain);
+                    }
+                    _ = tokio::time::sleep_until(give_up) => {
+                        tracing::warn!(%key, "no answer from the server within its idle bound; the lock is given up");
+                        break false;
+                    }
+                }
+            }
+        };
+        if !answered {
+            return false;
+        }
+        self.confirmed = sent;
+        self.each_signal(LeaseSignal::mark_held);
+        true
+    }
+
     async fn run(mut self) {
-        let mut next = Instant::now() + self.every;
+        // A lock granted after a wait was confirmed by an answer, not by a send: ping at once.
+        let mut next = if self.waited { Instant::now() } else { Instant::now() + self.every };
         loop {
             tokio::select! {
                 cmd = self.rx.recv() => match cmd {
                     Some(Cmd::Ping(reply)) => {
-                        let alive = self.pinned.conn.ping().await.is_ok();
+                        let alive = self.ping().await;
                         let _ = reply.send(alive);
                         if !alive {
                             return self.lost();
@@ -404,10 +522,11 @@ impl Keeper {
                         next = Instant::now() + self.every;
                     }
                     Some(Cmd::Release(reply)) => {
-                        let out = match self.pinned.end("COMMIT").await {
+                        let signals = self.signals.clone();
+                        let out = match self.pinned.end(COMMIT).await {
                             Ok(()) => Ok(true),
                             Err(e) if is_connection_lost(&e) => {
-                                self.signal.mark_lost(LostReason::SessionEnded);
+                                each(&signals, |s| s.mark_lost(LostReason::SessionEnded));
                                 Ok(false)
                             }
                             Err(e) => Err(classify(e)),
@@ -417,13 +536,12 @@ impl Keeper {
                     }
                     None => {
                         // The backend was dropped: end the transaction, free the row.
-                        let _ = self.pinned.end("ROLLBACK").await;
+                        let _ = self.pinned.end(ROLLBACK).await;
                         return;
                     }
                 },
                 _ = tokio::time::sleep_until(next) => {
-                    if let Err(e) = self.pinned.conn.ping().await {
-                        tracing::warn!(key = %self.key, error = %e, "connection holding a lock died");
+                    if !self.ping().await {
                         return self.lost();
                     }
                     next = Instant::now() + self.every;
@@ -432,15 +550,17 @@ impl Keeper {
         }
     }
 
-    /// The connection died: the server rolled back and the row is free for others.
+    /// The connection died or went silent past the server's idle bound: the row is (or will
+    /// at once be) free for others. Every guard of the hold is told; the connection is closed,
+    /// so a server that still holds the session rolls back now.
     fn lost(self) {
-        self.signal.mark_lost(LostReason::SessionEnded);
+        self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
         if let Some(holds) = self.holds.upgrade() {
             let mut holds = lock(&holds);
             if holds.get(&self.key).is_some_and(|h| h.id == self.id) {
                 holds.remove(&self.key);
             }
         }
-        // `pinned` drops dirty: the broken connection is closed, never pooled.
+        // `pinned` drops dirty: the connection is closed, never pooled.
     }
 }

@@ -58,6 +58,7 @@ pub(crate) fn hex_literal(bytes: &[u8]) -> String {
 #[derive(Debug)]
 pub(crate) struct PessimisticSql {
     pub schema: Arc<str>,
+    /// Template with `{wait_timeout}` (seconds) still to fill.
     pub begin: &'static str,
     /// MariaDB: returns the fencing token (NEXTVAL) of the granted lock; MySQL: returns 0.
     pub lock_nowait: Arc<str>,

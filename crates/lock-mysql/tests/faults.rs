@@ -451,3 +451,71 @@ async fn optimistic_rows_are_reclaimed_and_fences_keep_growing() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A pessimistic holder that cannot reach its server (paused with SIGSTOP) is told: `Uncertain`
+/// after one unanswered keep-alive, `Lost` before the server's idle bound (`wait_timeout`, set
+/// on the holding session) can end the session, counted from the last confirmed ping's send.
+/// Nested guards, also one taken through another `Locker`, are told too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_server_makes_a_pessimistic_hold_uncertain_then_lost_within_the_idle_bound() {
+    let server = Arc::new(MariaDbServer::start().expect("start private mariadbd"));
+    let b = backend(&server.url(), Mode::Pessimistic).await;
+    let (l, other) = (Locker::new(b.clone()), Locker::new(b.clone()));
+    let k = key("paused");
+    let g = l.lock(&k).try_acquire().await.expect("try").expect("free");
+    let inner = l.lock(&k).owner(g.owner()).try_acquire().await.expect("try").expect("nested");
+    let foreign =
+        other.lock(&k).owner(g.owner()).try_acquire().await.expect("try").expect("nested elsewhere");
+    let mut states = g.state_changes();
+    server.pause().expect("SIGSTOP mariadbd");
+    let paused = Instant::now();
+    within(KEEPALIVE * 10, "uncertain", states.wait_for(|s| *s == LeaseState::Uncertain))
+        .await
+        .expect("watch");
+    // KEEPALIVE 100 ms -> the server ends an idle holding session after 2 s.
+    let bound = Duration::from_secs(2);
+    within(bound + Duration::from_secs(1), "lost", g.lost()).await;
+    let told = paused.elapsed();
+    for (what, guard) in [("nested", &inner), ("nested through another Locker", &foreign)] {
+        within(Duration::from_millis(100), what, guard.lost()).await;
+    }
+    server.resume().expect("SIGCONT mariadbd");
+    eprintln!("paused server: holder uncertain, then lost after {told:?} (server idle bound {bound:?})");
+    assert!(told < bound, "told {told:?} after the pause, at or past the server's bound {bound:?}");
+    // The row is free again once the server has ended the session (the client closed it).
+    let n = Locker::new(backend(&server.url(), Mode::Pessimistic).await);
+    let g2 = n.lock(&k).wait(Duration::from_secs(10)).acquire().await.expect("free after the loss");
+    assert!(g2.fence() > g.fence());
+    g2.release().await.expect("release");
+    for guard in [foreign, inner, g] {
+        assert!(matches!(guard.release().await, Err(LockError::LeaseLost { .. })));
+    }
+}
+
+/// The idle bound is set on the holding session only: a connection that held a lock goes back
+/// to the pool with the server-wide `wait_timeout` restored. (That the server ends a silent
+/// holder's session is shown end to end by `history::mysql_holder_processes`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holding_sessions_restore_the_idle_timeout_before_pooling() {
+    let url = shared_url();
+    let b = MySqlLock::builder()
+        .url(&url)
+        .mode(Mode::Pessimistic)
+        .keepalive(KEEPALIVE)
+        .max_connections(1)
+        .build()
+        .await
+        .expect("build");
+    let l = Locker::new(Arc::new(b.clone()));
+    let k = key("idlebound");
+    let g = l.lock(&k).try_acquire().await.expect("try").expect("free");
+    g.release().await.expect("release");
+    // One connection in the pool: the one that held the lock.
+    let mut conn = b.pool().acquire().await.expect("pooled");
+    let restored: i64 =
+        lock_mysql::sqlx::query_scalar("SELECT @@SESSION.wait_timeout = @@GLOBAL.wait_timeout")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("query");
+    assert_eq!(restored, 1, "a pooled connection kept the holder's idle bound");
+}

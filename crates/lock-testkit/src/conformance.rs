@@ -702,6 +702,7 @@ pub async fn late_cleanup_spares_later_grant<F: Factory + ?Sized>(f: &F) {
     let (a, b) = (Locker::new(ca.clone()), locker(f).await);
     let median = median_acquire(&a, "latemed").await;
     let long = Duration::from_secs(30);
+    let mut temporary = 0;
     for i in 0..ROUNDS {
         let k = key("late");
         let owner = OwnerToken::random();
@@ -714,7 +715,17 @@ pub async fn late_cleanup_spares_later_grant<F: Factory + ?Sized>(f: &F) {
         }
         // The cut-off attempt's cleanup may still be on its way: a second grant to the same
         // owner must survive it.
-        let Some(g) = a.lock(&k).owner(owner).lease(long).try_acquire().await.expect("try") else { continue };
+        let g = match a.lock(&k).owner(owner).lease(long).try_acquire().await {
+            Ok(Some(g)) => g,
+            Ok(None) => continue,
+            // Not a safety question; counted so that a backend failing all the time still fails.
+            Err(e) if e.is_temporary() => {
+                eprintln!("[{}] late_cleanup: temporary error on the second grant: {e}", f.label());
+                temporary += 1;
+                continue;
+            }
+            Err(e) => panic!("second grant: {e}"),
+        };
         for _ in 0..3 {
             assert!(
                 b.try_lock(&k).await.expect("try").is_none(),
@@ -723,6 +734,7 @@ pub async fn late_cleanup_spares_later_grant<F: Factory + ?Sized>(f: &F) {
         }
         let _ = g.release().await;
     }
+    assert!(temporary < ROUNDS / 10, "{temporary} of {ROUNDS} second grants failed with temporary errors");
     // A guard whose hold was lost, released after the same owner took the key again.
     let k = key("lateguard");
     let owner = OwnerToken::random();
