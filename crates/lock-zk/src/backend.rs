@@ -42,6 +42,22 @@ struct Session {
     client: zk::Client,
     generation: u64,
     monitor: Mutex<Option<AbortHandle>>,
+    /// Send time of the last request the server answered in this session: the server expires
+    /// the session a session timeout after it last heard from us, which is no earlier.
+    confirmed: Arc<Mutex<Instant>>,
+}
+
+impl Session {
+    fn confirm(&self, sent: Instant) {
+        confirm(&self.confirmed, sent);
+    }
+}
+
+fn confirm(confirmed: &Mutex<Instant>, sent: Instant) {
+    let mut c = lock(confirmed);
+    if sent > *c {
+        *c = sent;
+    }
 }
 
 impl Drop for Session {
@@ -58,8 +74,25 @@ struct Hold {
     fence: u64,
     count: u32,
     generation: u64,
-    signal: LeaseSignal,
+    /// The lost signal of every acquisition of this hold: nested ones taken through another
+    /// `Locker` come with their own, and each must hear of a loss.
+    signals: Vec<LeaseSignal>,
     watch: Option<AbortHandle>,
+}
+
+impl Hold {
+    fn is_lost(&self) -> bool {
+        self.signals.iter().any(LeaseSignal::is_lost)
+    }
+    fn mark_lost(&self, reason: LostReason) {
+        self.signals.iter().for_each(|s| s.mark_lost(reason));
+    }
+    fn mark_uncertain(&self) {
+        self.signals.iter().for_each(LeaseSignal::mark_uncertain);
+    }
+    fn mark_held(&self) {
+        self.signals.iter().for_each(LeaseSignal::mark_held);
+    }
 }
 
 type HoldKey = (String, OwnerToken);
@@ -119,6 +152,7 @@ impl ZkLock {
             ],
             None => vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())],
         };
+        let opened = Instant::now();
         let client = open_client(&cfg, &cfg.connect).await?;
         if !cfg.root.is_empty() {
             let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acls));
@@ -138,7 +172,7 @@ impl ZkLock {
             }
         }
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
-            let session = Session::start(weak, &runtime, 0, client);
+            let session = Session::start(weak, &runtime, 0, client, opened);
             Inner {
                 cfg,
                 acls,
@@ -186,58 +220,100 @@ impl ZkLock {
 }
 
 impl Session {
-    fn start(inner: &Weak<Inner>, runtime: &Handle, generation: u64, client: zk::Client) -> Arc<Session> {
-        let states = client.state_watcher();
-        let task = runtime.spawn(monitor(inner.clone(), generation, states));
-        Arc::new(Session { client, generation, monitor: Mutex::new(Some(task.abort_handle())) })
+    fn start(
+        inner: &Weak<Inner>,
+        runtime: &Handle,
+        generation: u64,
+        client: zk::Client,
+        opened: Instant,
+    ) -> Arc<Session> {
+        let confirmed = Arc::new(Mutex::new(opened));
+        let watch =
+            Watch { inner: inner.clone(), generation, client: client.clone(), confirmed: confirmed.clone() };
+        let task = runtime.spawn(monitor(watch, client.state_watcher()));
+        Arc::new(Session { client, generation, monitor: Mutex::new(Some(task.abort_handle())), confirmed })
     }
 }
 
-/// Follow the session's state: Disconnected makes every hold of the session uncertain (Curator's
-/// SUSPENDED), a reconnect re-checks the nodes, a terminal state loses them all. A session that
-/// stays disconnected for a whole session timeout is treated as expired (Curator's LOST): the
-/// server has expired it (or will as soon as it runs again), so another client may hold the lock.
-async fn monitor(inner: Weak<Inner>, generation: u64, mut states: zk::StateWatcher) {
-    let mut state = states.peek_state();
-    loop {
-        state = match state {
-            zk::SessionState::Disconnected => {
-                let timeout = match inner.upgrade() {
-                    Some(inner) => {
-                        tracing::debug!(generation, "zookeeper session disconnected; locks uncertain");
-                        inner.for_holds(generation, |h| h.signal.mark_uncertain());
-                        inner.current().client.session_timeout()
-                    }
-                    None => return,
-                };
-                tokio::select! {
-                    next = states.changed() => next,
-                    _ = tokio::time::sleep(timeout) => {
-                        if let Some(inner) = inner.upgrade() {
-                            tracing::warn!(generation, ?timeout, "disconnected for a session timeout; locks lost");
-                            inner.end_session(generation);
-                        }
-                        states.changed().await
-                    }
-                }
-            }
-            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
-                if let Some(inner) = inner.upgrade() {
-                    inner.verify(generation).await;
-                }
-                states.changed().await
-            }
-            s if s.is_terminated() => {
-                if let Some(inner) = inner.upgrade() {
-                    tracing::warn!(generation, state = ?s, "zookeeper session ended; its locks are lost");
-                    inner.end_session(generation);
-                }
-                return;
-            }
-            _ => states.changed().await,
-        };
-        if inner.strong_count() == 0 {
+/// What the session monitor needs: the backend (weakly) and the session it watches.
+struct Watch {
+    inner: Weak<Inner>,
+    generation: u64,
+    client: zk::Client,
+    confirmed: Arc<Mutex<Instant>>,
+}
+
+impl Watch {
+    /// When the holds of this session must be given up: a session timeout after the last
+    /// confirmed send, less the core's drift margin.
+    fn give_up_at(&self) -> Instant {
+        let timeout = self.client.session_timeout();
+        let margin =
+            lock_core::drift_margin(timeout, lock_core::DRIFT_MARGIN_RATE, lock_core::DRIFT_MARGIN_FLOOR);
+        *lock(&self.confirmed) + timeout.saturating_sub(margin)
+    }
+
+    /// While this session holds locks: one request per third of the session timeout, so the
+    /// confirmation is recent; an unanswered one makes the holds uncertain.
+    async fn heartbeat(&self, inner: &Inner, period: Duration) {
+        if !inner.has_holds(self.generation) {
             return;
+        }
+        let sent = Instant::now();
+        let root = if inner.cfg.root.is_empty() { "/" } else { inner.cfg.root.as_str() };
+        match tokio::time::timeout(period, self.client.check_stat(root)).await {
+            Ok(Ok(_)) => {
+                confirm(&self.confirmed, sent);
+                inner.for_holds(self.generation, Hold::mark_held);
+            }
+            Ok(Err(e)) if session_ended(&e) => inner.end_session(self.generation),
+            _ => inner.for_holds(self.generation, Hold::mark_uncertain),
+        }
+    }
+}
+
+/// Follow the session: Disconnected makes every hold of the session uncertain (Curator's
+/// SUSPENDED), a reconnect re-checks the nodes, a terminal state loses them all. While locks are
+/// held, a heartbeat request every third of the session timeout keeps the time of the last
+/// confirmed *send*; when nothing has been confirmed for a session timeout less the drift
+/// margin (disconnected, server paused, partitioned), the holds are given up: the server may
+/// expire the session from then on and let another client in.
+async fn monitor(w: Watch, mut states: zk::StateWatcher) {
+    let mut state = states.peek_state();
+    let period = (w.client.session_timeout() / 3).max(Duration::from_millis(10));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            next = states.changed() => {
+                state = next;
+                let Some(inner) = w.inner.upgrade() else { return };
+                match state {
+                    zk::SessionState::Disconnected => {
+                        tracing::debug!(generation = w.generation, "zookeeper session disconnected; locks uncertain");
+                        inner.for_holds(w.generation, Hold::mark_uncertain);
+                    }
+                    zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                        inner.verify(w.generation).await;
+                    }
+                    s if s.is_terminated() => {
+                        tracing::warn!(generation = w.generation, state = ?s, "zookeeper session ended; its locks are lost");
+                        inner.end_session(w.generation);
+                        return;
+                    }
+                    _ => {}
+                }
+            }
+            _ = tick.tick() => {
+                let Some(inner) = w.inner.upgrade() else { return };
+                if !matches!(state, zk::SessionState::Disconnected) {
+                    w.heartbeat(&inner, period).await;
+                }
+                if inner.has_holds(w.generation) && Instant::now() >= w.give_up_at() {
+                    tracing::warn!(generation = w.generation, "nothing confirmed within the session timeout; locks given up");
+                    inner.give_up(w.generation);
+                }
+            }
         }
     }
 }
@@ -259,9 +335,10 @@ impl Inner {
             return Ok(cur);
         }
         self.end_session(cur.generation);
+        let opened = Instant::now();
         let client = open_client(&self.cfg, &self.cfg.connect).await?;
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
-        let session = Session::start(&Arc::downgrade(self), &self.runtime, generation, client);
+        let session = Session::start(&Arc::downgrade(self), &self.runtime, generation, client, opened);
         *lock(&self.session) = session.clone();
         tracing::info!(generation, "opened a new zookeeper session after the old one ended");
         Ok(session)
@@ -279,13 +356,59 @@ impl Inner {
         lock(&self.holds).values().filter(|h| h.generation == generation).for_each(f);
     }
 
+    fn has_holds(&self, generation: u64) -> bool {
+        lock(&self.holds).values().any(|h| h.generation == generation)
+    }
+
+    /// Take every hold of `generation` out of the table, telling each of its guards.
+    fn take_holds(&self, generation: u64, reason: LostReason) -> Vec<Hold> {
+        let mut holds = lock(&self.holds);
+        let keys: Vec<HoldKey> =
+            holds.iter().filter(|(_, h)| h.generation == generation).map(|(k, _)| k.clone()).collect();
+        keys.iter()
+            .filter_map(|k| holds.remove(k))
+            .inspect(|h| {
+                if let Some(w) = &h.watch {
+                    w.abort();
+                }
+                h.mark_lost(reason);
+            })
+            .collect()
+    }
+
+    /// The session ended: its nodes are gone with it. (The core sends no release for a lost
+    /// guard, so the table is cleaned here.)
     fn end_session(&self, generation: u64) {
-        self.for_holds(generation, |h| h.signal.mark_lost(LostReason::SessionEnded));
+        self.take_holds(generation, LostReason::SessionEnded);
+    }
+
+    /// The holds of a session that could not be confirmed in time are lost; their nodes may
+    /// still exist (the session may yet be alive), so they are deleted in the background, and
+    /// the lock is free for others as soon as the server hears from us again or expires us.
+    fn give_up(&self, generation: u64) {
+        let session = self.current();
+        for h in self.take_holds(generation, LostReason::DeadlinePassed) {
+            if session.generation == generation && !session.client.state().is_terminated() {
+                let dir = h.path.rsplit_once('/').map_or_else(String::new, |(d, _)| d.to_owned());
+                self.delete_in_background(session.client.clone(), dir, String::new(), Some(h.path));
+            }
+        }
     }
 
     /// Whether `path` is still the registered hold of `(key, owner)` (not released by us).
     fn still_held(&self, hk: &HoldKey, path: &str) -> bool {
         lock(&self.holds).get(hk).is_some_and(|h| h.path == path)
+    }
+
+    /// Drop the hold `(key, owner)` at `path` from the table (it is lost; no release follows).
+    fn forget(&self, hk: &HoldKey, path: &str) {
+        let mut holds = lock(&self.holds);
+        if holds.get(hk).is_some_and(|h| h.path == path)
+            && let Some(h) = holds.remove(hk)
+            && let Some(w) = h.watch
+        {
+            w.abort();
+        }
     }
 
     /// After a reconnect: confirm each hold's node still exists and is ours.
@@ -294,18 +417,25 @@ impl Inner {
         if session.generation != generation {
             return;
         }
-        let holds: Vec<(HoldKey, String, LeaseSignal)> = lock(&self.holds)
+        let holds: Vec<(HoldKey, String, Vec<LeaseSignal>)> = lock(&self.holds)
             .iter()
-            .filter(|(_, h)| h.generation == generation && !h.signal.is_lost())
-            .map(|(k, h)| (k.clone(), h.path.clone(), h.signal.clone()))
+            .filter(|(_, h)| h.generation == generation && !h.is_lost())
+            .map(|(k, h)| (k.clone(), h.path.clone(), h.signals.clone()))
             .collect();
         let sid = session.client.session_id().0;
         // Requests are sent when called: issue them all, then collect the answers.
+        let sent = Instant::now();
         let checks: Vec<_> = holds.iter().map(|(_, path, _)| session.client.check_stat(path)).collect();
-        for ((hk, path, signal), check) in holds.iter().zip(checks) {
+        for ((hk, path, signals), check) in holds.iter().zip(checks) {
             match check.await {
-                Ok(Some(stat)) if stat.ephemeral_owner == sid => signal.mark_held(),
-                Ok(_) if self.still_held(hk, path) => signal.mark_lost(LostReason::NotOwner),
+                Ok(Some(stat)) if stat.ephemeral_owner == sid => {
+                    session.confirm(sent);
+                    signals.iter().for_each(LeaseSignal::mark_held);
+                }
+                Ok(_) if self.still_held(hk, path) => {
+                    signals.iter().for_each(|s| s.mark_lost(LostReason::NotOwner));
+                    self.forget(hk, path);
+                }
                 Ok(_) => {}
                 Err(e) => tracing::debug!(error = %e, "could not re-check a lock node after reconnect"),
             }
@@ -415,18 +545,19 @@ impl Drop for Cleanup<'_> {
 
 impl ZkLock {
     /// A nested acquisition by a current holder: the outer hold's fence.
-    fn nest(&self, key: &str, owner: OwnerToken) -> Option<u64> {
+    fn nest(&self, key: &str, owner: OwnerToken, signal: &LeaseSignal) -> Option<u64> {
         let mut holds = lock(&self.inner.holds);
         let h = holds.get_mut(&(key.to_owned(), owner))?;
-        if h.signal.is_lost() {
+        if h.is_lost() {
             return None;
         }
         h.count += 1;
+        h.signals.push(signal.clone());
         Some(h.fence)
     }
 
     async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        if let Some(fence) = self.nest(req.key, req.owner) {
+        if let Some(fence) = self.nest(req.key, req.owner, req.signal) {
             return Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None }));
         }
         let inner = &self.inner;
@@ -447,10 +578,12 @@ impl ZkLock {
         // Create our node; the child listing is pipelined behind it (one round trip).
         let (mut dir_attempts, mut lost_replies) = (0, 0);
         let (name, fence, mut children) = loop {
+            let sent = Instant::now();
             let created = client.create(&prefix, &[], &options);
             let listed = client.list_children(&dir);
             match created.await {
                 Ok((stat, seq)) => {
+                    session.confirm(sent);
                     let name = format!("{unique}{seq}");
                     cleanup.path = Some(format!("{dir}/{name}"));
                     break (name, stat.czxid, listed.await.map_err(lock_error)?);
@@ -515,13 +648,13 @@ impl ZkLock {
 
         cleanup.client = None;
         let hk = (req.key.to_owned(), req.owner);
-        let watch = self.watch_own_node(session.generation, hk.clone(), path.clone(), req.signal.clone());
+        let watch = self.watch_own_node(session.generation, hk.clone(), path.clone());
         let hold = Hold {
             path,
             fence: fence as u64,
             count: 1,
             generation: session.generation,
-            signal: req.signal.clone(),
+            signals: vec![req.signal.clone()],
             watch: Some(watch),
         };
         if let Some(old) = lock(&inner.holds).insert(hk, hold)
@@ -534,12 +667,16 @@ impl ZkLock {
 
     /// Watch our own node while held: deleted behind our back, or the session ended -> lost.
     /// Holds no `Client` between requests, so dropping every `ZkLock` still closes the session.
-    fn watch_own_node(&self, generation: u64, hk: HoldKey, path: String, signal: LeaseSignal) -> AbortHandle {
+    fn watch_own_node(&self, generation: u64, hk: HoldKey, path: String) -> AbortHandle {
         let weak = Arc::downgrade(&self.inner);
         let guarded = path.clone();
         let lose = move |reason: LostReason| {
-            if weak.upgrade().is_none_or(|i| i.still_held(&hk, &guarded)) {
-                signal.mark_lost(reason);
+            let Some(inner) = weak.upgrade() else { return };
+            let holds = lock(&inner.holds);
+            if let Some(h) = holds.get(&hk).filter(|h| h.path == guarded) {
+                h.mark_lost(reason);
+                drop(holds);
+                inner.forget(&hk, &guarded);
             }
         };
         let weak = Arc::downgrade(&self.inner);
@@ -585,11 +722,24 @@ impl LockBackend for ZkLock {
         NAME
     }
 
+    fn identity(&self) -> String {
+        let (hosts, chroot) = match self.inner.cfg.chroot() {
+            Some((h, c)) => (h, c),
+            None => (self.inner.cfg.connect.as_str(), ""),
+        };
+        let mut hosts: Vec<&str> = hosts.split(',').collect();
+        hosts.sort_unstable();
+        format!("zk://{}{chroot}{}", hosts.join(","), self.inner.cfg.root)
+    }
+
     fn capabilities(&self) -> Capability {
         let mut c = Capability::NONE;
         c.renew = true;
         c.fencing = true;
         c.native_wait = true;
+        // Every grant is a quorum write in the ensemble: a leader failover neither loses it nor
+        // repeats a czxid (see the README).
+        c.failover_safe = true;
         c.reentrant = true;
         c.fair = true;
         c.session_bound = true;
@@ -607,7 +757,7 @@ impl LockBackend for ZkLock {
             let hk = (key.to_owned(), owner);
             match holds.get_mut(&hk) {
                 None => return Ok(false),
-                Some(h) if h.count > 1 && !h.signal.is_lost() => {
+                Some(h) if h.count > 1 && !h.is_lost() => {
                     h.count -= 1;
                     return Ok(true);
                 }
@@ -624,18 +774,18 @@ impl LockBackend for ZkLock {
         if session.generation != hold.generation || session.client.state().is_terminated() {
             return Ok(false); // the session that held it is gone, and its node with it
         }
-        if hold.signal.is_lost() {
+        if hold.is_lost() {
             inner.delete_in_background(session.client.clone(), dir, String::new(), Some(hold.path));
             return Ok(false);
         }
         match session.client.delete(&hold.path, None).await {
             Ok(()) => Ok(true),
             Err(zk::Error::NoNode) => {
-                hold.signal.mark_lost(LostReason::NotOwner);
+                hold.mark_lost(LostReason::NotOwner);
                 Ok(false)
             }
             Err(e) if session_ended(&e) => {
-                hold.signal.mark_lost(LostReason::SessionEnded);
+                hold.mark_lost(LostReason::SessionEnded);
                 Ok(false)
             }
             Err(e) if is_temporary(&e) => {
@@ -660,12 +810,13 @@ impl LockBackend for ZkLock {
                 .map(|it| {
                     holds
                         .get(&(it.key.to_owned(), it.owner))
-                        .filter(|h| h.generation == session.generation && !h.signal.is_lost())
+                        .filter(|h| h.generation == session.generation && !h.is_lost())
                         .map(|h| h.path.clone())
                 })
                 .collect()
         };
         // One pipelined batch: every check is sent before the first answer is awaited.
+        let sent = Instant::now();
         let checks: Vec<_> =
             paths.iter().map(|p| p.as_deref().map(|p| session.client.check_stat(p))).collect();
         let mut out = Vec::with_capacity(items.len());
@@ -673,7 +824,10 @@ impl LockBackend for ZkLock {
             out.push(match check {
                 None => false,
                 Some(check) => match check.await {
-                    Ok(stat) => stat.is_some_and(|s| s.ephemeral_owner == sid),
+                    Ok(stat) => {
+                        session.confirm(sent);
+                        stat.is_some_and(|s| s.ephemeral_owner == sid)
+                    }
                     Err(e) if session_ended(&e) => false,
                     Err(e) => return Err(lock_error(e)),
                 },
