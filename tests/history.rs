@@ -97,7 +97,14 @@ impl Nemesis for Cut<'_> {
 }
 
 fn workload() -> Workload {
-    Workload { crash_every: Some(150), max_time: Duration::from_secs(5), ..Workload::default() }.from_env()
+    let w = Workload { crash_every: Some(150), max_time: Duration::from_secs(5), ..Workload::default() }
+        .from_env();
+    // A soak crashes holders less often: each crash stalls everyone for a lease.
+    if soak() { Workload { crash_every: Some(2_000), ..w } } else { w }
+}
+
+fn soak() -> bool {
+    std::env::var_os("DLOCK_SOAK_ACQUISITIONS").is_some()
 }
 
 /// Faults last a bit longer than a lease (300 ms), so holders really lose their locks.
@@ -150,7 +157,10 @@ async fn schedules(
 ) {
     let proxy = Proxy::start(addr(port)).await.expect("proxy");
     let f = UrlFactory { label: label.to_owned(), url: url_of(proxy.port()) };
-    let w = Workload { fault_period: FAULT, ..workload() };
+    let mut w = Workload { fault_period: FAULT, ..workload() };
+    if soak() {
+        w.acquisitions = w.acquisitions.div_ceil(5); // the soak's total, over the five schedules
+    }
     let pick = |instant: bool| if instant { report_fenced } else { report };
     report(&run(&f, &w, None).await);
     report(&run(&f, &w, Some(&Pause(server, FAULT.1))).await);
