@@ -52,6 +52,8 @@ pub struct RedisLockBuilder {
     response_timeout: Duration,
     fair_waiter_timeout: Duration,
     notifications: bool,
+    /// PEM CA certificate(s) that `rediss://` servers must chain to, instead of the system store.
+    tls_root_cert: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for RedisLockBuilder {
@@ -72,6 +74,7 @@ impl fmt::Debug for RedisLockBuilder {
             .field("response_timeout", &self.response_timeout)
             .field("fair_waiter_timeout", &self.fair_waiter_timeout)
             .field("notifications", &self.notifications)
+            .field("tls_root_cert", &self.tls_root_cert.as_ref().map(|c| c.len()))
             .finish()
     }
 }
@@ -88,11 +91,20 @@ impl Default for RedisLockBuilder {
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             fair_waiter_timeout: DEFAULT_FAIR_WAITER_TIMEOUT,
             notifications: true,
+            tls_root_cert: None,
         }
     }
 }
 
 impl RedisLockBuilder {
+    /// Trust the CA certificate(s) in `pem` (PEM) for `rediss://` URLs, instead of the system
+    /// store: a private CA. The server's certificate must name the host of the URL.
+    #[cfg(feature = "tls")]
+    pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_cert = Some(pem.into());
+        self
+    }
+
     /// Connect to `url`: `redis://[user[:password]@]host[:port][/db]`, `rediss://` (feature
     /// `tls`), `redis+unix:///path`. The password is never printed.
     pub fn url(mut self, url: impl Into<String>) -> Self {
@@ -187,10 +199,21 @@ impl RedisLockBuilder {
                 let tcp = info.tcp_settings().clone().set_nodelay(true);
                 let info = info.set_tcp_settings(tcp);
                 let secrets: Vec<&str> = url_password(&url).into_iter().collect();
-                Some(
-                    Client::open(info)
-                        .map_err(|e| invalid(scrub(&format!("{}: {e}", redact_url(&url)), &secrets)))?,
-                )
+                let bad =
+                    |e: redis::RedisError| invalid(scrub(&format!("{}: {e}", redact_url(&url)), &secrets));
+                #[cfg(feature = "tls")]
+                let client = match self.tls_root_cert.clone() {
+                    Some(pem) => {
+                        // redis' rustls has no crypto provider of its own; use ring unless one is set.
+                        let _ = rustls::crypto::ring::default_provider().install_default();
+                        let certs = redis::TlsCertificates { client_tls: None, root_cert: Some(pem) };
+                        Client::build_with_tls(info, certs).map_err(bad)?
+                    }
+                    None => Client::open(info).map_err(bad)?,
+                };
+                #[cfg(not(feature = "tls"))]
+                let client = Client::open(info).map_err(bad)?;
+                Some(client)
             }
         };
         let client = match (client, &self.credentials) {
