@@ -349,3 +349,82 @@ async fn identity_names_server_database_and_prefix() {
     assert_eq!(a.identity(), a2.identity(), "two clients of one lock space agree");
     assert!(a.identity().contains("a:") && a.identity().starts_with("redis://"), "{}", a.identity());
 }
+
+/// The ACL rule the README gives for a least-privilege lock user: keys and channels under the
+/// key prefix, and only the commands the library (and its scripts) send. Every mode works with
+/// exactly that: acquire, a waiter woken by pub/sub, renew, release.
+pub const LEAST_PRIVILEGE_ACL: &[&str] = &[
+    "resetkeys",
+    "resetchannels",
+    "~dlock:*",
+    "&dlock:*",
+    "-@all",
+    // connection set-up (redis-rs: HELLO for RESP3 pub/sub, PING; its CLIENT SETINFO may fail)
+    "+hello",
+    "+ping",
+    // the scripts, and the commands they run
+    "+evalsha",
+    "+script|load",
+    "+time",
+    "+set",
+    "+get",
+    "+del",
+    "+exists",
+    "+pexpire",
+    "+pttl",
+    "+incr",
+    "+hset",
+    "+hget",
+    "+hexists",
+    "+hincrby",
+    "+hdel",
+    "+lindex",
+    "+lpop",
+    "+rpush",
+    "+lrem",
+    "+zadd",
+    "+zscore",
+    "+zrem",
+    "+publish",
+    // waiting
+    "+subscribe",
+    "+unsubscribe",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privilege_acl_user_runs_every_mode() {
+    let Some(srv) = server(&["--requirepass", "adminpw"]) else { return };
+    let mut adm = admin(&srv.url()).await;
+    let mut rule = vec!["SETUSER", "locker", "reset", "on", ">lp-s3cr3t"];
+    rule.extend_from_slice(LEAST_PRIVILEGE_ACL);
+    let _: () = redis::cmd("ACL").arg(&rule[..]).query_async(&mut adm).await.expect("acl setuser");
+    let url = format!("redis://locker:lp-s3cr3t@127.0.0.1:{}/", srv.port());
+    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+        let (a, b) = (backend(&url, mode).await, backend(&url, mode).await);
+        let (la, lb) = (locker(&a), locker(&b));
+        let k = format!("lp-{mode:?}");
+        let g = la.lock(&k).try_acquire().await.expect("acquire").expect("free");
+        g.renew(LEASE).await.expect("renew");
+        let waiter = tokio::spawn(async move { lb.lock(&k).wait(Duration::from_secs(5)).acquire().await });
+        tokio::time::sleep(Duration::from_millis(100)).await; // let it subscribe and wait
+        g.release().await.expect("release");
+        let g2 = waiter.await.expect("task").expect("the waiter is woken and acquires");
+        g2.release().await.expect("release");
+        if mode != Mode::Simple {
+            let outer = la.lock("lp-nest").try_acquire().await.expect("try").expect("free");
+            let inner =
+                la.lock("lp-nest").owner(outer.owner()).try_acquire().await.expect("try").expect("nested");
+            inner.release().await.expect("release");
+            outer.release().await.expect("release");
+        }
+    }
+    // Outside the prefix, the same user is refused.
+    let mut c = redis::Client::open(url.as_str())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("conn");
+    let denied: redis::RedisResult<()> =
+        redis::cmd("SET").arg("other:key").arg("1").query_async(&mut c).await;
+    assert!(denied.is_err(), "the ACL must confine the user to its prefix");
+}
