@@ -519,3 +519,61 @@ async fn holding_sessions_restore_the_idle_timeout_before_pooling() {
             .expect("query");
     assert_eq!(restored, 1, "a pooled connection kept the holder's idle bound");
 }
+
+/// The grants the README gives for a least-privilege lock user: DML on the lock tables and
+/// `NEXTVAL` on the sequence, nothing else (the schema made once by an administrator). Both
+/// modes work with exactly that: acquire, wait, renew, nest, release, and the row sweep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privilege_user_runs_both_modes() {
+    let srv = Arc::new(MariaDbServer::start().expect("start private mariadbd"));
+    let (p_table, o_table) = ("lp_rows", "lp_leases");
+    // The administrator makes the schema once.
+    for (mode, table) in [(Mode::Pessimistic, p_table), (Mode::Optimistic, o_table)] {
+        MySqlLock::builder()
+            .url(srv.root_url())
+            .mode(mode)
+            .table(table)
+            .build()
+            .await
+            .expect("schema as root");
+    }
+    let db = lock_testkit::server::MARIADB_DATABASE;
+    let grants = format!(
+        "CREATE USER 'lp'@'%' IDENTIFIED BY 'lp-s3cr3t'; \
+         GRANT SELECT, INSERT, UPDATE, DELETE ON {db}.{p_table} TO 'lp'@'%'; \
+         GRANT SELECT, INSERT ON {db}.{p_table}_fence TO 'lp'@'%'; \
+         GRANT SELECT, INSERT, UPDATE, DELETE ON {db}.{o_table} TO 'lp'@'%'; \
+         GRANT SELECT, INSERT ON {db}.{o_table}_fence TO 'lp'@'%';"
+    );
+    let s = srv.clone();
+    tokio::task::spawn_blocking(move || s.exec_as_root(&grants)).await.expect("join").expect("grants");
+    let url = format!("mysql://lp:lp-s3cr3t@127.0.0.1:{}/{db}", srv.port());
+    for (mode, table) in [(Mode::Pessimistic, p_table), (Mode::Optimistic, o_table)] {
+        let client = || async {
+            Locker::new(Arc::new(
+                MySqlLock::builder()
+                    .url(&url)
+                    .mode(mode)
+                    .table(table)
+                    .keepalive(KEEPALIVE)
+                    .build()
+                    .await
+                    .expect("lp client"),
+            ))
+        };
+        let (a, b) = (client().await, client().await);
+        let k = key("lp");
+        let g = a.lock(&k).try_acquire().await.expect("acquire").expect("free");
+        let inner = a.lock(&k).owner(g.owner()).try_acquire().await.expect("nest").expect("nested");
+        g.renew(Duration::from_secs(30)).await.expect("renew");
+        let k2 = k.clone();
+        let waiter = tokio::spawn(async move { b.lock(&k2).wait(Duration::from_secs(10)).acquire().await });
+        inner.release().await.expect("release nested");
+        g.release().await.expect("release");
+        waiter.await.expect("task").expect("the waiter acquires").release().await.expect("release");
+    }
+    // And nothing beyond: no other table.
+    let pool = admin(&url).await;
+    let denied = lock_mysql::sqlx::query("CREATE TABLE lp_other (x INT)").execute(&pool).await;
+    assert!(denied.is_err(), "the lock user must not create tables");
+}
