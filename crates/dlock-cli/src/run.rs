@@ -34,6 +34,14 @@ fn fail(url: &str, e: &LockError) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// How long `dlock status` waits for a connection.
+const STATUS_CONNECT: Duration = Duration::from_secs(5);
+
+/// The error for a server that did not answer the connection within the wait.
+fn unreachable(wait: Duration) -> LockError {
+    LockError::temporary("dlock", format!("no connection to the server within --wait {wait:?}"))
+}
+
 async fn locker(url: &str, lease: Duration) -> Result<Locker, LockError> {
     Locker::new(dlock::from_url(url).await?).with_watchdog_lease(lease)
 }
@@ -100,10 +108,15 @@ pub async fn run(
         }
     }
     let Ok(mut sigs): Result<[Signal_; 3], _> = sigs.try_into() else { return ExitCode::from(EXIT_CONFIG) };
+    let deadline = tokio::time::Instant::now() + wait;
     let guard = tokio::select! {
         g = async {
-            let locker = locker(url, lease).await?;
-            locker.lock(key).wait(wait).acquire().await
+            // --wait bounds everything, connecting included.
+            let locker = tokio::time::timeout_at(deadline, locker(url, lease))
+                .await
+                .map_err(|_| unreachable(wait))??;
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            locker.lock(key).wait(left).acquire().await
         } => match g {
             Ok(g) => g,
             Err(e) => return fail(url, &e),
@@ -196,9 +209,10 @@ pub async fn run(
 
 /// Print whether `key` is held, probing with one attempt that is released at once.
 pub async fn status(url: &str, key: &str) -> ExitCode {
-    let backend = match dlock::from_url(url).await {
-        Ok(b) => b,
-        Err(e) => return fail(url, &e),
+    let backend = match tokio::time::timeout(STATUS_CONNECT, dlock::from_url(url)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return fail(url, &e),
+        Err(_) => return fail(url, &unreachable(STATUS_CONNECT)),
     };
     if let Err(e) = dlock::validate_key(key) {
         return fail(url, &e);

@@ -161,3 +161,25 @@ fn exit_statuses_pass_through_and_memory_urls_are_refused() {
         .expect("run dlock");
     assert_eq!(bad.status.code(), Some(64), "a grace period longer than the lease is refused");
 }
+
+/// `--wait` bounds connecting too: a server that accepts the TCP connection and never answers
+/// gives exit 69 within the wait, with a message naming the endpoint and the cause.
+#[test]
+fn an_unresponsive_server_fails_within_the_wait_naming_it() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = silent.local_addr().expect("addr").port();
+    for url in [format!("redis://127.0.0.1:{port}/"), format!("mysql://u:pw@127.0.0.1:{port}/db")] {
+        let t = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_dlock"))
+            .args(["run", "--url", &url, "--key", "k", "--wait", "700ms", "--", "true"])
+            .output()
+            .expect("run dlock");
+        let took = t.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "{url}: {err}");
+        assert!(took < Duration::from_secs(3), "{url}: took {took:?} for --wait 700ms");
+        assert!(err.contains(&format!("127.0.0.1:{port}")) && err.contains("within --wait"), "{err}");
+        assert!(!err.contains("pw@"), "{err}");
+    }
+    drop(silent);
+}

@@ -77,8 +77,10 @@ pub enum LockError {
         /// The feature to enable.
         feature: &'static str,
     },
-    /// The backend failed; `temporary` tells whether retrying can help.
-    #[error("{backend} backend error ({})", if *.temporary { "temporary" } else { "permanent" })]
+    /// The backend failed; `temporary` tells whether retrying can help. The message carries the
+    /// driver's (the server's words are what a misconfiguration needs); it stays the `source`
+    /// too, for callers that downcast it.
+    #[error("{backend} backend error ({}): {source}", if *.temporary { "temporary" } else { "permanent" })]
     Backend {
         /// Backend name.
         backend: &'static str,

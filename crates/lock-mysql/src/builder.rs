@@ -180,7 +180,12 @@ impl MySqlLockBuilder {
                     reason: "no url, connect options or pool given".into(),
                 });
             }
-            Source::Options(opts) => pool_options().connect_with(*opts).await.map_err(classify)?,
+            // A waiter in `SELECT ... FOR UPDATE` for seconds is normal here: no slow-statement
+            // warnings (sqlx logs every statement over 1 s at WARN by default).
+            Source::Options(opts) => {
+                use sqlx::ConnectOptions;
+                pool_options().connect_with(opts.disable_statement_logging()).await.map_err(classify)?
+            }
             Source::Pool(pool) => pool,
         };
         let version: String =

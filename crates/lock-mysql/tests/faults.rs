@@ -319,6 +319,8 @@ async fn bad_password_is_permanent_and_redacted() {
     assert!(!err.is_temporary(), "auth failure must be permanent: {err:?}");
     let shown = format!("{err} {err:?}");
     assert!(!shown.contains("wrong-secret-pw"), "{shown}");
+    // The message says what went wrong, in the server's words.
+    assert!(err.to_string().contains("Access denied"), "{err}");
 }
 
 /// The seed's business CAS: a stale version loses, a fresh one wins.
