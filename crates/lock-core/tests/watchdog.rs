@@ -148,7 +148,7 @@ async fn eventually_free(l: &Locker, key: &str, limit: Duration) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_fires_a_drift_margin_before_the_server_expiry() {
     let b = Arc::new(MemoryBackend::new());
-    let margin = Duration::from_millis(60);
+    let margin = Duration::from_millis(120);
     let l = Locker::new(b.clone()).with_clock_drift(0.0, margin).expect("drift");
     assert_eq!(l.drift_margin(Duration::from_millis(300)), margin);
     let other = Locker::new(b);
@@ -160,7 +160,7 @@ async fn lost_fires_a_drift_margin_before_the_server_expiry() {
         if let Some(g2) = other.try_lock("k").await.expect("try") {
             let gap = lost_at.elapsed();
             // The server expiry is counted from after the request was sent: at least the margin.
-            assert!(gap >= margin - Duration::from_millis(2), "told only {gap:?} before a successor");
+            assert!(gap + Duration::from_millis(20) >= margin, "told only {gap:?} before a successor");
             g2.release().await.expect("release");
             break;
         }

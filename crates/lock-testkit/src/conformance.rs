@@ -618,7 +618,8 @@ pub async fn lost_before_successor<F: Factory + ?Sized>(f: &F) {
             "session-bound: no lease deadline (backend fault tests)",
         );
     }
-    let margin = Duration::from_millis(50);
+    // A wide margin, so that a busy test machine's scheduling delays stay far below it.
+    let margin = Duration::from_millis(100);
     let a = Locker::new(ca).with_clock_drift(0.0, margin).expect("drift");
     let b = locker(f).await;
     let k = key("margin");
@@ -640,9 +641,9 @@ pub async fn lost_before_successor<F: Factory + ?Sized>(f: &F) {
     let lost_at = within(Duration::from_secs(1), "lost signal", fired).await.expect("task");
     let gap = acquired.0.saturating_duration_since(lost_at);
     eprintln!("[{}] lost fired {gap:?} before a successor held the key (margin {margin:?})", f.label());
-    // 5 ms for timer resolution and task wake-up on a loaded machine.
+    // 20 ms for timer resolution and task wake-up on a loaded machine.
     assert!(
-        acquired.0 > lost_at && gap + Duration::from_millis(5) >= margin,
+        acquired.0 > lost_at && gap + Duration::from_millis(20) >= margin,
         "holder told {gap:?} before the successor, margin {margin:?}"
     );
     acquired.1.release().await.expect("release");
