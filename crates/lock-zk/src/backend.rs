@@ -157,6 +157,15 @@ impl ZkLock {
         if !cfg.root.is_empty() {
             let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acls));
             match client.mkdir(&cfg.root, &opts).await {
+                Err(zk::Error::NoNode) if cfg.chroot().is_some() && !cfg.create_chroot => {
+                    let (_, chroot) = cfg.chroot().unwrap_or_default();
+                    return Err(LockError::InvalidConfig {
+                        reason: format!(
+                            "zookeeper chroot {chroot:?} does not exist: create it, or set create_chroot \
+                             (builder) / ?create_chroot=true (url)"
+                        ),
+                    });
+                }
                 Err(zk::Error::NoNode) if cfg.chroot().is_some() => {
                     // The chroot itself is missing: create it through a session without it.
                     let (hosts, chroot) = cfg.chroot().unwrap_or_default();

@@ -22,6 +22,7 @@ pub struct ZkLockBuilder {
     session_timeout: Option<Duration>,
     connection_timeout: Option<Duration>,
     auth: Option<(String, String)>,
+    create_chroot: bool,
     error: Option<String>,
 }
 
@@ -47,6 +48,8 @@ pub(crate) struct Config {
     pub session_timeout: Duration,
     pub connection_timeout: Option<Duration>,
     pub auth: Option<(String, String)>,
+    /// Create a missing chroot instead of refusing it.
+    pub create_chroot: bool,
 }
 
 impl fmt::Debug for Config {
@@ -115,6 +118,13 @@ impl ZkLockBuilder {
                 "chroot" => chroot = percent_decode(v)?,
                 "session_timeout_ms" => self.session_timeout = Some(ms()?),
                 "connection_timeout_ms" => self.connection_timeout = Some(ms()?),
+                "create_chroot" => {
+                    self.create_chroot = match v {
+                        "true" | "1" => true,
+                        "false" | "0" => false,
+                        _ => return Err(format!("bad value for {k} (true or false)")),
+                    }
+                }
                 _ => return Err(format!("unknown zookeeper url parameter {k:?}")),
             }
         }
@@ -139,6 +149,15 @@ impl ZkLockBuilder {
 
     /// Requested session timeout (default [`DEFAULT_SESSION_TIMEOUT`]): how long a crashed or
     /// partitioned holder keeps its locks.
+    /// Create the chroot of the connect string (`host:port/chroot`) if it does not exist
+    /// (default `false`: a missing chroot is refused, since it is usually a typo that would
+    /// otherwise split the lock space silently). URL: `?create_chroot=true`.
+    pub fn create_chroot(mut self, create: bool) -> Self {
+        self.create_chroot = create;
+        self
+    }
+
+    /// Session timeout requested from the server.
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.session_timeout = Some(timeout);
         self
@@ -178,6 +197,7 @@ impl ZkLockBuilder {
             session_timeout: self.session_timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT),
             connection_timeout: self.connection_timeout,
             auth: self.auth,
+            create_chroot: self.create_chroot,
         })
     }
 

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{LeaseState, LockBackend, LockGuard, Locker, LostReason};
+use lock_core::{LeaseState, LockBackend, LockError, LockGuard, Locker, LostReason};
 use lock_testkit::server::{self, ZkEnsemble, ZkServer};
 use lock_zk::{ZkLock, zookeeper_client as zk};
 use tokio::time::{Instant, timeout};
@@ -291,6 +291,7 @@ async fn acl_protects_lock_nodes() {
         async move {
             ZkLock::builder()
                 .connect_string(format!("{connect}/acl-chroot"))
+                .create_chroot(true)
                 .root("/locks")
                 .session_timeout(SESSION)
                 .auth(user, pw)
@@ -351,4 +352,23 @@ async fn reaped_lock_directory_is_recreated() {
     let g = l.try_lock(&key).await.expect("try").expect("acquired under a re-created directory");
     assert!(g.fence() > f1, "czxid fencing grows even though the sequence counter restarted");
     g.release().await.expect("release");
+}
+
+/// A chroot that does not exist is refused with a clear error (usually a typo that would split
+/// the lock space), unless creating it is asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_chroot_is_refused_unless_asked_for() {
+    let connect = server::shared_zk().connect_string();
+    let chroot = format!("/typo-{}", run_id());
+    let err = ZkLock::builder()
+        .connect_string(format!("{connect}{chroot}"))
+        .session_timeout(SESSION)
+        .build()
+        .await
+        .expect_err("a missing chroot must be refused");
+    assert!(matches!(err, LockError::InvalidConfig { .. }), "{err:?}");
+    assert!(err.to_string().contains(&chroot) && err.to_string().contains("create_chroot"), "{err}");
+    let url = format!("zk://{connect}/locks?chroot={chroot}&create_chroot=true&session_timeout_ms=1000");
+    let z = ZkLock::builder().url(&url).build().await.expect("created when asked for");
+    locker(&z).try_lock("k").await.expect("try").expect("free").release().await.expect("release");
 }
