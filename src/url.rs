@@ -110,13 +110,110 @@ fn redlock_urls(rest: &str) -> Result<Vec<String>, LockError> {
     Ok(urls)
 }
 
+/// Redlock starts while a minority of its masters is unreachable: those members connect on
+/// first use, and again after every failure, so they join the quorum when they come back.
 #[cfg(feature = "redis")]
 async fn redlock(rest: &str) -> Result<DynBackend, LockError> {
+    let urls = redlock_urls(rest)?;
+    let connects = urls.iter().map(|u| lock_redis::RedisLock::from_url(u));
+    let results = futures_util::future::join_all(connects).await;
+    let quorum = urls.len() / 2 + 1;
+    let up = results.iter().filter(|r| r.is_ok()).count();
     let mut members: Vec<DynBackend> = Vec::new();
-    for url in redlock_urls(rest)? {
-        members.push(std::sync::Arc::new(lock_redis::RedisLock::from_url(&url).await?));
+    let mut first_err = None;
+    for (url, r) in urls.into_iter().zip(results) {
+        match r {
+            Ok(m) => members.push(std::sync::Arc::new(m)),
+            Err(e) if e.is_temporary() => {
+                tracing::warn!(url = %redact_url(&url), error = %e, "redlock master unreachable; it joins when it answers");
+                first_err.get_or_insert(e);
+                members.push(std::sync::Arc::new(lazy::LazyRedis::new(url)));
+            }
+            // A permanent error (bad config, auth) will not heal by waiting.
+            Err(e) => return Err(e),
+        }
+    }
+    if up < quorum {
+        return Err(first_err.unwrap_or_else(|| LockError::temporary("quorum", "no master reachable")));
     }
     Ok(std::sync::Arc::new(lock_core::QuorumBackend::new(members)?))
+}
+
+#[cfg(feature = "redis")]
+mod lazy {
+    //! A Redis master that was down at start: connects on first use.
+
+    use lock_core::async_trait;
+    use lock_core::{
+        AcquireRequest, Attempt, Capability, LockBackend, OwnerToken, RenewItem, Result, Subscription,
+    };
+    use lock_redis::RedisLock;
+    use tokio::sync::OnceCell;
+
+    #[derive(Debug)]
+    pub(super) struct LazyRedis {
+        url: String,
+        identity: String,
+        conn: OnceCell<RedisLock>,
+    }
+
+    impl LazyRedis {
+        pub(super) fn new(url: String) -> Self {
+            LazyRedis { identity: identity(&url), url, conn: OnceCell::new() }
+        }
+
+        async fn get(&self) -> Result<&RedisLock> {
+            self.conn.get_or_try_init(|| RedisLock::from_url(&self.url)).await
+        }
+    }
+
+    /// What `RedisLock::identity` will say once connected: `redis://host:port/db?prefix=...`.
+    fn identity(url: &str) -> String {
+        let rest = url.split_once("://").map_or(url, |(_, r)| r);
+        let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+        let (hostpath, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (host, path) = hostpath.split_once('/').unwrap_or((hostpath, ""));
+        let db = path.trim_matches('/').parse::<i64>().unwrap_or(0);
+        let prefix = query
+            .split('&')
+            .find_map(|p| p.strip_prefix("key_prefix="))
+            .unwrap_or(lock_redis::DEFAULT_KEY_PREFIX);
+        format!("redis://{host}/{db}?prefix={prefix}")
+    }
+
+    #[async_trait]
+    impl LockBackend for LazyRedis {
+        fn name(&self) -> &'static str {
+            "redis"
+        }
+        fn capabilities(&self) -> Capability {
+            match self.conn.get() {
+                Some(c) => c.capabilities(),
+                None => {
+                    let mut c = Capability::NONE;
+                    c.renew = true;
+                    c.fencing = true;
+                    c.notify = true;
+                    c
+                }
+            }
+        }
+        fn identity(&self) -> String {
+            self.identity.clone()
+        }
+        async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+            self.get().await?.try_acquire(req).await
+        }
+        async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+            self.get().await?.release(key, owner).await
+        }
+        async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+            self.get().await?.renew(items).await
+        }
+        async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+            self.get().await?.subscribe(key).await
+        }
+    }
 }
 
 #[cfg(feature = "mysql")]
@@ -195,6 +292,23 @@ mod tests {
             }
         }
         let hosts: Vec<String> = masters.iter().map(|m| format!("127.0.0.1:{}", m.port())).collect();
+        // One master down at start: the quorum still forms, and the master joins when it is back.
+        masters[2].kill().expect("kill");
+        let early = crate::Locker::new(
+            from_url(&format!("redlock://{}/?mode=simple", hosts.join(","))).await.expect("a minority down"),
+        );
+        early.try_lock("minority").await.expect("try").expect("free").release().await.expect("release");
+        masters[2].restart().expect("restart");
+        masters[0].kill().expect("kill another");
+        early
+            .try_lock("minority")
+            .await
+            .expect("try")
+            .expect("healed master makes the quorum")
+            .release()
+            .await
+            .expect("release");
+        masters[0].restart().expect("restart");
         let url = format!("redlock://{}/?mode=simple&key_prefix=url-test:", hosts.join(","));
         let a = from_url(&url).await.expect("redlock");
         assert_eq!(a.name(), "quorum");
