@@ -213,6 +213,9 @@ mod lazy {
         async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
             self.get().await?.subscribe(key).await
         }
+        async fn inspect(&self, key: &str) -> Result<lock_core::LockInfo> {
+            self.get().await?.inspect(key).await
+        }
     }
 }
 

@@ -51,8 +51,12 @@ impl ZkFactory {
     }
 
     async fn open(&self) -> ZkLock {
-        let mut b =
-            ZkLock::builder().connect_string(&self.connect).root("/conformance").session_timeout(SESSION);
+        // The secured factory's chroot is made by its first client.
+        let mut b = ZkLock::builder()
+            .connect_string(&self.connect)
+            .create_chroot(true)
+            .root("/conformance")
+            .session_timeout(SESSION);
         if self.secured() {
             b = b.auth(USER, PASSWORD);
         }

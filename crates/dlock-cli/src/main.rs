@@ -24,6 +24,8 @@ pub const EXIT_CONFIG: u8 = 64;
 pub const EXIT_UNAVAILABLE: u8 = 69;
 /// Exit status when the backend refused the credentials or the permission.
 pub const EXIT_NOPERM: u8 = 77;
+/// Exit status when the backend cannot do what was asked (`status` of a pessimistic MySQL lock).
+pub const EXIT_UNSUPPORTED: u8 = 78;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -73,7 +75,11 @@ enum Cmd {
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
     },
-    /// Tell whether a lock is held and its remaining lease (probes with one attempt).
+    /// Tell whether a lock is held, without acquiring or waiting: remaining lease, fencing
+    /// token, waiters and holder where the backend records them.
+    ///
+    /// Exit statuses: 0 free; 1 held; 64 bad arguments or URL; 69 backend unreachable;
+    /// 78 the backend cannot tell without taking the lock (MySQL pessimistic mode).
     Status {
         /// Backend URL (see `dlock run --help`).
         #[arg(long, env = "DLOCK_URL")]
@@ -81,6 +87,9 @@ enum Cmd {
         /// Lock name.
         #[arg(long)]
         key: String,
+        /// One JSON object on stdout: key, backend, held, remaining_ms, fence, waiters, owner.
+        #[arg(long)]
+        json: bool,
     },
     /// Benchmark every available backend with the same scenarios; writes a report folder.
     Bench(bench::BenchArgs),
@@ -128,7 +137,7 @@ fn main() -> ExitCode {
                 run::run(&url, &key, wait, lease, on_lost, &command).await
             }
             Cmd::Supervise { parent, grace, command } => supervise::supervise(parent, grace, &command).await,
-            Cmd::Status { url, key } => run::status(&url, &key).await,
+            Cmd::Status { url, key, json } => run::status(&url, &key, json).await,
             Cmd::Bench(args) => bench::main(args).await,
             Cmd::Hold { url, key, lease } => run::hold(&url, &key, lease).await,
         }

@@ -5,19 +5,20 @@ use std::time::Duration;
 
 use std::os::unix::process::ExitStatusExt;
 
-use dlock::{AcquireRequest, Attempt, LeaseSignal, LockError, Locker, OwnerToken, redact_url};
+use dlock::{LockError, Locker, redact_url};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::supervise::{OnLost, exit_of};
-use crate::{EXIT_CONFIG, EXIT_LOST, EXIT_TIMEOUT, EXIT_UNAVAILABLE};
+use crate::{EXIT_CONFIG, EXIT_LOST, EXIT_TIMEOUT, EXIT_UNAVAILABLE, EXIT_UNSUPPORTED};
 
 fn fail(url: &str, e: &LockError) -> ExitCode {
     let code = match e {
         LockError::Timeout { .. } => EXIT_TIMEOUT,
         LockError::Backend { .. } => EXIT_UNAVAILABLE,
+        LockError::Unsupported { .. } => EXIT_UNSUPPORTED,
         _ => EXIT_CONFIG,
     };
     let mut msg = format!("dlock: {e}");
@@ -207,8 +208,10 @@ pub async fn run(
     }
 }
 
-/// Print whether `key` is held, probing with one attempt that is released at once.
-pub async fn status(url: &str, key: &str) -> ExitCode {
+/// Print what the backend can tell about `key`, without acquiring or waiting: held or free,
+/// the remaining lease, the fencing token, the waiters and the holder where recorded. Exit 0
+/// when free, 1 when held.
+pub async fn status(url: &str, key: &str, json: bool) -> ExitCode {
     let backend = match tokio::time::timeout(STATUS_CONNECT, dlock::from_url(url)).await {
         Ok(Ok(b)) => b,
         Ok(Err(e)) => return fail(url, &e),
@@ -217,25 +220,41 @@ pub async fn status(url: &str, key: &str) -> ExitCode {
     if let Err(e) = dlock::validate_key(key) {
         return fail(url, &e);
     }
-    let owner = OwnerToken::random();
-    let signal = LeaseSignal::new();
-    let req = AcquireRequest { key, owner, lease: Duration::from_secs(5), wait_until: None, signal: &signal };
-    match backend.try_acquire(&req).await {
-        Ok(Attempt::Acquired(_)) => {
-            let _ = backend.release(key, owner).await;
-            println!("{key}: free ({})", backend.name());
-            ExitCode::SUCCESS
+    let info = match backend.inspect(key).await {
+        Ok(i) => i,
+        Err(e) => return fail(url, &e),
+    };
+    if json {
+        let v = serde_json::json!({
+            "key": key,
+            "backend": backend.name(),
+            "held": info.held,
+            "remaining_ms": info.remaining.map(|d| d.as_millis() as u64),
+            "fence": info.fence.map(|f| f.0),
+            "waiters": info.waiters,
+            "owner": info.owner,
+        });
+        println!("{v}");
+    } else if info.held {
+        let mut line = format!("{key}: held ({})", backend.name());
+        match info.remaining {
+            Some(d) => line.push_str(&format!(", remaining lease {d:?}")),
+            None => line.push_str(", lease bound to the holder's session"),
         }
-        Ok(Attempt::Held { retry_after }) => {
-            match retry_after {
-                Some(d) => println!("{key}: held ({}), remaining lease {d:?}", backend.name()),
-                None => println!("{key}: held ({}), lease bound to the holder's session", backend.name()),
-            }
-            ExitCode::from(1)
+        if let Some(f) = info.fence {
+            line.push_str(&format!(", fence {f}"));
         }
-        Ok(_) => ExitCode::from(1),
-        Err(e) => fail(url, &e),
+        if let Some(w) = info.waiters {
+            line.push_str(&format!(", {w} waiting"));
+        }
+        if let Some(o) = &info.owner {
+            line.push_str(&format!(", holder {o}"));
+        }
+        println!("{line}");
+    } else {
+        println!("{key}: free ({})", backend.name());
     }
+    if info.held { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }
 
 /// Acquire `key`, print `held <fence>`, and wait to be killed (the crash-recovery victim).

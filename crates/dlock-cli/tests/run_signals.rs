@@ -183,3 +183,38 @@ fn an_unresponsive_server_fails_within_the_wait_naming_it() {
     }
     drop(silent);
 }
+
+/// `dlock status` looks without acquiring: free (0), held (1) with lease, fence and holder,
+/// `--json` for scripts; `dlock run` on a held key gives up with 75 after `--wait`.
+#[test]
+fn status_inspects_without_acquiring_and_run_times_out_with_75() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let k = key("status");
+    let status = |json: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_dlock"));
+        c.args(["status", "--url", &redis_url(), "--key", &k]);
+        if json {
+            c.arg("--json");
+        }
+        c.output().expect("dlock status")
+    };
+    let free = status(false);
+    assert_eq!(free.status.code(), Some(0), "{}", String::from_utf8_lossy(&free.stderr));
+    assert!(String::from_utf8_lossy(&free.stdout).contains("free"));
+    let mut a = dlock_run(dir.path(), &k, "a", 30.0, true, &["--lease", "2s", "--on-lost", "TERM:500ms"]);
+    wait_for("holder starts", Duration::from_secs(20), || pid_of(dir.path(), "a").is_some());
+    let held = status(true);
+    assert_eq!(held.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&held.stdout).expect("json");
+    assert_eq!(v["held"], true, "{v}");
+    assert!(v["fence"].as_u64().is_some_and(|f| f > 0) && v["remaining_ms"].as_u64().is_some(), "{v}");
+    assert!(alive(pid_of(dir.path(), "a").expect("pid")), "status disturbed the holder");
+    let busy = Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args(["run", "--url", &redis_url(), "--key", &k, "--wait", "200ms", "--", "true"])
+        .output()
+        .expect("dlock run");
+    assert_eq!(busy.status.code(), Some(75), "not acquired within --wait");
+    kill(pid(&a), Signal::SIGTERM).expect("SIGTERM");
+    wait_exit(&mut a, Duration::from_secs(10));
+    assert_eq!(status(false).status.code(), Some(0), "free after the holder ended");
+}

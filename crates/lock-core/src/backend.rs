@@ -94,6 +94,34 @@ pub struct Grant {
     pub lease: Option<Duration>,
 }
 
+/// What a backend can tell about a lock without taking it (`dlock status`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// Someone holds the key now.
+    pub held: bool,
+    /// The holder's remaining lease; `None` when free or session-bound.
+    pub remaining: Option<Duration>,
+    /// The holder's fencing token, where the backend stores it next to the hold.
+    pub fence: Option<FencingToken>,
+    /// How many clients wait in the server's queue, where there is one.
+    pub waiters: Option<usize>,
+    /// The holder as the backend records it (owner token, node name); never a secret.
+    pub owner: Option<String>,
+}
+
+impl LockInfo {
+    /// A free key.
+    pub fn free() -> Self {
+        LockInfo::default()
+    }
+
+    /// A held key; set the optional fields you know.
+    pub fn held() -> Self {
+        LockInfo { held: true, ..LockInfo::default() }
+    }
+}
+
 /// One lease to renew.
 #[derive(Debug, Clone, Copy)]
 pub struct RenewItem<'a> {
@@ -159,6 +187,19 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// Backend failures; then nothing is known about any item.
     async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>>;
+
+    /// Look at `key` without acquiring, waiting or changing anything.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`](crate::LockError::Unsupported) when the backend cannot tell
+    /// without taking the lock (the default); backend failures.
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        let _ = key;
+        Err(crate::LockError::Unsupported {
+            backend: self.name(),
+            what: "inspecting a lock without taking it",
+        })
+    }
 
     /// Subscribe to release notifications for `key`, before an acquisition attempt, so a
     /// release between the attempt and the wait is not missed. `None` when the backend has no

@@ -36,7 +36,7 @@ mod signal;
 mod token;
 mod validate;
 
-pub use backend::{AcquireRequest, Attempt, Capability, Grant, LockBackend, RenewItem};
+pub use backend::{AcquireRequest, Attempt, Capability, Grant, LockBackend, LockInfo, RenewItem};
 pub use backoff::Backoff;
 pub use error::{BoxError, LockError, Result};
 pub use guard::LockGuard;

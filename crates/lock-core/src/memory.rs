@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::{
-    AcquireRequest, Attempt, Capability, FencingToken, Grant, LockBackend, NotifyHub, OwnerToken, RenewItem,
-    Result, Subscription,
+    AcquireRequest, Attempt, Capability, FencingToken, Grant, LockBackend, LockInfo, NotifyHub, OwnerToken,
+    RenewItem, Result, Subscription,
 };
 
 #[derive(Debug)]
@@ -153,6 +153,19 @@ impl LockBackend for MemoryBackend {
 
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         Ok(Some(self.inner.hub.subscribe(key).0))
+    }
+
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        let now = Instant::now();
+        Ok(match self.locks().holds.get(key).filter(|h| h.expires > now) {
+            Some(h) => LockInfo {
+                remaining: Some(h.expires - now),
+                fence: Some(FencingToken(h.fence)),
+                owner: Some(h.owner.to_string()),
+                ..LockInfo::held()
+            },
+            None => LockInfo::free(),
+        })
     }
 }
 

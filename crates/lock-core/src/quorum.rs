@@ -347,6 +347,27 @@ impl LockBackend for QuorumBackend {
         }
     }
 
+    async fn inspect(&self, key: &str) -> Result<crate::LockInfo> {
+        // Held when a quorum of the members that answer says so; the shortest remaining lease.
+        let t = self.other_timeout();
+        let answers = join_all(self.members.iter().map(|m| timeout(t, m.inspect(key)))).await;
+        let infos: Vec<crate::LockInfo> = answers.into_iter().filter_map(|a| a.ok()?.ok()).collect();
+        if infos.len() < self.quorum {
+            return Err(LockError::temporary(
+                NAME,
+                format!("only {} of {} members answered", infos.len(), self.members.len()),
+            ));
+        }
+        let held: Vec<&crate::LockInfo> = infos.iter().filter(|i| i.held).collect();
+        if held.len() < self.quorum {
+            return Ok(crate::LockInfo::free());
+        }
+        let mut info = crate::LockInfo::held();
+        info.remaining = held.iter().filter_map(|i| i.remaining).min();
+        info.owner = held.first().and_then(|i| i.owner.clone());
+        Ok(info)
+    }
+
     fn identity(&self) -> String {
         let mut ids: Vec<String> = self.members.iter().map(|m| m.identity()).collect();
         ids.sort();

@@ -209,6 +209,17 @@ impl LockBackend for MySqlLock {
         }
     }
 
+    async fn inspect(&self, key: &str) -> Result<lock_core::LockInfo> {
+        match &*self.inner {
+            // A row lock is not visible without taking it (or waiting behind it): say so.
+            Inner::Pessimistic(_) => Err(lock_core::LockError::Unsupported {
+                backend: error::NAME,
+                what: "inspecting a pessimistic lock without taking the row (use optimistic mode, or try_lock)",
+            }),
+            Inner::Optimistic(o) => o.inspect(key).await,
+        }
+    }
+
     async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
         Ok(None)
     }

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use lock_core::{AcquireRequest, Attempt, FencingToken, Grant, OwnerToken, RenewItem, Result};
+use lock_core::{AcquireRequest, Attempt, FencingToken, Grant, LockInfo, OwnerToken, RenewItem, Result};
 use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, MySql};
@@ -275,6 +275,28 @@ impl Optimistic {
             }
         }
         Ok(released)
+    }
+
+    /// The row as it stands: held while `owner` is set and the lease runs by the DB clock.
+    pub(crate) async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        let row: Option<(Option<Vec<u8>>, u64, Option<i64>)> =
+            sqlx::query_as(AssertSqlSafe(self.sql.probe.clone()))
+                .bind(key.as_bytes())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(classify)?;
+        Ok(match row {
+            Some((Some(owner), version, Some(left))) if left > 0 => {
+                let mut info = LockInfo::held();
+                info.remaining = Some(Duration::from_micros(left.unsigned_abs()));
+                info.fence = Some(FencingToken(version));
+                info.owner = <[u8; 16]>::try_from(owner.as_slice())
+                    .ok()
+                    .map(|b| OwnerToken::from_u128(u128::from_be_bytes(b)).to_string());
+                info
+            }
+            _ => LockInfo::free(),
+        })
     }
 
     pub(crate) async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {

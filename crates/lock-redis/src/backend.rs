@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::{
-    AcquireRequest, Attempt, Capability, FencingToken, Grant, LockBackend, LockError, OwnerToken,
+    AcquireRequest, Attempt, Capability, FencingToken, Grant, LockBackend, LockError, LockInfo, OwnerToken,
     RENEW_BATCH, RenewItem, Result, Subscription,
 };
 use redis::ConnectionInfo;
@@ -470,6 +470,26 @@ impl LockBackend for RedisLock {
             out.extend(flags.into_iter().map(|f| f == 1));
         }
         Ok(out)
+    }
+
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        let names = self.inner.layout.names(key);
+        let mut conn = self.inner.conn.clone();
+        let (held, pttl, owner, fence, waiters): (i64, i64, String, String, i64) = scripts::INSPECT
+            .key(&names.lock)
+            .key(&names.fence)
+            .key(&names.queue)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(classify)?;
+        let mut info = if held == 1 { LockInfo::held() } else { LockInfo::free() };
+        if held == 1 {
+            info.remaining = hint(pttl);
+            info.fence = fence.parse::<u64>().ok().map(FencingToken);
+            info.owner = Some(owner).filter(|o| !o.is_empty());
+        }
+        info.waiters = (self.inner.mode == Mode::Fair).then(|| usize::try_from(waiters).unwrap_or(0));
+        Ok(info)
     }
 
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {

@@ -27,3 +27,5 @@ pub(crate) static RENEW_HASH: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/renew_hash.lua")));
 pub(crate) static CANCEL_HASH: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/cancel_hash.lua")));
+pub(crate) static INSPECT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/inspect.lua")));

@@ -753,6 +753,39 @@ pub async fn late_cleanup_spares_later_grant<F: Factory + ?Sized>(f: &F) {
     g2.release().await.expect("release");
 }
 
+/// 20. `inspect` tells free from held without taking anything, with the holder's fence where it
+///     reports one; a backend that cannot tell says `Unsupported`.
+pub async fn inspect_without_acquiring<F: Factory + ?Sized>(f: &F) {
+    let (a, b) = (locker(f).await, locker(f).await);
+    let k = key("inspect");
+    let info = match a.backend().inspect(&k).await {
+        Ok(i) => i,
+        Err(LockError::Unsupported { .. }) => {
+            return skip(&f.label(), "inspect_without_acquiring", "the backend cannot look without locking");
+        }
+        Err(e) => panic!("inspect: {e}"),
+    };
+    assert!(!info.held, "a fresh key is free: {info:?}");
+    let g = a
+        .lock(&k)
+        .lease(Duration::from_secs(30))
+        .try_acquire()
+        .await
+        .expect("try")
+        .expect("inspect took nothing");
+    let info = b.backend().inspect(&k).await.expect("inspect");
+    assert!(info.held, "{info:?}");
+    if let (Some(fi), Some(fg)) = (info.fence, g.fence()) {
+        assert_eq!(fi, fg, "inspect reports the holder's fence");
+    }
+    if let Some(r) = info.remaining {
+        assert!(r <= Duration::from_secs(30), "{r:?}");
+    }
+    assert!(b.try_lock(&k).await.expect("try").is_none(), "inspect must not free or take the lock");
+    g.release().await.expect("release");
+    assert!(!b.backend().inspect(&k).await.expect("inspect").held, "released key shows free");
+}
+
 /// Expand the conformance suite into one `#[tokio::test]` per case. The argument is an
 /// expression (it may `.await`) evaluated in each test to build a [`Factory`].
 #[macro_export]
@@ -764,7 +797,8 @@ macro_rules! conformance_tests {
             watchdog_keeps_lock, fencing_tokens_increase, lost_signal_fires,
             cancelled_acquire_leaves_nothing, dropped_guard_releases, reentrant_nesting,
             bad_input, keys_independent_multilock, renew_only_extends, lost_reaches_nested_guards,
-            lost_before_successor, cancel_on_free_key, late_cleanup_spares_later_grant);
+            lost_before_successor, cancel_on_free_key, late_cleanup_spares_later_grant,
+            inspect_without_acquiring);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(

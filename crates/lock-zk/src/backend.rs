@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use lock_core::{
-    AcquireRequest, Attempt, Capability, FencingToken, Grant, LeaseSignal, LockBackend, LockError,
+    AcquireRequest, Attempt, Capability, FencingToken, Grant, LeaseSignal, LockBackend, LockError, LockInfo,
     LostReason, OwnerToken, RenewItem, Result, Subscription, async_trait,
 };
 use tokio::runtime::Handle;
@@ -843,6 +843,26 @@ impl LockBackend for ZkLock {
             });
         }
         Ok(out)
+    }
+
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        let session = self.inner.session().await?;
+        let dir = self.inner.dir(key);
+        let children = match session.client.list_children(&dir).await {
+            Ok(c) => c,
+            Err(zk::Error::NoNode) => return Ok(LockInfo::free()),
+            Err(e) => return Err(lock_error(e)),
+        };
+        let mut queue: Vec<(i64, String)> =
+            children.into_iter().filter_map(|c| sequence(&c).map(|s| (s, c))).collect();
+        queue.sort_unstable();
+        let Some((_, head)) = queue.first() else { return Ok(LockInfo::free()) };
+        let stat = session.client.check_stat(&format!("{dir}/{head}")).await.map_err(lock_error)?;
+        let mut info = LockInfo::held();
+        info.fence = stat.map(|s| FencingToken(s.czxid as u64));
+        info.waiters = Some(queue.len() - 1);
+        info.owner = Some(head.clone());
+        Ok(info)
     }
 
     async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
