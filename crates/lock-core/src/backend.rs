@@ -106,11 +106,19 @@ pub struct LockInfo {
     pub fence: Option<FencingToken>,
     /// How many clients wait in the server's queue, where there is one.
     pub waiters: Option<usize>,
-    /// The holder as the backend records it (owner token, node name); never a secret.
+    /// The holder as the backend records it, shortened so it identifies without being a
+    /// capability: the first 8 hex digits of an owner token (the whole token would let anyone
+    /// release the lock), or a ZooKeeper node name.
     pub owner: Option<String>,
 }
 
 impl LockInfo {
+    /// The first 8 characters of an owner token and an ellipsis: enough to correlate with logs
+    /// (`OwnerToken`'s `Debug` shows the same), not enough to release the lock.
+    pub fn short_owner(token: &str) -> String {
+        format!("{}…", token.chars().take(8).collect::<String>())
+    }
+
     /// A free key.
     pub fn free() -> Self {
         LockInfo::default()

@@ -161,7 +161,7 @@ impl LockBackend for MemoryBackend {
             Some(h) => LockInfo {
                 remaining: Some(h.expires - now),
                 fence: Some(FencingToken(h.fence)),
-                owner: Some(h.owner.to_string()),
+                owner: Some(LockInfo::short_owner(&h.owner.to_string())),
                 ..LockInfo::held()
             },
             None => LockInfo::free(),

@@ -290,9 +290,9 @@ impl Optimistic {
                 let mut info = LockInfo::held();
                 info.remaining = Some(Duration::from_micros(left.unsigned_abs()));
                 info.fence = Some(FencingToken(version));
-                info.owner = <[u8; 16]>::try_from(owner.as_slice())
-                    .ok()
-                    .map(|b| OwnerToken::from_u128(u128::from_be_bytes(b)).to_string());
+                info.owner = <[u8; 16]>::try_from(owner.as_slice()).ok().map(|b| {
+                    LockInfo::short_owner(&OwnerToken::from_u128(u128::from_be_bytes(b)).to_string())
+                });
                 info
             }
             _ => LockInfo::free(),

@@ -486,7 +486,7 @@ impl LockBackend for RedisLock {
         if held == 1 {
             info.remaining = hint(pttl);
             info.fence = fence.parse::<u64>().ok().map(FencingToken);
-            info.owner = Some(owner).filter(|o| !o.is_empty());
+            info.owner = Some(owner).filter(|o| !o.is_empty()).map(|o| LockInfo::short_owner(&o));
         }
         info.waiters = (self.inner.mode == Mode::Fair).then(|| usize::try_from(waiters).unwrap_or(0));
         Ok(info)

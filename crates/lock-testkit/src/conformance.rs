@@ -782,6 +782,9 @@ pub async fn inspect_without_acquiring<F: Factory + ?Sized>(f: &F) {
         assert!(r <= Duration::from_secs(30), "{r:?}");
     }
     assert!(b.try_lock(&k).await.expect("try").is_none(), "inspect must not free or take the lock");
+    if let Some(o) = &info.owner {
+        assert!(!o.contains(&g.owner().to_string()), "inspect must not hand out the owner token: {o}");
+    }
     g.release().await.expect("release");
     assert!(!b.backend().inspect(&k).await.expect("inspect").held, "released key shows free");
 }
