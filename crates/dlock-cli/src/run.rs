@@ -12,13 +12,14 @@ use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::supervise::{OnLost, exit_of};
-use crate::{EXIT_CONFIG, EXIT_LOST, EXIT_TIMEOUT, EXIT_UNAVAILABLE, EXIT_UNSUPPORTED};
+use crate::{EXIT_CONFIG, EXIT_LOST, EXIT_NOPERM, EXIT_TIMEOUT, EXIT_UNAVAILABLE, EXIT_UNSUPPORTED};
 
 fn fail(url: &str, e: &LockError) -> ExitCode {
     let code = match e {
         LockError::Timeout { .. } => EXIT_TIMEOUT,
         LockError::Backend { .. } => EXIT_UNAVAILABLE,
         LockError::Unsupported { .. } => EXIT_UNSUPPORTED,
+        LockError::PermissionDenied { .. } => EXIT_NOPERM,
         _ => EXIT_CONFIG,
     };
     let mut msg = format!("dlock: {e}");

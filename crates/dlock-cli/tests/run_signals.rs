@@ -218,3 +218,24 @@ fn status_inspects_without_acquiring_and_run_times_out_with_75() {
     wait_exit(&mut a, Duration::from_secs(10));
     assert_eq!(status(false).status.code(), Some(0), "free after the holder ended");
 }
+
+/// Wrong credentials are a permission problem, not an outage: exit 77, in the server's words.
+#[test]
+fn refused_credentials_exit_77() {
+    let srv = lock_testkit::server::RedisServer::start_with(&["--requirepass", "right-pw"]).expect("redis");
+    let out = Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args([
+            "run",
+            "--url",
+            &format!("redis://:wrong-pw@127.0.0.1:{}/", srv.port()),
+            "--key",
+            "k",
+            "--",
+            "true",
+        ])
+        .output()
+        .expect("dlock run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(77), "{err}");
+    assert!(err.contains("refused the credentials") && !err.contains("wrong-pw"), "{err}");
+}

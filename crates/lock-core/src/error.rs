@@ -69,6 +69,16 @@ pub enum LockError {
         /// The missing capability.
         what: &'static str,
     },
+    /// The server refused the credentials, or this user may not do what the lock needs (an
+    /// authentication failure, a missing ACL permission or grant). Retrying cannot help.
+    #[error("{backend} refused the credentials or the permission: {source}")]
+    PermissionDenied {
+        /// Backend name.
+        backend: &'static str,
+        /// The driver's error.
+        #[source]
+        source: BoxError,
+    },
     /// A URL scheme needs a cargo feature that this build does not have.
     #[error("url scheme {scheme:?} needs the cargo feature {feature:?}")]
     FeatureNotEnabled {
@@ -106,6 +116,11 @@ impl LockError {
     /// A permanent backend error.
     pub fn permanent(backend: &'static str, source: impl Into<BoxError>) -> Self {
         LockError::Backend { backend, temporary: false, source: source.into() }
+    }
+
+    /// The server refused the credentials or a permission.
+    pub fn permission_denied(backend: &'static str, source: impl Into<BoxError>) -> Self {
+        LockError::PermissionDenied { backend, source: source.into() }
     }
 }
 

@@ -69,7 +69,15 @@ pub(crate) fn is_temporary(e: &sqlx::Error) -> bool {
 /// The library error for a driver error: temporary or permanent (auth, syntax, missing table,
 /// missing privilege, decoding).
 pub(crate) fn classify(e: sqlx::Error) -> LockError {
-    if is_temporary(&e) { LockError::temporary(NAME, e) } else { LockError::permanent(NAME, e) }
+    // 1044 database access denied, 1045 access denied (password), 1142/1143 table/column
+    // command denied, 1227 needs a privilege, 1370 routine denied.
+    if matches!(db_number(&e), Some(1044 | 1045 | 1142 | 1143 | 1227 | 1370)) {
+        LockError::permission_denied(NAME, e)
+    } else if is_temporary(&e) {
+        LockError::temporary(NAME, e)
+    } else {
+        LockError::permanent(NAME, e)
+    }
 }
 
 pub(crate) use lock_core::redact::{redact_url, scrub, url_password};

@@ -32,7 +32,15 @@ pub(crate) fn is_temporary(e: &RedisError) -> bool {
 
 /// A [`LockError::Backend`] with the retryability decided here, where the error is born.
 pub(crate) fn classify(e: RedisError) -> LockError {
-    if is_temporary(&e) { LockError::temporary(NAME, e) } else { LockError::permanent(NAME, e) }
+    let denied = matches!(e.kind(), redis::ErrorKind::AuthenticationFailed)
+        || matches!(e.code(), Some("NOPERM" | "WRONGPASS" | "NOAUTH"));
+    if denied {
+        LockError::permission_denied(NAME, e)
+    } else if is_temporary(&e) {
+        LockError::temporary(NAME, e)
+    } else {
+        LockError::permanent(NAME, e)
+    }
 }
 
 /// A reply of an unexpected shape (a script answering something it never answers).

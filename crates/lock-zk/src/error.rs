@@ -8,7 +8,13 @@ pub(crate) const NAME: &str = "zk";
 /// Map a driver error: connection trouble and a dead session are temporary (the next attempt
 /// reconnects, with a new session if needed); ACL, auth and argument errors are permanent.
 pub(crate) fn lock_error(e: zk::Error) -> LockError {
-    if is_temporary(&e) { LockError::temporary(NAME, e) } else { LockError::permanent(NAME, e) }
+    if matches!(e, zk::Error::NoAuth | zk::Error::AuthFailed) {
+        LockError::permission_denied(NAME, e)
+    } else if is_temporary(&e) {
+        LockError::temporary(NAME, e)
+    } else {
+        LockError::permanent(NAME, e)
+    }
 }
 
 pub(crate) fn is_temporary(e: &zk::Error) -> bool {
