@@ -184,6 +184,7 @@ impl ZkLockBuilder {
         if connect.trim().is_empty() {
             return Err(invalid("zookeeper connect string is empty"));
         }
+        validate_hosts(&connect).map_err(invalid)?;
         let root = self.root.unwrap_or_else(|| DEFAULT_ROOT.to_owned());
         let root = normalize_root(&root).map_err(invalid)?;
         if let Some((user, _)) = &self.auth
@@ -211,6 +212,31 @@ impl ZkLockBuilder {
     pub async fn build(self) -> Result<ZkLock> {
         ZkLock::connect(self.into_config()?).await
     }
+}
+
+/// Every `host:port` of a connect string (before any `/chroot`) has a host and, if it has a
+/// port, a valid one: a typo is a configuration error, not a server that never answers.
+fn validate_hosts(connect: &str) -> std::result::Result<(), String> {
+    let hosts = connect.split('/').next().unwrap_or("");
+    for h in hosts.split(',') {
+        let (host, port) = match h.rsplit_once(':') {
+            // `[::1]:2181`, `host:2181`; a bare IPv6 address without brackets is refused.
+            Some((host, port)) if !host.contains(':') || (host.starts_with('[') && host.ends_with(']')) => {
+                (host, Some(port))
+            }
+            Some(_) => return Err(format!("zookeeper host {h:?}: write IPv6 addresses as [addr]:port")),
+            None => (h, None),
+        };
+        if host.is_empty() || host == "[]" {
+            return Err(format!("zookeeper host {h:?} has no host name"));
+        }
+        if let Some(p) = port
+            && !p.parse::<u16>().is_ok_and(|p| p > 0)
+        {
+            return Err(format!("zookeeper host {h:?} has an invalid port {p:?}"));
+        }
+    }
+    Ok(())
 }
 
 fn normalize_root(root: &str) -> std::result::Result<String, String> {
