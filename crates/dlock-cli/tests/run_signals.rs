@@ -239,3 +239,22 @@ fn refused_credentials_exit_77() {
     assert_eq!(out.status.code(), Some(77), "{err}");
     assert!(err.contains("refused the credentials") && !err.contains("wrong-pw"), "{err}");
 }
+
+/// A server that refuses connections is reported at once, with the cause, for every scheme.
+#[test]
+fn a_refused_connection_is_reported_at_once_with_its_cause() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed); // nothing listens there now
+    for url in [format!("redis://127.0.0.1:{port}/"), format!("mysql://u:pw@127.0.0.1:{port}/db")] {
+        let t = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_dlock"))
+            .args(["status", "--url", &url, "--key", "k"])
+            .output()
+            .expect("dlock status");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "{url}: {err}");
+        assert!(err.to_ascii_lowercase().contains("refused"), "{url}: the cause is missing: {err}");
+        assert!(t.elapsed() < Duration::from_secs(2), "{url}: took {:?}", t.elapsed());
+    }
+}

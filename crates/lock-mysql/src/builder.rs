@@ -183,8 +183,29 @@ impl MySqlLockBuilder {
             // A waiter in `SELECT ... FOR UPDATE` for seconds is normal here: no slow-statement
             // warnings (sqlx logs every statement over 1 s at WARN by default).
             Source::Options(opts) => {
-                use sqlx::ConnectOptions;
-                pool_options().connect_with(opts.disable_statement_logging()).await.map_err(classify)?
+                use sqlx::{ConnectOptions, Connection};
+                let opts = opts.disable_statement_logging();
+                // One direct connection first: it fails at once with the server's or the
+                // network's own words, where the pool retries until its acquire timeout and
+                // then says only "pool timed out".
+                match tokio::time::timeout(
+                    self.acquire_timeout,
+                    sqlx::mysql::MySqlConnection::connect_with(&opts),
+                )
+                .await
+                {
+                    Ok(Ok(c)) => {
+                        let _ = c.close().await;
+                    }
+                    Ok(Err(e)) => return Err(classify(e)),
+                    Err(_) => {
+                        return Err(LockError::temporary(
+                            crate::error::NAME,
+                            format!("no answer from the server within {:?}", self.acquire_timeout),
+                        ));
+                    }
+                }
+                pool_options().connect_with(opts).await.map_err(classify)?
             }
             Source::Pool(pool) => pool,
         };

@@ -235,11 +235,22 @@ impl RedisLockBuilder {
         let conn = match (self.manager, &client) {
             (Some(m), _) => m,
             (None, Some(c)) => {
+                // One plain attempt first: it fails at once with the real cause (refused, bad
+                // password, TLS), where the manager would retry for seconds and then report
+                // only its last attempt.
+                let probe = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(self.connection_timeout))
+                    .set_response_timeout(Some(self.response_timeout));
+                let first = c.get_multiplexed_async_connection_with_config(&probe).await.map(drop);
                 let cfg = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(self.connection_timeout))
                     .set_response_timeout(Some(self.response_timeout))
                     .set_max_delay(Duration::from_secs(1));
-                c.get_connection_manager_with_config(cfg).await.map_err(|e| {
+                let managed = match first {
+                    Ok(()) => c.get_connection_manager_with_config(cfg).await,
+                    Err(e) => Err(e),
+                };
+                managed.map_err(|e| {
                     let pw = password
                         .clone()
                         .or_else(|| c.get_connection_info().redis_settings().password().map(str::to_owned));
