@@ -258,3 +258,22 @@ fn a_refused_connection_is_reported_at_once_with_its_cause() {
         assert!(t.elapsed() < Duration::from_secs(2), "{url}: took {:?}", t.elapsed());
     }
 }
+
+/// `dlock status` of a MySQL pessimistic lock cannot look without queueing for the row: 78.
+#[test]
+fn status_of_a_pessimistic_mysql_lock_is_unsupported_78() {
+    let url = lock_testkit::server::external_url("mysql")
+        .unwrap_or_else(|| lock_testkit::server::shared_mariadb().url());
+    let out = Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args(["status", "--url", &format!("{url}?mode=pessimistic"), "--key", "k"])
+        .output()
+        .expect("dlock status");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(err.contains("pessimistic"), "{err}");
+    let ok = Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args(["status", "--url", &format!("{url}?mode=optimistic"), "--key", "k"])
+        .output()
+        .expect("dlock status");
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+}
