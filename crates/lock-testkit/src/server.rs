@@ -55,6 +55,19 @@ pub use mariadb::{
 pub use redis::RedisServer;
 pub use zk::{DEFAULT_TICK_MS as ZK_DEFAULT_TICK_MS, ZkEnsemble, ZkNode, ZkServer};
 
+/// PEM files for a server that speaks TLS ([`RedisServer::start_tls`],
+/// [`MariaDbServer::start_tls`]).
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The server's certificate (chain), PEM.
+    pub cert: PathBuf,
+    /// The server's private key, PEM.
+    pub key: PathBuf,
+    /// The CA (PEM) the server trusts for client certificates; clients are not required to
+    /// present one unless the extra arguments say so.
+    pub ca: PathBuf,
+}
+
 /// Environment variable: URL of an externally managed Redis to test against instead of a private one.
 pub const ENV_REDIS_URL: &str = "LOCK_TEST_REDIS_URL";
 /// Environment variable: URL of an externally managed MySQL/MariaDB (`mysql://user:pw@host:port/db`).
@@ -452,10 +465,11 @@ fn kill_and_reap(child: &mut Child) {
 /// How to prove that the server on the port is ours and serving.
 #[derive(Debug)]
 pub(crate) enum Probe {
-    /// `INFO server` → `process_id:<pid>`.
-    Redis { password: Option<String> },
-    /// `mariadb -e 'select @@datadir'` prints `datadir` (which ends in `/`).
-    MariaDb { client: PathBuf, datadir: String },
+    /// `INFO server` → `process_id:<pid>` (over `unix` when set: a TLS-only server's socket).
+    Redis { password: Option<String>, unix: Option<PathBuf> },
+    /// `mariadb -e 'select @@datadir'` prints `datadir` (which ends in `/`); over `socket` when
+    /// set (a server that refuses plaintext TCP).
+    MariaDb { client: PathBuf, datadir: String, socket: Option<PathBuf> },
     /// `srvr` → `Mode: standalone|leader|follower|observer`, and `conf` mentions `data_dir`.
     Zk { data_dir: String },
 }
@@ -472,8 +486,9 @@ impl Probe {
     /// `Ok(())` when ready; `Err(observation)` otherwise.
     fn check(&self, pid: u32, port: u16) -> Result<(), String> {
         match self {
-            Probe::Redis { password } => {
-                let info = redis::info_server(port, password.as_deref()).map_err(|e| e.to_string())?;
+            Probe::Redis { password, unix } => {
+                let info = redis::info_server(port, unix.as_deref(), password.as_deref())
+                    .map_err(|e| e.to_string())?;
                 let reported = info
                     .lines()
                     .find_map(|l| l.trim().strip_prefix("process_id:"))
@@ -485,12 +500,12 @@ impl Probe {
                     Err(format!("INFO server reports process_id:{reported}, expected {pid}"))
                 }
             }
-            Probe::MariaDb { client, datadir } => {
+            Probe::MariaDb { client, datadir, socket } => {
                 if !port_accepts(port) {
                     return Err("port not accepting connections".into());
                 }
-                let got =
-                    mariadb::query_as_root(client, port, "select @@datadir").map_err(|e| e.to_string())?;
+                let got = mariadb::query_as_root(client, port, socket.as_deref(), "select @@datadir")
+                    .map_err(|e| e.to_string())?;
                 if got.trim() == datadir {
                     Ok(())
                 } else {

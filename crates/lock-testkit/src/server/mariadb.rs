@@ -8,8 +8,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use super::{
-    ManagedProcess, Probe, ServerError, Spec, canonical, fault_hooks, find_binary, free_port, make_temp_dir,
-    run_command, spawn_exit_reaper,
+    ManagedProcess, Probe, ServerError, Spec, TlsFiles, canonical, fault_hooks, find_binary, free_port,
+    make_temp_dir, run_command, spawn_exit_reaper,
 };
 
 /// The database created in every instance.
@@ -80,24 +80,28 @@ fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
-/// Runs one SQL batch as root over TCP with the `mariadb` CLI; returns its stdout
-/// (`-N -B`: no column names, tab-separated).
-pub(crate) fn query_as_root(client: &Path, port: u16, sql: &str) -> Result<String, ServerError> {
-    run_command(
-        "mariadb (CLI)",
-        Command::new(client).args([
-            "--no-defaults",
-            "--protocol=tcp",
-            "-h127.0.0.1",
-            &format!("-P{port}"),
-            "-uroot",
-            "-N",
-            "-B",
-            "--connect-timeout=2",
-            "-e",
-            sql,
-        ]),
-    )
+/// Runs one SQL batch as root with the `mariadb` CLI, over TCP or, when `socket` is given, over
+/// that unix socket (a server with `require_secure_transport` refuses plaintext TCP); returns its
+/// stdout (`-N -B`: no column names, tab-separated).
+pub(crate) fn query_as_root(
+    client: &Path,
+    port: u16,
+    socket: Option<&Path>,
+    sql: &str,
+) -> Result<String, ServerError> {
+    let mut cmd = Command::new(client);
+    cmd.arg("--no-defaults");
+    match socket {
+        Some(path) => {
+            let mut s = OsString::from("--socket=");
+            s.push(path);
+            cmd.arg("--protocol=socket").arg(s);
+        }
+        None => {
+            cmd.args(["--protocol=tcp", "-h127.0.0.1", &format!("-P{port}")]);
+        }
+    }
+    run_command("mariadb (CLI)", cmd.args(["-uroot", "-N", "-B", "--connect-timeout=2", "-e", sql]))
 }
 
 /// A private MariaDB on `127.0.0.1:port()` with database `locktest` and user `lock`/`lockpw`.
@@ -111,6 +115,7 @@ pub struct MariaDbServer {
     client: PathBuf,
     datadir: PathBuf,
     socket: PathBuf,
+    tls: bool,
 }
 
 impl MariaDbServer {
@@ -122,6 +127,19 @@ impl MariaDbServer {
     /// Starts a server with extra `mariadbd` arguments appended (later ones win), e.g.
     /// `["--innodb-flush-log-at-trx-commit=1"]` for real durability.
     pub fn start_with(extra_args: &[&str]) -> Result<Self, ServerError> {
+        Self::start_inner(None, extra_args)
+    }
+
+    /// Starts a server that accepts only encrypted connections: `ssl-cert`, `ssl-key` and
+    /// `ssl-ca` from `tls`, and `require_secure_transport=ON`, so a plaintext TCP client is
+    /// refused. Set-up and [`exec_as_root`](Self::exec_as_root) go over the unix socket (which
+    /// counts as secure). Clients connect with e.g.
+    /// `mysql://...?ssl-mode=verify_identity&ssl-ca=<tls.ca>`.
+    pub fn start_tls(tls: &TlsFiles, extra_args: &[&str]) -> Result<Self, ServerError> {
+        Self::start_inner(Some(tls), extra_args)
+    }
+
+    fn start_inner(tls: Option<&TlsFiles>, extra_args: &[&str]) -> Result<Self, ServerError> {
         let program = find_binary("mariadbd", "mariadb-server")?;
         let client = find_binary("mariadb", "mariadb-client")?;
         let template = template()?;
@@ -167,7 +185,18 @@ impl MariaDbServer {
                 .into_iter()
                 .map(OsString::from),
             );
+            if let Some(tls) = tls {
+                for (name, path) in
+                    [("--ssl-cert=", &tls.cert), ("--ssl-key=", &tls.key), ("--ssl-ca=", &tls.ca)]
+                {
+                    let mut s = OsString::from(name);
+                    s.push(path);
+                    args.push(s);
+                }
+                args.push("--require-secure-transport=ON".into());
+            }
             args.extend(extra_args.iter().map(OsString::from));
+            let admin_socket = tls.map(|_| socket.clone());
 
             let spec = Spec {
                 what: format!("mariadbd on 127.0.0.1:{port}"),
@@ -175,20 +204,25 @@ impl MariaDbServer {
                 args,
                 port,
                 other_ports: Vec::new(),
-                probe: Probe::MariaDb { client: client.clone(), datadir: format!("{}/", datadir.display()) },
+                probe: Probe::MariaDb {
+                    client: client.clone(),
+                    datadir: format!("{}/", datadir.display()),
+                    socket: admin_socket.clone(),
+                },
                 ready_timeout: Duration::from_secs(30),
             };
             let proc = ManagedProcess::start(spec, dir)?;
             query_as_root(
                 &client,
                 port,
+                admin_socket.as_deref(),
                 &format!(
                     "CREATE DATABASE IF NOT EXISTS `{DATABASE}`; \
                      CREATE USER IF NOT EXISTS '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'; \
                      GRANT ALL PRIVILEGES ON `{DATABASE}`.* TO '{USER}'@'%';"
                 ),
             )?;
-            Ok(MariaDbServer { proc, client: client.clone(), datadir, socket })
+            Ok(MariaDbServer { proc, client: client.clone(), datadir, socket, tls: tls.is_some() })
         })
     }
 
@@ -220,7 +254,13 @@ impl MariaDbServer {
     /// Runs SQL as root through the `mariadb` CLI (blocking); returns the tab-separated rows.
     /// Handy for fault injection such as `KILL <connection id>`.
     pub fn exec_as_root(&self, sql: &str) -> Result<String, ServerError> {
-        query_as_root(&self.client, self.port(), sql)
+        let socket = self.tls.then_some(self.socket.as_path());
+        query_as_root(&self.client, self.port(), socket, sql)
+    }
+
+    /// True for a server started with [`start_tls`](Self::start_tls) (plaintext TCP refused).
+    pub fn is_tls(&self) -> bool {
+        self.tls
     }
 }
 

@@ -3,10 +3,13 @@
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::time::Duration;
 
 use super::{
-    ManagedProcess, Probe, ServerError, Spec, fault_hooks, find_binary, free_port, loopback, make_temp_dir,
+    ManagedProcess, Probe, ServerError, Spec, TlsFiles, fault_hooks, find_binary, free_port, loopback,
+    make_temp_dir,
 };
 
 /// A private `redis-server` on `127.0.0.1:port()`, started with `--save '' --appendonly no`
@@ -17,6 +20,7 @@ use super::{
 pub struct RedisServer {
     proc: ManagedProcess,
     password: Option<String>,
+    tls: bool,
 }
 
 impl RedisServer {
@@ -29,6 +33,18 @@ impl RedisServer {
     /// `["--requirepass", "x"]` or `["--appendonly", "yes", "--appendfsync", "always"]`
     /// (later arguments override earlier ones).
     pub fn start_with(extra_args: &[&str]) -> Result<Self, ServerError> {
+        Self::start_inner(None, extra_args)
+    }
+
+    /// Starts a server that speaks only TLS: `--port 0` (no plaintext listener) and
+    /// `--tls-port` on [`port`](Self::port), with `tls`'s certificate and key, its CA for client
+    /// certificates and `--tls-auth-clients no` (extra arguments may override it). Readiness is
+    /// probed over a private unix socket.
+    pub fn start_tls(tls: &TlsFiles, extra_args: &[&str]) -> Result<Self, ServerError> {
+        Self::start_inner(Some(tls), extra_args)
+    }
+
+    fn start_inner(tls: Option<&TlsFiles>, extra_args: &[&str]) -> Result<Self, ServerError> {
         let program = find_binary("redis-server", "redis-server")?;
         let password = extra_args
             .iter()
@@ -38,9 +54,14 @@ impl RedisServer {
         super::with_port_retries(|| {
             let port = free_port()?;
             let dir = make_temp_dir("redis")?;
+            let base = super::canonical(dir.path());
+            let (plain_port, unix) = match tls {
+                Some(_) => ("0".to_owned(), Some(base.join("redis.sock"))),
+                None => (port.to_string(), None),
+            };
             let mut args: Vec<OsString> = [
                 "--port",
-                &port.to_string(),
+                &plain_port,
                 "--bind",
                 "127.0.0.1",
                 "--daemonize",
@@ -54,19 +75,34 @@ impl RedisServer {
             .map(OsString::from)
             .collect();
             args.push("--dir".into());
-            args.push(super::canonical(dir.path()).into_os_string());
+            args.push(base.into_os_string());
+            if let (Some(tls), Some(unix)) = (tls, &unix) {
+                args.extend(["--tls-port".into(), port.to_string().into()]);
+                for (flag, path) in [
+                    ("--tls-cert-file", &tls.cert),
+                    ("--tls-key-file", &tls.key),
+                    ("--tls-ca-cert-file", &tls.ca),
+                ] {
+                    args.extend([OsString::from(flag), path.clone().into_os_string()]);
+                }
+                args.extend(["--tls-auth-clients", "no", "--unixsocketperm", "700"].map(OsString::from));
+                args.extend([OsString::from("--unixsocket"), unix.clone().into_os_string()]);
+            }
             args.extend(extra_args.iter().map(OsString::from));
             let spec = Spec {
-                what: format!("redis-server on 127.0.0.1:{port}"),
+                what: format!(
+                    "redis-server on 127.0.0.1:{port}{}",
+                    if tls.is_some() { " (TLS)" } else { "" }
+                ),
                 program: program.clone(),
                 args,
                 port,
                 other_ports: Vec::new(),
-                probe: Probe::Redis { password: password.clone() },
+                probe: Probe::Redis { password: password.clone(), unix: unix.clone() },
                 ready_timeout: Duration::from_secs(15),
             };
             let proc = ManagedProcess::start(spec, dir)?;
-            Ok(RedisServer { proc, password: password.clone() })
+            Ok(RedisServer { proc, password: password.clone(), tls: tls.is_some() })
         })
     }
 
@@ -76,12 +112,19 @@ impl RedisServer {
     }
 
     /// `redis://127.0.0.1:PORT/`, or `redis://:PASSWORD@127.0.0.1:PORT/` if the server was
-    /// started with `--requirepass PASSWORD`.
+    /// started with `--requirepass PASSWORD`; `rediss://` for a [`start_tls`](Self::start_tls)
+    /// server. The password is put in as given (percent-encode it if it needs that).
     pub fn url(&self) -> String {
+        let scheme = if self.tls { "rediss" } else { "redis" };
         match &self.password {
-            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}/", self.port()),
-            None => format!("redis://127.0.0.1:{}/", self.port()),
+            Some(pw) => format!("{scheme}://:{pw}@127.0.0.1:{}/", self.port()),
+            None => format!("{scheme}://127.0.0.1:{}/", self.port()),
         }
+    }
+
+    /// True for a server started with [`start_tls`](Self::start_tls) (no plaintext port).
+    pub fn is_tls(&self) -> bool {
+        self.tls
     }
 }
 
@@ -89,7 +132,7 @@ fault_hooks!(RedisServer, proc);
 
 /// Sends one command as a RESP array and reads one reply (simple string, error, integer or bulk
 /// string). Errors are returned as [`ServerError::Protocol`].
-fn command(stream: &mut BufReader<TcpStream>, args: &[&str]) -> Result<String, ServerError> {
+fn command<S: Read + Write>(stream: &mut BufReader<S>, args: &[&str]) -> Result<String, ServerError> {
     let mut req = format!("*{}\r\n", args.len());
     for a in args {
         req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
@@ -115,14 +158,33 @@ fn command(stream: &mut BufReader<TcpStream>, args: &[&str]) -> Result<String, S
     }
 }
 
-/// `INFO server` over a plain TCP connection (with `AUTH` first if a password is given).
-pub(crate) fn info_server(port: u16, password: Option<&str>) -> Result<String, ServerError> {
-    let stream = TcpStream::connect_timeout(&loopback(port), Duration::from_millis(250))
-        .map_err(|e| ServerError::io(format!("connecting to 127.0.0.1:{port}"), e))?;
+/// `INFO server` over a plain TCP connection, or over the unix socket `unix` when given (a TLS
+/// server's), with `AUTH` first if a password is given.
+pub(crate) fn info_server(
+    port: u16,
+    unix: Option<&Path>,
+    password: Option<&str>,
+) -> Result<String, ServerError> {
     let timeout = Some(Duration::from_secs(1));
-    let _ = stream.set_read_timeout(timeout);
-    let _ = stream.set_write_timeout(timeout);
-    let mut stream = BufReader::new(stream);
+    match unix {
+        Some(path) => {
+            let stream = UnixStream::connect(path)
+                .map_err(|e| ServerError::io(format!("connecting to {}", path.display()), e))?;
+            let _ = stream.set_read_timeout(timeout);
+            let _ = stream.set_write_timeout(timeout);
+            info_on(BufReader::new(stream), password)
+        }
+        None => {
+            let stream = TcpStream::connect_timeout(&loopback(port), Duration::from_millis(250))
+                .map_err(|e| ServerError::io(format!("connecting to 127.0.0.1:{port}"), e))?;
+            let _ = stream.set_read_timeout(timeout);
+            let _ = stream.set_write_timeout(timeout);
+            info_on(BufReader::new(stream), password)
+        }
+    }
+}
+
+fn info_on<S: Read + Write>(mut stream: BufReader<S>, password: Option<&str>) -> Result<String, ServerError> {
     if let Some(pw) = password {
         command(&mut stream, &["AUTH", pw])?;
     }
