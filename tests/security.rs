@@ -1,0 +1,901 @@
+//! Security, proved against servers started here:
+//!
+//! * **TLS end to end** (feature `tls`): a throwaway CA signs a certificate for 127.0.0.1; Redis
+//!   listens with `--tls-port` and no plaintext port, MariaDB with `ssl-cert` and
+//!   `require_secure_transport=ON`. Lock round trips (acquire, second client refused, a waiter
+//!   woken by notification, renew, release) work with that CA trusted, through the builders and
+//!   `dlock::from_url`; a client trusting another CA, and a plaintext client, are refused with an
+//!   error that names the problem, in bounded time, without the password.
+//! * **Least privilege**: a Redis ACL user confined to the key prefix, its channels and exactly
+//!   the commands the library and its scripts send, and a MariaDB user with DML on the lock
+//!   tables and `NEXTVAL` on the sequences, run every mode; nothing was denied meanwhile, and
+//!   anything beyond is.
+//! * **No secrets**: failures of every kind (wrong password, unreachable host, refused port, bad
+//!   database, TLS failure) and successful round trips for `redis://`, `rediss://`,
+//!   `redlock://`, `mysql://` and `zk://`, with passwords containing `/ ? # @ %`; the password
+//!   appears in no `Display`, no `Debug` of an error, builder or backend, and in no `tracing`
+//!   event or `log` record down to TRACE.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use dlock::lock_mysql::{self, MySqlLock};
+use dlock::lock_redis::{RedisLock, redis};
+use dlock::{LockError, Locker};
+use lock_testkit::server::{MARIADB_DATABASE, MariaDbServer, RedisServer, ServerError, require_servers};
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------------------
+
+/// A started server, or `None` (the test is skipped) when its binary is not installed and
+/// `LOCK_TEST_REQUIRE=1` is not set.
+fn started<T>(r: Result<T, ServerError>, what: &str) -> Option<T> {
+    match r {
+        Ok(s) => Some(s),
+        Err(e) if e.is_missing_binary() && !require_servers() => {
+            eprintln!("SKIPPED security/{what}: {e}");
+            None
+        }
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
+
+/// `Display` and `Debug` of the error and of every source in its chain.
+fn chain(e: &LockError) -> String {
+    let mut s = format!("{e} | {e:?}");
+    let mut src = std::error::Error::source(e);
+    while let Some(x) = src {
+        s.push_str(&format!(" | {x} | {x:?}"));
+        src = x.source();
+    }
+    s
+}
+
+/// Everything the process logged, through `tracing` (every level, span fields included) and
+/// through `log` (redis, sqlx and rustls use it), since the first [`capture`].
+#[derive(Clone, Default)]
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl Sink {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl log::Log for Sink {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        let line = format!("log {} {}: {}\n", r.level(), r.target(), r.args());
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(line.as_bytes());
+    }
+    fn flush(&self) {}
+}
+
+/// Installs the process-wide TRACE capture once; every test calls it first, so the whole binary
+/// is recorded.
+fn capture() -> &'static Sink {
+    static SINK: OnceLock<Sink> = OnceLock::new();
+    SINK.get_or_init(|| {
+        let sink = Sink::default();
+        let w = sink.clone();
+        tracing_subscriber::fmt()
+            .with_writer(move || w.clone())
+            .with_max_level(tracing_subscriber::filter::LevelFilter::TRACE)
+            .with_ansi(false)
+            .init();
+        log::set_boxed_logger(Box::new(sink.clone())).expect("the only `log` logger");
+        log::set_max_level(log::LevelFilter::Trace);
+        sink
+    })
+}
+
+/// A password with every URL-special character (`/ ? # @ %`) between distinctive 6-character
+/// pieces, so even a fragment cut at one of them is recognised.
+fn nasty_password(tag: &str) -> String {
+    format!("{tag}/vK9qTe?mW4zXa#pL7nRu@hB2cYo%jD5sLi")
+}
+
+/// `s` with everything but `A-Z a-z 0-9 - . _ ~` percent-encoded, as a URL's userinfo needs.
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Every form of `password` whose presence in output would be a leak: raw, percent-encoded
+/// (upper and lower case) and each piece between the special characters.
+fn leak_forms(password: &str) -> Vec<String> {
+    let mut forms = vec![password.to_owned(), enc(password), enc(password).to_ascii_lowercase()];
+    forms.extend(password.split(['/', '?', '#', '@', '%']).filter(|p| p.len() >= 4).map(str::to_owned));
+    forms
+}
+
+/// The first form of any of `passwords` found in `text`, with 300 characters around it.
+fn find_leak(text: &str, passwords: &[&str]) -> Option<String> {
+    for pw in passwords {
+        for form in leak_forms(pw) {
+            if let Some(at) = text.find(&form) {
+                let from = text[..at].char_indices().rev().nth(300).map_or(0, |(i, _)| i);
+                let to = text[at..].char_indices().nth(300).map_or(text.len(), |(i, _)| at + i);
+                return Some(format!("{form:?} leaked here:\n…{}…", &text[from..to]));
+            }
+        }
+    }
+    None
+}
+
+/// Panics naming the form and the context if any form of any of `passwords` is in `text`.
+fn assert_no_secret(text: &str, passwords: &[&str], what: &str) {
+    if let Some(leak) = find_leak(text, passwords) {
+        panic!("{what}: {leak}");
+    }
+}
+
+/// Runs `fut` with a bound: nothing here may hang.
+async fn bounded<T>(what: &str, limit: Duration, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("{what}: no answer within {limit:?}"),
+    }
+}
+
+/// Acquire, a second client refused, renew, a waiter of the second client woken when the first
+/// releases, release.
+async fn round_trip(a: &Locker, b: &Locker, key: &str) {
+    let g = a.lock(key).wait(Duration::from_secs(5)).acquire().await.expect("acquire");
+    assert!(b.try_lock(key).await.expect("try").is_none(), "a second client must be refused");
+    g.renew(Duration::from_secs(30)).await.expect("renew");
+    let (b2, k) = (b.clone(), key.to_owned());
+    let waiter = tokio::spawn(async move { b2.lock(&k).wait(Duration::from_secs(10)).acquire().await });
+    tokio::time::sleep(Duration::from_millis(150)).await; // let it queue and subscribe
+    let released = Instant::now();
+    g.release().await.expect("release");
+    let g2 = waiter.await.expect("task").expect("the waiter acquires after the release");
+    assert!(released.elapsed() < Duration::from_secs(3), "waiter woke late: {:?}", released.elapsed());
+    g2.release().await.expect("release");
+}
+
+async fn redis_admin(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url).expect("url").get_multiplexed_async_connection().await.expect("admin connection")
+}
+
+// ---------------------------------------------------------------------------------------------
+// TLS end to end
+// ---------------------------------------------------------------------------------------------
+
+#[cfg(feature = "tls")]
+mod tls {
+    use super::*;
+    use dlock::lock_redis::Mode;
+    use lock_testkit::server::{MARIADB_PASSWORD, TlsFiles};
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+
+    /// A throwaway CA and a server certificate it signed for 127.0.0.1 and localhost, as PEM
+    /// strings and as files (removed on drop).
+    pub(super) struct Pki {
+        pub ca_pem: String,
+        pub files: TlsFiles,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Pki {
+        pub fn new(name: &str) -> Pki {
+            let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+            ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            ca_params.distinguished_name.push(DnType::CommonName, format!("dlock test CA {name}"));
+            let ca =
+                CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("ca key")).expect("ca");
+            let key = KeyPair::generate().expect("key");
+            let params =
+                CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).expect("params");
+            let cert = params.signed_by(&key, &ca).expect("server cert");
+            let dir = tempfile::tempdir().expect("tmp");
+            let put = |n: &str, body: &str| {
+                let path = dir.path().join(n);
+                std::fs::write(&path, body).expect("write pem");
+                path
+            };
+            let files = TlsFiles {
+                ca: put("ca.pem", &ca.pem()),
+                cert: put("server.pem", &cert.pem()),
+                key: put("server.key", &key.serialize_pem()),
+            };
+            Pki { ca_pem: ca.pem(), files, _dir: dir }
+        }
+    }
+
+    /// The error names the certificate problem (rustls: `invalid peer certificate:
+    /// UnknownIssuer`).
+    fn names_certificate_problem(msg: &str) -> bool {
+        let lower = msg.to_ascii_lowercase();
+        lower.contains("certificate") || lower.contains("unknownissuer")
+    }
+
+    const REDIS_PW: &str = "tlsRedisPw7Qx";
+
+    async fn redis_tls_lock(url: &str, ca: &str) -> Result<RedisLock, LockError> {
+        RedisLock::builder().url(url).tls_root_cert(ca.as_bytes().to_vec()).build().await
+    }
+
+    fn tls_client(url: &str, ca: &str) -> redis::Client {
+        let certs = redis::TlsCertificates { client_tls: None, root_cert: Some(ca.as_bytes().to_vec()) };
+        redis::Client::build_with_tls(url, certs).expect("tls client")
+    }
+
+    /// Redis with TLS only (`--port 0`): round trips through `tls_root_cert` and through a
+    /// `redis::Client` built with the CA, with the waiter's pub/sub subscription over TLS too;
+    /// a plaintext client gets nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_round_trip_over_tls_with_a_private_ca() {
+        let logs = capture();
+        let pki = Pki::new("redis");
+        let Some(srv) =
+            started(RedisServer::start_tls(&pki.files, &["--requirepass", REDIS_PW]), "redis-tls")
+        else {
+            return;
+        };
+        let url = format!("rediss://:{REDIS_PW}@127.0.0.1:{}/", srv.port());
+        for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+            let a = RedisLock::builder().url(&url).tls_root_cert(pki.ca_pem.as_bytes().to_vec()).mode(mode);
+            let a = Locker::new(Arc::new(a.build().await.expect("client a over TLS")));
+            let b = RedisLock::builder().client(tls_client(&url, &pki.ca_pem)).mode(mode);
+            let b = Locker::new(Arc::new(b.build().await.expect("client b over TLS")));
+            round_trip(&a, &b, &format!("tls-{mode:?}")).await;
+        }
+        // The waiter's subscriber connection is a TLS connection as well.
+        let mut admin =
+            tls_client(&url, &pki.ca_pem).get_multiplexed_async_connection().await.expect("admin");
+        let a = Locker::new(Arc::new(redis_tls_lock(&url, &pki.ca_pem).await.expect("client")));
+        let b = Locker::new(Arc::new(redis_tls_lock(&url, &pki.ca_pem).await.expect("client")));
+        let g = a.try_lock("tls-sub").await.expect("try").expect("free");
+        let b2 = b.clone();
+        let waiter =
+            tokio::spawn(async move { b2.lock("tls-sub").wait(Duration::from_secs(10)).acquire().await });
+        let mut channels: Vec<String> = Vec::new();
+        for _ in 0..100 {
+            channels = redis::cmd("PUBSUB").arg("CHANNELS").query_async(&mut admin).await.expect("pubsub");
+            if !channels.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!channels.is_empty(), "the waiter never subscribed over TLS");
+        g.release().await.expect("release");
+        waiter.await.expect("task").expect("woken").release().await.expect("release");
+
+        // Plaintext to the TLS port: refused, quickly.
+        let plain = format!("redis://:{REDIS_PW}@127.0.0.1:{}/", srv.port());
+        let refused = bounded("plaintext to a TLS port", Duration::from_secs(15), dlock::from_url(&plain))
+            .await
+            .map(drop)
+            .expect_err("a plaintext client must get nothing from a TLS-only server");
+        eprintln!("redis, plaintext to the TLS port: {}", chain(&refused));
+        assert_no_secret(&chain(&refused), &[REDIS_PW], "plaintext refusal");
+        assert_no_secret(&logs.text(), &[REDIS_PW], "logs");
+    }
+
+    /// A server certificate from an unknown CA: refused at once, naming the certificate, without
+    /// the password, as a backend error.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_with_a_wrong_ca_is_refused() {
+        let logs = capture();
+        let (good, other) = (Pki::new("redis"), Pki::new("other"));
+        let Some(srv) =
+            started(RedisServer::start_tls(&good.files, &["--requirepass", REDIS_PW]), "redis-tls")
+        else {
+            return;
+        };
+        let url = format!("rediss://:{REDIS_PW}@127.0.0.1:{}/", srv.port());
+        let started = Instant::now();
+        let refused = bounded("wrong CA", Duration::from_secs(15), redis_tls_lock(&url, &other.ca_pem))
+            .await
+            .expect_err("a server certificate from an unknown CA");
+        let msg = chain(&refused);
+        eprintln!("redis, wrong CA ({:?}): {msg}", started.elapsed());
+        assert!(matches!(refused, LockError::Backend { .. }), "{msg}");
+        assert!(names_certificate_problem(&msg), "the error must name the certificate problem: {msg}");
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+        assert_no_secret(&msg, &[REDIS_PW], "wrong-CA error");
+        // The same through a client built with the wrong CA.
+        let refused = bounded(
+            "wrong CA (client)",
+            Duration::from_secs(15),
+            RedisLock::builder().client(tls_client(&url, &other.ca_pem)).build(),
+        )
+        .await
+        .expect_err("a server certificate from an unknown CA");
+        assert!(names_certificate_problem(&chain(&refused)), "{}", chain(&refused));
+        assert_no_secret(&chain(&refused), &[REDIS_PW], "wrong-CA error");
+        assert_no_secret(&logs.text(), &[REDIS_PW], "logs");
+    }
+
+    /// A certificate the client cannot trust does not heal by retrying: the error should be
+    /// permanent, so `dlock run` exits 69 only for outages, and callers do not retry forever.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "bug: lock-redis classifies rustls `invalid peer certificate` (redis ErrorKind::Io, io kind InvalidData) as temporary (crates/lock-redis/src/error.rs is_temporary)"]
+    async fn redis_certificate_failure_is_permanent() {
+        capture();
+        let (good, other) = (Pki::new("redis"), Pki::new("other"));
+        let Some(srv) = started(RedisServer::start_tls(&good.files, &[]), "redis-tls") else { return };
+        let url = format!("rediss://127.0.0.1:{}/", srv.port());
+        let refused = redis_tls_lock(&url, &other.ca_pem).await.expect_err("unknown CA");
+        assert!(!refused.is_temporary(), "{}", chain(&refused));
+    }
+
+    /// The same for MariaDB.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "bug: lock-mysql classifies sqlx Io(InvalidData: InvalidCertificate) as temporary (crates/lock-mysql/src/error.rs is_temporary / is_connection_lost)"]
+    async fn mariadb_certificate_failure_is_permanent() {
+        capture();
+        let (good, other) = (Pki::new("mariadb"), Pki::new("other"));
+        let Some(srv) = started(MariaDbServer::start_tls(&good.files, &[]), "mariadb-tls") else { return };
+        let url = format!("{}?ssl-mode=verify_ca&ssl-ca={}", srv.url(), other.files.ca.display());
+        let refused = bounded("wrong CA", Duration::from_secs(30), dlock::from_url(&url))
+            .await
+            .map(drop)
+            .expect_err("unknown CA");
+        assert!(!refused.is_temporary(), "{}", chain(&refused));
+    }
+
+    const CHILD_URL: &str = "DLOCK_SECURITY_CHILD_URL";
+
+    /// `dlock::from_url("rediss://...")` verifies against the system store, which
+    /// `SSL_CERT_FILE` replaces (rustls-native-certs): without it a private CA is refused; a
+    /// process started with `SSL_CERT_FILE=<ca>` locks over TLS.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rediss_url_verifies_against_ssl_cert_file() {
+        let logs = capture();
+        let pki = Pki::new("redis-url");
+        let Some(srv) =
+            started(RedisServer::start_tls(&pki.files, &["--requirepass", REDIS_PW]), "redis-tls")
+        else {
+            return;
+        };
+        let url = format!("rediss://:{REDIS_PW}@127.0.0.1:{}/?mode=reentrant", srv.port());
+        if std::env::var_os("SSL_CERT_FILE").is_none() {
+            let refused = bounded("rediss from_url", Duration::from_secs(15), dlock::from_url(&url))
+                .await
+                .map(drop)
+                .expect_err("the private CA is not in the system store");
+            assert!(names_certificate_problem(&chain(&refused)), "{}", chain(&refused));
+            assert_no_secret(&chain(&refused), &[REDIS_PW], "from_url error");
+        }
+        let exe = std::env::current_exe().expect("test binary");
+        let out = tokio::process::Command::new(exe)
+            .args(["--exact", "tls::child_locks_through_rediss_url", "--ignored", "--nocapture"])
+            .env("SSL_CERT_FILE", &pki.files.ca)
+            .env(CHILD_URL, &url)
+            .output();
+        let out = bounded("child process", Duration::from_secs(60), out).await.expect("child");
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("1 passed"), "child failed:\n{text}");
+        assert_no_secret(&text, &[REDIS_PW], "child output");
+        assert_no_secret(&logs.text(), &[REDIS_PW], "logs");
+    }
+
+    /// Run by [`rediss_url_verifies_against_ssl_cert_file`] in a child process.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "helper: run in a child process by rediss_url_verifies_against_ssl_cert_file"]
+    async fn child_locks_through_rediss_url() {
+        let Ok(url) = std::env::var(CHILD_URL) else { return };
+        let a = Locker::new(dlock::from_url(&url).await.expect("rediss:// with SSL_CERT_FILE"));
+        let b = Locker::new(dlock::from_url(&url).await.expect("rediss:// with SSL_CERT_FILE"));
+        round_trip(&a, &b, "tls-url").await;
+    }
+
+    /// MariaDB refusing plaintext: both modes lock over `ssl-mode=verify_identity` with the CA
+    /// (through `dlock::from_url` and the builder), the session really is encrypted, and a
+    /// plaintext client is refused by the server.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mariadb_round_trip_over_tls_with_identity_verification() {
+        let logs = capture();
+        let pki = Pki::new("mariadb");
+        let Some(srv) = started(MariaDbServer::start_tls(&pki.files, &[]), "mariadb-tls") else { return };
+        let tls = format!("{}?ssl-mode=verify_identity&ssl-ca={}", srv.url(), pki.files.ca.display());
+        for mode in ["pessimistic", "optimistic"] {
+            let u = format!("{tls}&mode={mode}");
+            let a = Locker::new(dlock::from_url(&u).await.expect("from_url over TLS"));
+            let b =
+                Locker::new(Arc::new(MySqlLock::builder().url(&u).build().await.expect("builder over TLS")));
+            round_trip(&a, &b, &format!("tls-{mode}")).await;
+        }
+        let pool = lock_mysql::sqlx::mysql::MySqlPoolOptions::new()
+            .max_connections(1)
+            .connect(&tls)
+            .await
+            .expect("pool");
+        let (_, cipher): (String, String) =
+            lock_mysql::sqlx::query_as("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+                .fetch_one(&pool)
+                .await
+                .expect("status");
+        assert!(!cipher.is_empty(), "no TLS cipher on a verify_identity connection");
+        pool.close().await;
+
+        let plain = format!("{}?ssl-mode=disabled", srv.url());
+        let refused = bounded("plaintext", Duration::from_secs(30), dlock::from_url(&plain))
+            .await
+            .map(drop)
+            .expect_err("require_secure_transport refuses plaintext");
+        let msg = chain(&refused);
+        eprintln!("mariadb, plaintext: {msg}");
+        // MariaDB 10.11 answers a plaintext login under require_secure_transport with 1045
+        // `Access denied` (newer servers name the insecure transport).
+        let lower = msg.to_ascii_lowercase();
+        assert!(lower.contains("insecure transport") || lower.contains("1045"), "{msg}");
+        assert_no_secret(&msg, &[MARIADB_PASSWORD], "plaintext refusal");
+        assert_no_secret(&logs.text(), &[MARIADB_PASSWORD], "logs");
+    }
+
+    /// A server certificate from an unknown CA (`verify_ca` and `verify_identity`): refused
+    /// within the connect bound, naming the certificate, without the password.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mariadb_with_a_wrong_ca_is_refused() {
+        let logs = capture();
+        let (good, other) = (Pki::new("mariadb"), Pki::new("other"));
+        let Some(srv) = started(MariaDbServer::start_tls(&good.files, &[]), "mariadb-tls") else { return };
+        for ssl_mode in ["verify_ca", "verify_identity"] {
+            let url = format!("{}?ssl-mode={ssl_mode}&ssl-ca={}", srv.url(), other.files.ca.display());
+            let started = Instant::now();
+            let refused = bounded("wrong CA", Duration::from_secs(30), dlock::from_url(&url))
+                .await
+                .map(drop)
+                .expect_err("a server certificate from an unknown CA");
+            let msg = chain(&refused);
+            eprintln!("mariadb, {ssl_mode}, wrong CA ({:?}): {msg}", started.elapsed());
+            assert!(names_certificate_problem(&msg), "the error must name the certificate problem: {msg}");
+            assert_no_secret(&msg, &[MARIADB_PASSWORD], "wrong-CA error");
+        }
+        // A CA file that does not exist: refused before any lock, naming the file.
+        let url = format!("{}?ssl-mode=verify_identity&ssl-ca=/nonexistent/ca.pem", srv.url());
+        let refused = bounded("missing CA file", Duration::from_secs(30), dlock::from_url(&url))
+            .await
+            .map(drop)
+            .expect_err("a CA file that does not exist");
+        let msg = chain(&refused);
+        eprintln!("mariadb, missing CA file: {msg}");
+        assert!(
+            msg.contains("/nonexistent/ca.pem") || msg.to_ascii_lowercase().contains("no such file"),
+            "{msg}"
+        );
+        assert_no_secret(&msg, &[MARIADB_PASSWORD], "missing-CA error");
+        assert_no_secret(&logs.text(), &[MARIADB_PASSWORD], "logs");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Least privilege
+// ---------------------------------------------------------------------------------------------
+
+/// The ACL rule of a least-privilege lock user (after `ACL SETUSER <name> reset on >password`):
+/// keys and channels under the default key prefix `dlock:`, and only the commands the library
+/// sends (`EVALSHA`, `SCRIPT LOAD` when a script is not cached, `SUBSCRIBE`/`UNSUBSCRIBE` for
+/// waiters) and those its scripts run. `AUTH` and `HELLO` need no permission.
+const REDIS_LOCK_USER_ACL: &str = "resetkeys resetchannels ~dlock:* &dlock:* -@all \
+     +evalsha +script|load +subscribe +unsubscribe \
+     +get +set +del +exists +type +pexpire +pttl +incr +time \
+     +hget +hset +hexists +hincrby +hdel +hkeys \
+     +lindex +llen +lpop +rpush +lrem +zadd +zscore +zrem +publish";
+
+/// Every mode with exactly [`REDIS_LOCK_USER_ACL`]: acquire, renew, a waiter woken by pub/sub,
+/// nesting, the watchdog, inspect, release. No command was denied meanwhile (`ACL LOG` is
+/// empty) and every command run is in the rule (`INFO commandstats`); the user is refused other
+/// keys, other channels and other commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_least_privilege_acl_user_runs_every_mode() {
+    let logs = capture();
+    let Some(srv) = started(RedisServer::start_with(&["--requirepass", "lp-admin-pw"]), "redis") else {
+        return;
+    };
+    let mut adm = redis_admin(&srv.url()).await;
+    let pw = "lpRedisPw4Kz";
+    let mut rule = vec!["SETUSER", "locker", "reset", "on"];
+    let pass = format!(">{pw}");
+    rule.push(&pass);
+    rule.extend(REDIS_LOCK_USER_ACL.split_whitespace());
+    let _: () = redis::cmd("ACL").arg(&rule[..]).query_async(&mut adm).await.expect("acl setuser");
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut adm).await.expect("resetstat");
+
+    let url = format!("redis://locker:{pw}@127.0.0.1:{}/", srv.port());
+    for mode in ["simple", "reentrant", "fair"] {
+        let u = format!("{url}?mode={mode}");
+        let a = Locker::new(dlock::from_url(&u).await.expect("lock user connects"))
+            .with_watchdog_lease(Duration::from_millis(600))
+            .expect("lease");
+        let b = Locker::new(dlock::from_url(&u).await.expect("lock user connects"));
+        let k = format!("lp-{mode}");
+        round_trip(&a, &b, &k).await;
+        // The watchdog renews, inspect looks, and a nested hold (where there is one) works.
+        let g = a.try_lock(&k).await.expect("try").expect("free");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert!(!g.is_lost(), "the watchdog kept the lease");
+        let info = a.backend().inspect(&k).await.expect("inspect");
+        eprintln!("{mode}: {info:?}");
+        if mode != "simple" {
+            let inner = a.lock(&k).owner(g.owner()).try_acquire().await.expect("try").expect("nested");
+            inner.release().await.expect("release nested");
+        }
+        g.release().await.expect("release");
+    }
+    let log: Vec<redis::Value> = redis::cmd("ACL").arg("LOG").query_async(&mut adm).await.expect("acl log");
+    assert!(log.is_empty(), "the library was denied something: {log:?}");
+    let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut adm).await.expect("info");
+    let allowed: Vec<&str> =
+        REDIS_LOCK_USER_ACL.split_whitespace().filter_map(|r| r.strip_prefix('+')).collect();
+    let admin_only = ["config|resetstat", "acl|log", "info", "hello", "auth"];
+    let mut used = Vec::new();
+    for line in stats.lines() {
+        let Some((name, rest)) = line.strip_prefix("cmdstat_").and_then(|l| l.split_once(':')) else {
+            continue;
+        };
+        let calls = rest.split(',').find_map(|f| f.strip_prefix("calls=")).unwrap_or("0");
+        if calls != "0" && !admin_only.contains(&name) {
+            assert!(allowed.contains(&name), "{name} was run but is not in the rule ({line})");
+            used.push(name.to_owned());
+        }
+    }
+    let unused: Vec<&&str> = allowed.iter().filter(|a| !used.iter().any(|u| u == **a)).collect();
+    eprintln!("commands run: {used:?}; allowed but not run here: {unused:?}");
+
+    // Nothing beyond: other keys, other channels, other commands.
+    let mut c = redis_admin(&url).await;
+    let denied = |r: redis::RedisResult<redis::Value>, what: &str| {
+        let e = r.expect_err(what);
+        assert_eq!(e.code(), Some("NOPERM"), "{what}: {e}");
+    };
+    denied(redis::cmd("SET").arg("other:key").arg("1").query_async(&mut c).await, "a key outside the prefix");
+    denied(
+        redis::cmd("PUBLISH").arg("other").arg("1").query_async(&mut c).await,
+        "a channel outside the prefix",
+    );
+    denied(redis::cmd("KEYS").arg("*").query_async(&mut c).await, "KEYS");
+    denied(redis::cmd("FLUSHALL").query_async(&mut c).await, "FLUSHALL");
+    denied(redis::cmd("CONFIG").arg("GET").arg("*").query_async(&mut c).await, "CONFIG");
+    denied(redis::cmd("EVAL").arg("return 1").arg(0).query_async(&mut c).await, "EVAL of arbitrary Lua");
+    let e = Locker::new(
+        dlock::from_url(&format!("{url}?key_prefix=other:")).await.expect("connects (nothing checked yet)"),
+    )
+    .try_lock("k")
+    .await
+    .expect_err("a lock outside the prefix");
+    assert!(matches!(e, LockError::PermissionDenied { .. }), "{}", chain(&e));
+    assert_no_secret(&chain(&e), &[pw], "NOPERM error");
+    assert_no_secret(&logs.text(), &[pw], "logs");
+}
+
+/// The grants of a least-privilege MariaDB lock user, once an administrator made the schema
+/// (`MySqlLock::migrate` or the builder's default `create_schema` run as that administrator).
+fn mysql_lock_user_grants(db: &str, user: &str) -> String {
+    format!(
+        "GRANT SELECT, INSERT ON `{db}`.`dlock_rows` TO {user}; \
+         GRANT SELECT, INSERT ON `{db}`.`dlock_rows_fence` TO {user}; \
+         GRANT SELECT, INSERT, UPDATE, DELETE ON `{db}`.`dlock_leases` TO {user}; \
+         GRANT SELECT, INSERT ON `{db}`.`dlock_leases_fence` TO {user};"
+    )
+}
+
+/// Both modes with exactly [`mysql_lock_user_grants`] (default tables): acquire, renew, a
+/// waiter, nesting, the watchdog, inspect, release. The user can do nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_least_privilege_user_runs_both_modes() {
+    let logs = capture();
+    let Some(srv) = started(MariaDbServer::start(), "mariadb") else { return };
+    let srv = Arc::new(srv);
+    for mode in ["pessimistic", "optimistic"] {
+        dlock::from_url(&format!("{}?mode={mode}", srv.root_url())).await.expect("schema as root");
+    }
+    let pw = "lpMysqlPw9Rw";
+    let sql = format!(
+        "CREATE USER 'locker'@'%' IDENTIFIED BY '{pw}'; {}",
+        mysql_lock_user_grants(MARIADB_DATABASE, "'locker'@'%'")
+    );
+    let s = srv.clone();
+    tokio::task::spawn_blocking(move || s.exec_as_root(&sql)).await.expect("join").expect("grants");
+    let url = format!("mysql://locker:{pw}@127.0.0.1:{}/{MARIADB_DATABASE}", srv.port());
+    for mode in ["pessimistic", "optimistic"] {
+        let u = format!("{url}?mode={mode}");
+        let a = Locker::new(dlock::from_url(&u).await.expect("lock user connects"))
+            .with_watchdog_lease(Duration::from_millis(900))
+            .expect("lease");
+        let b = Locker::new(dlock::from_url(&u).await.expect("lock user connects"));
+        let k = format!("lp-{mode}");
+        round_trip(&a, &b, &k).await;
+        let g = a.try_lock(&k).await.expect("try").expect("free");
+        let inner = a.lock(&k).owner(g.owner()).try_acquire().await.expect("try").expect("nested");
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert!(!g.is_lost(), "the watchdog kept the lease");
+        match a.backend().inspect(&k).await {
+            Ok(info) => eprintln!("{mode}: {info:?}"),
+            Err(LockError::Unsupported { .. }) => {}
+            Err(e) => panic!("inspect: {}", chain(&e)),
+        }
+        inner.release().await.expect("release nested");
+        g.release().await.expect("release");
+    }
+    // Nothing beyond.
+    let pool = lock_mysql::sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .expect("pool");
+    for sql in [
+        "CREATE TABLE lp_other (x INT)",
+        "DROP TABLE dlock_rows",
+        "TRUNCATE TABLE dlock_leases",
+        "SELECT * FROM mysql.user",
+        "ALTER SEQUENCE dlock_rows_fence RESTART 1",
+    ] {
+        let denied = lock_mysql::sqlx::query(sql).execute(&pool).await;
+        assert!(denied.is_err(), "the lock user must not run {sql}");
+    }
+    pool.close().await;
+    assert_no_secret(&logs.text(), &[pw], "logs");
+}
+
+// ---------------------------------------------------------------------------------------------
+// No secrets in errors, Debug output or logs
+// ---------------------------------------------------------------------------------------------
+
+/// Connects (bounded), records `Debug` of the backend or the whole error chain, and returns it.
+async fn attempt(url: &str, seen: &mut Vec<String>) -> Result<dlock::DynBackend, LockError> {
+    let r = bounded(&dlock::redact_url(url), Duration::from_secs(30), dlock::from_url(url)).await;
+    match &r {
+        Ok(b) => seen.push(format!("{b:?} {}", b.identity())),
+        Err(e) => seen.push(chain(e)),
+    }
+    r
+}
+
+/// Checks everything seen and every log line so far for every form of the passwords.
+fn assert_nothing_leaked(seen: &[String], passwords: &[&str], what: &str) {
+    assert_no_secret(&seen.join("\n"), passwords, &format!("{what}: errors and Debug"));
+    assert_no_secret(&capture().text(), passwords, &format!("{what}: logs"));
+}
+
+/// `redis://`: the right password (a watched round trip, logged at TRACE), a wrong one, an
+/// unknown ACL user, a refused port, an unreachable and an unresolvable host, a database out of
+/// range, a malformed port, and `rediss://` to a plaintext server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_leaks_from_redis() {
+    let logs = capture();
+    let (right, wrong) = (nasty_password("RdOkA1"), nasty_password("RdNoB2"));
+    let Some(srv) = started(RedisServer::start_with(&["--requirepass", &right]), "redis") else { return };
+    let p = srv.port();
+    let (r, w) = (enc(&right), enc(&wrong));
+    let mut seen = Vec::new();
+
+    let ok = format!("redis://:{r}@127.0.0.1:{p}/?mode=reentrant");
+    let b = attempt(&ok, &mut seen).await.expect("right password");
+    let l = Locker::new(b).with_watchdog_lease(Duration::from_millis(300)).expect("lease");
+    let g = l.lock("secrets").wait(Duration::from_secs(2)).acquire().await.expect("acquire");
+    tokio::time::sleep(Duration::from_millis(250)).await; // renewals, logged at TRACE
+    seen.push(format!("{g:?} {l:?}"));
+    g.release().await.expect("release");
+    assert!(logs.text().contains("lock acquired"), "TRACE events are not captured");
+
+    let cases = [
+        (format!("redis://:{w}@127.0.0.1:{p}/"), "wrong password"),
+        (format!("redis://nosuchuser:{w}@127.0.0.1:{p}/"), "unknown ACL user"),
+        (format!("redis://:{r}@127.0.0.1:1/"), "refused port"),
+        (format!("redis://:{r}@192.0.2.1:6379/"), "unreachable host"),
+        (format!("redis://:{r}@nosuchhost.invalid:6379/"), "unresolvable host"),
+        (format!("redis://:{r}@127.0.0.1:{p}/99"), "database out of range"),
+        (format!("redis://:{r}@127.0.0.1:notaport/"), "malformed port"),
+        (format!("rediss://:{r}@127.0.0.1:{p}/"), "TLS to a plaintext server"),
+    ];
+    for (url, what) in &cases {
+        let e = attempt(url, &mut seen).await.map(drop).expect_err(what);
+        eprintln!("redis, {what}: {e}");
+        if *what == "wrong password" || *what == "unknown ACL user" {
+            assert!(matches!(e, LockError::PermissionDenied { .. }), "{what}: {}", chain(&e));
+        }
+        seen.push(format!("{:?}", RedisLock::builder().url(url.as_str())));
+        seen.push(dlock::redact_url(url));
+    }
+    seen.push(format!("{:?}", RedisLock::builder().url(&ok).credentials(Some("u"), &wrong)));
+    // A guard's Debug, a failing call on a live backend.
+    let b = attempt(&format!("redis://:{r}@127.0.0.1:{p}/"), &mut seen).await.expect("right password");
+    srv.kill().expect("kill");
+    if let Err(e) = Locker::new(b).try_lock("after-kill").await {
+        seen.push(chain(&e));
+    }
+    assert_nothing_leaked(&seen, &[&right, &wrong], "redis");
+}
+
+/// `redlock://`: three masters with the right password, then a wrong one, masters that refuse,
+/// and a malformed list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_leaks_from_redlock() {
+    capture();
+    let (right, wrong) = (nasty_password("RlOkC3"), nasty_password("RlNoD4"));
+    let mut masters = Vec::new();
+    for _ in 0..3 {
+        let Some(s) = started(RedisServer::start_with(&["--requirepass", &right]), "redis") else { return };
+        masters.push(s);
+    }
+    let hosts: Vec<String> = masters.iter().map(|m| format!("127.0.0.1:{}", m.port())).collect();
+    let hosts = hosts.join(",");
+    let (r, w) = (enc(&right), enc(&wrong));
+    let mut seen = Vec::new();
+    let ok = format!("redlock://:{r}@{hosts}/?mode=simple");
+    let l = Locker::new(attempt(&ok, &mut seen).await.expect("right password"));
+    l.try_lock("secrets").await.expect("try").expect("free").release().await.expect("release");
+    for (url, what) in [
+        (format!("redlock://:{w}@{hosts}/"), "wrong password"),
+        (format!("redlock://:{r}@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/"), "every master refuses"),
+        (format!("redlock://:{r}@{hosts}/?mode=fair"), "fair mode"),
+    ] {
+        let e = attempt(&url, &mut seen).await.map(drop).expect_err(what);
+        eprintln!("redlock, {what}: {e}");
+        seen.push(dlock::redact_url(&url));
+    }
+    // One master down after start: its errors are logged as warnings.
+    masters[0].kill().expect("kill");
+    l.try_lock("secrets-2").await.expect("2 of 3").expect("free").release().await.expect("release");
+    assert_nothing_leaked(&seen, &[&right, &wrong], "redlock");
+}
+
+/// `mysql://` and `mariadb://`: the right password (both modes, logged), a wrong one, a
+/// database the user may not use, a refused port, an unreachable host, and TLS failures
+/// (`ssl-mode=required` against a server without TLS, a CA file that does not exist).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_leaks_from_mysql() {
+    capture();
+    let (right, wrong) = (nasty_password("MyOkE5"), nasty_password("MyNoF6"));
+    let Some(srv) = started(MariaDbServer::start(), "mariadb") else { return };
+    let srv = Arc::new(srv);
+    let sql = format!(
+        "CREATE USER 'sec'@'%' IDENTIFIED BY '{right}'; GRANT ALL ON `{MARIADB_DATABASE}`.* TO 'sec'@'%';"
+    );
+    let s = srv.clone();
+    tokio::task::spawn_blocking(move || s.exec_as_root(&sql)).await.expect("join").expect("user");
+    let (p, r, w, db) = (srv.port(), enc(&right), enc(&wrong), MARIADB_DATABASE);
+    let mut seen = Vec::new();
+    for mode in ["pessimistic", "optimistic"] {
+        let ok = format!("mysql://sec:{r}@127.0.0.1:{p}/{db}?mode={mode}");
+        let l = Locker::new(attempt(&ok, &mut seen).await.expect("right password"));
+        let g = l.try_lock("secrets").await.expect("try").expect("free");
+        seen.push(format!("{g:?}"));
+        g.release().await.expect("release");
+        seen.push(format!("{:?}", MySqlLock::builder().url(&ok)));
+    }
+    let cases = [
+        (format!("mysql://sec:{w}@127.0.0.1:{p}/{db}"), "wrong password"),
+        (format!("mariadb://sec:{w}@127.0.0.1:{p}/{db}"), "wrong password (mariadb://)"),
+        (format!("mysql://sec:{r}@127.0.0.1:{p}/nosuchdb"), "bad database"),
+        (format!("mysql://sec:{r}@127.0.0.1:1/{db}"), "refused port"),
+        (format!("mysql://sec:{r}@192.0.2.1:3306/{db}"), "unreachable host"),
+        (format!("mysql://sec:{r}@127.0.0.1:{p}/{db}?ssl-mode=required"), "TLS required, server has none"),
+        (
+            format!("mysql://sec:{r}@127.0.0.1:{p}/{db}?ssl-mode=verify_identity&ssl-ca=/nonexistent/ca.pem"),
+            "missing CA file",
+        ),
+        (format!("mysql://sec:{r}@127.0.0.1:{p}/{db}?mode=bogus"), "bad mode"),
+    ];
+    for (url, what) in &cases {
+        let e = attempt(url, &mut seen).await.map(drop).expect_err(what);
+        eprintln!("mysql, {what}: {e}");
+        if what.starts_with("wrong password") || *what == "bad database" {
+            assert!(matches!(e, LockError::PermissionDenied { .. }), "{what}: {}", chain(&e));
+        }
+        seen.push(format!("{:?}", MySqlLock::builder().url(url.as_str())));
+        seen.push(dlock::redact_url(url));
+    }
+    assert_nothing_leaked(&seen, &[&right, &wrong], "mysql");
+}
+
+/// `zk://` with digest credentials: a round trip with the right ones (logged), a node guarded
+/// by them refused to the wrong ones, a missing chroot, and nothing listening.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_leaks_from_zk() {
+    capture();
+    let (right, wrong) = (nasty_password("ZkOkG7"), nasty_password("ZkNoH8"));
+    let (r, w) = (enc(&right), enc(&wrong));
+    let mut seen = Vec::new();
+    let down = format!("zk://app:{r}@127.0.0.1:1/locks?connection_timeout_ms=500");
+    let e = attempt(&down, &mut seen).await.map(drop).expect_err("nothing listening");
+    eprintln!("zk, nothing listening: {e}");
+    seen.push(format!("{:?}", dlock::lock_zk::ZkLock::builder().url(&down)));
+
+    if let Some(zk) = started(lock_testkit::server::ZkServer::start(), "zookeeper") {
+        let base = format!("127.0.0.1:{}", zk.port());
+        let ok = format!("zk://app:{r}@{base}/secured?create_chroot=true");
+        let a = Locker::new(attempt(&ok, &mut seen).await.expect("right credentials"));
+        let g = a.try_lock("secrets").await.expect("try").expect("free");
+        let intruder = format!("zk://app:{w}@{base}/secured");
+        match attempt(&intruder, &mut seen).await {
+            Ok(b) => match Locker::new(b).try_lock("secrets").await {
+                Ok(Some(_)) => panic!("the wrong digest password took a lock guarded by the right one"),
+                Ok(None) => {}
+                Err(e) => seen.push(chain(&e)),
+            },
+            Err(e) => seen.push(chain(&e)),
+        }
+        g.release().await.expect("release");
+        let e = attempt(&format!("zk://app:{r}@{base}/locks?chroot=/missing"), &mut seen)
+            .await
+            .map(drop)
+            .expect_err("missing chroot");
+        eprintln!("zk, missing chroot: {e}");
+    }
+    assert_nothing_leaked(&seen, &[&right, &wrong], "zk");
+}
+
+/// A URL with credentials but no host (`scheme://:PW@/`): the configuration error must not
+/// quote the password, and neither may `redact_url`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "leak: lock_core::redact::redact_url / url_password only see userinfo when a host follows the `@`, so `redlock://:PW@/` (src/url.rs redlock_urls) and `redis://:PW@/` (lock-redis builder) quote the password; see the report"]
+async fn no_secret_leaks_from_urls_without_a_host() {
+    let logs = capture();
+    let mut leaks = Vec::new();
+    for (scheme, tag) in
+        [("redlock", "NoHostRl"), ("redis", "NoHostRd"), ("mysql", "NoHostMy"), ("zk", "NoHostZk")]
+    {
+        let pw = nasty_password(tag);
+        let url = format!("{scheme}://u:{}@/", enc(&pw));
+        let mut seen = Vec::new();
+        let _ = attempt(&url, &mut seen).await.map(drop);
+        seen.push(format!("redact_url: {}", dlock::redact_url(&url)));
+        let text = format!("{}\n{}", seen.join("\n"), logs.text());
+        if let Some(leak) = find_leak(&text, &[&pw]) {
+            leaks.push(format!("{scheme}: {leak}"));
+        }
+    }
+    assert!(leaks.is_empty(), "{}", leaks.join("\n\n"));
+}
+
+/// Users write passwords into URLs raw as often as percent-encoded: a raw `/ ? # @ %` must not
+/// make a fragment of the password show up in an error, `Debug` or log either.
+async fn raw_password_case(scheme_url: impl Fn(&str) -> String, tag: &str) {
+    capture();
+    let raw = nasty_password(tag);
+    let url = scheme_url(&raw);
+    let mut seen = Vec::new();
+    let _ = attempt(&url, &mut seen).await.map(drop);
+    seen.push(dlock::redact_url(&url));
+    seen.push(format!("{:?}", RedisLock::builder().url(url.as_str())));
+    seen.push(format!("{:?}", MySqlLock::builder().url(url.as_str())));
+    seen.push(format!("{:?}", dlock::lock_zk::ZkLock::builder().url(url.as_str())));
+    assert_nothing_leaked(&seen, &[&raw], &format!("raw password in {}", dlock::redact_url(&url)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_leaks_from_raw_password_in_redis_url() {
+    raw_password_case(|pw| format!("redis://user:{pw}@127.0.0.1:1/0"), "RawRedis1").await;
+    raw_password_case(|pw| format!("redis://:{pw}@127.0.0.1:1/"), "RawRedis2").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_leaks_from_raw_password_in_redlock_url() {
+    raw_password_case(|pw| format!("redlock://:{pw}@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/"), "RawRedlock")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_leaks_from_raw_password_in_mysql_url() {
+    raw_password_case(|pw| format!("mysql://u:{pw}@127.0.0.1:1/db"), "RawMysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "leak: lock-zk splits the URL at the first `?` before finding the userinfo, then quotes the password's tail as an unknown parameter (crates/lock-zk/src/builder.rs apply_url)"]
+async fn no_secret_leaks_from_raw_password_in_zk_url() {
+    raw_password_case(|pw| format!("zk://u:{pw}@127.0.0.1:1/locks?connection_timeout_ms=500"), "RawZk").await;
+}
