@@ -287,6 +287,11 @@ mod tls {
             .map(drop)
             .expect_err("a plaintext client must get nothing from a TLS-only server");
         eprintln!("redis, plaintext to the TLS port: {}", chain(&refused));
+        let text = logs.text();
+        assert!(
+            text.lines().any(|l| l.starts_with("log ") && l.contains("rustls")),
+            "`log` records (rustls) are not captured"
+        );
         assert_no_secret(&chain(&refused), &[REDIS_PW], "plaintext refusal");
         assert_no_secret(&logs.text(), &[REDIS_PW], "logs");
     }

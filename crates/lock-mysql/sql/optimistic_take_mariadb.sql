@@ -3,6 +3,6 @@
 -- fencing token, drawn from the sequence only for a matched row) comes back in the OK packet
 -- through LAST_INSERT_ID(expr).
 UPDATE `{table}`
-   SET owner = ?, version = LAST_INSERT_ID(NEXTVAL(`{table}_fence`)), holds = 1, attempt = ?,
+   SET owner = ?, version = LAST_INSERT_ID(NEXTVAL(`{table}_fence`)), holds = 1, attempt = (@dlock_attempt := ?),
        expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
  WHERE name = ? AND (owner IS NULL OR expires_at IS NULL OR expires_at <= UTC_TIMESTAMP(6))

@@ -7,23 +7,30 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use lock_core::{AcquireRequest, Attempt, FencingToken, Grant, LockInfo, OwnerToken, RenewItem, Result};
+use lock_core::{
+    AcquireRequest, Attempt, FencingToken, Grant, LeaseSignal, LockInfo, LostReason, OwnerToken, RenewItem,
+    Result,
+};
 use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, MySql};
 
+use tokio::time::Instant;
+
 use crate::error::classify;
-use crate::sql::OptimisticSql;
+use crate::sql::{OptimisticSql, hex_literal};
 
 /// One acquisition attempt's connection. Every statement of the attempt goes through it; if the
-/// attempt's future is dropped, the cleanup (`optimistic_cancel.sql`, by the attempt's nonce)
-/// is sent on this same connection, so it runs after any statement still buffered there. A
-/// cleanup on another connection could run first and miss a grant that lands later.
+/// attempt's future is dropped, the cleanup (`optimistic_cancel_here.sql`) is sent on this same
+/// connection, so it runs after any statement still buffered there and can ask the session
+/// whether that statement applied. A cleanup on another connection could run first and miss a
+/// grant that lands later.
 struct AttemptConn {
     conn: Option<PoolConnection<MySql>>,
     pool: MySqlPool,
-    cancel: Arc<str>,
+    sql: Arc<OptimisticSql>,
     key: Vec<u8>,
+    owner: [u8; 16],
     nonce: [u8; 16],
     armed: bool,
 }
@@ -48,50 +55,75 @@ impl Drop for AttemptConn {
             conn.close_on_drop();
             return;
         };
+        let here = self
+            .sql
+            .cancel_here
+            .replace("{key}", &hex_literal(&self.key))
+            .replace("{owner}", &hex_literal(&self.owner))
+            .replace("{nonce}", &hex_literal(&self.nonce));
         let (pool, sql, key, nonce) =
-            (self.pool.clone(), self.cancel.clone(), std::mem::take(&mut self.key), self.nonce);
+            (self.pool.clone(), self.sql.clone(), std::mem::take(&mut self.key), self.nonce);
         rt.spawn(async move {
-            let first = sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(key.clone())
-                .bind(nonce.to_vec())
-                .execute(&mut *conn)
-                .await;
-            if let Err(e) = first {
-                // A broken connection either sent the attempt or never will: undo it anywhere.
-                conn.close_on_drop();
-                let res = match pool.acquire().await {
-                    Ok(mut c) => sqlx::query(AssertSqlSafe(sql))
-                        .bind(key)
-                        .bind(nonce.to_vec())
-                        .execute(&mut *c)
-                        .await
-                        .map(drop),
-                    Err(e2) => Err(e2),
-                };
-                if let Err(e2) = res {
-                    tracing::debug!(error = %e, retry = %e2, "cleanup of a cancelled acquisition failed; the lease will free it");
-                }
+            let Err(e) = sqlx::raw_sql(AssertSqlSafe(here)).execute(&mut *conn).await else { return };
+            // The session is gone: the attempt's statement either applied or never will. Undo
+            // it by its nonce from another connection (a nesting that overwrote the nonce in
+            // between leaves this hold to its lease).
+            conn.close_on_drop();
+            let res = match pool.acquire().await {
+                Ok(mut c) => sqlx::query(AssertSqlSafe(sql.cancel.clone()))
+                    .bind(key)
+                    .bind(nonce.to_vec())
+                    .execute(&mut *c)
+                    .await
+                    .map(drop),
+                Err(e2) => Err(e2),
+            };
+            if let Err(e2) = res {
+                tracing::debug!(error = %e, retry = %e2, "cleanup of a cancelled acquisition failed; the lease will free it");
             }
         });
     }
 }
 
-/// What this client holds: the version it acquired (CAS operand) and its nesting depth.
-#[derive(Debug, Clone, Copy)]
+/// What this client holds of one (key, owner): the version it acquired (CAS operand), its
+/// nesting depth, a local bound on the lease, and the lost signal of every acquisition of it.
+#[derive(Debug)]
 struct Local {
     version: u64,
     count: u32,
+    /// No later than the lease's end on the server (counted from request send times).
+    until: Instant,
+    signals: Vec<LeaseSignal>,
+}
+
+impl Local {
+    /// Tell every guard of this hold that it is lost.
+    fn lost(&self, reason: LostReason) {
+        for s in &self.signals {
+            s.mark_lost(reason);
+        }
+    }
 }
 
 type LocalMap = HashMap<(String, OwnerToken), Local>;
 
-/// Rows of unused keys are swept (MariaDB) once every this many acquisitions of a client.
+/// Rows of unused keys are swept (MariaDB) once every this many acquisitions of a client, and
+/// local entries of holds whose lease ran out unreleased are dropped as often.
 const SWEEP_EVERY: u64 = 1024;
+/// Local entries are kept this long past their lease (the core gave them up before the lease
+/// ended, so no release or renewal can still need them).
+const LOCAL_GRACE: Duration = Duration::from_secs(1);
+
+/// Whether two signals are the same object (a nested acquisition through the same `Locker`
+/// carries the outer hold's).
+fn same_signal(a: &LeaseSignal, b: &LeaseSignal) -> bool {
+    a.subscribe().same_channel(&b.subscribe())
+}
 
 /// The optimistic backend state.
 pub(crate) struct Optimistic {
     pool: MySqlPool,
-    sql: OptimisticSql,
+    sql: Arc<OptimisticSql>,
     local: Mutex<LocalMap>,
     /// MariaDB: fences come from a sequence, so rows of unused keys may be deleted.
     reclaim: bool,
@@ -114,7 +146,13 @@ fn micros(d: Duration) -> u64 {
 
 impl Optimistic {
     pub(crate) fn new(pool: MySqlPool, sql: OptimisticSql, reclaim: bool) -> Self {
-        Optimistic { pool, sql, local: Mutex::default(), reclaim, acquisitions: Default::default() }
+        Optimistic {
+            pool,
+            sql: Arc::new(sql),
+            local: Mutex::default(),
+            reclaim,
+            acquisitions: Default::default(),
+        }
     }
 
     pub(crate) fn schema(&self) -> &Arc<str> {
@@ -142,14 +180,31 @@ impl Optimistic {
         self.local.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn acquired(&self, key: &str, owner: OwnerToken, version: u64, nested: bool, lease: Duration) -> Attempt {
+    /// Record a grant (`nested`: one more hold of the grant `version` this owner has).
+    fn acquired(&self, req: &AcquireRequest<'_>, sent: Instant, version: u64, nested: bool) -> Attempt {
+        let until = sent + req.lease;
         let mut local = self.local();
-        let e = local.entry((key.to_owned(), owner)).or_insert(Local { version, count: 0 });
+        let fresh = || Local { version, count: 0, until, signals: vec![req.signal.clone()] };
+        let e = local.entry((req.key.to_owned(), req.owner)).or_insert_with(fresh);
         if !nested || e.version != version {
-            *e = Local { version, count: 0 };
+            // A new grant: an older hold of this owner still on record ended without a release
+            // (its lease ran out); its guards must not outlive it.
+            for s in e.signals.iter().filter(|s| !same_signal(s, req.signal)) {
+                s.mark_lost(LostReason::NotOwner);
+            }
+            *e = fresh();
+        } else if !e.signals.iter().any(|s| same_signal(s, req.signal)) {
+            e.signals.push(req.signal.clone());
         }
         e.count += 1;
-        Attempt::Acquired(Grant { fence: FencingToken(version), lease: Some(lease) })
+        e.until = e.until.max(until);
+        Attempt::Acquired(Grant { fence: FencingToken(version), lease: Some(req.lease) })
+    }
+
+    /// Drop the local entries of holds whose lease ran out without a release or renewal.
+    fn forget_expired(&self) {
+        let now = Instant::now();
+        self.local().retain(|_, l| l.until + LOCAL_GRACE > now);
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
@@ -157,16 +212,19 @@ impl Optimistic {
         let owner = owner_bytes(req.owner);
         let lease = micros(req.lease);
         let nonce = OwnerToken::random().as_u128().to_be_bytes();
+        // The lease is counted from before anything is sent: the local bound can only be early.
+        let sent = Instant::now();
         let conn = self.pool.acquire().await.map_err(classify)?;
         let mut attempt = AttemptConn {
             conn: Some(conn),
             pool: self.pool.clone(),
-            cancel: self.sql.cancel.clone(),
+            sql: self.sql.clone(),
             key: key.to_vec(),
+            owner,
             nonce,
             armed: true,
         };
-        let out = self.attempt(req, attempt.conn(), key, owner, nonce, lease).await;
+        let out = self.attempt(req, sent, attempt.conn(), key, owner, nonce, lease).await;
         // A definite answer (acquired, held, or a statement the server refused) needs no undo;
         // a broken connection leaves the outcome open, so the undo stays armed.
         attempt.armed = matches!(&out, Err(e) if e.is_temporary());
@@ -174,6 +232,7 @@ impl Optimistic {
             && self.reclaim
             && self.acquisitions.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1
         {
+            self.forget_expired();
             let (pool, sql) = (self.pool.clone(), self.sql.sweep.clone());
             tokio::spawn(async move {
                 if let Err(e) = sqlx::query(AssertSqlSafe(sql)).execute(&pool).await {
@@ -187,6 +246,7 @@ impl Optimistic {
     async fn attempt(
         &self,
         req: &AcquireRequest<'_>,
+        sent: Instant,
         conn: &mut MySqlConnection,
         key: &[u8],
         owner: [u8; 16],
@@ -204,7 +264,7 @@ impl Optimistic {
                 .await
                 .map_err(classify)?;
             if took.rows_affected() == 1 {
-                return Ok(self.acquired(req.key, req.owner, took.last_insert_id(), false, req.lease));
+                return Ok(self.acquired(req, sent, took.last_insert_id(), false));
             }
             let row: Option<(Option<Vec<u8>>, u64, Option<i64>)> =
                 sqlx::query_as(AssertSqlSafe(self.sql.probe.clone()))
@@ -223,7 +283,7 @@ impl Optimistic {
                         .await
                         .map_err(classify)?;
                     if ins.rows_affected() == 1 {
-                        return Ok(self.acquired(req.key, req.owner, ins.last_insert_id(), false, req.lease));
+                        return Ok(self.acquired(req, sent, ins.last_insert_id(), false));
                     }
                 }
                 Some((Some(holder), version, Some(left))) if left > 0 => {
@@ -241,7 +301,7 @@ impl Optimistic {
                         .await
                         .map_err(classify)?;
                     if nested.rows_affected() == 1 {
-                        return Ok(self.acquired(req.key, req.owner, version, true, req.lease));
+                        return Ok(self.acquired(req, sent, version, true));
                     }
                 }
                 // Free or expired by now: take it on the next round.
@@ -252,27 +312,38 @@ impl Optimistic {
     }
 
     pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        let Some(held) = self.local().get(&(key.to_owned(), owner)).copied() else { return Ok(false) };
+        let id = (key.to_owned(), owner);
+        let Some((version, count)) = self.local().get(&id).map(|l| (l.version, l.count)) else {
+            return Ok(false);
+        };
         let cas = |sql: &Arc<str>| {
             sqlx::query(AssertSqlSafe(sql.clone()))
                 .bind(key.as_bytes())
                 .bind(owner_bytes(owner).to_vec())
-                .bind(held.version)
+                .bind(version)
                 .execute(&self.pool)
         };
         // The last hold on MariaDB deletes the row (per-key state does not pile up); a row with
-        // more holds than this client knows of (a cancelled nesting) falls back to the update.
+        // more holds than this client knows of (a nesting by another client) falls back to the
+        // update.
         let deleted = self.reclaim
-            && held.count == 1
+            && count == 1
             && cas(&self.sql.release_delete).await.map_err(classify)?.rows_affected() == 1;
         let released = deleted || cas(&self.sql.release).await.map_err(classify)?.rows_affected() == 1;
         let mut local = self.local();
-        let id = (key.to_owned(), owner);
         match local.get_mut(&id) {
+            // Another grant was recorded meanwhile: not ours to touch.
+            Some(l) if l.version != version => {}
             Some(l) if released && l.count > 1 => l.count -= 1,
-            _ => {
-                local.remove(&id);
+            Some(_) => {
+                if let Some(l) = local.remove(&id)
+                    && !released
+                {
+                    // The lease was gone: every guard of the hold learns it, not only this one.
+                    l.lost(LostReason::NotOwner);
+                }
             }
+            None => {}
         }
         Ok(released)
     }
@@ -302,19 +373,33 @@ impl Optimistic {
     pub(crate) async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
         let mut out = Vec::with_capacity(items.len());
         for it in items {
-            let Some(held) = self.local().get(&(it.key.to_owned(), it.owner)).copied() else {
+            let id = (it.key.to_owned(), it.owner);
+            let Some(version) = self.local().get(&id).map(|l| l.version) else {
                 out.push(false);
                 continue;
             };
+            let sent = Instant::now();
             let res = sqlx::query(AssertSqlSafe(self.sql.renew.clone()))
                 .bind(micros(it.lease))
                 .bind(it.key.as_bytes())
                 .bind(&owner_bytes(it.owner)[..])
-                .bind(held.version)
+                .bind(version)
                 .execute(&self.pool)
                 .await
                 .map_err(classify)?;
-            out.push(res.rows_affected() == 1);
+            let renewed = res.rows_affected() == 1;
+            let mut local = self.local();
+            match local.get_mut(&id) {
+                Some(l) if l.version == version && renewed => l.until = l.until.max(sent + it.lease),
+                Some(l) if l.version == version => {
+                    // Lost: tell every guard of the hold (nested ones through other lockers
+                    // carry their own signals) and forget it; no release will come for it.
+                    l.lost(LostReason::NotOwner);
+                    local.remove(&id);
+                }
+                _ => {}
+            }
+            out.push(renewed);
         }
         Ok(out)
     }

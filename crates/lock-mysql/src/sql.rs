@@ -111,7 +111,11 @@ pub(crate) struct OptimisticSql {
     pub reenter: Arc<str>,
     pub release: Arc<str>,
     pub renew: Arc<str>,
+    /// Fallback cleanup of a cancelled attempt, by its nonce, on another connection.
     pub cancel: Arc<str>,
+    /// Template with `{key}`, `{owner}`, `{nonce}` (hex literals) still to fill: the cleanup of
+    /// a cancelled attempt on its own connection, sent as text.
+    pub cancel_here: Arc<str>,
     /// MariaDB: delete the row at the last release.
     pub release_delete: Arc<str>,
     /// MariaDB: delete rows of keys nobody holds.
@@ -143,6 +147,7 @@ impl OptimisticSql {
             release: render(include_str!("../sql/optimistic_release.sql"), table),
             renew: render(include_str!("../sql/optimistic_renew.sql"), table),
             cancel: render(include_str!("../sql/optimistic_cancel.sql"), table),
+            cancel_here: render(include_str!("../sql/optimistic_cancel_here.sql"), table),
             release_delete: render(include_str!("../sql/optimistic_release_delete.sql"), table),
             sweep: render(include_str!("../sql/optimistic_sweep.sql"), table),
             migrate_attempt: render(include_str!("../sql/optimistic_migrate_attempt.sql"), table),

@@ -579,3 +579,229 @@ async fn least_privilege_user_runs_both_modes() {
     let denied = lock_mysql::sqlx::query("CREATE TABLE lp_other (x INT)").execute(&pool).await;
     assert!(denied.is_err(), "the lock user must not create tables");
 }
+
+/// Polls `cond` until it holds or `limit` passes; returns how long it took.
+async fn until<F: Future<Output = bool>>(
+    limit: Duration,
+    what: &str,
+    mut cond: impl FnMut() -> F,
+) -> Duration {
+    let t = Instant::now();
+    while !cond().await {
+        assert!(t.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    t.elapsed()
+}
+
+/// Asserts that `locker` is refused `key` on every attempt for `span`.
+async fn refused_for(locker: &Locker, key: &str, span: Duration, what: &str) {
+    let t = Instant::now();
+    while t.elapsed() < span {
+        if let Some(g) = locker.try_lock(key).await.expect("try") {
+            let at = t.elapsed();
+            g.release().await.expect("release");
+            panic!("{what}: another client acquired after {at:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Optimistic renewals and nested acquisitions only ever move the expiry later: a nested guard
+/// with a 200 ms lease, renewed with 200 ms and released, leaves the outer 2 s lease running,
+/// and so does a plain 200 ms renewal of a 2 s hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimistic_renew_and_nesting_never_shorten_the_lease() {
+    let url = shared_url();
+    let (a, b) = (
+        Locker::new(backend(&url, Mode::Optimistic).await),
+        Locker::new(backend(&url, Mode::Optimistic).await),
+    );
+    let (long, short) = (Duration::from_secs(2), Duration::from_millis(200));
+    let k = key("nestshort");
+    let outer = a.lock(&k).lease(long).try_acquire().await.expect("try").expect("free");
+    let inner =
+        a.lock(&k).owner(outer.owner()).lease(short).try_acquire().await.expect("try").expect("nested");
+    inner.renew(short).await.expect("renew nested");
+    inner.release().await.expect("release nested");
+    // 200 ms leases would have ended by 500 ms; the outer 2 s lease still runs until 2 s.
+    refused_for(&b, &k, Duration::from_millis(600), "after a short nested lease").await;
+    let left = b.backend().inspect(&k).await.expect("inspect").remaining.expect("held");
+    assert!(left > Duration::from_millis(800), "outer lease cut to {left:?}");
+    outer.release().await.expect("release");
+
+    let k = key("renewshort");
+    let g = a.lock(&k).lease(long).try_acquire().await.expect("try").expect("free");
+    g.renew(short).await.expect("renew");
+    refused_for(&b, &k, Duration::from_millis(600), "after a short renewal").await;
+    let left = b.backend().inspect(&k).await.expect("inspect").remaining.expect("held");
+    assert!(left > Duration::from_millis(800), "lease cut to {left:?}");
+    g.release().await.expect("release");
+}
+
+/// Cuts off `n` acquisitions of a free key at offsets spread over twice the median acquire
+/// time (busy-polled with `Instant`: tokio timers have 1 ms resolution) and checks after each
+/// that another client gets the key within `bound`. Returns (cut off, completed, max delay).
+async fn cancel_sweep(mode: Mode, n: u32, bound: Duration) -> (u32, u32, Duration) {
+    use std::task::Poll;
+    let url = shared_url();
+    let (a, b) = (Locker::new(backend(&url, mode).await), Locker::new(backend(&url, mode).await));
+    let k = key("cancel");
+    let lease = Duration::from_millis(300);
+    let mut times = Vec::new();
+    for _ in 0..100 {
+        let t = std::time::Instant::now();
+        let g = a.lock(&k).lease(lease).try_acquire().await.expect("try").expect("free");
+        times.push(t.elapsed());
+        g.release().await.expect("release");
+    }
+    times.sort();
+    let median = times[times.len() / 2];
+    let (mut cut, mut done, mut worst) = (0, 0, Duration::ZERO);
+    for i in 0..n {
+        let offset = median * 2 * i / n;
+        let mut fut = Box::pin(a.lock(&k).lease(lease).try_acquire());
+        let stop = std::time::Instant::now() + offset;
+        let finished = loop {
+            if let Poll::Ready(r) = futures_util::poll!(fut.as_mut()) {
+                break Some(r);
+            }
+            if std::time::Instant::now() >= stop {
+                break None;
+            }
+            tokio::task::yield_now().await;
+        };
+        drop(fut);
+        match finished {
+            Some(r) => {
+                done += 1;
+                r.expect("acquire").expect("free").release().await.expect("release");
+            }
+            None => cut += 1,
+        }
+        let t = Instant::now();
+        loop {
+            if let Some(g) = b.try_lock(&k).await.expect("try") {
+                g.release().await.expect("release");
+                break;
+            }
+            assert!(
+                t.elapsed() < bound,
+                "{mode:?}: key still held {bound:?} after an acquisition cut off at {offset:?} (median {median:?})"
+            );
+            tokio::task::yield_now().await;
+        }
+        worst = worst.max(t.elapsed());
+    }
+    eprintln!(
+        "{mode:?}: median acquire {median:?}; {cut} cut off, {done} completed; key free again within {worst:?}"
+    );
+    (cut, done, worst)
+}
+
+/// 2000 optimistic acquisitions of a free key cut off around the median acquire time leave
+/// nothing behind: the key is free again within 50 ms every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimistic_cancelled_acquisitions_leave_nothing_behind() {
+    let (cut, _, _) = cancel_sweep(Mode::Optimistic, 2000, Duration::from_millis(50)).await;
+    assert!(cut > 200, "too few acquisitions were cut off ({cut})");
+}
+
+/// The same for pessimistic acquisitions (the cut-off transaction's connection is closed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pessimistic_cancelled_acquisitions_leave_nothing_behind() {
+    let (cut, _, _) = cancel_sweep(Mode::Pessimistic, 2000, Duration::from_millis(50)).await;
+    assert!(cut > 200, "too few acquisitions were cut off ({cut})");
+}
+
+/// The cleanup of a cut-off optimistic acquisition only undoes that attempt: when the same
+/// owner acquires again at once on another client (nesting into the cut-off grant if it
+/// landed), that grant is never freed by the late cleanup, and its release frees the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_attempt_cleanup_never_frees_a_later_grant_of_the_same_owner() {
+    use std::task::Poll;
+    let url = shared_url();
+    let (a, c) = (
+        Locker::new(backend(&url, Mode::Optimistic).await),
+        Locker::new(backend(&url, Mode::Optimistic).await),
+    );
+    let b = Locker::new(backend(&url, Mode::Optimistic).await);
+    let k = key("latecleanup");
+    let lease = Duration::from_millis(400);
+    let t = std::time::Instant::now();
+    a.lock(&k)
+        .lease(lease)
+        .try_acquire()
+        .await
+        .expect("try")
+        .expect("free")
+        .release()
+        .await
+        .expect("release");
+    let one = t.elapsed();
+    let n = 400;
+    for i in 0..n {
+        let owner = OwnerToken::random();
+        let mut fut = Box::pin(a.lock(&k).owner(owner).lease(lease).try_acquire());
+        let stop = std::time::Instant::now() + one * 2 * i / n;
+        let finished = loop {
+            if let Poll::Ready(r) = futures_util::poll!(fut.as_mut()) {
+                break Some(r);
+            }
+            if std::time::Instant::now() >= stop {
+                break None;
+            }
+            tokio::task::yield_now().await;
+        };
+        drop(fut);
+        let g = c.lock(&k).owner(owner).lease(lease).try_acquire().await.expect("try").expect("same owner");
+        // However late the cut-off attempt's cleanup runs, it must leave this grant alone.
+        assert!(b.try_lock(&k).await.expect("try").is_none(), "iteration {i}: a later grant was freed");
+        tokio::task::yield_now().await;
+        assert!(b.try_lock(&k).await.expect("try").is_none(), "iteration {i}: a later grant was freed");
+        g.release().await.expect("release");
+        if let Some(Ok(Some(g0))) = finished {
+            g0.release().await.expect("release");
+        }
+        let t = Instant::now();
+        loop {
+            if let Some(g) = b.try_lock(&k).await.expect("try") {
+                g.release().await.expect("release");
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_millis(100), "iteration {i}: a hold was left behind");
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+/// A late release of an optimistic guard whose lease ran out and was taken again by the same
+/// owner (on another client) does not free the new grant: release compares the grant's version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_release_of_a_lost_hold_never_frees_a_later_grant_of_the_same_owner() {
+    let url = shared_url();
+    let (ba, bc) = (backend(&url, Mode::Optimistic).await, backend(&url, Mode::Optimistic).await);
+    let (a, c) = (Locker::new(ba.clone()), Locker::new(bc));
+    let b = Locker::new(backend(&url, Mode::Optimistic).await);
+    let k = key("laterelease");
+    let g1 = a.lock(&k).lease(Duration::from_millis(100)).try_acquire().await.expect("try").expect("free");
+    let owner = g1.owner();
+    within(Duration::from_secs(2), "local loss", g1.lost()).await;
+    until(Duration::from_secs(2), "lease over on the server", || async {
+        !b.backend().inspect(&k).await.expect("inspect").held
+    })
+    .await;
+    let g2 = c
+        .lock(&k)
+        .owner(owner)
+        .lease(Duration::from_secs(5))
+        .try_acquire()
+        .await
+        .expect("try")
+        .expect("free");
+    // What a release of g1 sent before its loss was known, arriving now, would do.
+    assert!(!ba.release(&k, owner).await.expect("late release"), "the late release claimed a hold");
+    assert!(b.try_lock(&k).await.expect("try").is_none(), "the late release freed the later grant");
+    g2.release().await.expect("release");
+    assert!(matches!(g1.release().await, Err(LockError::LeaseLost { .. })));
+}

@@ -88,8 +88,11 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
+/// The waiter's hint from a `PTTL` reply: `0` means "under a millisecond left", so retry in
+/// one (reading it as "no hint" made a waiter sleep a whole heartbeat after a crashed holder's
+/// lease ran out); `-1` (no expiry) and `-2` (no key) give no hint.
 fn hint(pttl: i64) -> Option<Duration> {
-    u64::try_from(pttl).ok().filter(|ms| *ms > 0).map(Duration::from_millis)
+    u64::try_from(pttl).ok().map(|ms| Duration::from_millis(ms.max(1)))
 }
 
 /// What to undo if an acquisition is abandoned midway.

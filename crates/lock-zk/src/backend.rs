@@ -41,7 +41,8 @@ pub struct ZkLock {
 struct Session {
     client: zk::Client,
     generation: u64,
-    monitor: Mutex<Option<AbortHandle>>,
+    /// The state monitor and the deadline keeper of this session.
+    tasks: Mutex<Vec<AbortHandle>>,
     /// Send time of the last request the server answered in this session: the server expires
     /// the session a session timeout after it last heard from us, which is no earlier.
     confirmed: Arc<Mutex<Instant>>,
@@ -62,9 +63,7 @@ fn confirm(confirmed: &Mutex<Instant>, sent: Instant) {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if let Some(h) = lock(&self.monitor).take() {
-            h.abort();
-        }
+        lock(&self.tasks).drain(..).for_each(|h| h.abort());
     }
 }
 
@@ -181,7 +180,7 @@ impl ZkLock {
             }
         }
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
-            let session = Session::start(weak, &runtime, 0, client, opened);
+            let session = Session::start(weak, &runtime, 0, client, opened, cfg.clock_drift);
             Inner {
                 cfg,
                 acls,
@@ -235,12 +234,21 @@ impl Session {
         generation: u64,
         client: zk::Client,
         opened: Instant,
+        clock_drift: (f64, Duration),
     ) -> Arc<Session> {
         let confirmed = Arc::new(Mutex::new(opened));
-        let watch =
-            Watch { inner: inner.clone(), generation, client: client.clone(), confirmed: confirmed.clone() };
-        let task = runtime.spawn(monitor(watch, client.state_watcher()));
-        Arc::new(Session { client, generation, monitor: Mutex::new(Some(task.abort_handle())), confirmed })
+        let watch = || Watch {
+            inner: inner.clone(),
+            generation,
+            client: client.clone(),
+            confirmed: confirmed.clone(),
+            clock_drift,
+        };
+        let tasks = vec![
+            runtime.spawn(monitor(watch(), client.state_watcher())).abort_handle(),
+            runtime.spawn(keep_deadline(watch())).abort_handle(),
+        ];
+        Arc::new(Session { client, generation, tasks: Mutex::new(tasks), confirmed })
     }
 }
 
@@ -250,6 +258,7 @@ struct Watch {
     generation: u64,
     client: zk::Client,
     confirmed: Arc<Mutex<Instant>>,
+    clock_drift: (f64, Duration),
 }
 
 impl Watch {
@@ -257,9 +266,8 @@ impl Watch {
     /// confirmed send, less the core's drift margin.
     fn give_up_at(&self) -> Instant {
         let timeout = self.client.session_timeout();
-        let margin =
-            lock_core::drift_margin(timeout, lock_core::DRIFT_MARGIN_RATE, lock_core::DRIFT_MARGIN_FLOOR);
-        *lock(&self.confirmed) + timeout.saturating_sub(margin)
+        let (rate, floor) = self.clock_drift;
+        *lock(&self.confirmed) + timeout.saturating_sub(lock_core::drift_margin(timeout, rate, floor))
     }
 
     /// While this session holds locks: one request per third of the session timeout, so the
@@ -284,9 +292,7 @@ impl Watch {
 /// Follow the session: Disconnected makes every hold of the session uncertain (Curator's
 /// SUSPENDED), a reconnect re-checks the nodes, a terminal state loses them all. While locks are
 /// held, a heartbeat request every third of the session timeout keeps the time of the last
-/// confirmed *send*; when nothing has been confirmed for a session timeout less the drift
-/// margin (disconnected, server paused, partitioned), the holds are given up: the server may
-/// expire the session from then on and let another client in.
+/// confirmed *send* recent ([`keep_deadline`] gives the holds up when it gets too old).
 async fn monitor(w: Watch, mut states: zk::StateWatcher) {
     let mut state = states.peek_state();
     let period = (w.client.session_timeout() / 3).max(Duration::from_millis(10));
@@ -318,12 +324,39 @@ async fn monitor(w: Watch, mut states: zk::StateWatcher) {
                 if !matches!(state, zk::SessionState::Disconnected) {
                     w.heartbeat(&inner, period).await;
                 }
-                if inner.has_holds(w.generation) && Instant::now() >= w.give_up_at() {
-                    tracing::warn!(generation = w.generation, "nothing confirmed within the session timeout; locks given up");
-                    inner.give_up(w.generation);
-                }
             }
         }
+    }
+}
+
+/// When nothing has been confirmed for a session timeout less the drift margin (disconnected,
+/// server paused, partitioned), give the holds of the session up: the server may expire the
+/// session from then on and let another client in. Its own task on its own timer, so that
+/// neither the tick of the heartbeat nor a request the monitor awaits can delay it.
+async fn keep_deadline(w: Watch) {
+    let idle = (w.client.session_timeout() / 3).max(Duration::from_millis(10));
+    loop {
+        let at = w.give_up_at();
+        {
+            let Some(inner) = w.inner.upgrade() else { return };
+            if !inner.has_holds(w.generation) {
+                drop(inner);
+                // A hold is granted with the send time of its last request confirmed, so its
+                // deadline is at least a session timeout less the margin away, far beyond this.
+                tokio::time::sleep(idle).await;
+                continue;
+            }
+            if Instant::now() >= at {
+                tracing::warn!(
+                    generation = w.generation,
+                    "nothing confirmed within the session timeout; locks given up"
+                );
+                inner.give_up(w.generation);
+                continue;
+            }
+        }
+        // Confirmations only move the deadline later: recompute it on waking.
+        tokio::time::sleep_until(at).await;
     }
 }
 
@@ -347,7 +380,14 @@ impl Inner {
         let opened = Instant::now();
         let client = open_client(&self.cfg, &self.cfg.connect).await?;
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
-        let session = Session::start(&Arc::downgrade(self), &self.runtime, generation, client, opened);
+        let session = Session::start(
+            &Arc::downgrade(self),
+            &self.runtime,
+            generation,
+            client,
+            opened,
+            self.cfg.clock_drift,
+        );
         *lock(&self.session) = session.clone();
         tracing::info!(generation, "opened a new zookeeper session after the old one ended");
         Ok(session)
@@ -404,19 +444,19 @@ impl Inner {
         }
     }
 
-    /// Whether `path` is still the registered hold of `(key, owner)` (not released by us).
-    fn still_held(&self, hk: &HoldKey, path: &str) -> bool {
-        lock(&self.holds).get(hk).is_some_and(|h| h.path == path)
-    }
-
-    /// Drop the hold `(key, owner)` at `path` from the table (it is lost; no release follows).
-    fn forget(&self, hk: &HoldKey, path: &str) {
-        let mut holds = lock(&self.holds);
-        if holds.get(hk).is_some_and(|h| h.path == path)
-            && let Some(h) = holds.remove(hk)
-            && let Some(w) = h.watch
-        {
-            w.abort();
+    /// The hold `(key, owner)` at `path` is lost: out of the table first (no release follows),
+    /// then every guard is told, so a guard woken by the loss finds the table clean. A later
+    /// grant to the same owner has another path and is left alone.
+    fn lose(&self, hk: &HoldKey, path: &str, reason: LostReason) {
+        let hold = {
+            let mut holds = lock(&self.holds);
+            if holds.get(hk).is_some_and(|h| h.path == path) { holds.remove(hk) } else { None }
+        };
+        if let Some(h) = hold {
+            if let Some(w) = &h.watch {
+                w.abort();
+            }
+            h.mark_lost(reason);
         }
     }
 
@@ -441,11 +481,7 @@ impl Inner {
                     session.confirm(sent);
                     signals.iter().for_each(LeaseSignal::mark_held);
                 }
-                Ok(_) if self.still_held(hk, path) => {
-                    signals.iter().for_each(|s| s.mark_lost(LostReason::NotOwner));
-                    self.forget(hk, path);
-                }
-                Ok(_) => {}
+                Ok(_) => self.lose(hk, path, LostReason::NotOwner),
                 Err(e) => tracing::debug!(error = %e, "could not re-check a lock node after reconnect"),
             }
         }
@@ -561,7 +597,13 @@ impl ZkLock {
             return None;
         }
         h.count += 1;
-        h.signals.push(signal.clone());
+        // Nesting through the same `Locker` brings the hold's own signal again: keep one copy,
+        // so a long hold nested in a loop does not grow. (A release does not say which guard
+        // it ends, so a signal from another `Locker` stays until the hold ends.)
+        let known = signal.subscribe();
+        if !h.signals.iter().any(|s| s.subscribe().same_channel(&known)) {
+            h.signals.push(signal.clone());
+        }
         Some(h.fence)
     }
 
@@ -640,7 +682,9 @@ impl ZkLock {
                 return Ok(Attempt::Held { retry_after: None }); // cleanup deletes our node
             };
             let predecessor = format!("{dir}/{}", queue[pos - 1].1);
+            let sent = Instant::now();
             let (stat, watcher) = client.check_and_watch_stat(&predecessor).await.map_err(lock_error)?;
+            session.confirm(sent);
             if stat.is_some() {
                 tokio::select! {
                     event = watcher.changed() => {
@@ -652,7 +696,11 @@ impl ZkLock {
                     _ = tokio::time::sleep_until(deadline) => return Ok(Attempt::Held { retry_after: None }),
                 }
             }
+            // A grant after a long wait must not start from an old confirmation: the listing's
+            // send time is one too.
+            let sent = Instant::now();
             children = client.list_children(&dir).await.map_err(lock_error)?;
+            session.confirm(sent);
         }
 
         cleanup.client = None;
@@ -680,12 +728,8 @@ impl ZkLock {
         let weak = Arc::downgrade(&self.inner);
         let guarded = path.clone();
         let lose = move |reason: LostReason| {
-            let Some(inner) = weak.upgrade() else { return };
-            let holds = lock(&inner.holds);
-            if let Some(h) = holds.get(&hk).filter(|h| h.path == guarded) {
-                h.mark_lost(reason);
-                drop(holds);
-                inner.forget(&hk, &guarded);
+            if let Some(inner) = weak.upgrade() {
+                inner.lose(&hk, &guarded, reason);
             }
         };
         let weak = Arc::downgrade(&self.inner);
@@ -732,13 +776,7 @@ impl LockBackend for ZkLock {
     }
 
     fn identity(&self) -> String {
-        let (hosts, chroot) = match self.inner.cfg.chroot() {
-            Some((h, c)) => (h, c),
-            None => (self.inner.cfg.connect.as_str(), ""),
-        };
-        let mut hosts: Vec<&str> = hosts.split(',').collect();
-        hosts.sort_unstable();
-        format!("zk://{}{chroot}{}", hosts.join(","), self.inner.cfg.root)
+        self.inner.cfg.identity()
     }
 
     fn capabilities(&self) -> Capability {

@@ -23,6 +23,7 @@ pub struct ZkLockBuilder {
     connection_timeout: Option<Duration>,
     auth: Option<(String, String)>,
     create_chroot: bool,
+    clock_drift: Option<(f64, Duration)>,
     error: Option<String>,
 }
 
@@ -50,6 +51,9 @@ pub(crate) struct Config {
     pub auth: Option<(String, String)>,
     /// Create a missing chroot instead of refusing it.
     pub create_chroot: bool,
+    /// Clock-drift margin: holds are given up `session_timeout * rate + floor` before the
+    /// server may expire the session.
+    pub clock_drift: (f64, Duration),
 }
 
 impl fmt::Debug for Config {
@@ -67,6 +71,30 @@ impl Config {
     /// The chroot part of the connect string, if any.
     pub fn chroot(&self) -> Option<(&str, &str)> {
         self.connect.find('/').map(|i| (&self.connect[..i], &self.connect[i..])).filter(|(_, c)| *c != "/")
+    }
+
+    /// The lock space, the same in every process configured for it however its connect string
+    /// is spelled: `zk://` + the hosts lower-cased, with the default port made explicit, sorted
+    /// and deduplicated, + chroot and root as one path. No credentials (they are not part of
+    /// `connect`).
+    pub fn identity(&self) -> String {
+        let (hosts, chroot) =
+            self.connect.split_once('/').map_or((self.connect.as_str(), ""), |(h, c)| (h, c));
+        let mut hosts: Vec<String> = hosts
+            .split(',')
+            .map(|h| {
+                let h = h.trim().to_ascii_lowercase();
+                // `host:port`, `[v6]:port`; without a port the client uses 2181.
+                let has_port =
+                    h.rsplit_once(':').is_some_and(|(host, _)| !host.contains(':') || host.ends_with(']'));
+                if has_port { h } else { format!("{h}:2181") }
+            })
+            .collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        let path = format!("{}{}", chroot.trim_end_matches('/').trim_start_matches('/'), self.root);
+        let path = path.trim_start_matches('/');
+        format!("zk://{}/{path}", hosts.join(","))
     }
 }
 
@@ -147,8 +175,6 @@ impl ZkLockBuilder {
         self
     }
 
-    /// Requested session timeout (default [`DEFAULT_SESSION_TIMEOUT`]): how long a crashed or
-    /// partitioned holder keeps its locks.
     /// Create the chroot of the connect string (`host:port/chroot`) if it does not exist
     /// (default `false`: a missing chroot is refused, since it is usually a typo that would
     /// otherwise split the lock space silently). URL: `?create_chroot=true`.
@@ -157,7 +183,8 @@ impl ZkLockBuilder {
         self
     }
 
-    /// Session timeout requested from the server.
+    /// Requested session timeout (default [`DEFAULT_SESSION_TIMEOUT`]; the server may clamp
+    /// it): how long a crashed or partitioned holder keeps its locks.
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.session_timeout = Some(timeout);
         self
@@ -166,6 +193,17 @@ impl ZkLockBuilder {
     /// Connection timeout per server (default: the client's, 2/5 of the session timeout).
     pub fn connection_timeout(mut self, timeout: Duration) -> Self {
         self.connection_timeout = Some(timeout);
+        self
+    }
+
+    /// How much earlier than the server this client gives its holds up when it cannot confirm
+    /// its session: `session_timeout * rate + floor` (defaults: the core's
+    /// [`DRIFT_MARGIN_RATE`](lock_core::DRIFT_MARGIN_RATE) and
+    /// [`DRIFT_MARGIN_FLOOR`](lock_core::DRIFT_MARGIN_FLOOR), as
+    /// [`Locker::with_clock_drift`](lock_core::Locker::with_clock_drift); at most half the
+    /// timeout). Raise it when clocks may drift apart faster or the client may be starved of CPU.
+    pub fn clock_drift(mut self, rate: f64, floor: Duration) -> Self {
+        self.clock_drift = Some((rate, floor));
         self
     }
 
@@ -192,7 +230,13 @@ impl ZkLockBuilder {
         {
             return Err(invalid("digest user must be non-empty and contain no ':'"));
         }
+        let clock_drift =
+            self.clock_drift.unwrap_or((lock_core::DRIFT_MARGIN_RATE, lock_core::DRIFT_MARGIN_FLOOR));
+        if !(0.0..=0.5).contains(&clock_drift.0) {
+            return Err(invalid(format!("clock drift rate {} is outside 0.0..=0.5", clock_drift.0)));
+        }
         Ok(Config {
+            clock_drift,
             connect,
             root,
             session_timeout: self.session_timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT),
@@ -292,6 +336,26 @@ mod tests {
         assert_eq!(c.chroot(), Some(("h1:2181,h2:2182", "/tenant")));
         let dbg = format!("{c:?}");
         assert!(!dbg.contains("p:w"), "{dbg}");
+    }
+
+    #[test]
+    fn identity_is_canonical_and_has_no_credentials() {
+        let id = |url: &str| ZkLockBuilder::default().url(url).into_config().expect(url).identity();
+        let canonical = "zk://10.0.0.1:2181,10.0.0.2:2182,[::1]:2181/app/locks";
+        for url in [
+            "zk://10.0.0.2:2182,10.0.0.1:2181,[::1]:2181/locks?chroot=/app",
+            "zk://u:secret@10.0.0.1,[::1]:2181,10.0.0.2:2182,10.0.0.1:2181/locks/?chroot=/app",
+        ] {
+            assert_eq!(id(url), canonical, "{url}");
+        }
+        let c = ZkLockBuilder::default().connect_string("ZK1.example:2181,zk0.example/app").root("/locks");
+        assert_eq!(
+            c.into_config().expect("valid").identity(),
+            "zk://zk0.example:2181,zk1.example:2181/app/locks"
+        );
+        let root = ZkLockBuilder::default().connect_string("h:1").root("/").into_config().expect("valid");
+        assert_eq!(root.identity(), "zk://h:1/");
+        assert_ne!(id("zk://h:1/a?chroot=/b"), id("zk://h:1/b?chroot=/c"), "different lock spaces");
     }
 
     #[test]

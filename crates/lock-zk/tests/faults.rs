@@ -1,5 +1,7 @@
 //! ZooKeeper-specific behaviour and faults: no herd effect and FIFO order, a paused server, a
-//! leader killed in a 3-node ensemble, a holder process killed, ACLs, a reaped lock directory.
+//! partitioned holder, a killed session under nested guards, cut-off acquisitions, late
+//! cleanups, a leader killed in a 3-node ensemble, a holder process killed, ACLs, a reaped lock
+//! directory.
 //!
 //! Tests that stop or kill a server start their own; the others share this binary's server.
 use std::io::{BufRead, BufReader};
@@ -7,7 +9,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{LeaseState, LockBackend, LockError, LockGuard, Locker, LostReason};
+use lock_core::{LeaseState, LockBackend, LockError, LockGuard, Locker, LostReason, OwnerToken};
+use lock_testkit::conformance::cut_after;
+use lock_testkit::proxy::Proxy;
 use lock_testkit::server::{self, ZkEnsemble, ZkServer};
 use lock_zk::{ZkLock, zookeeper_client as zk};
 use tokio::time::{Instant, timeout};
@@ -371,4 +375,241 @@ async fn missing_chroot_is_refused_unless_asked_for() {
     let url = format!("zk://{connect}/locks?chroot={chroot}&create_chroot=true&session_timeout_ms=1000");
     let z = ZkLock::builder().url(&url).build().await.expect("created when asked for");
     locker(&z).try_lock("k").await.expect("try").expect("free").release().await.expect("release");
+}
+
+/// A random duration below `max` (phases and offsets only; never a synchronisation).
+fn random_below(max: Duration) -> Duration {
+    let nanos = max.as_nanos().max(1);
+    Duration::from_nanos((uuid::Uuid::new_v4().as_u128() % nanos) as u64)
+}
+
+/// The holder's connection is partitioned (a proxy holds every byte back): the server stops
+/// hearing from it and expires its session a session timeout after the last request it got,
+/// then grants the lock to a waiter on another connection. The holder must be told first: a
+/// drift margin before a session timeout from its last confirmed *send* (here a renewal made
+/// just before the cut, at a random phase of the client's own timers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_holder_is_told_before_a_waiter_is_granted() {
+    const ROUNDS: usize = 4;
+    let zks = server::shared_zk();
+    let proxy =
+        Proxy::start(format!("127.0.0.1:{}", zks.port()).parse().expect("addr")).await.expect("proxy");
+    let key = format!("partition-{}", run_id());
+    let waiter = zk_lock(&zks.connect_string(), SESSION).await;
+    let (wc, dir) = (waiter.client(), waiter.lock_dir(&key));
+    for round in 0..ROUNDS {
+        // A wide drift margin: a busy 2-core test machine can delay a timer by more than the
+        // default 15 ms, and this test is about where the deadline is counted from.
+        let holder = ZkLock::builder()
+            .connect_string(format!("127.0.0.1:{}", proxy.port()))
+            .root("/faults")
+            .session_timeout(SESSION)
+            .clock_drift(0.0, Duration::from_millis(50))
+            .build()
+            .await
+            .expect("connect through the proxy");
+        let session = holder.session_timeout();
+        let g = locker(&holder).try_lock(&key).await.expect("try").expect("free");
+        let nested = locker(&holder).lock(&key).owner(g.owner()).try_acquire().await.expect("try");
+        let nested = nested.expect("nested through another Locker");
+        let (wl, k) = (locker(&waiter), key.clone());
+        let waiting = tokio::spawn(async move {
+            let g = wl.lock(&k).wait(Duration::from_secs(20)).acquire().await;
+            (Instant::now(), g)
+        });
+        eventually(Duration::from_secs(5), "waiter queued", async || children(&wc, &dir).await == 2).await;
+        let fired = tokio::spawn({
+            let lost = g.lost();
+            async move {
+                lost.await;
+                Instant::now()
+            }
+        });
+        tokio::time::sleep(random_below(session / 3)).await;
+        let sent = Instant::now();
+        g.renew(session).await.expect("renew confirms the session");
+        proxy.blackhole(true);
+        let lost_at = timeout(Duration::from_secs(5), fired).await.expect("holder told").expect("task");
+        let (granted_at, g2) =
+            timeout(Duration::from_secs(20), waiting).await.expect("waiter").expect("task");
+        let g2 = g2.expect("the waiter gets the lock once the holder's session expired");
+        proxy.blackhole(false);
+        timeout(Duration::from_secs(1), nested.lost()).await.expect("the nested guard is told too");
+        let told = lost_at - sent;
+        println!(
+            "partition round {round}: holder told {told:?} after its last confirmed send, {:?} before \
+             the waiter was granted (session timeout {session:?})",
+            granted_at.saturating_duration_since(lost_at)
+        );
+        assert_eq!(g.state(), LeaseState::Lost(LostReason::DeadlinePassed));
+        assert!(lost_at < granted_at, "round {round}: the waiter was granted before the holder was told");
+        // The server cannot expire the session earlier than a session timeout after it got
+        // the renewal, which was sent at `sent`.
+        assert!(told < session, "round {round}: told {told:?} after the last confirmed send");
+        assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+        g2.release().await.expect("release");
+    }
+}
+
+/// The session under a hold is closed behind the holder's back (an operator taking the session
+/// over and closing it): every guard of the hold is told, the outer one, a nested one through
+/// the same `Locker` (which shares its signal), one through another `Locker` over the same
+/// client (its own signal) and one with a fixed lease; the hold leaves the client's table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_session_reaches_every_nested_guard() {
+    let connect = server::shared_zk().connect_string();
+    let key = format!("killnest-{}", run_id());
+    let z = zk_lock(&connect, SESSION).await;
+    let (l1, l2) = (locker(&z), locker(&z));
+    let outer = l1.try_lock(&key).await.expect("try").expect("free");
+    let owner = outer.owner();
+    let same = l1.lock(&key).owner(owner).try_acquire().await.expect("try").expect("nested, same Locker");
+    let other = l2.lock(&key).owner(owner).try_acquire().await.expect("try").expect("nested, other Locker");
+    let fixed = l2.lock(&key).owner(owner).lease(Duration::from_secs(60)).try_acquire().await;
+    let fixed = fixed.expect("try").expect("nested with a fixed lease");
+    assert_eq!(z.held_count(), 1, "one hold, counted four times");
+
+    let killer = zk::Client::connector()
+        .with_session(z.client().session().clone())
+        .with_session_timeout(SESSION)
+        .connect(&connect)
+        .await
+        .expect("take the session over");
+    drop(killer); // closes the session: its nodes go, the holder's client sees it expired
+    for (name, g) in [("outer", &outer), ("same", &same), ("other", &other), ("fixed", &fixed)] {
+        timeout(Duration::from_secs(5), g.lost()).await.unwrap_or_else(|_| panic!("{name} guard told"));
+        assert_eq!(g.state(), LeaseState::Lost(LostReason::SessionEnded), "{name}");
+    }
+    assert_eq!(z.held_count(), 0, "a lost hold leaves the table (no release follows)");
+    let rival = locker(&zk_lock(&connect, SESSION).await);
+    let g = rival.try_lock(&key).await.expect("try").expect("free once the session is closed");
+    for g in [fixed, other, same, outer] {
+        assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+    }
+    assert!(rival.try_lock(&key).await.expect("try").is_none(), "stale releases freed nothing");
+    g.release().await.expect("release");
+    // The client opens a new session and works on.
+    l1.try_lock(&key).await.expect("try").expect("new session").release().await.expect("release");
+}
+
+/// 1000 acquisitions of a free key cut off at sub-millisecond offsets spread over 0..2x the
+/// median acquire time (busy-waited, so any await point can be hit), alternately try-once and
+/// waiting: after each, a second client gets the key within [`CLEANUP_BOUND`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_off_acquisitions_leave_the_key_free() {
+    const ROUNDS: u32 = 1000;
+    const CLEANUP_BOUND: Duration = Duration::from_millis(250);
+    let connect = server::shared_zk().connect_string();
+    let za = zk_lock(&connect, SESSION).await;
+    let (a, c) = (locker(&za), locker(&zk_lock(&connect, SESSION).await));
+    let key = format!("cut-{}", run_id());
+    let (own, dir) = (za.client(), za.lock_dir(&key));
+    let mut samples = Vec::new();
+    for _ in 0..41 {
+        let t = std::time::Instant::now();
+        let g = a.try_lock(&key).await.expect("try").expect("free");
+        samples.push(t.elapsed());
+        g.release().await.expect("release");
+    }
+    samples.sort();
+    let median = samples[samples.len() / 2];
+    let (mut cut, mut frees, mut empties) = (0, Vec::new(), Vec::new());
+    for i in 0..ROUNDS {
+        let offset = median * (i % 40) / 20 + random_below(median / 20);
+        let out = if i % 2 == 0 {
+            cut_after(a.try_lock(&key), offset).await
+        } else {
+            cut_after(a.lock(&key).wait(Duration::from_secs(5)).acquire(), offset).await.map(|r| r.map(Some))
+        };
+        match out {
+            Some(r) => r.expect("attempt").expect("free key").release().await.expect("release"),
+            None => cut += 1,
+        }
+        let t = std::time::Instant::now();
+        loop {
+            if let Some(g) = c.try_lock(&key).await.expect("try") {
+                g.release().await.expect("release");
+                break;
+            }
+            assert!(t.elapsed() < CLEANUP_BOUND, "a cut-off attempt (offset {offset:?}) left the key held");
+            tokio::task::yield_now().await;
+        }
+        frees.push(t.elapsed());
+        // Another session can be served before a create this session had already sent: empty
+        // as seen by this session itself (requests of one session are applied in order) means
+        // no node of a cut-off attempt is left or still to come.
+        loop {
+            if children(&own, &dir).await == 0 {
+                break;
+            }
+            assert!(t.elapsed() < CLEANUP_BOUND, "a cut-off attempt (offset {offset:?}) left its node");
+            tokio::task::yield_now().await;
+        }
+        empties.push(t.elapsed());
+    }
+    let pct = |v: &mut Vec<Duration>| {
+        v.sort();
+        format!("p50 {:?}, p99 {:?}, max {:?}", v[v.len() / 2], v[v.len() * 99 / 100], v[v.len() - 1])
+    };
+    println!(
+        "cut-off: {cut} of {ROUNDS} attempts cut (median acquire {median:?}); key free for another \
+         client within {}; no node left within {}",
+        pct(&mut frees),
+        pct(&mut empties)
+    );
+    assert!(cut >= ROUNDS / 4, "too few attempts were cut off ({cut}) to mean anything");
+}
+
+/// A cleanup only removes its own attempt's node, never a later grant to the same owner token:
+/// an attempt cut off while the server is frozen (its create, and later its cleanup, delivered
+/// after the resume) is followed at once by a second attempt of the same owner, which must keep
+/// the lock; and a guard whose node was deleted behind its back, released after the same owner
+/// took the key again, frees nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_cleanup_never_frees_a_later_grant_of_the_same_owner() {
+    const ROUNDS: usize = 20;
+    let zks = ZkServer::start().expect("own zookeeper");
+    let connect = zks.connect_string();
+    let z = zk_lock(&connect, SESSION).await;
+    let (a, b) = (locker(&z), locker(&zk_lock(&connect, SESSION).await));
+    let observer = z.client();
+    for round in 0..ROUNDS {
+        let key = format!("late-{}", run_id());
+        let dir = z.lock_dir(&key);
+        let owner = OwnerToken::random();
+        zks.pause().expect("SIGSTOP");
+        // The create is sent into the frozen server; the attempt is dropped before any answer.
+        let cut =
+            cut_after(a.lock(&key).owner(owner).try_acquire(), random_below(Duration::from_millis(2))).await;
+        assert!(cut.is_none(), "no answer can come from a frozen server");
+        zks.resume().expect("SIGCONT");
+        let g =
+            a.lock(&key).owner(owner).wait(Duration::from_secs(5)).acquire().await.expect("same owner again");
+        // Wait for the cut-off attempt's node to be gone (it was created, then cleaned up).
+        eventually(Duration::from_secs(5), "cut-off attempt cleaned up", async || {
+            children(&observer, &dir).await == 1
+        })
+        .await;
+        assert!(b.try_lock(&key).await.expect("try").is_none(), "round {round}: the later grant was freed");
+        assert_eq!(g.state(), LeaseState::Held);
+        g.renew(SESSION).await.expect("still ours");
+        g.release().await.expect("release");
+    }
+
+    // A stale guard: its node deleted by an operator, the same owner takes the key again.
+    let key = format!("lateguard-{}", run_id());
+    let owner = OwnerToken::random();
+    let g1 = a.lock(&key).owner(owner).try_acquire().await.expect("try").expect("free");
+    let dir = z.lock_dir(&key);
+    for c in observer.list_children(&dir).await.expect("list") {
+        observer.delete(&format!("{dir}/{c}"), None).await.expect("operator deletes the node");
+    }
+    timeout(Duration::from_secs(5), g1.lost()).await.expect("told of the deletion");
+    assert_eq!(g1.state(), LeaseState::Lost(LostReason::NotOwner));
+    assert_eq!(z.held_count(), 0, "the lost hold left the table");
+    let g2 = a.lock(&key).owner(owner).try_acquire().await.expect("try").expect("same owner again");
+    assert!(matches!(g1.release().await, Err(LockError::LeaseLost { .. })));
+    assert!(b.try_lock(&key).await.expect("try").is_none(), "the stale release freed the new hold");
+    assert_eq!(g2.state(), LeaseState::Held);
+    g2.release().await.expect("release");
 }
