@@ -498,7 +498,9 @@ async fn killed_session_reaches_every_nested_guard() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cut_off_acquisitions_leave_the_key_free() {
     const ROUNDS: u32 = 1000;
-    const CLEANUP_BOUND: Duration = Duration::from_millis(250);
+    // The cleanup is one or two round trips; the bound is wide because on a loaded 2-core
+    // machine even uncut rounds were seen to take 200 ms to find the key free.
+    const CLEANUP_BOUND: Duration = Duration::from_secs(1);
     let connect = server::shared_zk().connect_string();
     let za = zk_lock(&connect, SESSION).await;
     let (a, c) = (locker(&za), locker(&zk_lock(&connect, SESSION).await));
