@@ -277,3 +277,51 @@ fn status_of_a_pessimistic_mysql_lock_is_unsupported_78() {
         .expect("dlock status");
     assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
 }
+
+/// Warnings go to stderr as plain text when it is not a terminal (cron mail, log files).
+#[test]
+fn logs_carry_no_colour_codes_off_a_terminal() {
+    let k = key("ansi");
+    let url = redis_url();
+    let child = Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args([
+            "run",
+            "--url",
+            &url,
+            "--key",
+            &k,
+            "--lease",
+            "600ms",
+            "--on-lost",
+            "TERM:100ms",
+            "--",
+            "sleep",
+            "30",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("dlock run");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+    rt.block_on(async {
+        let lock = dlock::lock_redis::RedisLock::from_url(&url).await.expect("redis").key_names(&k).lock;
+        let client = dlock::lock_redis::redis::Client::open(url.as_str()).expect("client");
+        let mut con = client.get_multiplexed_async_connection().await.expect("admin");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let n: i64 =
+                dlock::lock_redis::redis::cmd("DEL").arg(&lock).query_async(&mut con).await.expect("DEL");
+            if n == 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the lock never appeared");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(76), "{err}");
+    assert!(err.contains("lost"), "{err}");
+    assert!(!err.contains('\u{1b}'), "colour codes in non-terminal logs: {err:?}");
+}
