@@ -124,5 +124,28 @@ impl LockError {
     }
 }
 
+/// Whether `e` (or one of its sources) is a TLS handshake refusal: a certificate the client
+/// does not trust, a name mismatch, a protocol error. Waiting does not fix those, so backends
+/// report them as permanent rather than as a connection problem.
+pub fn is_tls_refusal(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(x) = cur {
+        let text = x.to_string();
+        if text.contains("invalid peer certificate") || text.contains("InvalidCertificate") {
+            return true;
+        }
+        if let Some(io) = x.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::InvalidData
+            && io
+                .get_ref()
+                .is_some_and(|inner| inner.to_string().to_ascii_lowercase().contains("certificate"))
+        {
+            return true;
+        }
+        cur = x.source();
+    }
+    false
+}
+
 /// Result alias.
 pub type Result<T, E = LockError> = std::result::Result<T, E>;

@@ -38,7 +38,7 @@ mod validate;
 
 pub use backend::{AcquireRequest, Attempt, Capability, Grant, LockBackend, LockInfo, RenewItem};
 pub use backoff::Backoff;
-pub use error::{BoxError, LockError, Result};
+pub use error::{BoxError, LockError, Result, is_tls_refusal};
 pub use guard::LockGuard;
 pub use locker::{
     DRIFT_MARGIN_FLOOR, DRIFT_MARGIN_RATE, LockRequest, Locker, NOTIFY_FALLBACK, POLL_MAX, POLL_MIN,

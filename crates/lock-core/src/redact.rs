@@ -7,9 +7,10 @@
 /// Where the userinfo of `rest` (the URL after `scheme://`) ends: the last `@` followed by a
 /// plausible host list (letters, digits, `- . _ : [ ] ,`) up to the next `/`, `?` or `#`.
 fn userinfo_end(rest: &str) -> Option<usize> {
+    // An empty host counts too (`redis://:pw@/`): redacting too much is safe, too little is not.
     rest.match_indices('@').map(|(i, _)| i).rfind(|&i| {
         let host = rest[i + 1..].split(['/', '?', '#']).next().unwrap_or("");
-        !host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || "-._:[],".contains(c))
+        host.chars().all(|c| c.is_ascii_alphanumeric() || "-._:[],".contains(c))
     })
 }
 
@@ -91,6 +92,8 @@ mod tests {
         );
         assert_eq!(redact_url("zk://u:p@h1:1,h2:2/root"), "zk://u:***@h1:1,h2:2/root");
         assert_eq!(redact_url("not a url s3cr3t@x"), "<unparsable url>");
+        assert_eq!(redact_url("redis://:s3cr3t@/"), "redis://:***@/");
+        assert_eq!(url_password("redlock://:s3/cr@t@/?mode=simple"), Some("s3/cr@t"));
         assert_eq!(url_password("redis://u:s3/cr?t#p@ss@h:1/"), Some("s3/cr?t#p@ss"));
         assert_eq!(url_password("redis://u@h:1/"), None);
         assert_eq!(scrub("x a/b y a%2Fb z", &["a%2Fb"]), "x *** y *** z");

@@ -46,6 +46,10 @@ pub(crate) fn is_contention(e: &sqlx::Error) -> bool {
 
 /// The connection (and with it any transaction and row lock it carried) is gone.
 pub(crate) fn is_connection_lost(e: &sqlx::Error) -> bool {
+    // An untrusted certificate arrives as an IO error, but no connection was ever made.
+    if matches!(e, sqlx::Error::Tls(_)) || lock_core::is_tls_refusal(e) {
+        return false;
+    }
     match e {
         sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
         // 1053 server shutdown, 1927 connection killed (MariaDB), 4031 idle timeout (MySQL).

@@ -10,6 +10,10 @@ pub(crate) const NAME: &str = "redis";
 /// loading, busy with a script, failing over or resharding. Authentication, ACL refusals,
 /// WRONGTYPE, script errors and protocol mismatches are permanent.
 pub(crate) fn is_temporary(e: &RedisError) -> bool {
+    // An untrusted certificate looks like an IO error, but no retry will fix it.
+    if lock_core::is_tls_refusal(e) {
+        return false;
+    }
     if e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
         return true;
     }
