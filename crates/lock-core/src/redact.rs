@@ -32,6 +32,16 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// Split the part of a URL after `scheme://` into its userinfo (if any) and the rest, with the
+/// same rule as [`redact_url`]: a raw password may contain `/ ? # @`, so parsers must take the
+/// userinfo off first and only then look for the path and the query.
+pub fn split_userinfo(rest: &str) -> (Option<&str>, &str) {
+    match userinfo_end(rest) {
+        Some(i) => (Some(&rest[..i]), &rest[i + 1..]),
+        None => (None, rest),
+    }
+}
+
 /// The password of `url` as written (possibly percent-encoded), if it has one.
 pub fn url_password(url: &str) -> Option<&str> {
     let rest = url.split_once("://")?.1;
@@ -93,6 +103,8 @@ mod tests {
         assert_eq!(redact_url("zk://u:p@h1:1,h2:2/root"), "zk://u:***@h1:1,h2:2/root");
         assert_eq!(redact_url("not a url s3cr3t@x"), "<unparsable url>");
         assert_eq!(redact_url("redis://:s3cr3t@/"), "redis://:***@/");
+        assert_eq!(split_userinfo("u:p?w#x@h:1/r?q=1"), (Some("u:p?w#x"), "h:1/r?q=1"));
+        assert_eq!(split_userinfo("h:1/r?q=a@b"), (Some("h:1/r?q=a"), "b"));
         assert_eq!(url_password("redlock://:s3/cr@t@/?mode=simple"), Some("s3/cr@t"));
         assert_eq!(url_password("redis://u:s3/cr?t#p@ss@h:1/"), Some("s3/cr?t#p@ss"));
         assert_eq!(url_password("redis://u@h:1/"), None);

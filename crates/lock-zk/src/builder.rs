@@ -126,11 +126,10 @@ impl ZkLockBuilder {
             .strip_prefix("zk://")
             .or_else(|| url.strip_prefix("zookeeper://"))
             .ok_or_else(|| "zookeeper url must start with zk://".to_owned())?;
+        // Userinfo first: a raw password may hold `?` or `/` (it must never end up quoted as a
+        // query parameter or a path in an error).
+        let (userinfo, rest) = lock_core::redact::split_userinfo(rest);
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let (userinfo, rest) = match rest.rsplit_once('@') {
-            Some((u, r)) => (Some(u), r),
-            None => (None, rest),
-        };
         let (hosts, root) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, ""),
