@@ -435,12 +435,18 @@ impl Inner {
     /// still exist (the session may yet be alive), so they are deleted in the background, and
     /// the lock is free for others as soon as the server hears from us again or expires us.
     fn give_up(&self, generation: u64) {
-        let session = self.current();
         for h in self.take_holds(generation, LostReason::DeadlinePassed) {
-            if session.generation == generation && !session.client.state().is_terminated() {
-                let dir = h.path.rsplit_once('/').map_or_else(String::new, |(d, _)| d.to_owned());
-                self.delete_in_background(session.client.clone(), dir, String::new(), Some(h.path));
-            }
+            self.delete_lost(h);
+        }
+    }
+
+    /// Delete the node of a hold already out of the table, by its exact path (never a later
+    /// grant), if its session may still be alive.
+    fn delete_lost(&self, h: Hold) {
+        let session = self.current();
+        if session.generation == h.generation && !session.client.state().is_terminated() {
+            let dir = h.path.rsplit_once('/').map_or_else(String::new, |(d, _)| d.to_owned());
+            self.delete_in_background(session.client.clone(), dir, String::new(), Some(h.path));
         }
     }
 
@@ -592,8 +598,19 @@ impl ZkLock {
     /// A nested acquisition by a current holder: the outer hold's fence.
     fn nest(&self, key: &str, owner: OwnerToken, signal: &LeaseSignal) -> Option<u64> {
         let mut holds = lock(&self.inner.holds);
-        let h = holds.get_mut(&(key.to_owned(), owner))?;
+        let hk = (key.to_owned(), owner);
+        let h = holds.get_mut(&hk)?;
         if h.is_lost() {
+            // Told lost by the core (a refused renewal), not by us: no release will come for
+            // it, and its node would stay queued ahead of the new attempt.
+            let old = holds.remove(&hk);
+            drop(holds);
+            if let Some(old) = old {
+                if let Some(w) = &old.watch {
+                    w.abort();
+                }
+                self.inner.delete_lost(old);
+            }
             return None;
         }
         h.count += 1;
@@ -714,10 +731,13 @@ impl ZkLock {
             signals: vec![req.signal.clone()],
             watch: Some(watch),
         };
-        if let Some(old) = lock(&inner.holds).insert(hk, hold)
-            && let Some(w) = old.watch
-        {
-            w.abort();
+        let old = lock(&inner.holds).insert(hk, hold);
+        if let Some(old) = old {
+            // Only a lost hold can be replaced (a live one nests): its node goes, by its path.
+            if let Some(w) = &old.watch {
+                w.abort();
+            }
+            inner.delete_lost(old);
         }
         Ok(Attempt::Acquired(Grant { fence: FencingToken(fence as u64), lease: None }))
     }

@@ -494,7 +494,8 @@ async fn killed_session_reaches_every_nested_guard() {
 
 /// 1000 acquisitions of a free key cut off at sub-millisecond offsets spread over 0..2x the
 /// median acquire time (busy-waited, so any await point can be hit), alternately try-once and
-/// waiting: after each, a second client gets the key within [`CLEANUP_BOUND`].
+/// waiting: after each, a second client gets the key, and the client itself sees no node left,
+/// within the bound below.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cut_off_acquisitions_leave_the_key_free() {
     const ROUNDS: u32 = 1000;
