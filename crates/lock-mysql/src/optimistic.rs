@@ -114,6 +114,17 @@ const SWEEP_EVERY: u64 = 1024;
 /// ended, so no release or renewal can still need them).
 const LOCAL_GRACE: Duration = Duration::from_secs(1);
 
+/// What one acquisition attempt sends: when it started, the key, owner and nonce bytes, and the
+/// lease in microseconds.
+#[derive(Clone, Copy)]
+struct Ids<'a> {
+    sent: Instant,
+    key: &'a [u8],
+    owner: [u8; 16],
+    nonce: [u8; 16],
+    lease: u64,
+}
+
 /// Whether two signals are the same object (a nested acquisition through the same `Locker`
 /// carries the outer hold's).
 fn same_signal(a: &LeaseSignal, b: &LeaseSignal) -> bool {
@@ -224,15 +235,17 @@ impl Optimistic {
             nonce,
             armed: true,
         };
-        let out = self.attempt(req, sent, attempt.conn(), key, owner, nonce, lease).await;
+        let ids = Ids { sent, key, owner, nonce, lease };
+        let out = self.attempt(req, &ids, attempt.conn()).await;
         // A definite answer (acquired, held, or a statement the server refused) needs no undo;
         // a broken connection leaves the outcome open, so the undo stays armed.
         attempt.armed = matches!(&out, Err(e) if e.is_temporary());
-        if out.is_ok()
-            && self.reclaim
-            && self.acquisitions.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1
-        {
+        let due = out.is_ok()
+            && (self.acquisitions.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(SWEEP_EVERY);
+        if due {
             self.forget_expired();
+        }
+        if due && self.reclaim {
             let (pool, sql) = (self.pool.clone(), self.sql.sweep.clone());
             tokio::spawn(async move {
                 if let Err(e) = sqlx::query(AssertSqlSafe(sql)).execute(&pool).await {
@@ -246,13 +259,10 @@ impl Optimistic {
     async fn attempt(
         &self,
         req: &AcquireRequest<'_>,
-        sent: Instant,
+        ids: &Ids<'_>,
         conn: &mut MySqlConnection,
-        key: &[u8],
-        owner: [u8; 16],
-        nonce: [u8; 16],
-        lease: u64,
     ) -> Result<Attempt> {
+        let Ids { sent, key, owner, nonce, lease } = *ids;
         // A lost race with an expiring or just-freed row is retried a couple of times.
         for _ in 0..3 {
             let took = sqlx::query(AssertSqlSafe(self.sql.take.clone()))

@@ -679,19 +679,21 @@ async fn cancel_sweep(mode: Mode, n: u32, bound: Duration) -> (u32, u32, Duratio
             }
             None => cut += 1,
         }
+        // A probe sent `at` after the cut-off that finds the key held shows it held then.
         let t = Instant::now();
         loop {
+            let at = t.elapsed();
             if let Some(g) = b.try_lock(&k).await.expect("try") {
                 g.release().await.expect("release");
+                worst = worst.max(at);
                 break;
             }
             assert!(
-                t.elapsed() < bound,
-                "{mode:?}: key still held {bound:?} after an acquisition cut off at {offset:?} (median {median:?})"
+                at < bound,
+                "{mode:?}: key still held {at:?} after an acquisition cut off at {offset:?} (median {median:?})"
             );
             tokio::task::yield_now().await;
         }
-        worst = worst.max(t.elapsed());
     }
     eprintln!(
         "{mode:?}: median acquire {median:?}; {cut} cut off, {done} completed; key free again within {worst:?}"
