@@ -338,7 +338,6 @@ mod tls {
     /// A certificate the client cannot trust does not heal by retrying: the error should be
     /// permanent, so `dlock run` exits 69 only for outages, and callers do not retry forever.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "bug: lock-redis classifies rustls `invalid peer certificate` (redis ErrorKind::Io, io kind InvalidData) as temporary (crates/lock-redis/src/error.rs is_temporary)"]
     async fn redis_certificate_failure_is_permanent() {
         capture();
         let (good, other) = (Pki::new("redis"), Pki::new("other"));
@@ -350,7 +349,6 @@ mod tls {
 
     /// The same for MariaDB.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "bug: lock-mysql classifies sqlx Io(InvalidData: InvalidCertificate) as temporary (crates/lock-mysql/src/error.rs is_temporary / is_connection_lost)"]
     async fn mariadb_certificate_failure_is_permanent() {
         capture();
         let (good, other) = (Pki::new("mariadb"), Pki::new("other"));
@@ -851,7 +849,6 @@ async fn no_secret_leaks_from_zk() {
 /// A URL with credentials but no host (`scheme://:PW@/`): the configuration error must not
 /// quote the password, and neither may `redact_url`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "leak: lock_core::redact::redact_url / url_password only see userinfo when a host follows the `@`, so `redlock://:PW@/` (src/url.rs redlock_urls) and `redis://:PW@/` (lock-redis builder) quote the password; see the report"]
 async fn no_secret_leaks_from_urls_without_a_host() {
     let logs = capture();
     let mut leaks = Vec::new();
@@ -904,7 +901,6 @@ async fn no_secret_leaks_from_raw_password_in_mysql_url() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "leak: lock-zk splits the URL at the first `?` before finding the userinfo, then quotes the password's tail as an unknown parameter (crates/lock-zk/src/builder.rs apply_url)"]
 async fn no_secret_leaks_from_raw_password_in_zk_url() {
     raw_password_case(|pw| format!("zk://u:{pw}@127.0.0.1:1/locks?connection_timeout_ms=500"), "RawZk").await;
 }

@@ -389,6 +389,10 @@ pub const LEAST_PRIVILEGE_ACL: &[&str] = &[
     // waiting
     "+subscribe",
     "+unsubscribe",
+    // dlock status (inspect)
+    "+type",
+    "+llen",
+    "+hkeys",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
