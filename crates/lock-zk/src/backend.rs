@@ -179,19 +179,18 @@ impl ZkLock {
                 r => r.map_err(lock_error)?,
             }
         }
-        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
-            let session = Session::start(weak, &runtime, 0, client, opened, cfg.clock_drift);
-            Inner {
-                cfg,
-                acls,
-                session: Mutex::new(session),
-                reconnect: tokio::sync::Mutex::new(()),
-                holds: Mutex::default(),
-                next_generation: AtomicU64::new(1),
-                wakeups: AtomicU64::new(0),
-                runtime,
-            }
+        let session = Session::new(0, client, opened);
+        let inner = Arc::new(Inner {
+            cfg,
+            acls,
+            session: Mutex::new(session.clone()),
+            reconnect: tokio::sync::Mutex::new(()),
+            holds: Mutex::default(),
+            next_generation: AtomicU64::new(1),
+            wakeups: AtomicU64::new(0),
+            runtime,
         });
+        session.watch(&inner);
         Ok(ZkLock { inner })
     }
 
@@ -228,27 +227,26 @@ impl ZkLock {
 }
 
 impl Session {
-    fn start(
-        inner: &Weak<Inner>,
-        runtime: &Handle,
-        generation: u64,
-        client: zk::Client,
-        opened: Instant,
-        clock_drift: (f64, Duration),
-    ) -> Arc<Session> {
+    fn new(generation: u64, client: zk::Client, opened: Instant) -> Arc<Session> {
         let confirmed = Arc::new(Mutex::new(opened));
+        Arc::new(Session { client, generation, tasks: Mutex::default(), confirmed })
+    }
+
+    /// Start the monitor and the deadline keeper. Only once `inner` exists: a task that found
+    /// its backend gone (a `Weak` not yet upgradable) would end for good.
+    fn watch(&self, inner: &Arc<Inner>) {
         let watch = || Watch {
-            inner: inner.clone(),
-            generation,
-            client: client.clone(),
-            confirmed: confirmed.clone(),
-            clock_drift,
+            inner: Arc::downgrade(inner),
+            generation: self.generation,
+            client: self.client.clone(),
+            confirmed: self.confirmed.clone(),
+            clock_drift: inner.cfg.clock_drift,
         };
-        let tasks = vec![
-            runtime.spawn(monitor(watch(), client.state_watcher())).abort_handle(),
-            runtime.spawn(keep_deadline(watch())).abort_handle(),
+        let tasks = [
+            inner.runtime.spawn(monitor(watch(), self.client.state_watcher())).abort_handle(),
+            inner.runtime.spawn(keep_deadline(watch())).abort_handle(),
         ];
-        Arc::new(Session { client, generation, tasks: Mutex::new(tasks), confirmed })
+        lock(&self.tasks).extend(tasks);
     }
 }
 
@@ -380,14 +378,8 @@ impl Inner {
         let opened = Instant::now();
         let client = open_client(&self.cfg, &self.cfg.connect).await?;
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
-        let session = Session::start(
-            &Arc::downgrade(self),
-            &self.runtime,
-            generation,
-            client,
-            opened,
-            self.cfg.clock_drift,
-        );
+        let session = Session::new(generation, client, opened);
+        session.watch(self);
         *lock(&self.session) = session.clone();
         tracing::info!(generation, "opened a new zookeeper session after the old one ended");
         Ok(session)
