@@ -42,6 +42,7 @@ pub struct MySqlLockBuilder {
     acquire_timeout: Duration,
     keepalive: Duration,
     create_schema: bool,
+    upgrade_table: bool,
 }
 
 impl fmt::Debug for MySqlLockBuilder {
@@ -61,6 +62,7 @@ impl fmt::Debug for MySqlLockBuilder {
             .field("max_connections", &self.max_connections)
             .field("keepalive", &self.keepalive)
             .field("create_schema", &self.create_schema)
+            .field("upgrade_table", &self.upgrade_table)
             .finish()
     }
 }
@@ -75,6 +77,7 @@ impl Default for MySqlLockBuilder {
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
             keepalive: DEFAULT_KEEPALIVE,
             create_schema: true,
+            upgrade_table: false,
         }
     }
 }
@@ -140,6 +143,19 @@ impl MySqlLockBuilder {
     /// `sql/*_schema.sql`) with a privileged user instead.
     pub fn create_schema(mut self, create: bool) -> Self {
         self.create_schema = create;
+        self
+    }
+
+    /// Optimistic mode: upgrade a lease table created by a lock-mysql from before UTC leases
+    /// (default `false`: such a table is refused with [`LockError::InvalidConfig`]).
+    ///
+    /// Older versions wrote `expires_at` with `NOW(6)`, in each session's `time_zone`, and had
+    /// no `attempt` column. Only turn this on once **every client of the older version has
+    /// stopped**: the upgrade adds the column and frees every lease in the table (leases of
+    /// stopped clients; their expiry times cannot be read back in UTC), keeping each row's
+    /// `version` so fencing tokens keep increasing. Needs the `ALTER` privilege.
+    pub fn upgrade_table(mut self, upgrade: bool) -> Self {
+        self.upgrade_table = upgrade;
         self
     }
 
@@ -226,17 +242,17 @@ impl MySqlLockBuilder {
             }
         };
         let opts = pool.connect_options();
-        let identity = match opts.get_socket() {
-            Some(sock) => {
-                format!("mysql://{}/{}?table={table}", sock.display(), opts.get_database().unwrap_or(""))
-            }
-            None => format!(
-                "mysql://{}:{}/{}?table={table}",
-                opts.get_host(),
-                opts.get_port(),
-                opts.get_database().unwrap_or("")
-            ),
+        let mode_name = match mode {
+            Mode::Pessimistic => "pessimistic",
+            Mode::Optimistic => "optimistic",
         };
+        // Host names compare case-insensitively; user and password are not part of the space.
+        let endpoint = match opts.get_socket() {
+            Some(sock) => sock.display().to_string(),
+            None => format!("{}:{}", opts.get_host().to_ascii_lowercase(), opts.get_port()),
+        };
+        let identity =
+            format!("mysql://{endpoint}/{}/{table}?mode={mode_name}", opts.get_database().unwrap_or(""));
         let lock = MySqlLock {
             inner: Arc::new(inner),
             pool,
@@ -247,7 +263,9 @@ impl MySqlLockBuilder {
             identity,
         };
         if self.create_schema {
-            lock.migrate().await?;
+            lock.migrate_with(self.upgrade_table).await?;
+        } else if mode == Mode::Optimistic {
+            lock.check_table_shape(self.upgrade_table).await?;
         }
         Ok(lock)
     }

@@ -101,8 +101,14 @@ impl MySqlLock {
     /// (`sql/*_schema.sql`). Idempotent; when everything exists it sends no DDL at all.
     ///
     /// # Errors
-    /// Backend errors (permanent when the user may not create tables).
+    /// Backend errors (permanent when the user may not create tables);
+    /// [`LockError::InvalidConfig`](lock_core::LockError::InvalidConfig) for an optimistic
+    /// table of an older version (see [`MySqlLockBuilder::upgrade_table`]).
     pub async fn migrate(&self) -> Result<()> {
+        self.migrate_with(false).await
+    }
+
+    pub(crate) async fn migrate_with(&self, upgrade: bool) -> Result<()> {
         let present: i64 = sqlx::query_scalar(include_str!("../sql/schema_objects_present.sql"))
             .bind(&self.table)
             .bind(format!("{}_fence", self.table))
@@ -118,10 +124,15 @@ impl MySqlLock {
             };
             sqlx::raw_sql(sqlx::AssertSqlSafe(schema)).execute(&self.pool).await.map_err(error::classify)?;
         }
-        if let Inner::Optimistic(o) = &*self.inner {
-            o.migrate(&self.table).await?;
+        self.check_table_shape(upgrade).await
+    }
+
+    /// Optimistic mode: refuse (or, with `upgrade`, upgrade) a lease table of an older version.
+    pub(crate) async fn check_table_shape(&self, upgrade: bool) -> Result<()> {
+        match &*self.inner {
+            Inner::Optimistic(o) => o.check_shape(&self.table, upgrade).await,
+            Inner::Pessimistic(_) => Ok(()),
         }
-        Ok(())
     }
 
     /// The mode.

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use lock_core::{
-    AcquireRequest, Attempt, FencingToken, Grant, LeaseSignal, LockInfo, LostReason, OwnerToken, RenewItem,
-    Result,
+    AcquireRequest, Attempt, FencingToken, Grant, LeaseSignal, LockError, LockInfo, LostReason, OwnerToken,
+    RenewItem, Result,
 };
 use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::pool::PoolConnection;
@@ -170,19 +170,29 @@ impl Optimistic {
         &self.sql.schema
     }
 
-    /// Bring a table created by an older version up to date (the `attempt` column).
-    pub(crate) async fn migrate(&self, table: &str) -> Result<()> {
-        let has: i64 = sqlx::query_scalar(include_str!("../sql/optimistic_has_attempt.sql"))
-            .bind(table)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(classify)?;
-        if has == 0 {
-            sqlx::query(AssertSqlSafe(self.sql.migrate_attempt.clone()))
-                .execute(&self.pool)
+    /// A table created before UTC leases (no `attempt` column) is refused, or upgraded when
+    /// the caller says every old client has stopped: its expiry times were written in session
+    /// time zones, so old and new clients would disagree about who holds a key.
+    pub(crate) async fn check_shape(&self, table: &str, upgrade: bool) -> Result<()> {
+        let (columns, has_attempt): (i64, i64) =
+            sqlx::query_as(include_str!("../sql/optimistic_has_attempt.sql"))
+                .bind(table)
+                .fetch_one(&self.pool)
                 .await
                 .map_err(classify)?;
+        if columns == 0 || has_attempt > 0 {
+            return Ok(());
         }
+        if !upgrade {
+            return Err(LockError::InvalidConfig {
+                reason: format!(
+                    "lock table `{table}` was created by an older lock-mysql whose leases were written in \
+                     the session time zone (NOW(6)); stop every client of the older version, then build \
+                     once with upgrade_table(true) (frees its leases, keeps versions), or use a new table"
+                ),
+            });
+        }
+        sqlx::raw_sql(AssertSqlSafe(self.sql.upgrade.clone())).execute(&self.pool).await.map_err(classify)?;
         Ok(())
     }
 

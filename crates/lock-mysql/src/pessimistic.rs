@@ -21,11 +21,15 @@ use crate::Flavor;
 use crate::error::{NAME, classify, is_connection_lost, is_contention};
 use crate::sql::{PessimisticSql, hex_literal};
 
-/// End the holding transaction and restore the server-wide idle timeout of the session before
-/// the connection goes back to the pool.
-const COMMIT: &str = "COMMIT; SET SESSION wait_timeout = @@GLOBAL.wait_timeout";
-/// As [`COMMIT`], rolling back.
-const ROLLBACK: &str = "ROLLBACK; SET SESSION wait_timeout = @@GLOBAL.wait_timeout";
+/// End the holding transaction and restore the server-wide timeouts of the session before the
+/// connection goes back to the pool (MariaDB).
+const COMMIT_MARIADB: &str = concat!("COMMIT;\n", include_str!("../sql/pessimistic_restore_mariadb.sql"));
+/// As [`COMMIT_MARIADB`], rolling back.
+const ROLLBACK_MARIADB: &str = concat!("ROLLBACK;\n", include_str!("../sql/pessimistic_restore_mariadb.sql"));
+/// As [`COMMIT_MARIADB`], on MySQL.
+const COMMIT_MYSQL: &str = concat!("COMMIT;\n", include_str!("../sql/pessimistic_restore.sql"));
+/// As [`ROLLBACK_MARIADB`], on MySQL.
+const ROLLBACK_MYSQL: &str = concat!("ROLLBACK;\n", include_str!("../sql/pessimistic_restore.sql"));
 
 /// How long past the caller's deadline the client waits for the server's own statement
 /// timeout before it cancels the wait itself with `KILL QUERY`.
@@ -136,8 +140,11 @@ pub(crate) struct Pessimistic {
     /// How long the server lets the holding session sit idle before it ends it (and frees the
     /// row): `SET SESSION wait_timeout` at the start of every holding transaction.
     server_idle: Duration,
-    /// `SET SESSION wait_timeout = ..; BEGIN; SELECT CONNECTION_ID()`.
+    /// `SET SESSION wait_timeout = .., ...; BEGIN; SELECT CONNECTION_ID()`.
     begin: Arc<str>,
+    /// `COMMIT` / `ROLLBACK` and the session's timeouts restored, for this flavor.
+    commit: &'static str,
+    rollback: &'static str,
     holds: Arc<Holds>,
     next_id: AtomicU64,
 }
@@ -162,7 +169,11 @@ impl fmt::Debug for Pessimistic {
 impl Pessimistic {
     pub(crate) fn new(pool: MySqlPool, sql: PessimisticSql, flavor: Flavor, keepalive: Duration) -> Self {
         let server_idle = server_idle(keepalive);
-        let begin = sql.begin.replace("{wait_timeout}", &server_idle.as_secs().to_string()).into();
+        let begin = sql.begin.replace("{idle}", &server_idle.as_secs().to_string()).into();
+        let (commit, rollback) = match flavor {
+            Flavor::MariaDb => (COMMIT_MARIADB, ROLLBACK_MARIADB),
+            Flavor::MySql => (COMMIT_MYSQL, ROLLBACK_MYSQL),
+        };
         Pessimistic {
             pool,
             sql,
@@ -170,6 +181,8 @@ impl Pessimistic {
             keepalive,
             server_idle,
             begin,
+            commit,
+            rollback,
             holds: Arc::default(),
             next_id: AtomicU64::new(0),
         }
@@ -206,7 +219,11 @@ impl Pessimistic {
         let mut holds = lock(&self.holds);
         let h = holds.get_mut(key).filter(|h| h.owner == owner && !h.cmd.is_closed())?;
         h.count += 1;
-        h.signals.lock().unwrap_or_else(|e| e.into_inner()).push(signal.clone());
+        // A nesting through the same `Locker` carries the hold's own signal: keep each once.
+        let mut signals = h.signals.lock().unwrap_or_else(|e| e.into_inner());
+        if !signals.iter().any(|s| s.subscribe().same_channel(&signal.subscribe())) {
+            signals.push(signal.clone());
+        }
         Some(h.fence)
     }
 
@@ -308,7 +325,7 @@ impl Pessimistic {
 
     async fn held(&self, pinned: Pinned) -> Result<Step> {
         // After a lock-wait timeout the transaction is still open: end it, keep the connection.
-        if let Err(e) = pinned.end(ROLLBACK).await {
+        if let Err(e) = pinned.end(self.rollback).await {
             tracing::debug!(error = %e, "rollback after a lost lock race failed; connection closed");
         }
         Ok(Step::Held)
@@ -316,7 +333,7 @@ impl Pessimistic {
 
     async fn no_row(&self, pinned: Pinned) -> Result<Step> {
         // The FOR UPDATE on a missing row may have taken a gap lock: end it before inserting.
-        pinned.end(ROLLBACK).await.map_err(classify)?;
+        pinned.end(self.rollback).await.map_err(classify)?;
         Ok(Step::NoRow)
     }
 
@@ -377,6 +394,8 @@ impl Pessimistic {
             confirmed,
             waited,
             server_idle: self.server_idle,
+            commit: self.commit,
+            rollback: self.rollback,
             holds: Arc::downgrade(&self.holds),
             key: req.key.to_owned(),
             id,
@@ -449,6 +468,8 @@ struct Keeper {
     /// Granted after a wait in the server's queue (`confirmed` is the answer's arrival).
     waited: bool,
     server_idle: Duration,
+    commit: &'static str,
+    rollback: &'static str,
     holds: Weak<Holds>,
     key: String,
     id: u64,
@@ -523,7 +544,7 @@ impl Keeper {
                     }
                     Some(Cmd::Release(reply)) => {
                         let signals = self.signals.clone();
-                        let out = match self.pinned.end(COMMIT).await {
+                        let out = match self.pinned.end(self.commit).await {
                             Ok(()) => Ok(true),
                             Err(e) if is_connection_lost(&e) => {
                                 each(&signals, |s| s.mark_lost(LostReason::SessionEnded));
@@ -536,7 +557,7 @@ impl Keeper {
                     }
                     None => {
                         // The backend was dropped: end the transaction, free the row.
-                        let _ = self.pinned.end(ROLLBACK).await;
+                        let _ = self.pinned.end(self.rollback).await;
                         return;
                     }
                 },

@@ -58,7 +58,7 @@ pub(crate) fn hex_literal(bytes: &[u8]) -> String {
 #[derive(Debug)]
 pub(crate) struct PessimisticSql {
     pub schema: Arc<str>,
-    /// Template with `{wait_timeout}` (seconds) still to fill.
+    /// Template with `{idle}` (seconds) still to fill.
     pub begin: &'static str,
     /// MariaDB: returns the fencing token (NEXTVAL) of the granted lock; MySQL: returns 0.
     pub lock_nowait: Arc<str>,
@@ -89,7 +89,10 @@ impl PessimisticSql {
         };
         PessimisticSql {
             schema: render(schema, table),
-            begin: include_str!("../sql/pessimistic_begin.sql"),
+            begin: match flavor {
+                Flavor::MariaDb => include_str!("../sql/pessimistic_begin_mariadb.sql"),
+                Flavor::MySql => include_str!("../sql/pessimistic_begin.sql"),
+            },
             lock_nowait: render(lock_nowait, table),
             lock_wait_mariadb: render(include_str!("../sql/pessimistic_lock_wait_mariadb.sql"), table),
             lock_wait_mysql: render(include_str!("../sql/pessimistic_lock_wait_mysql.sql"), table),
@@ -120,8 +123,8 @@ pub(crate) struct OptimisticSql {
     pub release_delete: Arc<str>,
     /// MariaDB: delete rows of keys nobody holds.
     pub sweep: Arc<str>,
-    /// Add the `attempt` column to a table created before it existed.
-    pub migrate_attempt: Arc<str>,
+    /// Upgrade a table created before UTC leases (every old client stopped).
+    pub upgrade: Arc<str>,
 }
 
 impl OptimisticSql {
@@ -150,7 +153,7 @@ impl OptimisticSql {
             cancel_here: render(include_str!("../sql/optimistic_cancel_here.sql"), table),
             release_delete: render(include_str!("../sql/optimistic_release_delete.sql"), table),
             sweep: render(include_str!("../sql/optimistic_sweep.sql"), table),
-            migrate_attempt: render(include_str!("../sql/optimistic_migrate_attempt.sql"), table),
+            upgrade: render(include_str!("../sql/optimistic_upgrade.sql"), table),
         }
     }
 }

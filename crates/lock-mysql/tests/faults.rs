@@ -514,12 +514,18 @@ async fn holding_sessions_restore_the_idle_timeout_before_pooling() {
     g.release().await.expect("release");
     // One connection in the pool: the one that held the lock.
     let mut conn = b.pool().acquire().await.expect("pooled");
-    let restored: i64 =
-        lock_mysql::sqlx::query_scalar("SELECT @@SESSION.wait_timeout = @@GLOBAL.wait_timeout")
-            .fetch_one(&mut *conn)
-            .await
-            .expect("query");
-    assert_eq!(restored, 1, "a pooled connection kept the holder's idle bound");
+    let restored: i64 = lock_mysql::sqlx::query_scalar(
+        "SELECT @@SESSION.wait_timeout = @@GLOBAL.wait_timeout \
+            AND @@SESSION.net_read_timeout = @@GLOBAL.net_read_timeout \
+            AND @@SESSION.net_write_timeout = @@GLOBAL.net_write_timeout \
+            AND @@SESSION.idle_transaction_timeout = @@GLOBAL.idle_transaction_timeout \
+            AND @@SESSION.idle_write_transaction_timeout = @@GLOBAL.idle_write_transaction_timeout \
+            AND @@SESSION.idle_readonly_transaction_timeout = @@GLOBAL.idle_readonly_transaction_timeout",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .expect("query");
+    assert_eq!(restored, 1, "a pooled connection kept the holder's session timeouts");
 }
 
 /// The grants the README gives for a least-privilege lock user: DML on the lock tables and
@@ -806,4 +812,151 @@ async fn late_release_of_a_lost_hold_never_frees_a_later_grant_of_the_same_owner
     assert!(b.try_lock(&k).await.expect("try").is_none(), "the late release freed the later grant");
     g2.release().await.expect("release");
     assert!(matches!(g1.release().await, Err(LockError::LeaseLost { .. })));
+}
+
+/// Resolves to when `guard`'s lost signal fired.
+fn lost_at(guard: &lock_core::LockGuard) -> tokio::task::JoinHandle<Instant> {
+    let lost = guard.lost();
+    tokio::spawn(async move {
+        lost.await;
+        Instant::now()
+    })
+}
+
+/// `KILL CONNECTION` of a pessimistic holder: every guard of the hold (the outer one, a nested
+/// one through the same `Locker`, and one through another `Locker`, which carries its own
+/// signal) is told `Lost`, at the latest one keep-alive period after a queued waiter got the
+/// row. The server frees the row at once without telling the holder, so the holder cannot know
+/// sooner than its next ping: only the fencing token covers that gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_connection_reaches_every_guard_within_one_keepalive_of_the_successor() {
+    let url = shared_url();
+    let ba = backend(&url, Mode::Pessimistic).await;
+    let (a, a2, b) = (
+        Locker::new(ba.clone()),
+        Locker::new(ba.clone()),
+        Locker::new(backend(&url, Mode::Pessimistic).await),
+    );
+    let k = key("killnested");
+    let outer = a.lock(&k).try_acquire().await.expect("try").expect("free");
+    let same = a.lock(&k).owner(outer.owner()).try_acquire().await.expect("try").expect("nested");
+    let other = a2.lock(&k).owner(outer.owner()).try_acquire().await.expect("try").expect("nested elsewhere");
+    let told: Vec<_> = [&outer, &same, &other].into_iter().map(lost_at).collect();
+    let k2 = k.clone();
+    let waiter = tokio::spawn(async move {
+        let g = b.lock(&k2).wait(Duration::from_secs(20)).acquire().await;
+        (Instant::now(), g)
+    });
+    let pool = admin(&url).await;
+    let queued = format!("%WHERE name = {}%FOR UPDATE", "X'");
+    until(Duration::from_secs(10), "waiter queued in the server", || async {
+        let n: i64 = lock_mysql::sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%'",
+        )
+        .bind(&queued)
+        .fetch_one(&pool)
+        .await
+        .expect("processlist");
+        n > 0
+    })
+    .await;
+    let id = ba.held_connection_id(&k).expect("held here");
+    lock_mysql::sqlx::query("KILL CONNECTION ?").bind(id).execute(&pool).await.expect("kill");
+    let (granted, g) = within(Duration::from_secs(5), "waiter", waiter).await.expect("task");
+    let g = g.expect("the waiter gets the row");
+    let mut late = Duration::ZERO;
+    for (what, t) in ["outer", "nested", "nested through another Locker"].into_iter().zip(told) {
+        let at = within(KEEPALIVE * 10, what, t).await.expect("task");
+        late = late.max(at.saturating_duration_since(granted));
+    }
+    eprintln!(
+        "killed holder: every guard told at most {late:?} after the successor's grant (keep-alive {KEEPALIVE:?})"
+    );
+    assert!(late <= KEEPALIVE + Duration::from_millis(100), "told {late:?} after the successor's grant");
+    assert!(g.fence() > outer.fence());
+    g.release().await.expect("release");
+    for guard in [other, same, outer] {
+        assert!(matches!(guard.release().await, Err(LockError::LeaseLost { .. })));
+    }
+}
+
+/// An optimistic lease taken away behind the holder: the renewal that finds out tells every
+/// guard of the hold, also a nested one through another `Locker` with a long fixed lease, whose
+/// own deadline is far off and which renews nothing itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimistic_loss_reaches_every_guard_of_the_hold() {
+    let url = shared_url();
+    let bo = backend(&url, Mode::Optimistic).await;
+    let a = Locker::new(bo.clone()).with_watchdog_lease(Duration::from_millis(300)).expect("lease");
+    let a2 = Locker::new(bo.clone());
+    let k = key("optnested");
+    let outer = a.lock(&k).try_acquire().await.expect("try").expect("free");
+    let same = a.lock(&k).owner(outer.owner()).try_acquire().await.expect("try").expect("nested");
+    let other = a2
+        .lock(&k)
+        .owner(outer.owner())
+        .lease(Duration::from_secs(30))
+        .try_acquire()
+        .await
+        .expect("try")
+        .expect("nested elsewhere");
+    // Someone else takes the row over (an administrator, or a holder after a clock jump).
+    lock_mysql::sqlx::query(lock_mysql::sqlx::AssertSqlSafe(format!(
+        "UPDATE `{}` SET owner = X'00000000000000000000000000000001' WHERE name = ?",
+        bo.table()
+    )))
+    .bind(k.as_bytes())
+    .execute(&admin(&url).await)
+    .await
+    .expect("take over");
+    for (what, g) in [("outer", &outer), ("nested", &same), ("nested through another Locker", &other)] {
+        within(Duration::from_secs(2), what, g.lost()).await;
+    }
+    for guard in [other, same, outer] {
+        assert!(matches!(guard.release().await, Err(LockError::LeaseLost { .. })));
+    }
+}
+
+/// An optimistic table from before UTC leases (no `attempt` column, expiry written with NOW(6)
+/// in the session's zone) is refused with a clear error, with or without schema creation; once
+/// the old clients are stopped, `upgrade_table(true)` upgrades it in place: old leases freed,
+/// fences keep increasing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimistic_table_of_an_older_version_is_refused_until_upgraded() {
+    let url = shared_url();
+    let pool = admin(&url).await;
+    let table = format!("old_leases_{}", &OwnerToken::random().to_string()[..8]);
+    lock_mysql::sqlx::raw_sql(lock_mysql::sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE `{table}` (name VARBINARY(255) NOT NULL PRIMARY KEY, owner BINARY(16) NULL, \
+           version BIGINT UNSIGNED NOT NULL DEFAULT 0, holds INT UNSIGNED NOT NULL DEFAULT 0, \
+           expires_at DATETIME(6) NULL) ENGINE=InnoDB; \
+         CREATE SEQUENCE `{table}_fence` START WITH 100; \
+         INSERT INTO `{table}` VALUES ('k', X'00000000000000000000000000000002', 99, 1, NOW(6) + INTERVAL 1 HOUR)"
+    )))
+    .execute(&pool)
+    .await
+    .expect("old table");
+    let build = |create: bool, upgrade: bool| {
+        MySqlLock::builder()
+            .url(&url)
+            .mode(Mode::Optimistic)
+            .table(&table)
+            .create_schema(create)
+            .upgrade_table(upgrade)
+            .build()
+    };
+    for create in [true, false] {
+        match build(create, false).await {
+            Err(LockError::InvalidConfig { reason }) => {
+                assert!(reason.contains("upgrade_table") && reason.contains(&table), "{reason}")
+            }
+            other => panic!("old table accepted (create_schema {create}): {other:?}"),
+        }
+    }
+    let l = Locker::new(Arc::new(build(true, true).await.expect("upgrade")));
+    let g = l.try_lock("k").await.expect("try").expect("the old lease was freed");
+    assert!(g.fence().expect("fence").0 > 99, "fence went back: {:?}", g.fence());
+    g.release().await.expect("release");
+    // Upgraded once: a plain build accepts it now.
+    build(true, false).await.expect("build after the upgrade");
 }
