@@ -186,6 +186,7 @@ impl LockBackend for MySqlLock {
         // Not failover_safe: replicas apply the binlog asynchronously, so a promoted replica can
         // miss the latest grants (and its sequence can lag): see the README.
         let mut c = Capability::NONE;
+        c.failover_safe = false;
         c.renew = true;
         c.fencing = true;
         c.reentrant = true;
