@@ -960,3 +960,154 @@ async fn optimistic_table_of_an_older_version_is_refused_until_upgraded() {
     // Upgraded once: a plain build accepts it now.
     build(true, false).await.expect("build after the upgrade");
 }
+
+/// Starts an optimistic acquisition by `owner` while `admin` holds the row, waits until its
+/// statement is blocked in the server, then cuts it off: its cleanup is queued behind it on
+/// the same connection and so runs only after whatever the test does to the row meanwhile.
+async fn cut_off_while_blocked(l: &Locker, k: &str, owner: OwnerToken, admin: &MySqlPool) {
+    use std::task::Poll;
+    let mut fut = Box::pin(l.lock(k).owner(owner).lease(Duration::from_secs(5)).try_acquire());
+    let t = Instant::now();
+    loop {
+        assert!(matches!(futures_util::poll!(fut.as_mut()), Poll::Pending), "acquired through a row lock");
+        let n: i64 = lock_mysql::sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%@dlock_attempt%' \
+             AND INFO NOT LIKE '%PROCESSLIST%'",
+        )
+        .fetch_one(admin)
+        .await
+        .expect("processlist");
+        if n > 0 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "the attempt never reached the server");
+        tokio::task::yield_now().await;
+    }
+    drop(fut);
+}
+
+/// The row as the lock table has it: (owner, holds).
+async fn row(pool: &MySqlPool, table: &str, k: &str) -> (Option<Vec<u8>>, u32) {
+    lock_mysql::sqlx::query_as(lock_mysql::sqlx::AssertSqlSafe(format!(
+        "SELECT owner, holds FROM `{table}` WHERE name = ?"
+    )))
+    .bind(k.as_bytes())
+    .fetch_one(pool)
+    .await
+    .expect("row")
+}
+
+/// Deterministic late cleanups (the cut-off statement is held back by an administrator's row
+/// lock, and its cleanup is queued behind it): (1) an attempt that did not apply, followed by a
+/// grant to the same owner token, leaves that grant alone; (2) an attempt that applied, then
+/// nested into by the same owner (overwriting the row's `attempt`), gives back exactly its
+/// own hold, so the later holder's release frees the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_cleanup_of_a_blocked_attempt_undoes_only_that_attempt() {
+    let url = shared_url();
+    let ba = backend(&url, Mode::Optimistic).await;
+    let (a, b) = (Locker::new(ba.clone()), Locker::new(backend(&url, Mode::Optimistic).await));
+    let table = ba.table().to_owned();
+    let pool = MySqlPoolOptions::new().max_connections(4).connect(&url).await.expect("admin pool");
+    let cleaned = || async {
+        // The cut-off attempt's connection returns to the pool once its cleanup is done.
+        until(Duration::from_secs(10), "cleanup done", || async {
+            ba.pool().num_idle() == ba.pool().size() as usize
+        })
+        .await
+    };
+    let owner = OwnerToken::random();
+    let hex = |o: OwnerToken| format!("X'{:032x}'", o.as_u128());
+
+    // (1) Held by someone else while the attempt waits; then granted to the same owner token.
+    let k = key("blocked1");
+    let x = b.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let mut tx = pool.begin().await.expect("begin");
+    lock_mysql::sqlx::query(lock_mysql::sqlx::AssertSqlSafe(format!(
+        "SELECT 1 FROM `{table}` WHERE name = ? FOR UPDATE"
+    )))
+    .bind(k.as_bytes())
+    .execute(&mut *tx)
+    .await
+    .expect("row lock");
+    cut_off_while_blocked(&a, &k, owner, &pool).await;
+    lock_mysql::sqlx::query(lock_mysql::sqlx::AssertSqlSafe(format!(
+        "UPDATE `{table}` SET owner = {}, version = NEXTVAL(`{table}_fence`), holds = 1, \
+         expires_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND WHERE name = ?",
+        hex(owner)
+    )))
+    .bind(k.as_bytes())
+    .execute(&mut *tx)
+    .await
+    .expect("grant to the same owner");
+    tx.commit().await.expect("commit");
+    cleaned().await;
+    assert_eq!(
+        row(&pool, &table, &k).await,
+        (Some(owner.as_u128().to_be_bytes().to_vec()), 1),
+        "(1) the later grant was touched"
+    );
+    drop(x);
+
+    // (2) Free while the attempt waits (it applies), then nested into by the same owner.
+    let k = key("blocked2");
+    let g = b.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    g.release().await.expect("release");
+    lock_mysql::sqlx::query(lock_mysql::sqlx::AssertSqlSafe(format!(
+        "INSERT IGNORE INTO `{table}` (name) VALUES (?)"
+    )))
+    .bind(k.as_bytes())
+    .execute(&pool)
+    .await
+    .expect("free row");
+    let mut tx = pool.begin().await.expect("begin");
+    let lock_row = format!("SELECT 1 FROM `{table}` WHERE name = ? FOR UPDATE");
+    lock_mysql::sqlx::query(lock_mysql::sqlx::AssertSqlSafe(lock_row.clone()))
+        .bind(k.as_bytes())
+        .execute(&mut *tx)
+        .await
+        .expect("row lock");
+    cut_off_while_blocked(&a, &k, owner, &pool).await;
+    // A second administrator queues behind the attempt, so it gets the row between the
+    // attempt's grant and its cleanup.
+    let (pool2, k2, table2) = (pool.clone(), k.clone(), table.clone());
+    let nest = tokio::spawn(async move {
+        let mut tx = pool2.begin().await.expect("begin");
+        lock_mysql::sqlx::query(lock_mysql::sqlx::AssertSqlSafe(lock_row))
+            .bind(k2.as_bytes())
+            .execute(&mut *tx)
+            .await
+            .expect("row lock 2");
+        let n = lock_mysql::sqlx::query(lock_mysql::sqlx::AssertSqlSafe(format!(
+            "UPDATE `{table2}` SET holds = holds + 1, attempt = X'000000000000000000000000000000ff' \
+             WHERE name = ? AND owner = {}",
+            hex(owner)
+        )))
+        .bind(k2.as_bytes())
+        .execute(&mut *tx)
+        .await
+        .expect("nest")
+        .rows_affected();
+        tx.commit().await.expect("commit");
+        n
+    });
+    until(Duration::from_secs(10), "second administrator queued", || async {
+        let n: i64 = lock_mysql::sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT 1 FROM%FOR UPDATE' \
+             AND INFO NOT LIKE '%PROCESSLIST%'",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("processlist");
+        n > 0
+    })
+    .await;
+    tx.commit().await.expect("commit");
+    assert_eq!(nest.await.expect("task"), 1, "the attempt's grant was not there to nest into");
+    cleaned().await;
+    assert_eq!(
+        row(&pool, &table, &k).await,
+        (Some(owner.as_u128().to_be_bytes().to_vec()), 1),
+        "(2) the cut-off hold was not given back"
+    );
+}
