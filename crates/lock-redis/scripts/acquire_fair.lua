@@ -39,6 +39,13 @@ if free and (not head or head == owner) then
   if head then
     redis.call('LPOP', queue)
     redis.call('ZREM', deadlines, owner)
+    -- The next in line slept while the lock was free but not theirs; tell it the lock is now
+    -- held, so it learns the holder's lease and retries when that runs out (a holder that
+    -- crashes sends no release).
+    local nexthead = redis.call('LINDEX', queue, 0)
+    if nexthead then
+      redis.call('PUBLISH', ARGV[5], nexthead)
+    end
   end
   local f = next_fence(KEYS[2])
   redis.call('HSET', lock, owner, 1, 'f', fence_string(f), 'n', ARGV[3])
