@@ -11,6 +11,7 @@ use std::time::Duration;
 use lock_core::{AcquireRequest, LeaseSignal, LeaseState, LockBackend, LockError, Locker, OwnerToken};
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use lock_mysql::{Mode, MySqlLock, decrement_stock_cas};
+use lock_testkit::conformance::cut_after;
 use lock_testkit::server::{MariaDbServer, external_url, shared_mariadb};
 use tokio::time::{Instant, timeout};
 
@@ -649,7 +650,6 @@ async fn optimistic_renew_and_nesting_never_shorten_the_lease() {
 /// time (busy-polled with `Instant`: tokio timers have 1 ms resolution) and checks after each
 /// that another client gets the key within `bound`. Returns (cut off, completed, max delay).
 async fn cancel_sweep(mode: Mode, n: u32, bound: Duration) -> (u32, u32, Duration) {
-    use std::task::Poll;
     let url = shared_url();
     let (a, b) = (Locker::new(backend(&url, mode).await), Locker::new(backend(&url, mode).await));
     let k = key("cancel");
@@ -666,18 +666,7 @@ async fn cancel_sweep(mode: Mode, n: u32, bound: Duration) -> (u32, u32, Duratio
     let (mut cut, mut done, mut worst) = (0, 0, Duration::ZERO);
     for i in 0..n {
         let offset = median * 2 * i / n;
-        let mut fut = Box::pin(a.lock(&k).lease(lease).try_acquire());
-        let stop = std::time::Instant::now() + offset;
-        let finished = loop {
-            if let Poll::Ready(r) = futures_util::poll!(fut.as_mut()) {
-                break Some(r);
-            }
-            if std::time::Instant::now() >= stop {
-                break None;
-            }
-            tokio::task::yield_now().await;
-        };
-        drop(fut);
+        let finished = cut_after(a.lock(&k).lease(lease).try_acquire(), offset).await;
         match finished {
             Some(r) => {
                 done += 1;
@@ -727,7 +716,6 @@ async fn pessimistic_cancelled_acquisitions_leave_nothing_behind() {
 /// landed), that grant is never freed by the late cleanup, and its release frees the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_attempt_cleanup_never_frees_a_later_grant_of_the_same_owner() {
-    use std::task::Poll;
     let url = shared_url();
     let (a, c) = (
         Locker::new(backend(&url, Mode::Optimistic).await),
@@ -750,18 +738,7 @@ async fn cancelled_attempt_cleanup_never_frees_a_later_grant_of_the_same_owner()
     let n = 400;
     for i in 0..n {
         let owner = OwnerToken::random();
-        let mut fut = Box::pin(a.lock(&k).owner(owner).lease(lease).try_acquire());
-        let stop = std::time::Instant::now() + one * 2 * i / n;
-        let finished = loop {
-            if let Poll::Ready(r) = futures_util::poll!(fut.as_mut()) {
-                break Some(r);
-            }
-            if std::time::Instant::now() >= stop {
-                break None;
-            }
-            tokio::task::yield_now().await;
-        };
-        drop(fut);
+        let finished = cut_after(a.lock(&k).owner(owner).lease(lease).try_acquire(), one * 2 * i / n).await;
         let g = c.lock(&k).owner(owner).lease(lease).try_acquire().await.expect("try").expect("same owner");
         // However late the cut-off attempt's cleanup runs, it must leave this grant alone.
         assert!(b.try_lock(&k).await.expect("try").is_none(), "iteration {i}: a later grant was freed");
