@@ -9,14 +9,17 @@ use crate::{LeaseSignal, OwnerToken};
 
 #[derive(Debug)]
 struct Entry {
+    key: String,
     id: u64,
     signal: LeaseSignal,
     guards: usize,
 }
 
+/// Keyed by owner first: owner tokens are random per hold, so a lookup hashes 16 bytes and
+/// allocates nothing, and the (rare) same owner on several keys is a short list.
 #[derive(Debug, Default)]
 struct State {
-    map: HashMap<(String, OwnerToken), Entry>,
+    map: HashMap<OwnerToken, Vec<Entry>>,
     next_id: u64,
 }
 
@@ -41,38 +44,46 @@ impl Holds {
 
     /// The signal for an acquisition of `key` by `owner`: the live hold's when this owner
     /// already holds the key through this locker, a fresh one otherwise (also when the earlier
-    /// hold is known lost: a new grant is a new hold).
-    pub fn join(&self, key: &str, owner: OwnerToken) -> Joined {
-        let st = self.lock();
-        match st.map.get(&(key.to_owned(), owner)) {
-            Some(e) if !e.signal.is_lost() => Joined { signal: e.signal.clone(), id: Some(e.id) },
-            _ => Joined { signal: LeaseSignal::new(), id: None },
+    /// hold is known lost: a new grant is a new hold). A fresh random owner (`chosen` false)
+    /// cannot hold anything yet, so the registry is not even looked at.
+    pub fn join(&self, key: &str, owner: OwnerToken, chosen: bool) -> Joined {
+        if chosen {
+            let st = self.lock();
+            let live =
+                st.map.get(&owner).and_then(|v| v.iter().find(|e| e.key == key && !e.signal.is_lost()));
+            if let Some(e) = live {
+                return Joined { signal: e.signal.clone(), id: Some(e.id) };
+            }
         }
+        Joined { signal: LeaseSignal::new(), id: None }
     }
 
     /// Record a granted acquisition; the returned handle keeps it registered until dropped.
     pub fn granted(&self, key: &str, owner: OwnerToken, joined: &Joined) -> HoldRef {
         let mut st = self.lock();
-        let k = (key.to_owned(), owner);
-        let id = match (joined.id, st.map.get_mut(&k)) {
-            (Some(id), Some(e)) if e.id == id => {
+        let next = st.next_id;
+        let list = st.map.entry(owner).or_default();
+        let id = match joined.id.and_then(|id| list.iter_mut().find(|e| e.id == id)) {
+            Some(e) => {
                 e.guards += 1;
-                id
+                e.id
             }
-            _ => {
-                let id = st.next_id;
-                st.next_id += 1;
-                st.map.insert(k.clone(), Entry { id, signal: joined.signal.clone(), guards: 1 });
-                id
+            None => {
+                list.retain(|e| e.key != key); // a lost hold of this key is replaced
+                list.push(Entry { key: key.to_owned(), id: next, signal: joined.signal.clone(), guards: 1 });
+                next
             }
         };
-        HoldRef { holds: self.clone(), key: k, id }
+        if id == next {
+            st.next_id += 1;
+        }
+        HoldRef { holds: self.clone(), owner, id }
     }
 
     /// Number of live holds (for tests).
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.lock().map.len()
+        self.lock().map.values().map(Vec::len).sum()
     }
 }
 
@@ -80,19 +91,22 @@ impl Holds {
 #[derive(Debug)]
 pub(crate) struct HoldRef {
     holds: Holds,
-    key: (String, OwnerToken),
+    owner: OwnerToken,
     id: u64,
 }
 
 impl Drop for HoldRef {
     fn drop(&mut self) {
         let mut st = self.holds.lock();
-        if let Some(e) = st.map.get_mut(&self.key)
-            && e.id == self.id
-        {
-            e.guards -= 1;
-            if e.guards == 0 {
-                st.map.remove(&self.key);
+        if let Some(list) = st.map.get_mut(&self.owner) {
+            if let Some(i) = list.iter().position(|e| e.id == self.id) {
+                list[i].guards -= 1;
+                if list[i].guards == 0 {
+                    list.swap_remove(i);
+                }
+            }
+            if list.is_empty() {
+                st.map.remove(&self.owner);
             }
         }
     }
@@ -107,14 +121,14 @@ mod tests {
     fn nested_holds_share_a_signal_until_lost() {
         let holds = Holds::default();
         let owner = OwnerToken::random();
-        let outer = holds.join("k", owner);
+        let outer = holds.join("k", owner, false);
         let r1 = holds.granted("k", owner, &outer);
-        let inner = holds.join("k", owner);
+        let inner = holds.join("k", owner, true);
         let r2 = holds.granted("k", owner, &inner);
         inner.signal.mark_lost(LostReason::NotOwner);
         assert!(outer.signal.is_lost(), "a loss seen by the nested guard reaches the outer one");
         // A lost hold is not joined again: a new grant is a new hold.
-        let again = holds.join("k", owner);
+        let again = holds.join("k", owner, true);
         assert!(!again.signal.is_lost());
         let r3 = holds.granted("k", owner, &again);
         drop((r1, r2));

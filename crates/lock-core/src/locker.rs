@@ -268,7 +268,7 @@ impl LockRequest<'_> {
                 (true, None) => Some(Instant::now() + NATIVE_WAIT_SLICE),
             };
             // A nested acquisition joins the live hold's lost signal.
-            let joined = locker.holds.join(&self.key, owner);
+            let joined = locker.holds.join(&self.key, owner, !rotate);
             let req = AcquireRequest { key: &self.key, owner, lease, wait_until, signal: &joined.signal };
             let sent_at = Instant::now();
             let retry_after = match backend.try_acquire(&req).await {
