@@ -39,13 +39,6 @@ if free and (not head or head == owner) then
   if head then
     redis.call('LPOP', queue)
     redis.call('ZREM', deadlines, owner)
-    -- The next in line slept while the lock was free but not theirs; tell it the lock is now
-    -- held, so it learns the holder's lease and retries when that runs out (a holder that
-    -- crashes sends no release).
-    local nexthead = redis.call('LINDEX', queue, 0)
-    if nexthead then
-      redis.call('PUBLISH', ARGV[5], nexthead)
-    end
   end
   local f = next_fence(KEYS[2])
   redis.call('HSET', lock, owner, 1, 'f', fence_string(f), 'n', ARGV[3])
@@ -75,8 +68,11 @@ end
 if not free then
   return {0, redis.call('PTTL', lock)}
 end
+-- Free, but promised to the head: it takes the lock within a round trip and then holds it for
+-- about a lease (the asker's is the best guess), so look again after that, not at the head's
+-- deadline: a head that crashes while holding sends no release.
 local d = head and redis.call('ZSCORE', deadlines, head)
 if d then
-  return {0, math.max(1, tonumber(d) - now)}
+  return {0, math.max(1, math.min(lease, tonumber(d) - now))}
 end
 return {0, -1}
