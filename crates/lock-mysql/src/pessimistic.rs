@@ -218,6 +218,10 @@ impl Pessimistic {
     fn reenter(&self, key: &str, owner: OwnerToken, signal: &LeaseSignal) -> Option<u64> {
         let mut holds = lock(&self.holds);
         let h = holds.get_mut(key).filter(|h| h.owner == owner && !h.cmd.is_closed())?;
+        // A hold already known lost is gone on the server: never nest into it.
+        if h.signals.lock().unwrap_or_else(|e| e.into_inner()).iter().any(LeaseSignal::is_lost) {
+            return None;
+        }
         h.count += 1;
         // A nesting through the same `Locker` carries the hold's own signal: keep each once.
         let mut signals = h.signals.lock().unwrap_or_else(|e| e.into_inner());
@@ -575,13 +579,15 @@ impl Keeper {
     /// at once be) free for others. Every guard of the hold is told; the connection is closed,
     /// so a server that still holds the session rolls back now.
     fn lost(self) {
-        self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
+        // Out of the table first: a guard woken by the signal may at once acquire again with
+        // the same owner, and must not nest into this dead hold.
         if let Some(holds) = self.holds.upgrade() {
             let mut holds = lock(&holds);
             if holds.get(&self.key).is_some_and(|h| h.id == self.id) {
                 holds.remove(&self.key);
             }
         }
+        self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
         // `pinned` drops dirty: the connection is closed, never pooled.
     }
 }
