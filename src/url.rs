@@ -210,6 +210,10 @@ mod lazy {
         async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
             self.get().await?.renew(items).await
         }
+        async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+            self.get().await?.leave_queue(key, owner).await
+        }
+
         async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
             self.get().await?.subscribe(key).await
         }

@@ -340,6 +340,15 @@ impl LockBackend for Counting {
         self.items.fetch_add(items.len(), Ordering::Relaxed);
         self.inner.renew(items).await
     }
+    fn identity(&self) -> String {
+        self.inner.identity()
+    }
+    async fn inspect(&self, key: &str) -> dlock::Result<dlock::LockInfo> {
+        self.inner.inspect(key).await
+    }
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> dlock::Result<()> {
+        self.inner.leave_queue(key, owner).await
+    }
     async fn subscribe(&self, key: &str) -> dlock::Result<Option<Subscription>> {
         self.inner.subscribe(key).await
     }

@@ -1,6 +1,8 @@
-//! Distributed locks with fencing tokens and a lost-lock signal: the backend trait, the user
-//! API ([`Locker`], [`LockGuard`], [`MultiLock`]), waiting with notifications and backoff, the
-//! watchdog that renews leases, and an in-memory backend.
+//! Distributed locks with fencing tokens and a lost-lock signal: the user API ([`Locker`],
+//! [`LockGuard`], [`MultiLock`]), waiting with notifications and backoff, the watchdog that
+//! renews leases, an in-memory backend and a Redlock-style quorum over other backends.
+//!
+//! Backend authors find the trait and the shared toolkit in [`backend`].
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -19,8 +21,7 @@
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
 
-mod backend;
-mod backoff;
+pub mod backend;
 mod error;
 mod guard;
 mod hold;
@@ -28,16 +29,18 @@ mod locker;
 #[cfg(feature = "memory")]
 mod memory;
 mod multi;
-mod notify;
 mod quorum;
-pub mod redact;
 mod renewer;
 mod signal;
 mod token;
 mod validate;
 
-pub use backend::{AcquireRequest, Attempt, Capability, Grant, LockBackend, LockInfo, RenewItem};
-pub use backoff::Backoff;
+pub use backend::{Capability, LockBackend, LockInfo};
+// Kept at the root for a while so backend crates can move to `backend::` one at a time.
+#[doc(hidden)]
+pub use backend::{
+    AcquireRequest, Attempt, Backoff, Grant, NotifyHub, RENEW_BATCH, RenewItem, Subscription, redact,
+};
 pub use error::{BoxError, LockError, Result, is_tls_refusal};
 pub use guard::LockGuard;
 pub use locker::{
@@ -47,12 +50,10 @@ pub use locker::{
 #[cfg(feature = "memory")]
 pub use memory::MemoryBackend;
 pub use multi::{MultiGuard, MultiLock};
-pub use notify::{NotifyHub, Subscription};
 pub use quorum::{
     DRIFT_FLOOR, MEMBER_TIMEOUT_MAX, MEMBER_TIMEOUT_MIN, QuorumBackend, default_member_timeout,
     drift_allowance,
 };
-pub use renewer::RENEW_BATCH;
 pub use signal::{LeaseSignal, LeaseState, LostReason};
 pub use token::{FencingToken, OwnerToken};
 pub use validate::{

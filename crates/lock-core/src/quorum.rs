@@ -344,7 +344,13 @@ impl LockBackend for QuorumBackend {
             // A member restarted without a synced append-only file forgets its grants: with
             // the others' votes a second client can reach a quorum (tested in lock-redis).
             failover_safe: false,
+            // Members are asked one attempt at a time; no member keeps a queue place for us.
+            queue: false,
         }
+    }
+
+    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
+        Ok(())
     }
 
     async fn inspect(&self, key: &str) -> Result<crate::LockInfo> {

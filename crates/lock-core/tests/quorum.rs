@@ -76,6 +76,16 @@ impl LockBackend for Faulty {
         self.gate().await?;
         self.mem.renew(items).await
     }
+    fn identity(&self) -> String {
+        self.mem.identity()
+    }
+    async fn inspect(&self, key: &str) -> Result<lock_core::LockInfo> {
+        self.gate().await?;
+        self.mem.inspect(key).await
+    }
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        self.mem.leave_queue(key, owner).await
+    }
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         self.gate().await?;
         self.mem.subscribe(key).await

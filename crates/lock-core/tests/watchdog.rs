@@ -44,6 +44,15 @@ impl LockBackend for Flaky {
         }
         self.inner.renew(items).await
     }
+    fn identity(&self) -> String {
+        self.inner.identity()
+    }
+    async fn inspect(&self, key: &str) -> Result<lock_core::LockInfo> {
+        self.inner.inspect(key).await
+    }
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        self.inner.leave_queue(key, owner).await
+    }
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         self.inner.subscribe(key).await
     }

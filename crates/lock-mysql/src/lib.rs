@@ -232,6 +232,10 @@ impl LockBackend for MySqlLock {
         }
     }
 
+    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
+        Ok(())
+    }
+
     async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
         Ok(None)
     }

@@ -495,6 +495,10 @@ impl LockBackend for RedisLock {
         Ok(info)
     }
 
+    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
+        Ok(())
+    }
+
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         let Some(n) = self.notifier().await? else { return Ok(None) };
         Ok(Some(n.subscribe(key).await.map_err(classify)?))

@@ -915,6 +915,10 @@ impl LockBackend for ZkLock {
         Ok(info)
     }
 
+    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
+        Ok(())
+    }
+
     async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
         // Waiting happens in the server's queue (native_wait), not through notifications.
         Ok(None)

@@ -2,14 +2,19 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use super::Mutex;
+
 type IdleHook = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// A release epoch and, where the backend knows it, the owner next in line (fair queues).
+type Wake = (u64, Option<Arc<str>>);
+
 struct Entry {
-    tx: watch::Sender<u64>,
+    tx: watch::Sender<Wake>,
     subscribers: usize,
 }
 
@@ -28,14 +33,9 @@ pub struct NotifyHub {
 
 impl fmt::Debug for NotifyHub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let keys = lock(&self.inner).keys.len();
+        let keys = self.inner.lock().keys.len();
         f.debug_struct("NotifyHub").field("keys", &keys).finish()
     }
-}
-
-fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
-    // A poisoned map is still consistent: every critical section is a single insert/remove.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl NotifyHub {
@@ -53,44 +53,61 @@ impl NotifyHub {
     /// Register a waiter on `key`. The flag is `true` for the key's first subscriber, when the
     /// backend must start listening on the server before returning the subscription.
     pub fn subscribe(&self, key: &str) -> (Subscription, bool) {
-        let mut inner = lock(&self.inner);
+        let mut inner = self.inner.lock();
         let (rx, first) = match inner.keys.get_mut(key) {
             Some(e) => {
                 e.subscribers += 1;
                 (e.tx.subscribe(), false)
             }
             None => {
-                let (tx, rx) = watch::channel(0);
+                let (tx, rx) = watch::channel((0, None));
                 inner.keys.insert(key.to_owned(), Entry { tx, subscribers: 1 });
                 (rx, true)
             }
         };
-        let sub = Subscription { rx, leave: Some(Leave { hub: self.clone(), key: key.to_owned() }) };
+        let sub = Subscription {
+            rx: Source::Hub(rx),
+            leave: Some(Leave { hub: self.clone(), key: key.to_owned() }),
+        };
         (sub, first)
     }
 
     /// Wake every waiter of `key` (no-op without subscribers).
     pub fn notify(&self, key: &str) {
-        if let Some(e) = lock(&self.inner).keys.get(key) {
-            e.tx.send_modify(|n| *n = n.wrapping_add(1));
+        self.notify_next(key, None);
+    }
+
+    /// Wake the waiters of `key`, telling them which owner is next in line (`None`: anyone).
+    /// A waiter in [`Subscription::notified_for`] sleeps on when another owner is named, so a
+    /// fair release wakes one waiter, not the herd.
+    pub fn notify_next(&self, key: &str, next: Option<&str>) {
+        if let Some(e) = self.inner.lock().keys.get(key) {
+            let next: Option<Arc<str>> = next.map(Arc::from);
+            e.tx.send_modify(|(n, who)| {
+                *n = n.wrapping_add(1);
+                *who = next;
+            });
         }
     }
 
     /// Wake every waiter of every key (after a reconnect, when messages may have been missed).
     pub fn notify_all(&self) {
-        for e in lock(&self.inner).keys.values() {
-            e.tx.send_modify(|n| *n = n.wrapping_add(1));
+        for e in self.inner.lock().keys.values() {
+            e.tx.send_modify(|(n, who)| {
+                *n = n.wrapping_add(1);
+                *who = None;
+            });
         }
     }
 
     /// Keys that currently have waiters.
     pub fn keys(&self) -> Vec<String> {
-        lock(&self.inner).keys.keys().cloned().collect()
+        self.inner.lock().keys.keys().cloned().collect()
     }
 
     fn leave(&self, key: &str) {
         let idle = {
-            let mut inner = lock(&self.inner);
+            let mut inner = self.inner.lock();
             match inner.keys.get_mut(key) {
                 Some(e) if e.subscribers > 1 => {
                     e.subscribers -= 1;
@@ -122,7 +139,7 @@ impl Drop for Leave {
 
 /// A waiter's registration for release notifications of one key; unsubscribes on drop.
 pub struct Subscription {
-    rx: watch::Receiver<u64>,
+    rx: Source,
     leave: Option<Leave>,
 }
 
@@ -132,17 +149,39 @@ impl fmt::Debug for Subscription {
     }
 }
 
+enum Source {
+    Hub(watch::Receiver<Wake>),
+    Plain(watch::Receiver<u64>),
+}
+
 impl Subscription {
     /// A subscription fed by the backend's own `watch` channel (backends that do not use
     /// [`NotifyHub`]). Send on the channel to wake the waiter.
     pub fn from_watch(rx: watch::Receiver<u64>) -> Self {
-        Subscription { rx, leave: None }
+        Subscription { rx: Source::Plain(rx), leave: None }
     }
 
     /// Wait for the next release notification. Returns `false` if the source is gone (then
     /// the caller falls back to polling).
     pub async fn notified(&mut self) -> bool {
-        self.rx.changed().await.is_ok()
+        match &mut self.rx {
+            Source::Hub(rx) => rx.changed().await.is_ok(),
+            Source::Plain(rx) => rx.changed().await.is_ok(),
+        }
+    }
+
+    /// Wait for the next release notification that names `owner` as next in line, or names
+    /// nobody. Returns `false` if the source is gone.
+    pub async fn notified_for(&mut self, owner: &str) -> bool {
+        let Source::Hub(rx) = &mut self.rx else { return self.notified().await };
+        loop {
+            if rx.changed().await.is_err() {
+                return false;
+            }
+            if rx.borrow_and_update().1.as_deref().is_none_or(|next| next == owner) {
+                return true;
+            }
+        }
     }
 }
 
@@ -166,6 +205,9 @@ mod tests {
         assert!(first_a && !first_b);
         hub.notify("k");
         assert!(a.notified().await);
+        hub.notify_next("k", Some("someone-else"));
+        hub.notify_next("k", Some("me"));
+        assert!(a.notified_for("me").await, "woken by the release that names it");
         drop(b);
         assert_eq!(idle.load(Ordering::SeqCst), 0);
         drop(a);

@@ -1,4 +1,12 @@
-//! The backend trait: the small set of atomic operations every store must provide.
+//! For backend authors: the trait every store implements and the toolkit shared by backends.
+//!
+//! Users of the library need only the crate root ([`Locker`](crate::Locker), guards, errors).
+//! A backend crate implements [`LockBackend`] with one atomic attempt, compare-and-delete,
+//! compare-and-extend and, where the store has them, notifications and a native wait; waiting,
+//! retries, deadlines, guards, the watchdog and the lost signal come from the core. The
+//! toolkit below is what every backend otherwise writes again: [`Cleanup`] for cancelled
+//! attempts, the poison-tolerant [`Mutex`], [`UrlOptions`], [`redact`], [`NotifyHub`],
+//! [`Backoff`] and [`millis`]. `docs/ARCHITECTURE.md` has the recipe for a new backend.
 
 use std::fmt;
 use std::time::Duration;
@@ -6,7 +14,33 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use crate::{FencingToken, LeaseSignal, OwnerToken, Result, Subscription};
+use crate::{FencingToken, LeaseSignal, LockError, OwnerToken, Result};
+
+mod backoff;
+mod cleanup;
+mod notify;
+mod options;
+pub mod redact;
+mod sync;
+
+pub use crate::renewer::RENEW_BATCH;
+pub use backoff::Backoff;
+pub use cleanup::Cleanup;
+pub use notify::{NotifyHub, Subscription};
+pub use options::UrlOptions;
+pub use sync::Mutex;
+
+/// `d` in whole milliseconds, rounded up and at least 1 (for `PX`/`PEXPIRE` arguments, where 0
+/// means "no expiry" or an error, and rounding down would shorten a lease).
+pub fn millis(d: Duration) -> u64 {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    u64::try_from(ms).unwrap_or(u64::MAX).max(1)
+}
+
+/// The error of a backend that cannot do `what` (such as inspecting a lock without taking it).
+pub fn unsupported(backend: &'static str, what: &'static str) -> LockError {
+    LockError::Unsupported { backend, what }
+}
 
 /// What a backend can do. Cases and callers branch on this, never on the backend's name.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,6 +69,12 @@ pub struct Capability {
     /// miss the latest grants) and for a Redlock quorum (a master restarted without a synced
     /// append-only file forgets its grants). Each backend's README states the details.
     pub failover_safe: bool,
+    /// Waiters keep a place in a server-side queue between attempts (a fair queue with
+    /// heartbeats). The core then sends every attempt of one acquisition with
+    /// [`AcquireRequest::wait_until`] set and the same owner, sleeps between attempts on the
+    /// subscription or the `retry_after` hint, and calls [`LockBackend::leave_queue`] when the
+    /// acquisition ends without a grant (deadline, error, or its future dropped).
+    pub queue: bool,
 }
 
 impl Capability {
@@ -48,6 +88,7 @@ impl Capability {
         fair: false,
         session_bound: false,
         failover_safe: false,
+        queue: false,
     };
 }
 
@@ -61,7 +102,8 @@ pub struct AcquireRequest<'a> {
     /// Requested lease.
     pub lease: Duration,
     /// `None`: one attempt. `Some(t)`: a `native_wait` backend may wait in its own queue until
-    /// `t` (then answers [`Attempt::Held`]); other backends ignore it.
+    /// `t` (then answers [`Attempt::Held`]); a `queue` backend joins or keeps its place in the
+    /// server's queue of waiters and answers at once; other backends ignore it.
     pub wait_until: Option<Instant>,
     /// The holder's lost-lock signal; a backend that learns of a loss first (session expiry,
     /// connection death) calls [`LeaseSignal::mark_lost`] on it.
@@ -160,9 +202,7 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     /// (key, identity), so two processes taking the same keys never wait on each other in a
     /// cycle. The default, the backend's name, is only canonical for a backend of which a
     /// process uses one lock space.
-    fn identity(&self) -> String {
-        self.name().to_owned()
-    }
+    fn identity(&self) -> String;
 
     /// One atomic acquisition attempt (or a wait in the server's queue, see
     /// [`AcquireRequest::wait_until`]).
@@ -199,15 +239,17 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     /// Look at `key` without acquiring, waiting or changing anything.
     ///
     /// # Errors
-    /// [`LockError::Unsupported`](crate::LockError::Unsupported) when the backend cannot tell
-    /// without taking the lock (the default); backend failures.
-    async fn inspect(&self, key: &str) -> Result<LockInfo> {
-        let _ = key;
-        Err(crate::LockError::Unsupported {
-            backend: self.name(),
-            what: "inspecting a lock without taking it",
-        })
-    }
+    /// [`LockError::Unsupported`](crate::LockError::Unsupported) (see [`unsupported`]) when the
+    /// backend cannot tell without taking the lock; backend failures.
+    async fn inspect(&self, key: &str) -> Result<LockInfo>;
+
+    /// The acquisition by `owner` that sent attempts with `wait_until` ended without a grant:
+    /// leave the server's queue of waiters for `key` (see [`Capability::queue`]). Never
+    /// releases a hold. Backends without such a queue return `Ok(())`.
+    ///
+    /// # Errors
+    /// Backend failures (the waiter's place then expires by its own timeout).
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()>;
 
     /// Subscribe to release notifications for `key`, before an acquisition attempt, so a
     /// release between the attempt and the wait is not missed. `None` when the backend has no

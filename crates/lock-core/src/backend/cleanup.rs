@@ -1,0 +1,134 @@
+//! The one cleanup-on-drop guard for cancelled attempts.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::Result;
+
+type Undo = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = Result<()>> + Send>> + Send>;
+
+/// Undoes an attempt whose future was dropped midway.
+///
+/// Arm it before the request is sent; disarm it once the outcome is known. If it is dropped
+/// while armed (the caller's future was cancelled at an `.await`), the undo is spawned on the
+/// current tokio runtime, so it runs after whatever the cancelled request left buffered. The
+/// undo must be idempotent and harmless when the request never reached the server. Without a
+/// runtime nothing can be sent: the lease or session frees the key, and a warning says so.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> lock_core::Result<()> {
+/// use lock_core::backend::Cleanup;
+///
+/// let cleanup = Cleanup::arm("example attempt", || async { Ok(()) });
+/// // ... send the request; on success:
+/// cleanup.disarm();
+/// # Ok(()) }
+/// ```
+#[must_use = "a cleanup guard undoes the attempt when dropped; disarm it once the outcome is known"]
+pub struct Cleanup {
+    what: &'static str,
+    undo: Option<Undo>,
+}
+
+impl fmt::Debug for Cleanup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cleanup").field("what", &self.what).field("armed", &self.undo.is_some()).finish()
+    }
+}
+
+impl Cleanup {
+    /// Arm `undo` for the attempt named `what` (used in log lines).
+    pub fn arm<F, Fut>(what: &'static str, undo: F) -> Self
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<()>> + Send + 'static,
+    {
+        Cleanup { what, undo: Some(Box::new(move || Box::pin(undo()))) }
+    }
+
+    /// The attempt's outcome is known: nothing to undo.
+    pub fn disarm(mut self) {
+        self.undo = None;
+    }
+
+    /// Whether the undo is still pending.
+    pub fn is_armed(&self) -> bool {
+        self.undo.is_some()
+    }
+
+    /// Run the undo now and disarm. A drop while this runs spawns nothing more: the undo is
+    /// idempotent, and the lease or session is the backstop.
+    ///
+    /// # Errors
+    /// The undo's error.
+    pub async fn run_now(mut self) -> Result<()> {
+        match self.undo.take() {
+            Some(undo) => undo().await,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let Some(undo) = self.undo.take() else { return };
+        let what = self.what;
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                what,
+                "abandoned lock attempt without a runtime; its lease or session frees the key"
+            );
+            return;
+        };
+        rt.spawn(async move {
+            if let Err(e) = undo().await {
+                tracing::debug!(what, error = %e, "cleanup of an abandoned lock attempt failed; the lease frees it");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    fn counting(n: &Arc<AtomicUsize>) -> Cleanup {
+        let n = n.clone();
+        Cleanup::arm("test", move || async move {
+            n.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    }
+
+    #[tokio::test]
+    async fn runs_once_when_dropped_armed_and_never_when_disarmed() {
+        let n = Arc::new(AtomicUsize::new(0));
+        counting(&n).disarm();
+        counting(&n).run_now().await.expect("undo");
+        assert_eq!(n.load(Ordering::SeqCst), 1);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let guard = {
+            let n = n.clone();
+            Cleanup::arm("test", move || async move {
+                n.fetch_add(1, Ordering::SeqCst);
+                let _ = tx.send(());
+                Ok(())
+            })
+        };
+        drop(guard);
+        rx.await.expect("the dropped guard's undo ran");
+        assert_eq!(n.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn without_a_runtime_drop_does_not_panic() {
+        let n = Arc::new(AtomicUsize::new(0));
+        drop(counting(&n));
+        assert_eq!(n.load(Ordering::SeqCst), 0);
+    }
+}
