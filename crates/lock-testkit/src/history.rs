@@ -9,20 +9,16 @@
 //! accepts everything, so any overlap shows up as a lost update.
 
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lock_core::backend::Mutex;
 use lock_core::{FencingToken, LockError, Locker};
 use tokio::time::Instant;
 
 use crate::Factory;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Each critical section is a few field updates, consistent even after a panic elsewhere.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// What the register answered to a write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,14 +49,14 @@ pub struct Register {
 impl Register {
     /// The current value, without a token (for observers).
     pub fn peek(&self) -> u64 {
-        lock(&self.state).value
+        self.state.lock().value
     }
 
     /// Read for hold `hold`: the register remembers `fence` as the highest seen when it is, so a
     /// stale holder's later write is refused even if it comes before this holder's write.
     /// `None` when `fence` is below the highest seen.
     pub fn read(&self, hold: u64, fence: Option<FencingToken>) -> Option<u64> {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         if let (Some(f), Some((top, _))) = (fence, st.top)
             && f.0 < top
         {
@@ -79,7 +75,7 @@ impl Register {
     /// seen. An accepted write whose `read` is stale is a lost update; one whose token equals
     /// the top token of another hold did not increase.
     pub fn increment(&self, hold: u64, fence: Option<FencingToken>, read: u64) -> WriteOutcome {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         if let (Some(f), Some((top, _))) = (fence, st.top)
             && f.0 < top
         {
@@ -336,7 +332,7 @@ pub async fn run<F: Factory + ?Sized>(
                 let lost = if crash {
                     // As a crashed process: no release, and its connection or session goes away.
                     g.abandon();
-                    lock(&shared.crashes).push(Instant::now());
+                    shared.crashes.lock().push(Instant::now());
                     if let Some(next) = fresh.pop() {
                         locker = next;
                     }
@@ -349,7 +345,7 @@ pub async fn run<F: Factory + ?Sized>(
                         Err(_) => was_lost, // unknown: the lease frees it
                     }
                 };
-                lock(&shared.holds).push(HoldRecord {
+                shared.holds.lock().push(HoldRecord {
                     client,
                     fence,
                     acquired,
@@ -395,9 +391,9 @@ async fn new_locker<F: Factory + ?Sized>(factory: &F, lease: Duration) -> Locker
 }
 
 fn check(label: String, shared: &Shared, strikes: usize, elapsed: Duration) -> Report {
-    let mut holds = lock(&shared.holds).clone();
+    let mut holds = shared.holds.lock().clone();
     holds.sort_by_key(|h| h.acquired);
-    let reg = lock(&shared.register.state);
+    let reg = shared.register.state.lock();
     // Two holds overlap on [later acquisition, earlier release]; both writing inside that
     // window with both writes accepted is two holders acting at once.
     let mut violations = 0;
@@ -411,7 +407,7 @@ fn check(label: String, shared: &Shared, strikes: usize, elapsed: Duration) -> R
             }
         }
     }
-    let crashes = lock(&shared.crashes).clone();
+    let crashes = shared.crashes.lock().clone();
     let max_recovery =
         crashes.iter().filter_map(|c| holds.iter().find(|h| h.acquired > *c).map(|h| h.acquired - *c)).max();
     Report {
@@ -458,7 +454,7 @@ mod tests {
         assert_eq!(r.increment(2, Some(FencingToken(4)), 1), WriteOutcome::Rejected);
         assert_eq!(r.increment(3, Some(FencingToken(5)), 1), WriteOutcome::Accepted);
         assert_eq!(r.increment(4, None, 0), WriteOutcome::Accepted);
-        let st = lock(&r.state);
+        let st = r.state.lock();
         assert_eq!((st.value, st.accepted, st.rejected), (1, 3, 1));
         assert_eq!(st.non_increasing, 1, "token 5 accepted for two holds");
         assert_eq!(st.lost_updates, 1, "hold 4 wrote on a stale read");

@@ -7,7 +7,9 @@
 //! shared state, on rand 0.8 and mockall_double).
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use lock_core::backend::Mutex;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -37,7 +39,7 @@ impl Proxy {
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let rx = rx.clone();
-                let mut guard = set.lock().unwrap_or_else(|e| e.into_inner());
+                let mut guard = set.lock();
                 // Reap finished connection tasks so the set does not grow.
                 while guard.try_join_next().is_some() {}
                 guard.spawn(async move {
@@ -68,7 +70,7 @@ impl Proxy {
 
     /// Close every open connection at once (new ones are accepted again).
     pub fn cut(&self) {
-        self.conns.lock().unwrap_or_else(|e| e.into_inner()).abort_all();
+        self.conns.lock().abort_all();
     }
 
     /// Stop (`true`) or resume (`false`) forwarding bytes; connections stay open meanwhile.

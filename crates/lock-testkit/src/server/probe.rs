@@ -1,0 +1,75 @@
+//! Readiness: proving that the process answering on the port is ours and serving.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::host::port_accepts;
+use super::{mariadb, redis, zk};
+
+/// How to prove that the server on the port is ours and serving.
+#[derive(Debug)]
+pub(crate) enum Probe {
+    /// `INFO server` → `process_id:<pid>` (over `unix` when set: a TLS-only server's socket).
+    Redis { password: Option<String>, unix: Option<PathBuf> },
+    /// `mariadb -e 'select @@datadir'` prints `datadir` (which ends in `/`); over `socket` when
+    /// set (a server that refuses plaintext TCP).
+    MariaDb { client: PathBuf, datadir: String, socket: Option<PathBuf> },
+    /// `srvr` → `Mode: standalone|leader|follower|observer`, and `conf` mentions `data_dir`.
+    Zk { data_dir: String },
+}
+
+impl Probe {
+    pub(crate) fn poll_interval(&self) -> Duration {
+        match self {
+            Probe::Redis { .. } => Duration::from_millis(5),
+            Probe::MariaDb { .. } => Duration::from_millis(10),
+            Probe::Zk { .. } => Duration::from_millis(20),
+        }
+    }
+
+    /// `Ok(())` when ready; `Err(observation)` otherwise.
+    pub(crate) fn check(&self, pid: u32, port: u16) -> Result<(), String> {
+        match self {
+            Probe::Redis { password, unix } => {
+                let info = redis::info_server(port, unix.as_deref(), password.as_deref())
+                    .map_err(|e| e.to_string())?;
+                let reported = info
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("process_id:"))
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_default();
+                if reported == pid.to_string() {
+                    Ok(())
+                } else {
+                    Err(format!("INFO server reports process_id:{reported}, expected {pid}"))
+                }
+            }
+            Probe::MariaDb { client, datadir, socket } => {
+                if !port_accepts(port) {
+                    return Err("port not accepting connections".into());
+                }
+                let got = mariadb::query_as_root(client, port, socket.as_deref(), "select @@datadir")
+                    .map_err(|e| e.to_string())?;
+                if got.trim() == datadir {
+                    Ok(())
+                } else {
+                    Err(format!("select @@datadir returned {:?}, expected {datadir:?}", got.trim()))
+                }
+            }
+            Probe::Zk { data_dir } => {
+                let srvr = zk::four_letter_word(port, "srvr").map_err(|e| e.to_string())?;
+                let mode = zk::parse_mode(&srvr).ok_or_else(|| format!("srvr: {}", srvr.trim()))?;
+                if !matches!(mode.as_str(), "standalone" | "leader" | "follower" | "observer") {
+                    return Err(format!("srvr Mode: {mode}"));
+                }
+                let conf = zk::four_letter_word(port, "conf").map_err(|e| e.to_string())?;
+                // a custom whitelist without `conf` only loses the ownership check
+                if conf.contains(data_dir.as_str()) || conf.contains("not in the whitelist") {
+                    Ok(())
+                } else {
+                    Err(format!("conf does not mention our dataDir {data_dir}"))
+                }
+            }
+        }
+    }
+}
