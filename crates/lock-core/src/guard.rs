@@ -7,10 +7,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use crate::backend::RenewItem;
 use crate::hold::HoldRef;
 use crate::renewer::Registration;
 use crate::{
-    FencingToken, LeaseSignal, LeaseState, LockBackend, LockError, LostReason, OwnerToken, RenewItem, Result,
+    FencingToken, LeaseSignal, LeaseState, LockBackend, LockError, LostReason, OwnerToken, Result,
     validate_lease,
 };
 

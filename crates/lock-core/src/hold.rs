@@ -3,7 +3,9 @@
 //! by the backend on any acquisition of it, reaches every guard of that hold.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
+
+use crate::backend::Mutex;
 
 use crate::{LeaseSignal, OwnerToken};
 
@@ -38,8 +40,7 @@ pub(crate) struct Joined {
 
 impl Holds {
     fn lock(&self) -> MutexGuard<'_, State> {
-        // Every critical section is a single map update, so a poisoned map is still consistent.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// The signal for an acquisition of `key` by `owner`: the live hold's when this owner

@@ -43,10 +43,7 @@ pub use backend::{
 };
 pub use error::{BoxError, LockError, Result, is_tls_refusal};
 pub use guard::LockGuard;
-pub use locker::{
-    DRIFT_MARGIN_FLOOR, DRIFT_MARGIN_RATE, LockRequest, Locker, NOTIFY_FALLBACK, POLL_MAX, POLL_MIN,
-    drift_margin,
-};
+pub use locker::{DRIFT_MARGIN_FLOOR, DRIFT_MARGIN_RATE, LockRequest, Locker, drift_margin};
 #[cfg(feature = "memory")]
 pub use memory::MemoryBackend;
 pub use multi::{MultiGuard, MultiLock};

@@ -8,20 +8,21 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::{AcquireRequest, Attempt, Backoff, Cleanup, Subscription};
 use crate::hold::Holds;
-use crate::renewer::{Entry, Renewer, local_deadline};
+use crate::renewer::{NewLease, Renewer};
 use crate::{
-    AcquireRequest, Attempt, Backoff, DEFAULT_WATCHDOG_LEASE, LockBackend, LockError, LockGuard, OwnerToken,
-    Result, Subscription, validate_key, validate_lease, validate_wait,
+    DEFAULT_WATCHDOG_LEASE, LockBackend, LockError, LockGuard, OwnerToken, Result, validate_key,
+    validate_lease, validate_wait,
 };
 
 /// How long a waiter subscribed to release notifications sleeps when the backend gave no
 /// remaining-lease hint: the most a lost notification can cost.
-pub const NOTIFY_FALLBACK: Duration = Duration::from_millis(500);
+const NOTIFY_FALLBACK: Duration = Duration::from_millis(500);
 /// First polling delay for backends without notifications.
-pub const POLL_MIN: Duration = Duration::from_millis(2);
+const POLL_MIN: Duration = Duration::from_millis(2);
 /// Longest polling delay for backends without notifications.
-pub const POLL_MAX: Duration = Duration::from_millis(100);
+const POLL_MAX: Duration = Duration::from_millis(100);
 /// A native wait with no deadline is issued as one wait of this length: slicing it would
 /// drop a fair backend's waiter to the back of the queue at every slice.
 const NATIVE_WAIT_SLICE: Duration = crate::MAX_WAIT;
@@ -258,12 +259,18 @@ impl LockRequest<'_> {
         let started = Instant::now();
         let deadline = if once { Some(started) } else { self.wait.map(|w| started + w) };
 
+        // A queue backend keeps this waiter's place between attempts; leaving it when the
+        // acquisition ends without a grant is armed here, so a dropped future leaves too.
+        let queued = caps.queue && !once;
+        let mut place: Option<Cleanup> = None;
+        // Who a fair release must name to wake this waiter (made only once it waits).
+        let mut owner_text: Option<String> = None;
         let mut sub: Option<Subscription> = None;
         let mut backoff = Backoff::new(locker.poll.0, locker.poll.1);
         loop {
-            let wait_until = match (caps.native_wait, deadline) {
+            let wait_until = match (caps.native_wait || queued, deadline) {
                 (false, _) => None,
-                (true, Some(d)) if d <= Instant::now() => None,
+                (true, Some(d)) if d <= Instant::now() && !queued => None,
                 (true, Some(d)) => Some(d),
                 (true, None) => Some(Instant::now() + NATIVE_WAIT_SLICE),
             };
@@ -271,20 +278,26 @@ impl LockRequest<'_> {
             let joined = locker.holds.join(&self.key, owner, !rotate);
             let req = AcquireRequest { key: &self.key, owner, lease, wait_until, signal: &joined.signal };
             let sent_at = Instant::now();
-            let retry_after = match backend.try_acquire(&req).await {
+            let result = backend.try_acquire(&req).await;
+            if queued && place.is_none() && !matches!(result, Ok(Attempt::Acquired(_))) {
+                place = Some(leave_on_drop(backend, &self.key, owner));
+            }
+            let retry_after = match result {
                 Ok(Attempt::Acquired(grant)) => {
+                    if let Some(p) = place.take() {
+                        p.disarm(); // the grant took this waiter out of the queue
+                    }
                     let hold = locker.holds.granted(&self.key, owner, &joined);
                     let signal = joined.signal;
-                    let margin = locker.drift_margin(lease);
                     let registration = (auto || grant.lease.is_some()).then(|| {
-                        locker.renewer.register(Entry {
+                        locker.renewer.register(NewLease {
                             key: self.key.clone(),
                             owner,
                             lease,
                             auto,
-                            confirmed_until: grant.lease.map(|l| local_deadline(sent_at, l, margin)),
-                            margin,
-                            next_due: sent_at + lease / 3,
+                            granted: grant.lease,
+                            sent_at,
+                            margin: locker.drift_margin(lease),
                             renew_until: self.max_hold.map(|m| started + m),
                             signal: signal.clone(),
                         })
@@ -306,16 +319,25 @@ impl LockRequest<'_> {
                     tracing::debug!(key = %self.key, error = %e, "acquire attempt failed; retrying");
                     if rotate {
                         owner = OwnerToken::random();
+                        owner_text = None;
+                        // The old owner's queue place goes (in the background); the new owner
+                        // joins with its next attempt.
+                        drop(place.take());
                     }
                     Some(backoff.next_delay())
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e), // a queue place is left by `place`'s drop
             };
             if once {
                 return Ok(None);
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
+                if let Some(p) = place.take()
+                    && let Err(e) = p.run_now().await
+                {
+                    tracing::debug!(key = %self.key, error = %e, "leaving the wait queue failed; the waiter timeout will");
+                }
                 return Err(LockError::Timeout { key: self.key, waited: started.elapsed() });
             }
             if caps.notify && sub.is_none() {
@@ -341,13 +363,28 @@ impl LockRequest<'_> {
             let wake = deadline.map_or(wake, |d| d.min(wake));
             match sub.as_mut() {
                 Some(s) => {
+                    let woken = async {
+                        if queued {
+                            // Only a release naming this waiter (or nobody) as next wakes it.
+                            let me = owner_text.get_or_insert_with(|| owner.to_string());
+                            s.notified_for(me).await
+                        } else {
+                            s.notified().await
+                        }
+                    };
                     tokio::select! {
                         _ = tokio::time::sleep_until(wake) => {}
-                        alive = s.notified() => if !alive { sub = None },
+                        alive = woken => if !alive { sub = None },
                     }
                 }
                 None => tokio::time::sleep_until(wake).await,
             }
         }
     }
+}
+
+/// Leaves `key`'s server-side queue as `owner` when dropped armed (see `Capability::queue`).
+fn leave_on_drop(backend: &Arc<dyn LockBackend>, key: &str, owner: OwnerToken) -> Cleanup {
+    let (backend, key) = (backend.clone(), key.to_owned());
+    Cleanup::arm("leaving a lock's wait queue", move || async move { backend.leave_queue(&key, owner).await })
 }

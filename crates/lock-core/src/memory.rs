@@ -2,16 +2,17 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use crate::{
-    AcquireRequest, Attempt, Capability, FencingToken, Grant, LockBackend, LockInfo, NotifyHub, OwnerToken,
-    RenewItem, Result, Subscription,
+use crate::backend::{
+    AcquireRequest, Attempt, Capability, Grant, LockBackend, LockInfo, Mutex, NotifyHub, RenewItem,
+    Subscription,
 };
+use crate::{FencingToken, OwnerToken, Result};
 
 #[derive(Debug)]
 struct Hold {
@@ -55,8 +56,7 @@ impl MemoryBackend {
     }
 
     fn locks(&self) -> MutexGuard<'_, Table> {
-        // Critical sections never panic midway, so a poisoned table is still consistent.
-        self.inner.locks.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locks.lock()
     }
 
     /// Number of entries in the lock table, expired ones not yet swept included.

@@ -27,10 +27,8 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::watch;
 use tokio::time::{Instant, timeout};
 
-use crate::{
-    AcquireRequest, Attempt, Capability, FencingToken, Grant, LockBackend, LockError, OwnerToken, RenewItem,
-    Result, Subscription,
-};
+use crate::backend::{AcquireRequest, Attempt, Capability, Grant, LockBackend, RenewItem, Subscription};
+use crate::{FencingToken, LockError, OwnerToken, Result};
 
 const NAME: &str = "quorum";
 

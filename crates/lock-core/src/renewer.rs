@@ -6,13 +6,14 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::{LeaseSignal, LockBackend, LockError, LostReason, OwnerToken, RenewItem};
+use crate::backend::{Mutex, RenewItem};
+use crate::{LeaseSignal, LockBackend, LockError, LostReason, OwnerToken};
 
 /// Most leases sent in one renew call (Redisson renews up to 100 keys per script call).
 pub const RENEW_BATCH: usize = 100;
@@ -33,20 +34,36 @@ fn coalesce_window(lease: Duration) -> Duration {
     (period(lease) / 2).min(retry_interval(lease) / 2)
 }
 
-pub(crate) struct Entry {
+/// A granted lease, as the acquisition saw it; [`Renewer::register`] derives its schedule.
+pub(crate) struct NewLease {
     pub key: String,
     pub owner: OwnerToken,
+    /// The lease asked for (and renewed with).
     pub lease: Duration,
     /// Renewed by the watchdog (no lease given by the caller).
     pub auto: bool,
-    /// Local lease deadline, already shortened by `margin`; `None` for session-bound leases.
-    pub confirmed_until: Option<Instant>,
+    /// The lease the backend granted, counted from `sent_at`; `None` for session-bound holds.
+    pub granted: Option<Duration>,
+    /// When the granting request was sent: the lease counts from here, never from the answer.
+    pub sent_at: Instant,
     /// Clock-drift margin kept between the local deadline and the server's expiry.
     pub margin: Duration,
-    pub next_due: Instant,
     /// Maximum hold time: no renewal is sent past this instant.
     pub renew_until: Option<Instant>,
     pub signal: LeaseSignal,
+}
+
+struct Entry {
+    key: String,
+    owner: OwnerToken,
+    lease: Duration,
+    auto: bool,
+    /// Local lease deadline, already shortened by `margin`; `None` for session-bound leases.
+    confirmed_until: Option<Instant>,
+    margin: Duration,
+    next_due: Instant,
+    renew_until: Option<Instant>,
+    signal: LeaseSignal,
 }
 
 /// A lease in flight in one renew call: (id, key, owner, lease).
@@ -75,7 +92,7 @@ impl Entry {
 /// The local deadline of a lease confirmed by a request sent at `sent_at`: the server counts
 /// the lease from when it received the request, later than `sent_at`, and `margin` absorbs the
 /// drift between the two clocks. Never in the past of `sent_at`.
-pub(crate) fn local_deadline(sent_at: Instant, lease: Duration, margin: Duration) -> Instant {
+fn local_deadline(sent_at: Instant, lease: Duration, margin: Duration) -> Instant {
     sent_at + lease.saturating_sub(margin)
 }
 
@@ -150,8 +167,7 @@ impl Renewer {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // Every critical section leaves the map consistent, so a poisoned lock is still usable.
-        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.shared.state.lock()
     }
 
     /// Number of leases being watched (for tests and metrics).
@@ -164,7 +180,20 @@ impl Renewer {
         self.lock().running.is_some()
     }
 
-    pub fn register(&self, entry: Entry) -> Registration {
+    /// Watch `new`: its local deadline and first renewal are set here, from the send time of
+    /// the granting request.
+    pub fn register(&self, new: NewLease) -> Registration {
+        let entry = Entry {
+            confirmed_until: new.granted.map(|l| local_deadline(new.sent_at, l, new.margin)),
+            next_due: new.sent_at + period(new.lease),
+            key: new.key,
+            owner: new.owner,
+            lease: new.lease,
+            auto: new.auto,
+            margin: new.margin,
+            renew_until: new.renew_until,
+            signal: new.signal,
+        };
         let mut st = self.lock();
         let id = st.next_id;
         st.next_id += 1;
