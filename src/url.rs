@@ -2,7 +2,21 @@
 
 use crate::{DynBackend, LockError};
 
-pub use lock_core::redact::redact_url;
+pub use lock_core::backend::redact::redact_url;
+
+/// Connect with `$connect` (a future of a backend) when `$feature` is compiled in; a typed
+/// [`LockError::FeatureNotEnabled`] otherwise. The expression is not even name-resolved when
+/// the feature is off, so the backend crate need not exist in the build.
+macro_rules! connect {
+    ($feature:literal, $scheme:expr, $connect:expr) => {{
+        #[cfg(feature = $feature)]
+        let connected: Result<DynBackend, LockError> = Ok(std::sync::Arc::new($connect.await?));
+        #[cfg(not(feature = $feature))]
+        let connected: Result<DynBackend, LockError> =
+            Err(LockError::FeatureNotEnabled { scheme: $scheme.to_owned(), feature: $feature });
+        connected
+    }};
+}
 
 /// Connect to the backend a URL names:
 ///
@@ -18,16 +32,17 @@ pub use lock_core::redact::redact_url;
 /// [`LockError::FeatureNotEnabled`] for a known scheme compiled out, [`LockError::InvalidConfig`]
 /// for an unknown scheme or a malformed URL, backend errors when the server is unreachable.
 pub async fn from_url(url: &str) -> Result<DynBackend, LockError> {
-    let Some((scheme, rest)) = url.split_once("://") else {
+    let Some((scheme, _)) = url.split_once("://") else {
         return Err(LockError::InvalidConfig { reason: format!("not a URL: {:?}", redact_url(url)) });
     };
     let scheme = scheme.to_ascii_lowercase();
+    // One arm per backend: its schemes, its cargo feature, and how it connects.
     match scheme.as_str() {
-        "memory" => memory(rest),
-        "redis" | "rediss" => redis(url).await,
-        "redlock" => redlock(rest).await,
-        "mysql" | "mariadb" => mysql(url).await,
-        "zk" | "zookeeper" => zk(url).await,
+        "memory" => connect!("memory", &scheme, async { Ok::<_, LockError>(memory(url)) }),
+        "redis" | "rediss" => connect!("redis", &scheme, lock_redis::RedisLock::from_url(url)),
+        "redlock" => connect!("redis", &scheme, redlock(url)),
+        "mysql" | "mariadb" => connect!("mysql", &scheme, lock_mysql::MySqlLock::builder().url(url).build()),
+        "zk" | "zookeeper" => connect!("zk", &scheme, lock_zk::ZkLock::builder().url(url).build()),
         other => Err(LockError::InvalidConfig {
             reason: format!(
                 "unknown scheme {other:?} (expected memory, redis, rediss, redlock, mysql, mariadb or zk)"
@@ -36,52 +51,17 @@ pub async fn from_url(url: &str) -> Result<DynBackend, LockError> {
     }
 }
 
+/// One table per name, so every "client" of `memory://x` shares the locks of x.
 #[cfg(feature = "memory")]
-fn memory(name: &str) -> Result<DynBackend, LockError> {
+fn memory(url: &str) -> lock_core::MemoryBackend {
+    let name = url.split_once("://").map_or(url, |(_, name)| name);
     use std::collections::HashMap;
-    use std::sync::{LazyLock, Mutex};
+    use std::sync::LazyLock;
 
     use lock_core::MemoryBackend;
-    // One table per name, so every "client" of memory://x shares the locks of x.
+    use lock_core::backend::Mutex;
     static TABLES: LazyLock<Mutex<HashMap<String, MemoryBackend>>> = LazyLock::new(Mutex::default);
-    let mut tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
-    Ok(std::sync::Arc::new(tables.entry(name.trim_end_matches('/').to_owned()).or_default().clone()))
-}
-
-#[cfg(not(feature = "memory"))]
-fn memory(_: &str) -> Result<DynBackend, LockError> {
-    Err(LockError::FeatureNotEnabled { scheme: "memory".into(), feature: "memory" })
-}
-
-#[cfg(not(feature = "redis"))]
-async fn redis(url: &str) -> Result<DynBackend, LockError> {
-    Err(LockError::FeatureNotEnabled { scheme: scheme_of(url), feature: "redis" })
-}
-
-#[cfg(not(feature = "redis"))]
-async fn redlock(_: &str) -> Result<DynBackend, LockError> {
-    Err(LockError::FeatureNotEnabled { scheme: "redlock".into(), feature: "redis" })
-}
-
-#[cfg(not(feature = "mysql"))]
-async fn mysql(url: &str) -> Result<DynBackend, LockError> {
-    Err(LockError::FeatureNotEnabled { scheme: scheme_of(url), feature: "mysql" })
-}
-
-#[cfg(not(feature = "zk"))]
-async fn zk(url: &str) -> Result<DynBackend, LockError> {
-    Err(LockError::FeatureNotEnabled { scheme: scheme_of(url), feature: "zk" })
-}
-
-#[cfg(not(all(feature = "redis", feature = "mysql", feature = "zk")))]
-fn scheme_of(url: &str) -> String {
-    url.split_once("://").map_or("", |(s, _)| s).to_owned()
-}
-
-#[cfg(feature = "redis")]
-async fn redis(url: &str) -> Result<DynBackend, LockError> {
-    // lock-redis reads `mode=` and `key_prefix=` itself.
-    Ok(std::sync::Arc::new(lock_redis::RedisLock::from_url(url).await?))
+    TABLES.lock().entry(name.trim_end_matches('/').to_owned()).or_default().clone()
 }
 
 /// The `redis://` URL of every master of `redlock://<rest>`; each carries the query
@@ -113,7 +93,8 @@ fn redlock_urls(rest: &str) -> Result<Vec<String>, LockError> {
 /// Redlock starts while a minority of its masters is unreachable: those members connect on
 /// first use, and again after every failure, so they join the quorum when they come back.
 #[cfg(feature = "redis")]
-async fn redlock(rest: &str) -> Result<DynBackend, LockError> {
+async fn redlock(url: &str) -> Result<lock_core::QuorumBackend, LockError> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let urls = redlock_urls(rest)?;
     let connects = urls.iter().map(|u| lock_redis::RedisLock::from_url(u));
     let results = futures_util::future::join_all(connects).await;
@@ -136,7 +117,7 @@ async fn redlock(rest: &str) -> Result<DynBackend, LockError> {
     if up < quorum {
         return Err(first_err.unwrap_or_else(|| LockError::temporary("quorum", "no master reachable")));
     }
-    Ok(std::sync::Arc::new(lock_core::QuorumBackend::new(members)?))
+    lock_core::QuorumBackend::new(members)
 }
 
 #[cfg(feature = "redis")]
@@ -221,16 +202,6 @@ mod lazy {
             self.get().await?.inspect(key).await
         }
     }
-}
-
-#[cfg(feature = "mysql")]
-async fn mysql(url: &str) -> Result<DynBackend, LockError> {
-    Ok(std::sync::Arc::new(lock_mysql::MySqlLock::builder().url(url).build().await?))
-}
-
-#[cfg(feature = "zk")]
-async fn zk(url: &str) -> Result<DynBackend, LockError> {
-    Ok(std::sync::Arc::new(lock_zk::ZkLock::builder().url(url).build().await?))
 }
 
 #[cfg(test)]

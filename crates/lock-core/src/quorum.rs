@@ -27,7 +27,9 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::watch;
 use tokio::time::{Instant, timeout};
 
-use crate::backend::{AcquireRequest, Attempt, Capability, Grant, LockBackend, RenewItem, Subscription};
+use crate::backend::{
+    AcquireRequest, Attempt, Capability, Cleanup, Grant, LockBackend, Mutex, RenewItem, Subscription,
+};
 use crate::{FencingToken, LockError, OwnerToken, Result};
 
 const NAME: &str = "quorum";
@@ -237,7 +239,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn record(&mut self, i: usize, r: Result<Attempt, Failure>, undo: &mut Undo) {
+    fn record(&mut self, i: usize, r: Result<Attempt, Failure>, undo: &Undo) {
         match r {
             Ok(Attempt::Acquired(g)) => {
                 self.granted += 1;
@@ -250,7 +252,7 @@ impl Tally {
             }
             Ok(Attempt::Held { retry_after }) => {
                 self.refused += 1;
-                undo.pending[i] = false;
+                undo.set(i, false);
                 if let Some(h) = retry_after {
                     self.hint = Some(self.hint.map_or(h, |m| m.min(h)));
                 }
@@ -263,62 +265,47 @@ impl Tally {
 /// Releases the members an unfinished attempt may hold. Armed before the attempt is sent; if
 /// the attempt's future is dropped, the releases run in the background.
 struct Undo {
-    members: Members,
-    key: String,
-    owner: OwnerToken,
     /// Members that granted or whose outcome is unknown.
-    pending: Vec<bool>,
-    timeout: Duration,
+    pending: Arc<Mutex<Vec<bool>>>,
+    cleanup: Cleanup,
 }
 
 impl Undo {
-    fn arm(members: &Members, key: &str, owner: OwnerToken, timeout: Duration) -> Self {
-        Undo {
-            members: members.clone(),
-            key: key.to_owned(),
-            owner,
-            pending: vec![true; members.len()],
-            timeout,
-        }
-    }
-
-    fn disarm(mut self) {
-        self.pending.fill(false);
-    }
-
-    async fn release(members: &Members, key: &str, owner: OwnerToken, pending: &[bool], t: Duration) {
-        let calls = members
-            .iter()
-            .zip(pending)
-            .filter(|(_, p)| **p)
-            .map(|(m, _)| async move { (m.name(), timeout(t, m.release(key, owner)).await) });
-        for (name, r) in join_all(calls).await {
-            if let Err(e) = member_result(r, t) {
-                tracing::debug!(member = name, error = %e, "undo of a quorum attempt failed; the lease frees it");
+    fn arm(members: &Members, key: &str, owner: OwnerToken, t: Duration) -> Self {
+        let pending = Arc::new(Mutex::new(vec![true; members.len()]));
+        let (members, key, shared) = (members.clone(), key.to_owned(), pending.clone());
+        let cleanup = Cleanup::arm("quorum lock attempt", move || async move {
+            let pending = shared.lock().clone();
+            let calls = members
+                .iter()
+                .zip(pending)
+                .filter(|(_, p)| *p)
+                .map(|(m, _)| async { (m.name(), timeout(t, m.release(&key, owner)).await) });
+            for (name, r) in join_all(calls).await {
+                if let Err(e) = member_result(r, t) {
+                    tracing::debug!(member = name, error = %e, "undo of a quorum attempt failed; the lease frees it");
+                }
             }
-        }
+            Ok(())
+        });
+        Undo { pending, cleanup }
+    }
+
+    fn set(&self, member: usize, pending: bool) {
+        self.pending.lock()[member] = pending;
+    }
+
+    fn set_all(&self, pending: bool) {
+        self.pending.lock().fill(pending);
+    }
+
+    fn disarm(self) {
+        self.cleanup.disarm();
     }
 
     /// Undo now; a drop midway leaves the rest to the background.
-    async fn run(mut self) {
-        Self::release(&self.members, &self.key, self.owner, &self.pending, self.timeout).await;
-        self.pending.fill(false);
-    }
-}
-
-impl Drop for Undo {
-    fn drop(&mut self) {
-        if !self.pending.contains(&true) {
-            return;
-        }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!("abandoned quorum attempt without a runtime; member leases will free the key");
-            return;
-        };
-        let (members, key, owner, t) =
-            (self.members.clone(), std::mem::take(&mut self.key), self.owner, self.timeout);
-        let pending = std::mem::take(&mut self.pending);
-        rt.spawn(async move { Self::release(&members, &key, owner, &pending, t).await });
+    async fn run(self) {
+        let _ = self.cleanup.run_now().await; // failures are logged per member above
     }
 }
 
@@ -389,16 +376,16 @@ impl LockBackend for QuorumBackend {
             wait_until: None,
             signal: req.signal,
         };
-        let mut undo = Undo::arm(&self.members, req.key, req.owner, self.other_timeout());
-        undo.pending.fill(false);
+        let undo = Undo::arm(&self.members, req.key, req.owner, self.other_timeout());
+        undo.set_all(false);
         let mut tally = Tally::default();
         // Phase 1: the probe member alone. A refusal there ends the attempt at the cost of one
         // request and nothing to undo; contenders meet at the probe first, so they rarely split
         // the other members' votes between them.
         let probe = self.probe.load(Ordering::Relaxed) % n;
-        undo.pending[probe] = true;
+        undo.set(probe, true);
         let first = timeout(t, self.members[probe].try_acquire(&member_req)).await;
-        tally.record(probe, member_result(first, t), &mut undo);
+        tally.record(probe, member_result(first, t), &undo);
         if tally.refused == 1 && n > 1 {
             return Ok(Attempt::Held { retry_after: tally.hint });
         }
@@ -413,13 +400,13 @@ impl LockBackend for QuorumBackend {
             .enumerate()
             .filter(|(i, _)| *i != probe)
             .map(|(i, m)| {
-                undo.pending[i] = true;
+                undo.set(i, true);
                 let r = &member_req;
                 async move { (i, timeout(t, m.try_acquire(r)).await) }
             })
             .collect();
         while let Some((i, r)) = calls.next().await {
-            tally.record(i, member_result(r, t), &mut undo);
+            tally.record(i, member_result(r, t), &undo);
         }
         drop(calls);
         let Tally { granted, refused, top, min_lease, mut hint, failures } = tally;
