@@ -6,6 +6,7 @@ use std::time::Duration;
 use lock_core::{LockError, Result};
 
 use crate::ZkLock;
+use crate::options::ZkUrl;
 
 /// Lock root used when none is given.
 pub const DEFAULT_ROOT: &str = "/dlock";
@@ -111,60 +112,26 @@ impl ZkLockBuilder {
     }
 
     /// Configure from a URL: `zk://[user:password@]host:port[,host:port...][/root]` with the
-    /// optional query parameters `chroot=/path`, `session_timeout_ms=N` and
-    /// `connection_timeout_ms=N`. User and password (percent-encoded) select digest
-    /// authentication with creator-only ACLs.
+    /// optional query options `chroot=/path`, `create_chroot=true`, `session_timeout=6s` and
+    /// `connection_timeout=2s` (durations as `250ms`, `2s`, `1m` or plain milliseconds; also
+    /// accepted as `session_timeout_ms=N`, `connection_timeout_ms=N`). Unknown or repeated
+    /// options are refused by `build`. User and password (percent-encoded) select digest
+    /// authentication with creator-only ACLs. Settings given here replace earlier ones, and
+    /// later builder calls replace these.
     pub fn url(mut self, url: &str) -> Self {
-        if let Err(reason) = self.apply_url(url) {
-            self.error = Some(reason);
+        match ZkUrl::parse(url) {
+            Ok(u) => {
+                self.connect = Some(u.connect);
+                self.root = u.root.or(self.root);
+                self.auth = u.auth.or(self.auth);
+                self.session_timeout = u.session_timeout.or(self.session_timeout);
+                self.connection_timeout = u.connection_timeout.or(self.connection_timeout);
+                self.create_chroot = u.create_chroot.unwrap_or(self.create_chroot);
+            }
+            Err(LockError::InvalidConfig { reason }) => self.error = Some(reason),
+            Err(e) => self.error = Some(e.to_string()),
         }
         self
-    }
-
-    fn apply_url(&mut self, url: &str) -> std::result::Result<(), String> {
-        let rest = url
-            .strip_prefix("zk://")
-            .or_else(|| url.strip_prefix("zookeeper://"))
-            .ok_or_else(|| "zookeeper url must start with zk://".to_owned())?;
-        // Userinfo first: a raw password may hold `?` or `/` (it must never end up quoted as a
-        // query parameter or a path in an error).
-        let (userinfo, rest) = lock_core::redact::split_userinfo(rest);
-        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let (hosts, root) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, ""),
-        };
-        if hosts.is_empty() {
-            return Err("zookeeper url has no host".to_owned());
-        }
-        let mut chroot = String::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let ms = || v.parse::<u64>().map(Duration::from_millis).map_err(|_| format!("bad value for {k}"));
-            match k {
-                "chroot" => chroot = percent_decode(v)?,
-                "session_timeout_ms" => self.session_timeout = Some(ms()?),
-                "connection_timeout_ms" => self.connection_timeout = Some(ms()?),
-                "create_chroot" => {
-                    self.create_chroot = match v {
-                        "true" | "1" => true,
-                        "false" | "0" => false,
-                        _ => return Err(format!("bad value for {k} (true or false)")),
-                    }
-                }
-                _ => return Err(format!("unknown zookeeper url parameter {k:?}")),
-            }
-        }
-        if let Some(u) = userinfo {
-            let (user, pw) =
-                u.split_once(':').ok_or_else(|| "url credentials need user:password".to_owned())?;
-            self.auth = Some((percent_decode(user)?, percent_decode(pw)?));
-        }
-        self.connect = Some(format!("{hosts}{chroot}"));
-        if !root.is_empty() && root != "/" {
-            self.root = Some(percent_decode(root)?);
-        }
-        Ok(())
     }
 
     /// The znode under which every lock directory lives (default [`DEFAULT_ROOT`]); created
@@ -299,23 +266,6 @@ fn normalize_root(root: &str) -> std::result::Result<String, String> {
         return Err("lock root must not be under /zookeeper".to_owned());
     }
     Ok(trimmed.to_owned())
-}
-
-fn percent_decode(s: &str) -> std::result::Result<String, String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3).ok_or("bad percent escape in zookeeper url")?;
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| "bad percent escape in zookeeper url")?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| "zookeeper url is not valid utf-8 after decoding".to_owned())
 }
 
 #[cfg(test)]

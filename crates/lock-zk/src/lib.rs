@@ -5,8 +5,12 @@
 
 mod backend;
 mod builder;
+mod cleanup;
 mod error;
 mod key;
+mod options;
+mod recipe;
+mod session;
 
 pub use backend::ZkLock;
 pub use builder::{DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT, ZkLockBuilder};

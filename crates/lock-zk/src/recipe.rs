@@ -1,0 +1,257 @@
+//! The lock recipe: create an `EPHEMERAL_SEQUENTIAL` node with the listing pipelined behind
+//! it, the lowest sequence holds, a waiter watches only its predecessor until its deadline
+//! (the backend's native wait); nesting by a current holder; watching our own node while held.
+
+use std::sync::Arc;
+#[cfg(feature = "testing")]
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use lock_core::backend::{AcquireRequest, Attempt, Grant};
+use lock_core::{FencingToken, LeaseSignal, LostReason, OwnerToken, Result};
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use crate::cleanup::{self, Node};
+use crate::error::{lock_error, outcome_unknown, session_ended, temporary};
+use crate::session::{Hold, HoldKey, Inner};
+
+/// Curator's lock-node name between the `_c_<uuid>-` protection prefix and the sequence.
+const LOCK_NAME: &str = "lock-";
+/// How often a create that finds its lock directory missing re-creates it and tries again: the
+/// server reaps an empty container at any time, even between our create of it and the node's,
+/// but not over and over.
+const DIR_RETRIES: usize = 5;
+/// Pause before watching our own node again after a request failed (the connection is down;
+/// the session monitor handles the state, this only re-arms the watch).
+const WATCH_RETRY: Duration = Duration::from_millis(100);
+
+fn granted(fence: u64) -> Attempt {
+    Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None })
+}
+
+/// The sequence number of a lock node name `..-lock-<digits>`; `None` for foreign children.
+fn sequence(name: &str) -> Option<i64> {
+    let (head, digits) = name.rsplit_once('-')?;
+    if !head.ends_with("-lock") || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The lock nodes among `children`, in queue order (the head holds the lock).
+pub(crate) fn queue(children: Vec<String>) -> Vec<(i64, String)> {
+    let mut queue: Vec<(i64, String)> =
+        children.into_iter().filter_map(|c| sequence(&c).map(|s| (s, c))).collect();
+    queue.sort_unstable();
+    queue
+}
+
+impl Inner {
+    /// A nested acquisition by a current holder: the outer hold's fence.
+    fn nest(&self, key: &str, owner: OwnerToken, signal: &LeaseSignal) -> Option<u64> {
+        let mut holds = self.holds.lock();
+        let hk = (key.to_owned(), owner);
+        let h = holds.get_mut(&hk)?;
+        if h.is_lost() {
+            // Told lost by the core (a refused renewal), not by us: no release will come for
+            // it, and its node would stay queued ahead of the new attempt.
+            let old = holds.remove(&hk);
+            drop(holds);
+            if let Some(old) = old {
+                self.delete_lost(old);
+            }
+            return None;
+        }
+        h.count += 1;
+        // Nesting through the same `Locker` brings the hold's own signal again: keep one copy,
+        // so a long hold nested in a loop does not grow. (A release does not say which guard
+        // it ends, so a signal from another `Locker` stays until the hold ends.)
+        let known = signal.subscribe();
+        if !h.signals.iter().any(|s| s.subscribe().same_channel(&known)) {
+            h.signals.push(signal.clone());
+        }
+        Some(h.fence)
+    }
+
+    /// One acquisition: nest, or queue a node and wait (until `req.wait_until`) to be first.
+    pub async fn acquire(self: &Arc<Self>, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        if let Some(fence) = self.nest(req.key, req.owner, req.signal) {
+            return Ok(granted(fence));
+        }
+        let session = self.session().await?;
+        let client = &session.client;
+        let dir = self.dir(req.key);
+        let unique = format!("_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
+        let prefix = format!("{dir}/{unique}");
+        let mut cleanup = cleanup::guard(client, Node::Prefix { dir: dir.clone(), unique: unique.clone() });
+        let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls());
+
+        // Create our node; the child listing is pipelined behind it (one round trip).
+        let mut dir_attempts = 0;
+        let (name, fence, mut children) = loop {
+            let sent = Instant::now();
+            let created = client.create(&prefix, &[], &options);
+            let listed = client.list_children(&dir);
+            match created.await {
+                Ok((stat, seq)) => {
+                    session.confirm(sent);
+                    let name = format!("{unique}{seq}");
+                    // Now known by its path: one delete instead of a listing and a delete.
+                    std::mem::replace(
+                        &mut cleanup,
+                        cleanup::guard(client, Node::Path(format!("{dir}/{name}"))),
+                    )
+                    .disarm();
+                    break (name, stat.czxid, listed.await.map_err(lock_error)?);
+                }
+                Err(zk::Error::NoNode) if dir_attempts < DIR_RETRIES => {
+                    drop(listed);
+                    dir_attempts += 1;
+                    self.ensure_dir(client, &dir).await.map_err(lock_error)?;
+                }
+                // The reply was lost, not necessarily the create: find our node by its unique
+                // prefix before creating another (a second node would queue behind the first
+                // for the rest of the session). Not there: the create was not applied (one
+                // session's requests are applied in order), and the core retries the error.
+                Err(e) if outcome_unknown(&e) => {
+                    drop(listed);
+                    tracing::debug!(error = %e, "lock node create reply lost; looking for our node");
+                    let children = client.list_children(&dir).await.map_err(lock_error)?;
+                    let Some(name) = children.iter().find(|c| c.starts_with(&unique)).cloned() else {
+                        return Err(lock_error(e));
+                    };
+                    let path = format!("{dir}/{name}");
+                    std::mem::replace(&mut cleanup, cleanup::guard(client, Node::Path(path.clone())))
+                        .disarm();
+                    let stat = client
+                        .check_stat(&path)
+                        .await
+                        .map_err(lock_error)?
+                        .ok_or_else(|| temporary("own lock node vanished"))?;
+                    break (name, stat.czxid, children);
+                }
+                Err(e) => return Err(lock_error(e)),
+            }
+        };
+        let path = format!("{dir}/{name}");
+
+        // Lowest sequence holds; otherwise watch only the immediate predecessor.
+        loop {
+            let queue = queue(children);
+            let Some(pos) = queue.iter().position(|(_, c)| *c == name) else {
+                // Deleted behind our back, or the session ended; nothing left to clean up.
+                return Err(temporary("own lock node vanished while waiting"));
+            };
+            if pos == 0 {
+                break;
+            }
+            let Some(deadline) = req.wait_until.filter(|d| Instant::now() < *d) else {
+                return Ok(Attempt::Held { retry_after: None }); // the cleanup deletes our node
+            };
+            let predecessor = format!("{dir}/{}", queue[pos - 1].1);
+            let sent = Instant::now();
+            let (stat, watcher) = client.check_and_watch_stat(&predecessor).await.map_err(lock_error)?;
+            session.confirm(sent);
+            if stat.is_some() {
+                tokio::select! {
+                    event = watcher.changed() => {
+                        #[cfg(feature = "testing")]
+                        self.wakeups.fetch_add(1, Ordering::Relaxed);
+                        if event.event_type == zk::EventType::Session && event.session_state.is_terminated() {
+                            return Err(lock_error(zk::Error::SessionExpired));
+                        }
+                    }
+                    _ = tokio::time::sleep_until(deadline) => return Ok(Attempt::Held { retry_after: None }),
+                }
+            }
+            // A grant after a long wait must not start from an old confirmation: the listing's
+            // send time is one too.
+            let sent = Instant::now();
+            children = client.list_children(&dir).await.map_err(lock_error)?;
+            session.confirm(sent);
+        }
+
+        cleanup.disarm();
+        let hk = (req.key.to_owned(), req.owner);
+        let watch = self.watch_own_node(session.generation, hk.clone(), path.clone());
+        let hold = Hold {
+            path,
+            fence: fence as u64,
+            count: 1,
+            generation: session.generation,
+            signals: vec![req.signal.clone()],
+            watch: Some(watch),
+        };
+        let old = self.holds.lock().insert(hk, hold);
+        if let Some(old) = old {
+            // Only a lost hold can be replaced (a live one nests): its node goes, by its path.
+            self.delete_lost(old);
+        }
+        Ok(granted(fence as u64))
+    }
+
+    /// Watch our own node while held: deleted behind our back, or the session ended -> lost.
+    /// Holds no `Client` between requests, so dropping every `ZkLock` still closes the session.
+    fn watch_own_node(self: &Arc<Self>, generation: u64, hk: HoldKey, path: String) -> AbortHandle {
+        let weak = Arc::downgrade(self);
+        let guarded = path.clone();
+        let lose = move |reason: LostReason| {
+            if let Some(inner) = weak.upgrade() {
+                inner.lose(&hk, &guarded, reason);
+            }
+        };
+        let weak = Arc::downgrade(self);
+        let task = self.runtime.spawn(async move {
+            loop {
+                let result = {
+                    let Some(inner) = weak.upgrade() else { return };
+                    let session = inner.current();
+                    drop(inner);
+                    if session.generation != generation {
+                        return lose(LostReason::SessionEnded);
+                    }
+                    let sid = session.client.session_id().0;
+                    session.client.check_and_watch_stat(&path).await.map(|(stat, w)| (stat, w, sid))
+                };
+                match result {
+                    Ok((Some(stat), watcher, sid)) if stat.ephemeral_owner == sid => {
+                        let event = watcher.changed().await;
+                        match event.event_type {
+                            zk::EventType::NodeDeleted => return lose(LostReason::NotOwner),
+                            zk::EventType::Session if event.session_state.is_terminated() => {
+                                return lose(LostReason::SessionEnded);
+                            }
+                            _ => {}
+                        }
+                    }
+                    Ok(_) => return lose(LostReason::NotOwner),
+                    Err(e) if session_ended(&e) => return lose(LostReason::SessionEnded),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "watching own lock node failed; retrying");
+                        tokio::time::sleep(WATCH_RETRY).await;
+                    }
+                }
+            }
+        });
+        task.abort_handle()
+    }
+
+    /// Create `dir` as a CONTAINER node (the server reaps it once empty), and the root if a
+    /// create finds it missing.
+    async fn ensure_dir(&self, client: &zk::Client, dir: &str) -> std::result::Result<(), zk::Error> {
+        let container = zk::CreateMode::Container.with_acls(self.acls());
+        match client.create(dir, &[], &container).await {
+            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+            Err(zk::Error::NoNode) if !self.cfg.root.is_empty() => {
+                client.mkdir(&self.cfg.root, &zk::CreateMode::Persistent.with_acls(self.acls())).await?;
+                match client.create(dir, &[], &container).await {
+                    Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
