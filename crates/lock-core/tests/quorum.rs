@@ -1,13 +1,15 @@
 //! `QuorumBackend` over in-memory members, some of them made to fail, hang or lag by a small
 //! decorator: majority rules for acquire, release and renew, undo of partial grants, the
-//! validity time and drift allowance, cancellation and merged notifications.
+//! validity time and drift allowance, cancellation and merged notifications. Paused time: the
+//! hangs and lags are virtual, so the suite takes no real time.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use lock_core::backend::{AcquireRequest, Attempt, Capability, Grant, RenewItem, Subscription};
 use lock_core::{
-    AcquireRequest, Attempt, Capability, Grant, LeaseSignal, LockBackend, LockError, Locker, MemoryBackend,
-    OwnerToken, QuorumBackend, RenewItem, Result, Subscription, async_trait, drift_allowance,
+    LeaseSignal, LockBackend, LockError, Locker, MemoryBackend, OwnerToken, QuorumBackend, Result,
+    async_trait, drift_allowance,
 };
 use tokio::time::{Instant, timeout};
 
@@ -129,7 +131,7 @@ async fn occupy(ms: &[Faulty], key: &str, lease: Duration) {
 
 const LEASE: Duration = Duration::from_millis(400);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn empty_quorum_is_refused_and_capabilities_are_honest() {
     assert!(matches!(QuorumBackend::new(Vec::new()), Err(LockError::InvalidConfig { .. })));
     let q = quorum(&members(5));
@@ -140,7 +142,7 @@ async fn empty_quorum_is_refused_and_capabilities_are_honest() {
     assert!(!c.fencing && !c.reentrant && !c.fair && !c.session_bound && !c.native_wait);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn majority_of_three_and_five_grants_and_excludes() {
     for n in [3, 5] {
         let ms = members(n);
@@ -155,7 +157,7 @@ async fn majority_of_three_and_five_grants_and_excludes() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_bare_majority_is_enough_and_a_minority_is_undone() {
     let ms = members(5);
     let q = quorum(&ms);
@@ -188,7 +190,7 @@ async fn a_bare_majority_is_enough_and_a_minority_is_undone() {
     assert_eq!(held_on(&ms, "probe"), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn split_vote_answers_held_with_a_short_hint_and_undoes() {
     let ms = members(4);
     let q = quorum(&ms);
@@ -202,7 +204,7 @@ async fn split_vote_answers_held_with_a_short_hint_and_undoes() {
     assert_eq!(held_on(&ms[..2], "split"), 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn failing_members_are_tolerated_up_to_a_minority() {
     let ms = members(5);
     let q = quorum(&ms);
@@ -228,7 +230,7 @@ async fn failing_members_are_tolerated_up_to_a_minority() {
     assert!(!e.is_temporary(), "{e:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_hanging_member_costs_at_most_its_timeout() {
     let ms = members(3);
     let lease = Duration::from_secs(1);
@@ -251,7 +253,7 @@ async fn a_hanging_member_costs_at_most_its_timeout() {
     assert_eq!(held_on(&ms, "hang2"), 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn grants_count_drift_and_late_majorities_are_undone() {
     let ms = members(3);
     let lease = Duration::from_millis(500);
@@ -271,7 +273,7 @@ async fn grants_count_drift_and_late_majorities_are_undone() {
     assert_eq!(held_on(&ms, "late"), 0, "late grants must be undone");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn release_needs_a_quorum_and_reports_unknown_outcomes() {
     let ms = members(3);
     let q = quorum(&ms);
@@ -302,7 +304,7 @@ async fn release_needs_a_quorum_and_reports_unknown_outcomes() {
     assert!(!q.release("rel3", owner).await.expect("release"), "a minority hold is not the lock");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn renew_is_decided_by_a_quorum_and_unknown_is_an_error() {
     let ms = members(5);
     let q = quorum(&ms);
@@ -332,7 +334,7 @@ async fn renew_is_decided_by_a_quorum_and_unknown_is_an_error() {
     assert!(q.renew(&items).await.expect_err("no quorum").is_temporary());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_dropped_attempt_leaves_nothing_behind() {
     let ms = members(3);
     let q = Arc::new(quorum(&ms).with_member_timeout(Duration::from_secs(2)));
@@ -351,7 +353,7 @@ async fn a_dropped_attempt_leaves_nothing_behind() {
     g.expect("free after the dropped attempt").release().await.expect("release");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn waiters_wake_on_any_members_notification() {
     let ms = members(3);
     ms[0].set(Fault::Down); // cannot subscribe; the other two still notify
@@ -370,7 +372,7 @@ async fn waiters_wake_on_any_members_notification() {
     g2.expect("waiter acquires").release().await.expect("release");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn grant_numbers_are_unique_but_not_fencing_tokens() {
     let ms = members(3);
     let q = quorum(&ms);

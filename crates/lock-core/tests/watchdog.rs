@@ -1,13 +1,15 @@
 //! The core's watchdog, lost signal and guard mechanics, against the memory backend wrapped in
-//! a fault-injecting decorator.
+//! a fault-injecting decorator. Paused time: the order of deadlines is the point, not their
+//! real length.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use lock_core::backend::{AcquireRequest, Attempt, Capability, RenewItem, Subscription};
 use lock_core::{
-    AcquireRequest, Attempt, Capability, LeaseState, LockBackend, LockError, LockGuard, Locker, LostReason,
-    MemoryBackend, MultiGuard, MultiLock, OwnerToken, RenewItem, Result, Subscription, async_trait,
+    LeaseState, LockBackend, LockError, LockGuard, Locker, LostReason, MemoryBackend, MultiGuard, MultiLock,
+    OwnerToken, Result, async_trait,
 };
 use tokio::time::Instant;
 
@@ -64,7 +66,7 @@ fn setup(lease_ms: u64) -> (Arc<Flaky>, Locker) {
     (b, l)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn transient_renew_failures_are_uncertain_then_lost_at_the_deadline() {
     let (b, l) = setup(300);
     let g = l.try_lock("k").await.expect("try").expect("free");
@@ -85,7 +87,7 @@ async fn transient_renew_failures_are_uncertain_then_lost_at_the_deadline() {
     assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn recovery_before_the_deadline_keeps_the_lease() {
     let (b, l) = setup(600);
     let g = l.try_lock("k").await.expect("try").expect("free");
@@ -102,7 +104,7 @@ async fn recovery_before_the_deadline_keeps_the_lease() {
     g.release().await.expect("release");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn permanent_renew_error_is_a_loss() {
     let (b, l) = setup(300);
     let g = l.try_lock("k").await.expect("try").expect("free");
@@ -111,7 +113,7 @@ async fn permanent_renew_error_is_a_loss() {
     assert_eq!(g.state(), LeaseState::Lost(LostReason::BackendError));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn renewals_are_batched() {
     let (b, l) = setup(600);
     let mut guards = Vec::new();
@@ -130,7 +132,7 @@ async fn renewals_are_batched() {
     assert_eq!(l.watched_leases(), 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn max_hold_stops_renewal() {
     let (_b, l) = setup(200);
     let g = l.lock("k").max_hold(Duration::from_millis(300)).try_acquire().await.expect("try").expect("free");
@@ -154,7 +156,7 @@ async fn eventually_free(l: &Locker, key: &str, limit: Duration) {
 }
 
 /// The holder is told its lease is over a clock-drift margin before anyone else can take it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn lost_fires_a_drift_margin_before_the_server_expiry() {
     let b = Arc::new(MemoryBackend::new());
     let margin = Duration::from_millis(120);
@@ -179,7 +181,7 @@ async fn lost_fires_a_drift_margin_before_the_server_expiry() {
     assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn fixed_lease_is_not_renewed_and_expires() {
     let (b, l) = setup(30_000);
     let g = l.lock("k").lease(Duration::from_millis(150)).try_acquire().await.expect("try").expect("free");
@@ -242,7 +244,7 @@ fn watchdog_restarts_on_a_second_runtime() {
 /// Two processes (separate lockers over separate handles of the same two lock spaces) take the
 /// same keys in opposite orders, many rounds: the canonical order (key, identity) means
 /// neither ever waits for the other in a cycle.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn multilock_order_is_the_same_in_every_process() {
     let (space1, space2) = (MemoryBackend::new(), MemoryBackend::new());
     let mut tasks = Vec::new();
@@ -273,7 +275,7 @@ async fn multilock_order_is_the_same_in_every_process() {
 }
 
 /// Expired holds do not accumulate in the memory backend, and fences keep increasing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn memory_backend_sweeps_expired_holds() {
     let b = Arc::new(MemoryBackend::new());
     let l = Locker::new(b.clone());
