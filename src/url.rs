@@ -68,17 +68,17 @@ fn memory(url: &str) -> lock_core::MemoryBackend {
 /// (`mode=simple|reentrant`, `key_prefix=`) for `RedisLock::from_url`.
 #[cfg(feature = "redis")]
 fn redlock_urls(rest: &str) -> Result<Vec<String>, LockError> {
+    use lock_core::backend::{UrlOptions, redact::split_userinfo};
     let invalid = |reason: String| LockError::InvalidConfig { reason };
-    let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
-    let query = tail.split_once('?').map_or("", |(_, q)| q);
     // Fair mode waits in one master's queue, which a quorum cannot combine.
-    if query.split('&').any(|p| p == "mode=fair") {
+    let mut options = UrlOptions::parse(&format!("redlock://{rest}"))?;
+    if options.take::<String>("mode")?.as_deref() == Some("fair") {
         return Err(invalid("redlock supports mode=simple or mode=reentrant, not fair".into()));
     }
-    let (userinfo, hosts) = match authority.rsplit_once('@') {
-        Some((u, h)) => (format!("{u}@"), h),
-        None => (String::new(), authority),
-    };
+    // The userinfo first: a raw password may contain `/`, `?` or `@`.
+    let (userinfo, after) = split_userinfo(rest);
+    let userinfo = userinfo.map_or(String::new(), |u| format!("{u}@"));
+    let (hosts, tail) = after.split_at(after.find(['/', '?']).unwrap_or(after.len()));
     let urls: Vec<String> =
         hosts.split(',').filter(|h| !h.is_empty()).map(|h| format!("redis://{userinfo}{h}{tail}")).collect();
     if urls.is_empty() {
@@ -253,6 +253,9 @@ mod tests {
         );
         assert!(matches!(redlock_urls("/?mode=simple"), Err(LockError::InvalidConfig { .. })));
         assert!(matches!(redlock_urls("h:1,h:2/?mode=fair"), Err(LockError::InvalidConfig { .. })));
+        assert!(matches!(redlock_urls("h:1/?mode=simple&mode=fair"), Err(LockError::InvalidConfig { .. })));
+        let urls = redlock_urls(":p/w@h1:1,h2:2/0").expect("a raw password with a slash");
+        assert_eq!(urls, ["redis://:p/w@h1:1/0", "redis://:p/w@h2:2/0"]);
     }
 
     /// Three real masters: the quorum locks, and a second client through the same URL is
