@@ -7,14 +7,13 @@
 //! `DLOCK_SOAK_ACQUISITIONS=100000 cargo test --release --all-features --test history -- --nocapture --test-threads 1`.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{LockBackend, async_trait};
-use lock_testkit::Factory;
+use lock_core::async_trait;
 use lock_testkit::history::{Nemesis, Report, Workload, run};
 use lock_testkit::proxy::Proxy;
-use lock_testkit::server::{FaultControl, MariaDbServer, RedisServer, ZkEnsemble, ZkServer, require_servers};
+use lock_testkit::server::{FaultControl, MariaDbServer, RedisServer, ZkEnsemble, ZkServer, or_skip};
+use lock_testkit::{Client, Factory};
 
 /// Clients built from a URL (each a separate connection or session).
 struct UrlFactory {
@@ -27,11 +26,8 @@ impl Factory for UrlFactory {
     fn label(&self) -> String {
         self.label.clone()
     }
-    async fn client(&self) -> Arc<dyn LockBackend> {
-        dlock::from_url(&self.url).await.expect("client")
-    }
-    async fn sever(&self, _holder: &Arc<dyn LockBackend>, _key: &str) -> bool {
-        false
+    async fn client(&self) -> Client {
+        Client::new(dlock::from_url(&self.url).await.expect("client"))
     }
 }
 
@@ -110,17 +106,6 @@ fn soak() -> bool {
 /// Faults last a bit longer than a lease (300 ms), so holders really lose their locks.
 const FAULT: (Duration, Duration) = (Duration::from_millis(1500), Duration::from_millis(900));
 
-fn started<T>(r: Result<T, lock_testkit::server::ServerError>, what: &str) -> Option<T> {
-    match r {
-        Ok(s) => Some(s),
-        Err(e) if e.is_missing_binary() && !require_servers() => {
-            eprintln!("SKIPPED history/{what}: {e}");
-            None
-        }
-        Err(e) => panic!("{what}: {e}"),
-    }
-}
-
 fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
@@ -194,7 +179,7 @@ async fn memory_history() {
 }
 
 async fn redis_history(mode: &str) {
-    let Some(srv) = started(RedisServer::start(), "redis") else { return };
+    let Some(srv) = or_skip("redis", RedisServer::start()) else { return };
     let url = move |p: u16| format!("redis://127.0.0.1:{p}/?mode={mode}");
     let revokes = Revokes { on_cut: false, on_restart: true };
     schedules(&format!("redis/{mode}"), &srv, srv.port(), revokes, url).await;
@@ -211,7 +196,7 @@ async fn redis_fair_history() {
 }
 
 async fn mysql_history(mode: &str) {
-    let Some(srv) = started(MariaDbServer::start(), "mariadb") else { return };
+    let Some(srv) = or_skip("mariadb", MariaDbServer::start()) else { return };
     let (base, port) = (srv.url(), srv.port());
     let url =
         move |p: u16| format!("{}?mode={mode}", base.replacen(&format!(":{port}/"), &format!(":{p}/"), 1));
@@ -231,7 +216,7 @@ async fn mysql_optimistic_history() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_history() {
-    let Some(srv) = started(ZkServer::start(), "zookeeper") else { return };
+    let Some(srv) = or_skip("zookeeper", ZkServer::start()) else { return };
     // The session (the lease) expires during a 900 ms fault.
     let url = |p: u16| format!("zk://127.0.0.1:{p}/history?session_timeout_ms=600");
     schedules("zk", &srv, srv.port(), Revokes { on_cut: false, on_restart: false }, url).await;
@@ -240,10 +225,11 @@ async fn zk_history() {
 /// Redlock over three masters, one of them killed and restarted: a majority stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_minority_killed_history() {
-    let Some(a) = started(RedisServer::start(), "redis") else { return };
+    let Some(a) = or_skip("redis", RedisServer::start()) else { return };
     let (b, c) = (RedisServer::start().expect("redis"), RedisServer::start().expect("redis"));
     let hosts = [&a, &b, &c].map(|s| format!("127.0.0.1:{}", s.port())).join(",");
-    let f = UrlFactory { label: "redlock/3 masters".into(), url: format!("redlock://{hosts}/?mode=simple") };
+    let url = format!("redlock://{hosts}/?mode=simple");
+    let f = UrlFactory { label: "redlock/3 masters".into(), url };
     let w = Workload { fault_period: FAULT, ..workload() };
     report(&run(&f, &w, Some(&KillRestart(&c))).await);
 }
@@ -419,14 +405,14 @@ async fn holder_processes(label: &str, url: &str, recovery_limit: Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_holder_processes() {
-    let Some(srv) = started(RedisServer::start(), "redis") else { return };
+    let Some(srv) = or_skip("redis", RedisServer::start()) else { return };
     holder_processes("redis/simple", &format!("{}?mode=simple", srv.url()), LEASE + Duration::from_secs(1))
         .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_holder_processes() {
-    let Some(srv) = started(MariaDbServer::start(), "mariadb") else { return };
+    let Some(srv) = or_skip("mariadb", MariaDbServer::start()) else { return };
     let limit = LEASE + Duration::from_secs(1);
     holder_processes("mysql/optimistic", &format!("{}?mode=optimistic", srv.url()), limit).await;
     holder_processes("mysql/pessimistic", &format!("{}?mode=pessimistic", srv.url()), limit).await;
@@ -434,7 +420,7 @@ async fn mysql_holder_processes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_holder_processes() {
-    let Some(srv) = started(ZkServer::start(), "zookeeper") else { return };
+    let Some(srv) = or_skip("zookeeper", ZkServer::start()) else { return };
     let session = Duration::from_millis(600);
     let url = format!("zk://{}/history?session_timeout_ms={}", srv.connect_string(), session.as_millis());
     holder_processes("zk", &url, session + Duration::from_secs(1)).await;
@@ -469,7 +455,7 @@ impl Nemesis for KillLeader<'_> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_ensemble_leader_killed_history() {
-    let Some(e) = started(ZkEnsemble::start(), "zookeeper ensemble") else { return };
+    let Some(e) = or_skip("zookeeper ensemble", ZkEnsemble::start()) else { return };
     e.wait_for_quorum(Duration::from_secs(30)).expect("quorum");
     // Sessions outlive a leader election (a few hundred ms here).
     let url = format!("zk://{}/history?session_timeout_ms=4000", e.connect_string());
@@ -504,9 +490,10 @@ impl Nemesis for KillConnections<'_> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_kill_connection_history() {
-    let Some(srv) = started(MariaDbServer::start(), "mariadb") else { return };
+    let Some(srv) = or_skip("mariadb", MariaDbServer::start()) else { return };
     for mode in ["pessimistic", "optimistic"] {
-        let f = UrlFactory { label: format!("mysql/{mode}"), url: format!("{}?mode={mode}", srv.url()) };
+        let url = format!("{}?mode={mode}", srv.url());
+        let f = UrlFactory { label: format!("mysql/{mode}"), url };
         let w =
             Workload { fault_period: (Duration::from_millis(700), Duration::from_millis(100)), ..workload() };
         report(&run(&f, &w, Some(&KillConnections(&srv))).await);

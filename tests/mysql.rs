@@ -3,23 +3,21 @@
 //!
 //! Run: `cargo test --features mysql --test mysql`.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use lock_core::LockBackend;
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use lock_mysql::{Mode, MySqlLock};
-use lock_testkit::Factory;
 use lock_testkit::server::{external_url, shared_mariadb};
+use lock_testkit::{Client, ClientFaults, Factory, FaultResult, Unsupported};
 
-/// Builds one `MySqlLock` (own pool) per client and breaks leases behind the holder's back:
-/// `KILL CONNECTION` of the holding connection (pessimistic) or expiring the row (optimistic).
+/// Builds one `MySqlLock` (own pool) per client; its faults break leases behind the holder's
+/// back: `KILL CONNECTION` of the holding connection (pessimistic) or expiring the row
+/// (optimistic).
 pub struct MySqlFactory {
     mode: Mode,
     url: String,
     admin: MySqlPool,
-    // Weak: a client dropped by a case (a "crashed process") must really go away.
-    clients: Mutex<Vec<Weak<MySqlLock>>>,
 }
 
 impl std::fmt::Debug for MySqlFactory {
@@ -34,11 +32,7 @@ impl MySqlFactory {
     pub async fn new(mode: Mode) -> Self {
         let url = external_url("mysql").unwrap_or_else(|| shared_mariadb().url());
         let admin = MySqlPoolOptions::new().max_connections(2).connect(&url).await.expect("admin pool");
-        MySqlFactory { mode, url, admin, clients: Mutex::default() }
-    }
-
-    fn clients(&self) -> std::sync::MutexGuard<'_, Vec<Weak<MySqlLock>>> {
-        self.clients.lock().unwrap_or_else(|e| e.into_inner())
+        MySqlFactory { mode, url, admin }
     }
 }
 
@@ -48,7 +42,7 @@ impl Factory for MySqlFactory {
         format!("mysql/{:?}", self.mode).to_lowercase()
     }
 
-    async fn client(&self) -> Arc<dyn LockBackend> {
+    async fn client(&self) -> Client {
         let lock = MySqlLock::builder()
             .url(&self.url)
             .mode(self.mode)
@@ -58,38 +52,58 @@ impl Factory for MySqlFactory {
             .await
             .expect("build MySqlLock");
         let lock = Arc::new(lock);
-        self.clients().push(Arc::downgrade(&lock));
-        lock
+        // Weak: a client dropped by a case (a "crashed process") must really go away.
+        let faults = Admin { mode: self.mode, admin: self.admin.clone(), holder: Arc::downgrade(&lock) };
+        Client::with_faults(lock, faults)
+    }
+}
+
+/// The administrator's pool, aimed at one client.
+struct Admin {
+    mode: Mode,
+    admin: MySqlPool,
+    holder: Weak<MySqlLock>,
+}
+
+impl Admin {
+    fn holder(&self) -> Arc<MySqlLock> {
+        self.holder.upgrade().expect("the holder is still alive")
+    }
+}
+
+#[lock_core::async_trait]
+impl ClientFaults for Admin {
+    /// Pessimistic: a row lock goes only with its transaction, so the holding connection is
+    /// killed. Optimistic: the row's lease is moved into the past.
+    async fn sever(&self, key: &str) -> FaultResult {
+        if self.mode == Mode::Pessimistic {
+            return self.cut_connection(key).await;
+        }
+        let sql = format!(
+            "UPDATE `{}` SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = ? AND expires_at > NOW(6)",
+            self.holder().table()
+        );
+        let res = lock_mysql::sqlx::query(lock_mysql::sqlx::AssertSqlSafe(sql))
+            .bind(key.as_bytes())
+            .execute(&self.admin)
+            .await
+            .expect("expire row");
+        assert_eq!(res.rows_affected(), 1, "sever: no live row for {key:?}");
+        Ok(())
     }
 
-    async fn sever(&self, holder: &Arc<dyn LockBackend>, key: &str) -> bool {
-        let holder_addr = Arc::as_ptr(holder) as *const () as usize;
-        let found = self
-            .clients()
-            .iter()
-            .filter_map(Weak::upgrade)
-            .find(|c| Arc::as_ptr(c) as *const () as usize == holder_addr);
-        let Some(lock) = found else {
-            return false;
-        };
-        match self.mode {
-            Mode::Pessimistic => {
-                let Some(id) = lock.held_connection_id(key) else { return false };
-                lock_mysql::sqlx::query("KILL CONNECTION ?").bind(id).execute(&self.admin).await.is_ok()
-            }
-            _ => {
-                let sql = format!(
-                    "UPDATE `{}` SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE name = ? AND expires_at > NOW(6)",
-                    lock.table()
-                );
-                let res = lock_mysql::sqlx::query(lock_mysql::sqlx::AssertSqlSafe(sql))
-                    .bind(key.as_bytes())
-                    .execute(&self.admin)
-                    .await
-                    .expect("expire row");
-                res.rows_affected() == 1
-            }
+    async fn cut_connection(&self, key: &str) -> FaultResult {
+        if self.mode != Mode::Pessimistic {
+            return Err(Unsupported::new("cut_connection", "optimistic holds keep no connection"));
         }
+        let id =
+            self.holder().held_connection_id(key).expect("sever: the holder holds no connection for the key");
+        lock_mysql::sqlx::query("KILL CONNECTION ?")
+            .bind(id)
+            .execute(&self.admin)
+            .await
+            .expect("kill connection");
+        Ok(())
     }
 }
 

@@ -1,10 +1,9 @@
 //! The conformance suite on the zk backend, against the shared standalone ZooKeeper of this test
 //! binary (or `LOCK_TEST_ZK_URL`): once without auth, once with digest auth, ACLs and a chroot.
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use lock_core::LockBackend;
-use lock_testkit::{Factory, server};
+use lock_testkit::{Client, ClientFaults, Factory, FaultResult, server};
 use lock_zk::{ZkLock, zookeeper_client as zk};
 
 /// Session timeout of every test client; the server (tickTime 50 ms) accepts it as is.
@@ -26,9 +25,6 @@ pub enum Mode {
 pub struct ZkFactory {
     mode: Mode,
     connect: String,
-    /// (address of the `Arc<dyn LockBackend>`, session id) of every client handed out. No
-    /// `ZkLock` is kept: a dropped client must close its session (the crash cases need it).
-    clients: Mutex<Vec<(usize, i64)>>,
 }
 
 /// A factory for `mode` on the shared server.
@@ -38,39 +34,7 @@ pub async fn factory(mode: Mode) -> ZkFactory {
         Mode::Plain => hosts,
         Mode::Secured => format!("{hosts}/dlock-secured"),
     };
-    ZkFactory { mode, connect, clients: Mutex::default() }
-}
-
-fn addr(b: &Arc<dyn LockBackend>) -> usize {
-    Arc::as_ptr(b).cast::<()>() as usize
-}
-
-impl ZkFactory {
-    fn secured(&self) -> bool {
-        matches!(self.mode, Mode::Secured)
-    }
-
-    async fn open(&self) -> ZkLock {
-        // The secured factory's chroot is made by its first client.
-        let mut b = ZkLock::builder()
-            .connect_string(&self.connect)
-            .create_chroot(true)
-            .root("/conformance")
-            .session_timeout(SESSION);
-        if self.secured() {
-            b = b.auth(USER, PASSWORD);
-        }
-        b.build().await.expect("connect to zookeeper")
-    }
-
-    /// A plain client (another session) acting as an operator.
-    async fn admin(&self) -> zk::Client {
-        let mut c = zk::Client::connector().with_session_timeout(SESSION);
-        if self.secured() {
-            c = c.with_auth("digest", format!("{USER}:{PASSWORD}").as_bytes());
-        }
-        c.connect(&self.connect).await.expect("admin connects")
-    }
+    ZkFactory { mode, connect }
 }
 
 #[lock_core::async_trait]
@@ -79,35 +43,62 @@ impl Factory for ZkFactory {
         format!("zk/{:?}", self.mode).to_lowercase()
     }
 
-    async fn client(&self) -> Arc<dyn LockBackend> {
-        let lock = self.open().await;
-        let sid = lock.session_id();
-        let b: Arc<dyn LockBackend> = Arc::new(lock);
-        self.clients.lock().unwrap_or_else(|e| e.into_inner()).push((addr(&b), sid));
-        b
-    }
-
-    /// Delete the holder's node from another session (an operator's `delete`), behind its back.
-    async fn sever(&self, holder: &Arc<dyn LockBackend>, key: &str) -> bool {
-        let a = addr(holder);
-        let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let Some(&(_, sid)) = clients.iter().rev().find(|(p, _)| *p == a) else { return false };
-        let dir = format!("/conformance/{}", lock_zk::encode_key(key));
-        let admin = self.admin().await;
-        let mut deleted = false;
-        for child in admin.list_children(&dir).await.unwrap_or_default() {
-            let path = format!("{dir}/{child}");
-            if let Ok(Some(stat)) = admin.check_stat(&path).await
-                && stat.ephemeral_owner == sid
-            {
-                deleted |= admin.delete(&path, None).await.is_ok();
-            }
+    async fn client(&self) -> Client {
+        // The secured factory's chroot is made by its first client.
+        let mut b = ZkLock::builder()
+            .connect_string(&self.connect)
+            .create_chroot(true)
+            .root("/conformance")
+            .session_timeout(SESSION);
+        if let Mode::Secured = self.mode {
+            b = b.auth(USER, PASSWORD);
         }
-        deleted
+        let lock = Arc::new(b.build().await.expect("connect to zookeeper"));
+        // Weak: a dropped client must close its session (the crash cases need it).
+        let faults =
+            Operator { mode: self.mode, connect: self.connect.clone(), holder: Arc::downgrade(&lock) };
+        Client::with_faults(lock, faults)
     }
 
     fn lease(&self) -> Duration {
         SESSION
+    }
+}
+
+/// An operator, with a session of its own, aimed at one client.
+struct Operator {
+    mode: Mode,
+    connect: String,
+    holder: Weak<ZkLock>,
+}
+
+impl Operator {
+    async fn admin(&self) -> zk::Client {
+        let mut c = zk::Client::connector().with_session_timeout(SESSION);
+        if let Mode::Secured = self.mode {
+            c = c.with_auth("digest", format!("{USER}:{PASSWORD}").as_bytes());
+        }
+        c.connect(&self.connect).await.expect("admin connects")
+    }
+}
+
+#[lock_core::async_trait]
+impl ClientFaults for Operator {
+    /// Delete the node at the head of the key's queue (the holder's) from another session.
+    async fn sever(&self, key: &str) -> FaultResult {
+        let dir = self.holder.upgrade().expect("the holder is still alive").lock_dir(key);
+        let admin = self.admin().await;
+        let children = admin.list_children(&dir).await.expect("list the lock directory");
+        let head = children
+            .iter()
+            .filter_map(|c| {
+                c.rsplit_once("-lock-").and_then(|(_, seq)| seq.parse::<u64>().ok()).map(|s| (s, c))
+            })
+            .min()
+            .map(|(_, c)| format!("{dir}/{c}"));
+        let head = head.unwrap_or_else(|| panic!("sever: no lock node under {dir}"));
+        admin.delete(&head, None).await.expect("delete the holder's node");
+        Ok(())
     }
 }
 

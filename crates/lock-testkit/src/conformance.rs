@@ -6,68 +6,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use lock_core::{LeaseState, LockBackend, LockError, Locker, MAX_KEY_BYTES, MultiLock, OwnerToken};
+use lock_core::{LeaseState, LockError, Locker, MAX_KEY_BYTES, MultiLock, OwnerToken};
 use tokio::time::{Instant, timeout};
 
-/// Builds clients of one backend (each client is a separate connection or session, standing in
-/// for a separate process) and breaks their leases on demand.
-#[async_trait]
-pub trait Factory: Send + Sync + 'static {
-    /// Label for messages, e.g. `"redis/simple"`.
-    fn label(&self) -> String;
-
-    /// A new independent client. The factory must not keep it alive (hold at most a `Weak`):
-    /// dropping the last `Arc` is how the suite simulates a crashed session-bound holder.
-    async fn client(&self) -> Arc<dyn LockBackend>;
-
-    /// Sever the lease on `key` that `holder` holds, behind its back (delete the key, kill the
-    /// connection, expire the session). Returns `false` if the backend has no such hook.
-    async fn sever(&self, holder: &Arc<dyn LockBackend>, key: &str) -> bool;
-
-    /// A short lease for tests: long enough for a few round trips, short enough to wait out.
-    fn lease(&self) -> Duration {
-        Duration::from_millis(300)
-    }
-}
-
-static RUN: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string()[..8].to_owned());
-static SEQ: AtomicUsize = AtomicUsize::new(0);
-
-/// A key unique to this run and call: `t<run>-<case>-<n>`.
-pub fn key(case: &str) -> String {
-    format!("t{}-{case}-{}", *RUN, SEQ.fetch_add(1, Ordering::Relaxed))
-}
-
-/// Print a loud skip line (cases that a backend's capabilities rule out).
-pub fn skip(label: &str, case: &str, why: &str) {
-    eprintln!("SKIPPED [{label}] {case}: {why}");
-}
+use crate::factory::{Client, Factory};
+use crate::poll::{eventually, within};
+// Also reachable here, where backend fault tests have always found them.
+pub use crate::factory::{key, skip};
+pub use crate::poll::cut_after;
 
 async fn locker<F: Factory + ?Sized>(f: &F) -> Locker {
-    Locker::new(f.client().await)
-}
-
-/// Wait for `fut` at most `limit`, failing the test with `what` otherwise.
-async fn within<T>(limit: Duration, what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    match timeout(limit, fut).await {
-        Ok(v) => v,
-        Err(_) => panic!("{what}: not done within {limit:?}"),
-    }
-}
-
-/// Poll `cond` every few milliseconds until it holds, failing after `limit`.
-async fn eventually<Fut: std::future::Future<Output = bool>>(
-    limit: Duration,
-    what: &str,
-    mut cond: impl FnMut() -> Fut,
-) {
-    let deadline = Instant::now() + limit;
-    while !cond().await {
-        assert!(Instant::now() < deadline, "{what}: not true within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    f.client().await.locker()
 }
 
 /// 1. Acquire/release round trip; `try_lock` on a held key answers "held" without waiting.
@@ -125,7 +74,7 @@ pub async fn mutual_exclusion<F: Factory + ?Sized>(f: &F) {
         all.extend(within(Duration::from_secs(120), "contended increments", t).await.expect("task"));
     }
     assert_eq!(counter.load(Ordering::SeqCst), TASKS as u64 * ROUNDS);
-    if f.client().await.capabilities().fencing {
+    if f.client().await.backend.capabilities().fencing {
         all.sort();
         all.dedup();
         assert_eq!(all.len() as u64, TASKS as u64 * ROUNDS, "every acquisition needs its own fencing token");
@@ -177,11 +126,13 @@ pub async fn wait_times_out<F: Factory + ?Sized>(f: &F) {
     g.release().await.expect("release");
 }
 
-/// Make the lease of `g` (held through `client`) run out: wait out its lease, or sever it for
-/// session-bound backends.
-async fn expire<F: Factory + ?Sized>(f: &F, client: &Arc<dyn LockBackend>, k: &str) {
-    if client.capabilities().session_bound {
-        assert!(f.sever(client, k).await, "session-bound backends need a sever hook");
+/// Make `client`'s lease on `k` run out: the caller waits it out, and session-bound backends
+/// (no lease to wait out) have it severed.
+async fn expire(client: &Client, k: &str) {
+    if client.backend.capabilities().session_bound
+        && let Err(u) = client.faults.sever(k).await
+    {
+        panic!("session-bound backends need a sever hook: {u}");
     }
 }
 
@@ -189,12 +140,12 @@ async fn expire<F: Factory + ?Sized>(f: &F, client: &Arc<dyn LockBackend>, k: &s
 ///    remove the new owner's lock (the seed's "A's delete frees B's lock" bug).
 pub async fn expired_lease_taken_over<F: Factory + ?Sized>(f: &F) {
     let ca = f.client().await;
-    let (a, b, c) = (Locker::new(ca.clone()), locker(f).await, locker(f).await);
+    let (a, b, c) = (ca.locker(), locker(f).await, locker(f).await);
     let k = key("expire");
     let ga = a.lock(&k).lease(f.lease()).try_acquire().await.expect("try").expect("free");
-    expire(f, &ca, &k).await;
+    expire(&ca, &k).await;
     let gb = b.lock(&k).wait(f.lease() * 10).acquire().await.expect("B takes over the expired lease");
-    if ca.capabilities().fencing {
+    if ca.backend.capabilities().fencing {
         assert!(gb.fence() > ga.fence(), "fencing token must grow across expiry");
     }
     match ga.release().await {
@@ -208,11 +159,11 @@ pub async fn expired_lease_taken_over<F: Factory + ?Sized>(f: &F) {
 /// 5. A release with a foreign token is rejected and changes nothing; release is idempotent
 ///    for its owner.
 pub async fn foreign_release_rejected<F: Factory + ?Sized>(f: &F) {
-    let ca = f.client().await;
+    let ca = f.client().await.backend;
     let (a, b) = (Locker::new(ca.clone()), locker(f).await);
     let k = key("foreign");
     let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
-    let other = f.client().await;
+    let other = f.client().await.backend;
     assert!(
         !other.release(&k, OwnerToken::random()).await.expect("foreign release"),
         "foreign token released"
@@ -230,8 +181,8 @@ pub async fn foreign_release_rejected<F: Factory + ?Sized>(f: &F) {
 /// 6. Renew extends the lease past the original TTL; renew after loss reports the loss.
 pub async fn renew_extends_lease<F: Factory + ?Sized>(f: &F) {
     let ca = f.client().await;
-    let (a, b) = (Locker::new(ca.clone()), locker(f).await);
-    if !ca.capabilities().renew {
+    let (a, b) = (ca.locker(), locker(f).await);
+    if !ca.backend.capabilities().renew {
         return skip(&f.label(), "renew_extends_lease", "backend has no renew");
     }
     let k = key("renew");
@@ -241,8 +192,8 @@ pub async fn renew_extends_lease<F: Factory + ?Sized>(f: &F) {
     tokio::time::sleep(lease * 2).await; // past the original lease, inside the renewed one
     assert!(b.try_lock(&k).await.expect("try").is_none(), "renewed lock expired at the original TTL");
     assert!(!g.is_lost(), "renewed lease reported lost");
-    if !f.sever(&ca, &k).await {
-        // No hook: let the renewed lease run out instead.
+    if let Err(u) = ca.faults.sever(&k).await {
+        eprintln!("[{}] renew_extends_lease: {u}; waiting the renewed lease out instead", f.label());
         tokio::time::sleep(lease * 6).await;
     }
     eventually(Duration::from_secs(10), "renew reports the loss", || {
@@ -258,11 +209,11 @@ pub async fn renew_extends_lease<F: Factory + ?Sized>(f: &F) {
 ///    renewal work remains.
 pub async fn watchdog_keeps_lock<F: Factory + ?Sized>(f: &F) {
     let ca = f.client().await;
-    if !ca.capabilities().renew {
+    if !ca.backend.capabilities().renew {
         return skip(&f.label(), "watchdog_keeps_lock", "backend has no renew");
     }
     let lease = f.lease();
-    let a = Locker::new(ca).with_watchdog_lease(lease).expect("lease");
+    let a = ca.locker().with_watchdog_lease(lease).expect("lease");
     let b = locker(f).await;
     let k = key("watchdog");
     let g = a.lock(&k).try_acquire().await.expect("try").expect("free");
@@ -294,10 +245,10 @@ pub async fn fencing_tokens_increase<F: Factory + ?Sized>(f: &F) {
     g1.release().await.expect("release");
 
     let cb = f.client().await;
-    let b = Locker::new(cb.clone());
+    let b = cb.locker();
     let g2 = b.lock(&k).lease(lease).try_acquire().await.expect("try").expect("free");
     assert!(g2.fence() > f1, "{:?} !> {f1:?}", g2.fence());
-    expire(f, &cb, &k).await;
+    expire(&cb, &k).await;
     let c = locker(f).await;
     let g3 = c.lock(&k).lease(lease).wait(lease * 10).acquire().await.expect("take over expired");
     assert!(g3.fence() > g2.fence(), "after expiry: {:?} !> {:?}", g3.fence(), g2.fence());
@@ -317,11 +268,11 @@ pub async fn fencing_tokens_increase<F: Factory + ?Sized>(f: &F) {
 pub async fn lost_signal_fires<F: Factory + ?Sized>(f: &F) {
     let ca = f.client().await;
     let lease = f.lease();
-    let a = Locker::new(ca.clone()).with_watchdog_lease(lease).expect("lease");
+    let a = ca.locker().with_watchdog_lease(lease).expect("lease");
     let k = key("lost");
     let g = a.lock(&k).try_acquire().await.expect("try").expect("free");
-    if !f.sever(&ca, &k).await {
-        return skip(&f.label(), "lost_signal_fires", "factory has no sever hook");
+    if let Err(u) = ca.faults.sever(&k).await {
+        return skip(&f.label(), "lost_signal_fires", u);
     }
     within(lease * 10 + Duration::from_secs(5), "lost signal", g.lost()).await;
     assert!(matches!(g.state(), LeaseState::Lost(_)), "state {:?}", g.state());
@@ -369,10 +320,10 @@ pub async fn dropped_guard_releases<F: Factory + ?Sized>(f: &F) {
 ///     release frees the key.
 pub async fn reentrant_nesting<F: Factory + ?Sized>(f: &F) {
     let ca = f.client().await;
-    if !ca.capabilities().reentrant {
+    if !ca.backend.capabilities().reentrant {
         return skip(&f.label(), "reentrant_nesting", "backend is not reentrant");
     }
-    let (a, b) = (Locker::new(ca), locker(f).await);
+    let (a, b) = (ca.locker(), locker(f).await);
     let k = key("reenter");
     let outer = a.try_lock(&k).await.expect("try").expect("free");
     let inner = a.lock(&k).owner(outer.owner()).try_acquire().await.expect("try").expect("nested acquire");
@@ -429,18 +380,18 @@ pub async fn bad_input<F: Factory + ?Sized>(f: &F) {
         Err(LockError::InvalidWait { .. })
     ));
     let held = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
-    let slow = Locker::new(f.client().await).with_poll_backoff(Duration::MAX, Duration::MAX);
+    let slow = locker(f).await.with_poll_backoff(Duration::MAX, Duration::MAX);
     assert!(matches!(
         slow.lock(&k).wait(Duration::from_millis(50)).acquire().await,
         Err(LockError::Timeout { .. })
     ));
     assert!(matches!(
-        Locker::new(f.client().await).with_clock_drift(f64::NAN, Duration::MAX),
+        locker(f).await.with_clock_drift(f64::NAN, Duration::MAX),
         Err(LockError::InvalidConfig { .. })
     ));
     held.release().await.expect("release");
     assert!(matches!(
-        Locker::new(f.client().await).with_watchdog_lease(Duration::ZERO),
+        locker(f).await.with_watchdog_lease(Duration::ZERO),
         Err(LockError::InvalidLease { .. })
     ));
     // The longest valid key, built on the run prefix so runs stay apart.
@@ -515,25 +466,6 @@ pub async fn keys_independent_multilock<F: Factory + ?Sized>(f: &F) {
     }
 }
 
-/// Poll `fut` until it completes or `after` has passed on a busy-waited clock, then drop it.
-/// Tokio timers have a 1 ms resolution; this cuts a future off at any microsecond offset,
-/// whichever await point it happens to be in.
-pub async fn cut_after<T>(fut: impl std::future::Future<Output = T>, after: Duration) -> Option<T> {
-    let deadline = std::time::Instant::now() + after;
-    let mut fut = std::pin::pin!(fut);
-    loop {
-        if let std::task::Poll::Ready(v) =
-            std::future::poll_fn(|cx| std::task::Poll::Ready(fut.as_mut().poll(cx))).await
-        {
-            return Some(v);
-        }
-        if std::time::Instant::now() >= deadline {
-            return None;
-        }
-        tokio::task::yield_now().await;
-    }
-}
-
 /// Median time of a `try_lock` + release on a free key: the scale of the cut-off offsets.
 async fn median_acquire(l: &Locker, case: &str) -> Duration {
     let mut samples = Vec::new();
@@ -556,11 +488,11 @@ pub const CLEANUP_BOUND: Duration = Duration::from_millis(250);
 ///     never cuts a longer lease the key still has.
 pub async fn renew_only_extends<F: Factory + ?Sized>(f: &F) {
     let ca = f.client().await;
-    let caps = ca.capabilities();
+    let caps = ca.backend.capabilities();
     if !caps.renew {
         return skip(&f.label(), "renew_only_extends", "backend has no renew");
     }
-    let (a, b) = (Locker::new(ca), locker(f).await);
+    let (a, b) = (ca.locker(), locker(f).await);
     let k = key("extend");
     let outer = a.lock(&k).lease(Duration::from_secs(2)).try_acquire().await.expect("try").expect("free");
     let short = Duration::from_millis(200);
@@ -584,18 +516,18 @@ pub async fn renew_only_extends<F: Factory + ?Sized>(f: &F) {
 /// 16. A loss reaches every guard of the hold, nested guards included.
 pub async fn lost_reaches_nested_guards<F: Factory + ?Sized>(f: &F) {
     let ca = f.client().await;
-    if !ca.capabilities().reentrant {
+    if !ca.backend.capabilities().reentrant {
         return skip(&f.label(), "lost_reaches_nested_guards", "backend is not reentrant");
     }
     let lease = f.lease();
-    let a = Locker::new(ca.clone()).with_watchdog_lease(lease).expect("lease");
+    let a = ca.locker().with_watchdog_lease(lease).expect("lease");
     let k = key("lostnest");
     let outer = a.try_lock(&k).await.expect("try").expect("free");
     let inner = a.lock(&k).owner(outer.owner()).try_acquire().await.expect("try").expect("nested");
     let fixed = a.lock(&k).owner(outer.owner()).lease(Duration::from_secs(60)).try_acquire().await;
     let fixed = fixed.expect("try").expect("nested with a long fixed lease");
-    if !f.sever(&ca, &k).await {
-        return skip(&f.label(), "lost_reaches_nested_guards", "factory has no sever hook");
+    if let Err(u) = ca.faults.sever(&k).await {
+        return skip(&f.label(), "lost_reaches_nested_guards", u);
     }
     let limit = lease * 10 + Duration::from_secs(5);
     within(limit, "outer lost", outer.lost()).await;
@@ -611,7 +543,7 @@ pub async fn lost_reaches_nested_guards<F: Factory + ?Sized>(f: &F) {
 ///     another client can hold the key.
 pub async fn lost_before_successor<F: Factory + ?Sized>(f: &F) {
     let ca = f.client().await;
-    if ca.capabilities().session_bound {
+    if ca.backend.capabilities().session_bound {
         return skip(
             &f.label(),
             "lost_before_successor",
@@ -620,7 +552,7 @@ pub async fn lost_before_successor<F: Factory + ?Sized>(f: &F) {
     }
     // A wide margin, so that a busy test machine's scheduling delays stay far below it.
     let margin = Duration::from_millis(100);
-    let a = Locker::new(ca).with_clock_drift(0.0, margin).expect("drift");
+    let a = ca.locker().with_clock_drift(0.0, margin).expect("drift");
     let b = locker(f).await;
     let k = key("margin");
     let lease = f.lease();
@@ -700,7 +632,7 @@ pub async fn cancel_on_free_key<F: Factory + ?Sized>(f: &F) {
 pub async fn late_cleanup_spares_later_grant<F: Factory + ?Sized>(f: &F) {
     const ROUNDS: u32 = 200;
     let ca = f.client().await;
-    let (a, b) = (Locker::new(ca.clone()), locker(f).await);
+    let (a, b) = (ca.locker(), locker(f).await);
     let median = median_acquire(&a, "latemed").await;
     let long = Duration::from_secs(30);
     let mut temporary = 0;
@@ -742,7 +674,9 @@ pub async fn late_cleanup_spares_later_grant<F: Factory + ?Sized>(f: &F) {
     let lease = f.lease();
     let g1 = a.lock(&k).owner(owner).lease(lease).try_acquire().await.expect("try").expect("free");
     // Without a sever hook the lease runs out instead.
-    let _severed = f.sever(&ca, &k).await;
+    if let Err(u) = ca.faults.sever(&k).await {
+        eprintln!("[{}] late_cleanup_spares_later_grant: {u}; waiting the lease out instead", f.label());
+    }
     within(lease * 10 + Duration::from_secs(5), "first hold lost", g1.lost()).await;
     let g2 = a.lock(&k).owner(owner).lease(long).wait(lease * 10).acquire().await.expect("taken again");
     assert!(

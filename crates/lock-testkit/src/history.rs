@@ -286,7 +286,7 @@ pub async fn run<F: Factory + ?Sized>(
     });
     let started = Instant::now();
     let stop_at = started + workload.max_time;
-    let key = crate::conformance::key("history");
+    let key = crate::key("history");
     let mut tasks = Vec::new();
     for client in 0..workload.clients {
         let mut locker = new_locker(factory, workload.lease).await;
@@ -387,7 +387,7 @@ pub async fn run<F: Factory + ?Sized>(
 }
 
 async fn new_locker<F: Factory + ?Sized>(factory: &F, lease: Duration) -> Locker {
-    Locker::new(factory.client().await).with_watchdog_lease(lease).expect("workload lease")
+    factory.client().await.locker().with_watchdog_lease(lease).expect("workload lease")
 }
 
 fn check(label: String, shared: &Shared, strikes: usize, elapsed: Duration) -> Report {

@@ -1,13 +1,22 @@
 //! Test-only kit: real servers on loopback with fault hooks, and the conformance suite every
 //! lock backend runs.
+//!
+//! A backend plugs in with a [`Factory`] (its clients, each with [`ClientFaults`]); then
+//! `conformance_tests!(factory)` expands the suite, [`history::run`] checks exclusion under a
+//! nemesis, and [`server`] provides the private servers to fault.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod conformance;
+mod factory;
 pub mod history;
 mod memory;
+mod poll;
 pub mod proxy;
-
-pub use conformance::Factory;
-pub use memory::MemoryFactory;
 pub mod server;
+
+pub use factory::{
+    Client, ClientFaults, Factory, FaultResult, LoseBy, Loss, NoFaults, Unsupported, key, skip,
+};
+pub use memory::MemoryFactory;
+pub use poll::{cut_after, eventually, within};

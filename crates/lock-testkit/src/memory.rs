@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::{LockBackend, MemoryBackend};
+use lock_core::MemoryBackend;
 
-use crate::Factory;
+use crate::factory::{Client, ClientFaults, Factory, FaultResult};
 
 /// Clients of one shared [`MemoryBackend`] table; `sever` deletes the key behind the holder.
 #[derive(Debug, Default)]
@@ -26,11 +26,18 @@ impl Factory for MemoryFactory {
         "memory".into()
     }
 
-    async fn client(&self) -> Arc<dyn LockBackend> {
-        Arc::new(self.table.clone())
+    async fn client(&self) -> Client {
+        Client::with_faults(Arc::new(self.table.clone()), Table(self.table.clone()))
     }
+}
 
-    async fn sever(&self, _holder: &Arc<dyn LockBackend>, key: &str) -> bool {
-        self.table.sever(key)
+/// Every client shares the table, so severing through any handle severs the holder's lock.
+struct Table(MemoryBackend);
+
+#[async_trait]
+impl ClientFaults for Table {
+    async fn sever(&self, key: &str) -> FaultResult {
+        assert!(self.0.sever(key), "sever: {key:?} is not held");
+        Ok(())
     }
 }
