@@ -7,24 +7,32 @@ use std::time::Duration;
 use lock_core::LockError;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
-use crate::error::{classify, redact_url, scrub, url_password};
-use crate::optimistic::Optimistic;
-use crate::pessimistic::Pessimistic;
-use crate::sql::{OptimisticSql, PessimisticSql, validate_table_name};
-use crate::{Flavor, Inner, Mode, MySqlLock};
+use lock_core::backend::redact::redact_url;
 
-/// Default table of the pessimistic mode (plus `dlock_rows_fence`).
-pub const DEFAULT_PESSIMISTIC_TABLE: &str = "dlock_rows";
-/// Default table of the optimistic mode.
-pub const DEFAULT_OPTIMISTIC_TABLE: &str = "dlock_leases";
-/// Default size of a pool the builder opens itself. Every held pessimistic lock pins one
-/// connection for its whole life, and acquiring one briefly needs a second.
-pub const DEFAULT_MAX_CONNECTIONS: u32 = 32;
-/// Default keep-alive period of a held pessimistic lock's connection: a failed ping fires the
-/// lost signal at most this long after the connection died.
-pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(2);
-/// Default time to wait for a pooled connection (after which the error is temporary).
-pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+use crate::backend::{Inner, MySqlLock};
+use crate::error::{NAME, classify};
+use crate::optimistic::Optimistic;
+use crate::options::{Mode, parse_url};
+use crate::pessimistic::Pessimistic;
+use crate::sql::{Flavor, OptimisticSql, PessimisticSql, validate_table_name};
+
+/// Table of the pessimistic mode (plus `dlock_rows_fence`) unless [`MySqlLockBuilder::table`]
+/// names another.
+const DEFAULT_PESSIMISTIC_TABLE: &str = "dlock_rows";
+/// Table of the optimistic mode (plus `dlock_leases_fence` on MariaDB).
+const DEFAULT_OPTIMISTIC_TABLE: &str = "dlock_leases";
+/// Size of a pool the builder opens itself: every held pessimistic lock pins one connection
+/// for its whole life, and acquiring one briefly needs a second.
+const DEFAULT_MAX_CONNECTIONS: u32 = 32;
+/// Keep-alive period of a held pessimistic lock's connection: a failed ping fires the lost
+/// signal at most this long after the connection died, and the server's idle bound is three
+/// of these (6 s), short enough for a crashed holder, long enough for a busy client.
+const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(2);
+/// Time to wait for a pooled connection (after which the error is temporary): past a few
+/// seconds the server is down or the pool too small, and the core's retry is the better wait.
+const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Shortest keep-alive accepted: below it the pings themselves load the server.
+const MIN_KEEPALIVE: Duration = Duration::from_millis(10);
 
 enum Source {
     None,
@@ -86,9 +94,10 @@ impl MySqlLockBuilder {
     /// Connect with a URL: `mysql://user:password@host:3306/database` (MariaDB too). With the
     /// `tls` feature, `?ssl-mode=required|verify_ca|verify_identity&ssl-ca=...` are honoured.
     ///
-    /// Two extra query parameters are taken out of the URL before it reaches the driver:
-    /// `mode=pessimistic|optimistic` and `table=<name>`; [`mode`](Self::mode) and
-    /// [`table`](Self::table) set on the builder win over them.
+    /// Two more query options are ours: `mode=pessimistic|optimistic` and `table=<name>`;
+    /// [`mode`](Self::mode) and [`table`](Self::table) set on the builder win over them. The
+    /// driver's `charset`, `collation`, `statement-cache-capacity`, `socket`, `timezone` and
+    /// `ssl-*` are passed on; any other option, or one given twice, is refused by `build`.
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.source = Source::Url(url.into());
         self
@@ -113,28 +122,31 @@ impl MySqlLockBuilder {
         self
     }
 
-    /// The lock table (default [`DEFAULT_PESSIMISTIC_TABLE`] / [`DEFAULT_OPTIMISTIC_TABLE`]).
-    /// Validated as a plain identifier by `build`.
+    /// The lock table (default `dlock_rows` in pessimistic mode, `dlock_leases` in optimistic
+    /// mode). Validated as a plain identifier by `build`.
     pub fn table(mut self, table: impl Into<String>) -> Self {
         self.table = Some(table.into());
         self
     }
 
-    /// Size of the pool the builder opens (ignored with [`pool`](Self::pool)).
+    /// Size of the pool the builder opens (default 32, at least 2; ignored with
+    /// [`pool`](Self::pool)).
     pub fn max_connections(mut self, n: u32) -> Self {
         self.max_connections = n.max(2);
         self
     }
 
-    /// How long to wait for a pooled connection (ignored with [`pool`](Self::pool)).
+    /// How long to wait for a pooled connection (default 5 s; ignored with
+    /// [`pool`](Self::pool)).
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;
         self
     }
 
-    /// Keep-alive ping period of a held pessimistic lock's connection.
+    /// Keep-alive ping period of a held pessimistic lock's connection (default 2 s, at least
+    /// 10 ms). The server ends a holding session silent for three periods (at least 2 s).
     pub fn keepalive(mut self, every: Duration) -> Self {
-        self.keepalive = every.max(Duration::from_millis(10));
+        self.keepalive = every.max(MIN_KEEPALIVE);
         self
     }
 
@@ -162,8 +174,8 @@ impl MySqlLockBuilder {
     /// Connect, detect MariaDB or MySQL, and create the schema if asked.
     ///
     /// # Errors
-    /// [`LockError::InvalidConfig`] for a missing or unparseable URL, a bad table name or TLS
-    /// asked for without the `tls` feature; backend errors from connecting (temporary when the
+    /// [`LockError::InvalidConfig`] for a missing or unparseable URL, an unknown or repeated
+    /// URL option, a bad table name or TLS asked for without the `tls` feature; backend errors from connecting (temporary when the
     /// server is unreachable, permanent for bad credentials).
     pub async fn build(self) -> Result<MySqlLock, LockError> {
         let (mut mode, mut table) = (self.mode, self.table.clone());
@@ -172,7 +184,7 @@ impl MySqlLockBuilder {
                 let parsed = parse_url(&url)?;
                 mode = mode.or(parsed.mode);
                 table = table.or(parsed.table);
-                Source::Options(Box::new(parsed.options))
+                Source::Options(Box::new(parsed.connect))
             }
             other => other,
         };
@@ -216,7 +228,7 @@ impl MySqlLockBuilder {
                     Ok(Err(e)) => return Err(classify(e)),
                     Err(_) => {
                         return Err(LockError::temporary(
-                            crate::error::NAME,
+                            NAME,
                             format!("no answer from the server within {:?}", self.acquire_timeout),
                         ));
                     }
@@ -227,8 +239,7 @@ impl MySqlLockBuilder {
         };
         let version: String =
             sqlx::query_scalar("SELECT VERSION()").fetch_one(&pool).await.map_err(classify)?;
-        let flavor =
-            if version.to_ascii_lowercase().contains("mariadb") { Flavor::MariaDb } else { Flavor::MySql };
+        let flavor = Flavor::of_version(&version);
         let inner = match mode {
             Mode::Pessimistic => Inner::Pessimistic(Pessimistic::new(
                 pool.clone(),
@@ -242,17 +253,13 @@ impl MySqlLockBuilder {
             }
         };
         let opts = pool.connect_options();
-        let mode_name = match mode {
-            Mode::Pessimistic => "pessimistic",
-            Mode::Optimistic => "optimistic",
-        };
         // Host names compare case-insensitively; user and password are not part of the space.
         let endpoint = match opts.get_socket() {
             Some(sock) => sock.display().to_string(),
             None => format!("{}:{}", opts.get_host().to_ascii_lowercase(), opts.get_port()),
         };
         let identity =
-            format!("mysql://{endpoint}/{}/{table}?mode={mode_name}", opts.get_database().unwrap_or(""));
+            format!("mysql://{endpoint}/{}/{table}?mode={mode}", opts.get_database().unwrap_or(""));
         let lock = MySqlLock {
             inner: Arc::new(inner),
             pool,
@@ -268,73 +275,5 @@ impl MySqlLockBuilder {
             lock.check_table_shape(self.upgrade_table).await?;
         }
         Ok(lock)
-    }
-}
-
-struct ParsedUrl {
-    options: MySqlConnectOptions,
-    mode: Option<Mode>,
-    table: Option<String>,
-}
-
-/// Parse a `mysql://` (or `mariadb://`) URL, taking out `mode=` and `table=` and refusing TLS
-/// requests this build cannot honour. Errors never echo the password.
-fn parse_url(url: &str) -> Result<ParsedUrl, LockError> {
-    let invalid = |why: String| LockError::InvalidConfig { reason: why };
-    let rest = url
-        .strip_prefix("mysql://")
-        .or_else(|| url.strip_prefix("mariadb://"))
-        .ok_or_else(|| invalid(format!("expected a mysql:// url, got {}", redact_url(url))))?;
-    let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let (mut mode, mut table, mut kept) = (None, None, Vec::new());
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=').unwrap_or((pair, "")) {
-            ("mode", "pessimistic") => mode = Some(Mode::Pessimistic),
-            ("mode", "optimistic") => mode = Some(Mode::Optimistic),
-            ("mode", other) => {
-                return Err(invalid(format!("unknown mode {other:?} (expected pessimistic or optimistic)")));
-            }
-            ("table", t) => table = Some(t.to_owned()),
-            _ => kept.push(pair),
-        }
-    }
-    if !cfg!(feature = "tls") {
-        let wants_tls = kept.iter().any(|p| {
-            let p = p.to_ascii_lowercase();
-            ["ssl-mode=required", "ssl-mode=verify_ca", "ssl-mode=verify_identity", "sslmode=required"]
-                .contains(&p.as_str())
-        });
-        if wants_tls {
-            return Err(invalid("the url asks for TLS; enable the `tls` feature of lock-mysql".into()));
-        }
-    }
-    let driver_url = if kept.is_empty() {
-        format!("mysql://{base}")
-    } else {
-        format!("mysql://{base}?{}", kept.join("&"))
-    };
-    let options = driver_url.parse::<MySqlConnectOptions>().map_err(|e| {
-        // The driver's message may quote the URL, password included.
-        let secrets: Vec<&str> = url_password(url).into_iter().collect();
-        invalid(scrub(&format!("cannot parse mysql url {}: {e}", redact_url(url)), &secrets))
-    })?;
-    Ok(ParsedUrl { options, mode, table })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn debug_and_errors_hide_the_password() {
-        let b = MySqlLock::builder().url("mysql://u:hunter2@h:1/db");
-        assert!(!format!("{b:?}").contains("hunter2"));
-        let e = parse_url("postgres://u:hunter2@h/db").err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(e.contains("mysql://") && !e.contains("hunter2"), "{e}");
-        let e = parse_url("mysql://u:hunter2@h:notaport/db").err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(!e.contains("hunter2"), "{e}");
-        let p = parse_url("mariadb://u:pw@h:1/db?mode=optimistic&table=t1").expect("parse");
-        assert_eq!((p.mode, p.table.as_deref()), (Some(Mode::Optimistic), Some("t1")));
-        assert!(parse_url("mysql://h/db?mode=bogus").is_err());
     }
 }

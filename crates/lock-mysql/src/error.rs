@@ -84,19 +84,9 @@ pub(crate) fn classify(e: sqlx::Error) -> LockError {
     }
 }
 
-pub(crate) use lock_core::redact::{redact_url, scrub, url_password};
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(redact_url("mysql://u:s3cr%40t@h:3306/db?x=1"), "mysql://u:***@h:3306/db?x=1");
-        assert_eq!(redact_url("mysql://u@h/db"), "mysql://u@h/db");
-        assert_eq!(redact_url("mysql://h/db"), "mysql://h/db");
-        assert!(!redact_url("mysql://a:zz@c@h/db").contains("zz"));
-    }
 
     #[test]
     fn classifies_pool_and_io_errors_as_temporary() {

@@ -3,86 +3,59 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use lock_core::{
-    AcquireRequest, Attempt, FencingToken, Grant, LeaseSignal, LockError, LockInfo, LostReason, OwnerToken,
-    RenewItem, Result,
-};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Grant, LockInfo, Mutex, RenewItem};
+use lock_core::{FencingToken, LeaseSignal, LockError, LostReason, OwnerToken, Result};
 use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, MySql};
-
 use tokio::time::Instant;
 
 use crate::error::classify;
 use crate::sql::{OptimisticSql, hex_literal};
 
-/// One acquisition attempt's connection. Every statement of the attempt goes through it; if the
-/// attempt's future is dropped, the cleanup (`optimistic_cancel_here.sql`) is sent on this same
-/// connection, so it runs after any statement still buffered there and can ask the session
-/// whether that statement applied. A cleanup on another connection could run first and miss a
-/// grant that lands later.
-struct AttemptConn {
-    conn: Option<PoolConnection<MySql>>,
+/// One acquisition attempt's connection, shared by the attempt and its cleanup: every statement
+/// of the attempt goes through it, and if the attempt's future is dropped, the cleanup is sent
+/// on this same connection once the attempt let go of it (see [`undo_attempt`]).
+type AttemptConn = Arc<tokio::sync::Mutex<PoolConnection<MySql>>>;
+
+/// The undo of an attempt cut off before its outcome was known.
+///
+/// First `optimistic_cancel_here.sql` on the attempt's own connection: it runs after any
+/// statement still buffered there and asks the session whether that statement applied. A
+/// cleanup on another connection could run first and miss a grant that lands later. Only if
+/// that connection is gone (the attempt's statement then either applied or never will) is the
+/// grant undone by its nonce from another connection; a nesting that overwrote the nonce in
+/// between leaves that hold to its lease.
+async fn undo_attempt(
+    conn: AttemptConn,
     pool: MySqlPool,
     sql: Arc<OptimisticSql>,
     key: Vec<u8>,
     owner: [u8; 16],
     nonce: [u8; 16],
-    armed: bool,
-}
-
-impl AttemptConn {
-    fn conn(&mut self) -> &mut MySqlConnection {
-        match self.conn.as_mut() {
-            Some(c) => c,
-            None => unreachable!("the connection is only taken on drop"),
-        }
-    }
-}
-
-impl Drop for AttemptConn {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let Some(mut conn) = self.conn.take() else { return };
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            // No runtime: closing the socket is all we can do; the lease frees the key.
-            conn.close_on_drop();
-            return;
-        };
-        let here = self
-            .sql
-            .cancel_here
-            .replace("{key}", &hex_literal(&self.key))
-            .replace("{owner}", &hex_literal(&self.owner))
-            .replace("{nonce}", &hex_literal(&self.nonce));
-        let (pool, sql, key, nonce) =
-            (self.pool.clone(), self.sql.clone(), std::mem::take(&mut self.key), self.nonce);
-        rt.spawn(async move {
-            let Err(e) = sqlx::raw_sql(AssertSqlSafe(here)).execute(&mut *conn).await else { return };
-            // The session is gone: the attempt's statement either applied or never will. Undo
-            // it by its nonce from another connection (a nesting that overwrote the nonce in
-            // between leaves this hold to its lease).
-            conn.close_on_drop();
-            let res = match pool.acquire().await {
-                Ok(mut c) => sqlx::query(AssertSqlSafe(sql.cancel.clone()))
-                    .bind(key)
-                    .bind(nonce.to_vec())
-                    .execute(&mut *c)
-                    .await
-                    .map(drop),
-                Err(e2) => Err(e2),
-            };
-            if let Err(e2) = res {
-                tracing::debug!(error = %e, retry = %e2, "cleanup of a cancelled acquisition failed; the lease will free it");
-            }
-        });
-    }
+) -> Result<()> {
+    let here = sql
+        .cancel_here
+        .replace("{key}", &hex_literal(&key))
+        .replace("{owner}", &hex_literal(&owner))
+        .replace("{nonce}", &hex_literal(&nonce));
+    let mut same = conn.lock().await;
+    let Err(e) = sqlx::raw_sql(AssertSqlSafe(here)).execute(&mut **same).await else { return Ok(()) };
+    tracing::debug!(error = %e, "cleanup on the cut-off attempt's connection failed; undoing by its nonce");
+    same.close_on_drop();
+    drop(same);
+    let mut other = pool.acquire().await.map_err(classify)?;
+    sqlx::query(AssertSqlSafe(sql.cancel.clone()))
+        .bind(key)
+        .bind(nonce.to_vec())
+        .execute(&mut *other)
+        .await
+        .map_err(classify)?;
+    Ok(())
 }
 
 /// What this client holds of one (key, owner): the version it acquired (CAS operand), its
@@ -108,8 +81,13 @@ impl Local {
 type LocalMap = HashMap<(String, OwnerToken), Local>;
 
 /// Rows of unused keys are swept (MariaDB) once every this many acquisitions of a client, and
-/// local entries of holds whose lease ran out unreleased are dropped as often.
+/// local entries of holds whose lease ran out unreleased are dropped as often: rare enough to
+/// cost nothing per acquisition, often enough that neither piles up.
 const SWEEP_EVERY: u64 = 1024;
+/// Rounds of one attempt against a row that keeps changing between its statements: each lost
+/// round means another client changed the row meanwhile, so three in a row is contention, and
+/// the core's backoff is then the better wait.
+const RACE_ROUNDS: usize = 3;
 /// Local entries are kept this long past their lease (the core gave them up before the lease
 /// ended, so no release or renewal can still need them).
 const LOCAL_GRACE: Duration = Duration::from_secs(1);
@@ -138,12 +116,12 @@ pub(crate) struct Optimistic {
     local: Mutex<LocalMap>,
     /// MariaDB: fences come from a sequence, so rows of unused keys may be deleted.
     reclaim: bool,
-    acquisitions: std::sync::atomic::AtomicU64,
+    acquisitions: AtomicU64,
 }
 
 impl fmt::Debug for Optimistic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Optimistic").field("held", &self.local().len()).finish()
+        f.debug_struct("Optimistic").field("held", &self.local.lock().len()).finish()
     }
 }
 
@@ -196,15 +174,10 @@ impl Optimistic {
         Ok(())
     }
 
-    fn local(&self) -> MutexGuard<'_, LocalMap> {
-        // Single-operation critical sections: a poisoned map is still consistent.
-        self.local.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Record a grant (`nested`: one more hold of the grant `version` this owner has).
     fn acquired(&self, req: &AcquireRequest<'_>, sent: Instant, version: u64, nested: bool) -> Attempt {
         let until = sent + req.lease;
-        let mut local = self.local();
+        let mut local = self.local.lock();
         let fresh = || Local { version, count: 0, until, signals: vec![req.signal.clone()] };
         let e = local.entry((req.key.to_owned(), req.owner)).or_insert_with(fresh);
         if !nested || e.version != version {
@@ -225,7 +198,7 @@ impl Optimistic {
     /// Drop the local entries of holds whose lease ran out without a release or renewal.
     fn forget_expired(&self) {
         let now = Instant::now();
-        self.local().retain(|_, l| l.until + LOCAL_GRACE > now);
+        self.local.lock().retain(|_, l| l.until + LOCAL_GRACE > now);
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
@@ -235,21 +208,21 @@ impl Optimistic {
         let nonce = OwnerToken::random().as_u128().to_be_bytes();
         // The lease is counted from before anything is sent: the local bound can only be early.
         let sent = Instant::now();
-        let conn = self.pool.acquire().await.map_err(classify)?;
-        let mut attempt = AttemptConn {
-            conn: Some(conn),
-            pool: self.pool.clone(),
-            sql: self.sql.clone(),
-            key: key.to_vec(),
-            owner,
-            nonce,
-            armed: true,
+        let conn: AttemptConn =
+            Arc::new(tokio::sync::Mutex::new(self.pool.acquire().await.map_err(classify)?));
+        let undo = {
+            let (conn, pool, sql, key) = (conn.clone(), self.pool.clone(), self.sql.clone(), key.to_vec());
+            Cleanup::arm("mysql optimistic attempt", move || undo_attempt(conn, pool, sql, key, owner, nonce))
         };
         let ids = Ids { sent, key, owner, nonce, lease };
-        let out = self.attempt(req, &ids, attempt.conn()).await;
+        let out = self.attempt(req, &ids, &mut **conn.lock().await).await;
         // A definite answer (acquired, held, or a statement the server refused) needs no undo;
-        // a broken connection leaves the outcome open, so the undo stays armed.
-        attempt.armed = matches!(&out, Err(e) if e.is_temporary());
+        // a broken connection leaves the outcome open, so the undo runs (in the background).
+        if matches!(&out, Err(e) if e.is_temporary()) {
+            drop(undo);
+        } else {
+            undo.disarm();
+        }
         let due = out.is_ok()
             && (self.acquisitions.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(SWEEP_EVERY);
         if due {
@@ -273,8 +246,12 @@ impl Optimistic {
         conn: &mut MySqlConnection,
     ) -> Result<Attempt> {
         let Ids { sent, key, owner, nonce, lease } = *ids;
-        // A lost race with an expiring or just-freed row is retried a couple of times.
-        for _ in 0..3 {
+        // Not the core's retry: a key that was free or this owner's at every instant of the
+        // attempt must not be answered `Held` (a try_lock would fail on a free key). A row that
+        // changed between two statements (freed, expired, a nesting's version undone by a late
+        // cleanup, an insert raced by another client) is looked at again, a bounded number of
+        // times.
+        for _ in 0..RACE_ROUNDS {
             let took = sqlx::query(AssertSqlSafe(self.sql.take.clone()))
                 .bind(&owner[..])
                 .bind(&nonce[..])
@@ -293,6 +270,7 @@ impl Optimistic {
                     .await
                     .map_err(classify)?;
             match row {
+                // First use of the key (or its row was reclaimed): create it already held.
                 None => {
                     let ins = sqlx::query(AssertSqlSafe(self.sql.insert.clone()))
                         .bind(key)
@@ -324,7 +302,7 @@ impl Optimistic {
                         return Ok(self.acquired(req, sent, version, true));
                     }
                 }
-                // Free or expired by now: take it on the next round.
+                // Freed or expired between the two statements: take it on the next round.
                 Some(_) => {}
             }
         }
@@ -333,7 +311,7 @@ impl Optimistic {
 
     pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
         let id = (key.to_owned(), owner);
-        let Some((version, count)) = self.local().get(&id).map(|l| (l.version, l.count)) else {
+        let Some((version, count)) = self.local.lock().get(&id).map(|l| (l.version, l.count)) else {
             return Ok(false);
         };
         let cas = |sql: &Arc<str>| {
@@ -350,7 +328,7 @@ impl Optimistic {
             && count == 1
             && cas(&self.sql.release_delete).await.map_err(classify)?.rows_affected() == 1;
         let released = deleted || cas(&self.sql.release).await.map_err(classify)?.rows_affected() == 1;
-        let mut local = self.local();
+        let mut local = self.local.lock();
         match local.get_mut(&id) {
             // Another grant was recorded meanwhile: not ours to touch.
             Some(l) if l.version != version => {}
@@ -394,7 +372,7 @@ impl Optimistic {
         let mut out = Vec::with_capacity(items.len());
         for it in items {
             let id = (it.key.to_owned(), it.owner);
-            let Some(version) = self.local().get(&id).map(|l| l.version) else {
+            let Some(version) = self.local.lock().get(&id).map(|l| l.version) else {
                 out.push(false);
                 continue;
             };
@@ -408,7 +386,7 @@ impl Optimistic {
                 .await
                 .map_err(classify)?;
             let renewed = res.rows_affected() == 1;
-            let mut local = self.local();
+            let mut local = self.local.lock();
             match local.get_mut(&id) {
                 Some(l) if l.version == version && renewed => l.until = l.until.max(sent + it.lease),
                 Some(l) if l.version == version => {

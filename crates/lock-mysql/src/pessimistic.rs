@@ -4,22 +4,19 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use lock_core::{
-    AcquireRequest, Attempt, FencingToken, Grant, LeaseSignal, LockError, LostReason, OwnerToken, RenewItem,
-    Result,
-};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Grant, Mutex, RenewItem};
+use lock_core::{FencingToken, LeaseSignal, LockError, LostReason, OwnerToken, Result};
 use sqlx::mysql::MySqlPool;
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Connection, MySql, Row};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::Flavor;
 use crate::error::{NAME, classify, is_connection_lost, is_contention};
-use crate::sql::{PessimisticSql, hex_literal};
+use crate::sql::{Flavor, PessimisticSql, hex_literal};
 
 /// End the holding transaction and restore the server-wide timeouts of the session before the
 /// connection goes back to the pool (MariaDB).
@@ -32,16 +29,23 @@ const COMMIT_MYSQL: &str = concat!("COMMIT;\n", include_str!("../sql/pessimistic
 const ROLLBACK_MYSQL: &str = concat!("ROLLBACK;\n", include_str!("../sql/pessimistic_restore.sql"));
 
 /// How long past the caller's deadline the client waits for the server's own statement
-/// timeout before it cancels the wait itself with `KILL QUERY`.
+/// timeout before it cancels the wait itself with `KILL QUERY`: long enough for a loaded
+/// server to answer its own timeout, short enough that a caller's deadline stays honest.
 const KILL_GRACE: Duration = Duration::from_millis(250);
 /// Waits shorter than this are sent as `NOWAIT` (a statement timeout of 0 means "no limit").
 const MIN_WAIT: Duration = Duration::from_millis(1);
 /// Longest statement timeout MariaDB accepts (`max_statement_time`, one year).
 const MAX_STATEMENT_SECS: f64 = 31_536_000.0;
+/// Commands queued to one hold's keeper: a release and a renewal or two at most are ever in
+/// flight, so senders never wait.
+const KEEPER_QUEUE: usize = 4;
 
 /// A pooled connection carrying (or about to carry) an open transaction. Unless the
 /// transaction was ended cleanly, the connection is closed on drop instead of going back to the
 /// pool: the server then rolls back and frees the row.
+///
+/// Not a [`Cleanup`]: nothing is sent on drop (closing the socket is the undo, and it needs no
+/// runtime), and the connection is in use until then, so no undo closure could own it.
 struct Pinned {
     conn: PoolConnection<MySql>,
     dirty: bool,
@@ -69,31 +73,10 @@ impl Drop for Pinned {
     }
 }
 
-/// Cancels an in-flight lock wait on the server (`KILL QUERY`) if the waiting future is
-/// dropped, so an abandoned waiter does not linger in the row's queue.
-struct KillOnDrop {
-    pool: MySqlPool,
-    conn_id: u64,
-    armed: bool,
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let (pool, id) = (self.pool.clone(), self.conn_id);
-            rt.spawn(async move { kill_query(&pool, id).await });
-        }
-    }
-}
-
-async fn kill_query(pool: &MySqlPool, conn_id: u64) {
-    // Our own user's threads may always be killed; "unknown thread" just means it is done.
-    if let Err(e) = sqlx::query("KILL QUERY ?").bind(conn_id).execute(pool).await {
-        tracing::debug!(conn_id, error = %e, "KILL QUERY of a lock wait failed");
-    }
+/// End the lock wait running on connection `conn_id`. Our own user's threads may always be
+/// killed; an "unknown thread" error just means the wait is over.
+async fn kill_query(pool: MySqlPool, conn_id: u64) -> Result<()> {
+    sqlx::query("KILL QUERY ?").bind(conn_id).execute(&pool).await.map(drop).map_err(classify)
 }
 
 enum Cmd {
@@ -108,6 +91,7 @@ struct Hold {
     owner: OwnerToken,
     count: u32,
     fence: u64,
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     conn_id: u64,
     cmd: mpsc::Sender<Cmd>,
     /// The lost signals of every acquisition of this hold (nested ones from another `Locker`
@@ -116,11 +100,6 @@ struct Hold {
 }
 
 type Holds = Mutex<HashMap<String, Hold>>;
-
-fn lock(holds: &Holds) -> MutexGuard<'_, HashMap<String, Hold>> {
-    // Every critical section is a single map operation, so a poisoned map is still consistent.
-    holds.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 enum Step {
     /// Locked, with the connection id, (MariaDB) the fencing token drawn by the lock statement,
@@ -152,7 +131,7 @@ pub(crate) struct Pessimistic {
 /// The server-side idle bound for a keep-alive period: three periods, in whole seconds (the
 /// unit of `wait_timeout`), at least 2 s. A holder that cannot reach the server for that long
 /// has its session ended by the server; the client gives the hold up a drift margin earlier.
-pub(crate) fn server_idle(keepalive: Duration) -> Duration {
+fn server_idle(keepalive: Duration) -> Duration {
     Duration::from_secs((keepalive * 3).as_secs_f64().ceil().max(2.0) as u64)
 }
 
@@ -161,7 +140,7 @@ impl fmt::Debug for Pessimistic {
         f.debug_struct("Pessimistic")
             .field("flavor", &self.flavor)
             .field("keepalive", &self.keepalive)
-            .field("held", &lock(&self.holds).len())
+            .field("held", &self.holds.lock().len())
             .finish()
     }
 }
@@ -193,38 +172,41 @@ impl Pessimistic {
     }
 
     /// Connection id (`CONNECTION_ID()`) of the connection holding `key`, if held here.
+    #[cfg(feature = "testing")]
     pub(crate) fn held_connection_id(&self, key: &str) -> Option<u64> {
-        lock(&self.holds).get(key).filter(|h| !h.cmd.is_closed()).map(|h| h.conn_id)
+        self.holds.lock().get(key).filter(|h| !h.cmd.is_closed()).map(|h| h.conn_id)
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         if let Some(fence) = self.reenter(req.key, req.owner, req.signal) {
             return Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None }));
         }
-        // The row may have to be created first (once per key); a second miss means someone
-        // deletes rows under us.
-        for _ in 0..3 {
-            match self.attempt(req).await? {
-                Step::Locked(pinned, conn_id, fence, confirmed, waited) => {
-                    return self.finish(req, pinned, conn_id, fence, (confirmed, waited)).await;
-                }
-                Step::Held => return Ok(Attempt::Held { retry_after: None }),
-                Step::NoRow => self.create_row(req.key).await?,
-            }
+        // The row may have to be created first (once per key). A second miss means someone
+        // deletes rows under us: a temporary error, which the core retries.
+        let mut step = self.attempt(req).await?;
+        if let Step::NoRow = step {
+            self.create_row(req.key).await?;
+            step = self.attempt(req).await?;
         }
-        Err(LockError::temporary(NAME, "lock row disappeared repeatedly while locking"))
+        match step {
+            Step::Locked(pinned, conn_id, fence, confirmed, waited) => {
+                self.finish(req, pinned, conn_id, fence, (confirmed, waited)).await
+            }
+            Step::Held => Ok(Attempt::Held { retry_after: None }),
+            Step::NoRow => Err(LockError::temporary(NAME, "lock row disappeared while locking")),
+        }
     }
 
     fn reenter(&self, key: &str, owner: OwnerToken, signal: &LeaseSignal) -> Option<u64> {
-        let mut holds = lock(&self.holds);
+        let mut holds = self.holds.lock();
         let h = holds.get_mut(key).filter(|h| h.owner == owner && !h.cmd.is_closed())?;
         // A hold already known lost is gone on the server: never nest into it.
-        if h.signals.lock().unwrap_or_else(|e| e.into_inner()).iter().any(LeaseSignal::is_lost) {
+        if h.signals.lock().iter().any(LeaseSignal::is_lost) {
             return None;
         }
         h.count += 1;
         // A nesting through the same `Locker` carries the hold's own signal: keep each once.
-        let mut signals = h.signals.lock().unwrap_or_else(|e| e.into_inner());
+        let mut signals = h.signals.lock();
         if !signals.iter().any(|s| s.subscribe().same_channel(&signal.subscribe())) {
             signals.push(signal.clone());
         }
@@ -260,8 +242,11 @@ impl Pessimistic {
             return self.held(pinned).await;
         }
 
-        // Wait in the server's queue; the server ends the wait at the deadline by itself.
-        let mut killer = KillOnDrop { pool: self.pool.clone(), conn_id, armed: true };
+        // Wait in the server's queue; the server ends the wait at the deadline by itself. If
+        // this future is dropped mid-wait, the wait is killed so it does not linger in the row's
+        // queue (closing the connection would not end it: InnoDB does not read the socket then).
+        let pool = self.pool.clone();
+        let killer = Cleanup::arm("mysql lock wait", move || kill_query(pool, conn_id));
         let waited = {
             // Text protocol, one packet: see `sql/pessimistic_lock_wait_mariadb.sql`.
             let fut =
@@ -271,12 +256,14 @@ impl Pessimistic {
                 r = &mut fut => r,
                 _ = tokio::time::sleep_until(deadline + KILL_GRACE) => {
                     tracing::debug!(conn_id, "server did not end the lock wait at the deadline; killing it");
-                    kill_query(&self.pool, conn_id).await;
+                    if let Err(e) = kill_query(self.pool.clone(), conn_id).await {
+                        tracing::debug!(conn_id, error = %e, "KILL QUERY of a lock wait failed");
+                    }
                     fut.await
                 }
             }
         };
-        killer.armed = false;
+        killer.disarm();
         match waited {
             // The server's idle clock started when it answered, possibly long after the wait was
             // sent: take the arrival of the answer (one-way delay must stay under the drift
@@ -388,7 +375,7 @@ impl Pessimistic {
             return Err(LockError::permanent(NAME, "fence counter returned no value"));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::channel(4);
+        let (tx, rx) = mpsc::channel(KEEPER_QUEUE);
         let signals = Arc::new(Mutex::new(vec![req.signal.clone()]));
         let keeper = Keeper {
             pinned,
@@ -404,7 +391,7 @@ impl Pessimistic {
             key: req.key.to_owned(),
             id,
         };
-        lock(&self.holds).insert(
+        self.holds.lock().insert(
             req.key.to_owned(),
             Hold { id, owner: req.owner, count: 1, fence, conn_id, cmd: tx, signals },
         );
@@ -414,7 +401,7 @@ impl Pessimistic {
 
     pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
         let cmd = {
-            let mut holds = lock(&self.holds);
+            let mut holds = self.holds.lock();
             match holds.get_mut(key) {
                 Some(h) if h.owner == owner => {
                     if h.count > 1 {
@@ -436,7 +423,7 @@ impl Pessimistic {
 
     pub(crate) async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
         let pings = items.iter().map(|it| {
-            let cmd = lock(&self.holds).get(it.key).filter(|h| h.owner == it.owner).map(|h| h.cmd.clone());
+            let cmd = self.holds.lock().get(it.key).filter(|h| h.owner == it.owner).map(|h| h.cmd.clone());
             async move {
                 let Some(cmd) = cmd else { return false };
                 let (tx, rx) = oneshot::channel();
@@ -451,8 +438,7 @@ impl Pessimistic {
 }
 
 fn each(signals: &Mutex<Vec<LeaseSignal>>, f: impl Fn(&LeaseSignal)) {
-    // Pushes and iterations only: a poisoned list is still consistent.
-    signals.lock().unwrap_or_else(|e| e.into_inner()).iter().for_each(f);
+    signals.lock().iter().for_each(f);
 }
 
 /// Owns the holding connection for the lock's life: pings it (keep-alive and loss detection),
@@ -582,7 +568,7 @@ impl Keeper {
         // Out of the table first: a guard woken by the signal may at once acquire again with
         // the same owner, and must not nest into this dead hold.
         if let Some(holds) = self.holds.upgrade() {
-            let mut holds = lock(&holds);
+            let mut holds = holds.lock();
             if holds.get(&self.key).is_some_and(|h| h.id == self.id) {
                 holds.remove(&self.key);
             }

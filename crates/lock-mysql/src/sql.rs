@@ -4,7 +4,20 @@ use std::sync::Arc;
 
 use lock_core::LockError;
 
-use crate::Flavor;
+/// Which server dialect is on the other end: it decides the statements (MariaDB has
+/// `SET STATEMENT` and `SEQUENCE`, MySQL has neither).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flavor {
+    MariaDb,
+    MySql,
+}
+
+impl Flavor {
+    /// The flavor of a server that answered `SELECT VERSION()` with `version`.
+    pub(crate) fn of_version(version: &str) -> Self {
+        if version.to_ascii_lowercase().contains("mariadb") { Flavor::MariaDb } else { Flavor::MySql }
+    }
+}
 
 /// Longest accepted table name: MySQL identifiers are at most 64 characters and the
 /// pessimistic mode also creates `<table>_fence`.

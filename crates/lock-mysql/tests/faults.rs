@@ -1,6 +1,7 @@
 //! Fault tests against real mariadbd processes: a killed holder connection, a SIGKILLed and
 //! restarted server, deadlines shorter than the server's lock-wait timeout, hostile keys and
-//! table names, and the business CAS helper.
+//! table names, and the seed's business CAS (the flash sale's stock update; the whole sale is
+//! `examples/flash_sale.rs`).
 //!
 //! Run: `cargo test -p lock-mysql --test faults`.
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use lock_core::{AcquireRequest, LeaseSignal, LeaseState, LockBackend, LockError, Locker, OwnerToken};
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
-use lock_mysql::{Mode, MySqlLock, decrement_stock_cas};
+use lock_mysql::{Mode, MySqlLock, validate_table_name};
 use lock_testkit::conformance::cut_after;
 use lock_testkit::server::{MariaDbServer, external_url, shared_mariadb};
 use tokio::time::{Instant, timeout};
@@ -322,6 +323,28 @@ async fn bad_password_is_permanent_and_redacted() {
     assert!(!shown.contains("wrong-secret-pw"), "{shown}");
     // The message says what went wrong, in the server's words.
     assert!(err.to_string().contains("Access denied"), "{err}");
+}
+
+/// The seed's optimistic business update (as in `examples/flash_sale.rs`, with the table as a
+/// parameter): wins only if the row is still at `expected_version`.
+async fn decrement_stock_cas(
+    pool: &MySqlPool,
+    table: &str,
+    id: i64,
+    amount: i64,
+    expected_version: i64,
+) -> Result<bool, LockError> {
+    validate_table_name(table)?;
+    let sql =
+        format!("UPDATE `{table}` SET stock = stock - ?, version = version + 1 WHERE id = ? AND version = ?");
+    let res = lock_mysql::sqlx::query(lock_mysql::sqlx::AssertSqlSafe(sql))
+        .bind(amount)
+        .bind(id)
+        .bind(expected_version)
+        .execute(pool)
+        .await
+        .map_err(|e| LockError::permanent("mysql", e))?;
+    Ok(res.rows_affected() == 1)
 }
 
 /// The seed's business CAS: a stale version loses, a fresh one wins.

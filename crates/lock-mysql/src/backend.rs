@@ -1,0 +1,223 @@
+//! [`MySqlLock`]: the backend handle, dispatching to the pessimistic or optimistic recipe.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lock_core::backend::{
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, unsupported,
+};
+use lock_core::{OwnerToken, Result, validate_key};
+use sqlx::mysql::MySqlPool;
+
+use crate::builder::MySqlLockBuilder;
+use crate::error::{self, NAME};
+use crate::optimistic::Optimistic;
+use crate::options::Mode;
+use crate::pessimistic::Pessimistic;
+use crate::sql::Flavor;
+
+pub(crate) enum Inner {
+    Pessimistic(Pessimistic),
+    Optimistic(Optimistic),
+}
+
+/// MySQL / MariaDB lock backend. Cheap to clone; clones share the pool and the held locks.
+#[derive(Clone)]
+pub struct MySqlLock {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) pool: MySqlPool,
+    pub(crate) mode: Mode,
+    pub(crate) table: String,
+    pub(crate) flavor: Flavor,
+    pub(crate) server_version: String,
+    /// `mysql://host:port/database/table?mode=...`, without credentials.
+    pub(crate) identity: String,
+}
+
+impl fmt::Debug for MySqlLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("MySqlLock");
+        d.field("mode", &self.mode).field("table", &self.table).field("server", &self.server_version);
+        match &*self.inner {
+            Inner::Pessimistic(p) => d.field("state", p),
+            Inner::Optimistic(o) => d.field("state", o),
+        };
+        d.finish()
+    }
+}
+
+impl MySqlLock {
+    /// Start building: `MySqlLock::builder().url("mysql://...").mode(Mode::Optimistic).build().await`.
+    pub fn builder() -> MySqlLockBuilder {
+        MySqlLockBuilder::default()
+    }
+
+    /// A pessimistic lock backend on `url` with default settings.
+    ///
+    /// # Errors
+    /// As [`MySqlLockBuilder::build`].
+    pub async fn from_url(url: &str) -> Result<Self> {
+        Self::builder().url(url).build().await
+    }
+
+    /// Create the tables (and sequence) of this mode if they do not exist
+    /// (`sql/*_schema.sql`). Idempotent; when everything exists it sends no DDL at all.
+    ///
+    /// # Errors
+    /// Backend errors (permanent when the user may not create tables);
+    /// [`LockError::InvalidConfig`](lock_core::LockError::InvalidConfig) for an optimistic
+    /// table of an older version (see [`MySqlLockBuilder::upgrade_table`]).
+    pub async fn migrate(&self) -> Result<()> {
+        self.migrate_with(false).await
+    }
+
+    pub(crate) async fn migrate_with(&self, upgrade: bool) -> Result<()> {
+        let present: i64 = sqlx::query_scalar(include_str!("../sql/schema_objects_present.sql"))
+            .bind(&self.table)
+            .bind(format!("{}_fence", self.table))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(error::classify)?;
+        // The optimistic schema has no fence object on MySQL.
+        let expected = if self.mode == Mode::Optimistic && self.flavor == Flavor::MySql { 1 } else { 2 };
+        if present < expected {
+            let schema = match &*self.inner {
+                Inner::Pessimistic(p) => p.schema().clone(),
+                Inner::Optimistic(o) => o.schema().clone(),
+            };
+            sqlx::raw_sql(sqlx::AssertSqlSafe(schema)).execute(&self.pool).await.map_err(error::classify)?;
+        }
+        self.check_table_shape(upgrade).await
+    }
+
+    /// Optimistic mode: refuse (or, with `upgrade`, upgrade) a lease table of an older version.
+    pub(crate) async fn check_table_shape(&self, upgrade: bool) -> Result<()> {
+        match &*self.inner {
+            Inner::Optimistic(o) => o.check_shape(&self.table, upgrade).await,
+            Inner::Pessimistic(_) => Ok(()),
+        }
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The lock table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The pool this backend uses.
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// `SELECT VERSION()` of the server, as seen at build time.
+    pub fn server_version(&self) -> &str {
+        &self.server_version
+    }
+
+    /// Whether the server is MariaDB (else MySQL): MariaDB ends lock waits with
+    /// `max_statement_time`, MySQL with `MAX_EXECUTION_TIME`.
+    pub fn is_mariadb(&self) -> bool {
+        self.flavor == Flavor::MariaDb
+    }
+
+    /// Pessimistic mode: the server's id (`CONNECTION_ID()`) of the connection holding `key`
+    /// for this backend, for fault injection in tests (`KILL CONNECTION <id>`). `None` if `key`
+    /// is not held here, or in optimistic mode.
+    ///
+    /// Only with the `testing` feature, which is for this crate's and the workspace's tests,
+    /// not for production: the id lets anyone with `PROCESS` or `SUPER` end the hold.
+    #[cfg(feature = "testing")]
+    pub fn held_connection_id(&self, key: &str) -> Option<u64> {
+        match &*self.inner {
+            Inner::Pessimistic(p) => p.held_connection_id(key),
+            Inner::Optimistic(_) => None,
+        }
+    }
+}
+
+#[async_trait]
+impl LockBackend for MySqlLock {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn identity(&self) -> String {
+        self.identity.clone()
+    }
+
+    fn capabilities(&self) -> Capability {
+        // Not failover_safe: replicas apply the binlog asynchronously, so a promoted replica can
+        // miss the latest grants (and its sequence can lag): see the README.
+        let mut c = Capability::NONE;
+        c.renew = true;
+        c.fencing = true;
+        c.reentrant = true;
+        if self.mode == Mode::Pessimistic {
+            c.native_wait = true;
+            c.session_bound = true;
+        }
+        c
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        // The core validates keys already; this guards direct callers. A longer key would be
+        // truncated to VARBINARY(255) by INSERT IGNORE and alias another key.
+        validate_key(req.key)?;
+        match &*self.inner {
+            Inner::Pessimistic(p) => p.try_acquire(req).await,
+            Inner::Optimistic(o) => o.try_acquire(req).await,
+        }
+    }
+
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        match &*self.inner {
+            Inner::Pessimistic(p) => p.release(key, owner).await,
+            Inner::Optimistic(o) => o.release(key, owner).await,
+        }
+    }
+
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        match &*self.inner {
+            Inner::Pessimistic(p) => p.renew(items).await,
+            Inner::Optimistic(o) => o.renew(items).await,
+        }
+    }
+
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        match &*self.inner {
+            // A row lock is not visible without taking it (or waiting behind it): say so.
+            Inner::Pessimistic(_) => Err(unsupported(
+                NAME,
+                "inspecting a pessimistic lock without taking the row (use optimistic mode, or try_lock)",
+            )),
+            Inner::Optimistic(o) => o.inspect(key).await,
+        }
+    }
+
+    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
+        // No queue kept between attempts: a pessimistic waiter's place in the server's lock
+        // queue ends with its statement.
+        Ok(())
+    }
+
+    async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<MySqlLock>();
+        check::<MySqlLockBuilder>();
+    }
+}

@@ -1,0 +1,220 @@
+//! What a `mysql://` URL can say: the mode, the table, and the driver's connection options,
+//! each parsed by name and type. A typo'd or repeated option is an error, never ignored.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use lock_core::backend::UrlOptions;
+use lock_core::backend::redact::{percent_decode, redact_url, scrub, split_userinfo, url_password};
+use lock_core::{LockError, Result};
+use sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
+
+/// How locks are kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mode {
+    /// A row locked with `SELECT ... FOR UPDATE` by a transaction held open on a dedicated
+    /// connection ("数据库悲观锁"). Session-bound: the lock lives exactly as long as the
+    /// connection; waiters queue in the server.
+    #[default]
+    Pessimistic,
+    /// A lease row taken by a conditional `UPDATE` judged by the database clock, with a version
+    /// that is the fencing token ("数据库乐观锁"). Time-bound: expires unless renewed; waiters
+    /// poll.
+    Optimistic,
+}
+
+impl Mode {
+    /// The name used in URLs (`?mode=`) and in the backend's identity.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Mode::Pessimistic => "pessimistic",
+            Mode::Optimistic => "optimistic",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+
+    /// `pessimistic` or `optimistic`.
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "pessimistic" => Ok(Mode::Pessimistic),
+            "optimistic" => Ok(Mode::Optimistic),
+            other => Err(format!("unknown mode {other:?} (expected pessimistic or optimistic)")),
+        }
+    }
+}
+
+/// A parsed URL: the driver's options, and ours.
+pub(crate) struct UrlConfig {
+    pub(crate) connect: MySqlConnectOptions,
+    pub(crate) mode: Option<Mode>,
+    pub(crate) table: Option<String>,
+}
+
+fn invalid(reason: String) -> LockError {
+    LockError::InvalidConfig { reason }
+}
+
+/// An option the driver accepts under two spellings: either one, not both.
+fn take_either<T>(o: &mut UrlOptions, name: &'static str, alias: &'static str) -> Result<Option<T>>
+where
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    match (o.take::<T>(name)?, o.take::<T>(alias)?) {
+        (Some(_), Some(_)) => {
+            Err(invalid(format!("url options {name} and {alias} are one option, given twice")))
+        }
+        (a, b) => Ok(a.or(b)),
+    }
+}
+
+/// Parse a `mysql://` (or `mariadb://`) URL: our options `mode=` and `table=`, the driver's
+/// (`ssl-mode`, `ssl-ca`, `ssl-cert`, `ssl-key`, `charset`, `collation`,
+/// `statement-cache-capacity`, `socket`, `timezone`, with sqlx's alternative spellings), and
+/// nothing else. TLS asked for without the `tls` feature is refused. Errors never echo the
+/// password.
+pub(crate) fn parse_url(url: &str) -> Result<UrlConfig> {
+    let Some(rest) = url.strip_prefix("mysql://").or_else(|| url.strip_prefix("mariadb://")) else {
+        return Err(invalid(format!("expected a mysql:// url, got {}", redact_url(url))));
+    };
+    // The userinfo goes to the driver through setters, never through its URL parser: a raw
+    // password may hold `/ ? # @ %`, which that parser would split, and its errors quote URLs.
+    let (userinfo, _) = split_userinfo(rest);
+    let mut o = UrlOptions::parse(url)?;
+    let mode = o.take::<Mode>("mode")?;
+    let table = o.take::<String>("table")?;
+    let ssl_mode = take_either::<MySqlSslMode>(&mut o, "ssl-mode", "sslmode")?;
+    let ssl_ca = take_either::<PathBuf>(&mut o, "ssl-ca", "sslca")?;
+    let ssl_cert = take_either::<PathBuf>(&mut o, "ssl-cert", "sslcert")?;
+    let ssl_key = take_either::<PathBuf>(&mut o, "ssl-key", "sslkey")?;
+    let charset = o.take::<String>("charset")?;
+    let collation = o.take::<String>("collation")?;
+    let cache = o.take::<usize>("statement-cache-capacity")?;
+    let socket = o.take::<PathBuf>("socket")?;
+    let timezone = take_either::<String>(&mut o, "timezone", "time-zone")?;
+    let base = o.finish()?;
+
+    let wants_tls = matches!(
+        ssl_mode,
+        Some(MySqlSslMode::Required | MySqlSslMode::VerifyCa | MySqlSslMode::VerifyIdentity)
+    );
+    if wants_tls && !cfg!(feature = "tls") {
+        return Err(invalid("the url asks for TLS; enable the `tls` feature of lock-mysql".into()));
+    }
+    let after_scheme = base.split_once("://").map_or(base.as_str(), |(_, r)| r);
+    let (_, host_and_path) = split_userinfo(after_scheme);
+    let mut connect = format!("mysql://{host_and_path}").parse::<MySqlConnectOptions>().map_err(|e| {
+        // No credentials went in, but scrub anyway: the message is the driver's.
+        let secrets: Vec<&str> = url_password(url).into_iter().collect();
+        invalid(scrub(&format!("cannot parse mysql url {}: {e}", redact_url(url)), &secrets))
+    })?;
+    if let Some(userinfo) = userinfo {
+        let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+        if !user.is_empty() {
+            connect = connect.username(&percent_decode(user));
+        }
+        if !password.is_empty() {
+            connect = connect.password(&percent_decode(password));
+        }
+    }
+    if let Some(m) = ssl_mode {
+        connect = connect.ssl_mode(m);
+    }
+    if let Some(p) = ssl_ca {
+        connect = connect.ssl_ca(p);
+    }
+    if let Some(p) = ssl_cert {
+        connect = connect.ssl_client_cert(p);
+    }
+    if let Some(p) = ssl_key {
+        connect = connect.ssl_client_key(p);
+    }
+    if let Some(c) = charset {
+        connect = connect.charset(&c);
+    }
+    if let Some(c) = collation {
+        connect = connect.collation(&c);
+    }
+    if let Some(n) = cache {
+        connect = connect.statement_cache_capacity(n);
+    }
+    if let Some(p) = socket {
+        connect = connect.socket(p);
+    }
+    if let Some(tz) = timezone {
+        connect = connect.timezone(Some(tz));
+    }
+    Ok(UrlConfig { connect, mode, table })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(url: &str) -> String {
+        parse_url(url).err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn errors_hide_the_password() {
+        assert_eq!(redact_url("mysql://u:s3cr%40t@h:3306/db?x=1"), "mysql://u:***@h:3306/db?x=1");
+        assert_eq!(redact_url("mysql://u@h/db"), "mysql://u@h/db");
+        assert_eq!(redact_url("mysql://h/db"), "mysql://h/db");
+        assert!(!redact_url("mysql://a:zz@c@h/db").contains("zz"));
+        let e = err("postgres://u:hunter2@h/db");
+        assert!(e.contains("mysql://") && !e.contains("hunter2"), "{e}");
+        let e = err("mysql://u:hunter2@h:notaport/db");
+        assert!(!e.is_empty() && !e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn takes_our_options_and_the_drivers() {
+        let p = parse_url("mariadb://u:pw@h:1/db?mode=optimistic&table=t1").expect("parse");
+        assert_eq!((p.mode, p.table.as_deref()), (Some(Mode::Optimistic), Some("t1")));
+        assert_eq!((p.connect.get_host(), p.connect.get_port()), ("h", 1));
+        assert_eq!((p.connect.get_username(), p.connect.get_database()), ("u", Some("db")));
+        let p = parse_url("mysql://h/db?charset=utf8mb4&sslmode=disabled&time-zone=%2B00:00").expect("parse");
+        assert_eq!((p.mode, p.connect.get_charset()), (None, "utf8mb4"));
+        assert!(matches!(p.connect.get_ssl_mode(), MySqlSslMode::Disabled));
+    }
+
+    #[test]
+    fn bad_unknown_and_repeated_options_are_refused() {
+        assert!(err("mysql://h/db?mode=bogus").contains("bogus"));
+        assert!(err("mysql://h/db?mode=optimistic&mode=pessimistic").contains("twice"));
+        assert!(err("mysql://h/db?ssl-mode=disabled&sslmode=disabled").contains("twice"));
+        // A typo is an error naming it, not a silently ignored setting.
+        let e = err("mysql://h/db?mod=optimistic");
+        assert!(e.contains("mod") && e.contains("table"), "{e}");
+        assert!(err("mysql://h/db?ssl-mode=sometimes").contains("sometimes"));
+        assert!(err("mysql://h/db?statement-cache-capacity=-1").contains("statement-cache-capacity"));
+    }
+
+    #[test]
+    fn raw_passwords_with_url_metacharacters_reach_the_driver_whole() {
+        let p = parse_url("mysql://root:s3/cr?t#p@ss%w0rd@127.0.0.1:1/db?mode=optimistic").expect("parse");
+        assert_eq!((p.connect.get_host(), p.connect.get_port()), ("127.0.0.1", 1));
+        assert_eq!((p.connect.get_username(), p.mode), ("root", Some(Mode::Optimistic)));
+        let p = parse_url("mysql://root:s3%2Fcr%3Ft@127.0.0.1:1/db").expect("parse");
+        assert_eq!(p.connect.get_database(), Some("db"));
+    }
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn tls_without_the_feature_is_refused() {
+        assert!(err("mysql://h/db?ssl-mode=required").contains("tls"));
+        assert!(err("mysql://h/db?ssl-mode=VERIFY_IDENTITY").contains("tls"));
+        assert!(parse_url("mysql://h/db?ssl-mode=preferred").is_ok());
+    }
+}
