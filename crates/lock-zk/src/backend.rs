@@ -271,3 +271,13 @@ impl LockBackend for ZkLock {
         Ok(None)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn assert<T: Send + Sync>() {}
+        assert::<super::ZkLock>();
+        assert::<crate::ZkLockBuilder>();
+    }
+}
