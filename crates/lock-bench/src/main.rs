@@ -1,0 +1,164 @@
+//! `lock-bench`: the same scenarios on every backend and mode, through the same
+//! `dyn LockBackend` path, each next to a raw floor measured in the same run. Not shipped with
+//! `dlock`: this is the project's comparison harness.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::builder::{PossibleValue, PossibleValuesParser};
+use clap::{Parser, Subcommand};
+
+mod error;
+mod floor;
+mod report;
+mod scenarios;
+mod targets;
+
+use error::BenchError;
+use report::Report;
+use scenarios::{Ctx, SCENARIOS, Scenario, Sizes};
+
+/// Exit status for no target to benchmark (bad `--url`/`--only`, or a build without backends).
+const EXIT_CONFIG: u8 = 64;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "lock-bench",
+    version,
+    about = "Benchmark every available dlock backend with the same scenarios; writes a report folder",
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    internal: Option<Internal>,
+    #[command(flatten)]
+    args: BenchArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Internal {
+    /// Hold a lock until killed (the crash scenario's victim).
+    #[command(hide = true, name = "__hold")]
+    Hold {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        lease_ms: u64,
+    },
+}
+
+/// What to benchmark and where the report goes.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Small sizes: the whole run finishes in about a minute (CI smoke run).
+    #[arg(long)]
+    pub quick: bool,
+    /// Benchmark these backend URLs instead of starting local servers (repeatable).
+    #[arg(long = "url")]
+    pub urls: Vec<String>,
+    /// Only targets whose name contains one of these (repeatable): memory, redis, mysql, zk, ...
+    #[arg(long = "only")]
+    pub only: Vec<String>,
+    /// Scenarios to run (repeatable; default: all).
+    #[arg(long = "scenario", value_parser = scenario_names())]
+    pub scenarios: Vec<String>,
+    /// Report folder: results.jsonl, report.md and one SVG chart per scenario.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+}
+
+/// `--scenario` accepts the table's names, with what each measures as their help.
+fn scenario_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(SCENARIOS.iter().map(|s| PossibleValue::new(s.name).help(s.measures)))
+}
+
+fn main() -> ExitCode {
+    // The backends' warnings (reconnects, lost leases) go to stderr, beside the progress bar.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_max_level(tracing::Level::WARN)
+        .init();
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lock-bench: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    rt.block_on(async move {
+        match cli.internal {
+            Some(Internal::Hold { url, key, lease_ms }) => {
+                scenarios::hold(&url, &key, Duration::from_millis(lease_ms)).await
+            }
+            None => bench(cli.args).await,
+        }
+    })
+}
+
+/// The run: every scenario on every target, then the report.
+async fn bench(args: BenchArgs) -> ExitCode {
+    let sizes = Sizes::new(args.quick);
+    let (targets, _servers, notes) = targets::discover(&args).await;
+    for n in &notes {
+        eprintln!("note: {n}");
+    }
+    if targets.is_empty() {
+        eprintln!("lock-bench: no target to benchmark");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let chosen: Vec<&Scenario> = if args.scenarios.is_empty() {
+        SCENARIOS.iter().collect()
+    } else {
+        args.scenarios.iter().filter_map(|n| Scenario::by_name(n)).collect()
+    };
+    let mut report = Report::new(args.quick, notes);
+    let pb = indicatif::ProgressBar::new((targets.len() * chosen.len()) as u64);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut failed = false;
+    for t in &targets {
+        let setup = async {
+            let caps = t.client().await?.capabilities();
+            Ok::<_, BenchError>((caps, floor::measure(t, caps, sizes.floor_samples).await?))
+        };
+        let (caps, floor) = match setup.await {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("{}: floor failed: {}", t.name, e.chain());
+                failed = true;
+                continue;
+            }
+        };
+        report.floor(&t.name, &floor);
+        let cx = Ctx { target: t, caps, floor: &floor, sizes: &sizes };
+        for s in &chosen {
+            pb.set_message(format!("{} {}", t.name, s.name));
+            match s.run(&cx).await {
+                Ok(rows) => rows.into_iter().for_each(|r| report.push(r)),
+                Err(e) => {
+                    eprintln!("{} {}: {}", t.name, s.name, e.chain());
+                    failed = true;
+                }
+            }
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    print!("{}", report.table());
+    if let Err(e) = report.write(&args.out) {
+        eprintln!("lock-bench: {}", e.chain());
+        return ExitCode::from(1);
+    }
+    eprintln!("report written to {}", args.out.display());
+    if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}

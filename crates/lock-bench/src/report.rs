@@ -1,0 +1,261 @@
+//! Results: a terminal table, JSON lines, a Markdown report and SVG charts.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+use serde_json::{Map, Value, json};
+
+use crate::error::{BenchError, Result};
+use crate::floor::Floor;
+use crate::targets::Target;
+
+const FLOOR_HEADERS: [&str; 7] =
+    ["target", "round trip", "p50 µs", "p99 µs", "acquire+release floor", "p50 µs", "p99 µs"];
+
+/// One measured figure.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub target: String,
+    pub scenario: String,
+    pub metric: String,
+    /// Latency percentiles in µs, when the figure is a latency.
+    pub p50: Option<u64>,
+    pub p99: Option<u64>,
+    pub max: Option<u64>,
+    pub samples: Option<u64>,
+    /// Throughput (ops/s) or the scenario's own figure.
+    pub value: Option<f64>,
+    /// p50 divided by the floor's p50 measured in the same run.
+    pub ratio: Option<f64>,
+    pub extra: Map<String, Value>,
+}
+
+impl Row {
+    pub fn new(t: &Target, scenario: &str, metric: &str) -> Self {
+        Row {
+            target: t.name.clone(),
+            scenario: scenario.to_owned(),
+            metric: metric.to_owned(),
+            p50: None,
+            p99: None,
+            max: None,
+            samples: None,
+            value: None,
+            ratio: None,
+            extra: Map::new(),
+        }
+    }
+
+    pub fn latency(
+        t: &Target,
+        scenario: &str,
+        metric: &str,
+        h: &Histogram<u64>,
+        ops: Option<f64>,
+        floor_p50: Option<u64>,
+    ) -> Self {
+        let mut r = Row::new(t, scenario, metric);
+        let p50 = h.value_at_quantile(0.5);
+        r.p50 = Some(p50);
+        r.p99 = Some(h.value_at_quantile(0.99));
+        r.max = Some(h.max());
+        r.samples = Some(h.len());
+        r.value = ops;
+        r.ratio = floor_p50.filter(|f| *f > 0).map(|f| p50 as f64 / f as f64);
+        r
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "target": self.target, "scenario": self.scenario, "metric": self.metric,
+            "p50_us": self.p50, "p99_us": self.p99, "max_us": self.max, "samples": self.samples,
+            "value": self.value, "ratio_to_floor": self.ratio, "extra": self.extra,
+        })
+    }
+}
+
+/// Everything one run measured.
+#[derive(Debug)]
+pub struct Report {
+    quick: bool,
+    notes: Vec<String>,
+    floors: Vec<[String; 7]>,
+    rows: Vec<Row>,
+}
+
+fn fmt_opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
+}
+
+fn fmt_f(v: Option<f64>, prec: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.prec$}"))
+}
+
+impl Report {
+    pub fn new(quick: bool, notes: Vec<String>) -> Self {
+        Report { quick, notes, floors: Vec::new(), rows: Vec::new() }
+    }
+
+    pub fn floor(&mut self, target: &str, f: &Floor) {
+        self.floors.push([
+            target.to_owned(),
+            f.rtt_label.to_owned(),
+            fmt_opt(f.rtt_p50),
+            f.rtt_p99.to_string(),
+            f.pair_label.to_owned(),
+            fmt_opt(f.pair_p50),
+            f.pair_p99.to_string(),
+        ]);
+    }
+
+    pub fn push(&mut self, r: Row) {
+        self.rows.push(r);
+    }
+
+    fn headers() -> [&'static str; 9] {
+        [
+            "scenario",
+            "target",
+            "metric",
+            "p50 µs",
+            "p99 µs",
+            "ops/s or value",
+            "x floor p50",
+            "min/max per client",
+            "notes",
+        ]
+    }
+
+    fn cells(r: &Row) -> Vec<String> {
+        let fairness = match (r.extra.get("min_per_client"), r.extra.get("max_per_client")) {
+            (Some(a), Some(b)) => format!("{a}/{b}"),
+            _ => "-".into(),
+        };
+        let notes: Vec<String> = r
+            .extra
+            .iter()
+            .filter(|(k, _)| !k.ends_with("per_client"))
+            .map(|(k, v)| format!("{k}={}", v.as_f64().map_or_else(|| v.to_string(), |f| format!("{f:.1}"))))
+            .collect();
+        vec![
+            r.scenario.clone(),
+            r.target.clone(),
+            r.metric.clone(),
+            fmt_opt(r.p50),
+            fmt_opt(r.p99),
+            fmt_f(r.value, 0),
+            fmt_f(r.ratio, 2),
+            fairness,
+            notes.join(" "),
+        ]
+    }
+
+    /// The terminal table.
+    pub fn table(&self) -> String {
+        let mut t = comfy_table::Table::new();
+        t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED).set_header(Self::headers());
+        for r in &self.rows {
+            t.add_row(Self::cells(r));
+        }
+        let mut f = comfy_table::Table::new();
+        f.load_style(comfy_table::presets::UTF8_FULL_CONDENSED).set_header(FLOOR_HEADERS);
+        for row in &self.floors {
+            f.add_row(row.clone());
+        }
+        format!("{f}\n{t}\n")
+    }
+
+    fn markdown(&self) -> String {
+        let mut md = String::new();
+        let when = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%d %H:%M UTC").output().ok();
+        let when = when.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();
+        let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+        let _ = writeln!(md, "# dlock bench report\n");
+        let _ = writeln!(md, "{when}; {cpus} CPUs; mode: {}.\n", if self.quick { "quick" } else { "full" });
+        for n in &self.notes {
+            let _ = writeln!(md, "- note: {n}");
+        }
+        let _ = writeln!(
+            md,
+            "\n## Floors (same run)\n\n| {} |\n|{}",
+            FLOOR_HEADERS.join(" | "),
+            "---|".repeat(7)
+        );
+        for row in &self.floors {
+            let _ = writeln!(md, "| {} |", row.join(" | "));
+        }
+        let _ = writeln!(md, "\n## Results\n\n| {} |\n|{}", Self::headers().join(" | "), "---|".repeat(9));
+        for r in &self.rows {
+            let _ = writeln!(md, "| {} |", Self::cells(r).join(" | "));
+        }
+        md
+    }
+
+    /// Write `results.jsonl`, `report.md` and `<scenario>.svg` into `dir`. A chart that cannot
+    /// be drawn is reported and skipped: the figures are in the other two files.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let failed = |source| BenchError::Report { path: dir.to_owned(), source };
+        std::fs::create_dir_all(dir).map_err(failed)?;
+        let mut jl = String::new();
+        for r in &self.rows {
+            jl.push_str(&r.json().to_string());
+            jl.push('\n');
+        }
+        std::fs::write(dir.join("results.jsonl"), jl).map_err(failed)?;
+        std::fs::write(dir.join("report.md"), self.markdown()).map_err(failed)?;
+        let mut scenarios: Vec<&str> = self.rows.iter().map(|r| r.scenario.as_str()).collect();
+        scenarios.dedup();
+        for s in scenarios {
+            let rows: Vec<&Row> = self.rows.iter().filter(|r| r.scenario == s).collect();
+            let file = dir.join(format!("{}.svg", s.replace([' ', '/'], "_")));
+            if let Err(e) = chart(&file, s, &rows) {
+                eprintln!("chart {}: {e}", file.display());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One bar per target: p50 latency where the scenario has one, else its value.
+fn chart(path: &Path, scenario: &str, rows: &[&Row]) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let latency = rows.iter().all(|r| r.p50.is_some());
+    let vals: Vec<f64> = rows
+        .iter()
+        .map(|r| if latency { r.p50.unwrap_or(0) as f64 } else { r.value.unwrap_or(0.0) })
+        .collect();
+    let ymax = vals.iter().copied().fold(1.0, f64::max) * 1.15;
+    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let caption = if latency {
+        format!("{scenario}: p50 latency (µs)")
+    } else {
+        format!("{scenario}: {}", rows.first().map_or("", |r| r.metric.as_str()))
+    };
+    let n = rows.len() as u32;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(caption, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d((0u32..n).into_segmented(), 0f64..ymax)?;
+    let names: Vec<String> = rows.iter().map(|r| r.target.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(rows.len())
+        .x_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .draw()?;
+    chart.draw_series(
+        plotters::series::Histogram::vertical(&chart)
+            .style(BLUE.mix(0.6).filled())
+            .margin(10)
+            .data(vals.iter().enumerate().map(|(i, v)| (i as u32, *v))),
+    )?;
+    root.present()?;
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! The scenarios: one table of what each measures and the function that measures it, run on
+//! every target through the same `dyn LockBackend` path. A scenario adapts to a target by its
+//! [`Capability`] flags, never by its name or URL scheme.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use dlock::backend::Capability;
+use dlock::{Locker, OwnerToken};
+use hdrhistogram::Histogram;
+
+use crate::error::Result;
+use crate::floor::Floor;
+use crate::report::Row;
+use crate::targets::Target;
+
+mod crash;
+mod seeds;
+mod throughput;
+mod watchdog;
+
+pub use crash::hold;
+
+/// Sizes of one run.
+#[derive(Debug, Clone, Copy)]
+pub struct Sizes {
+    uncontended_ops: usize,
+    contended_for: Duration,
+    handoffs: usize,
+    watchdog_locks: usize,
+    watchdog_periods: u32,
+    increments: u64,
+    stock: (u64, u64),
+    /// Samples of each floor measurement.
+    pub floor_samples: usize,
+}
+
+impl Sizes {
+    /// `--quick`: the whole run finishes in about a minute; otherwise about ten.
+    pub fn new(quick: bool) -> Self {
+        if quick {
+            Sizes {
+                uncontended_ops: 500,
+                contended_for: Duration::from_millis(400),
+                handoffs: 30,
+                watchdog_locks: 200,
+                watchdog_periods: 2,
+                increments: 100,
+                stock: (1_000, 2_000),
+                floor_samples: 300,
+            }
+        } else {
+            Sizes {
+                uncontended_ops: 5_000,
+                contended_for: Duration::from_secs(3),
+                handoffs: 200,
+                watchdog_locks: 10_000,
+                watchdog_periods: 3,
+                increments: 1_000,
+                stock: (100_000, 200_000),
+                floor_samples: 3_000,
+            }
+        }
+    }
+}
+
+/// What a scenario gets: the target, its capabilities, its floor and the run's sizes.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    /// The backend and mode under test.
+    pub target: &'a Target,
+    /// What the target's backend declares it can do.
+    pub caps: Capability,
+    /// The target's floor, measured in the same run.
+    pub floor: &'a Floor,
+    /// The run's sizes.
+    pub sizes: &'a Sizes,
+}
+
+impl Ctx<'_> {
+    /// A key no other run or scenario uses.
+    fn key(&self, scenario: &str) -> String {
+        let nonce = OwnerToken::random().as_u128() & 0xffff_ffff;
+        format!("bench-{}-{scenario}-{nonce}", std::process::id())
+    }
+
+    /// A `Locker` over a new independent client of the target.
+    async fn locker(&self) -> Result<Locker> {
+        Ok(Locker::new(self.target.client().await?))
+    }
+}
+
+type Rows<'a> = Pin<Box<dyn Future<Output = Result<Vec<Row>>> + Send + 'a>>;
+
+/// One scenario of the table.
+#[derive(Debug)]
+pub struct Scenario {
+    /// Its `--scenario` name.
+    pub name: &'static str,
+    /// What it measures (the `--scenario` help).
+    pub measures: &'static str,
+    run: for<'a> fn(&'a Ctx<'a>) -> Rows<'a>,
+}
+
+impl Scenario {
+    /// Run it on one target.
+    pub async fn run(&self, cx: &Ctx<'_>) -> Result<Vec<Row>> {
+        (self.run)(cx).await
+    }
+
+    /// The scenario called `name`.
+    pub fn by_name(name: &str) -> Option<&'static Scenario> {
+        SCENARIOS.iter().find(|s| s.name == name)
+    }
+}
+
+/// Every scenario, in the order a full run takes them.
+pub const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "uncontended",
+        measures: "one client, acquire + release",
+        run: |cx| Box::pin(throughput::uncontended(cx)),
+    },
+    Scenario {
+        name: "contended",
+        measures: "N clients on one key (1, 8, 32)",
+        run: |cx| Box::pin(throughput::contended(cx)),
+    },
+    Scenario {
+        name: "many-keys",
+        measures: "N clients on distinct keys",
+        run: |cx| Box::pin(throughput::many_keys(cx)),
+    },
+    Scenario {
+        name: "handoff",
+        measures: "release -> blocked waiter holds",
+        run: |cx| Box::pin(throughput::handoff(cx)),
+    },
+    Scenario {
+        name: "watchdog",
+        measures: "K held locks renewed by the watchdog",
+        run: |cx| Box::pin(watchdog::watchdog(cx)),
+    },
+    Scenario {
+        name: "crash",
+        measures: "a holder process killed; time until another client holds the lock",
+        run: |cx| Box::pin(crash::crash(cx)),
+    },
+    Scenario {
+        name: "seeds",
+        measures: "the seeds: 10 tasks x 1000 increments, and the flash sale",
+        run: |cx| Box::pin(seeds::seeds(cx)),
+    },
+];
+
+/// A latency histogram in µs, up to two minutes.
+pub fn hist() -> Result<Histogram<u64>> {
+    Ok(Histogram::new_with_bounds(1, 120_000_000, 3)?)
+}
+
+/// Whole µs, at least 1 (the histogram's lowest value).
+pub fn us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
+}

@@ -1,0 +1,118 @@
+//! What to benchmark: URLs given by the user, or servers started here with lock-testkit.
+
+use std::any::Any;
+
+use dlock::DynBackend;
+use dlock::backend::UrlOptions;
+
+use crate::BenchArgs;
+use crate::error::Result;
+
+/// One backend in one mode.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Display name, e.g. `redis/fair`.
+    pub name: String,
+    /// URL handed to `dlock::from_url` for every client.
+    pub url: String,
+    /// At most this many locks in the watchdog scenario, where a hold is costly for this
+    /// target's store; `None`: as the scenario decides from the capabilities.
+    pub watchdog_locks: Option<usize>,
+}
+
+impl Target {
+    fn new(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Target { name: name.into(), url: url.into(), watchdog_locks: None }
+    }
+
+    #[cfg_attr(not(any(feature = "mysql", feature = "zk")), allow(dead_code))]
+    fn with_watchdog_locks(mut self, n: usize) -> Self {
+        self.watchdog_locks = Some(n);
+        self
+    }
+
+    /// A new independent client (its own connection or session).
+    pub async fn client(&self) -> Result<DynBackend> {
+        Ok(dlock::from_url(&self.url).await?)
+    }
+
+    /// The URL's scheme (lowercase), which picks the raw client of the floor.
+    pub fn scheme(&self) -> String {
+        self.url.split_once("://").map_or("", |(s, _)| s).to_ascii_lowercase()
+    }
+}
+
+/// `scheme/mode` for a user's URL: the name the report shows, nothing branches on it.
+fn name_of(url: &str) -> String {
+    let scheme = url.split_once("://").map_or(url, |(s, _)| s);
+    let mode = UrlOptions::parse(url).ok().and_then(|mut o| o.take::<String>("mode").ok().flatten());
+    match mode {
+        Some(m) => format!("{scheme}/{m}"),
+        None => scheme.to_owned(),
+    }
+}
+
+/// The targets, the servers to keep alive while they are used, and notes for the report.
+pub async fn discover(args: &BenchArgs) -> (Vec<Target>, Vec<Box<dyn Any + Send>>, Vec<String>) {
+    let mut targets = Vec::new();
+    let mut servers: Vec<Box<dyn Any + Send>> = Vec::new();
+    let mut notes = Vec::new();
+    if !args.urls.is_empty() {
+        targets.extend(args.urls.iter().map(|u| Target::new(name_of(u), u.clone())));
+    } else {
+        targets.push(Target::new("memory", "memory://bench"));
+        start_servers(&mut targets, &mut servers, &mut notes);
+    }
+    if !args.only.is_empty() {
+        targets.retain(|t| args.only.iter().any(|o| t.name.contains(o.as_str())));
+    }
+    (targets, servers, notes)
+}
+
+// Without backend features nothing is pushed, which these lints would flag.
+#[allow(unused_variables, clippy::ptr_arg)]
+fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send>>, notes: &mut Vec<String>) {
+    #[cfg(feature = "redis")]
+    match lock_testkit::server::RedisServer::start() {
+        Ok(s) => {
+            for mode in ["simple", "reentrant", "fair"] {
+                targets.push(Target::new(format!("redis/{mode}"), format!("{}?mode={mode}", s.url())));
+            }
+            servers.push(Box::new(s));
+        }
+        Err(e) => notes.push(format!("redis skipped: {e}")),
+    }
+    #[cfg(feature = "mysql")]
+    match lock_testkit::server::MariaDbServer::start() {
+        Ok(s) => {
+            // A held pessimistic lock pins one of the pool's 32 connections: leave the
+            // watchdog's renewals room. An optimistic hold is an InnoDB commit each.
+            targets.push(
+                Target::new("mysql/pessimistic", format!("{}?mode=pessimistic", s.url()))
+                    .with_watchdog_locks(24),
+            );
+            targets.push(
+                Target::new("mysql/optimistic", format!("{}?mode=optimistic", s.url()))
+                    .with_watchdog_locks(1_000),
+            );
+            servers.push(Box::new(s));
+        }
+        Err(e) => notes.push(format!("mysql skipped: {e}")),
+    }
+    #[cfg(feature = "zk")]
+    // The default fsync setting: the figures compare with Curator's on a real disk write path.
+    match lock_testkit::server::ZkServer::start_with(&["forceSync=yes"]) {
+        Ok(s) => {
+            // Every lock is a create with an fsync.
+            targets.push(
+                Target::new("zk", format!("zk://{}/dlock-bench", s.connect_string()))
+                    .with_watchdog_locks(1_000),
+            );
+            servers.push(Box::new(s));
+        }
+        Err(e) => notes.push(format!("zk skipped: {e}")),
+    }
+    if cfg!(not(all(feature = "redis", feature = "mysql", feature = "zk"))) {
+        notes.push("built without some backend features; build with --features full for all".into());
+    }
+}
