@@ -5,20 +5,35 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{
-    AcquireRequest, Attempt, Capability, FencingToken, Grant, LockBackend, LockError, LockInfo, OwnerToken,
-    RENEW_BATCH, RenewItem, Result, Subscription,
+use lock_core::backend::{
+    AcquireRequest, Attempt, Capability, Cleanup, Grant, LockBackend, LockInfo, RENEW_BATCH, RenewItem,
+    Subscription, millis,
 };
+use lock_core::{FencingToken, OwnerToken, Result};
 use redis::ConnectionInfo;
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
-use tokio::time::Instant;
 
-use crate::builder::{Mode, RedisLockBuilder};
 use crate::error::{NAME, bad_reply, classify};
 use crate::keys::{KeyLayout, KeyNames};
 use crate::notify::Notifier;
+use crate::options::Mode;
 use crate::scripts;
+
+/// Longest pause between a connection manager's reconnection attempts: a restarted server is
+/// found again within a second, without hammering one that stays down.
+const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(1);
+/// A fair waiter refreshes its place in the queue this many times per waiter timeout, so one
+/// slow or lost refresh does not cost it its place.
+const HEARTBEATS_PER_TIMEOUT: u32 = 3;
+
+/// The settings of every connection manager of a client (commands and pub/sub).
+pub(crate) fn manager_config(connect: Duration, response: Duration) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(connect))
+        .set_response_timeout(Some(response))
+        .set_max_delay(RECONNECT_MAX_DELAY)
+}
 
 /// Distributed locks on one Redis server (standalone, or the primary of a replicated set: a
 /// failover to a replica can lose the latest grants, see the README).
@@ -30,62 +45,32 @@ pub struct RedisLock {
     inner: Arc<Inner>,
 }
 
-pub(crate) struct Inner {
+/// Shared by the clones of one [`RedisLock`].
+struct Inner {
     conn: ConnectionManager,
-    /// Where the subscriber connects (`None`: waiters poll).
-    subscriber: Option<ConnectionInfo>,
+    /// The server's address, if known (not for a bare connection manager).
+    server: Option<ConnectionInfo>,
+    /// Waiters listen for releases on pub/sub (else they poll).
+    notifications: bool,
+    /// Started by the first `subscribe`.
     notifier: OnceCell<Notifier>,
     mode: Mode,
     layout: Arc<KeyLayout>,
     fair_waiter_timeout: Duration,
     connection_timeout: Duration,
-    /// `redis://host:port/db?prefix=...`, without credentials (see `LockBackend::identity`).
-    identity: String,
-}
-
-impl Inner {
-    pub(crate) fn new(
-        conn: ConnectionManager,
-        server: Option<&ConnectionInfo>,
-        notifications: bool,
-        mode: Mode,
-        layout: Arc<KeyLayout>,
-        fair_waiter_timeout: Duration,
-        connection_timeout: Duration,
-    ) -> Self {
-        let identity = match server {
-            Some(i) => format!("redis://{}/{}?prefix={}", i.addr(), i.redis_settings().db(), layout.prefix()),
-            // Built from a bare connection manager: the address is unknown here.
-            None => format!("redis://?prefix={}", layout.prefix()),
-        };
-        Inner {
-            conn,
-            subscriber: server.filter(|_| notifications).cloned(),
-            notifier: OnceCell::new(),
-            mode,
-            layout,
-            fair_waiter_timeout,
-            connection_timeout,
-            identity,
-        }
-    }
 }
 
 impl fmt::Debug for RedisLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // ConnectionInfo's own Debug redacts the password, but the address is all we need.
-        let addr = self.inner.subscriber.as_ref().map(|i| i.addr().to_string());
+        let addr = self.inner.server.as_ref().map(|i| i.addr().to_string());
         f.debug_struct("RedisLock")
             .field("mode", &self.inner.mode)
             .field("key_prefix", &self.inner.layout.prefix())
             .field("server", &addr)
-            .field("notifications", &self.inner.subscriber.is_some())
+            .field("notifications", &self.inner.notifications)
             .finish()
     }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 /// The waiter's hint from a `PTTL` reply: `0` means "under a millisecond left", so retry in
@@ -95,111 +80,37 @@ fn hint(pttl: i64) -> Option<Duration> {
     u64::try_from(pttl).ok().map(|ms| Duration::from_millis(ms.max(1)))
 }
 
-/// What to undo if an acquisition is abandoned midway.
-enum Undo {
-    /// Simple mode: compare-and-delete of this attempt's value (owner token and nonce).
-    Simple { lock: String, token: String, channel: String },
-    /// Hash modes: undo the hold this attempt made (by nonce) and leave the fair queue.
-    Hash { names: KeyNames, token: String, nonce: String },
-}
-
-impl Inner {
-    async fn undo(&self, undo: &Undo) -> redis::RedisResult<()> {
-        let mut conn = self.conn.clone();
-        match undo {
-            Undo::Simple { lock, token, channel } => {
-                let _: i64 =
-                    scripts::RELEASE_SIMPLE.key(lock).arg(token).arg(channel).invoke_async(&mut conn).await?;
-            }
-            Undo::Hash { names, token, nonce } => {
-                let _: i64 = scripts::CANCEL_HASH
-                    .key(&names.lock)
-                    .key(&names.queue)
-                    .key(&names.waiters)
-                    .arg(token)
-                    .arg(nonce)
-                    .arg(&names.channel)
-                    .invoke_async(&mut conn)
-                    .await?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Armed before an acquisition is sent; if the attempt's future is dropped before it is
-/// disarmed, the undo script runs in the background (it is idempotent and harmless if the
-/// attempt never reached the server). Without a runtime the lease frees the key.
-struct Cleanup {
-    inner: Arc<Inner>,
-    undo: Option<Undo>,
-}
-
-impl Cleanup {
-    fn arm(inner: &Arc<Inner>, undo: Undo) -> Self {
-        Cleanup { inner: inner.clone(), undo: Some(undo) }
-    }
-
-    fn disarm(mut self) {
-        self.undo = None;
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let Some(undo) = self.undo.take() else { return };
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!("abandoned redis lock attempt without a runtime; its lease will free the key");
-            return;
-        };
-        let inner = self.inner.clone();
-        rt.spawn(async move {
-            if let Err(e) = inner.undo(&undo).await {
-                tracing::warn!(error = %e, "cleanup of an abandoned redis lock attempt failed; the lease frees it");
-            }
-        });
+/// The answer of an acquire script: `{1, fence}` or `{0, PTTL hint}`.
+fn attempt(ok: i64, value: i64, lease: Duration) -> Attempt {
+    if ok == 1 {
+        Attempt::Acquired(Grant { fence: FencingToken(value.max(0) as u64), lease: Some(lease) })
+    } else {
+        Attempt::Held { retry_after: hint(value) }
     }
 }
 
 impl RedisLock {
-    /// Start configuring a backend.
-    pub fn builder() -> RedisLockBuilder {
-        RedisLockBuilder::default()
-    }
-
-    /// A backend on `url` with every other setting at its default. Two query parameters of
-    /// this crate are read and removed before the URL reaches the driver:
-    /// `mode=simple|reentrant|fair` (default simple) and `key_prefix=...` (default `dlock:`).
-    ///
-    /// # Errors
-    /// As [`RedisLockBuilder::build`]; an unknown `mode` is [`LockError::InvalidConfig`].
-    pub async fn from_url(url: &str) -> Result<Self> {
-        let (base, query) = url.split_once('?').unwrap_or((url, ""));
-        let mut builder = Self::builder();
-        let mut rest = Vec::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            match pair.split_once('=') {
-                Some(("mode", m)) => {
-                    builder = builder.mode(match m {
-                        "simple" => Mode::Simple,
-                        "reentrant" => Mode::Reentrant,
-                        "fair" => Mode::Fair,
-                        _ => {
-                            return Err(LockError::InvalidConfig {
-                                reason: format!("unknown redis lock mode {m:?} (simple, reentrant or fair)"),
-                            });
-                        }
-                    })
-                }
-                Some(("key_prefix", p)) => builder = builder.key_prefix(p),
-                _ => rest.push(pair),
-            }
-        }
-        let url = if rest.is_empty() { base.to_owned() } else { format!("{base}?{}", rest.join("&")) };
-        builder.url(url).build().await
-    }
-
-    pub(crate) fn from_inner(inner: Inner) -> Self {
+    /// A backend sending commands through `conn` to `server`. Waiters listen for releases
+    /// when `notifications` is on and the server's address is known; else they poll.
+    pub(crate) fn new(
+        conn: ConnectionManager,
+        server: Option<ConnectionInfo>,
+        notifications: bool,
+        mode: Mode,
+        layout: KeyLayout,
+        fair_waiter_timeout: Duration,
+        connection_timeout: Duration,
+    ) -> Self {
+        let inner = Inner {
+            notifications: notifications && server.is_some(),
+            conn,
+            server,
+            notifier: OnceCell::new(),
+            mode,
+            layout: Arc::new(layout),
+            fair_waiter_timeout,
+            connection_timeout,
+        };
         RedisLock { inner: Arc::new(inner) }
     }
 
@@ -213,22 +124,54 @@ impl RedisLock {
         self.inner.layout.names(key)
     }
 
-    /// The connection lock commands go through (a clone sharing it).
+    /// The connection lock commands go through (a clone sharing it), so a test can find and
+    /// kill it on the server. Feature `testing`; not for production use.
+    #[cfg(feature = "testing")]
     pub fn connection(&self) -> ConnectionManager {
         self.inner.conn.clone()
     }
 
     async fn notifier(&self) -> Result<Option<&Notifier>> {
-        let Some(info) = &self.inner.subscriber else { return Ok(None) };
+        let Some(info) = self.inner.server.as_ref().filter(|_| self.inner.notifications) else {
+            return Ok(None);
+        };
+        let timeout = self.inner.connection_timeout;
         let n = self
             .inner
             .notifier
             .get_or_try_init(|| {
-                Notifier::start(info, self.inner.layout.clone(), self.inner.connection_timeout)
+                Notifier::start(info, self.inner.layout.clone(), manager_config(timeout, timeout))
             })
             .await
             .map_err(classify)?;
         Ok(Some(n))
+    }
+
+    /// Undoes a simple-mode attempt if it is abandoned: a compare-and-delete of this attempt's
+    /// value only (owner token and nonce), so it never frees a later grant to the same owner.
+    fn arm_simple(&self, names: &KeyNames, value: &str) -> Cleanup {
+        let mut conn = self.inner.conn.clone();
+        let (lock, value, channel) = (names.lock.clone(), value.to_owned(), names.channel.clone());
+        Cleanup::arm("redis lock attempt", move || async move {
+            let _: i64 = scripts::RELEASE_SIMPLE
+                .key(&lock)
+                .arg(&value)
+                .arg(&channel)
+                .invoke_async(&mut conn)
+                .await
+                .map_err(classify)?;
+            Ok(())
+        })
+    }
+
+    /// Undoes a reentrant or fair attempt if it is abandoned (see [`cancel_hash`]).
+    fn arm_hash(&self, names: &KeyNames, owner: &str, nonce: &str) -> Cleanup {
+        let conn = self.inner.conn.clone();
+        let (names, owner, nonce) = (names.clone(), owner.to_owned(), nonce.to_owned());
+        Cleanup::arm(
+            "redis lock attempt",
+            move || async move { cancel_hash(conn, &names, &owner, &nonce).await },
+        )
     }
 
     async fn acquire_simple(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
@@ -236,53 +179,44 @@ impl RedisLock {
         // The value is owner token + attempt nonce: release and renew match the owner prefix,
         // while the cleanup of an abandoned attempt matches only the grant that attempt made
         // (a late cleanup never deletes a later grant to the same owner).
-        let token = format!("{}{}", req.owner, OwnerToken::random());
+        let value = format!("{}{}", req.owner, OwnerToken::random());
         let mut conn = self.inner.conn.clone();
-        let cleanup = Cleanup::arm(
-            &self.inner,
-            Undo::Simple { lock: names.lock.clone(), token: token.clone(), channel: names.channel },
-        );
-        let (ok, value): (i64, i64) = scripts::ACQUIRE_SIMPLE
+        let cleanup = self.arm_simple(&names, &value);
+        let (ok, reply): (i64, i64) = scripts::ACQUIRE_SIMPLE
             .key(&names.lock)
             .key(&names.fence)
-            .arg(&token)
+            .arg(&value)
             .arg(millis(req.lease))
             .invoke_async(&mut conn)
             .await
             .map_err(classify)?;
         cleanup.disarm();
-        Ok(self.attempt(ok, value, req.lease))
+        Ok(attempt(ok, reply, req.lease))
     }
 
-    fn attempt(&self, ok: i64, value: i64, lease: Duration) -> Attempt {
-        if ok == 1 {
-            Attempt::Acquired(Grant { fence: FencingToken(value.max(0) as u64), lease: Some(lease) })
-        } else {
-            Attempt::Held { retry_after: hint(value) }
-        }
-    }
-
-    /// One reentrant or fair attempt; `wait_ms` > 0 joins (or stays in) the fair queue.
-    async fn acquire_hash(
-        &self,
-        req: &AcquireRequest<'_>,
-        names: &KeyNames,
-        nonce: &str,
-        wait_ms: u64,
-    ) -> Result<(i64, i64)> {
+    /// One reentrant or fair attempt. Fair mode with `wait_until` joins the queue, or
+    /// refreshes this waiter's place in it; without, it neither joins nor jumps the queue.
+    async fn acquire_hash(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let names = self.inner.layout.names(req.key);
+        let owner = req.owner.to_string();
+        let nonce = OwnerToken::random().to_string();
+        let queued = self.inner.mode == Mode::Fair && req.wait_until.is_some();
+        let waiter_timeout = self.inner.fair_waiter_timeout;
         let mut conn = self.inner.conn.clone();
-        let token = req.owner.to_string();
-        let r = match self.inner.mode {
+        // Armed only around the request: a place kept in the queue afterwards is the core's to
+        // leave (`leave_queue`), a request dropped midway is ours to undo.
+        let cleanup = self.arm_hash(&names, &owner, &nonce);
+        let reply = match self.inner.mode {
             Mode::Fair => {
                 scripts::ACQUIRE_FAIR
                     .key(&names.lock)
                     .key(&names.fence)
                     .key(&names.queue)
                     .key(&names.waiters)
-                    .arg(&token)
+                    .arg(&owner)
                     .arg(millis(req.lease))
-                    .arg(nonce)
-                    .arg(wait_ms)
+                    .arg(&nonce)
+                    .arg(if queued { millis(waiter_timeout) } else { 0 })
                     .arg(&names.channel)
                     .invoke_async(&mut conn)
                     .await
@@ -291,103 +225,40 @@ impl RedisLock {
                 scripts::ACQUIRE_REENTRANT
                     .key(&names.lock)
                     .key(&names.fence)
-                    .arg(&token)
+                    .arg(&owner)
                     .arg(millis(req.lease))
-                    .arg(nonce)
+                    .arg(&nonce)
                     .invoke_async(&mut conn)
                     .await
             }
         };
-        r.map_err(classify)
-    }
-
-    async fn acquire_reentrant(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let names = self.inner.layout.names(req.key);
-        let nonce = OwnerToken::random().to_string();
-        let cleanup = Cleanup::arm(
-            &self.inner,
-            Undo::Hash { names: names.clone(), token: req.owner.to_string(), nonce: nonce.clone() },
-        );
-        let (ok, value) = self.acquire_hash(req, &names, &nonce, 0).await?;
+        let (ok, value): (i64, i64) = reply.map_err(classify)?;
         cleanup.disarm();
-        Ok(self.attempt(ok, value, req.lease))
-    }
-
-    /// Fair mode: with `wait_until`, wait in the server's queue until served or the deadline.
-    async fn acquire_fair(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let names = self.inner.layout.names(req.key);
-        let nonce = OwnerToken::random().to_string();
-        let undo = Undo::Hash { names: names.clone(), token: req.owner.to_string(), nonce: nonce.clone() };
-        let cleanup = Cleanup::arm(&self.inner, undo);
-        let Some(until) = req.wait_until else {
-            let (ok, value) = self.acquire_hash(req, &names, &nonce, 0).await?;
-            cleanup.disarm();
-            return Ok(self.attempt(ok, value, req.lease));
-        };
-        // The core counts the granted lease from before it called us; the lease really starts
-        // at the attempt that succeeded, possibly long into the wait.
-        let started = Instant::now();
-        let timeout = self.inner.fair_waiter_timeout;
-        let heartbeat = timeout / 3;
-        let token = req.owner.to_string();
-        let mut sub: Option<Subscription> = None;
-        loop {
-            let sent = Instant::now();
-            let (ok, value) = self.acquire_hash(req, &names, &nonce, millis(timeout)).await?;
-            if ok == 1 {
-                cleanup.disarm();
-                return Ok(self.attempt(ok, value, req.lease + (sent - started)));
+        match attempt(ok, value, req.lease) {
+            // Come back before the place expires, whatever the holder's lease.
+            Attempt::Held { retry_after } if queued => {
+                let heartbeat = waiter_timeout / HEARTBEATS_PER_TIMEOUT;
+                Ok(Attempt::Held { retry_after: Some(retry_after.map_or(heartbeat, |h| h.min(heartbeat))) })
             }
-            if Instant::now() >= until {
-                // Leave the queue now rather than block it for the waiter timeout.
-                if let Err(e) = self.inner.undo(&cleanup_undo(&cleanup)).await {
-                    tracing::debug!(error = %e, "leaving the fair queue failed; the waiter timeout will");
-                }
-                cleanup.disarm();
-                return Ok(Attempt::Held { retry_after: hint(value) });
-            }
-            if sub.is_none() {
-                sub = self.subscribe(req.key).await.ok().flatten();
-                if sub.is_some() {
-                    continue; // a release between the attempt and the subscription is not missed
-                }
-            }
-            // Sleep until the heartbeat is due, the holder's lease runs out, the deadline, or a
-            // release that names this waiter (or nobody) as the next in line.
-            let wake = until.min(sent + hint(value).map_or(heartbeat, |h| h.min(heartbeat)));
-            let Some(s) = sub.as_mut() else {
-                tokio::time::sleep_until(wake).await;
-                continue;
-            };
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(wake) => break,
-                    alive = s.notified() => {
-                        if !alive {
-                            sub = None;
-                            break;
-                        }
-                        let next = self.inner.notifier.get().and_then(|n| n.last_payload(req.key));
-                        if next.is_none_or(|n| n == token) {
-                            break;
-                        }
-                    }
-                }
-            }
+            a => Ok(a),
         }
     }
 }
 
-fn cleanup_undo(c: &Cleanup) -> Undo {
-    match c.undo.as_ref() {
-        Some(Undo::Hash { names, token, nonce }) => {
-            Undo::Hash { names: names.clone(), token: token.clone(), nonce: nonce.clone() }
-        }
-        Some(Undo::Simple { lock, token, channel }) => {
-            Undo::Simple { lock: lock.clone(), token: token.clone(), channel: channel.clone() }
-        }
-        None => unreachable!("an armed cleanup has an undo"),
-    }
+/// `cancel_hash.lua` for `owner`: undoes the hold made by the attempt with `nonce` (none for
+/// an empty nonce) and leaves the fair queue.
+async fn cancel_hash(mut conn: ConnectionManager, names: &KeyNames, owner: &str, nonce: &str) -> Result<()> {
+    let _: i64 = scripts::CANCEL_HASH
+        .key(&names.lock)
+        .key(&names.queue)
+        .key(&names.waiters)
+        .arg(owner)
+        .arg(nonce)
+        .arg(&names.channel)
+        .invoke_async(&mut conn)
+        .await
+        .map_err(classify)?;
+    Ok(())
 }
 
 #[async_trait]
@@ -396,8 +267,14 @@ impl LockBackend for RedisLock {
         NAME
     }
 
+    /// `redis://host:port/db?prefix=...`, without credentials.
     fn identity(&self) -> String {
-        self.inner.identity.clone()
+        let prefix = self.inner.layout.prefix();
+        match &self.inner.server {
+            Some(i) => format!("redis://{}/{}?prefix={prefix}", i.addr(), i.redis_settings().db()),
+            // Built from a bare connection manager: the address is unknown here.
+            None => format!("redis://?prefix={prefix}"),
+        }
     }
 
     fn capabilities(&self) -> Capability {
@@ -407,18 +284,18 @@ impl LockBackend for RedisLock {
         let mut c = Capability::NONE;
         c.renew = true;
         c.fencing = true;
-        c.notify = self.inner.subscriber.is_some();
+        c.notify = self.inner.notifications;
         c.reentrant = self.inner.mode != Mode::Simple;
         c.fair = self.inner.mode == Mode::Fair;
-        c.native_wait = self.inner.mode == Mode::Fair;
+        // Fair waiters keep their place between attempts; the core does the waiting.
+        c.queue = self.inner.mode == Mode::Fair;
         c
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         match self.inner.mode {
             Mode::Simple => self.acquire_simple(req).await,
-            Mode::Reentrant => self.acquire_reentrant(req).await,
-            Mode::Fair => self.acquire_fair(req).await,
+            Mode::Reentrant | Mode::Fair => self.acquire_hash(req).await,
         }
     }
 
@@ -426,16 +303,15 @@ impl LockBackend for RedisLock {
         let names = self.inner.layout.names(key);
         let mut conn = self.inner.conn.clone();
         let token = owner.to_string();
-        let r: i64 = match self.inner.mode {
-            Mode::Simple => {
-                scripts::RELEASE_SIMPLE
-                    .key(&names.lock)
-                    .arg(&token)
-                    .arg(&names.channel)
-                    .invoke_async(&mut conn)
-                    .await
-            }
-            _ => {
+        let (r, next): (i64, String) = match self.inner.mode {
+            Mode::Simple => scripts::RELEASE_SIMPLE
+                .key(&names.lock)
+                .arg(&token)
+                .arg(&names.channel)
+                .invoke_async(&mut conn)
+                .await
+                .map(|r: i64| (r, String::new())),
+            Mode::Reentrant | Mode::Fair => {
                 scripts::RELEASE_HASH
                     .key(&names.lock)
                     .key(&names.queue)
@@ -449,7 +325,8 @@ impl LockBackend for RedisLock {
         if r == 2
             && let Some(n) = self.inner.notifier.get()
         {
-            n.notify(key);
+            // This client's own waiters need not wait for the message to come back.
+            n.notify_next(key, Some(next.as_str()).filter(|n| !n.is_empty()));
         }
         Ok(r > 0)
     }
@@ -457,7 +334,7 @@ impl LockBackend for RedisLock {
     async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
         let script = match self.inner.mode {
             Mode::Simple => &*scripts::RENEW_SIMPLE,
-            _ => &*scripts::RENEW_HASH,
+            Mode::Reentrant | Mode::Fair => &*scripts::RENEW_HASH,
         };
         let mut out = Vec::with_capacity(items.len());
         let mut conn = self.inner.conn.clone();
@@ -495,8 +372,12 @@ impl LockBackend for RedisLock {
         Ok(info)
     }
 
-    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
-        Ok(())
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        if self.inner.mode != Mode::Fair {
+            return Ok(());
+        }
+        // An empty nonce: leave the queue, never touch a hold.
+        cancel_hash(self.inner.conn.clone(), &self.inner.layout.names(key), &owner.to_string(), "").await
     }
 
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {

@@ -1,16 +1,18 @@
-//! Configuration: `RedisLock::builder().url(..).mode(..).key_prefix(..).build().await`.
+//! Configuration: `RedisLock::builder().url(..).mode(..).key_prefix(..).build().await`, or
+//! `RedisLock::from_url(..)`.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
+use lock_core::backend::redact::{redact_url, scrub, url_password};
 use lock_core::{LockError, Result};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::{Client, IntoConnectionInfo};
 
-use crate::backend::{Inner, RedisLock};
-use crate::error::{NAME, classify, redact_url, scrub, url_password};
+use crate::backend::{RedisLock, manager_config};
+use crate::error::{NAME, classify, is_temporary};
 use crate::keys::{DEFAULT_KEY_PREFIX, KeyLayout};
+use crate::options::{self, Mode};
 
 /// Default time allowed to open a connection.
 pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
@@ -20,19 +22,36 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default time a fair-mode waiter stays in the queue without a sign of life before others may
 /// pass it (a live waiter renews its place every third of it).
 pub const DEFAULT_FAIR_WAITER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Shortest fair waiter timeout: a waiter refreshes its place every third of it, which must
+/// stay well above a round trip and the 1 ms resolution of timers.
+const MIN_FAIR_WAITER_TIMEOUT: Duration = Duration::from_millis(30);
 
-/// How locks are stored.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Mode {
-    /// A string `owner token` set with `SET NX PX`; not reentrant. The fastest mode.
-    #[default]
-    Simple,
-    /// A hash `{owner token -> hold count}` (Redisson's model): the same owner token nests.
-    Reentrant,
-    /// Reentrant plus a FIFO queue of waiters with per-waiter timeouts: waiters are served in
-    /// arrival order, and a dead waiter blocks the queue for at most its timeout.
-    Fair,
+impl RedisLock {
+    /// Start configuring a backend.
+    pub fn builder() -> RedisLockBuilder {
+        RedisLockBuilder::default()
+    }
+
+    /// A backend on `url` with every other setting at its default. Two query options of this
+    /// crate are read and removed before the URL reaches the driver: `mode=simple|reentrant|fair`
+    /// (default simple) and `key_prefix=...` (default `dlock:`, percent-decoded). The driver's
+    /// own (`protocol=`; `db=`, `user=`, `pass=` for `redis+unix://`) stay; any other option is
+    /// refused, so a typo is not silently ignored.
+    ///
+    /// # Errors
+    /// As [`RedisLockBuilder::build`]; an unknown `mode`, an unknown option or an option given
+    /// twice is [`LockError::InvalidConfig`].
+    pub async fn from_url(url: &str) -> Result<Self> {
+        let o = options::parse(url)?;
+        let mut builder = Self::builder().url(o.url);
+        if let Some(mode) = o.mode {
+            builder = builder.mode(mode);
+        }
+        if let Some(prefix) = o.key_prefix {
+            builder = builder.key_prefix(prefix);
+        }
+        builder.build().await
+    }
 }
 
 enum Source {
@@ -179,8 +198,8 @@ impl RedisLockBuilder {
         if self.key_prefix.contains(['{', '}']) {
             return Err(invalid("key prefix must not contain '{' or '}'".to_owned()));
         }
-        if self.fair_waiter_timeout < Duration::from_millis(30) {
-            return Err(invalid("fair waiter timeout must be at least 30 ms".to_owned()));
+        if self.fair_waiter_timeout < MIN_FAIR_WAITER_TIMEOUT {
+            return Err(invalid(format!("fair waiter timeout must be at least {MIN_FAIR_WAITER_TIMEOUT:?}")));
         }
         let password = self.credentials.as_ref().map(|(_, p)| p.clone());
         let client = match self.source {
@@ -242,10 +261,7 @@ impl RedisLockBuilder {
                     .set_connection_timeout(Some(self.connection_timeout))
                     .set_response_timeout(Some(self.response_timeout));
                 let first = c.get_multiplexed_async_connection_with_config(&probe).await.map(drop);
-                let cfg = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(self.connection_timeout))
-                    .set_response_timeout(Some(self.response_timeout))
-                    .set_max_delay(Duration::from_secs(1));
+                let cfg = manager_config(self.connection_timeout, self.response_timeout);
                 let managed = match first {
                     Ok(()) => c.get_connection_manager_with_config(cfg).await,
                     Err(e) => Err(e),
@@ -257,7 +273,7 @@ impl RedisLockBuilder {
                     match pw {
                         // Keep the typed source unless it would leak the password.
                         Some(pw) if !pw.is_empty() && e.to_string().contains(&pw) => {
-                            let temporary = crate::error::is_temporary(&e);
+                            let temporary = is_temporary(&e);
                             let msg = scrub(&e.to_string(), &[&pw]);
                             if temporary {
                                 LockError::temporary(NAME, msg)
@@ -271,15 +287,15 @@ impl RedisLockBuilder {
             }
             (None, None) => return Err(invalid("give a url, a client or a connection manager".to_owned())),
         };
-        Ok(RedisLock::from_inner(Inner::new(
+        Ok(RedisLock::new(
             conn,
-            client.as_ref().map(Client::get_connection_info),
+            client.as_ref().map(|c| c.get_connection_info().clone()),
             self.notifications,
             self.mode,
-            Arc::new(KeyLayout::new(self.key_prefix)),
+            KeyLayout::new(self.key_prefix),
             self.fair_waiter_timeout,
             self.connection_timeout,
-        )))
+        ))
     }
 }
 
@@ -290,6 +306,23 @@ fn invalid(reason: String) -> LockError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<RedisLock>();
+        check::<RedisLockBuilder>();
+    }
+
+    #[test]
+    fn urls_lose_their_password() {
+        assert_eq!(redact_url("redis://127.0.0.1:6379/0"), "redis://127.0.0.1:6379/0");
+        assert_eq!(redact_url("redis://:s3cr3t@h:1/"), "redis://:***@h:1/");
+        assert_eq!(redact_url("rediss://app:p@ss@w0rd@h:1/2?x=1"), "rediss://app:***@h:1/2?x=1");
+        assert_eq!(redact_url("redis://user@h"), "redis://user@h");
+        assert!(!redact_url("nonsense s3cr3t@x").contains("s3cr3t"));
+        assert_eq!(scrub("bad s3cr3t here", &["s3cr3t"]), "bad *** here");
+    }
 
     #[test]
     fn debug_never_shows_the_password() {

@@ -104,6 +104,23 @@ fn unescape(tag: &str) -> Option<String> {
     Some(out)
 }
 
+/// Entry points for the fuzz targets under `fuzz/` (feature `fuzzing`); not a stable API.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    use super::KeyLayout;
+
+    /// Every Redis name of lock `key` under `prefix` (lock, fence, queue, waiters, channel).
+    pub fn names(prefix: &str, key: &str) -> [String; 5] {
+        let n = KeyLayout::new(prefix.to_owned()).names(key);
+        [n.lock, n.fence, n.queue, n.waiters, n.channel]
+    }
+
+    /// The lock key a pub/sub channel name (as the server sends it) stands for.
+    pub fn key_of_channel(prefix: &str, channel: &str) -> Option<String> {
+        KeyLayout::new(prefix.to_owned()).key_of_channel(channel)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,19 +4,23 @@
 //! Two tasks own the connection. The command task runs SUBSCRIBE / UNSUBSCRIBE in the order
 //! they were asked for, so an UNSUBSCRIBE of a key that went idle cannot overtake a newer
 //! SUBSCRIBE; before unsubscribing it checks that the key really has no waiters left. The push
-//! task turns `message` pushes into [`NotifyHub::notify`] and, after a disconnection (messages may
-//! have been missed while the connection manager resubscribed), wakes every waiter.
+//! task turns `message` pushes into [`NotifyHub::notify_next`] (the payload names the fair
+//! queue's next waiter, so only that one wakes) and, after a disconnection (messages may have
+//! been missed while the connection manager resubscribed), wakes every waiter.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::HashSet;
+use std::sync::Arc;
 
-use lock_core::{NotifyHub, Subscription};
+use lock_core::backend::{NotifyHub, Subscription};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::keys::KeyLayout;
+
+/// Commands the command task takes at once: one look at the hub's live keys serves the whole
+/// batch of unsubscriptions, and a burst of waiters leaving costs one lock of the hub.
+const COMMAND_BATCH: usize = 256;
 
 enum Cmd {
     /// The user key that got its first waiter.
@@ -29,9 +33,6 @@ enum Cmd {
 #[derive(Debug)]
 pub(crate) struct Notifier {
     hub: NotifyHub,
-    /// Per subscribed key, the payload of its last release message (fair mode: the owner token
-    /// of the waiter at the head of the queue).
-    payloads: Payloads,
     cmds: mpsc::UnboundedSender<Cmd>,
 }
 
@@ -45,22 +46,17 @@ impl std::fmt::Debug for Cmd {
 }
 
 impl Notifier {
-    /// Opens the subscriber connection (RESP3, whatever protocol the command connection uses)
-    /// and starts its two tasks; they end when the notifier is dropped.
+    /// Opens the subscriber connection (RESP3, whatever protocol the command connection uses;
+    /// `cfg` sets its timeouts) and starts its two tasks; they end when the notifier is dropped.
     pub(crate) async fn start(
         info: &ConnectionInfo,
         layout: Arc<KeyLayout>,
-        connection_timeout: Duration,
+        cfg: ConnectionManagerConfig,
     ) -> RedisResult<Notifier> {
         let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
         let client = Client::open(info.clone().set_redis_settings(settings))?;
         let (push_tx, push_rx) = mpsc::unbounded_channel();
-        let cfg = ConnectionManagerConfig::new()
-            .set_push_sender(push_tx)
-            .set_automatic_resubscription()
-            .set_connection_timeout(Some(connection_timeout))
-            .set_response_timeout(Some(connection_timeout))
-            .set_max_delay(Duration::from_secs(1));
+        let cfg = cfg.set_push_sender(push_tx).set_automatic_resubscription();
         let conn = client.get_connection_manager_with_config(cfg).await?;
         let (cmds, cmd_rx) = mpsc::unbounded_channel();
         let weak = cmds.downgrade();
@@ -69,10 +65,9 @@ impl Notifier {
                 let _ = tx.send(Cmd::Unsubscribe(key.to_owned()));
             }
         });
-        let payloads = Payloads::default();
-        tokio::spawn(command_task(conn, cmd_rx, hub.clone(), layout.clone(), payloads.clone()));
-        tokio::spawn(push_task(push_rx, hub.clone(), layout.clone(), payloads.clone()));
-        Ok(Notifier { hub, payloads, cmds })
+        tokio::spawn(command_task(conn, cmd_rx, hub.clone(), layout.clone()));
+        tokio::spawn(push_task(push_rx, hub.clone(), layout));
+        Ok(Notifier { hub, cmds })
     }
 
     /// Registers a waiter on `key`, subscribing on the server first if it is the key's first.
@@ -87,14 +82,10 @@ impl Notifier {
         Ok(sub)
     }
 
-    /// The payload of the last release message seen for `key` (while it has waiters).
-    pub(crate) fn last_payload(&self, key: &str) -> Option<String> {
-        self.payloads.lock().get(key).filter(|p| !p.is_empty()).cloned()
-    }
-
-    /// Wakes this client's own waiters of `key` (after a release it made itself).
-    pub(crate) fn notify(&self, key: &str) {
-        self.hub.notify(key);
+    /// Wakes this client's own waiters of `key` after a release it made itself: the waiter
+    /// `next` in the fair queue, or every waiter for `None`.
+    pub(crate) fn notify_next(&self, key: &str, next: Option<&str>) {
+        self.hub.notify_next(key, next);
     }
 }
 
@@ -103,16 +94,14 @@ async fn command_task(
     mut rx: mpsc::UnboundedReceiver<Cmd>,
     hub: NotifyHub,
     layout: Arc<KeyLayout>,
-    payloads: Payloads,
 ) {
     let mut batch = Vec::new();
-    while rx.recv_many(&mut batch, 256).await > 0 {
+    while rx.recv_many(&mut batch, COMMAND_BATCH).await > 0 {
         // Keys with waiters right now: an idle key that got a new waiter meanwhile stays.
         let mut live: Option<HashSet<String>> = None;
         for cmd in batch.drain(..) {
             match cmd {
                 Cmd::Subscribe(key, ack) => {
-                    payloads.lock().entry(key.clone()).or_default();
                     let _ = ack.send(conn.subscribe(layout.channel(&key)).await);
                 }
                 Cmd::Unsubscribe(key) => {
@@ -120,7 +109,6 @@ async fn command_task(
                     if live.contains(&key) {
                         continue;
                     }
-                    payloads.lock().remove(&key);
                     if let Err(e) = conn.unsubscribe(layout.channel(&key)).await {
                         tracing::debug!(error = %e, "redis unsubscribe failed");
                     }
@@ -130,12 +118,7 @@ async fn command_task(
     }
 }
 
-async fn push_task(
-    mut rx: mpsc::UnboundedReceiver<PushInfo>,
-    hub: NotifyHub,
-    layout: Arc<KeyLayout>,
-    payloads: Payloads,
-) {
+async fn push_task(mut rx: mpsc::UnboundedReceiver<PushInfo>, hub: NotifyHub, layout: Arc<KeyLayout>) {
     let mut reconnecting = false;
     while let Some(push) = rx.recv().await {
         match push.kind {
@@ -144,20 +127,16 @@ async fn push_task(
                     && let Ok(ch) = std::str::from_utf8(ch)
                     && let Some(key) = layout.key_of_channel(ch)
                 {
-                    let payload = match push.data.get(1) {
-                        Some(Value::BulkString(p)) => String::from_utf8_lossy(p).into_owned(),
-                        _ => String::new(),
+                    // Fair mode names the next waiter; an empty payload names nobody.
+                    let next = match push.data.get(1) {
+                        Some(Value::BulkString(p)) if !p.is_empty() => std::str::from_utf8(p).ok(),
+                        _ => None,
                     };
-                    // Only keys subscribed right now have an entry, so nothing piles up.
-                    if let Some(slot) = payloads.lock().get_mut(&key) {
-                        *slot = payload;
-                    }
-                    hub.notify(&key);
+                    hub.notify_next(&key, next);
                 }
             }
             PushKind::Disconnection => {
                 tracing::debug!("redis subscriber disconnected; waking every waiter");
-                payloads.lock().values_mut().for_each(String::clear);
                 hub.notify_all();
                 reconnecting = true;
             }
@@ -168,15 +147,5 @@ async fn push_task(
             }
             _ => {}
         }
-    }
-}
-
-#[derive(Debug, Clone, Default)]
-struct Payloads(Arc<Mutex<HashMap<String, String>>>);
-
-impl Payloads {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-        // Single inserts and removes only: a poisoned map is still consistent.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

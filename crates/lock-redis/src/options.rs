@@ -1,0 +1,114 @@
+//! The storage [`Mode`] and the URL options of [`RedisLock::from_url`](crate::RedisLock::from_url).
+
+use std::fmt;
+use std::str::FromStr;
+
+use lock_core::backend::UrlOptions;
+use lock_core::{LockError, Result};
+
+/// How locks are stored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mode {
+    /// A string `owner token` set with `SET NX PX`; not reentrant. The fastest mode.
+    #[default]
+    Simple,
+    /// A hash `{owner token -> hold count}` (Redisson's model): the same owner token nests.
+    Reentrant,
+    /// Reentrant plus a FIFO queue of waiters with per-waiter timeouts: waiters are served in
+    /// arrival order, and a dead waiter blocks the queue for at most its timeout.
+    Fair,
+}
+
+impl FromStr for Mode {
+    type Err = String;
+
+    /// `simple`, `reentrant` or `fair`, as in `?mode=`.
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "simple" => Ok(Mode::Simple),
+            "reentrant" => Ok(Mode::Reentrant),
+            "fair" => Ok(Mode::Fair),
+            _ => Err("expected simple, reentrant or fair".to_owned()),
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Simple => "simple",
+            Mode::Reentrant => "reentrant",
+            Mode::Fair => "fair",
+        })
+    }
+}
+
+/// Query options redis-rs reads from the URL itself (`protocol=`; `db=`, `user=`, `pass=` for
+/// `redis+unix://`): left in the URL for the driver. Any other option we do not know is an
+/// error, so a typo is not silently ignored.
+const DRIVER_OPTIONS: &[&str] = &["protocol", "db", "user", "pass"];
+
+/// What a URL says beyond where to connect.
+#[derive(Debug)]
+pub(crate) struct UrlConfig {
+    /// The URL for the driver: ours taken out, the driver's own kept.
+    pub(crate) url: String,
+    pub(crate) mode: Option<Mode>,
+    pub(crate) key_prefix: Option<String>,
+}
+
+/// Take `mode=` and `key_prefix=` (percent-decoded) out of `url`.
+///
+/// # Errors
+/// [`LockError::InvalidConfig`] for a bad mode, an option given twice or an unknown option
+/// (never showing the password).
+pub(crate) fn parse(url: &str) -> Result<UrlConfig> {
+    let mut o = UrlOptions::parse(url)?;
+    let mode = o.take::<Mode>("mode")?;
+    let key_prefix = o.take::<String>("key_prefix")?;
+    let unknown: Vec<&str> = o.remaining().filter(|n| !DRIVER_OPTIONS.contains(n)).collect();
+    if !unknown.is_empty() {
+        return Err(LockError::InvalidConfig {
+            reason: format!(
+                "unknown redis url option {} (known: mode, key_prefix, {})",
+                unknown.join(", "),
+                DRIVER_OPTIONS.join(", ")
+            ),
+        });
+    }
+    Ok(UrlConfig { url: o.into_url(), mode, key_prefix })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ours_are_taken_the_drivers_kept_and_typos_refused() {
+        let c = parse("redis://:p%3Fw@h:1/0?mode=fair&key_prefix=a%3Ab&protocol=resp3").expect("parse");
+        assert_eq!(c.mode, Some(Mode::Fair));
+        assert_eq!(c.key_prefix.as_deref(), Some("a:b"));
+        assert_eq!(c.url, "redis://:p%3Fw@h:1/0?protocol=resp3");
+
+        let c = parse("redis://h:1/").expect("no options");
+        assert_eq!((c.mode, c.key_prefix, c.url.as_str()), (None, None, "redis://h:1/"));
+
+        for bad in [
+            "redis://h/?mode=nope",
+            "redis://h/?mode=",
+            "redis://h/?mdoe=fair",
+            "redis://h/?mode=fair&mode=simple",
+        ] {
+            assert!(matches!(parse(bad), Err(LockError::InvalidConfig { .. })), "{bad}");
+        }
+        let e = parse("redis://:s3cr3t@h/?prefix=x").expect_err("typo").to_string();
+        assert!(e.contains("prefix") && !e.contains("s3cr3t"), "{e}");
+        // A raw password with `?` is userinfo, not a query.
+        let c = parse("redis://:a?mode=x@h:1/?mode=reentrant").expect("raw password");
+        assert_eq!((c.mode, c.url.as_str()), (Some(Mode::Reentrant), "redis://:a?mode=x@h:1/"));
+        for m in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+            assert_eq!(m.to_string().parse::<Mode>(), Ok(m));
+        }
+    }
+}
