@@ -19,6 +19,20 @@ async fn locker<F: Factory + ?Sized>(f: &F) -> Locker {
     f.client().await.locker()
 }
 
+/// Panic with `what` unless `key` is free for `l` right now (it is taken and released again).
+async fn assert_free(l: &Locker, key: &str, what: &str) {
+    match l.try_lock(key).await {
+        Ok(Some(g)) => g.release().await.unwrap_or_else(|e| panic!("{what}: release: {e}")),
+        Ok(None) => panic!("{what}: {key:?} is held"),
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
+
+/// Panic with `what` unless `key` is held (by anyone but `l`'s next attempt) right now.
+async fn assert_held(l: &Locker, key: &str, what: &str) {
+    assert!(l.try_lock(key).await.expect("try").is_none(), "{what}: {key:?} is free");
+}
+
 /// 1. Acquire/release round trip; `try_lock` on a held key answers "held" without waiting.
 pub async fn round_trip<F: Factory + ?Sized>(f: &F) {
     let (a, b) = (locker(f).await, locker(f).await);
@@ -152,7 +166,7 @@ pub async fn expired_lease_taken_over<F: Factory + ?Sized>(f: &F) {
         Err(LockError::LeaseLost { .. }) => {}
         other => panic!("stale release must report the lost lease, got {other:?}"),
     }
-    assert!(c.try_lock(&k).await.expect("try").is_none(), "stale release freed the new owner's lock");
+    assert_held(&c, &k, "stale release freed the new owner's lock").await;
     gb.release().await.expect("new owner releases");
 }
 
@@ -168,13 +182,13 @@ pub async fn foreign_release_rejected<F: Factory + ?Sized>(f: &F) {
         !other.release(&k, OwnerToken::random()).await.expect("foreign release"),
         "foreign token released"
     );
-    assert!(b.try_lock(&k).await.expect("try").is_none(), "foreign release freed the lock");
+    assert_held(&b, &k, "foreign release freed the lock").await;
     let owner = g.owner();
     g.release().await.expect("owner release");
     assert!(!ca.release(&k, owner).await.expect("second release"), "second release must report not held");
     let gb = b.try_lock(&k).await.expect("try").expect("free after release");
     assert!(!ca.release(&k, owner).await.expect("stale release"), "old owner released the new holder");
-    assert!(a.try_lock(&k).await.expect("try").is_none(), "new holder's lock must survive");
+    assert_held(&a, &k, "new holder's lock must survive").await;
     gb.release().await.expect("release");
 }
 
@@ -190,7 +204,7 @@ pub async fn renew_extends_lease<F: Factory + ?Sized>(f: &F) {
     let g = a.lock(&k).lease(lease).try_acquire().await.expect("try").expect("free");
     g.renew(lease * 5).await.expect("renew");
     tokio::time::sleep(lease * 2).await; // past the original lease, inside the renewed one
-    assert!(b.try_lock(&k).await.expect("try").is_none(), "renewed lock expired at the original TTL");
+    assert_held(&b, &k, "renewed lock expired at the original TTL").await;
     assert!(!g.is_lost(), "renewed lease reported lost");
     if let Err(u) = ca.faults.sever(&k).await {
         eprintln!("[{}] renew_extends_lease: {u}; waiting the renewed lease out instead", f.label());
@@ -219,7 +233,7 @@ pub async fn watchdog_keeps_lock<F: Factory + ?Sized>(f: &F) {
     let g = a.lock(&k).try_acquire().await.expect("try").expect("free");
     assert_eq!(a.watched_leases(), 1);
     tokio::time::sleep(lease * 3).await;
-    assert!(b.try_lock(&k).await.expect("try").is_none(), "watchdog let the lock expire");
+    assert_held(&b, &k, "watchdog let the lock expire").await;
     assert_eq!(g.state(), LeaseState::Held);
     g.release().await.expect("release");
     assert_eq!(a.watched_leases(), 0, "renewal must stop at release");
@@ -228,7 +242,7 @@ pub async fn watchdog_keeps_lock<F: Factory + ?Sized>(f: &F) {
         async move { !running }
     })
     .await;
-    b.try_lock(&k).await.expect("try").expect("free after release").release().await.expect("release");
+    assert_free(&b, &k, "free after release").await;
 }
 
 /// 8. Fencing tokens strictly increase across clients, after an expiry and after a holder's
@@ -328,11 +342,11 @@ pub async fn reentrant_nesting<F: Factory + ?Sized>(f: &F) {
     let outer = a.try_lock(&k).await.expect("try").expect("free");
     let inner = a.lock(&k).owner(outer.owner()).try_acquire().await.expect("try").expect("nested acquire");
     assert_eq!(inner.fence(), outer.fence(), "a nested hold keeps the outer fencing token");
-    assert!(b.try_lock(&k).await.expect("try").is_none());
+    assert_held(&b, &k, "a nested hold keeps the key").await;
     inner.release().await.expect("inner release");
-    assert!(b.try_lock(&k).await.expect("try").is_none(), "inner release freed the outer hold");
+    assert_held(&b, &k, "inner release freed the outer hold").await;
     outer.release().await.expect("outer release");
-    b.try_lock(&k).await.expect("try").expect("free after outer release").release().await.expect("release");
+    assert_free(&b, &k, "free after outer release").await;
 }
 
 /// Keys with bytes that break naive escaping in Redis, SQL, Lua or ZooKeeper paths.
@@ -415,13 +429,7 @@ pub async fn bad_input<F: Factory + ?Sized>(f: &F) {
         g.release().await.expect("release odd key");
     }
     for k in &keys {
-        b.try_lock(k)
-            .await
-            .expect("odd key")
-            .expect("released odd key is free")
-            .release()
-            .await
-            .expect("release");
+        assert_free(&b, k, "released odd key is free").await;
     }
 }
 
@@ -445,13 +453,7 @@ pub async fn keys_independent_multilock<F: Factory + ?Sized>(f: &F) {
         other => panic!("multi-lock over a held key must time out, got {other:?}"),
     }
     for k in [&k1, &k3] {
-        b.try_lock(k)
-            .await
-            .expect("try")
-            .expect("partial multi-lock must be rolled back")
-            .release()
-            .await
-            .expect("r");
+        assert_free(&b, k, "partial multi-lock must be rolled back").await;
     }
     blocker.release().await.expect("release");
     let dup = MultiLock::new().with(&a, &k1).with(&a, &k1);
@@ -459,10 +461,10 @@ pub async fn keys_independent_multilock<F: Factory + ?Sized>(f: &F) {
     let m = MultiLock::new().with(&a, &k3).with(&a, &k1).with(&a, &k2);
     let mg = m.acquire(Duration::from_secs(5), None).await.expect("multi-lock");
     assert_eq!(mg.guards().len(), 3);
-    assert!(b.try_lock(&k2).await.expect("try").is_none());
+    assert_held(&b, &k2, "the multi-lock holds every key").await;
     mg.release().await.expect("release all");
     for k in [&k1, &k2, &k3] {
-        b.try_lock(k).await.expect("try").expect("free after multi release").release().await.expect("r");
+        assert_free(&b, k, "free after multi release").await;
     }
 }
 
@@ -505,10 +507,7 @@ pub async fn renew_only_extends<F: Factory + ?Sized>(f: &F) {
     }
     // Past every short lease, well inside the outer one (and its drift margin).
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        b.try_lock(&k).await.expect("try").is_none(),
-        "a shorter renewal or nested lease cut the 2 s lease"
-    );
+    assert_held(&b, &k, "a shorter renewal or nested lease cut the 2 s lease").await;
     assert_eq!(outer.state(), LeaseState::Held);
     outer.release().await.expect("release");
 }
@@ -660,10 +659,7 @@ pub async fn late_cleanup_spares_later_grant<F: Factory + ?Sized>(f: &F) {
             Err(e) => panic!("second grant: {e}"),
         };
         for _ in 0..3 {
-            assert!(
-                b.try_lock(&k).await.expect("try").is_none(),
-                "a late cleanup freed a later grant (offset {offset:?})"
-            );
+            assert_held(&b, &k, &format!("a late cleanup freed a later grant (offset {offset:?})")).await;
         }
         let _ = g.release().await;
     }
@@ -683,7 +679,7 @@ pub async fn late_cleanup_spares_later_grant<F: Factory + ?Sized>(f: &F) {
         matches!(g1.release().await, Err(LockError::LeaseLost { .. })),
         "stale release must report the loss"
     );
-    assert!(b.try_lock(&k).await.expect("try").is_none(), "the stale guard's release freed the new hold");
+    assert_held(&b, &k, "the stale guard's release freed the new hold").await;
     g2.release().await.expect("release");
 }
 
@@ -715,7 +711,7 @@ pub async fn inspect_without_acquiring<F: Factory + ?Sized>(f: &F) {
     if let Some(r) = info.remaining {
         assert!(r <= Duration::from_secs(30), "{r:?}");
     }
-    assert!(b.try_lock(&k).await.expect("try").is_none(), "inspect must not free or take the lock");
+    assert_held(&b, &k, "inspect must not free or take the lock").await;
     if let Some(o) = &info.owner {
         assert!(!o.contains(&g.owner().to_string()), "inspect must not hand out the owner token: {o}");
     }

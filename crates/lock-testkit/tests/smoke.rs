@@ -8,23 +8,22 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lock_testkit::server::{self, MariaDbServer, RedisServer, ServerError, ZkEnsemble, ZkServer};
+use lock_testkit::server::{
+    self, FaultControl, MariaDbServer, RedisServer, ServerError, ZkEnsemble, ZkServer,
+};
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use sqlx::Connection;
 use tokio::task::block_in_place;
 use zookeeper_client as zk;
 
-/// `Some(server)`, or `None` (skip) when its package is missing and servers are not required.
-fn started<T>(what: &str, result: Result<T, ServerError>) -> Option<T> {
-    match result {
-        Ok(s) => Some(s),
-        Err(e) if e.is_missing_binary() && !server::require_servers() => {
-            eprintln!("SKIPPED {what}: {e}");
-            None
-        }
-        Err(e) => panic!("starting {what}: {e}"),
-    }
+/// Start a server off the runtime's workers, printing how long it took; `None` (skip) when its
+/// package is missing and servers are not required.
+fn start<S: FaultControl>(what: &str, start: impl FnOnce() -> Result<S, ServerError>) -> Option<S> {
+    let t = Instant::now();
+    let srv = server::or_skip(what, block_in_place(start))?;
+    eprintln!("{what}: started in {:?} (ready probe {:?})", t.elapsed(), srv.process().last_ready_after());
+    Some(srv)
 }
 
 /// True if the process exists and is not a zombie.
@@ -69,9 +68,7 @@ async fn redis_get(con: &mut MultiplexedConnection, k: &str) -> redis::RedisResu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_kill_and_restart() {
-    let t = Instant::now();
-    let Some(srv) = started("redis-server", block_in_place(RedisServer::start)) else { return };
-    eprintln!("redis: started in {:?} (ready probe {:?})", t.elapsed(), srv.process().last_ready_after());
+    let Some(srv) = start("redis-server", RedisServer::start) else { return };
     assert_eq!(srv.url(), format!("redis://127.0.0.1:{}/", srv.port()));
 
     let mut con = redis_conn(&srv.url(), Duration::from_secs(2)).await.expect("connect");
@@ -105,9 +102,7 @@ async fn redis_kill_and_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_requirepass_url_carries_password() {
-    let Some(srv) =
-        started("redis-server", block_in_place(|| RedisServer::start_with(&["--requirepass", "s3cret"])))
-    else {
+    let Some(srv) = start("redis-server", || RedisServer::start_with(&["--requirepass", "s3cret"])) else {
         return;
     };
     let mut con = redis_conn(&srv.url(), Duration::from_secs(2)).await.expect("connect with password");
@@ -120,7 +115,7 @@ async fn redis_requirepass_url_carries_password() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_makes_requests_time_out_and_resume_heals() {
-    let Some(srv) = started("redis-server", block_in_place(RedisServer::start)) else { return };
+    let Some(srv) = start("redis-server", RedisServer::start) else { return };
     let mut con = redis_conn(&srv.url(), Duration::from_millis(300)).await.expect("connect");
     redis_set(&mut con, "p", "before").await.expect("SET");
 
@@ -169,9 +164,7 @@ async fn mysql_get(conn: &mut sqlx::MySqlConnection, k: &str) -> Option<String> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_kill_and_restart() {
-    let t = Instant::now();
-    let Some(srv) = started("mariadbd", block_in_place(MariaDbServer::start)) else { return };
-    eprintln!("mariadb: started in {:?} (ready probe {:?})", t.elapsed(), srv.process().last_ready_after());
+    let Some(srv) = start("mariadbd", MariaDbServer::start) else { return };
     assert_eq!(srv.url(), format!("mysql://lock:lockpw@127.0.0.1:{}/locktest", srv.port()));
 
     let mut root = mysql_connect(&srv.root_url()).await.expect("root connect");
@@ -222,9 +215,7 @@ fn persistent() -> zk::CreateOptions<'static> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_kill_and_restart() {
-    let t = Instant::now();
-    let Some(srv) = started("zookeeper", block_in_place(ZkServer::start)) else { return };
-    eprintln!("zk: started in {:?} (ready probe {:?})", t.elapsed(), srv.process().last_ready_after());
+    let Some(srv) = start("zookeeper", ZkServer::start) else { return };
     assert_eq!(srv.connect_string(), format!("127.0.0.1:{}", srv.port()));
     assert_eq!(srv.mode().as_deref(), Some("standalone"));
     let mntr = block_in_place(|| srv.four_letter("mntr")).expect("mntr");
@@ -274,7 +265,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_ensemble_survives_leader_kill() {
     let t = Instant::now();
-    let Some(ens) = started("zookeeper", block_in_place(ZkEnsemble::start)) else { return };
+    let Some(ens) = server::or_skip("zookeeper", block_in_place(ZkEnsemble::start)) else { return };
     eprintln!("zk ensemble: 3 nodes serving after {:?}", t.elapsed());
     assert_eq!(ens.len(), 3);
     let leader = block_in_place(|| ens.wait_for_quorum(Duration::from_secs(10))).expect("quorum");
@@ -335,7 +326,7 @@ fn orphan_helper() {
 
 #[test]
 fn watchdog_kills_servers_of_a_dead_test_process() {
-    if which("redis-server").is_none() || which("mariadbd").is_none() {
+    if !server::is_installed("redis-server") || !server::is_installed("mariadbd") {
         assert!(!server::require_servers(), "redis-server / mariadbd not installed");
         eprintln!("SKIPPED: redis-server or mariadbd not installed");
         return;
@@ -377,12 +368,4 @@ fn watchdog_kills_servers_of_a_dead_test_process() {
     for dir in &dirs {
         assert!(eventually(Duration::from_secs(10), || !dir.exists()), "{} not removed", dir.display());
     }
-}
-
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin"].iter().map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
 }
