@@ -9,7 +9,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{AcquireRequest, LeaseSignal, LeaseState, LockBackend, LockError, Locker, OwnerToken};
+use lock_core::backend::{AcquireRequest, LockBackend};
+use lock_core::{LeaseSignal, LeaseState, LockError, Locker, OwnerToken};
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use lock_mysql::{Mode, MySqlLock, validate_table_name};
 use lock_testkit::conformance::cut_after;
