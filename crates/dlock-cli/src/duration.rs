@@ -1,4 +1,8 @@
 //! Human durations: `250ms`, `30s`, `5m`, `1h`, or bare seconds.
+//!
+//! Not `lock_core::backend::UrlOptions::take_duration`: a URL option's bare number means
+//! milliseconds and has no fractions or hours, while `--wait 3` has always meant three seconds,
+//! as for `sleep(1)` and `timeout(1)`; scripts rely on it.
 
 use std::time::Duration;
 

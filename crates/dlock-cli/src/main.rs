@@ -1,4 +1,6 @@
-//! `dlock`: run a command under a distributed lock, inspect a lock, benchmark the backends.
+//! `dlock`: run a command under a distributed lock, or inspect a lock. The benchmark of the
+//! backends is the project's `lock-bench` binary (`cargo run --release -p lock-bench`), not
+//! part of what users install.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -7,7 +9,6 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-mod bench;
 mod duration;
 mod run;
 mod supervise;
@@ -31,7 +32,9 @@ pub const EXIT_UNSUPPORTED: u8 = 78;
 #[command(
     name = "dlock",
     version,
-    about = "Distributed locks over memory, Redis, MySQL/MariaDB and ZooKeeper"
+    about = "Distributed locks over memory, Redis, MySQL/MariaDB and ZooKeeper",
+    after_help = "The benchmark of the backends lives in the repository's lock-bench crate: \
+                  cargo run --release -p lock-bench -- --quick"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -91,8 +94,6 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Benchmark every available backend with the same scenarios; writes a report folder.
-    Bench(bench::BenchArgs),
     /// Internal: the supervisor between `dlock run` and the command.
     #[command(hide = true, name = "__supervise")]
     Supervise {
@@ -102,16 +103,6 @@ enum Cmd {
         grace: Duration,
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
-    },
-    /// Internal: hold a lock until killed (the crash-recovery scenario's victim).
-    #[command(hide = true)]
-    Hold {
-        #[arg(long)]
-        url: String,
-        #[arg(long)]
-        key: String,
-        #[arg(long, value_parser = parse_duration)]
-        lease: Duration,
     },
 }
 
@@ -138,8 +129,6 @@ fn main() -> ExitCode {
             }
             Cmd::Supervise { parent, grace, command } => supervise::supervise(parent, grace, &command).await,
             Cmd::Status { url, key, json } => run::status(&url, &key, json).await,
-            Cmd::Bench(args) => bench::main(args).await,
-            Cmd::Hold { url, key, lease } => run::hold(&url, &key, lease).await,
         }
     })
 }

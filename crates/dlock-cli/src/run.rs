@@ -1,4 +1,4 @@
-//! `dlock run`, `dlock status` and the hidden `dlock hold`.
+//! `dlock run` and `dlock status`.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -256,24 +256,4 @@ pub async fn status(url: &str, key: &str, json: bool) -> ExitCode {
         println!("{key}: free ({})", backend.name());
     }
     if info.held { ExitCode::from(1) } else { ExitCode::SUCCESS }
-}
-
-/// Acquire `key`, print `held <fence>`, and wait to be killed (the crash-recovery victim).
-pub async fn hold(url: &str, key: &str, lease: Duration) -> ExitCode {
-    let locker = match locker(url, lease).await {
-        Ok(l) => l,
-        Err(e) => return fail(url, &e),
-    };
-    match locker.lock(key).wait(Duration::from_secs(30)).acquire().await {
-        Ok(g) => {
-            match g.fence() {
-                Some(f) => println!("held {f}"),
-                None => println!("held"),
-            }
-            std::future::pending::<()>().await;
-            drop(g);
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(url, &e),
-    }
 }

@@ -169,33 +169,13 @@ async fn hostile_keys_leases_and_waits() {
         assert_eq!(kind(&m.await), want, "multi-lock wait {wait:?}");
         cases += 2;
     }
+    let mem = || Locker::new(Arc::new(dlock::MemoryBackend::new()));
     for (what, r) in [
-        (
-            "watchdog lease 0",
-            Locker::new(Arc::new(dlock::MemoryBackend::new())).with_watchdog_lease(Duration::ZERO).map(drop),
-        ),
-        (
-            "watchdog lease MAX",
-            Locker::new(Arc::new(dlock::MemoryBackend::new())).with_watchdog_lease(Duration::MAX).map(drop),
-        ),
-        (
-            "drift rate -1",
-            Locker::new(Arc::new(dlock::MemoryBackend::new()))
-                .with_clock_drift(-1.0, Duration::ZERO)
-                .map(drop),
-        ),
-        (
-            "drift rate NaN",
-            Locker::new(Arc::new(dlock::MemoryBackend::new()))
-                .with_clock_drift(f64::NAN, Duration::MAX)
-                .map(drop),
-        ),
-        (
-            "drift rate inf",
-            Locker::new(Arc::new(dlock::MemoryBackend::new()))
-                .with_clock_drift(f64::INFINITY, Duration::MAX)
-                .map(drop),
-        ),
+        ("watchdog lease 0", mem().with_watchdog_lease(Duration::ZERO).map(drop)),
+        ("watchdog lease MAX", mem().with_watchdog_lease(Duration::MAX).map(drop)),
+        ("drift rate -1", mem().with_clock_drift(-1.0, Duration::ZERO).map(drop)),
+        ("drift rate NaN", mem().with_clock_drift(f64::NAN, Duration::MAX).map(drop)),
+        ("drift rate inf", mem().with_clock_drift(f64::INFINITY, Duration::MAX).map(drop)),
     ] {
         assert!(
             matches!(r, Err(LockError::InvalidLease { .. } | LockError::InvalidConfig { .. })),
@@ -203,8 +183,7 @@ async fn hostile_keys_leases_and_waits() {
         );
         cases += 1;
     }
-    let slow =
-        Locker::new(Arc::new(dlock::MemoryBackend::new())).with_poll_backoff(Duration::MAX, Duration::MAX);
+    let slow = mem().with_poll_backoff(Duration::MAX, Duration::MAX);
     slow.try_lock(k).await.expect("saturated poll bounds").expect("free").release().await.expect("release");
     cases += 1;
     eprintln!("{cases} key, lease and wait cases");
@@ -299,89 +278,26 @@ async fn hostile_urls() {
 #[test]
 fn hostile_cli_arguments() {
     let p = SECRET_ENC;
+    let run = |url: &str, key: &str, extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["run", "--url", url, "--key", key].map(String::from).to_vec();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
     let cases: Vec<Vec<String>> = vec![
         vec![],
         vec!["nosuch".into()],
         vec!["run".into()],
-        vec!["run".into(), "--url".into(), "memory://x".into(), "--key".into(), "k".into()],
-        vec![
-            "run".into(),
-            "--url".into(),
-            "memory://x".into(),
-            "--key".into(),
-            String::new(),
-            "--".into(),
-            "true".into(),
-        ],
-        vec![
-            "run".into(),
-            "--url".into(),
-            "redis://127.0.0.1:1/".into(),
-            "--key".into(),
-            "k".into(),
-            "--wait".into(),
-            "abc".into(),
-            "--".into(),
-            "true".into(),
-        ],
-        vec![
-            "run".into(),
-            "--url".into(),
-            "redis://127.0.0.1:1/".into(),
-            "--key".into(),
-            "k".into(),
-            "--wait".into(),
-            "99999999999d".into(),
-            "--".into(),
-            "true".into(),
-        ],
-        vec![
-            "run".into(),
-            "--url".into(),
-            format!("redis://u:{p}@127.0.0.1:1/"),
-            "--key".into(),
-            "k".into(),
-            "--wait".into(),
-            "1s".into(),
-            "--".into(),
-            "true".into(),
-        ],
-        vec![
-            "run".into(),
-            "--url".into(),
-            format!("mysql://u:{p}@127.0.0.1:1/db"),
-            "--key".into(),
-            "k".into(),
-            "--wait".into(),
-            "1s".into(),
-            "--".into(),
-            "true".into(),
-        ],
-        vec![
-            "status".into(),
-            "--url".into(),
-            format!("redis://u:{SECRET}@127.0.0.1:1/"),
-            "--key".into(),
-            "k".into(),
-        ],
-        vec![
-            "run".into(),
-            "--url".into(),
-            "nosuch://x".into(),
-            "--key".into(),
-            "k".into(),
-            "--".into(),
-            "true".into(),
-        ],
-        vec![
-            "run".into(),
-            "--url".into(),
-            "memory://x".into(),
-            "--key".into(),
-            "nul\u{1}".into(),
-            "--".into(),
-            "true".into(),
-        ],
+        run("memory://x", "k", &[]),
+        run("memory://x", "", &["--", "true"]),
+        run("redis://127.0.0.1:1/", "k", &["--wait", "abc", "--", "true"]),
+        run("redis://127.0.0.1:1/", "k", &["--wait", "99999999999d", "--", "true"]),
+        run(&format!("redis://u:{p}@127.0.0.1:1/"), "k", &["--wait", "1s", "--", "true"]),
+        run(&format!("mysql://u:{p}@127.0.0.1:1/db"), "k", &["--wait", "1s", "--", "true"]),
+        ["status", "--url", &format!("redis://u:{SECRET}@127.0.0.1:1/"), "--key", "k"]
+            .map(String::from)
+            .to_vec(),
+        run("nosuch://x", "k", &["--", "true"]),
+        run("memory://x", "nul\u{1}", &["--", "true"]),
     ];
     for args in &cases {
         let out = Command::new(env!("CARGO_BIN_EXE_dlock")).args(args).output().expect("run dlock");

@@ -7,7 +7,7 @@
 //! (its background `sleep`), shows up as status 99.
 
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use lock_testkit::server::{external_url, shared_redis};
@@ -35,6 +35,14 @@ fn dlock_run(dir: &Path, key: &str, tag: &str, secs: f64, trap: bool, extra: &[&
         .stdin(Stdio::null())
         .spawn()
         .expect("spawn dlock run")
+}
+
+/// A first `dlock run` (tag `a`) holding `key` while its command sleeps 30 s, returned once
+/// the command runs: the `dlock` process and the command's pid.
+fn start_holder(dir: &Path, key: &str, trap: bool, extra: &[&str]) -> (Child, i32) {
+    let a = dlock_run(dir, key, "a", 30.0, trap, extra);
+    wait_for("first command starts", Duration::from_secs(20), || pid_of(dir, "a").is_some());
+    (a, pid_of(dir, "a").expect("pid"))
 }
 
 fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
@@ -66,6 +74,32 @@ fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
     }
 }
 
+/// Delete `key`'s lock behind its holder's back, as an operator or a failover would, once the
+/// holder has it.
+fn delete_lock_behind_the_holder(url: &str, key: &str) {
+    use dlock::lock_redis::{RedisLock, redis};
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+    rt.block_on(async {
+        let lock = RedisLock::from_url(url).await.expect("redis").key_names(key).lock;
+        let client = redis::Client::open(url).expect("client");
+        let mut con = client.get_multiplexed_async_connection().await.expect("admin");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let n: i64 = redis::cmd("DEL").arg(&lock).query_async(&mut con).await.expect("DEL");
+            if n == 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the lock key {lock} never appeared");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
+
+/// `dlock <args>`, its output collected.
+fn dlock(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dlock")).args(args).stdin(Stdio::null()).output().expect("run dlock")
+}
+
 fn key(case: &str) -> String {
     lock_testkit::conformance::key(case)
 }
@@ -78,15 +112,14 @@ fn pid(c: &Child) -> Pid {
 fn sigterm_is_forwarded_and_the_lock_released_only_after_the_command_exits() {
     let dir = tempfile::tempdir().expect("tmp");
     let k = key("sigterm");
-    let mut a = dlock_run(dir.path(), &k, "a", 30.0, true, &["--lease", "2s", "--on-lost", "TERM:500ms"]);
-    wait_for("first command starts", Duration::from_secs(20), || pid_of(dir.path(), "a").is_some());
+    let (mut a, cmd) = start_holder(dir.path(), &k, true, &["--lease", "2s", "--on-lost", "TERM:500ms"]);
     let mut b = dlock_run(dir.path(), &k, "b", 0.1, false, &["--wait", "20s"]);
     std::thread::sleep(Duration::from_millis(200)); // give B the chance to overlap, if it could
     assert!(pid_of(dir.path(), "b").is_none(), "second command started while the first held the lock");
     kill(pid(&a), Signal::SIGTERM).expect("SIGTERM dlock");
     let sa = wait_exit(&mut a, Duration::from_secs(10));
     assert_eq!(sa.code(), Some(143), "dlock exits with the command's status after SIGTERM");
-    assert!(!alive(pid_of(dir.path(), "a").expect("pid")), "command still running after dlock exited");
+    assert!(!alive(cmd), "command still running after dlock exited");
     let sb = wait_exit(&mut b, Duration::from_secs(20));
     assert_eq!(sb.code(), Some(0), "second command overlapped (99) or failed");
 }
@@ -95,9 +128,7 @@ fn sigterm_is_forwarded_and_the_lock_released_only_after_the_command_exits() {
 fn a_killed_dlock_takes_its_command_down_before_the_lease_frees_the_lock() {
     let dir = tempfile::tempdir().expect("tmp");
     let k = key("sigkill");
-    let mut a = dlock_run(dir.path(), &k, "a", 30.0, false, &["--lease", "1s", "--on-lost", "TERM:200ms"]);
-    wait_for("first command starts", Duration::from_secs(20), || pid_of(dir.path(), "a").is_some());
-    let cmd = pid_of(dir.path(), "a").expect("pid");
+    let (mut a, cmd) = start_holder(dir.path(), &k, false, &["--lease", "1s", "--on-lost", "TERM:200ms"]);
     let mut b = dlock_run(dir.path(), &k, "b", 0.1, false, &["--wait", "20s"]);
     kill(pid(&a), Signal::SIGKILL).expect("SIGKILL dlock");
     let killed = Instant::now();
@@ -114,20 +145,8 @@ fn a_killed_dlock_takes_its_command_down_before_the_lease_frees_the_lock() {
 fn a_lost_lock_stops_the_command_with_status_76() {
     let dir = tempfile::tempdir().expect("tmp");
     let k = key("lost");
-    let mut a = dlock_run(dir.path(), &k, "a", 30.0, false, &["--lease", "600ms", "--on-lost", "TERM:200ms"]);
-    wait_for("command starts", Duration::from_secs(20), || pid_of(dir.path(), "a").is_some());
-    let cmd = pid_of(dir.path(), "a").expect("pid");
-    // Delete the lock behind the holder's back, as an operator or a failover would.
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
-    rt.block_on(async {
-        let lock =
-            dlock::lock_redis::RedisLock::from_url(&redis_url()).await.expect("redis").key_names(&k).lock;
-        let client = dlock::lock_redis::redis::Client::open(redis_url()).expect("client");
-        let mut con = client.get_multiplexed_async_connection().await.expect("admin");
-        let n: i64 =
-            dlock::lock_redis::redis::cmd("DEL").arg(&lock).query_async(&mut con).await.expect("DEL");
-        assert_eq!(n, 1, "the lock key {lock} was not there");
-    });
+    let (mut a, cmd) = start_holder(dir.path(), &k, false, &["--lease", "600ms", "--on-lost", "TERM:200ms"]);
+    delete_lock_behind_the_holder(&redis_url(), &k);
     let s = wait_exit(&mut a, Duration::from_secs(10));
     assert_eq!(s.code(), Some(76), "a lost lock exits 76");
     assert!(!alive(cmd), "command still running after the lock was lost");
@@ -136,29 +155,20 @@ fn a_lost_lock_stops_the_command_with_status_76() {
 #[test]
 fn exit_statuses_pass_through_and_memory_urls_are_refused() {
     let run = |url: &str, script: &str| {
-        Command::new(env!("CARGO_BIN_EXE_dlock"))
-            .args(["run", "--url", url, "--key", &key("status"), "--", "sh", "-c", script])
-            .stdin(Stdio::null())
-            .output()
-            .expect("run dlock")
+        dlock(&["run", "--url", url, "--key", &key("status"), "--", "sh", "-c", script])
     };
     let url = redis_url();
     assert_eq!(run(&url, "exit 7").status.code(), Some(7));
     assert_eq!(run(&url, "kill -9 $$").status.code(), Some(137), "128 + SIGKILL");
     assert_eq!(run(&url, "exit 0").status.code(), Some(0));
-    let missing = Command::new(env!("CARGO_BIN_EXE_dlock"))
-        .args(["run", "--url", &url, "--key", &key("status"), "--", "/nonexistent/command"])
-        .output()
-        .expect("run dlock");
+    let missing = dlock(&["run", "--url", &url, "--key", &key("status"), "--", "/nonexistent/command"]);
     assert_eq!(missing.status.code(), Some(127), "command not found");
     let mem = run("memory://x", "exit 0");
     assert_eq!(mem.status.code(), Some(64));
     let err = String::from_utf8_lossy(&mem.stderr);
     assert!(err.contains("memory://") && err.contains("one process"), "{err}");
-    let bad = Command::new(env!("CARGO_BIN_EXE_dlock"))
-        .args(["run", "--url", &url, "--key", "k", "--lease", "1s", "--on-lost", "TERM:5s", "--", "true"])
-        .output()
-        .expect("run dlock");
+    let bad =
+        dlock(&["run", "--url", &url, "--key", "k", "--lease", "1s", "--on-lost", "TERM:5s", "--", "true"]);
     assert_eq!(bad.status.code(), Some(64), "a grace period longer than the lease is refused");
 }
 
@@ -170,10 +180,7 @@ fn an_unresponsive_server_fails_within_the_wait_naming_it() {
     let port = silent.local_addr().expect("addr").port();
     for url in [format!("redis://127.0.0.1:{port}/"), format!("mysql://u:pw@127.0.0.1:{port}/db")] {
         let t = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_dlock"))
-            .args(["run", "--url", &url, "--key", "k", "--wait", "700ms", "--", "true"])
-            .output()
-            .expect("run dlock");
+        let out = dlock(&["run", "--url", &url, "--key", "k", "--wait", "700ms", "--", "true"]);
         let took = t.elapsed();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(69), "{url}: {err}");
@@ -201,18 +208,14 @@ fn status_inspects_without_acquiring_and_run_times_out_with_75() {
     let free = status(false);
     assert_eq!(free.status.code(), Some(0), "{}", String::from_utf8_lossy(&free.stderr));
     assert!(String::from_utf8_lossy(&free.stdout).contains("free"));
-    let mut a = dlock_run(dir.path(), &k, "a", 30.0, true, &["--lease", "2s", "--on-lost", "TERM:500ms"]);
-    wait_for("holder starts", Duration::from_secs(20), || pid_of(dir.path(), "a").is_some());
+    let (mut a, cmd) = start_holder(dir.path(), &k, true, &["--lease", "2s", "--on-lost", "TERM:500ms"]);
     let held = status(true);
     assert_eq!(held.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&held.stdout).expect("json");
     assert_eq!(v["held"], true, "{v}");
     assert!(v["fence"].as_u64().is_some_and(|f| f > 0) && v["remaining_ms"].as_u64().is_some(), "{v}");
-    assert!(alive(pid_of(dir.path(), "a").expect("pid")), "status disturbed the holder");
-    let busy = Command::new(env!("CARGO_BIN_EXE_dlock"))
-        .args(["run", "--url", &redis_url(), "--key", &k, "--wait", "200ms", "--", "true"])
-        .output()
-        .expect("dlock run");
+    assert!(alive(cmd), "status disturbed the holder");
+    let busy = dlock(&["run", "--url", &redis_url(), "--key", &k, "--wait", "200ms", "--", "true"]);
     assert_eq!(busy.status.code(), Some(75), "not acquired within --wait");
     kill(pid(&a), Signal::SIGTERM).expect("SIGTERM");
     wait_exit(&mut a, Duration::from_secs(10));
@@ -223,18 +226,15 @@ fn status_inspects_without_acquiring_and_run_times_out_with_75() {
 #[test]
 fn refused_credentials_exit_77() {
     let srv = lock_testkit::server::RedisServer::start_with(&["--requirepass", "right-pw"]).expect("redis");
-    let out = Command::new(env!("CARGO_BIN_EXE_dlock"))
-        .args([
-            "run",
-            "--url",
-            &format!("redis://:wrong-pw@127.0.0.1:{}/", srv.port()),
-            "--key",
-            "k",
-            "--",
-            "true",
-        ])
-        .output()
-        .expect("dlock run");
+    let out = dlock(&[
+        "run",
+        "--url",
+        &format!("redis://:wrong-pw@127.0.0.1:{}/", srv.port()),
+        "--key",
+        "k",
+        "--",
+        "true",
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(77), "{err}");
     assert!(err.contains("refused the credentials") && !err.contains("wrong-pw"), "{err}");
@@ -248,10 +248,7 @@ fn a_refused_connection_is_reported_at_once_with_its_cause() {
     drop(closed); // nothing listens there now
     for url in [format!("redis://127.0.0.1:{port}/"), format!("mysql://u:pw@127.0.0.1:{port}/db")] {
         let t = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_dlock"))
-            .args(["status", "--url", &url, "--key", "k"])
-            .output()
-            .expect("dlock status");
+        let out = dlock(&["status", "--url", &url, "--key", "k"]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(69), "{url}: {err}");
         assert!(err.to_ascii_lowercase().contains("refused"), "{url}: the cause is missing: {err}");
@@ -264,17 +261,11 @@ fn a_refused_connection_is_reported_at_once_with_its_cause() {
 fn status_of_a_pessimistic_mysql_lock_is_unsupported_78() {
     let url = lock_testkit::server::external_url("mysql")
         .unwrap_or_else(|| lock_testkit::server::shared_mariadb().url());
-    let out = Command::new(env!("CARGO_BIN_EXE_dlock"))
-        .args(["status", "--url", &format!("{url}?mode=pessimistic"), "--key", "k"])
-        .output()
-        .expect("dlock status");
+    let out = dlock(&["status", "--url", &format!("{url}?mode=pessimistic"), "--key", "k"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(78), "{err}");
     assert!(err.contains("pessimistic"), "{err}");
-    let ok = Command::new(env!("CARGO_BIN_EXE_dlock"))
-        .args(["status", "--url", &format!("{url}?mode=optimistic"), "--key", "k"])
-        .output()
-        .expect("dlock status");
+    let ok = dlock(&["status", "--url", &format!("{url}?mode=optimistic"), "--key", "k"]);
     assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
 }
 
@@ -303,22 +294,7 @@ fn logs_carry_no_colour_codes_off_a_terminal() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("dlock run");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
-    rt.block_on(async {
-        let lock = dlock::lock_redis::RedisLock::from_url(&url).await.expect("redis").key_names(&k).lock;
-        let client = dlock::lock_redis::redis::Client::open(url.as_str()).expect("client");
-        let mut con = client.get_multiplexed_async_connection().await.expect("admin");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let n: i64 =
-                dlock::lock_redis::redis::cmd("DEL").arg(&lock).query_async(&mut con).await.expect("DEL");
-            if n == 1 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "the lock never appeared");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
+    delete_lock_behind_the_holder(&url, &k);
     let out = child.wait_with_output().expect("wait");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(76), "{err}");
