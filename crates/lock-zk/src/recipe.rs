@@ -23,6 +23,10 @@ const LOCK_NAME: &str = "lock-";
 /// server reaps an empty container at any time, even between our create of it and the node's,
 /// but not over and over.
 const DIR_RETRIES: usize = 5;
+/// How often a create whose reply was lost is sent again within one attempt, once the listing
+/// behind it (which just came through, so the connection is back) proved it was not applied:
+/// Curator's protected create does the same, and the core does not retry a try-once attempt.
+const RESEND_RETRIES: usize = 5;
 /// Pause before watching our own node again after a request failed (the connection is down;
 /// the session monitor handles the state, this only re-arms the watch).
 const WATCH_RETRY: Duration = Duration::from_millis(100);
@@ -89,7 +93,7 @@ impl Inner {
         let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls());
 
         // Create our node; the child listing is pipelined behind it (one round trip).
-        let mut dir_attempts = 0;
+        let (mut dir_attempts, mut resent) = (0, 0);
         let (name, fence, mut children) = loop {
             let sent = Instant::now();
             let created = client.create(&prefix, &[], &options);
@@ -114,13 +118,14 @@ impl Inner {
                 // The reply was lost, not necessarily the create: find our node by its unique
                 // prefix before creating another (a second node would queue behind the first
                 // for the rest of the session). Not there: the create was not applied (one
-                // session's requests are applied in order), and the core retries the error.
-                Err(e) if outcome_unknown(&e) => {
+                // session's requests are applied in order), so it is sent again.
+                Err(e) if outcome_unknown(&e) && resent < RESEND_RETRIES => {
                     drop(listed);
+                    resent += 1;
                     tracing::debug!(error = %e, "lock node create reply lost; looking for our node");
                     let children = client.list_children(&dir).await.map_err(lock_error)?;
                     let Some(name) = children.iter().find(|c| c.starts_with(&unique)).cloned() else {
-                        return Err(lock_error(e));
+                        continue;
                     };
                     let path = format!("{dir}/{name}");
                     std::mem::replace(&mut cleanup, cleanup::guard(client, Node::Path(path.clone())))
