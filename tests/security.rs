@@ -23,24 +23,12 @@ use std::time::{Duration, Instant};
 use dlock::lock_mysql::{self, MySqlLock};
 use dlock::lock_redis::{RedisLock, redis};
 use dlock::{LockError, Locker};
-use lock_testkit::server::{MARIADB_DATABASE, MariaDbServer, RedisServer, ServerError, require_servers};
+use lock_testkit::server::{MARIADB_DATABASE, MariaDbServer, RedisServer, or_skip};
+use lock_testkit::within;
 
 // ---------------------------------------------------------------------------------------------
 // Shared helpers
 // ---------------------------------------------------------------------------------------------
-
-/// A started server, or `None` (the test is skipped) when its binary is not installed and
-/// `LOCK_TEST_REQUIRE=1` is not set.
-fn started<T>(r: Result<T, ServerError>, what: &str) -> Option<T> {
-    match r {
-        Ok(s) => Some(s),
-        Err(e) if e.is_missing_binary() && !require_servers() => {
-            eprintln!("SKIPPED security/{what}: {e}");
-            None
-        }
-        Err(e) => panic!("{what}: {e}"),
-    }
-}
 
 /// `Display` and `Debug` of the error and of every source in its chain.
 fn chain(e: &LockError) -> String {
@@ -156,11 +144,16 @@ fn assert_no_secret(text: &str, passwords: &[&str], what: &str) {
     }
 }
 
-/// Runs `fut` with a bound: nothing here may hang.
-async fn bounded<T>(what: &str, limit: Duration, fut: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(limit, fut).await {
-        Ok(v) => v,
-        Err(_) => panic!("{what}: no answer within {limit:?}"),
+/// The error `fut` must end with, within `limit` (nothing here may hang); `what` names what
+/// must be refused.
+async fn refusal<T>(
+    what: &str,
+    limit: Duration,
+    fut: impl Future<Output = Result<T, LockError>>,
+) -> LockError {
+    match within(limit, what, fut).await {
+        Ok(_) => panic!("{what}: not refused"),
+        Err(e) => e,
     }
 }
 
@@ -238,6 +231,13 @@ mod tls {
 
     const REDIS_PW: &str = "tlsRedisPw7Qx";
 
+    /// A TLS-only redis-server with `REDIS_PW`, certified by `pki`, and its `rediss://` URL.
+    fn redis_tls(pki: &Pki) -> Option<(RedisServer, String)> {
+        let srv = or_skip("redis-tls", RedisServer::start_tls(&pki.files, &["--requirepass", REDIS_PW]))?;
+        let url = format!("rediss://:{REDIS_PW}@127.0.0.1:{}/", srv.port());
+        Some((srv, url))
+    }
+
     async fn redis_tls_lock(url: &str, ca: &str) -> Result<RedisLock, LockError> {
         RedisLock::builder().url(url).tls_root_cert(ca.as_bytes().to_vec()).build().await
     }
@@ -254,12 +254,7 @@ mod tls {
     async fn redis_round_trip_over_tls_with_a_private_ca() {
         let logs = capture();
         let pki = Pki::new("redis");
-        let Some(srv) =
-            started(RedisServer::start_tls(&pki.files, &["--requirepass", REDIS_PW]), "redis-tls")
-        else {
-            return;
-        };
-        let url = format!("rediss://:{REDIS_PW}@127.0.0.1:{}/", srv.port());
+        let Some((srv, url)) = redis_tls(&pki) else { return };
         for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
             let a = RedisLock::builder().url(&url).tls_root_cert(pki.ca_pem.as_bytes().to_vec()).mode(mode);
             let a = Locker::new(Arc::new(a.build().await.expect("client a over TLS")));
@@ -290,10 +285,12 @@ mod tls {
 
         // Plaintext to the TLS port: refused, quickly.
         let plain = format!("redis://:{REDIS_PW}@127.0.0.1:{}/", srv.port());
-        let refused = bounded("plaintext to a TLS port", Duration::from_secs(15), dlock::from_url(&plain))
-            .await
-            .map(drop)
-            .expect_err("a plaintext client must get nothing from a TLS-only server");
+        let refused = refusal(
+            "a plaintext client must get nothing from a TLS-only server",
+            Duration::from_secs(15),
+            dlock::from_url(&plain),
+        )
+        .await;
         eprintln!("redis, plaintext to the TLS port: {}", chain(&refused));
 
         assert_no_secret(&chain(&refused), &[REDIS_PW], "plaintext refusal");
@@ -306,16 +303,14 @@ mod tls {
     async fn redis_with_a_wrong_ca_is_refused() {
         let logs = capture();
         let (good, other) = (Pki::new("redis"), Pki::new("other"));
-        let Some(srv) =
-            started(RedisServer::start_tls(&good.files, &["--requirepass", REDIS_PW]), "redis-tls")
-        else {
-            return;
-        };
-        let url = format!("rediss://:{REDIS_PW}@127.0.0.1:{}/", srv.port());
+        let Some((_srv, url)) = redis_tls(&good) else { return };
         let started = Instant::now();
-        let refused = bounded("wrong CA", Duration::from_secs(15), redis_tls_lock(&url, &other.ca_pem))
-            .await
-            .expect_err("a server certificate from an unknown CA");
+        let refused = refusal(
+            "a server certificate from an unknown CA",
+            Duration::from_secs(15),
+            redis_tls_lock(&url, &other.ca_pem),
+        )
+        .await;
         let msg = chain(&refused);
         eprintln!("redis, wrong CA ({:?}): {msg}", started.elapsed());
         assert!(matches!(refused, LockError::Backend { .. }), "{msg}");
@@ -323,13 +318,9 @@ mod tls {
         assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
         assert_no_secret(&msg, &[REDIS_PW], "wrong-CA error");
         // The same through a client built with the wrong CA.
-        let refused = bounded(
-            "wrong CA (client)",
-            Duration::from_secs(15),
-            RedisLock::builder().client(tls_client(&url, &other.ca_pem)).build(),
-        )
-        .await
-        .expect_err("a server certificate from an unknown CA");
+        let client = RedisLock::builder().client(tls_client(&url, &other.ca_pem)).build();
+        let refused =
+            refusal("a server certificate from an unknown CA", Duration::from_secs(15), client).await;
         assert!(names_certificate_problem(&chain(&refused)), "{}", chain(&refused));
         assert_no_secret(&chain(&refused), &[REDIS_PW], "wrong-CA error");
         assert_no_secret(&logs.text(), &[REDIS_PW], "logs");
@@ -341,7 +332,7 @@ mod tls {
     async fn redis_certificate_failure_is_permanent() {
         capture();
         let (good, other) = (Pki::new("redis"), Pki::new("other"));
-        let Some(srv) = started(RedisServer::start_tls(&good.files, &[]), "redis-tls") else { return };
+        let Some(srv) = or_skip("redis-tls", RedisServer::start_tls(&good.files, &[])) else { return };
         let url = format!("rediss://127.0.0.1:{}/", srv.port());
         let refused = redis_tls_lock(&url, &other.ca_pem).await.expect_err("unknown CA");
         assert!(!refused.is_temporary(), "{}", chain(&refused));
@@ -352,12 +343,9 @@ mod tls {
     async fn mariadb_certificate_failure_is_permanent() {
         capture();
         let (good, other) = (Pki::new("mariadb"), Pki::new("other"));
-        let Some(srv) = started(MariaDbServer::start_tls(&good.files, &[]), "mariadb-tls") else { return };
+        let Some(srv) = or_skip("mariadb-tls", MariaDbServer::start_tls(&good.files, &[])) else { return };
         let url = format!("{}?ssl-mode=verify_ca&ssl-ca={}", srv.url(), other.files.ca.display());
-        let refused = bounded("wrong CA", Duration::from_secs(30), dlock::from_url(&url))
-            .await
-            .map(drop)
-            .expect_err("unknown CA");
+        let refused = refusal("unknown CA", Duration::from_secs(30), dlock::from_url(&url)).await;
         assert!(!refused.is_temporary(), "{}", chain(&refused));
     }
 
@@ -370,17 +358,15 @@ mod tls {
     async fn rediss_url_verifies_against_ssl_cert_file() {
         let logs = capture();
         let pki = Pki::new("redis-url");
-        let Some(srv) =
-            started(RedisServer::start_tls(&pki.files, &["--requirepass", REDIS_PW]), "redis-tls")
-        else {
-            return;
-        };
-        let url = format!("rediss://:{REDIS_PW}@127.0.0.1:{}/?mode=reentrant", srv.port());
+        let Some((_srv, url)) = redis_tls(&pki) else { return };
+        let url = format!("{url}?mode=reentrant");
         if std::env::var_os("SSL_CERT_FILE").is_none() {
-            let refused = bounded("rediss from_url", Duration::from_secs(15), dlock::from_url(&url))
-                .await
-                .map(drop)
-                .expect_err("the private CA is not in the system store");
+            let refused = refusal(
+                "the private CA is not in the system store",
+                Duration::from_secs(15),
+                dlock::from_url(&url),
+            )
+            .await;
             assert!(names_certificate_problem(&chain(&refused)), "{}", chain(&refused));
             assert_no_secret(&chain(&refused), &[REDIS_PW], "from_url error");
         }
@@ -390,7 +376,7 @@ mod tls {
             .env("SSL_CERT_FILE", &pki.files.ca)
             .env(CHILD_URL, &url)
             .output();
-        let out = bounded("child process", Duration::from_secs(60), out).await.expect("child");
+        let out = within(Duration::from_secs(60), "child process", out).await.expect("child");
         let text =
             format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success() && text.contains("1 passed"), "child failed:\n{text}");
@@ -415,7 +401,7 @@ mod tls {
     async fn mariadb_round_trip_over_tls_with_identity_verification() {
         let logs = capture();
         let pki = Pki::new("mariadb");
-        let Some(srv) = started(MariaDbServer::start_tls(&pki.files, &[]), "mariadb-tls") else { return };
+        let Some(srv) = or_skip("mariadb-tls", MariaDbServer::start_tls(&pki.files, &[])) else { return };
         let tls = format!("{}?ssl-mode=verify_identity&ssl-ca={}", srv.url(), pki.files.ca.display());
         for mode in ["pessimistic", "optimistic"] {
             let u = format!("{tls}&mode={mode}");
@@ -438,10 +424,12 @@ mod tls {
         pool.close().await;
 
         let plain = format!("{}?ssl-mode=disabled", srv.url());
-        let refused = bounded("plaintext", Duration::from_secs(30), dlock::from_url(&plain))
-            .await
-            .map(drop)
-            .expect_err("require_secure_transport refuses plaintext");
+        let refused = refusal(
+            "require_secure_transport refuses plaintext",
+            Duration::from_secs(30),
+            dlock::from_url(&plain),
+        )
+        .await;
         let msg = chain(&refused);
         eprintln!("mariadb, plaintext: {msg}");
         // MariaDB 10.11 answers a plaintext login under require_secure_transport with 1045
@@ -458,14 +446,16 @@ mod tls {
     async fn mariadb_with_a_wrong_ca_is_refused() {
         let logs = capture();
         let (good, other) = (Pki::new("mariadb"), Pki::new("other"));
-        let Some(srv) = started(MariaDbServer::start_tls(&good.files, &[]), "mariadb-tls") else { return };
+        let Some(srv) = or_skip("mariadb-tls", MariaDbServer::start_tls(&good.files, &[])) else { return };
         for ssl_mode in ["verify_ca", "verify_identity"] {
             let url = format!("{}?ssl-mode={ssl_mode}&ssl-ca={}", srv.url(), other.files.ca.display());
             let started = Instant::now();
-            let refused = bounded("wrong CA", Duration::from_secs(30), dlock::from_url(&url))
-                .await
-                .map(drop)
-                .expect_err("a server certificate from an unknown CA");
+            let refused = refusal(
+                "a server certificate from an unknown CA",
+                Duration::from_secs(30),
+                dlock::from_url(&url),
+            )
+            .await;
             let msg = chain(&refused);
             eprintln!("mariadb, {ssl_mode}, wrong CA ({:?}): {msg}", started.elapsed());
             assert!(names_certificate_problem(&msg), "the error must name the certificate problem: {msg}");
@@ -473,10 +463,8 @@ mod tls {
         }
         // A CA file that does not exist: refused before any lock, naming the file.
         let url = format!("{}?ssl-mode=verify_identity&ssl-ca=/nonexistent/ca.pem", srv.url());
-        let refused = bounded("missing CA file", Duration::from_secs(30), dlock::from_url(&url))
-            .await
-            .map(drop)
-            .expect_err("a CA file that does not exist");
+        let refused =
+            refusal("a CA file that does not exist", Duration::from_secs(30), dlock::from_url(&url)).await;
         let msg = chain(&refused);
         eprintln!("mariadb, missing CA file: {msg}");
         assert!(
@@ -509,7 +497,7 @@ const REDIS_LOCK_USER_ACL: &str = "resetkeys resetchannels ~dlock:* &dlock:* -@a
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_least_privilege_acl_user_runs_every_mode() {
     let logs = capture();
-    let Some(srv) = started(RedisServer::start_with(&["--requirepass", "lp-admin-pw"]), "redis") else {
+    let Some(srv) = or_skip("redis", RedisServer::start_with(&["--requirepass", "lp-admin-pw"])) else {
         return;
     };
     let mut adm = redis_admin(&srv.url()).await;
@@ -604,7 +592,7 @@ fn mysql_lock_user_grants(db: &str, user: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_least_privilege_user_runs_both_modes() {
     let logs = capture();
-    let Some(srv) = started(MariaDbServer::start(), "mariadb") else { return };
+    let Some(srv) = or_skip("mariadb", MariaDbServer::start()) else { return };
     let srv = Arc::new(srv);
     for mode in ["pessimistic", "optimistic"] {
         dlock::from_url(&format!("{}?mode={mode}", srv.root_url())).await.expect("schema as root");
@@ -663,7 +651,7 @@ async fn mysql_least_privilege_user_runs_both_modes() {
 
 /// Connects (bounded), records `Debug` of the backend or the whole error chain, and returns it.
 async fn attempt(url: &str, seen: &mut Vec<String>) -> Result<dlock::DynBackend, LockError> {
-    let r = bounded(&dlock::redact_url(url), Duration::from_secs(30), dlock::from_url(url)).await;
+    let r = within(Duration::from_secs(30), &dlock::redact_url(url), dlock::from_url(url)).await;
     match &r {
         Ok(b) => seen.push(format!("{b:?} {}", b.identity())),
         Err(e) => seen.push(chain(e)),
@@ -684,7 +672,7 @@ fn assert_nothing_leaked(seen: &[String], passwords: &[&str], what: &str) {
 async fn no_secret_leaks_from_redis() {
     let logs = capture();
     let (right, wrong) = (nasty_password("RdOkA1"), nasty_password("RdNoB2"));
-    let Some(srv) = started(RedisServer::start_with(&["--requirepass", &right]), "redis") else { return };
+    let Some(srv) = or_skip("redis", RedisServer::start_with(&["--requirepass", &right])) else { return };
     let p = srv.port();
     let (r, w) = (enc(&right), enc(&wrong));
     let mut seen = Vec::new();
@@ -735,7 +723,7 @@ async fn no_secret_leaks_from_redlock() {
     let (right, wrong) = (nasty_password("RlOkC3"), nasty_password("RlNoD4"));
     let mut masters = Vec::new();
     for _ in 0..3 {
-        let Some(s) = started(RedisServer::start_with(&["--requirepass", &right]), "redis") else { return };
+        let Some(s) = or_skip("redis", RedisServer::start_with(&["--requirepass", &right])) else { return };
         masters.push(s);
     }
     let hosts: Vec<String> = masters.iter().map(|m| format!("127.0.0.1:{}", m.port())).collect();
@@ -767,7 +755,7 @@ async fn no_secret_leaks_from_redlock() {
 async fn no_secret_leaks_from_mysql() {
     capture();
     let (right, wrong) = (nasty_password("MyOkE5"), nasty_password("MyNoF6"));
-    let Some(srv) = started(MariaDbServer::start(), "mariadb") else { return };
+    let Some(srv) = or_skip("mariadb", MariaDbServer::start()) else { return };
     let srv = Arc::new(srv);
     let sql = format!(
         "CREATE USER 'sec'@'%' IDENTIFIED BY '{right}'; GRANT ALL ON `{MARIADB_DATABASE}`.* TO 'sec'@'%';"
@@ -822,7 +810,7 @@ async fn no_secret_leaks_from_zk() {
     eprintln!("zk, nothing listening: {e}");
     seen.push(format!("{:?}", dlock::lock_zk::ZkLock::builder().url(&down)));
 
-    if let Some(zk) = started(lock_testkit::server::ZkServer::start(), "zookeeper") {
+    if let Some(zk) = or_skip("zookeeper", lock_testkit::server::ZkServer::start()) {
         let base = format!("127.0.0.1:{}", zk.port());
         let ok = format!("zk://app:{r}@{base}/secured?create_chroot=true");
         let a = Locker::new(attempt(&ok, &mut seen).await.expect("right credentials"));
