@@ -110,4 +110,22 @@ impl LeaseSignal {
     pub fn subscribe(&self) -> watch::Receiver<LeaseState> {
         self.state.subscribe()
     }
+
+    /// Whether `other` is a clone of this signal (the same hold's), so a backend that keeps the
+    /// signals of a hold's guards stores each once.
+    pub fn same_as(&self, other: &LeaseSignal) -> bool {
+        Arc::ptr_eq(&self.state, &other.state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clones_are_the_same_signal_and_new_ones_are_not() {
+        let a = LeaseSignal::new();
+        assert!(a.same_as(&a.clone()));
+        assert!(!a.same_as(&LeaseSignal::new()));
+    }
 }

@@ -103,12 +103,6 @@ struct Ids<'a> {
     lease: u64,
 }
 
-/// Whether two signals are the same object (a nested acquisition through the same `Locker`
-/// carries the outer hold's).
-fn same_signal(a: &LeaseSignal, b: &LeaseSignal) -> bool {
-    a.subscribe().same_channel(&b.subscribe())
-}
-
 /// The optimistic backend state.
 pub(crate) struct Optimistic {
     pool: MySqlPool,
@@ -183,11 +177,11 @@ impl Optimistic {
         if !nested || e.version != version {
             // A new grant: an older hold of this owner still on record ended without a release
             // (its lease ran out); its guards must not outlive it.
-            for s in e.signals.iter().filter(|s| !same_signal(s, req.signal)) {
+            for s in e.signals.iter().filter(|s| !s.same_as(req.signal)) {
                 s.mark_lost(LostReason::NotOwner);
             }
             *e = fresh();
-        } else if !e.signals.iter().any(|s| same_signal(s, req.signal)) {
+        } else if !e.signals.iter().any(|s| s.same_as(req.signal)) {
             e.signals.push(req.signal.clone());
         }
         e.count += 1;
