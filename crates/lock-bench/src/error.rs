@@ -8,7 +8,7 @@ use dlock::LockError;
 /// An error of the drivers the floors use (redis, sqlx, zookeeper-client), kept as the source.
 pub type DriverError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Why a floor, a scenario or the report failed.
+/// Why a floor, a scenario or the report failed. Field names and messages say what each holds.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     /// The lock library refused or failed.
@@ -19,59 +19,30 @@ pub enum BenchError {
     Driver {
         /// What was being done, such as `redis floor`.
         what: &'static str,
-        /// The driver's error.
         #[source]
         source: DriverError,
     },
     /// The build has no raw client for this URL's scheme.
     #[error("no floor for scheme {scheme:?} in this build")]
-    NoFloor {
-        /// The scheme of the target's URL.
-        scheme: String,
-    },
+    NoFloor { scheme: String },
     /// A key that nobody else uses was held.
     #[error("{what} was held")]
-    UnexpectedlyHeld {
-        /// Which key.
-        what: &'static str,
-    },
+    UnexpectedlyHeld { what: &'static str },
     /// The non-atomic counter under the lock counted fewer increments than acquisitions.
     #[error("exclusion broken: counter {counter} != {acquisitions} acquisitions")]
-    Exclusion {
-        /// The counter's final value.
-        counter: u64,
-        /// Acquisitions counted by the clients.
-        acquisitions: u64,
-    },
+    Exclusion { counter: u64, acquisitions: u64 },
     /// The seed's 10 tasks x N increments did not end exact.
     #[error("10 x {per_task} increments ended at {got}")]
-    Increments {
-        /// Increments per task.
-        per_task: u64,
-        /// The counter's final value.
-        got: u64,
-    },
+    Increments { per_task: u64, got: u64 },
     /// The flash sale oversold or left stock.
     #[error("flash sale ended with sku1={sku1} sku2={sku2} after {orders} orders")]
-    FlashSale {
-        /// Stock left of the first item.
-        sku1: u64,
-        /// Stock left of the second item.
-        sku2: u64,
-        /// Orders taken.
-        orders: u64,
-    },
+    FlashSale { sku1: u64, sku2: u64, orders: u64 },
     /// The watchdog scenario needs `Capability::renew`.
     #[error("backend has no renew")]
     NoRenew,
     /// Locks held under the watchdog were lost.
     #[error("{lost} of {held} watchdog-held locks were lost")]
-    WatchdogLost {
-        /// Locks lost.
-        lost: usize,
-        /// Locks held.
-        held: usize,
-    },
+    WatchdogLost { lost: usize, held: usize },
     /// The crash scenario's holder process did not report a hold in time.
     #[error("holder did not acquire within {0:?}")]
     HolderSilent(Duration),
@@ -81,9 +52,7 @@ pub enum BenchError {
     /// A local I/O operation failed (spawning the holder, reading its output).
     #[error("{what}")]
     Io {
-        /// What was being done.
         what: &'static str,
-        /// The error.
         #[source]
         source: std::io::Error,
     },
@@ -99,9 +68,7 @@ pub enum BenchError {
     /// The report folder could not be written.
     #[error("cannot write the report to {}", path.display())]
     Report {
-        /// The folder.
         path: PathBuf,
-        /// The error.
         #[source]
         source: std::io::Error,
     },
