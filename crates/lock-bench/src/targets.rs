@@ -116,3 +116,17 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
         notes.push("built without some backend features; build with --features full for all".into());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::name_of;
+
+    #[test]
+    fn user_urls_are_named_by_scheme_and_mode() {
+        assert_eq!(name_of("redis://h:1/?mode=fair"), "redis/fair");
+        assert_eq!(name_of("mysql://u:p@h/db?ssl-mode=required&mode=optimistic"), "mysql/optimistic");
+        assert_eq!(name_of("zk://h:2181/root"), "zk");
+        // A password is userinfo, not an option, whatever it contains.
+        assert_eq!(name_of("redis://:a?mode=x@h:1/"), "redis");
+    }
+}

@@ -116,7 +116,7 @@ impl Scenario {
 }
 
 /// Every scenario, in the order a full run takes them.
-pub const SCENARIOS: &[Scenario] = &[
+pub static SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "uncontended",
         measures: "one client, acquire + release",
@@ -162,4 +162,17 @@ pub fn hist() -> Result<Histogram<u64>> {
 /// Whole µs, at least 1 (the histogram's lowest value).
 pub fn us(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SCENARIOS, Scenario};
+
+    #[test]
+    fn every_scenario_is_found_by_its_name_once() {
+        for s in SCENARIOS {
+            assert!(Scenario::by_name(s.name).is_some_and(|found| std::ptr::eq(found, s)), "{}", s.name);
+        }
+        assert!(Scenario::by_name("nosuch").is_none());
+    }
 }
