@@ -207,7 +207,7 @@ impl Pessimistic {
         h.count += 1;
         // A nesting through the same `Locker` carries the hold's own signal: keep each once.
         let mut signals = h.signals.lock();
-        if !signals.iter().any(|s| s.same_as(&signal)) {
+        if !signals.iter().any(|s| s.same_as(signal)) {
             signals.push(signal.clone());
         }
         Some(h.fence)
