@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{LeaseState, LockBackend, LockError, LockGuard, Locker, LostReason, OwnerToken};
-use lock_testkit::conformance::cut_after;
 use lock_testkit::proxy::Proxy;
 use lock_testkit::server::{self, ZkEnsemble, ZkServer};
+use lock_testkit::{cut_after, eventually};
 use lock_zk::{ZkLock, zookeeper_client as zk};
 use tokio::time::{Instant, timeout};
 
@@ -34,15 +34,6 @@ async fn zk_lock(connect: &str, session: Duration) -> ZkLock {
 
 fn locker(z: &ZkLock) -> Locker {
     Locker::new(Arc::new(z.clone()) as Arc<dyn LockBackend>)
-}
-
-/// Poll `cond` until it holds, failing after `limit`.
-async fn eventually(limit: Duration, what: &str, mut cond: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !cond().await {
-        assert!(Instant::now() < deadline, "{what}: not true within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 async fn children(client: &zk::Client, dir: &str) -> usize {
@@ -72,7 +63,7 @@ async fn twenty_waiters_no_herd_fifo() {
             tx.send((i, g)).expect("test alive");
         });
         // Queue strictly one after another, so arrival order is known.
-        eventually(Duration::from_secs(5), "waiter queued", async || {
+        eventually(Duration::from_secs(5), "waiter queued", || async {
             children(&observer, &dir).await == i + 2
         })
         .await;
@@ -181,7 +172,7 @@ async fn ensemble_leader_killed_lock_survives() {
     let k2 = key.clone();
     let waiting = tokio::spawn(async move { wl.lock(&k2).wait(Duration::from_secs(30)).acquire().await });
     let wc = waiter.client();
-    eventually(Duration::from_secs(5), "waiter queued", async || children(&wc, &dir).await == 2).await;
+    eventually(Duration::from_secs(5), "waiter queued", || async { children(&wc, &dir).await == 2 }).await;
 
     let killed = Instant::now();
     ens.node(leader).kill().expect("kill leader");
@@ -189,7 +180,7 @@ async fn ensemble_leader_killed_lock_survives() {
     println!("leader {leader} killed; node {new_leader} leads after {:?}", killed.elapsed());
 
     // Reconnected within the session: the lock is confirmed held again, never lost.
-    eventually(session * 3, "holder confirmed after reconnect", async || {
+    eventually(session * 3, "holder confirmed after reconnect", || async {
         g.renew(session).await.is_ok() && g.state() == LeaseState::Held
     })
     .await;
@@ -270,7 +261,7 @@ async fn killed_holder_is_replaced_within_session_timeout() {
     });
     let wc = waiter.client();
     let dir = waiter.lock_dir(&key);
-    eventually(Duration::from_secs(5), "waiter queued", async || children(&wc, &dir).await == 2).await;
+    eventually(Duration::from_secs(5), "waiter queued", || async { children(&wc, &dir).await == 2 }).await;
 
     child.0.kill().expect("SIGKILL the holder");
     let killed = Instant::now();
@@ -417,7 +408,8 @@ async fn partitioned_holder_is_told_before_a_waiter_is_granted() {
             let g = wl.lock(&k).wait(Duration::from_secs(20)).acquire().await;
             (Instant::now(), g)
         });
-        eventually(Duration::from_secs(5), "waiter queued", async || children(&wc, &dir).await == 2).await;
+        eventually(Duration::from_secs(5), "waiter queued", || async { children(&wc, &dir).await == 2 })
+            .await;
         let fired = tokio::spawn({
             let lost = g.lost();
             async move {
@@ -482,7 +474,8 @@ async fn killed_session_reaches_every_nested_guard() {
     drop(killer); // closes the session: its nodes go with it
     let observer = zk::Client::connect(&connect).await.expect("observer");
     let dir = z.lock_dir(&key);
-    eventually(Duration::from_secs(5), "session closed", async || children(&observer, &dir).await == 0).await;
+    eventually(Duration::from_secs(5), "session closed", || async { children(&observer, &dir).await == 0 })
+        .await;
     proxy.blackhole(false);
     let mut reasons = Vec::new();
     for (name, g) in [("outer", &outer), ("same", &same), ("other", &other), ("fixed", &fixed)] {
@@ -602,7 +595,7 @@ async fn late_cleanup_never_frees_a_later_grant_of_the_same_owner() {
         let g =
             a.lock(&key).owner(owner).wait(Duration::from_secs(5)).acquire().await.expect("same owner again");
         // Wait for the cut-off attempt's node to be gone (it was created, then cleaned up).
-        eventually(Duration::from_secs(5), "cut-off attempt cleaned up", async || {
+        eventually(Duration::from_secs(5), "cut-off attempt cleaned up", || async {
             children(&observer, &dir).await == 1
         })
         .await;
