@@ -36,6 +36,12 @@ pub(crate) fn guard(client: &zk::Client, node: Node) -> Cleanup {
     Cleanup::arm("zookeeper lock attempt", move || delete_until_gone(client, node))
 }
 
+/// The attempt's node is known by its exact path now: `cleanup` deletes it with one request
+/// instead of a listing and a delete.
+pub(crate) fn found(cleanup: &mut Cleanup, client: &zk::Client, path: String) {
+    std::mem::replace(cleanup, guard(client, Node::Path(path))).disarm();
+}
+
 /// Delete the node at `path` in the background until it is gone or the session ends. The first
 /// delete is sent before this returns (the client sends a request when it is called), so it
 /// goes ahead of any later request of this session.

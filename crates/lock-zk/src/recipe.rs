@@ -102,12 +102,7 @@ impl Inner {
                 Ok((stat, seq)) => {
                     session.confirm(sent);
                     let name = format!("{unique}{seq}");
-                    // Now known by its path: one delete instead of a listing and a delete.
-                    std::mem::replace(
-                        &mut cleanup,
-                        cleanup::guard(client, Node::Path(format!("{dir}/{name}"))),
-                    )
-                    .disarm();
+                    cleanup::found(&mut cleanup, client, format!("{dir}/{name}"));
                     break (name, stat.czxid, listed.await.map_err(lock_error)?);
                 }
                 Err(zk::Error::NoNode) if dir_attempts < DIR_RETRIES => {
@@ -128,8 +123,7 @@ impl Inner {
                         continue;
                     };
                     let path = format!("{dir}/{name}");
-                    std::mem::replace(&mut cleanup, cleanup::guard(client, Node::Path(path.clone())))
-                        .disarm();
+                    cleanup::found(&mut cleanup, client, path.clone());
                     let stat = client
                         .check_stat(&path)
                         .await
