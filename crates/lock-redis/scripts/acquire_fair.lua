@@ -1,4 +1,5 @@
--- Fair mode acquire: the reentrant hash plus a FIFO of waiters (Redisson's fair lock idea).
+-- Fair mode acquire: the reentrant hash (hold.lua) plus a FIFO of waiters (Redisson's fair
+-- lock idea).
 -- The queue is a list of owner tokens; a sorted set holds each waiter's liveness deadline
 -- (server time, ms), pushed forward by every attempt of a live waiter. A waiter whose deadline
 -- passed (it died, or stopped waiting without cleaning up) is dropped when it reaches the head,
@@ -24,13 +25,9 @@ while true do
   purged = true
 end
 
-if redis.call('HEXISTS', lock, owner) == 1 then
-  redis.call('HINCRBY', lock, owner, 1)
-  redis.call('HSET', lock, 'n', ARGV[3])
-  if redis.call('PTTL', lock) < lease then
-    redis.call('PEXPIRE', lock, lease)
-  end
-  return {1, tonumber(redis.call('HGET', lock, 'f'))}
+local nested = nest(lock, owner, lease, ARGV[3])
+if nested then
+  return {1, nested}
 end
 
 local head = redis.call('LINDEX', queue, 0)
@@ -40,10 +37,7 @@ if free and (not head or head == owner) then
     redis.call('LPOP', queue)
     redis.call('ZREM', deadlines, owner)
   end
-  local f = next_fence(KEYS[2])
-  redis.call('HSET', lock, owner, 1, 'f', fence_string(f), 'n', ARGV[3])
-  redis.call('PEXPIRE', lock, lease)
-  return {1, f}
+  return {1, hold(lock, KEYS[2], owner, lease, ARGV[3])}
 end
 if free and purged then
   -- The head changed while the lock is free: let the new head go now.

@@ -11,6 +11,6 @@ if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) > 0 then
   return {1, ''}
 end
 redis.call('DEL', KEYS[1])
-local next = redis.call('LINDEX', KEYS[2], 0) or ''
-redis.call('PUBLISH', ARGV[2], next)
-return {2, next}
+local head = redis.call('LINDEX', KEYS[2], 0) or ''
+redis.call('PUBLISH', ARGV[2], head)
+return {2, head}

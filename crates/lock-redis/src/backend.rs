@@ -13,6 +13,7 @@ use lock_core::{FencingToken, OwnerToken, Result};
 use redis::ConnectionInfo;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
+use tokio::time::Instant;
 
 use crate::error::{NAME, bad_reply, classify};
 use crate::keys::{KeyLayout, KeyNames};
@@ -150,17 +151,10 @@ impl RedisLock {
     /// Undoes a simple-mode attempt if it is abandoned: a compare-and-delete of this attempt's
     /// value only (owner token and nonce), so it never frees a later grant to the same owner.
     fn arm_simple(&self, names: &KeyNames, value: &str) -> Cleanup {
-        let mut conn = self.inner.conn.clone();
-        let (lock, value, channel) = (names.lock.clone(), value.to_owned(), names.channel.clone());
+        let conn = self.inner.conn.clone();
+        let (names, value) = (names.clone(), value.to_owned());
         Cleanup::arm("redis lock attempt", move || async move {
-            let _: i64 = scripts::RELEASE_SIMPLE
-                .key(&lock)
-                .arg(&value)
-                .arg(&channel)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(classify)?;
-            Ok(())
+            release_simple(conn, &names, &value).await.map(drop)
         })
     }
 
@@ -200,7 +194,9 @@ impl RedisLock {
         let names = self.inner.layout.names(req.key);
         let owner = req.owner.to_string();
         let nonce = OwnerToken::random().to_string();
-        let queued = self.inner.mode == Mode::Fair && req.wait_until.is_some();
+        // Past the deadline a place in the queue is of no use: the core leaves it anyway. The
+        // attempt still takes the lock if this waiter is at the head.
+        let queued = self.inner.mode == Mode::Fair && req.wait_until.is_some_and(|t| t > Instant::now());
         let waiter_timeout = self.inner.fair_waiter_timeout;
         let mut conn = self.inner.conn.clone();
         // Armed only around the request: a place kept in the queue afterwards is the core's to
@@ -243,6 +239,18 @@ impl RedisLock {
             a => Ok(a),
         }
     }
+}
+
+/// `release_simple.lua`: delete the lock if its value starts with `value` (an owner token, or
+/// one attempt's owner token and nonce); 2 when deleted, 0 otherwise.
+async fn release_simple(mut conn: ConnectionManager, names: &KeyNames, value: &str) -> Result<i64> {
+    scripts::RELEASE_SIMPLE
+        .key(&names.lock)
+        .arg(value)
+        .arg(&names.channel)
+        .invoke_async(&mut conn)
+        .await
+        .map_err(classify)
 }
 
 /// `cancel_hash.lua` for `owner`: undoes the hold made by the attempt with `nonce` (none for
@@ -304,24 +312,16 @@ impl LockBackend for RedisLock {
         let mut conn = self.inner.conn.clone();
         let token = owner.to_string();
         let (r, next): (i64, String) = match self.inner.mode {
-            Mode::Simple => scripts::RELEASE_SIMPLE
+            Mode::Simple => (release_simple(conn, &names, &token).await?, String::new()),
+            Mode::Reentrant | Mode::Fair => scripts::RELEASE_HASH
                 .key(&names.lock)
+                .key(&names.queue)
                 .arg(&token)
                 .arg(&names.channel)
                 .invoke_async(&mut conn)
                 .await
-                .map(|r: i64| (r, String::new())),
-            Mode::Reentrant | Mode::Fair => {
-                scripts::RELEASE_HASH
-                    .key(&names.lock)
-                    .key(&names.queue)
-                    .arg(&token)
-                    .arg(&names.channel)
-                    .invoke_async(&mut conn)
-                    .await
-            }
-        }
-        .map_err(classify)?;
+                .map_err(classify)?,
+        };
         if r == 2
             && let Some(n) = self.inner.notifier.get()
         {

@@ -315,16 +315,6 @@ mod tests {
     }
 
     #[test]
-    fn urls_lose_their_password() {
-        assert_eq!(redact_url("redis://127.0.0.1:6379/0"), "redis://127.0.0.1:6379/0");
-        assert_eq!(redact_url("redis://:s3cr3t@h:1/"), "redis://:***@h:1/");
-        assert_eq!(redact_url("rediss://app:p@ss@w0rd@h:1/2?x=1"), "rediss://app:***@h:1/2?x=1");
-        assert_eq!(redact_url("redis://user@h"), "redis://user@h");
-        assert!(!redact_url("nonsense s3cr3t@x").contains("s3cr3t"));
-        assert_eq!(scrub("bad s3cr3t here", &["s3cr3t"]), "bad *** here");
-    }
-
-    #[test]
     fn debug_never_shows_the_password() {
         let b = RedisLock::builder().url("redis://app:hunter2@127.0.0.1:1/").credentials(Some("u"), "s3cr3t");
         let s = format!("{b:?}");

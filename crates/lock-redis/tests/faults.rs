@@ -104,6 +104,17 @@ async fn client_id(b: &RedisLock) -> i64 {
     redis::cmd("CLIENT").arg("ID").query_async(&mut b.connection()).await.expect("client id")
 }
 
+/// Whether exactly one connection is subscribed to `channel`.
+async fn one_subscriber(adm: &ConnectionManager, channel: &str) -> bool {
+    let n: Vec<(String, i64)> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(&mut adm.clone())
+        .await
+        .unwrap_or_default();
+    n.first().is_some_and(|(_, c)| *c == 1)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_connection_reconnects_and_keeps_the_lock() {
     let Some(srv) = server(&[]) else { return };
@@ -137,36 +148,10 @@ async fn killed_connection_reconnects_and_keeps_the_lock() {
         let g = a.lock("kill").wait(Duration::from_secs(10)).acquire().await;
         (Instant::now(), g)
     });
-    eventually(Duration::from_secs(3), "waiter subscribed", || {
-        let mut adm = adm.clone();
-        let channel = channel.clone();
-        async move {
-            let n: Vec<(String, i64)> = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg(channel.clone())
-                .query_async(&mut adm)
-                .await
-                .unwrap_or_default();
-            n.first().is_some_and(|(_, c)| *c == 1)
-        }
-    })
-    .await;
+    eventually(Duration::from_secs(3), "waiter subscribed", || one_subscriber(&adm, &channel)).await;
     let _: i64 =
         redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async(&mut adm).await.expect("kill");
-    eventually(Duration::from_secs(5), "subscriber back", || {
-        let mut adm = adm.clone();
-        let channel = channel.clone();
-        async move {
-            let n: Vec<(String, i64)> = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg(channel.clone())
-                .query_async(&mut adm)
-                .await
-                .unwrap_or_default();
-            n.first().is_some_and(|(_, c)| *c == 1)
-        }
-    })
-    .await;
+    eventually(Duration::from_secs(5), "subscriber back", || one_subscriber(&adm, &channel)).await;
     let released = Instant::now();
     g.release().await.expect("release");
     let (got, g2) = timeout(Duration::from_secs(5), waiter).await.expect("waiter").expect("task");

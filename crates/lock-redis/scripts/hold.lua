@@ -1,0 +1,28 @@
+-- Shared prelude of the reentrant and fair acquire scripts (prepended by the crate after
+-- fence.lua, not loaded alone). The lock is a hash: owner token -> hold count, plus the fields
+-- 'f' (fence of the outermost hold) and 'n' (nonce of the last acquisition, for the
+-- cancellation cleanup). Owner tokens are 32 hex digits, so they never collide with 'f'/'n'.
+
+-- nest(lock, owner, lease, nonce): if owner holds the lock, one more hold, this attempt's nonce
+-- recorded and the expiry moved later (never earlier: a short nested lease must not cut a long
+-- outer one); returns the outer hold's fence, or nil when owner does not hold the lock.
+local function nest(lock, owner, lease, nonce)
+  if redis.call('HEXISTS', lock, owner) == 0 then
+    return nil
+  end
+  redis.call('HINCRBY', lock, owner, 1)
+  redis.call('HSET', lock, 'n', nonce)
+  if redis.call('PTTL', lock) < lease then
+    redis.call('PEXPIRE', lock, lease)
+  end
+  return tonumber(redis.call('HGET', lock, 'f'))
+end
+
+-- hold(lock, counter, owner, lease, nonce): the first hold of a free lock, with the next fence
+-- drawn from counter; returns that fence.
+local function hold(lock, counter, owner, lease, nonce)
+  local f = next_fence(counter)
+  redis.call('HSET', lock, owner, 1, 'f', fence_string(f), 'n', nonce)
+  redis.call('PEXPIRE', lock, lease)
+  return f
+end
