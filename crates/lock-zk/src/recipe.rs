@@ -72,8 +72,7 @@ impl Inner {
         // Nesting through the same `Locker` brings the hold's own signal again: keep one copy,
         // so a long hold nested in a loop does not grow. (A release does not say which guard
         // it ends, so a signal from another `Locker` stays until the hold ends.)
-        let known = signal.subscribe();
-        if !h.signals.iter().any(|s| s.subscribe().same_channel(&known)) {
+        if !h.signals.iter().any(|s| s.same_as(signal)) {
             h.signals.push(signal.clone());
         }
         Some(h.fence)
