@@ -6,7 +6,8 @@
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use lock_core::{LeaseState, LockBackend, LockError, Locker, QuorumBackend, async_trait};
+use lock_core::backend::LockBackend;
+use lock_core::{LeaseState, LockError, Locker, QuorumBackend, async_trait};
 use lock_redis::redis::{self, aio::ConnectionManager};
 use lock_redis::{Mode, RedisLock};
 use lock_testkit::server::{RedisServer, or_skip};

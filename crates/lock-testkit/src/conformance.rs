@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use lock_core::backend::Capability;
 use lock_core::{LeaseState, LockError, Locker, MAX_KEY_BYTES, MultiLock, OwnerToken};
 use tokio::time::{Instant, timeout};
 
@@ -31,6 +32,22 @@ async fn assert_free(l: &Locker, key: &str, what: &str) {
 /// Panic with `what` unless `key` is held (by anyone but `l`'s next attempt) right now.
 async fn assert_held(l: &Locker, key: &str, what: &str) {
     assert!(l.try_lock(key).await.expect("try").is_none(), "{what}: {key:?} is free");
+}
+
+/// A new client, or `None` after a loud skip of `case` when its backend lacks what `has` checks.
+async fn client_with<F: Factory + ?Sized>(
+    f: &F,
+    case: &str,
+    has: fn(&Capability) -> bool,
+    lacks: &str,
+) -> Option<Client> {
+    let c = f.client().await;
+    if has(&c.backend.capabilities()) {
+        Some(c)
+    } else {
+        skip(&f.label(), case, lacks);
+        None
+    }
 }
 
 /// 1. Acquire/release round trip; `try_lock` on a held key answers "held" without waiting.
@@ -194,11 +211,10 @@ pub async fn foreign_release_rejected<F: Factory + ?Sized>(f: &F) {
 
 /// 6. Renew extends the lease past the original TTL; renew after loss reports the loss.
 pub async fn renew_extends_lease<F: Factory + ?Sized>(f: &F) {
-    let ca = f.client().await;
+    let Some(ca) = client_with(f, "renew_extends_lease", |c| c.renew, "backend has no renew").await else {
+        return;
+    };
     let (a, b) = (ca.locker(), locker(f).await);
-    if !ca.backend.capabilities().renew {
-        return skip(&f.label(), "renew_extends_lease", "backend has no renew");
-    }
     let k = key("renew");
     let lease = f.lease();
     let g = a.lock(&k).lease(lease).try_acquire().await.expect("try").expect("free");
@@ -222,10 +238,9 @@ pub async fn renew_extends_lease<F: Factory + ?Sized>(f: &F) {
 /// 7. The watchdog keeps a lock held for 3x its lease without explicit renewal; after release no
 ///    renewal work remains.
 pub async fn watchdog_keeps_lock<F: Factory + ?Sized>(f: &F) {
-    let ca = f.client().await;
-    if !ca.backend.capabilities().renew {
-        return skip(&f.label(), "watchdog_keeps_lock", "backend has no renew");
-    }
+    let Some(ca) = client_with(f, "watchdog_keeps_lock", |c| c.renew, "backend has no renew").await else {
+        return;
+    };
     let lease = f.lease();
     let a = ca.locker().with_watchdog_lease(lease).expect("lease");
     let b = locker(f).await;
@@ -333,10 +348,10 @@ pub async fn dropped_guard_releases<F: Factory + ?Sized>(f: &F) {
 /// 12. Reentrancy: a nested acquisition by the same owner succeeds and only the outermost
 ///     release frees the key.
 pub async fn reentrant_nesting<F: Factory + ?Sized>(f: &F) {
-    let ca = f.client().await;
-    if !ca.backend.capabilities().reentrant {
-        return skip(&f.label(), "reentrant_nesting", "backend is not reentrant");
-    }
+    let Some(ca) = client_with(f, "reentrant_nesting", |c| c.reentrant, "backend is not reentrant").await
+    else {
+        return;
+    };
     let (a, b) = (ca.locker(), locker(f).await);
     let k = key("reenter");
     let outer = a.try_lock(&k).await.expect("try").expect("free");
@@ -489,11 +504,10 @@ pub const CLEANUP_BOUND: Duration = Duration::from_millis(250);
 /// 15. Renew and nested acquisition only ever extend: a short renewal or a short nested lease
 ///     never cuts a longer lease the key still has.
 pub async fn renew_only_extends<F: Factory + ?Sized>(f: &F) {
-    let ca = f.client().await;
+    let Some(ca) = client_with(f, "renew_only_extends", |c| c.renew, "backend has no renew").await else {
+        return;
+    };
     let caps = ca.backend.capabilities();
-    if !caps.renew {
-        return skip(&f.label(), "renew_only_extends", "backend has no renew");
-    }
     let (a, b) = (ca.locker(), locker(f).await);
     let k = key("extend");
     let outer = a.lock(&k).lease(Duration::from_secs(2)).try_acquire().await.expect("try").expect("free");
@@ -514,10 +528,8 @@ pub async fn renew_only_extends<F: Factory + ?Sized>(f: &F) {
 
 /// 16. A loss reaches every guard of the hold, nested guards included.
 pub async fn lost_reaches_nested_guards<F: Factory + ?Sized>(f: &F) {
-    let ca = f.client().await;
-    if !ca.backend.capabilities().reentrant {
-        return skip(&f.label(), "lost_reaches_nested_guards", "backend is not reentrant");
-    }
+    let case = "lost_reaches_nested_guards";
+    let Some(ca) = client_with(f, case, |c| c.reentrant, "backend is not reentrant").await else { return };
     let lease = f.lease();
     let a = ca.locker().with_watchdog_lease(lease).expect("lease");
     let k = key("lostnest");
@@ -526,7 +538,7 @@ pub async fn lost_reaches_nested_guards<F: Factory + ?Sized>(f: &F) {
     let fixed = a.lock(&k).owner(outer.owner()).lease(Duration::from_secs(60)).try_acquire().await;
     let fixed = fixed.expect("try").expect("nested with a long fixed lease");
     if let Err(u) = ca.faults.sever(&k).await {
-        return skip(&f.label(), "lost_reaches_nested_guards", u);
+        return skip(&f.label(), case, u);
     }
     let limit = lease * 10 + Duration::from_secs(5);
     within(limit, "outer lost", outer.lost()).await;

@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::{LockBackend, Locker};
+use lock_core::Locker;
+use lock_core::backend::LockBackend;
 
 /// Builds clients of one backend (each client is a separate connection or session, standing in
 /// for a separate process).
