@@ -1,9 +1,13 @@
 //! The conformance suite on the zk backend, against the shared standalone ZooKeeper of this test
-//! binary (or `LOCK_TEST_ZK_URL`): once without auth, once with digest auth, ACLs and a chroot.
+//! binary (or `LOCK_TEST_ZK_URL`): once without auth, once with digest auth, ACLs and a chroot;
+//! and the cases that lose a hold once more with the holder's session ended behind its back
+//! (each client behind its own proxy, so that it cannot take its session back meanwhile).
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use lock_testkit::{Client, ClientFaults, Factory, FaultResult, server};
+use lock_core::backend::Mutex;
+use lock_testkit::proxy::Proxy;
+use lock_testkit::{Client, ClientFaults, Factory, FaultResult, Unsupported, eventually, server};
 use lock_zk::{ZkLock, zookeeper_client as zk};
 
 /// Session timeout of every test client; the server (tickTime 50 ms) accepts it as is.
@@ -25,6 +29,9 @@ pub enum Mode {
 pub struct ZkFactory {
     mode: Mode,
     connect: String,
+    /// `Some`: every client connects through a proxy of its own (kept here, for as long as the
+    /// test runs), which its `cut_connection` and `expire_session` hooks use.
+    proxies: Option<Mutex<Vec<Arc<Proxy>>>>,
 }
 
 /// A factory for `mode` on the shared server.
@@ -34,19 +41,39 @@ pub async fn factory(mode: Mode) -> ZkFactory {
         Mode::Plain => hosts,
         Mode::Secured => format!("{hosts}/dlock-secured"),
     };
-    ZkFactory { mode, connect }
+    ZkFactory { mode, connect, proxies: None }
+}
+
+/// A plain factory whose clients connect through proxies of their own, on the shared server.
+pub async fn proxied() -> ZkFactory {
+    ZkFactory { proxies: Some(Mutex::default()), ..factory(Mode::Plain).await }
 }
 
 #[lock_core::async_trait]
 impl Factory for ZkFactory {
     fn label(&self) -> String {
-        format!("zk/{:?}", self.mode).to_lowercase()
+        let proxied = if self.proxies.is_some() { "+proxied" } else { "" };
+        format!("zk/{:?}{proxied}", self.mode).to_lowercase()
     }
 
     async fn client(&self) -> Client {
+        let proxy = match &self.proxies {
+            Some(all) => {
+                let server =
+                    self.connect.split(',').next().and_then(|h| h.parse().ok()).expect("one host:port");
+                let proxy = Arc::new(Proxy::start(server).await.expect("proxy"));
+                all.lock().push(proxy.clone());
+                Some(proxy)
+            }
+            None => None,
+        };
+        let connect = match &proxy {
+            Some(p) => p.addr().to_string(),
+            None => self.connect.clone(),
+        };
         // The secured factory's chroot is made by its first client.
         let mut b = ZkLock::builder()
-            .connect_string(&self.connect)
+            .connect_string(&connect)
             .create_chroot(true)
             .root("/conformance")
             .session_timeout(SESSION);
@@ -56,7 +83,7 @@ impl Factory for ZkFactory {
         let lock = Arc::new(b.build().await.expect("connect to zookeeper"));
         // Weak: a dropped client must close its session (the crash cases need it).
         let faults =
-            Operator { mode: self.mode, connect: self.connect.clone(), holder: Arc::downgrade(&lock) };
+            Operator { mode: self.mode, connect: self.connect.clone(), holder: Arc::downgrade(&lock), proxy };
         Client::with_faults(lock, faults)
     }
 
@@ -68,17 +95,27 @@ impl Factory for ZkFactory {
 /// An operator, with a session of its own, aimed at one client.
 struct Operator {
     mode: Mode,
+    /// The server itself, not the client's proxy.
     connect: String,
     holder: Weak<ZkLock>,
+    proxy: Option<Arc<Proxy>>,
 }
 
 impl Operator {
     async fn admin(&self) -> zk::Client {
-        let mut c = zk::Client::connector().with_session_timeout(SESSION);
-        if let Mode::Secured = self.mode {
-            c = c.with_auth("digest", format!("{USER}:{PASSWORD}").as_bytes());
+        self.connector().connect(&self.connect).await.expect("admin connects")
+    }
+
+    fn connector(&self) -> zk::Connector {
+        let c = zk::Client::connector().with_session_timeout(SESSION);
+        match self.mode {
+            Mode::Secured => c.with_auth("digest", format!("{USER}:{PASSWORD}").as_bytes()),
+            Mode::Plain => c,
         }
-        c.connect(&self.connect).await.expect("admin connects")
+    }
+
+    fn holder(&self) -> Arc<ZkLock> {
+        self.holder.upgrade().expect("the holder is still alive")
     }
 }
 
@@ -86,7 +123,7 @@ impl Operator {
 impl ClientFaults for Operator {
     /// Delete the node at the head of the key's queue (the holder's) from another session.
     async fn sever(&self, key: &str) -> FaultResult {
-        let dir = self.holder.upgrade().expect("the holder is still alive").lock_dir(key);
+        let dir = self.holder().lock_dir(key);
         let admin = self.admin().await;
         let children = admin.list_children(&dir).await.expect("list the lock directory");
         let head = children
@@ -100,6 +137,44 @@ impl ClientFaults for Operator {
         admin.delete(&head, None).await.expect("delete the holder's node");
         Ok(())
     }
+
+    /// Close the client's connection; ZooKeeper keeps the session, so the client reconnects
+    /// and its locks survive.
+    async fn cut_connection(&self, _key: &str) -> FaultResult {
+        let Some(proxy) = &self.proxy else {
+            return Err(Unsupported::new("cut_connection", "clients connect directly (no proxy to cut)"));
+        };
+        proxy.cut();
+        Ok(())
+    }
+
+    /// Take the client's session over from another connection and close it, while the client's
+    /// own connection is held up (else it would take the session back first).
+    async fn expire_session(&self) -> FaultResult {
+        let Some(proxy) = &self.proxy else {
+            return Err(Unsupported::new(
+                "expire_session",
+                "clients connect directly: the holder would take its session back",
+            ));
+        };
+        let session = self.holder().client().session().clone();
+        proxy.blackhole(true);
+        let killer = self.connector().with_session(session).connect(&self.connect).await;
+        let killer = killer.expect("take the session over");
+        // An ephemeral node of the session shows when the server has closed it.
+        let marker = format!("/dlock-expire-{}", lock_testkit::key("session"));
+        let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+        killer.create(&marker, b"", &ephemeral).await.expect("marker node");
+        drop(killer);
+        let admin = self.admin().await;
+        eventually(Duration::from_secs(5), "session closed", || {
+            let check = admin.check_stat(&marker);
+            async move { matches!(check.await, Ok(None)) }
+        })
+        .await;
+        proxy.blackhole(false);
+        Ok(())
+    }
 }
 
 mod plain {
@@ -108,4 +183,19 @@ mod plain {
 
 mod secured {
     lock_testkit::conformance_tests!(crate::factory(crate::Mode::Secured).await);
+}
+
+/// The cases that lose a hold, with the holder's session ended instead of its node deleted.
+mod session_expired {
+    use lock_testkit::{LoseBy, Loss};
+    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::proxied().await, Loss::ExpireSession);
+        lost_signal_fires, lost_reaches_nested_guards, late_cleanup_spares_later_grant);
+}
+
+/// The cases that sever a hold, with the holder's connection closed first (it reconnects within
+/// its session, then finds its node gone).
+mod killed {
+    use lock_testkit::{LoseBy, Loss};
+    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::proxied().await, Loss::CutThenSever);
+        renew_extends_lease, lost_signal_fires);
 }

@@ -134,11 +134,13 @@ pub enum Loss {
     /// Kill the holder's connection first, then remove the lock: the loss is discovered across
     /// a reconnect.
     CutThenSever,
+    /// End the holder's session (every hold it has).
+    ExpireSession,
 }
 
 /// Runs the suite's "lose this hold" step (`sever`) through other faults of the same fixture:
-/// `LoseBy::new(factory, Loss::CutThenSever)` makes every case that severs a hold kill the
-/// holder's connection first. One fixture, several ways to lose a lock.
+/// `LoseBy::new(factory, Loss::ExpireSession)` makes every case that severs a hold end the
+/// holder's session instead. One fixture, several ways to lose a lock.
 #[derive(Debug)]
 pub struct LoseBy<F> {
     inner: F,
@@ -157,6 +159,7 @@ impl<F: Factory> Factory for LoseBy<F> {
     fn label(&self) -> String {
         let how = match self.loss {
             Loss::CutThenSever => "cut+sever",
+            Loss::ExpireSession => "session-expired",
         };
         format!("{}+{how}", self.inner.label())
     }
@@ -184,6 +187,7 @@ impl ClientFaults for Lossy {
                 self.inner.cut_connection(key).await?;
                 self.inner.sever(key).await
             }
+            Loss::ExpireSession => self.inner.expire_session().await,
         }
     }
 
