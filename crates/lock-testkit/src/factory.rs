@@ -95,9 +95,9 @@ pub trait ClientFaults: Send + Sync {
     }
 }
 
-/// The client of a fixture without fault hooks.
+/// The faults of a client without hooks.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct NoFaults;
+struct NoFaults;
 
 impl ClientFaults for NoFaults {}
 

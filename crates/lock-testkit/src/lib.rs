@@ -15,8 +15,6 @@ mod poll;
 pub mod proxy;
 pub mod server;
 
-pub use factory::{
-    Client, ClientFaults, Factory, FaultResult, LoseBy, Loss, NoFaults, Unsupported, key, skip,
-};
+pub use factory::{Client, ClientFaults, Factory, FaultResult, LoseBy, Loss, Unsupported, key, skip};
 pub use memory::MemoryFactory;
 pub use poll::{cut_after, eventually, within};
