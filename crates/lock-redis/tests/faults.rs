@@ -7,21 +7,15 @@ use std::time::Duration;
 use lock_core::{LeaseState, LockError, Locker};
 use lock_redis::redis::{self, aio::ConnectionManager};
 use lock_redis::{Mode, RedisLock};
-use lock_testkit::server::{RedisServer, require_servers};
+use lock_testkit::eventually;
+use lock_testkit::server::{RedisServer, or_skip};
 use tokio::time::{Instant, timeout};
 
 const LEASE: Duration = Duration::from_millis(600);
 
 /// A private server, or `None` (test skipped) when redis-server is not installed.
 fn server(args: &[&str]) -> Option<RedisServer> {
-    match RedisServer::start_with(args) {
-        Ok(s) => Some(s),
-        Err(e) if e.is_missing_binary() && !require_servers() => {
-            eprintln!("SKIPPED: {e}");
-            None
-        }
-        Err(e) => panic!("redis-server: {e}"),
-    }
+    or_skip("redis-server", RedisServer::start_with(args))
 }
 
 async fn backend(url: &str, mode: Mode) -> RedisLock {
@@ -42,18 +36,6 @@ fn locker(b: &RedisLock) -> Locker {
 
 async fn admin(url: &str) -> ConnectionManager {
     redis::Client::open(url).expect("url").get_connection_manager().await.expect("admin")
-}
-
-async fn eventually<F: std::future::Future<Output = bool>>(
-    limit: Duration,
-    what: &str,
-    mut cond: impl FnMut() -> F,
-) {
-    let deadline = Instant::now() + limit;
-    while !cond().await {
-        assert!(Instant::now() < deadline, "{what}: not true within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
