@@ -1,6 +1,8 @@
 //! The conformance suite: one generic async function per guarantee, run against every backend
-//! through `Arc<dyn LockBackend>`. [`conformance_tests!`](crate::conformance_tests) turns them
-//! into one named `#[tokio::test]` each.
+//! through `Arc<dyn LockBackend>`, on the clients of any [`Factory`] (whose fault hooks break
+//! holds behind their backs; a case whose hook or capability is missing skips loudly).
+//! [`conformance_tests!`](crate::conformance_tests) turns them into one named `#[tokio::test]`
+//! each.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -71,7 +71,7 @@ pub enum ServerError {
 
 impl ServerError {
     /// True if the error means "not installed here" (so a test may be skipped unless
-    /// [`require_servers`] is set).
+    /// [`require_servers`](super::require_servers) is set).
     pub fn is_missing_binary(&self) -> bool {
         matches!(self, ServerError::MissingBinary { .. })
     }
