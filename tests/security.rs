@@ -17,12 +17,13 @@
 //!   event or `log` record down to TRACE.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use dlock::lock_mysql::{self, MySqlLock};
 use dlock::lock_redis::{RedisLock, redis};
 use dlock::{LockError, Locker};
+use lock_core::backend::Mutex;
 use lock_testkit::server::{MARIADB_DATABASE, MariaDbServer, RedisServer, or_skip};
 use lock_testkit::within;
 
@@ -48,13 +49,13 @@ struct Sink(Arc<Mutex<Vec<u8>>>);
 
 impl Sink {
     fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+        String::from_utf8_lossy(&self.0.lock()).into_owned()
     }
 }
 
 impl Write for Sink {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(b);
+        self.0.lock().extend_from_slice(b);
         Ok(b.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -68,7 +69,7 @@ impl log::Log for Sink {
     }
     fn log(&self, r: &log::Record<'_>) {
         let line = format!("log {} {}: {}\n", r.level(), r.target(), r.args());
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(line.as_bytes());
+        self.0.lock().extend_from_slice(line.as_bytes());
     }
     fn flush(&self) {}
 }
@@ -171,6 +172,13 @@ async fn round_trip(a: &Locker, b: &Locker, key: &str) {
     let g2 = waiter.await.expect("task").expect("the waiter acquires after the release");
     assert!(released.elapsed() < Duration::from_secs(3), "waiter woke late: {:?}", released.elapsed());
     g2.release().await.expect("release");
+}
+
+/// Two clients of the least-privileged user at `url`, the first renewed by its watchdog.
+async fn least_privileged_lockers(url: &str, watchdog_lease: Duration) -> (Locker, Locker) {
+    let a = Locker::new(dlock::from_url(url).await.expect("lock user connects"));
+    let b = Locker::new(dlock::from_url(url).await.expect("lock user connects"));
+    (a.with_watchdog_lease(watchdog_lease).expect("lease"), b)
 }
 
 async fn redis_admin(url: &str) -> redis::aio::MultiplexedConnection {
@@ -512,10 +520,7 @@ async fn redis_least_privilege_acl_user_runs_every_mode() {
     let url = format!("redis://locker:{pw}@127.0.0.1:{}/", srv.port());
     for mode in ["simple", "reentrant", "fair"] {
         let u = format!("{url}?mode={mode}");
-        let a = Locker::new(dlock::from_url(&u).await.expect("lock user connects"))
-            .with_watchdog_lease(Duration::from_millis(600))
-            .expect("lease");
-        let b = Locker::new(dlock::from_url(&u).await.expect("lock user connects"));
+        let (a, b) = least_privileged_lockers(&u, Duration::from_millis(600)).await;
         let k = format!("lp-{mode}");
         round_trip(&a, &b, &k).await;
         // The watchdog renews, inspect looks, and a nested hold (where there is one) works.
@@ -607,10 +612,7 @@ async fn mysql_least_privilege_user_runs_both_modes() {
     let url = format!("mysql://locker:{pw}@127.0.0.1:{}/{MARIADB_DATABASE}", srv.port());
     for mode in ["pessimistic", "optimistic"] {
         let u = format!("{url}?mode={mode}");
-        let a = Locker::new(dlock::from_url(&u).await.expect("lock user connects"))
-            .with_watchdog_lease(Duration::from_millis(900))
-            .expect("lease");
-        let b = Locker::new(dlock::from_url(&u).await.expect("lock user connects"));
+        let (a, b) = least_privileged_lockers(&u, Duration::from_millis(900)).await;
         let k = format!("lp-{mode}");
         round_trip(&a, &b, &k).await;
         let g = a.try_lock(&k).await.expect("try").expect("free");
