@@ -213,3 +213,72 @@ pub fn key(case: &str) -> String {
 pub fn skip(label: &str, case: &str, why: impl fmt::Display) {
     eprintln!("SKIPPED [{label}] {case}: {why}");
 }
+
+#[cfg(test)]
+mod tests {
+    use lock_core::MemoryBackend;
+    use lock_core::backend::Mutex;
+
+    use super::*;
+
+    /// Records the hooks called; `cut_connection` is unsupported when `cut` is false.
+    #[derive(Clone, Default)]
+    struct Recorder {
+        calls: Arc<Mutex<Vec<String>>>,
+        cut: bool,
+    }
+
+    #[async_trait]
+    impl ClientFaults for Recorder {
+        async fn sever(&self, key: &str) -> FaultResult {
+            self.calls.lock().push(format!("sever {key}"));
+            Ok(())
+        }
+        async fn cut_connection(&self, key: &str) -> FaultResult {
+            if !self.cut {
+                return Err(Unsupported::new("cut_connection", "test"));
+            }
+            self.calls.lock().push(format!("cut {key}"));
+            Ok(())
+        }
+    }
+
+    struct Fixture(Recorder);
+
+    #[async_trait]
+    impl Factory for Fixture {
+        fn label(&self) -> String {
+            "fixture".into()
+        }
+        async fn client(&self) -> Client {
+            Client::with_faults(Arc::new(MemoryBackend::new()), self.0.clone())
+        }
+    }
+
+    #[tokio::test]
+    async fn hooks_are_unsupported_by_default() {
+        let c = Client::new(Arc::new(MemoryBackend::new()));
+        assert_eq!(c.faults.sever("k").await.map_err(|u| u.hook), Err("sever"));
+        assert_eq!(c.faults.cut_connection("k").await.map_err(|u| u.hook), Err("cut_connection"));
+        let u = c.faults.expire_session().await.expect_err("no sessions");
+        assert!(u.to_string().starts_with("no `expire_session` hook: "), "{u}");
+    }
+
+    #[tokio::test]
+    async fn lose_by_cuts_before_it_severs_and_stops_at_an_unsupported_hook() {
+        let rec = Recorder { cut: true, ..Recorder::default() };
+        let f = LoseBy::new(Fixture(rec.clone()), Loss::CutThenSever);
+        assert_eq!(f.label(), "fixture+cut+sever");
+        f.client().await.faults.sever("k").await.expect("both hooks");
+        assert_eq!(*rec.calls.lock(), ["cut k", "sever k"]);
+
+        let rec = Recorder::default();
+        let f = LoseBy::new(Fixture(rec.clone()), Loss::CutThenSever);
+        let u = f.client().await.faults.sever("k").await.expect_err("no cut hook");
+        assert_eq!(u.hook, "cut_connection");
+        assert!(rec.calls.lock().is_empty(), "nothing severed when the cut is unsupported");
+
+        let f = LoseBy::new(Fixture(Recorder::default()), Loss::ExpireSession);
+        assert_eq!(f.client().await.faults.sever("k").await.map_err(|u| u.hook), Err("expire_session"));
+    }
+}
