@@ -5,7 +5,7 @@
 use std::str::FromStr;
 
 use libfuzzer_sys::fuzz_target;
-use lock_core::redact::{redact_url, scrub, url_password};
+use lock_core::backend::redact::{redact_url, scrub, url_password};
 use redis::IntoConnectionInfo;
 
 fuzz_target!(|data: (&str, &str, u8, &str)| {

@@ -267,7 +267,8 @@ impl Tally {
 struct Undo {
     /// Members that granted or whose outcome is unknown.
     pending: Arc<Mutex<Vec<bool>>>,
-    cleanup: Cleanup,
+    /// `None` once disarmed or run.
+    cleanup: Option<Cleanup>,
 }
 
 impl Undo {
@@ -288,7 +289,7 @@ impl Undo {
             }
             Ok(())
         });
-        Undo { pending, cleanup }
+        Undo { pending, cleanup: Some(cleanup) }
     }
 
     fn set(&self, member: usize, pending: bool) {
@@ -299,13 +300,28 @@ impl Undo {
         self.pending.lock().fill(pending);
     }
 
-    fn disarm(self) {
-        self.cleanup.disarm();
+    fn disarm(mut self) {
+        if let Some(c) = self.cleanup.take() {
+            c.disarm();
+        }
     }
 
     /// Undo now; a drop midway leaves the rest to the background.
-    async fn run(self) {
-        let _ = self.cleanup.run_now().await; // failures are logged per member above
+    async fn run(mut self) {
+        if let Some(c) = self.cleanup.take() {
+            let _ = c.run_now().await; // failures are logged per member above
+        }
+    }
+}
+
+impl Drop for Undo {
+    fn drop(&mut self) {
+        // Every member refused (the common "held" answer): no background task to spawn.
+        if !self.pending.lock().contains(&true)
+            && let Some(c) = self.cleanup.take()
+        {
+            c.disarm();
+        }
     }
 }
 

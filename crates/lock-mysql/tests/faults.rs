@@ -13,9 +13,9 @@ use lock_core::backend::{AcquireRequest, LockBackend};
 use lock_core::{LeaseSignal, LeaseState, LockError, Locker, OwnerToken};
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use lock_mysql::{Mode, MySqlLock, validate_table_name};
-use lock_testkit::conformance::cut_after;
 use lock_testkit::server::{MariaDbServer, external_url, shared_mariadb};
-use tokio::time::{Instant, timeout};
+use lock_testkit::{cut_after, within};
+use tokio::time::Instant;
 
 const KEEPALIVE: Duration = Duration::from_millis(100);
 
@@ -41,13 +41,6 @@ async fn admin(url: &str) -> MySqlPool {
 
 fn key(case: &str) -> String {
     format!("faults-{case}-{}", OwnerToken::random())
-}
-
-async fn within<T>(limit: Duration, what: &str, fut: impl Future<Output = T>) -> T {
-    match timeout(limit, fut).await {
-        Ok(v) => v,
-        Err(_) => panic!("{what}: not done within {limit:?}"),
-    }
 }
 
 /// Killing the holder's connection fires its lost signal, and a waiter queued in the server gets
