@@ -125,9 +125,8 @@ mod lazy {
     //! A Redis master that was down at start: connects on first use.
 
     use lock_core::async_trait;
-    use lock_core::{
-        AcquireRequest, Attempt, Capability, LockBackend, OwnerToken, RenewItem, Result, Subscription,
-    };
+    use lock_core::backend::{AcquireRequest, Attempt, Capability, LockBackend, RenewItem, Subscription};
+    use lock_core::{OwnerToken, Result};
     use lock_redis::RedisLock;
     use tokio::sync::OnceCell;
 

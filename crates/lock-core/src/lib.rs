@@ -36,11 +36,6 @@ mod token;
 mod validate;
 
 pub use backend::{Capability, LockBackend, LockInfo};
-// Kept at the root for a while so backend crates can move to `backend::` one at a time.
-#[doc(hidden)]
-pub use backend::{
-    AcquireRequest, Attempt, Backoff, Grant, NotifyHub, RENEW_BATCH, RenewItem, Subscription, redact,
-};
 pub use error::{BoxError, LockError, Result, is_tls_refusal};
 pub use guard::LockGuard;
 pub use locker::{DRIFT_MARGIN_FLOOR, DRIFT_MARGIN_RATE, LockRequest, Locker, drift_margin};
