@@ -239,7 +239,7 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     /// Look at `key` without acquiring, waiting or changing anything.
     ///
     /// # Errors
-    /// [`LockError::Unsupported`](crate::LockError::Unsupported) (see [`unsupported`]) when the
+    /// [`LockError::Unsupported`] (see [`unsupported`]) when the
     /// backend cannot tell without taking the lock; backend failures.
     async fn inspect(&self, key: &str) -> Result<LockInfo>;
 
