@@ -149,16 +149,31 @@ mod lazy {
 
     /// What `RedisLock::identity` will say once connected: `redis://host:port/db?prefix=...`.
     fn identity(url: &str) -> String {
-        let rest = url.split_once("://").map_or(url, |(_, r)| r);
-        let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
-        let (hostpath, query) = rest.split_once('?').unwrap_or((rest, ""));
+        use lock_core::backend::{UrlOptions, redact::split_userinfo};
+        // The prefix as the connected backend reads it: percent-decoded, through UrlOptions.
+        let (base, prefix) = match UrlOptions::parse(url) {
+            Ok(mut o) => {
+                let prefix = o.take::<String>("key_prefix").ok().flatten();
+                (o.base().to_owned(), prefix)
+            }
+            Err(_) => (url.to_owned(), None),
+        };
+        let prefix = prefix.unwrap_or_else(|| lock_redis::DEFAULT_KEY_PREFIX.to_owned());
+        let rest = base.split_once("://").map_or(base.as_str(), |(_, r)| r);
+        let (_, hostpath) = split_userinfo(rest);
         let (host, path) = hostpath.split_once('/').unwrap_or((hostpath, ""));
         let db = path.trim_matches('/').parse::<i64>().unwrap_or(0);
-        let prefix = query
-            .split('&')
-            .find_map(|p| p.strip_prefix("key_prefix="))
-            .unwrap_or(lock_redis::DEFAULT_KEY_PREFIX);
         format!("redis://{host}/{db}?prefix={prefix}")
+    }
+
+    #[test]
+    fn identity_matches_the_connected_backend() {
+        assert_eq!(
+            identity("redis://:p@w@127.0.0.1:6379/2?key_prefix=a%3Ab"),
+            "redis://127.0.0.1:6379/2?prefix=a:b"
+        );
+        let default = format!("redis://h:1/0?prefix={}", lock_redis::DEFAULT_KEY_PREFIX);
+        assert_eq!(identity("redis://h:1"), default);
     }
 
     #[async_trait]
