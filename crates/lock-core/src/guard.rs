@@ -23,7 +23,7 @@ pub struct LockGuard {
 }
 
 struct Held {
-    key: String,
+    key: Arc<str>,
     owner: OwnerToken,
     fence: Option<FencingToken>,
     backend: Arc<dyn LockBackend>,
@@ -52,7 +52,7 @@ impl fmt::Debug for LockGuard {
 
 impl LockGuard {
     pub(crate) fn new(
-        key: String,
+        key: Arc<str>,
         owner: OwnerToken,
         fence: Option<FencingToken>,
         backend: Arc<dyn LockBackend>,
@@ -128,7 +128,7 @@ impl LockGuard {
         validate_lease(lease)?;
         let h = self.held();
         if h.signal.is_lost() {
-            return Err(LockError::LeaseLost { key: h.key.clone() });
+            return Err(LockError::LeaseLost { key: h.key.to_string() });
         }
         let sent_at = Instant::now();
         let item = RenewItem { key: &h.key, owner: h.owner, lease };
@@ -142,7 +142,7 @@ impl LockGuard {
             }
             _ => {
                 h.signal.mark_lost(LostReason::NotOwner);
-                Err(LockError::LeaseLost { key: h.key.clone() })
+                Err(LockError::LeaseLost { key: h.key.to_string() })
             }
         }
     }
@@ -162,13 +162,13 @@ impl LockGuard {
         drop(h.registration.take());
         if h.signal.is_lost() {
             tracing::debug!(key = %h.key, "release of a lost lock: nothing sent");
-            return Err(LockError::LeaseLost { key: h.key });
+            return Err(LockError::LeaseLost { key: h.key.to_string() });
         }
         let released = h.backend.release(&h.key, h.owner).await?;
         tracing::debug!(key = %h.key, released, "lock released");
         if !released {
             h.signal.mark_lost(LostReason::NotOwner);
-            return Err(LockError::LeaseLost { key: h.key });
+            return Err(LockError::LeaseLost { key: h.key.to_string() });
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use crate::{LeaseSignal, OwnerToken};
 
 #[derive(Debug)]
 struct Entry {
-    key: String,
+    key: Arc<str>,
     id: u64,
     signal: LeaseSignal,
     guards: usize,
@@ -51,7 +51,7 @@ impl Holds {
         if chosen {
             let st = self.lock();
             let live =
-                st.map.get(&owner).and_then(|v| v.iter().find(|e| e.key == key && !e.signal.is_lost()));
+                st.map.get(&owner).and_then(|v| v.iter().find(|e| &*e.key == key && !e.signal.is_lost()));
             if let Some(e) = live {
                 return Joined { signal: e.signal.clone(), id: Some(e.id) };
             }
@@ -60,7 +60,7 @@ impl Holds {
     }
 
     /// Record a granted acquisition; the returned handle keeps it registered until dropped.
-    pub fn granted(&self, key: &str, owner: OwnerToken, joined: &Joined) -> HoldRef {
+    pub fn granted(&self, key: &Arc<str>, owner: OwnerToken, joined: &Joined) -> HoldRef {
         let mut st = self.lock();
         let next = st.next_id;
         let list = st.map.entry(owner).or_default();
@@ -70,8 +70,8 @@ impl Holds {
                 e.id
             }
             None => {
-                list.retain(|e| e.key != key); // a lost hold of this key is replaced
-                list.push(Entry { key: key.to_owned(), id: next, signal: joined.signal.clone(), guards: 1 });
+                list.retain(|e| e.key != *key); // a lost hold of this key is replaced
+                list.push(Entry { key: key.clone(), id: next, signal: joined.signal.clone(), guards: 1 });
                 next
             }
         };
@@ -123,15 +123,15 @@ mod tests {
         let holds = Holds::default();
         let owner = OwnerToken::random();
         let outer = holds.join("k", owner, false);
-        let r1 = holds.granted("k", owner, &outer);
+        let r1 = holds.granted(&Arc::from("k"), owner, &outer);
         let inner = holds.join("k", owner, true);
-        let r2 = holds.granted("k", owner, &inner);
+        let r2 = holds.granted(&Arc::from("k"), owner, &inner);
         inner.signal.mark_lost(LostReason::NotOwner);
         assert!(outer.signal.is_lost(), "a loss seen by the nested guard reaches the outer one");
         // A lost hold is not joined again: a new grant is a new hold.
         let again = holds.join("k", owner, true);
         assert!(!again.signal.is_lost());
-        let r3 = holds.granted("k", owner, &again);
+        let r3 = holds.granted(&Arc::from("k"), owner, &again);
         drop((r1, r2));
         assert_eq!(holds.len(), 1, "the old hold's guards must not unregister the new hold");
         drop(r3);

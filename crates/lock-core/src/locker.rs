@@ -238,6 +238,8 @@ impl LockRequest<'_> {
 
     async fn acquire_inner(self, once: bool) -> Result<Option<LockGuard>> {
         validate_key(&self.key)?;
+        // One allocation shared by the guard, the watchdog entry and the hold registry.
+        let key: Arc<str> = Arc::from(self.key);
         let auto = self.lease.is_none();
         let lease = self.lease.unwrap_or(self.locker.watchdog_lease);
         validate_lease(lease)?;
@@ -275,23 +277,23 @@ impl LockRequest<'_> {
                 (true, None) => Some(Instant::now() + NATIVE_WAIT_SLICE),
             };
             // A nested acquisition joins the live hold's lost signal.
-            let joined = locker.holds.join(&self.key, owner, !rotate);
-            let req = AcquireRequest { key: &self.key, owner, lease, wait_until, signal: &joined.signal };
+            let joined = locker.holds.join(&key, owner, !rotate);
+            let req = AcquireRequest { key: &key, owner, lease, wait_until, signal: &joined.signal };
             let sent_at = Instant::now();
             let result = backend.try_acquire(&req).await;
             if queued && place.is_none() && !matches!(result, Ok(Attempt::Acquired(_))) {
-                place = Some(leave_on_drop(backend, &self.key, owner));
+                place = Some(leave_on_drop(backend, &key, owner));
             }
             let retry_after = match result {
                 Ok(Attempt::Acquired(grant)) => {
                     if let Some(p) = place.take() {
                         p.disarm(); // the grant took this waiter out of the queue
                     }
-                    let hold = locker.holds.granted(&self.key, owner, &joined);
+                    let hold = locker.holds.granted(&key, owner, &joined);
                     let signal = joined.signal;
                     let registration = (auto || grant.lease.is_some()).then(|| {
                         locker.renewer.register(NewLease {
-                            key: self.key.clone(),
+                            key: key.clone(),
                             owner,
                             lease,
                             auto,
@@ -303,9 +305,9 @@ impl LockRequest<'_> {
                         })
                     });
                     let fence = caps.fencing.then_some(grant.fence);
-                    tracing::debug!(backend = backend.name(), key = %self.key, ?fence, waited = ?started.elapsed(), "lock acquired");
+                    tracing::debug!(backend = backend.name(), key = %key, ?fence, waited = ?started.elapsed(), "lock acquired");
                     return Ok(Some(LockGuard::new(
-                        self.key,
+                        key,
                         owner,
                         fence,
                         backend.clone(),
@@ -316,7 +318,7 @@ impl LockRequest<'_> {
                 }
                 Ok(Attempt::Held { retry_after }) => retry_after,
                 Err(e) if e.is_temporary() && !once && deadline.is_none_or(|d| Instant::now() < d) => {
-                    tracing::debug!(key = %self.key, error = %e, "acquire attempt failed; retrying");
+                    tracing::debug!(key = %key, error = %e, "acquire attempt failed; retrying");
                     if rotate {
                         owner = OwnerToken::random();
                         owner_text = None;
@@ -336,12 +338,12 @@ impl LockRequest<'_> {
                 if let Some(p) = place.take()
                     && let Err(e) = p.run_now().await
                 {
-                    tracing::debug!(key = %self.key, error = %e, "leaving the wait queue failed; the waiter timeout will");
+                    tracing::debug!(key = %key, error = %e, "leaving the wait queue failed; the waiter timeout will");
                 }
-                return Err(LockError::Timeout { key: self.key, waited: started.elapsed() });
+                return Err(LockError::Timeout { key: key.to_string(), waited: started.elapsed() });
             }
             if caps.notify && sub.is_none() {
-                match backend.subscribe(&self.key).await {
+                match backend.subscribe(&key).await {
                     Ok(s) => {
                         sub = s;
                         // Subscribed after the failed attempt: retry at once so a release in

@@ -36,7 +36,7 @@ fn coalesce_window(lease: Duration) -> Duration {
 
 /// A granted lease, as the acquisition saw it; [`Renewer::register`] derives its schedule.
 pub(crate) struct NewLease {
-    pub key: String,
+    pub key: Arc<str>,
     pub owner: OwnerToken,
     /// The lease asked for (and renewed with).
     pub lease: Duration,
@@ -54,7 +54,7 @@ pub(crate) struct NewLease {
 }
 
 struct Entry {
-    key: String,
+    key: Arc<str>,
     owner: OwnerToken,
     lease: Duration,
     auto: bool,
@@ -67,7 +67,7 @@ struct Entry {
 }
 
 /// A lease in flight in one renew call: (id, key, owner, lease).
-type Pending = (u64, String, OwnerToken, Duration);
+type Pending = (u64, Arc<str>, OwnerToken, Duration);
 
 #[derive(Default)]
 struct State {

@@ -1,7 +1,5 @@
 //! The lost-lock signal shared by a guard, the watchdog and the backend.
 
-use std::sync::Arc;
-
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -38,7 +36,8 @@ pub enum LostReason {
 #[derive(Clone, Debug)]
 pub struct LeaseSignal {
     lost: CancellationToken,
-    state: Arc<watch::Sender<LeaseState>>,
+    /// Clones share the channel (a watch sender is itself a shared handle).
+    state: watch::Sender<LeaseState>,
 }
 
 impl Default for LeaseSignal {
@@ -50,7 +49,7 @@ impl Default for LeaseSignal {
 impl LeaseSignal {
     /// A signal in state [`LeaseState::Held`].
     pub fn new() -> Self {
-        LeaseSignal { lost: CancellationToken::new(), state: Arc::new(watch::Sender::new(LeaseState::Held)) }
+        LeaseSignal { lost: CancellationToken::new(), state: watch::Sender::new(LeaseState::Held) }
     }
 
     /// Mark the lease lost; idempotent, the first reason wins.
@@ -114,7 +113,7 @@ impl LeaseSignal {
     /// Whether `other` is a clone of this signal (the same hold's), so a backend that keeps the
     /// signals of a hold's guards stores each once.
     pub fn same_as(&self, other: &LeaseSignal) -> bool {
-        Arc::ptr_eq(&self.state, &other.state)
+        self.state.same_channel(&other.state)
     }
 }
 
