@@ -1,6 +1,8 @@
 -- Look at a lock without touching it (dlock status).
--- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] fair queue (same hash tag)
--- Returns {held 0/1, PTTL, owner token or '', fence or '', waiters in the fair queue}.
+-- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] queue list of waiters (same hash tag)
+-- Returns {held 0/1, PTTL, owner token or '', fence or '', registered waiters}. A lock handed
+-- over to a waiter and not yet claimed (handoff.lua) shows as held by that waiter, without a
+-- fence (it has none until it claims).
 local t = redis.call('TYPE', KEYS[1])['ok']
 local pttl = redis.call('PTTL', KEYS[1])
 local waiters = redis.call('LLEN', KEYS[3])
@@ -8,8 +10,15 @@ if t == 'string' then
   -- Simple mode: the value is owner token + attempt nonce; the counter's last value is the
   -- holder's fence (no acquisition happens while it holds).
   local v = redis.call('GET', KEYS[1])
+  if string.sub(v, 1, 2) == 'h:' then
+    return {1, pttl, string.sub(v, 3, 34), '', waiters}
+  end
   return {1, pttl, string.sub(v, 1, 32), redis.call('GET', KEYS[2]) or '', waiters}
 elseif t == 'hash' then
+  local handed = redis.call('HGET', KEYS[1], 'h')
+  if handed then
+    return {1, pttl, handed, '', waiters}
+  end
   local owner = ''
   local fields = redis.call('HKEYS', KEYS[1])
   for _, f in ipairs(fields) do

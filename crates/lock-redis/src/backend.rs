@@ -24,8 +24,10 @@ use crate::scripts;
 /// Longest pause between a connection manager's reconnection attempts: a restarted server is
 /// found again within a second, without hammering one that stays down.
 const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(1);
-/// A fair waiter refreshes its place in the queue this many times per waiter timeout, so one
-/// slow or lost refresh does not cost it its place.
+/// A waiter refreshes its place in the wait set this many times per waiter timeout, so one
+/// slow or lost refresh does not cost it its place. A lock handed over to a waiter waits as long
+/// (the claim window) for that waiter's claim, so a vanished waiter blocks it no longer than
+/// the other waiters take to come back on their own.
 const HEARTBEATS_PER_TIMEOUT: u32 = 3;
 
 /// The settings of every connection manager of a client (commands and pub/sub).
@@ -59,6 +61,9 @@ struct Inner {
     layout: Arc<KeyLayout>,
     fair_waiter_timeout: Duration,
     connection_timeout: Duration,
+    /// Acquisition attempts sent (feature `testing`: the wake-up tests count them).
+    #[cfg(feature = "testing")]
+    attempts: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for RedisLock {
@@ -111,6 +116,8 @@ impl RedisLock {
             layout: Arc::new(layout),
             fair_waiter_timeout,
             connection_timeout,
+            #[cfg(feature = "testing")]
+            attempts: std::sync::atomic::AtomicU64::new(0),
         };
         RedisLock { inner: Arc::new(inner) }
     }
@@ -132,6 +139,41 @@ impl RedisLock {
         self.inner.conn.clone()
     }
 
+    /// Acquisition attempts this client has sent (`try_acquire` calls), so a test can count
+    /// how many waiters a release woke. Feature `testing`; not for production use.
+    #[cfg(feature = "testing")]
+    pub fn attempts(&self) -> u64 {
+        self.inner.attempts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// How often a waiter refreshes its place, and how long a lock handed over to a waiter
+    /// waits for its claim.
+    fn heartbeat(&self) -> Duration {
+        self.inner.fair_waiter_timeout / HEARTBEATS_PER_TIMEOUT
+    }
+
+    /// The waiter timeout an attempt sends: the acquisition waits (`wait_until` in the future),
+    /// so a refused attempt registers (or keeps its place) in the wait set; else 0, a single
+    /// attempt that neither registers nor jumps the fair queue.
+    fn wait_ms(&self, req: &AcquireRequest<'_>) -> u64 {
+        if req.wait_until.is_some_and(|t| t > Instant::now()) {
+            millis(self.inner.fair_waiter_timeout)
+        } else {
+            0
+        }
+    }
+
+    /// A registered waiter comes back before its place expires, whatever the holder's lease.
+    fn refused(&self, a: Attempt, registered: bool) -> Attempt {
+        match a {
+            Attempt::Held { retry_after } if registered => {
+                let heartbeat = self.heartbeat();
+                Attempt::Held { retry_after: Some(retry_after.map_or(heartbeat, |h| h.min(heartbeat))) }
+            }
+            a => a,
+        }
+    }
+
     async fn notifier(&self) -> Result<Option<&Notifier>> {
         let Some(info) = self.inner.server.as_ref().filter(|_| self.inner.notifications) else {
             return Ok(None);
@@ -148,24 +190,26 @@ impl RedisLock {
         Ok(Some(n))
     }
 
-    /// Undoes a simple-mode attempt if it is abandoned: a compare-and-delete of this attempt's
-    /// value only (owner token and nonce), so it never frees a later grant to the same owner.
-    fn arm_simple(&self, names: &KeyNames, value: &str) -> Cleanup {
+    /// Undoes a simple-mode attempt if it is abandoned (see [`cancel_simple`]): a
+    /// compare-and-delete of this attempt's value only (owner token and nonce), so it never
+    /// frees a later grant to the same owner, and the leave of the wait set.
+    fn arm_simple(&self, names: &KeyNames, owner: &str, nonce: &str) -> Cleanup {
         let conn = self.inner.conn.clone();
-        let (names, value) = (names.clone(), value.to_owned());
+        let claim = millis(self.heartbeat());
+        let (names, owner, nonce) = (names.clone(), owner.to_owned(), nonce.to_owned());
         Cleanup::arm("redis lock attempt", move || async move {
-            release_simple(conn, &names, &value).await.map(drop)
+            cancel_simple(conn, &names, &owner, &nonce, claim).await
         })
     }
 
     /// Undoes a reentrant or fair attempt if it is abandoned (see [`cancel_hash`]).
     fn arm_hash(&self, names: &KeyNames, owner: &str, nonce: &str) -> Cleanup {
         let conn = self.inner.conn.clone();
+        let claim = millis(self.heartbeat());
         let (names, owner, nonce) = (names.clone(), owner.to_owned(), nonce.to_owned());
-        Cleanup::arm(
-            "redis lock attempt",
-            move || async move { cancel_hash(conn, &names, &owner, &nonce).await },
-        )
+        Cleanup::arm("redis lock attempt", move || async move {
+            cancel_hash(conn, &names, &owner, &nonce, claim).await
+        })
     }
 
     async fn acquire_simple(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
@@ -173,31 +217,38 @@ impl RedisLock {
         // The value is owner token + attempt nonce: release and renew match the owner prefix,
         // while the cleanup of an abandoned attempt matches only the grant that attempt made
         // (a late cleanup never deletes a later grant to the same owner).
-        let value = format!("{}{}", req.owner, OwnerToken::random());
+        let owner = req.owner.to_string();
+        let nonce = OwnerToken::random().to_string();
+        let value = [owner.as_str(), nonce.as_str()].concat();
+        let wait_ms = self.wait_ms(req);
         let mut conn = self.inner.conn.clone();
-        let cleanup = self.arm_simple(&names, &value);
+        let cleanup = self.arm_simple(&names, &owner, &nonce);
         let (ok, reply): (i64, i64) = scripts::ACQUIRE_SIMPLE
             .key(&names.lock)
             .key(&names.fence)
+            .key(&names.waiters)
+            .key(&names.queue)
             .arg(&value)
             .arg(millis(req.lease))
+            .arg(&owner)
+            .arg(wait_ms)
             .invoke_async(&mut conn)
             .await
             .map_err(classify)?;
         cleanup.disarm();
-        Ok(attempt(ok, reply, req.lease))
+        Ok(self.refused(attempt(ok, reply, req.lease), wait_ms > 0))
     }
 
-    /// One reentrant or fair attempt. Fair mode with `wait_until` joins the queue, or
-    /// refreshes this waiter's place in it; without, it neither joins nor jumps the queue.
+    /// One reentrant or fair attempt. With `wait_until` it registers in the wait set (fair:
+    /// joins the queue) or refreshes this waiter's place; without, it neither registers nor
+    /// jumps the fair queue.
     async fn acquire_hash(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let names = self.inner.layout.names(req.key);
         let owner = req.owner.to_string();
         let nonce = OwnerToken::random().to_string();
         // Past the deadline a place in the queue is of no use: the core leaves it anyway. The
-        // attempt still takes the lock if this waiter is at the head.
-        let queued = self.inner.mode == Mode::Fair && req.wait_until.is_some_and(|t| t > Instant::now());
-        let waiter_timeout = self.inner.fair_waiter_timeout;
+        // attempt still takes the lock if this waiter is next.
+        let wait_ms = self.wait_ms(req);
         let mut conn = self.inner.conn.clone();
         // Armed only around the request: a place kept in the queue afterwards is the core's to
         // leave (`leave_queue`), a request dropped midway is ours to undo.
@@ -212,8 +263,9 @@ impl RedisLock {
                     .arg(&owner)
                     .arg(millis(req.lease))
                     .arg(&nonce)
-                    .arg(if queued { millis(waiter_timeout) } else { 0 })
+                    .arg(wait_ms)
                     .arg(&names.channel)
+                    .arg(millis(self.heartbeat()))
                     .invoke_async(&mut conn)
                     .await
             }
@@ -221,41 +273,74 @@ impl RedisLock {
                 scripts::ACQUIRE_REENTRANT
                     .key(&names.lock)
                     .key(&names.fence)
+                    .key(&names.waiters)
+                    .key(&names.queue)
                     .arg(&owner)
                     .arg(millis(req.lease))
                     .arg(&nonce)
+                    .arg(wait_ms)
                     .invoke_async(&mut conn)
                     .await
             }
         };
         let (ok, value): (i64, i64) = reply.map_err(classify)?;
         cleanup.disarm();
-        match attempt(ok, value, req.lease) {
-            // Come back before the place expires, whatever the holder's lease.
-            Attempt::Held { retry_after } if queued => {
-                let heartbeat = waiter_timeout / HEARTBEATS_PER_TIMEOUT;
-                Ok(Attempt::Held { retry_after: Some(retry_after.map_or(heartbeat, |h| h.min(heartbeat))) })
-            }
-            a => Ok(a),
-        }
+        Ok(self.refused(attempt(ok, value, req.lease), wait_ms > 0))
     }
 }
 
-/// `release_simple.lua`: delete the lock if its value starts with `value` (an owner token, or
-/// one attempt's owner token and nonce); 2 when deleted, 0 otherwise.
-async fn release_simple(mut conn: ConnectionManager, names: &KeyNames, value: &str) -> Result<i64> {
+/// `release_simple.lua`: delete the lock if its value starts with `owner` and hand it over to
+/// one waiter; `(2, waiter named or "")` when deleted, `(0, "")` otherwise.
+async fn release_simple(
+    mut conn: ConnectionManager,
+    names: &KeyNames,
+    owner: &str,
+    claim_ms: u64,
+) -> Result<(i64, String)> {
     scripts::RELEASE_SIMPLE
         .key(&names.lock)
-        .arg(value)
+        .key(&names.waiters)
+        .key(&names.queue)
+        .arg(owner)
         .arg(&names.channel)
+        .arg(claim_ms)
         .invoke_async(&mut conn)
         .await
         .map_err(classify)
 }
 
+/// `cancel_simple.lua` for `owner`: undoes the grant made by the attempt with `nonce` (none
+/// for an empty nonce) and leaves the wait set.
+async fn cancel_simple(
+    mut conn: ConnectionManager,
+    names: &KeyNames,
+    owner: &str,
+    nonce: &str,
+    claim_ms: u64,
+) -> Result<()> {
+    let _: i64 = scripts::CANCEL_SIMPLE
+        .key(&names.lock)
+        .key(&names.waiters)
+        .key(&names.queue)
+        .arg(owner)
+        .arg(nonce)
+        .arg(&names.channel)
+        .arg(claim_ms)
+        .invoke_async(&mut conn)
+        .await
+        .map_err(classify)?;
+    Ok(())
+}
+
 /// `cancel_hash.lua` for `owner`: undoes the hold made by the attempt with `nonce` (none for
-/// an empty nonce) and leaves the fair queue.
-async fn cancel_hash(mut conn: ConnectionManager, names: &KeyNames, owner: &str, nonce: &str) -> Result<()> {
+/// an empty nonce) and leaves the wait set (and the fair queue).
+async fn cancel_hash(
+    mut conn: ConnectionManager,
+    names: &KeyNames,
+    owner: &str,
+    nonce: &str,
+    claim_ms: u64,
+) -> Result<()> {
     let _: i64 = scripts::CANCEL_HASH
         .key(&names.lock)
         .key(&names.queue)
@@ -263,6 +348,7 @@ async fn cancel_hash(mut conn: ConnectionManager, names: &KeyNames, owner: &str,
         .arg(owner)
         .arg(nonce)
         .arg(&names.channel)
+        .arg(claim_ms)
         .invoke_async(&mut conn)
         .await
         .map_err(classify)?;
@@ -295,12 +381,15 @@ impl LockBackend for RedisLock {
         c.notify = self.inner.notifications;
         c.reentrant = self.inner.mode != Mode::Simple;
         c.fair = self.inner.mode == Mode::Fair;
-        // Fair waiters keep their place between attempts; the core does the waiting.
-        c.queue = self.inner.mode == Mode::Fair;
+        // Waiters keep their place in the wait set (fair: the queue) between attempts, so a
+        // release wakes only the one it hands the lock to; the core does the waiting.
+        c.queue = true;
         c
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        #[cfg(feature = "testing")]
+        self.inner.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         match self.inner.mode {
             Mode::Simple => self.acquire_simple(req).await,
             Mode::Reentrant | Mode::Fair => self.acquire_hash(req).await,
@@ -311,13 +400,16 @@ impl LockBackend for RedisLock {
         let names = self.inner.layout.names(key);
         let mut conn = self.inner.conn.clone();
         let token = owner.to_string();
+        let claim = millis(self.heartbeat());
         let (r, next): (i64, String) = match self.inner.mode {
-            Mode::Simple => (release_simple(conn, &names, &token).await?, String::new()),
+            Mode::Simple => release_simple(conn, &names, &token, claim).await?,
             Mode::Reentrant | Mode::Fair => scripts::RELEASE_HASH
                 .key(&names.lock)
                 .key(&names.queue)
+                .key(&names.waiters)
                 .arg(&token)
                 .arg(&names.channel)
+                .arg(claim)
                 .invoke_async(&mut conn)
                 .await
                 .map_err(classify)?,
@@ -325,7 +417,8 @@ impl LockBackend for RedisLock {
         if r == 2
             && let Some(n) = self.inner.notifier.get()
         {
-            // This client's own waiters need not wait for the message to come back.
+            // This client's own waiters need not wait for the message to come back; only the
+            // one the lock was handed to wakes.
             n.notify_next(key, Some(next.as_str()).filter(|n| !n.is_empty()));
         }
         Ok(r > 0)
@@ -368,16 +461,18 @@ impl LockBackend for RedisLock {
             info.fence = fence.parse::<u64>().ok().map(FencingToken);
             info.owner = Some(owner).filter(|o| !o.is_empty()).map(|o| LockInfo::short_owner(&o));
         }
-        info.waiters = (self.inner.mode == Mode::Fair).then(|| usize::try_from(waiters).unwrap_or(0));
+        info.waiters = Some(usize::try_from(waiters).unwrap_or(0));
         Ok(info)
     }
 
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
-        if self.inner.mode != Mode::Fair {
-            return Ok(());
+        let (conn, names) = (self.inner.conn.clone(), self.inner.layout.names(key));
+        let claim = millis(self.heartbeat());
+        // An empty nonce: leave the wait set, never touch a hold.
+        match self.inner.mode {
+            Mode::Simple => cancel_simple(conn, &names, &owner.to_string(), "", claim).await,
+            Mode::Reentrant | Mode::Fair => cancel_hash(conn, &names, &owner.to_string(), "", claim).await,
         }
-        // An empty nonce: leave the queue, never touch a hold.
-        cancel_hash(self.inner.conn.clone(), &self.inner.layout.names(key), &owner.to_string(), "").await
     }
 
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {

@@ -9,30 +9,32 @@ use redis::Script;
 const FENCE: &str = include_str!("../scripts/fence.lua");
 /// Prelude of the hash-mode acquire scripts: nesting and the first hold.
 const HOLD: &str = include_str!("../scripts/hold.lua");
+/// Prelude of the scripts that wait for or free a lock: the wait set and the hand-over.
+const HANDOFF: &str = include_str!("../scripts/handoff.lua");
 
-fn with_fence(body: &str) -> Script {
-    Script::new(&[FENCE, body].concat())
-}
-
-fn with_hold(body: &str) -> Script {
-    Script::new(&[FENCE, HOLD, body].concat())
+fn with(preludes: &[&str], body: &str) -> Script {
+    let mut src = preludes.concat();
+    src.push_str(body);
+    Script::new(&src)
 }
 
 pub(crate) static ACQUIRE_SIMPLE: LazyLock<Script> =
-    LazyLock::new(|| with_fence(include_str!("../scripts/acquire_simple.lua")));
+    LazyLock::new(|| with(&[FENCE, HANDOFF], include_str!("../scripts/acquire_simple.lua")));
 pub(crate) static ACQUIRE_REENTRANT: LazyLock<Script> =
-    LazyLock::new(|| with_hold(include_str!("../scripts/acquire_reentrant.lua")));
+    LazyLock::new(|| with(&[FENCE, HOLD, HANDOFF], include_str!("../scripts/acquire_reentrant.lua")));
 pub(crate) static ACQUIRE_FAIR: LazyLock<Script> =
-    LazyLock::new(|| with_hold(include_str!("../scripts/acquire_fair.lua")));
+    LazyLock::new(|| with(&[FENCE, HOLD, HANDOFF], include_str!("../scripts/acquire_fair.lua")));
 pub(crate) static RELEASE_SIMPLE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/release_simple.lua")));
+    LazyLock::new(|| with(&[HANDOFF], include_str!("../scripts/release_simple.lua")));
 pub(crate) static RELEASE_HASH: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/release_hash.lua")));
+    LazyLock::new(|| with(&[HANDOFF], include_str!("../scripts/release_hash.lua")));
 pub(crate) static RENEW_SIMPLE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/renew_simple.lua")));
 pub(crate) static RENEW_HASH: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/renew_hash.lua")));
+pub(crate) static CANCEL_SIMPLE: LazyLock<Script> =
+    LazyLock::new(|| with(&[HANDOFF], include_str!("../scripts/cancel_simple.lua")));
 pub(crate) static CANCEL_HASH: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/cancel_hash.lua")));
+    LazyLock::new(|| with(&[HANDOFF], include_str!("../scripts/cancel_hash.lua")));
 pub(crate) static INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/inspect.lua")));

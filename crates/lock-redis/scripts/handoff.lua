@@ -1,0 +1,78 @@
+-- Shared prelude of the scripts that free a lock or wait for one (prepended by the crate, not
+-- loaded alone): the wait set and the direct hand-over to one waiter.
+--
+-- Waiters of every mode register in the 'queue' list (arrival order) and the 'waiters' sorted
+-- set (owner token -> liveness deadline in server ms, pushed forward by each attempt of a live
+-- waiter). When a lock is freed and a live waiter is registered,
+-- the freeing script hands the lock over to exactly one of them: the lock becomes a marker
+-- naming that waiter (simple mode: the string 'h:' .. token; hash modes: the field 'h'), which
+-- only that waiter's next attempt can claim, and which expires after a short claim window so a
+-- vanished waiter blocks the key for at most that long. The PUBLISH names the waiter, so only
+-- it wakes: one wake-up per release, not the herd. Without a registered waiter the payload is
+-- empty and wakes anyone (waiters that do not register, such as Redlock members).
+
+-- now_ms(): the server clock in milliseconds.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- next_waiter(queue, deadlines, now): takes the first live waiter out of the queue and the
+-- deadline set and returns its token and deadline, or nil. Dead entries met on the way go too.
+local function next_waiter(queue, deadlines, now)
+  while true do
+    local head = redis.call('LPOP', queue)
+    if not head then return nil end
+    local d = redis.call('ZSCORE', deadlines, head)
+    redis.call('ZREM', deadlines, head)
+    if d and tonumber(d) > now then return head, tonumber(d) end
+  end
+end
+
+-- hand_over(lock, queue, deadlines, channel, claim_ms, hash): after `lock` was deleted, hands
+-- it to the next live waiter (a marker for at most claim_ms, and never past the waiter's own
+-- deadline) and publishes its token; publishes '' when nobody is registered. Returns the token
+-- named ('' for nobody).
+local function hand_over(lock, queue, deadlines, channel, claim_ms, hash)
+  if redis.call('EXISTS', queue) == 0 then
+    redis.call('PUBLISH', channel, '')
+    return ''
+  end
+  local now = now_ms()
+  local w, d = next_waiter(queue, deadlines, now)
+  if not w then
+    redis.call('PUBLISH', channel, '')
+    return ''
+  end
+  local claim = math.max(1, math.min(claim_ms, d - now))
+  if hash then
+    redis.call('HSET', lock, 'h', w)
+    redis.call('PEXPIRE', lock, claim)
+  else
+    redis.call('SET', lock, 'h:' .. w, 'PX', claim)
+  end
+  redis.call('PUBLISH', channel, w)
+  return w
+end
+
+-- leave(queue, deadlines, owner): takes a waiter that got the lock out of the wait set.
+local function leave(queue, deadlines, owner)
+  if redis.call('ZREM', deadlines, owner) == 1 then
+    redis.call('LREM', queue, 0, owner)
+  end
+end
+
+-- register(queue, deadlines, owner, now, wait_ms): joins the end of the queue, or pushes this
+-- waiter's deadline forward; both keys outlive their last live waiter only briefly.
+local function register(queue, deadlines, owner, now, wait_ms)
+  if not redis.call('ZSCORE', deadlines, owner) then
+    redis.call('RPUSH', queue, owner)
+  end
+  redis.call('ZADD', deadlines, now + wait_ms, owner)
+  local keep = wait_ms * 2
+  for _, k in ipairs({queue, deadlines}) do
+    if redis.call('PTTL', k) < keep then
+      redis.call('PEXPIRE', k, keep)
+    end
+  end
+end

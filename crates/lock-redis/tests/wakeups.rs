@@ -1,0 +1,99 @@
+//! Wake-ups under contention, counted (never timed): a release wakes at most one waiter, in
+//! every mode, and a lock handed over to a waiter that gave up goes on to the next.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::Locker;
+use lock_redis::{Mode, RedisLock};
+use lock_testkit::eventually;
+use lock_testkit::server::{RedisServer, or_skip};
+use tokio::time::timeout;
+
+/// Long enough that no lease runs out and no waiter's heartbeat (a third of its timeout) comes
+/// during a test: every attempt counted is one a release caused.
+const LONG: Duration = Duration::from_secs(60);
+/// Waiters blocked on one key.
+const WAITERS: usize = 8;
+
+async fn backend(url: &str, mode: Mode) -> RedisLock {
+    RedisLock::builder().url(url).mode(mode).fair_waiter_timeout(LONG).build().await.expect("backend")
+}
+
+fn total(clients: &[RedisLock]) -> u64 {
+    clients.iter().map(RedisLock::attempts).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_release_wakes_at_most_one_waiter() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+        let key = format!("herd-{mode}");
+        let holder = Locker::new(Arc::new(backend(&srv.url(), mode).await));
+        let g = holder.lock(&key).lease(LONG).try_acquire().await.expect("try").expect("free");
+        let mut clients = Vec::new();
+        let mut tasks = Vec::new();
+        for _ in 0..WAITERS {
+            let b = backend(&srv.url(), mode).await;
+            clients.push(b.clone());
+            let (l, key) = (Locker::new(Arc::new(b)), key.clone());
+            tasks.push(tokio::spawn(async move {
+                let g = l.lock(&key).lease(LONG).wait(LONG).acquire().await.expect("waiter acquires");
+                g.release().await.expect("release");
+            }));
+        }
+        // Each waiter tries once, subscribes, tries once more (a release in between is not
+        // missed) and then sleeps until a release names it.
+        let blocked = 2 * WAITERS as u64;
+        eventually(Duration::from_secs(10), "waiters blocked", || {
+            let n = total(&clients);
+            async move { n == blocked }
+        })
+        .await;
+        g.release().await.expect("release");
+        for t in tasks {
+            timeout(LONG, t).await.expect("waiters finish").expect("task");
+        }
+        // One release by the holder and one by each waiter but the last wake one waiter each,
+        // whose single attempt takes the lock.
+        let woken = total(&clients) - blocked;
+        assert!(woken <= WAITERS as u64, "{mode}: {woken} attempts after {WAITERS} releases");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_handed_to_a_waiter_that_gave_up_goes_to_the_next() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+        let key = format!("gaveup-{mode}");
+        let holder = Locker::new(Arc::new(backend(&srv.url(), mode).await));
+        let g = holder.lock(&key).lease(LONG).try_acquire().await.expect("try").expect("free");
+        let (first, second) = (backend(&srv.url(), mode).await, backend(&srv.url(), mode).await);
+        let lf = Locker::new(Arc::new(first.clone()));
+        let k = key.clone();
+        let quitter = tokio::spawn(async move { lf.lock(&k).lease(LONG).wait(LONG).acquire().await });
+        eventually(Duration::from_secs(10), "first waiter blocked", || {
+            let n = first.attempts();
+            async move { n == 2 }
+        })
+        .await;
+        let ls = Locker::new(Arc::new(second.clone()));
+        let k = key.clone();
+        let next = tokio::spawn(async move { ls.lock(&k).lease(LONG).wait(LONG).acquire().await });
+        eventually(Duration::from_secs(10), "second waiter blocked", || {
+            let n = second.attempts();
+            async move { n == 2 }
+        })
+        .await;
+        // The release hands the lock to the first waiter, which gives up before claiming it
+        // (or just after: then its leave undoes nothing and the release goes to the second).
+        g.release().await.expect("release");
+        quitter.abort();
+        let _ = quitter.await;
+        // Without the leave passing the lock on, the second waiter would wait out the claim
+        // window (20 s here).
+        let g2 =
+            timeout(Duration::from_secs(10), next).await.expect("passed on").expect("task").expect("acquire");
+        g2.release().await.expect("release");
+    }
+}
