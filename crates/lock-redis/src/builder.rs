@@ -19,8 +19,9 @@ pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default time allowed for one command's reply. A reply that does not come in time is a
 /// temporary error; the watchdog also stops waiting at the lease deadline on its own.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Default time a fair-mode waiter stays in the queue without a sign of life before others may
-/// pass it (a live waiter renews its place every third of it).
+/// Default time a waiter (every mode) stays in the queue without a sign of life before others
+/// may pass it (a live waiter renews its place every third of it, and a lock handed over to a
+/// waiter waits that third for its claim).
 pub const DEFAULT_FAIR_WAITER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Shortest fair waiter timeout: a waiter refreshes its place every third of it, which must
 /// stay well above a round trip and the 1 ms resolution of timers.
@@ -175,8 +176,9 @@ impl RedisLockBuilder {
         self
     }
 
-    /// Fair mode: how long a silent waiter keeps its place (default
-    /// [`DEFAULT_FAIR_WAITER_TIMEOUT`]).
+    /// How long a silent waiter keeps its place in the queue, in every mode (default
+    /// [`DEFAULT_FAIR_WAITER_TIMEOUT`]); a third of it is the heartbeat of waiters and the
+    /// claim window of a lock handed over to one.
     pub fn fair_waiter_timeout(mut self, timeout: Duration) -> Self {
         self.fair_waiter_timeout = timeout;
         self
