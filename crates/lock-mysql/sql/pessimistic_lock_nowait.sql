@@ -1,2 +1,3 @@
 -- MySQL: lock the row or fail at once (3572); the fence is drawn afterwards (pessimistic_fence_next.sql).
-SELECT 0 FROM `{table}` WHERE name = ? FOR UPDATE NOWAIT
+-- Sent as text in one batch after pessimistic_begin.sql; {key} is a hex literal X'..'.
+SELECT 0 FROM `{table}` WHERE name = {key} FOR UPDATE NOWAIT

@@ -138,6 +138,17 @@ impl MySqlLock {
             Inner::Optimistic(_) => None,
         }
     }
+
+    /// Requests this backend sent and waited on the server's answer for (a batch sent as one
+    /// counts once), background tasks included: the cost of an acquisition or release as a
+    /// count, which tests can assert (durations they cannot). Only with the `testing` feature.
+    #[cfg(feature = "testing")]
+    pub fn round_trips(&self) -> u64 {
+        match &*self.inner {
+            Inner::Pessimistic(p) => p.trips().get(),
+            Inner::Optimistic(o) => o.trips().get(),
+        }
+    }
 }
 
 #[async_trait]
@@ -160,6 +171,11 @@ impl LockBackend for MySqlLock {
         if self.mode == Mode::Pessimistic {
             c.native_wait = true;
             c.session_bound = true;
+        } else {
+            // Releases in this process wake the head of this process's queue for the key (the
+            // queue is kept here, not on the server: see `waiters.rs`).
+            c.notify = true;
+            c.queue = true;
         }
         c
     }
@@ -199,14 +215,20 @@ impl LockBackend for MySqlLock {
         }
     }
 
-    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
-        // No queue kept between attempts: a pessimistic waiter's place in the server's lock
-        // queue ends with its statement.
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        match &*self.inner {
+            // A pessimistic waiter's place in the server's lock queue ends with its statement.
+            Inner::Pessimistic(_) => {}
+            Inner::Optimistic(o) => o.leave_queue(key, owner),
+        }
         Ok(())
     }
 
-    async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
-        Ok(None)
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        Ok(match &*self.inner {
+            Inner::Pessimistic(_) => None,
+            Inner::Optimistic(o) => Some(o.subscribe(key)),
+        })
     }
 }
 

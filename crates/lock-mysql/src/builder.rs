@@ -15,6 +15,7 @@ use crate::optimistic::Optimistic;
 use crate::options::{Mode, parse_url};
 use crate::pessimistic::Pessimistic;
 use crate::sql::{Flavor, OptimisticSql, PessimisticSql, validate_table_name};
+use crate::waiters::Waiters;
 
 /// Table of the pessimistic mode (plus `dlock_rows_fence`) unless [`MySqlLockBuilder::table`]
 /// names another.
@@ -240,6 +241,14 @@ impl MySqlLockBuilder {
         let version: String =
             sqlx::query_scalar("SELECT VERSION()").fetch_one(&pool).await.map_err(classify)?;
         let flavor = Flavor::of_version(&version);
+        let opts = pool.connect_options();
+        // Host names compare case-insensitively; user and password are not part of the space.
+        let endpoint = match opts.get_socket() {
+            Some(sock) => sock.display().to_string(),
+            None => format!("{}:{}", opts.get_host().to_ascii_lowercase(), opts.get_port()),
+        };
+        let identity =
+            format!("mysql://{endpoint}/{}/{table}?mode={mode}", opts.get_database().unwrap_or(""));
         let inner = match mode {
             Mode::Pessimistic => Inner::Pessimistic(Pessimistic::new(
                 pool.clone(),
@@ -249,17 +258,11 @@ impl MySqlLockBuilder {
             )),
             Mode::Optimistic => {
                 let sql = OptimisticSql::new(&table, flavor);
-                Inner::Optimistic(Optimistic::new(pool.clone(), sql, flavor == Flavor::MariaDb))
+                // Waiters queue per lock space, across every backend of it in this process.
+                let waiters = Waiters::shared(&identity);
+                Inner::Optimistic(Optimistic::new(pool.clone(), sql, flavor == Flavor::MariaDb, waiters))
             }
         };
-        let opts = pool.connect_options();
-        // Host names compare case-insensitively; user and password are not part of the space.
-        let endpoint = match opts.get_socket() {
-            Some(sock) => sock.display().to_string(),
-            None => format!("{}:{}", opts.get_host().to_ascii_lowercase(), opts.get_port()),
-        };
-        let identity =
-            format!("mysql://{endpoint}/{}/{table}?mode={mode}", opts.get_database().unwrap_or(""));
         let lock = MySqlLock {
             inner: Arc::new(inner),
             pool,

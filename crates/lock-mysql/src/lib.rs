@@ -10,6 +10,8 @@ mod optimistic;
 mod options;
 mod pessimistic;
 mod sql;
+mod trips;
+mod waiters;
 
 pub use backend::MySqlLock;
 pub use builder::MySqlLockBuilder;

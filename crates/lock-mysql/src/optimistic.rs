@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Grant, LockInfo, Mutex, RenewItem};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Grant, LockInfo, Mutex, RenewItem, Subscription};
 use lock_core::{FencingToken, LeaseSignal, LockError, LostReason, OwnerToken, Result};
 use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::pool::PoolConnection;
@@ -16,6 +16,8 @@ use tokio::time::Instant;
 
 use crate::error::classify;
 use crate::sql::{OptimisticSql, hex_literal};
+use crate::trips::Trips;
+use crate::waiters::{Turn, Waiters};
 
 /// One acquisition attempt's connection, shared by the attempt and its cleanup: every statement
 /// of the attempt goes through it, and if the attempt's future is dropped, the cleanup is sent
@@ -37,6 +39,7 @@ async fn undo_attempt(
     key: Vec<u8>,
     owner: [u8; 16],
     nonce: [u8; 16],
+    trips: Trips,
 ) -> Result<()> {
     let here = sql
         .cancel_here
@@ -44,11 +47,13 @@ async fn undo_attempt(
         .replace("{owner}", &hex_literal(&owner))
         .replace("{nonce}", &hex_literal(&nonce));
     let mut same = conn.lock().await;
+    trips.add();
     let Err(e) = sqlx::raw_sql(AssertSqlSafe(here)).execute(&mut **same).await else { return Ok(()) };
     tracing::debug!(error = %e, "cleanup on the cut-off attempt's connection failed; undoing by its nonce");
     same.close_on_drop();
     drop(same);
     let mut other = pool.acquire().await.map_err(classify)?;
+    trips.add();
     sqlx::query(AssertSqlSafe(sql.cancel.clone()))
         .bind(key)
         .bind(nonce.to_vec())
@@ -92,6 +97,9 @@ const RACE_ROUNDS: usize = 3;
 /// ended, so no release or renewal can still need them).
 const LOCAL_GRACE: Duration = Duration::from_secs(1);
 
+/// The MariaDB acquire's row: owner, version, attempt nonce, remaining lease in µs.
+type Answer = (Option<Vec<u8>>, u64, Option<Vec<u8>>, Option<i64>);
+
 /// What one acquisition attempt sends: when it started, the key, owner and nonce bytes, and the
 /// lease in microseconds.
 #[derive(Clone, Copy)]
@@ -111,6 +119,9 @@ pub(crate) struct Optimistic {
     /// MariaDB: fences come from a sequence, so rows of unused keys may be deleted.
     reclaim: bool,
     acquisitions: AtomicU64,
+    /// This process's waiters and holders of the lock space (shared with its other backends).
+    waiters: Arc<Waiters>,
+    trips: Trips,
 }
 
 impl fmt::Debug for Optimistic {
@@ -128,14 +139,31 @@ fn micros(d: Duration) -> u64 {
 }
 
 impl Optimistic {
-    pub(crate) fn new(pool: MySqlPool, sql: OptimisticSql, reclaim: bool) -> Self {
+    pub(crate) fn new(pool: MySqlPool, sql: OptimisticSql, reclaim: bool, waiters: Arc<Waiters>) -> Self {
         Optimistic {
             pool,
             sql: Arc::new(sql),
             local: Mutex::default(),
             reclaim,
             acquisitions: Default::default(),
+            waiters,
+            trips: Trips::default(),
         }
+    }
+
+    #[cfg(feature = "testing")]
+    pub(crate) fn trips(&self) -> &Trips {
+        &self.trips
+    }
+
+    /// Release notifications of `key`: fed by every release in this process.
+    pub(crate) fn subscribe(&self, key: &str) -> Subscription {
+        self.waiters.subscribe(key)
+    }
+
+    /// A queued acquisition ended without a grant.
+    pub(crate) fn leave_queue(&self, key: &str, owner: OwnerToken) {
+        self.waiters.leave(key, owner);
     }
 
     pub(crate) fn schema(&self) -> &Arc<str> {
@@ -180,12 +208,17 @@ impl Optimistic {
             for s in e.signals.iter().filter(|s| !s.same_as(req.signal)) {
                 s.mark_lost(LostReason::NotOwner);
             }
+            if e.count > 0 {
+                self.waiters.released(req.key, req.owner, true);
+            }
             *e = fresh();
         } else if !e.signals.iter().any(|s| s.same_as(req.signal)) {
             e.signals.push(req.signal.clone());
         }
         e.count += 1;
         e.until = e.until.max(until);
+        drop(local);
+        self.waiters.granted(req.key, req.owner, until);
         Attempt::Acquired(Grant { fence: FencingToken(version), lease: Some(req.lease) })
     }
 
@@ -193,12 +226,20 @@ impl Optimistic {
     fn forget_expired(&self) {
         let now = Instant::now();
         self.local.lock().retain(|_, l| l.until + LOCAL_GRACE > now);
+        self.waiters.prune();
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let key = req.key.as_bytes();
         let owner = owner_bytes(req.owner);
         let lease = micros(req.lease);
+        // A waiting acquisition (the core sends `wait_until` only then) asks the database only at
+        // the head of this process's queue for the key; a try_lock always asks.
+        if req.wait_until.is_some()
+            && let Turn::Wait(nap) = self.waiters.turn(req.key, req.owner)
+        {
+            return Ok(Attempt::Held { retry_after: Some(nap) });
+        }
         let nonce = OwnerToken::random().as_u128().to_be_bytes();
         // The lease is counted from before anything is sent: the local bound can only be early.
         let sent = Instant::now();
@@ -206,7 +247,10 @@ impl Optimistic {
             Arc::new(tokio::sync::Mutex::new(self.pool.acquire().await.map_err(classify)?));
         let undo = {
             let (conn, pool, sql, key) = (conn.clone(), self.pool.clone(), self.sql.clone(), key.to_vec());
-            Cleanup::arm("mysql optimistic attempt", move || undo_attempt(conn, pool, sql, key, owner, nonce))
+            let trips = self.trips.clone();
+            Cleanup::arm("mysql optimistic attempt", move || {
+                undo_attempt(conn, pool, sql, key, owner, nonce, trips)
+            })
         };
         let ids = Ids { sent, key, owner, nonce, lease };
         let out = self.attempt(req, &ids, &mut **conn.lock().await).await;
@@ -224,6 +268,7 @@ impl Optimistic {
         }
         if due && self.reclaim {
             let (pool, sql) = (self.pool.clone(), self.sql.sweep.clone());
+            self.trips.add();
             tokio::spawn(async move {
                 if let Err(e) = sqlx::query(AssertSqlSafe(sql)).execute(&pool).await {
                     tracing::debug!(error = %e, "sweeping unused lock rows failed");
@@ -246,26 +291,45 @@ impl Optimistic {
         // cleanup, an insert raced by another client) is looked at again, a bounded number of
         // times.
         for _ in 0..RACE_ROUNDS {
-            let took = sqlx::query(AssertSqlSafe(self.sql.take.clone()))
-                .bind(&owner[..])
-                .bind(&nonce[..])
-                .bind(lease)
-                .bind(key)
-                .execute(&mut *conn)
-                .await
-                .map_err(classify)?;
-            if took.rows_affected() == 1 {
-                return Ok(self.acquired(req, sent, took.last_insert_id(), false));
-            }
-            let row: Option<(Option<Vec<u8>>, u64, Option<i64>)> =
-                sqlx::query_as(AssertSqlSafe(self.sql.probe.clone()))
+            // Who holds the key (when not us) and for how much longer.
+            let (holder, version, left) = if let Some(acquire) = &self.sql.acquire {
+                // MariaDB: insert or take in one statement; the row comes back.
+                self.trips.add();
+                let (holder, version, attempt, left): Answer = sqlx::query_as(AssertSqlSafe(acquire.clone()))
                     .bind(key)
-                    .fetch_optional(&mut *conn)
+                    .bind(&owner[..])
+                    .bind(lease)
+                    .bind(&nonce[..])
+                    .fetch_one(&mut *conn)
                     .await
                     .map_err(classify)?;
-            match row {
-                // First use of the key (or its row was reclaimed): create it already held.
-                None => {
+                if attempt.as_deref() == Some(&nonce[..]) {
+                    return Ok(self.acquired(req, sent, version, false));
+                }
+                (holder, version, left)
+            } else {
+                self.trips.add();
+                let took = sqlx::query(AssertSqlSafe(self.sql.take.clone()))
+                    .bind(&owner[..])
+                    .bind(&nonce[..])
+                    .bind(lease)
+                    .bind(key)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(classify)?;
+                if took.rows_affected() == 1 {
+                    return Ok(self.acquired(req, sent, took.last_insert_id(), false));
+                }
+                self.trips.add();
+                let row: Option<(Option<Vec<u8>>, u64, Option<i64>)> =
+                    sqlx::query_as(AssertSqlSafe(self.sql.probe.clone()))
+                        .bind(key)
+                        .fetch_optional(&mut *conn)
+                        .await
+                        .map_err(classify)?;
+                let Some(row) = row else {
+                    // First use of the key: create it already held.
+                    self.trips.add();
                     let ins = sqlx::query(AssertSqlSafe(self.sql.insert.clone()))
                         .bind(key)
                         .bind(&owner[..])
@@ -277,12 +341,25 @@ impl Optimistic {
                     if ins.rows_affected() == 1 {
                         return Ok(self.acquired(req, sent, ins.last_insert_id(), false));
                     }
-                }
-                Some((Some(holder), version, Some(left))) if left > 0 => {
+                    continue;
+                };
+                row
+            };
+            match (holder, left) {
+                (Some(holder), Some(left)) if left > 0 => {
                     if holder[..] != owner[..] {
                         let left = Duration::from_micros(left.unsigned_abs());
-                        return Ok(Attempt::Held { retry_after: Some(left) });
+                        let retry = match <[u8; 16]>::try_from(holder.as_slice()) {
+                            // A waiting acquisition keeps its place in this process's queue.
+                            Ok(b) if req.wait_until.is_some() => {
+                                let holder = OwnerToken::from_u128(u128::from_be_bytes(b));
+                                self.waiters.hint(req.key, req.owner, holder, left)
+                            }
+                            _ => left,
+                        };
+                        return Ok(Attempt::Held { retry_after: Some(retry) });
                     }
+                    self.trips.add();
                     let nested = sqlx::query(AssertSqlSafe(self.sql.reenter.clone()))
                         .bind(&nonce[..])
                         .bind(lease)
@@ -296,8 +373,8 @@ impl Optimistic {
                         return Ok(self.acquired(req, sent, version, true));
                     }
                 }
-                // Freed or expired between the two statements: take it on the next round.
-                Some(_) => {}
+                // Freed or expired between two statements: look again.
+                _ => {}
             }
         }
         Ok(Attempt::Held { retry_after: None })
@@ -309,6 +386,7 @@ impl Optimistic {
             return Ok(false);
         };
         let cas = |sql: &Arc<str>| {
+            self.trips.add();
             sqlx::query(AssertSqlSafe(sql.clone()))
                 .bind(key.as_bytes())
                 .bind(owner_bytes(owner).to_vec())
@@ -337,11 +415,16 @@ impl Optimistic {
             }
             None => {}
         }
+        drop(local);
+        // The head of this process's queue for the key is woken (the key is free, or the
+        // lease that held it is gone).
+        self.waiters.released(key, owner, !released);
         Ok(released)
     }
 
     /// The row as it stands: held while `owner` is set and the lease runs by the DB clock.
     pub(crate) async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        self.trips.add();
         let row: Option<(Option<Vec<u8>>, u64, Option<i64>)> =
             sqlx::query_as(AssertSqlSafe(self.sql.probe.clone()))
                 .bind(key.as_bytes())
@@ -371,6 +454,7 @@ impl Optimistic {
                 continue;
             };
             let sent = Instant::now();
+            self.trips.add();
             let res = sqlx::query(AssertSqlSafe(self.sql.renew.clone()))
                 .bind(micros(it.lease))
                 .bind(it.key.as_bytes())
@@ -388,6 +472,10 @@ impl Optimistic {
                     // carry their own signals) and forget it; no release will come for it.
                     l.lost(LostReason::NotOwner);
                     local.remove(&id);
+                    drop(local);
+                    self.waiters.released(it.key, it.owner, true);
+                    out.push(renewed);
+                    continue;
                 }
                 _ => {}
             }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Grant, Mutex, RenewItem};
 use lock_core::{FencingToken, LeaseSignal, LockError, LostReason, OwnerToken, Result};
 use sqlx::mysql::MySqlPool;
@@ -17,6 +18,7 @@ use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_connection_lost, is_contention};
 use crate::sql::{Flavor, PessimisticSql, hex_literal};
+use crate::trips::Trips;
 
 /// End the holding transaction and restore the server-wide timeouts of the session before the
 /// connection goes back to the pool (MariaDB).
@@ -58,7 +60,8 @@ impl Pinned {
 
     /// End the transaction and give the session its server-wide idle timeout back; on success
     /// the connection may go back to the pool.
-    async fn end(mut self, stmt: &'static str) -> std::result::Result<(), sqlx::Error> {
+    async fn end(mut self, stmt: &'static str, trips: &Trips) -> std::result::Result<(), sqlx::Error> {
+        trips.add();
         sqlx::raw_sql(stmt).execute(&mut *self.conn).await?;
         self.dirty = false;
         Ok(())
@@ -75,7 +78,8 @@ impl Drop for Pinned {
 
 /// End the lock wait running on connection `conn_id`. Our own user's threads may always be
 /// killed; an "unknown thread" error just means the wait is over.
-async fn kill_query(pool: MySqlPool, conn_id: u64) -> Result<()> {
+async fn kill_query(pool: MySqlPool, conn_id: u64, trips: Trips) -> Result<()> {
+    trips.add();
     sqlx::query("KILL QUERY ?").bind(conn_id).execute(&pool).await.map(drop).map_err(classify)
 }
 
@@ -126,6 +130,7 @@ pub(crate) struct Pessimistic {
     rollback: &'static str,
     holds: Arc<Holds>,
     next_id: AtomicU64,
+    trips: Trips,
 }
 
 /// The server-side idle bound for a keep-alive period: three periods, in whole seconds (the
@@ -164,11 +169,17 @@ impl Pessimistic {
             rollback,
             holds: Arc::default(),
             next_id: AtomicU64::new(0),
+            trips: Trips::default(),
         }
     }
 
     pub(crate) fn schema(&self) -> &Arc<str> {
         &self.sql.schema
+    }
+
+    #[cfg(feature = "testing")]
+    pub(crate) fn trips(&self) -> &Trips {
+        &self.trips
     }
 
     /// Connection id (`CONNECTION_ID()`) of the connection holding `key`, if held here.
@@ -219,17 +230,26 @@ impl Pessimistic {
         let key = req.key.as_bytes();
         let mut pinned = Pinned::new(self.pool.acquire().await.map_err(classify)?);
         let sent = Instant::now();
-        let row = sqlx::raw_sql(AssertSqlSafe(self.begin.clone()))
-            .fetch_one(&mut *pinned.conn)
-            .await
-            .map_err(classify)?;
-        let conn_id: u64 = row.try_get(0).map_err(classify)?;
-
-        // Uncontended fast path: a cached NOWAIT statement.
-        let first = sqlx::query(AssertSqlSafe(self.sql.lock_nowait.clone()))
-            .bind(key)
-            .fetch_optional(&mut *pinned.conn)
-            .await;
+        // One round trip: the session bounds, BEGIN, the connection id and the NOWAIT lock, as
+        // one text batch (the key as a hex literal). The server stops at the first failing
+        // statement, so a held row answers the id and then the lock error.
+        let batch = format!("{};\n{}", self.begin, self.sql.lock_nowait.replace("{key}", &hex_literal(key)));
+        self.trips.add();
+        let (conn_id, first) = {
+            let mut rows = sqlx::raw_sql(AssertSqlSafe(batch)).fetch(&mut *pinned.conn);
+            let conn_id: u64 = match rows.next().await {
+                Some(row) => row.and_then(|r| r.try_get(0)).map_err(classify)?,
+                None => return Err(LockError::permanent(NAME, "BEGIN batch returned no connection id")),
+            };
+            let first = rows.next().await.transpose();
+            // Read the batch to its end: the connection must be idle before the next statement.
+            if let Ok(Some(_)) = first {
+                while let Some(more) = rows.next().await {
+                    more.map_err(classify)?;
+                }
+            }
+            (conn_id, first)
+        };
         match first {
             Ok(Some(row)) => return Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?, sent, false)),
             Ok(None) => return self.no_row(pinned).await,
@@ -245,10 +265,11 @@ impl Pessimistic {
         // Wait in the server's queue; the server ends the wait at the deadline by itself. If
         // this future is dropped mid-wait, the wait is killed so it does not linger in the row's
         // queue (closing the connection would not end it: InnoDB does not read the socket then).
-        let pool = self.pool.clone();
-        let killer = Cleanup::arm("mysql lock wait", move || kill_query(pool, conn_id));
+        let (pool, trips) = (self.pool.clone(), self.trips.clone());
+        let killer = Cleanup::arm("mysql lock wait", move || kill_query(pool, conn_id, trips));
         let waited = {
             // Text protocol, one packet: see `sql/pessimistic_lock_wait_mariadb.sql`.
+            self.trips.add();
             let fut =
                 sqlx::raw_sql(AssertSqlSafe(self.wait_sql(remaining, key))).fetch_optional(&mut *pinned.conn);
             tokio::pin!(fut);
@@ -256,7 +277,7 @@ impl Pessimistic {
                 r = &mut fut => r,
                 _ = tokio::time::sleep_until(deadline + KILL_GRACE) => {
                     tracing::debug!(conn_id, "server did not end the lock wait at the deadline; killing it");
-                    if let Err(e) = kill_query(self.pool.clone(), conn_id).await {
+                    if let Err(e) = kill_query(self.pool.clone(), conn_id, self.trips.clone()).await {
                         tracing::debug!(conn_id, error = %e, "KILL QUERY of a lock wait failed");
                     }
                     fut.await
@@ -316,7 +337,7 @@ impl Pessimistic {
 
     async fn held(&self, pinned: Pinned) -> Result<Step> {
         // After a lock-wait timeout the transaction is still open: end it, keep the connection.
-        if let Err(e) = pinned.end(self.rollback).await {
+        if let Err(e) = pinned.end(self.rollback, &self.trips).await {
             tracing::debug!(error = %e, "rollback after a lost lock race failed; connection closed");
         }
         Ok(Step::Held)
@@ -324,12 +345,13 @@ impl Pessimistic {
 
     async fn no_row(&self, pinned: Pinned) -> Result<Step> {
         // The FOR UPDATE on a missing row may have taken a gap lock: end it before inserting.
-        pinned.end(self.rollback).await.map_err(classify)?;
+        pinned.end(self.rollback, &self.trips).await.map_err(classify)?;
         Ok(Step::NoRow)
     }
 
     /// Create the lock row outside any transaction, without ever waiting behind a holder.
     async fn create_row(&self, key: &str) -> Result<()> {
+        self.trips.add();
         let exists = sqlx::query(AssertSqlSafe(self.sql.row_exists.clone()))
             .bind(key.as_bytes())
             .fetch_optional(&self.pool)
@@ -342,6 +364,7 @@ impl Pessimistic {
             Flavor::MariaDb => self.sql.row_insert_mariadb.clone(),
             Flavor::MySql => self.sql.row_insert.clone(),
         };
+        self.trips.add();
         match sqlx::query(AssertSqlSafe(insert)).bind(key.as_bytes()).execute(&self.pool).await {
             Ok(_) => Ok(()),
             // Someone created and locked it in between: it exists now.
@@ -364,12 +387,15 @@ impl Pessimistic {
             // MySQL: autocommit, on another pooled connection, after the grant (grant order;
             // survives the holder's rollback). If this future is dropped here, `pinned` closes
             // its connection and the lock goes with it.
-            None => sqlx::query(AssertSqlSafe(self.sql.fence_next.clone()))
-                .bind(req.key.as_bytes())
-                .execute(&self.pool)
-                .await
-                .map_err(classify)?
-                .last_insert_id(),
+            None => {
+                self.trips.add();
+                sqlx::query(AssertSqlSafe(self.sql.fence_next.clone()))
+                    .bind(req.key.as_bytes())
+                    .execute(&self.pool)
+                    .await
+                    .map_err(classify)?
+                    .last_insert_id()
+            }
         };
         if fence == 0 {
             return Err(LockError::permanent(NAME, "fence counter returned no value"));
@@ -388,6 +414,7 @@ impl Pessimistic {
             commit: self.commit,
             rollback: self.rollback,
             holds: Arc::downgrade(&self.holds),
+            trips: self.trips.clone(),
             key: req.key.to_owned(),
             id,
         };
@@ -463,6 +490,7 @@ struct Keeper {
     holds: Weak<Holds>,
     key: String,
     id: u64,
+    trips: Trips,
 }
 
 impl Keeper {
@@ -488,6 +516,7 @@ impl Keeper {
         let mut uncertain = false;
         let signals = self.signals.clone();
         let key = self.key.clone();
+        self.trips.add();
         let ping = self.pinned.conn.ping();
         let answered = {
             tokio::pin!(ping);
@@ -534,7 +563,7 @@ impl Keeper {
                     }
                     Some(Cmd::Release(reply)) => {
                         let signals = self.signals.clone();
-                        let out = match self.pinned.end(self.commit).await {
+                        let out = match self.pinned.end(self.commit, &self.trips).await {
                             Ok(()) => Ok(true),
                             Err(e) if is_connection_lost(&e) => {
                                 each(&signals, |s| s.mark_lost(LostReason::SessionEnded));
@@ -547,7 +576,7 @@ impl Keeper {
                     }
                     None => {
                         // The backend was dropped: end the transaction, free the row.
-                        let _ = self.pinned.end(self.rollback).await;
+                        let _ = self.pinned.end(self.rollback, &self.trips).await;
                         return;
                     }
                 },

@@ -121,6 +121,9 @@ impl PessimisticSql {
 #[derive(Debug)]
 pub(crate) struct OptimisticSql {
     pub schema: Arc<str>,
+    /// MariaDB: insert-or-take in one statement, answering the row (`None` on MySQL, which has
+    /// no `RETURNING`: take, then probe, then insert).
+    pub acquire: Option<Arc<str>>,
     pub take: Arc<str>,
     pub insert: Arc<str>,
     pub probe: Arc<str>,
@@ -130,7 +133,7 @@ pub(crate) struct OptimisticSql {
     /// Fallback cleanup of a cancelled attempt, by its nonce, on another connection.
     pub cancel: Arc<str>,
     /// Template with `{key}`, `{owner}`, `{nonce}` (hex literals) still to fill: the cleanup of
-    /// a cancelled attempt on its own connection, sent as text.
+    /// a cancelled attempt on its own connection, sent as text (for this flavor's statements).
     pub cancel_here: Arc<str>,
     /// MariaDB: delete the row at the last release.
     pub release_delete: Arc<str>,
@@ -154,8 +157,16 @@ impl OptimisticSql {
                 include_str!("../sql/optimistic_insert.sql"),
             ),
         };
+        let (acquire, cancel_here) = match flavor {
+            Flavor::MariaDb => (
+                Some(render(include_str!("../sql/optimistic_acquire_mariadb.sql"), table)),
+                include_str!("../sql/optimistic_cancel_here_mariadb.sql"),
+            ),
+            Flavor::MySql => (None, include_str!("../sql/optimistic_cancel_here.sql")),
+        };
         OptimisticSql {
             schema: render(schema, table),
+            acquire,
             take: render(take, table),
             insert: render(insert, table),
             probe: render(include_str!("../sql/optimistic_probe.sql"), table),
@@ -163,7 +174,7 @@ impl OptimisticSql {
             release: render(include_str!("../sql/optimistic_release.sql"), table),
             renew: render(include_str!("../sql/optimistic_renew.sql"), table),
             cancel: render(include_str!("../sql/optimistic_cancel.sql"), table),
-            cancel_here: render(include_str!("../sql/optimistic_cancel_here.sql"), table),
+            cancel_here: render(cancel_here, table),
             release_delete: render(include_str!("../sql/optimistic_release_delete.sql"), table),
             sweep: render(include_str!("../sql/optimistic_sweep.sql"), table),
             upgrade: render(include_str!("../sql/optimistic_upgrade.sql"), table),
@@ -211,6 +222,7 @@ mod tests {
         for flavor in [Flavor::MariaDb, Flavor::MySql] {
             let p = PessimisticSql::new("tbl", flavor);
             assert!(p.lock_nowait.contains("`tbl`") && p.fence_next.contains("`tbl_fence`"));
+            assert!(p.lock_nowait.contains("name = {key}") && !p.lock_nowait.contains('?'));
             assert_eq!(p.lock_nowait.contains("NEXTVAL(`tbl_fence`)"), flavor == Flavor::MariaDb);
             assert!(p.lock_wait_mariadb.contains("NEXTVAL(`tbl_fence`)"));
             assert!(
@@ -222,6 +234,10 @@ mod tests {
             assert!(
                 o.take.contains("`tbl`") && !o.release.contains("{table}") && !o.insert.contains("{table}")
             );
+            assert_eq!(o.acquire.is_some(), flavor == Flavor::MariaDb);
+            // A statement with RETURNING leaves ROW_COUNT() at -1: the MariaDB cleanup must not test it.
+            assert_eq!(o.cancel_here.contains("ROW_COUNT()"), flavor == Flavor::MySql);
+            assert!(o.cancel_here.contains("@dlock_attempt = {nonce}"));
         }
     }
 }
