@@ -22,6 +22,14 @@ pub enum BenchError {
         #[source]
         source: DriverError,
     },
+    /// A peer's acquire did not hold the lock within the wait.
+    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
+    #[error("{peer} did not acquire within {wait:?}")]
+    PeerTimeout { peer: &'static str, wait: Duration },
+    /// A peer target in a build without the `peers` feature.
+    #[cfg_attr(feature = "peers", allow(dead_code))]
+    #[error("built without the peers feature")]
+    NoPeers,
     /// The build has no raw client for this URL's scheme.
     #[error("no floor for scheme {scheme:?} in this build")]
     NoFloor { scheme: String },

@@ -11,8 +11,10 @@ use std::time::Duration;
 use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::{Parser, Subcommand};
 
+mod alloc;
 mod error;
 mod floor;
+mod peers;
 mod report;
 mod scenarios;
 mod targets;
@@ -120,7 +122,9 @@ async fn bench(args: BenchArgs) -> ExitCode {
         args.scenarios.iter().filter_map(|n| Scenario::by_name(n)).collect()
     };
     let mut report = Report::new(args.quick, notes);
-    let pb = indicatif::ProgressBar::new((targets.len() * chosen.len()) as u64);
+    let runs =
+        targets.iter().map(|t| chosen.iter().filter(|s| t.peer.is_none() || s.peers).count()).sum::<usize>();
+    let pb = indicatif::ProgressBar::new(runs as u64);
     pb.set_style(
         indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
@@ -128,7 +132,10 @@ async fn bench(args: BenchArgs) -> ExitCode {
     let mut failed = false;
     for t in &targets {
         let setup = async {
-            let caps = t.client().await?.capabilities();
+            let caps = match t.peer {
+                Some(p) => p.floor_capability(),
+                None => t.client().await?.capabilities(),
+            };
             Ok::<_, BenchError>((caps, floor::measure(t, caps, sizes.floor_samples).await?))
         };
         let (caps, floor) = match setup.await {
@@ -141,7 +148,9 @@ async fn bench(args: BenchArgs) -> ExitCode {
         };
         report.floor(&t.name, &floor);
         let cx = Ctx { target: t, caps, floor: &floor, sizes: &sizes };
-        for s in &chosen {
+        // A peer takes part in the scenarios that measure a user's acquire, not in those that
+        // measure this library's machinery (watchdog, crash recovery by lease, the seeds).
+        for s in chosen.iter().filter(|s| t.peer.is_none() || s.peers) {
             pb.set_message(format!("{} {}", t.name, s.name));
             match s.run(&cx).await {
                 Ok(rows) => rows.into_iter().for_each(|r| report.push(r)),

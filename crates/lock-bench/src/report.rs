@@ -10,6 +10,9 @@ use crate::error::{BenchError, Result};
 use crate::floor::Floor;
 use crate::targets::Target;
 
+/// Columns of the results table.
+const HEADERS: usize = 14;
+
 const FLOOR_HEADERS: [&str; 7] =
     ["target", "round trip", "p50 µs", "p99 µs", "acquire+release floor", "p50 µs", "p99 µs"];
 
@@ -28,6 +31,15 @@ pub struct Row {
     pub value: Option<f64>,
     /// p50 divided by the floor's p50 measured in the same run.
     pub ratio: Option<f64>,
+    /// `acquire()` with a wait and the watchdog: its p50 over `try_acquire`'s with a fixed
+    /// lease, both taken in turn in the same run.
+    pub vs_try_acquire: Option<f64>,
+    /// `try_acquire` calls that reached the backend per acquisition (wake-ups show here).
+    pub attempts: Option<f64>,
+    /// Allocator calls per operation (process-wide, connection tasks included).
+    pub allocs: Option<f64>,
+    /// Bytes allocated per operation.
+    pub alloc_bytes: Option<f64>,
     pub extra: Map<String, Value>,
 }
 
@@ -43,6 +55,10 @@ impl Row {
             samples: None,
             value: None,
             ratio: None,
+            vs_try_acquire: None,
+            attempts: None,
+            allocs: None,
+            alloc_bytes: None,
             extra: Map::new(),
         }
     }
@@ -66,11 +82,21 @@ impl Row {
         r
     }
 
+    /// p99 over p50: how long the tail is (the "no herd" target reads it at 32 clients).
+    fn tail(&self) -> Option<f64> {
+        match (self.p50, self.p99) {
+            (Some(a), Some(b)) if a > 0 => Some(b as f64 / a as f64),
+            _ => None,
+        }
+    }
+
     fn json(&self) -> Value {
         json!({
             "target": self.target, "scenario": self.scenario, "metric": self.metric,
             "p50_us": self.p50, "p99_us": self.p99, "max_us": self.max, "samples": self.samples,
-            "value": self.value, "ratio_to_floor": self.ratio, "extra": self.extra,
+            "value": self.value, "ratio_to_floor": self.ratio, "p99_over_p50": self.tail(),
+            "ratio_to_try_acquire": self.vs_try_acquire, "attempts_per_acquisition": self.attempts,
+            "allocs_per_op": self.allocs, "alloc_bytes_per_op": self.alloc_bytes, "extra": self.extra,
         })
     }
 }
@@ -113,16 +139,21 @@ impl Report {
         self.rows.push(r);
     }
 
-    fn headers() -> [&'static str; 9] {
+    fn headers() -> [&'static str; HEADERS] {
         [
             "scenario",
             "target",
             "metric",
             "p50 µs",
             "p99 µs",
+            "p99/p50",
             "ops/s or value",
             "x floor p50",
+            "x try_acquire p50",
             "min/max per client",
+            "attempts per acq",
+            "allocs/op",
+            "bytes/op",
             "notes",
         ]
     }
@@ -144,9 +175,14 @@ impl Report {
             r.metric.clone(),
             fmt_opt(r.p50),
             fmt_opt(r.p99),
+            fmt_f(r.tail(), 1),
             fmt_f(r.value, 0),
             fmt_f(r.ratio, 2),
+            fmt_f(r.vs_try_acquire, 2),
             fairness,
+            fmt_f(r.attempts, 2),
+            fmt_f(r.allocs, 0),
+            fmt_f(r.alloc_bytes, 0),
             notes.join(" "),
         ]
     }
@@ -185,7 +221,8 @@ impl Report {
         for row in &self.floors {
             let _ = writeln!(md, "| {} |", row.join(" | "));
         }
-        let _ = writeln!(md, "\n## Results\n\n| {} |\n|{}", Self::headers().join(" | "), "---|".repeat(9));
+        let _ =
+            writeln!(md, "\n## Results\n\n| {} |\n|{}", Self::headers().join(" | "), "---|".repeat(HEADERS));
         for r in &self.rows {
             let _ = writeln!(md, "| {} |", Self::cells(r).join(" | "));
         }

@@ -7,6 +7,7 @@ use dlock::backend::UrlOptions;
 
 use crate::BenchArgs;
 use crate::error::Result;
+use crate::peers::Peer;
 
 /// One backend in one mode.
 #[derive(Debug, Clone)]
@@ -18,11 +19,19 @@ pub struct Target {
     /// At most this many locks in the watchdog scenario, where a hold is costly for this
     /// target's store; `None`: as the scenario decides from the capabilities.
     pub watchdog_locks: Option<usize>,
+    /// A peer crate on this target's server instead of this library.
+    pub peer: Option<Peer>,
 }
 
 impl Target {
     fn new(name: impl Into<String>, url: impl Into<String>) -> Self {
-        Target { name: name.into(), url: url.into(), watchdog_locks: None }
+        Target { name: name.into(), url: url.into(), watchdog_locks: None, peer: None }
+    }
+
+    /// `peer` on the server at `url` (the bare server URL, without this library's options).
+    #[cfg(feature = "peers")]
+    fn peer(name: &str, url: impl Into<String>, peer: Peer) -> Self {
+        Target { peer: Some(peer), ..Target::new(name, url) }
     }
 
     #[cfg_attr(not(any(feature = "mysql", feature = "zk")), allow(dead_code))]
@@ -31,7 +40,7 @@ impl Target {
         self
     }
 
-    /// A new independent client (its own connection or session).
+    /// A new independent client of this library (its own connection or session).
     pub async fn client(&self) -> Result<DynBackend> {
         Ok(dlock::from_url(&self.url).await?)
     }
@@ -78,6 +87,11 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
             for mode in ["simple", "reentrant", "fair"] {
                 targets.push(Target::new(format!("redis/{mode}"), format!("{}?mode={mode}", s.url())));
             }
+            #[cfg(feature = "peers")]
+            {
+                targets.push(Target::peer("rslock (redis)", s.url(), Peer::Rslock));
+                targets.push(Target::peer("distributed-lock (redis)", s.url(), Peer::DistributedLockRedis));
+            }
             servers.push(Box::new(s));
         }
         Err(e) => notes.push(format!("redis skipped: {e}")),
@@ -95,6 +109,8 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
                 Target::new("mysql/optimistic", format!("{}?mode=optimistic", s.url()))
                     .with_watchdog_locks(1_000),
             );
+            #[cfg(feature = "peers")]
+            targets.push(Target::peer("distributed-lock (mysql)", s.url(), Peer::DistributedLockMysql));
             servers.push(Box::new(s));
         }
         Err(e) => notes.push(format!("mysql skipped: {e}")),
@@ -114,6 +130,11 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
     }
     if cfg!(not(all(feature = "redis", feature = "mysql", feature = "zk"))) {
         notes.push("built without some backend features; build with --features full for all".into());
+    }
+    if cfg!(not(feature = "peers")) {
+        notes.push(
+            "built without the peers (rslock, distributed-lock); build with --features peers for them".into(),
+        );
     }
 }
 

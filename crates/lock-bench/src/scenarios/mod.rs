@@ -15,6 +15,8 @@ use crate::floor::Floor;
 use crate::report::Row;
 use crate::targets::Target;
 
+mod client;
+mod counting;
 mod crash;
 mod seeds;
 mod throughput;
@@ -89,6 +91,21 @@ impl Ctx<'_> {
     async fn locker(&self) -> Result<Locker> {
         Ok(Locker::new(self.target.client().await?))
     }
+
+    /// A new independent client as the latency scenarios call it: this library behind the
+    /// counting decorator, or the target's peer crate.
+    async fn client(&self) -> Result<client::Client> {
+        match self.target.peer {
+            None => {
+                let counting = counting::Counting::new(self.target.client().await?);
+                Ok(client::Client::Dlock { locker: Locker::new(counting.clone()), counting })
+            }
+            #[cfg(feature = "peers")]
+            Some(p) => Ok(client::Client::Peer(p.connect(&self.target.url).await?)),
+            #[cfg(not(feature = "peers"))]
+            Some(_) => Err(crate::error::BenchError::NoPeers),
+        }
+    }
 }
 
 type Rows<'a> = Pin<Box<dyn Future<Output = Result<Vec<Row>>> + Send + 'a>>;
@@ -100,6 +117,8 @@ pub struct Scenario {
     pub name: &'static str,
     /// What it measures (the `--scenario` help).
     pub measures: &'static str,
+    /// It also runs on the peer crates' targets.
+    pub peers: bool,
     run: for<'a> fn(&'a Ctx<'a>) -> Rows<'a>,
 }
 
@@ -119,37 +138,44 @@ impl Scenario {
 pub static SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "uncontended",
-        measures: "one client, acquire + release",
+        measures: "one client, acquire + release: try_acquire with a fixed lease, and acquire() with a wait and the watchdog",
+        peers: true,
         run: |cx| Box::pin(throughput::uncontended(cx)),
     },
     Scenario {
         name: "contended",
         measures: "N clients on one key (1, 8, 32)",
+        peers: true,
         run: |cx| Box::pin(throughput::contended(cx)),
     },
     Scenario {
         name: "many-keys",
         measures: "N clients on distinct keys",
+        peers: false,
         run: |cx| Box::pin(throughput::many_keys(cx)),
     },
     Scenario {
         name: "handoff",
         measures: "release -> blocked waiter holds",
+        peers: true,
         run: |cx| Box::pin(throughput::handoff(cx)),
     },
     Scenario {
         name: "watchdog",
         measures: "K held locks renewed by the watchdog",
+        peers: false,
         run: |cx| Box::pin(watchdog::watchdog(cx)),
     },
     Scenario {
         name: "crash",
         measures: "a holder process killed; time until another client holds the lock",
+        peers: false,
         run: |cx| Box::pin(crash::crash(cx)),
     },
     Scenario {
         name: "seeds",
         measures: "the seeds: 10 tasks x 1000 increments, and the flash sale",
+        peers: false,
         run: |cx| Box::pin(seeds::seeds(cx)),
     },
 ];

@@ -1,15 +1,12 @@
 //! The watchdog's load: K locks held for a few renewal periods, counting the renew round trips
 //! that reach the backend and the CPU they cost.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use dlock::backend::{AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription};
-use dlock::{DynBackend, Locker, OwnerToken};
+use dlock::Locker;
 
 use super::Ctx;
+use super::counting::Counting;
 use crate::error::{BenchError, Result};
 use crate::report::Row;
 
@@ -19,47 +16,6 @@ const LEASE: Duration = Duration::from_secs(3);
 /// Locks held at most when a hold is a session-bound lease, on a target that does not say:
 /// such a hold may pin a connection of a bounded pool (MySQL pessimistic: one of 32 each).
 const SESSION_BOUND_LOCKS: usize = 24;
-
-/// Counts renew calls and items going to the backend (a decorator over the same `dyn` path).
-#[derive(Debug)]
-struct Counting {
-    inner: DynBackend,
-    calls: AtomicUsize,
-    items: AtomicUsize,
-}
-
-#[async_trait]
-impl LockBackend for Counting {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> Capability {
-        self.inner.capabilities()
-    }
-    fn identity(&self) -> String {
-        self.inner.identity()
-    }
-    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> dlock::Result<Attempt> {
-        self.inner.try_acquire(req).await
-    }
-    async fn release(&self, key: &str, owner: OwnerToken) -> dlock::Result<bool> {
-        self.inner.release(key, owner).await
-    }
-    async fn renew(&self, items: &[RenewItem<'_>]) -> dlock::Result<Vec<bool>> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.items.fetch_add(items.len(), Ordering::Relaxed);
-        self.inner.renew(items).await
-    }
-    async fn inspect(&self, key: &str) -> dlock::Result<LockInfo> {
-        self.inner.inspect(key).await
-    }
-    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> dlock::Result<()> {
-        self.inner.leave_queue(key, owner).await
-    }
-    async fn subscribe(&self, key: &str) -> dlock::Result<Option<Subscription>> {
-        self.inner.subscribe(key).await
-    }
-}
 
 /// utime + stime of this process (Linux; zero where `/proc` is missing).
 fn cpu_time() -> Duration {
@@ -90,19 +46,17 @@ pub async fn watchdog(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     }
     let key = cx.key("w");
     let k = lock_count(cx);
-    let counting = Arc::new(Counting {
-        inner: cx.target.client().await?,
-        calls: AtomicUsize::new(0),
-        items: AtomicUsize::new(0),
-    });
+    let counting = Counting::new(cx.target.client().await?);
     let l = Locker::new(counting.clone()).with_watchdog_lease(LEASE)?;
     let mut guards = Vec::with_capacity(k);
     for i in 0..k {
         let g = l.try_lock(format!("{key}-{i}")).await?;
         guards.push(g.ok_or(BenchError::UnexpectedlyHeld { what: "fresh key" })?);
     }
-    let counts =
-        || (counting.calls.load(Ordering::Relaxed), counting.items.load(Ordering::Relaxed), cpu_time());
+    let counts = || {
+        let (calls, items) = counting.renewals();
+        (calls, items, cpu_time())
+    };
     let (c0, i0, cpu0) = counts();
     let periods = cx.sizes.watchdog_periods;
     tokio::time::sleep(LEASE / 3 * periods).await;
