@@ -73,3 +73,26 @@ impl LockBackend for Counting {
         self.inner.subscribe(key).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use dlock::{Locker, MemoryBackend};
+
+    use super::Counting;
+
+    #[tokio::test]
+    async fn every_attempt_reaching_the_backend_is_counted_once() {
+        let counting = Counting::new(Arc::new(MemoryBackend::new()));
+        let l = Locker::new(counting.clone());
+        let g = l.lock("k").lease(Duration::from_secs(10)).try_acquire().await.unwrap().unwrap();
+        assert_eq!(counting.attempts(), 1);
+        // A second client finds the key held: one more attempt, no grant.
+        assert!(l.lock("k").lease(Duration::from_secs(10)).try_acquire().await.unwrap().is_none());
+        assert_eq!(counting.attempts(), 2);
+        g.release().await.unwrap();
+        assert_eq!(counting.renewals(), (0, 0));
+    }
+}
