@@ -1,26 +1,38 @@
 //! Release notifications: one RESP3 pub/sub connection per [`RedisLock`](crate::RedisLock),
 //! multiplexing every key its waiters wait on.
 //!
-//! Two tasks own the connection. The command task runs SUBSCRIBE / UNSUBSCRIBE in the order
-//! they were asked for, so an UNSUBSCRIBE of a key that went idle cannot overtake a newer
-//! SUBSCRIBE; before unsubscribing it checks that the key really has no waiters left. The push
-//! task turns `message` pushes into [`NotifyHub::notify_next`] (the payload names the fair
-//! queue's next waiter, so only that one wakes) and, after a disconnection (messages may have
-//! been missed while the connection manager resubscribed), wakes every waiter.
+//! The command task runs SUBSCRIBE / UNSUBSCRIBE in the order they were asked for, so an
+//! UNSUBSCRIBE of a key that went idle cannot overtake a newer SUBSCRIBE. A key whose last
+//! waiter left stays subscribed for a while ([`LINGER`]): a client that waits on a busy key
+//! again and again then subscribes once, not once per acquisition (two round trips saved each
+//! time); before unsubscribing, the task checks that the key really has no waiters left. Pushes are handled where the connection
+//! reads them, without a task in between (a hop less on every hand-over): `message` pushes
+//! become [`NotifyHub::notify_next`] (the payload names the waiter the lock was handed to, so
+//! only that one wakes) and, after a disconnection (messages may have been missed while the
+//! connection manager resubscribed), every waiter is woken.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use lock_core::backend::{NotifyHub, Subscription};
+use lock_core::backend::{Mutex, NotifyHub, Subscription};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 use crate::keys::KeyLayout;
 
 /// Commands the command task takes at once: one look at the hub's live keys serves the whole
 /// batch of unsubscriptions, and a burst of waiters leaving costs one lock of the hub.
 const COMMAND_BATCH: usize = 256;
+/// How long a key stays subscribed on the server after its last waiter left.
+const LINGER: Duration = Duration::from_secs(3);
+
+/// Keys subscribed on the server (waited on, or lingering), shared by the waiters and the
+/// command task.
+type Subscribed = Arc<Mutex<HashSet<String>>>;
 
 enum Cmd {
     /// The user key that got its first waiter.
@@ -34,6 +46,7 @@ enum Cmd {
 pub(crate) struct Notifier {
     hub: NotifyHub,
     cmds: mpsc::UnboundedSender<Cmd>,
+    subscribed: Subscribed,
 }
 
 impl std::fmt::Debug for Cmd {
@@ -55,9 +68,6 @@ impl Notifier {
     ) -> RedisResult<Notifier> {
         let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
         let client = Client::open(info.clone().set_redis_settings(settings))?;
-        let (push_tx, push_rx) = mpsc::unbounded_channel();
-        let cfg = cfg.set_push_sender(push_tx).set_automatic_resubscription();
-        let conn = client.get_connection_manager_with_config(cfg).await?;
         let (cmds, cmd_rx) = mpsc::unbounded_channel();
         let weak = cmds.downgrade();
         let hub = NotifyHub::with_idle_hook(move |key| {
@@ -65,15 +75,27 @@ impl Notifier {
                 let _ = tx.send(Cmd::Unsubscribe(key.to_owned()));
             }
         });
-        tokio::spawn(command_task(conn, cmd_rx, hub.clone(), layout.clone()));
-        tokio::spawn(push_task(push_rx, hub.clone(), layout));
-        Ok(Notifier { hub, cmds })
+        let pushes =
+            Pushes { hub: hub.clone(), layout: layout.clone(), reconnecting: AtomicBool::new(false) };
+        let cfg = cfg
+            .set_push_sender(move |push: PushInfo| -> Result<(), ()> {
+                pushes.handle(push);
+                Ok(())
+            })
+            .set_automatic_resubscription();
+        let conn = client.get_connection_manager_with_config(cfg).await?;
+        let subscribed = Subscribed::default();
+        tokio::spawn(command_task(conn, cmd_rx, hub.clone(), layout, subscribed.clone()));
+        Ok(Notifier { hub, cmds, subscribed })
     }
 
-    /// Registers a waiter on `key`, subscribing on the server first if it is the key's first.
+    /// Registers a waiter on `key`, subscribing on the server first if it is the key's first
+    /// and the key is not still subscribed from an earlier waiter.
     pub(crate) async fn subscribe(&self, key: &str) -> RedisResult<Subscription> {
         let (sub, first) = self.hub.subscribe(key);
-        if first {
+        // Checked after registering in the hub: the command task unsubscribes a lingering key
+        // only if the hub has no waiter for it, under the same lock.
+        if first && !self.subscribed.lock().contains(key) {
             let (tx, rx) = oneshot::channel();
             let gone = || redis::RedisError::from((redis::ErrorKind::Io, "subscriber task ended"));
             self.cmds.send(Cmd::Subscribe(key.to_owned(), tx)).map_err(|_| gone())?;
@@ -94,56 +116,92 @@ async fn command_task(
     mut rx: mpsc::UnboundedReceiver<Cmd>,
     hub: NotifyHub,
     layout: Arc<KeyLayout>,
+    subscribed: Subscribed,
 ) {
     let mut batch = Vec::new();
-    while rx.recv_many(&mut batch, COMMAND_BATCH).await > 0 {
-        // Keys with waiters right now: an idle key that got a new waiter meanwhile stays.
-        let mut live: Option<HashSet<String>> = None;
-        for cmd in batch.drain(..) {
-            match cmd {
-                Cmd::Subscribe(key, ack) => {
-                    let _ = ack.send(conn.subscribe(layout.channel(&key)).await);
-                }
-                Cmd::Unsubscribe(key) => {
-                    let live = live.get_or_insert_with(|| hub.keys().into_iter().collect());
-                    if live.contains(&key) {
-                        continue;
+    // Keys whose last waiter left, and since when.
+    let mut idle: HashMap<String, Instant> = HashMap::new();
+    let mut sweep = tokio::time::interval(LINGER);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            n = rx.recv_many(&mut batch, COMMAND_BATCH) => if n == 0 { return },
+            _ = sweep.tick(), if !idle.is_empty() => {
+                let now = Instant::now();
+                let due: Vec<String> = idle.iter().filter(|(_, t)| now - **t >= LINGER).map(|(k, _)| k.clone()).collect();
+                let mut gone = Vec::new();
+                {
+                    let mut subscribed = subscribed.lock();
+                    // Keys with waiters right now stay: they got a new waiter meanwhile.
+                    let live: HashSet<String> = hub.keys().into_iter().collect();
+                    for key in due {
+                        idle.remove(&key);
+                        if !live.contains(&key) && subscribed.remove(&key) {
+                            gone.push(key);
+                        }
                     }
+                }
+                for key in gone {
                     if let Err(e) = conn.unsubscribe(layout.channel(&key)).await {
                         tracing::debug!(error = %e, "redis unsubscribe failed");
                     }
+                }
+                continue;
+            }
+        }
+        for cmd in batch.drain(..) {
+            match cmd {
+                Cmd::Subscribe(key, ack) => {
+                    if subscribed.lock().contains(&key) {
+                        let _ = ack.send(Ok(()));
+                        continue;
+                    }
+                    let r = conn.subscribe(layout.channel(&key)).await;
+                    if r.is_ok() {
+                        subscribed.lock().insert(key);
+                    }
+                    let _ = ack.send(r);
+                }
+                Cmd::Unsubscribe(key) => {
+                    idle.insert(key, Instant::now());
                 }
             }
         }
     }
 }
 
-async fn push_task(mut rx: mpsc::UnboundedReceiver<PushInfo>, hub: NotifyHub, layout: Arc<KeyLayout>) {
-    let mut reconnecting = false;
-    while let Some(push) = rx.recv().await {
+/// What the subscriber connection does with each push it reads (it must not block).
+struct Pushes {
+    hub: NotifyHub,
+    layout: Arc<KeyLayout>,
+    /// A disconnection was seen and the resubscription not yet.
+    reconnecting: AtomicBool,
+}
+
+impl Pushes {
+    fn handle(&self, push: PushInfo) {
         match push.kind {
             PushKind::Message => {
                 if let Some(Value::BulkString(ch)) = push.data.first()
                     && let Ok(ch) = std::str::from_utf8(ch)
-                    && let Some(key) = layout.key_of_channel(ch)
+                    && let Some(key) = self.layout.key_of_channel(ch)
                 {
-                    // Fair mode names the next waiter; an empty payload names nobody.
+                    // The payload names the waiter the lock was handed to; empty names nobody.
                     let next = match push.data.get(1) {
                         Some(Value::BulkString(p)) if !p.is_empty() => std::str::from_utf8(p).ok(),
                         _ => None,
                     };
-                    hub.notify_next(&key, next);
+                    self.hub.notify_next(&key, next);
                 }
             }
             PushKind::Disconnection => {
                 tracing::debug!("redis subscriber disconnected; waking every waiter");
-                hub.notify_all();
-                reconnecting = true;
+                self.hub.notify_all();
+                self.reconnecting.store(true, Ordering::SeqCst);
             }
-            PushKind::Subscribe if reconnecting => {
+            PushKind::Subscribe if self.reconnecting.swap(false, Ordering::SeqCst) => {
                 // Resubscribed after a reconnect: releases in the gap were not seen.
-                reconnecting = false;
-                hub.notify_all();
+                self.hub.notify_all();
             }
             _ => {}
         }
