@@ -1,6 +1,6 @@
 //! [`RedisLock`]: the [`LockBackend`] over one Redis server.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -193,48 +193,48 @@ impl RedisLock {
     /// Undoes a simple-mode attempt if it is abandoned (see [`cancel_simple`]): a
     /// compare-and-delete of this attempt's value only (owner token and nonce), so it never
     /// frees a later grant to the same owner, and the leave of the wait set.
-    fn arm_simple(&self, names: &KeyNames, owner: &str, nonce: &str) -> Cleanup {
+    /// `value` is the owner token (its first `owner_len` bytes) and the nonce.
+    fn arm_simple(&self, names: Arc<KeyNames>, value: String, owner_len: usize) -> Cleanup {
         let conn = self.inner.conn.clone();
         let claim = millis(self.heartbeat());
-        let (names, owner, nonce) = (names.clone(), owner.to_owned(), nonce.to_owned());
         Cleanup::arm("redis lock attempt", move || async move {
-            cancel_simple(conn, &names, &owner, &nonce, claim).await
+            let (owner, nonce) = value.split_at(owner_len);
+            cancel_simple(conn, &names, owner, nonce, claim).await
         })
     }
 
     /// Undoes a reentrant or fair attempt if it is abandoned (see [`cancel_hash`]).
-    fn arm_hash(&self, names: &KeyNames, owner: &str, nonce: &str) -> Cleanup {
+    fn arm_hash(&self, names: Arc<KeyNames>, owner: String, nonce: String) -> Cleanup {
         let conn = self.inner.conn.clone();
         let claim = millis(self.heartbeat());
-        let (names, owner, nonce) = (names.clone(), owner.to_owned(), nonce.to_owned());
         Cleanup::arm("redis lock attempt", move || async move {
             cancel_hash(conn, &names, &owner, &nonce, claim).await
         })
     }
 
     async fn acquire_simple(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let names = self.inner.layout.names(req.key);
+        let names = Arc::new(self.inner.layout.names(req.key));
         // The value is owner token + attempt nonce: release and renew match the owner prefix,
         // while the cleanup of an abandoned attempt matches only the grant that attempt made
-        // (a late cleanup never deletes a later grant to the same owner).
-        let owner = req.owner.to_string();
-        let nonce = OwnerToken::random().to_string();
-        let value = [owner.as_str(), nonce.as_str()].concat();
+        // (a late cleanup never deletes a later grant to the same owner). One buffer for both.
+        let mut value = String::with_capacity(64);
+        let _ = write!(value, "{}", req.owner);
+        let owner_len = value.len();
+        let _ = write!(value, "{}", OwnerToken::random());
         let wait_ms = self.wait_ms(req);
         let mut conn = self.inner.conn.clone();
-        let cleanup = self.arm_simple(&names, &owner, &nonce);
-        let (ok, reply): (i64, i64) = scripts::ACQUIRE_SIMPLE
-            .key(&names.lock)
+        // The invocation holds copies of its arguments, so the cleanup can take the originals.
+        let mut inv = scripts::ACQUIRE_SIMPLE.prepare_invoke();
+        inv.key(&names.lock)
             .key(&names.fence)
             .key(&names.waiters)
             .key(&names.queue)
             .arg(&value)
             .arg(millis(req.lease))
-            .arg(&owner)
-            .arg(wait_ms)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(classify)?;
+            .arg(&value[..owner_len])
+            .arg(wait_ms);
+        let cleanup = self.arm_simple(names, value, owner_len);
+        let (ok, reply): (i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
         cleanup.disarm();
         Ok(self.refused(attempt(ok, reply, req.lease), wait_ms > 0))
     }
@@ -243,47 +243,40 @@ impl RedisLock {
     /// joins the queue) or refreshes this waiter's place; without, it neither registers nor
     /// jumps the fair queue.
     async fn acquire_hash(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let names = self.inner.layout.names(req.key);
+        let names = Arc::new(self.inner.layout.names(req.key));
         let owner = req.owner.to_string();
         let nonce = OwnerToken::random().to_string();
         // Past the deadline a place in the queue is of no use: the core leaves it anyway. The
         // attempt still takes the lock if this waiter is next.
         let wait_ms = self.wait_ms(req);
         let mut conn = self.inner.conn.clone();
-        // Armed only around the request: a place kept in the queue afterwards is the core's to
-        // leave (`leave_queue`), a request dropped midway is ours to undo.
-        let cleanup = self.arm_hash(&names, &owner, &nonce);
-        let reply = match self.inner.mode {
-            Mode::Fair => {
-                scripts::ACQUIRE_FAIR
-                    .key(&names.lock)
-                    .key(&names.fence)
-                    .key(&names.queue)
-                    .key(&names.waiters)
-                    .arg(&owner)
-                    .arg(millis(req.lease))
-                    .arg(&nonce)
-                    .arg(wait_ms)
-                    .arg(&names.channel)
-                    .arg(millis(self.heartbeat()))
-                    .invoke_async(&mut conn)
-                    .await
-            }
-            _ => {
-                scripts::ACQUIRE_REENTRANT
-                    .key(&names.lock)
-                    .key(&names.fence)
-                    .key(&names.waiters)
-                    .key(&names.queue)
-                    .arg(&owner)
-                    .arg(millis(req.lease))
-                    .arg(&nonce)
-                    .arg(wait_ms)
-                    .invoke_async(&mut conn)
-                    .await
-            }
+        let mut inv = match self.inner.mode {
+            Mode::Fair => scripts::ACQUIRE_FAIR.prepare_invoke(),
+            _ => scripts::ACQUIRE_REENTRANT.prepare_invoke(),
         };
-        let (ok, value): (i64, i64) = reply.map_err(classify)?;
+        inv.key(&names.lock).key(&names.fence);
+        if self.inner.mode == Mode::Fair {
+            inv.key(&names.queue)
+                .key(&names.waiters)
+                .arg(&owner)
+                .arg(millis(req.lease))
+                .arg(&nonce)
+                .arg(wait_ms)
+                .arg(&names.channel)
+                .arg(millis(self.heartbeat()));
+        } else {
+            inv.key(&names.waiters)
+                .key(&names.queue)
+                .arg(&owner)
+                .arg(millis(req.lease))
+                .arg(&nonce)
+                .arg(wait_ms);
+        }
+        // Armed only around the request: a place kept in the queue afterwards is the core's to
+        // leave (`leave_queue`), a request dropped midway is ours to undo. The invocation holds
+        // copies of its arguments, so the cleanup can take the originals.
+        let cleanup = self.arm_hash(names, owner, nonce);
+        let (ok, value): (i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
         cleanup.disarm();
         Ok(self.refused(attempt(ok, value, req.lease), wait_ms > 0))
     }
