@@ -8,7 +8,7 @@
 -- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] queue list, KEYS[4] waiter deadlines zset
 -- ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] attempt nonce,
 -- ARGV[4] waiter timeout ms (0: a single attempt that does not join the queue),
--- ARGV[5] release channel, ARGV[6] claim window ms
+-- ARGV[5] release channel, ARGV[6] claim window ms, ARGV[7] inbox ('' for none)
 -- Returns {1, fence} when acquired, {0, ms until worth retrying (-1: unknown)} otherwise.
 local lock, queue, deadlines = KEYS[1], KEYS[3], KEYS[4]
 local owner, lease, wait_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
@@ -31,12 +31,14 @@ else
   while true do
     local head = redis.call('LINDEX', queue, 0)
     if not head then break end
+    head = string.sub(head, 1, 32)
     local d = redis.call('ZSCORE', deadlines, head)
     if d and tonumber(d) > now then break end
     redis.call('LPOP', queue)
     redis.call('ZREM', deadlines, head)
   end
   local head = redis.call('LINDEX', queue, 0)
+  head = head and string.sub(head, 1, 32)
   if not head or head == owner then
     if head then
       redis.call('LPOP', queue)
@@ -49,6 +51,6 @@ else
 end
 
 if wait_ms > 0 then
-  register(queue, deadlines, owner, now, wait_ms)
+  register(queue, deadlines, owner, ARGV[7], now, wait_ms)
 end
 return {0, redis.call('PTTL', lock)}

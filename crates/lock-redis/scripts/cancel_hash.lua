@@ -6,9 +6,9 @@
 -- lock with waiters in line, goes to the next waiter.
 -- KEYS[1] lock hash, KEYS[2] queue list, KEYS[3] waiter deadlines zset
 -- ARGV[1] owner token, ARGV[2] attempt nonce ('' to only leave), ARGV[3] release channel,
--- ARGV[4] claim window ms
+-- ARGV[4] claim window ms, ARGV[5] inbox
 local lock, queue, deadlines, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
-leave(queue, deadlines, owner)
+leave(queue, deadlines, owner, ARGV[5])
 local freed = false
 if ARGV[2] ~= '' and redis.call('HGET', lock, 'n') == ARGV[2] and redis.call('HEXISTS', lock, owner) == 1 then
   redis.call('HDEL', lock, 'n')

@@ -5,9 +5,9 @@
 -- leaver and not claimed goes to the next waiter (handoff.lua).
 -- KEYS[1] lock key, KEYS[2] waiter deadlines zset, KEYS[3] queue list
 -- ARGV[1] owner token, ARGV[2] attempt nonce ('' to only leave), ARGV[3] release channel,
--- ARGV[4] claim window ms
+-- ARGV[4] claim window ms, ARGV[5] inbox
 local lock, deadlines, owner = KEYS[1], KEYS[2], ARGV[1]
-leave(KEYS[3], deadlines, owner)
+leave(KEYS[3], deadlines, owner, ARGV[5])
 local v = redis.call('GET', lock)
 if v and ((ARGV[2] ~= '' and v == owner .. ARGV[2]) or v == 'h:' .. owner) then
   redis.call('DEL', lock)

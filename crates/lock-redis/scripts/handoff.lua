@@ -1,14 +1,17 @@
 -- Shared prelude of the scripts that free a lock or wait for one (prepended by the crate, not
 -- loaded alone): the wait set and the direct hand-over to one waiter.
 --
--- Waiters of every mode register in the 'queue' list (arrival order) and the 'waiters' sorted
--- set (owner token -> liveness deadline in server ms, pushed forward by each attempt of a live
--- waiter). When a lock is freed and a live waiter is registered,
+-- Waiters of every mode register in the 'queue' list (arrival order; each entry is the owner
+-- token, 32 hex digits, followed by the inbox channel of the waiter's client, if it has one)
+-- and the 'waiters' sorted set (owner token -> liveness deadline in server ms, pushed forward
+-- by each attempt of a live waiter). When a lock is freed and a live waiter is registered,
 -- the freeing script hands the lock over to exactly one of them: the lock becomes a marker
 -- naming that waiter (simple mode: the string 'h:' .. token; hash modes: the field 'h'), which
 -- only that waiter's next attempt can claim, and which expires after a short claim window so a
--- vanished waiter blocks the key for at most that long. The PUBLISH names the waiter, so only
--- it wakes: one wake-up per release, not the herd. Without a registered waiter the payload is
+-- vanished waiter blocks the key for at most that long. The PUBLISH goes to the inbox of that
+-- waiter's client only (payload: token and lock name), or without an inbox to the lock's
+-- channel naming the waiter, so only it wakes: one wake-up per release, not the herd, and no
+-- other client even reads the message. Without a registered waiter the payload is
 -- empty and wakes anyone (waiters that do not register, such as Redlock members).
 
 -- now_ms(): the server clock in milliseconds.
@@ -18,14 +21,16 @@ local function now_ms()
 end
 
 -- next_waiter(queue, deadlines, now): takes the first live waiter out of the queue and the
--- deadline set and returns its token and deadline, or nil. Dead entries met on the way go too.
+-- deadline set and returns its token, deadline and inbox ('' for none), or nil. Dead entries
+-- met on the way go too.
 local function next_waiter(queue, deadlines, now)
   while true do
     local head = redis.call('LPOP', queue)
     if not head then return nil end
-    local d = redis.call('ZSCORE', deadlines, head)
-    redis.call('ZREM', deadlines, head)
-    if d and tonumber(d) > now then return head, tonumber(d) end
+    local w = string.sub(head, 1, 32)
+    local d = redis.call('ZSCORE', deadlines, w)
+    redis.call('ZREM', deadlines, w)
+    if d and tonumber(d) > now then return w, tonumber(d), string.sub(head, 33) end
   end
 end
 
@@ -39,7 +44,7 @@ local function hand_over(lock, queue, deadlines, channel, claim_ms, hash)
     return ''
   end
   local now = now_ms()
-  local w, d = next_waiter(queue, deadlines, now)
+  local w, d, inbox = next_waiter(queue, deadlines, now)
   if not w then
     redis.call('PUBLISH', channel, '')
     return ''
@@ -51,22 +56,26 @@ local function hand_over(lock, queue, deadlines, channel, claim_ms, hash)
   else
     redis.call('SET', lock, 'h:' .. w, 'PX', claim)
   end
-  redis.call('PUBLISH', channel, w)
+  if inbox ~= '' then
+    redis.call('PUBLISH', inbox, w .. lock)
+  else
+    redis.call('PUBLISH', channel, w)
+  end
   return w
 end
 
--- leave(queue, deadlines, owner): takes a waiter that got the lock out of the wait set.
-local function leave(queue, deadlines, owner)
+-- leave(queue, deadlines, owner, inbox): takes a waiter out of the wait set.
+local function leave(queue, deadlines, owner, inbox)
   if redis.call('ZREM', deadlines, owner) == 1 then
-    redis.call('LREM', queue, 0, owner)
+    redis.call('LREM', queue, 0, owner .. inbox)
   end
 end
 
--- register(queue, deadlines, owner, now, wait_ms): joins the end of the queue, or pushes this
--- waiter's deadline forward; both keys outlive their last live waiter only briefly.
-local function register(queue, deadlines, owner, now, wait_ms)
+-- register(queue, deadlines, owner, inbox, now, wait_ms): joins the end of the queue, or
+-- pushes this waiter's deadline forward; both keys outlive their last live waiter only briefly.
+local function register(queue, deadlines, owner, inbox, now, wait_ms)
   if not redis.call('ZSCORE', deadlines, owner) then
-    redis.call('RPUSH', queue, owner)
+    redis.call('RPUSH', queue, owner .. inbox)
   end
   redis.call('ZADD', deadlines, now + wait_ms, owner)
   local keep = wait_ms * 2

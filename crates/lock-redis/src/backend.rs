@@ -57,6 +57,9 @@ struct Inner {
     notifications: bool,
     /// Started by the first `subscribe`.
     notifier: OnceCell<Notifier>,
+    /// This client's inbox channel, where a release that hands a lock to one of its waiters is
+    /// published ('' without notifications: the lock's channel is used).
+    inbox: String,
     mode: Mode,
     layout: Arc<KeyLayout>,
     fair_waiter_timeout: Duration,
@@ -107,8 +110,12 @@ impl RedisLock {
         fair_waiter_timeout: Duration,
         connection_timeout: Duration,
     ) -> Self {
+        let notifications = notifications && server.is_some();
+        let inbox =
+            if notifications { layout.inbox(&OwnerToken::random().to_string()) } else { String::new() };
         let inner = Inner {
-            notifications: notifications && server.is_some(),
+            notifications,
+            inbox,
             conn,
             server,
             notifier: OnceCell::new(),
@@ -183,7 +190,12 @@ impl RedisLock {
             .inner
             .notifier
             .get_or_try_init(|| {
-                Notifier::start(info, self.inner.layout.clone(), manager_config(timeout, timeout))
+                Notifier::start(
+                    info,
+                    self.inner.layout.clone(),
+                    self.inner.inbox.clone(),
+                    manager_config(timeout, timeout),
+                )
             })
             .await
             .map_err(classify)?;
@@ -197,9 +209,10 @@ impl RedisLock {
     fn arm_simple(&self, names: Arc<KeyNames>, value: String, owner_len: usize) -> Cleanup {
         let conn = self.inner.conn.clone();
         let claim = millis(self.heartbeat());
+        let inbox = self.inner.inbox.clone();
         Cleanup::arm("redis lock attempt", move || async move {
             let (owner, nonce) = value.split_at(owner_len);
-            cancel_simple(conn, &names, owner, nonce, claim).await
+            cancel_simple(conn, &names, owner, nonce, claim, &inbox).await
         })
     }
 
@@ -207,8 +220,9 @@ impl RedisLock {
     fn arm_hash(&self, names: Arc<KeyNames>, owner: String, nonce: String) -> Cleanup {
         let conn = self.inner.conn.clone();
         let claim = millis(self.heartbeat());
+        let inbox = self.inner.inbox.clone();
         Cleanup::arm("redis lock attempt", move || async move {
-            cancel_hash(conn, &names, &owner, &nonce, claim).await
+            cancel_hash(conn, &names, &owner, &nonce, claim, &inbox).await
         })
     }
 
@@ -232,7 +246,8 @@ impl RedisLock {
             .arg(&value)
             .arg(millis(req.lease))
             .arg(&value[..owner_len])
-            .arg(wait_ms);
+            .arg(wait_ms)
+            .arg(&self.inner.inbox);
         let cleanup = self.arm_simple(names, value, owner_len);
         let (ok, reply): (i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
         cleanup.disarm();
@@ -263,14 +278,16 @@ impl RedisLock {
                 .arg(&nonce)
                 .arg(wait_ms)
                 .arg(&names.channel)
-                .arg(millis(self.heartbeat()));
+                .arg(millis(self.heartbeat()))
+                .arg(&self.inner.inbox);
         } else {
             inv.key(&names.waiters)
                 .key(&names.queue)
                 .arg(&owner)
                 .arg(millis(req.lease))
                 .arg(&nonce)
-                .arg(wait_ms);
+                .arg(wait_ms)
+                .arg(&self.inner.inbox);
         }
         // Armed only around the request: a place kept in the queue afterwards is the core's to
         // leave (`leave_queue`), a request dropped midway is ours to undo. The invocation holds
@@ -310,6 +327,7 @@ async fn cancel_simple(
     owner: &str,
     nonce: &str,
     claim_ms: u64,
+    inbox: &str,
 ) -> Result<()> {
     let _: i64 = scripts::CANCEL_SIMPLE
         .key(&names.lock)
@@ -319,6 +337,7 @@ async fn cancel_simple(
         .arg(nonce)
         .arg(&names.channel)
         .arg(claim_ms)
+        .arg(inbox)
         .invoke_async(&mut conn)
         .await
         .map_err(classify)?;
@@ -333,6 +352,7 @@ async fn cancel_hash(
     owner: &str,
     nonce: &str,
     claim_ms: u64,
+    inbox: &str,
 ) -> Result<()> {
     let _: i64 = scripts::CANCEL_HASH
         .key(&names.lock)
@@ -342,6 +362,7 @@ async fn cancel_hash(
         .arg(nonce)
         .arg(&names.channel)
         .arg(claim_ms)
+        .arg(inbox)
         .invoke_async(&mut conn)
         .await
         .map_err(classify)?;
@@ -460,11 +481,13 @@ impl LockBackend for RedisLock {
 
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
         let (conn, names) = (self.inner.conn.clone(), self.inner.layout.names(key));
-        let claim = millis(self.heartbeat());
+        let (claim, inbox) = (millis(self.heartbeat()), self.inner.inbox.as_str());
         // An empty nonce: leave the wait set, never touch a hold.
         match self.inner.mode {
-            Mode::Simple => cancel_simple(conn, &names, &owner.to_string(), "", claim).await,
-            Mode::Reentrant | Mode::Fair => cancel_hash(conn, &names, &owner.to_string(), "", claim).await,
+            Mode::Simple => cancel_simple(conn, &names, &owner.to_string(), "", claim, inbox).await,
+            Mode::Reentrant | Mode::Fair => {
+                cancel_hash(conn, &names, &owner.to_string(), "", claim, inbox).await
+            }
         }
     }
 

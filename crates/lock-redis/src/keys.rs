@@ -68,6 +68,18 @@ impl KeyLayout {
         s
     }
 
+    /// The inbox channel of one client: where releases that hand a lock to one of its waiters
+    /// are published (no braces, so it never looks like a lock's channel).
+    pub(crate) fn inbox(&self, id: &str) -> String {
+        format!("{}inbox:{id}", self.prefix)
+    }
+
+    /// The user key a lock's Redis name belongs to (the inverse of [`lock`](Self::lock)).
+    pub(crate) fn key_of_lock(&self, lock: &str) -> Option<String> {
+        let tag = lock.strip_prefix(&self.prefix)?.strip_prefix('{')?.strip_suffix('}')?;
+        unescape(tag)
+    }
+
     /// The user key a release channel belongs to (the inverse of [`channel`](Self::channel)).
     pub(crate) fn key_of_channel(&self, channel: &str) -> Option<String> {
         let tag = channel.strip_prefix(&self.prefix)?.strip_prefix('{')?.strip_suffix(CHANNEL_SUFFIX)?;
@@ -137,6 +149,7 @@ mod tests {
             assert!(!tag[1..tag.len() - 1].contains(['{', '}']), "{tag}");
             assert!(seen.insert(n.lock.clone()), "{k:?} aliases another key");
             assert_eq!(l.key_of_channel(&n.channel).as_deref(), Some(k));
+            assert_eq!(l.key_of_lock(&n.lock).as_deref(), Some(k));
             for derived in [&n.fence, &n.queue, &n.waiters] {
                 assert!(derived.starts_with(&n.lock));
             }

@@ -64,6 +64,7 @@ impl Notifier {
     pub(crate) async fn start(
         info: &ConnectionInfo,
         layout: Arc<KeyLayout>,
+        inbox: String,
         cfg: ConnectionManagerConfig,
     ) -> RedisResult<Notifier> {
         let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
@@ -75,15 +76,21 @@ impl Notifier {
                 let _ = tx.send(Cmd::Unsubscribe(key.to_owned()));
             }
         });
-        let pushes =
-            Pushes { hub: hub.clone(), layout: layout.clone(), reconnecting: AtomicBool::new(false) };
+        let pushes = Pushes {
+            hub: hub.clone(),
+            layout: layout.clone(),
+            inbox: inbox.clone(),
+            reconnecting: AtomicBool::new(false),
+        };
         let cfg = cfg
             .set_push_sender(move |push: PushInfo| -> Result<(), ()> {
                 pushes.handle(push);
                 Ok(())
             })
             .set_automatic_resubscription();
-        let conn = client.get_connection_manager_with_config(cfg).await?;
+        let mut conn = client.get_connection_manager_with_config(cfg).await?;
+        // Hand-overs to this client's waiters come here, whatever the key.
+        conn.subscribe(&inbox).await?;
         let subscribed = Subscribed::default();
         tokio::spawn(command_task(conn, cmd_rx, hub.clone(), layout, subscribed.clone()));
         Ok(Notifier { hub, cmds, subscribed })
@@ -174,13 +181,30 @@ async fn command_task(
 struct Pushes {
     hub: NotifyHub,
     layout: Arc<KeyLayout>,
+    /// This client's inbox channel.
+    inbox: String,
     /// A disconnection was seen and the resubscription not yet.
     reconnecting: AtomicBool,
 }
 
 impl Pushes {
+    fn is_inbox(&self, push: &PushInfo) -> bool {
+        matches!(push.data.first(), Some(Value::BulkString(ch)) if ch.as_slice() == self.inbox.as_bytes())
+    }
+
     fn handle(&self, push: PushInfo) {
         match push.kind {
+            PushKind::Message if self.is_inbox(&push) => {
+                // A lock handed to one of our waiters: its token (32 hex digits), then the
+                // lock's Redis name.
+                if let Some(Value::BulkString(p)) = push.data.get(1)
+                    && let Ok(p) = std::str::from_utf8(p)
+                    && let (Some(token), Some(lock)) = (p.get(..32), p.get(32..))
+                    && let Some(key) = self.layout.key_of_lock(lock)
+                {
+                    self.hub.notify_next(&key, Some(token));
+                }
+            }
             PushKind::Message => {
                 if let Some(Value::BulkString(ch)) = push.data.first()
                     && let Ok(ch) = std::str::from_utf8(ch)
