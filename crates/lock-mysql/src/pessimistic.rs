@@ -38,6 +38,8 @@ const KILL_GRACE: Duration = Duration::from_millis(250);
 const MIN_WAIT: Duration = Duration::from_millis(1);
 /// Longest statement timeout MariaDB accepts (`max_statement_time`, one year).
 const MAX_STATEMENT_SECS: f64 = 31_536_000.0;
+/// Times a missing lock row is created and locked again within one attempt.
+const ROW_ROUNDS: usize = 3;
 /// Commands queued to one hold's keeper: a release and a renewal or two at most are ever in
 /// flight, so senders never wait.
 const KEEPER_QUEUE: usize = 4;
@@ -192,10 +194,15 @@ impl Pessimistic {
         if let Some(fence) = self.reenter(req.key, req.owner, req.signal) {
             return Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None }));
         }
-        // The row may have to be created first (once per key). A second miss means someone
-        // deletes rows under us: a temporary error, which the core retries.
+        // The row may have to be created first (once per key). An insert can also give way to
+        // another transaction's short-lived gap lock (a NOWAIT probe of a missing neighbour key),
+        // so it is tried a few times; misses beyond that mean someone deletes rows under us: a
+        // temporary error, which the core retries.
         let mut step = self.attempt(req).await?;
-        if let Step::NoRow = step {
+        for _ in 0..ROW_ROUNDS {
+            if !matches!(step, Step::NoRow) {
+                break;
+            }
             self.create_row(req.key).await?;
             step = self.attempt(req).await?;
         }
@@ -230,16 +237,26 @@ impl Pessimistic {
         let key = req.key.as_bytes();
         let mut pinned = Pinned::new(self.pool.acquire().await.map_err(classify)?);
         let sent = Instant::now();
-        // One round trip: the session bounds, BEGIN, the connection id and the NOWAIT lock, as
-        // one text batch (the key as a hex literal). The server stops at the first failing
-        // statement, so a held row answers the id and then the lock error.
-        let batch = format!("{};\n{}", self.begin, self.sql.lock_nowait.replace("{key}", &hex_literal(key)));
+        // One round trip: the session bounds, BEGIN and the NOWAIT lock as one text batch (the
+        // key as a hex literal); a grant answers the fencing token and the connection id. An
+        // attempt that may go on to wait in the server's queue asks for the id first, so that it
+        // has it when the row is held (the server stops the batch at the failing statement).
+        let may_wait = req.wait_until.is_some_and(|d| d.saturating_duration_since(sent) >= MIN_WAIT);
+        let lock = self.sql.lock_nowait.replace("{key}", &hex_literal(key));
+        let batch = if may_wait {
+            format!("{};\nSELECT CONNECTION_ID();\n{lock}", self.begin)
+        } else {
+            format!("{};\n{lock}", self.begin)
+        };
         self.trips.add();
-        let (conn_id, first) = {
+        let (asked_id, first) = {
             let mut rows = sqlx::raw_sql(AssertSqlSafe(batch)).fetch(&mut *pinned.conn);
-            let conn_id: u64 = match rows.next().await {
-                Some(row) => row.and_then(|r| r.try_get(0)).map_err(classify)?,
-                None => return Err(LockError::permanent(NAME, "BEGIN batch returned no connection id")),
+            let asked_id: Option<u64> = match may_wait {
+                true => match rows.next().await {
+                    Some(row) => Some(row.and_then(|r| r.try_get(0)).map_err(classify)?),
+                    None => return Err(LockError::permanent(NAME, "BEGIN batch returned no connection id")),
+                },
+                false => None,
             };
             let first = rows.next().await.transpose();
             // Read the batch to its end: the connection must be idle before the next statement.
@@ -248,14 +265,18 @@ impl Pessimistic {
                     more.map_err(classify)?;
                 }
             }
-            (conn_id, first)
+            (asked_id, first)
         };
         match first {
-            Ok(Some(row)) => return Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?, sent, false)),
+            Ok(Some(row)) => {
+                let conn_id: u64 = row.try_get(1).map_err(classify)?;
+                return Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?, sent, false));
+            }
             Ok(None) => return self.no_row(pinned).await,
             Err(e) if is_contention(&e) => {}
             Err(e) => return Err(classify(e)),
         }
+        let Some(conn_id) = asked_id else { return self.held(pinned).await };
         let Some(deadline) = req.wait_until else { return self.held(pinned).await };
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining < MIN_WAIT {
