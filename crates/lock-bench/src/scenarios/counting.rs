@@ -84,15 +84,17 @@ mod tests {
     use super::Counting;
 
     #[tokio::test]
-    async fn every_attempt_reaching_the_backend_is_counted_once() {
+    async fn every_attempt_reaching_the_backend_is_counted_once() -> Result<(), Box<dyn std::error::Error>> {
         let counting = Counting::new(Arc::new(MemoryBackend::new()));
         let l = Locker::new(counting.clone());
-        let g = l.lock("k").lease(Duration::from_secs(10)).try_acquire().await.unwrap().unwrap();
+        let lease = Duration::from_secs(10);
+        let g = l.lock("k").lease(lease).try_acquire().await?.ok_or("a free key was held")?;
         assert_eq!(counting.attempts(), 1);
-        // A second client finds the key held: one more attempt, no grant.
-        assert!(l.lock("k").lease(Duration::from_secs(10)).try_acquire().await.unwrap().is_none());
+        // A second acquisition finds the key held: one more attempt, no grant.
+        assert!(l.lock("k").lease(lease).try_acquire().await?.is_none());
         assert_eq!(counting.attempts(), 2);
-        g.release().await.unwrap();
+        g.release().await?;
         assert_eq!(counting.renewals(), (0, 0));
+        Ok(())
     }
 }
