@@ -54,6 +54,15 @@ impl Client {
             Client::Peer(_) => None,
         }
     }
+
+    /// `subscribe` calls that reached the backend so far (`None` for a peer).
+    pub fn subscribes(&self) -> Option<u64> {
+        match self {
+            Client::Dlock { counting, .. } => Some(counting.subscribes()),
+            #[cfg(feature = "peers")]
+            Client::Peer(_) => None,
+        }
+    }
 }
 
 /// A peer's TTL where it needs one and the scenario asks for the watchdog's: this library's

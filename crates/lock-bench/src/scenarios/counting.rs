@@ -1,6 +1,7 @@
 //! A decorator over a target's backend that counts what reaches it: acquisition attempts
-//! (`try_acquire` calls, so wake-ups show as attempts per acquisition) and renewals (calls and
-//! items). It forwards everything else unchanged, on the same `dyn` path users take.
+//! (`try_acquire` calls, so wake-ups show as attempts per acquisition), subscriptions (so the
+//! attempts that follow a wake-up can be told from the first attempt and the one after
+//! subscribing) and renewals (calls and items). It forwards everything else unchanged, on the same `dyn` path users take.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +15,7 @@ use dlock::{DynBackend, OwnerToken};
 pub struct Counting {
     inner: DynBackend,
     attempts: AtomicU64,
+    subscribes: AtomicU64,
     renew_calls: AtomicU64,
     renew_items: AtomicU64,
 }
@@ -24,6 +26,7 @@ impl Counting {
         Arc::new(Counting {
             inner,
             attempts: AtomicU64::new(0),
+            subscribes: AtomicU64::new(0),
             renew_calls: AtomicU64::new(0),
             renew_items: AtomicU64::new(0),
         })
@@ -32,6 +35,11 @@ impl Counting {
     /// `try_acquire` calls so far.
     pub fn attempts(&self) -> u64 {
         self.attempts.load(Ordering::Relaxed)
+    }
+
+    /// `subscribe` calls so far.
+    pub fn subscribes(&self) -> u64 {
+        self.subscribes.load(Ordering::Relaxed)
     }
 
     /// `renew` calls and the items they carried so far.
@@ -70,6 +78,7 @@ impl LockBackend for Counting {
         self.inner.leave_queue(key, owner).await
     }
     async fn subscribe(&self, key: &str) -> dlock::Result<Option<Subscription>> {
+        self.subscribes.fetch_add(1, Ordering::Relaxed);
         self.inner.subscribe(key).await
     }
 }

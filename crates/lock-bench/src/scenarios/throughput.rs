@@ -181,7 +181,7 @@ async fn clients_loop(cx: &Ctx<'_>, clients: usize, key: &str, shared: bool) -> 
         tasks.push(tokio::spawn(async move {
             let mut h = hist()?;
             let mut n = 0u64;
-            let attempts0 = c.attempts();
+            let (attempts0, subscribes0) = (c.attempts(), c.subscribes());
             while Instant::now() < stop {
                 let t0 = Instant::now();
                 let g = c.acquire(&k, Some(LEASE), WAIT).await?;
@@ -193,18 +193,20 @@ async fn clients_loop(cx: &Ctx<'_>, clients: usize, key: &str, shared: bool) -> 
                 g.release().await?;
             }
             let attempts = c.attempts().zip(attempts0).map(|(a, b)| a.saturating_sub(b));
-            Ok::<_, BenchError>((h, n, attempts))
+            let subscribes = c.subscribes().zip(subscribes0).map(|(a, b)| a.saturating_sub(b));
+            Ok::<_, BenchError>((h, n, attempts, subscribes))
         }));
     }
     let mut h = hist()?;
     let mut counts = Vec::new();
-    let mut attempts = Some(0u64);
+    let (mut attempts, mut subscribes) = (Some(0u64), Some(0u64));
     let started = Instant::now();
     for task in tasks {
-        let (th, n, a) = task.await??;
+        let (th, n, a, sub) = task.await??;
         h.add(&th)?;
         counts.push(n);
         attempts = attempts.zip(a).map(|(s, a)| s + a);
+        subscribes = subscribes.zip(sub).map(|(s, a)| s + a);
     }
     let total: u64 = counts.iter().sum();
     let elapsed = started.elapsed().max(dur);
@@ -216,6 +218,9 @@ async fn clients_loop(cx: &Ctx<'_>, clients: usize, key: &str, shared: bool) -> 
     let rate = total as f64 / elapsed.as_secs_f64();
     let mut row = Row::latency(cx.target, &name, "acquire wait", &h, Some(rate), cx.floor.pair_p50);
     row.attempts = attempts.filter(|_| total > 0).map(|a| a as f64 / total as f64);
+    if let Some(sub) = subscribes.filter(|_| total > 0) {
+        row.extra.insert("subscribes_per_acq".into(), (sub as f64 / total as f64).into());
+    }
     row.extra.insert("min_per_client".into(), counts.iter().copied().min().unwrap_or(0).into());
     row.extra.insert("max_per_client".into(), counts.iter().copied().max().unwrap_or(0).into());
     row.extra.insert("exclusion_ok".into(), true.into());
@@ -232,7 +237,7 @@ pub async fn handoff(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     let a = cx.client().await?;
     let b = cx.client().await?;
     let mut h = hist()?;
-    let attempts0 = b.attempts();
+    let (attempts0, subscribes0) = (b.attempts(), b.subscribes());
     for _ in 0..cx.sizes.handoffs {
         let g = a.acquire(&key, Some(LEASE), LEASE).await?;
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -255,5 +260,9 @@ pub async fn handoff(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     }
     let mut row = Row::latency(cx.target, "handoff", "release -> waiter holds", &h, None, cx.floor.rtt_p50);
     row.attempts = attempts_per(&b, attempts0, cx.sizes.handoffs as u64);
+    if let (Some(now), Some(before)) = (b.subscribes(), subscribes0) {
+        let per = now.saturating_sub(before) as f64 / cx.sizes.handoffs.max(1) as f64;
+        row.extra.insert("subscribes_per_acq".into(), per.into());
+    }
     Ok(vec![row])
 }
