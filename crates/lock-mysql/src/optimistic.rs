@@ -121,6 +121,8 @@ pub(crate) struct Optimistic {
     acquisitions: AtomicU64,
     /// This process's waiters and holders of the lock space (shared with its other backends).
     waiters: Arc<Waiters>,
+    /// Per key, held by an attempt (and by its undo, if it was cut off).
+    gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     trips: Trips,
 }
 
@@ -147,6 +149,7 @@ impl Optimistic {
             reclaim,
             acquisitions: Default::default(),
             waiters,
+            gates: Mutex::default(),
             trips: Trips::default(),
         }
     }
@@ -243,13 +246,20 @@ impl Optimistic {
         let nonce = OwnerToken::random().as_u128().to_be_bytes();
         // The lease is counted from before anything is sent: the local bound can only be early.
         let sent = Instant::now();
+        // One attempt per key at a time through this backend, and none while the undo of a cut-off
+        // one is still running: a statement of that attempt may still be in its connection's
+        // buffer and land (and be undone) later, so a new attempt would see its brief grant.
+        let gate = self.gates.lock().entry(req.key.to_owned()).or_default().clone();
+        let turn = gate.lock_owned().await;
         let conn: AttemptConn =
             Arc::new(tokio::sync::Mutex::new(self.pool.acquire().await.map_err(classify)?));
         let undo = {
             let (conn, pool, sql, key) = (conn.clone(), self.pool.clone(), self.sql.clone(), key.to_vec());
             let trips = self.trips.clone();
-            Cleanup::arm("mysql optimistic attempt", move || {
-                undo_attempt(conn, pool, sql, key, owner, nonce, trips)
+            Cleanup::arm("mysql optimistic attempt", move || async move {
+                let undone = undo_attempt(conn, pool, sql, key, owner, nonce, trips).await;
+                drop(turn);
+                undone
             })
         };
         let ids = Ids { sent, key, owner, nonce, lease };
@@ -275,6 +285,11 @@ impl Optimistic {
                 }
             });
         }
+        let mut gates = self.gates.lock();
+        if gates.get(req.key).is_some_and(|g| Arc::strong_count(g) == 1) {
+            gates.remove(req.key);
+        }
+        drop(gates);
         out
     }
 
@@ -466,7 +481,10 @@ impl Optimistic {
             let renewed = res.rows_affected() == 1;
             let mut local = self.local.lock();
             match local.get_mut(&id) {
-                Some(l) if l.version == version && renewed => l.until = l.until.max(sent + it.lease),
+                Some(l) if l.version == version && renewed => {
+                    l.until = l.until.max(sent + it.lease);
+                    self.waiters.renewed(it.key, it.owner, l.until);
+                }
                 Some(l) if l.version == version => {
                     // Lost: tell every guard of the hold (nested ones through other lockers
                     // carry their own signals) and forget it; no release will come for it.

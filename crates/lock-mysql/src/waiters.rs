@@ -180,6 +180,13 @@ impl Waiters {
         h.1 = h.1.max(until);
     }
 
+    /// `owner`'s lease of `key` was extended to at least `until` (so `prune` keeps the hold).
+    pub(crate) fn renewed(&self, key: &str, owner: OwnerToken, until: Instant) {
+        if let Some(h) = self.keys.lock().get_mut(key).and_then(|k| k.held.get_mut(&owner)) {
+            h.1 = h.1.max(until);
+        }
+    }
+
     /// One hold of `owner` ended (`all`: every hold of it, the lease was found gone). When none
     /// is left, the head is woken: the key is free, or its lease is over.
     pub(crate) fn released(&self, key: &str, owner: OwnerToken, all: bool) {
