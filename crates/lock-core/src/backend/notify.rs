@@ -1,21 +1,24 @@
-//! Release notifications: a per-key epoch counter that wakes waiters.
+//! Release notifications: a per-key epoch counter that wakes every waiter, and named wake-ups
+//! that wake only the waiter next in line.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use super::Mutex;
 
 type IdleHook = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// A release epoch and, where the backend knows it, the owner next in line (fair queues).
-type Wake = (u64, Option<Arc<str>>);
-
 struct Entry {
-    tx: watch::Sender<Wake>,
+    /// Broadcast epoch: a release that names nobody.
+    tx: watch::Sender<u64>,
     subscribers: usize,
+    /// Waiters in [`Subscription::notified_for`], by the owner they wait as.
+    named: HashMap<Arc<str>, Arc<Notify>>,
+    /// The last owner named while not yet waiting here: its wake-up is kept for it.
+    pending: Option<Arc<str>>,
 }
 
 #[derive(Default)]
@@ -60,16 +63,14 @@ impl NotifyHub {
                 (e.tx.subscribe(), false)
             }
             None => {
-                let (tx, rx) = watch::channel((0, None));
-                inner.keys.insert(key.to_owned(), Entry { tx, subscribers: 1 });
+                let (tx, rx) = watch::channel(0);
+                let entry = Entry { tx, subscribers: 1, named: HashMap::new(), pending: None };
+                inner.keys.insert(key.to_owned(), entry);
                 (rx, true)
             }
         };
-        let sub = Subscription {
-            rx: Source::Hub(rx),
-            leave: Some(Leave { hub: self.clone(), key: key.to_owned() }),
-        };
-        (sub, first)
+        let leave = Leave { hub: self.clone(), key: key.to_owned(), named: None };
+        (Subscription { rx: Source::Hub(rx), leave: Some(leave) }, first)
     }
 
     /// Wake every waiter of `key` (no-op without subscribers).
@@ -77,26 +78,25 @@ impl NotifyHub {
         self.notify_next(key, None);
     }
 
-    /// Wake the waiters of `key`, telling them which owner is next in line (`None`: anyone).
-    /// A waiter in [`Subscription::notified_for`] sleeps on when another owner is named, so a
-    /// fair release wakes one waiter, not the herd.
+    /// Wake the waiters of `key`, or with `next` only the one waiting as that owner in
+    /// [`Subscription::notified_for`]: a fair release wakes one task, not the herd. A named
+    /// owner that is not waiting yet finds its wake-up when it starts to.
     pub fn notify_next(&self, key: &str, next: Option<&str>) {
-        if let Some(e) = self.inner.lock().keys.get(key) {
-            let next: Option<Arc<str>> = next.map(Arc::from);
-            e.tx.send_modify(|(n, who)| {
-                *n = n.wrapping_add(1);
-                *who = next;
-            });
+        let mut inner = self.inner.lock();
+        let Some(e) = inner.keys.get_mut(key) else { return };
+        match next {
+            None => e.tx.send_modify(|n| *n = n.wrapping_add(1)),
+            Some(owner) => match e.named.get(owner) {
+                Some(n) => n.notify_one(),
+                None => e.pending = Some(Arc::from(owner)),
+            },
         }
     }
 
     /// Wake every waiter of every key (after a reconnect, when messages may have been missed).
     pub fn notify_all(&self) {
         for e in self.inner.lock().keys.values() {
-            e.tx.send_modify(|(n, who)| {
-                *n = n.wrapping_add(1);
-                *who = None;
-            });
+            e.tx.send_modify(|n| *n = n.wrapping_add(1));
         }
     }
 
@@ -105,12 +105,30 @@ impl NotifyHub {
         self.inner.lock().keys.keys().cloned().collect()
     }
 
-    fn leave(&self, key: &str) {
+    /// Wait as `owner` on `key`: the wake-up, and whether one was already kept for it.
+    fn wait_as(&self, key: &str, owner: &str) -> Option<(Arc<str>, Arc<Notify>, bool)> {
+        let mut inner = self.inner.lock();
+        let e = inner.keys.get_mut(key)?;
+        let name: Arc<str> = Arc::from(owner);
+        let notify = e.named.entry(name.clone()).or_default().clone();
+        let kept = e.pending.as_deref() == Some(owner);
+        if kept {
+            e.pending = None;
+        }
+        Some((name, notify, kept))
+    }
+
+    fn leave(&self, key: &str, named: Option<(Arc<str>, Arc<Notify>)>) {
         let idle = {
             let mut inner = self.inner.lock();
             match inner.keys.get_mut(key) {
                 Some(e) if e.subscribers > 1 => {
                     e.subscribers -= 1;
+                    if let Some((name, n)) = named
+                        && e.named.get(&name).is_some_and(|m| Arc::ptr_eq(m, &n))
+                    {
+                        e.named.remove(&name);
+                    }
                     false
                 }
                 Some(_) => {
@@ -129,11 +147,12 @@ impl NotifyHub {
 struct Leave {
     hub: NotifyHub,
     key: String,
+    named: Option<(Arc<str>, Arc<Notify>)>,
 }
 
 impl Drop for Leave {
     fn drop(&mut self) {
-        self.hub.leave(&self.key);
+        self.hub.leave(&self.key, self.named.take());
     }
 }
 
@@ -150,7 +169,7 @@ impl fmt::Debug for Subscription {
 }
 
 enum Source {
-    Hub(watch::Receiver<Wake>),
+    Hub(watch::Receiver<u64>),
     Plain(watch::Receiver<u64>),
 }
 
@@ -161,26 +180,35 @@ impl Subscription {
         Subscription { rx: Source::Plain(rx), leave: None }
     }
 
-    /// Wait for the next release notification. Returns `false` if the source is gone (then
-    /// the caller falls back to polling).
+    /// Wait for the next release notification that names nobody. Returns `false` if the
+    /// source is gone (then the caller falls back to polling).
     pub async fn notified(&mut self) -> bool {
         match &mut self.rx {
-            Source::Hub(rx) => rx.changed().await.is_ok(),
-            Source::Plain(rx) => rx.changed().await.is_ok(),
+            Source::Hub(rx) | Source::Plain(rx) => rx.changed().await.is_ok(),
         }
     }
 
     /// Wait for the next release notification that names `owner` as next in line, or names
     /// nobody. Returns `false` if the source is gone.
     pub async fn notified_for(&mut self, owner: &str) -> bool {
-        let Source::Hub(rx) = &mut self.rx else { return self.notified().await };
-        loop {
-            if rx.changed().await.is_err() {
-                return false;
-            }
-            if rx.borrow_and_update().1.as_deref().is_none_or(|next| next == owner) {
+        let Some(leave) = self.leave.as_mut() else { return self.notified().await };
+        if leave.named.as_ref().is_none_or(|(name, _)| &**name != owner) {
+            let Some((name, notify, kept)) = leave.hub.wait_as(&leave.key, owner) else {
+                return self.notified().await;
+            };
+            leave.named = Some((name, notify));
+            if kept {
                 return true;
             }
+        }
+        let notify = match &leave.named {
+            Some((_, n)) => n.clone(),
+            None => return self.notified().await,
+        };
+        let Source::Hub(rx) = &mut self.rx else { return self.notified().await };
+        tokio::select! {
+            changed = rx.changed() => changed.is_ok(),
+            () = notify.notified() => true,
         }
     }
 }
@@ -205,13 +233,31 @@ mod tests {
         assert!(first_a && !first_b);
         hub.notify("k");
         assert!(a.notified().await);
-        hub.notify_next("k", Some("someone-else"));
-        hub.notify_next("k", Some("me"));
-        assert!(a.notified_for("me").await, "woken by the release that names it");
         drop(b);
         assert_eq!(idle.load(Ordering::SeqCst), 0);
         drop(a);
         assert_eq!(idle.load(Ordering::SeqCst), 1);
         assert!(hub.keys().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_named_release_wakes_only_the_named_waiter() {
+        use futures_util::FutureExt;
+        let hub = NotifyHub::new();
+        let (mut me, _) = hub.subscribe("k");
+        let (mut other, _) = hub.subscribe("k");
+        // Both wait (registering their names), then one release names "me".
+        assert!(me.notified_for("me").now_or_never().is_none());
+        assert!(other.notified_for("other").now_or_never().is_none());
+        hub.notify_next("k", Some("me"));
+        assert_eq!(me.notified_for("me").now_or_never(), Some(true), "the named waiter wakes");
+        assert!(other.notified_for("other").now_or_never().is_none(), "the other sleeps on");
+        // A release naming nobody wakes everyone.
+        hub.notify("k");
+        assert_eq!(other.notified_for("other").now_or_never(), Some(true));
+        // A wake-up for a waiter that is not waiting yet is kept for it.
+        let (mut late, _) = hub.subscribe("k");
+        hub.notify_next("k", Some("late"));
+        assert_eq!(late.notified_for("late").now_or_never(), Some(true));
     }
 }
