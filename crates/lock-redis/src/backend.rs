@@ -322,45 +322,49 @@ async fn release_simple(
 /// `cancel_simple.lua` for `owner`: undoes the grant made by the attempt with `nonce` (none
 /// for an empty nonce) and leaves the wait set.
 async fn cancel_simple(
-    mut conn: ConnectionManager,
+    conn: ConnectionManager,
     names: &KeyNames,
     owner: &str,
     nonce: &str,
     claim_ms: u64,
     inbox: &str,
 ) -> Result<()> {
-    let _: i64 = scripts::CANCEL_SIMPLE
-        .key(&names.lock)
-        .key(&names.waiters)
-        .key(&names.queue)
-        .arg(owner)
-        .arg(nonce)
-        .arg(&names.channel)
-        .arg(claim_ms)
-        .arg(inbox)
-        .invoke_async(&mut conn)
-        .await
-        .map_err(classify)?;
-    Ok(())
+    let keys = [&names.lock, &names.waiters, &names.queue];
+    cancel(&scripts::CANCEL_SIMPLE, conn, keys, &names.channel, [owner, nonce], claim_ms, inbox).await
 }
 
 /// `cancel_hash.lua` for `owner`: undoes the hold made by the attempt with `nonce` (none for
 /// an empty nonce) and leaves the wait set (and the fair queue).
 async fn cancel_hash(
-    mut conn: ConnectionManager,
+    conn: ConnectionManager,
     names: &KeyNames,
     owner: &str,
     nonce: &str,
     claim_ms: u64,
     inbox: &str,
 ) -> Result<()> {
-    let _: i64 = scripts::CANCEL_HASH
-        .key(&names.lock)
-        .key(&names.queue)
-        .key(&names.waiters)
+    let keys = [&names.lock, &names.queue, &names.waiters];
+    cancel(&scripts::CANCEL_HASH, conn, keys, &names.channel, [owner, nonce], claim_ms, inbox).await
+}
+
+/// One cancel script call: the two scripts take the same arguments, their keys in their order.
+async fn cancel(
+    script: &redis::Script,
+    mut conn: ConnectionManager,
+    keys: [&String; 3],
+    channel: &str,
+    [owner, nonce]: [&str; 2],
+    claim_ms: u64,
+    inbox: &str,
+) -> Result<()> {
+    let mut inv = script.prepare_invoke();
+    for k in keys {
+        inv.key(k);
+    }
+    let _: i64 = inv
         .arg(owner)
         .arg(nonce)
-        .arg(&names.channel)
+        .arg(channel)
         .arg(claim_ms)
         .arg(inbox)
         .invoke_async(&mut conn)
