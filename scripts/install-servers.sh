@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Install the servers the test suite starts privately (Debian bookworm packages), if missing.
-# Nothing is started here: lock-testkit spawns its own instances on free loopback ports.
+# Install what the build and the tests need (Debian bookworm packages), if missing: the servers
+# the test suite starts privately, and the C headers of the bench's peers (`lock-bench
+# --features peers` pulls sqlx 0.8 with native-tls, i.e. openssl-sys, into every
+# `--all-features` build). Nothing is started here: lock-testkit spawns its own instances on
+# free loopback ports.
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
@@ -10,8 +13,11 @@ command -v mariadb >/dev/null || need+=(mariadb-client)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 [ -f /usr/share/java/slf4j-simple.jar ] || need+=(libslf4j-java)
 command -v java >/dev/null || need+=(default-jre-headless)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+[ -f /usr/include/openssl/ssl.h ] || need+=(libssl-dev)
+command -v cc >/dev/null || need+=(gcc)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "install-servers: redis, mariadb and zookeeper already installed"
+  echo "install-servers: redis, mariadb, zookeeper and the build headers already installed"
   exit 0
 fi
 echo "install-servers: installing ${need[*]}"
