@@ -333,21 +333,13 @@ impl LockBackend for QuorumBackend {
 
     fn capabilities(&self) -> Capability {
         let caps: Vec<Capability> = self.members.iter().map(|m| m.capabilities()).collect();
-        Capability {
-            renew: caps.iter().all(|c| c.renew),
-            notify: caps.iter().any(|c| c.notify),
-            // See the module docs (fencing) and the type docs (reentrancy).
-            fencing: false,
-            native_wait: false,
-            reentrant: false,
-            fair: false,
-            session_bound: false,
-            // A member restarted without a synced append-only file forgets its grants: with
-            // the others' votes a second client can reach a quorum (tested in lock-redis).
-            failover_safe: false,
-            // Members are asked one attempt at a time; no member keeps a queue place for us.
-            queue: false,
-        }
+        // Everything else stays off: no fencing (module docs) and no reentrancy (type docs); a
+        // member restarted without a synced append-only file forgets its grants, so not
+        // failover_safe; members are asked one attempt at a time, so no native wait or queue.
+        let mut c = Capability::NONE;
+        c.renew = caps.iter().all(|c| c.renew);
+        c.notify = caps.iter().any(|c| c.notify);
+        c
     }
 
     async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {

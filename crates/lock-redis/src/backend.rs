@@ -202,7 +202,7 @@ impl RedisLock {
         Ok(Some(n))
     }
 
-    /// Undoes a simple-mode attempt if it is abandoned (see [`cancel_simple`]): a
+    /// Undoes a simple-mode attempt if it is abandoned (see [`cancel`]): a
     /// compare-and-delete of this attempt's value only (owner token and nonce), so it never
     /// frees a later grant to the same owner, and the leave of the wait set.
     /// `value` is the owner token (its first `owner_len` bytes) and the nonce.
@@ -212,17 +212,17 @@ impl RedisLock {
         let inbox = self.inner.inbox.clone();
         Cleanup::arm("redis lock attempt", move || async move {
             let (owner, nonce) = value.split_at(owner_len);
-            cancel_simple(conn, &names, owner, nonce, claim, &inbox).await
+            cancel(Mode::Simple, conn, &names, owner, nonce, claim, &inbox).await
         })
     }
 
-    /// Undoes a reentrant or fair attempt if it is abandoned (see [`cancel_hash`]).
+    /// Undoes a reentrant or fair attempt if it is abandoned (see [`cancel`]).
     fn arm_hash(&self, names: Arc<KeyNames>, owner: String, nonce: String) -> Cleanup {
-        let conn = self.inner.conn.clone();
+        let (conn, mode) = (self.inner.conn.clone(), self.inner.mode);
         let claim = millis(self.heartbeat());
         let inbox = self.inner.inbox.clone();
         Cleanup::arm("redis lock attempt", move || async move {
-            cancel_hash(conn, &names, &owner, &nonce, claim, &inbox).await
+            cancel(mode, conn, &names, &owner, &nonce, claim, &inbox).await
         })
     }
 
@@ -319,44 +319,22 @@ async fn release_simple(
         .map_err(classify)
 }
 
-/// `cancel_simple.lua` for `owner`: undoes the grant made by the attempt with `nonce` (none
-/// for an empty nonce) and leaves the wait set.
-async fn cancel_simple(
-    conn: ConnectionManager,
-    names: &KeyNames,
-    owner: &str,
-    nonce: &str,
-    claim_ms: u64,
-    inbox: &str,
-) -> Result<()> {
-    let keys = [&names.lock, &names.waiters, &names.queue];
-    cancel(&scripts::CANCEL_SIMPLE, conn, keys, &names.channel, [owner, nonce], claim_ms, inbox).await
-}
-
-/// `cancel_hash.lua` for `owner`: undoes the hold made by the attempt with `nonce` (none for
-/// an empty nonce) and leaves the wait set (and the fair queue).
-async fn cancel_hash(
-    conn: ConnectionManager,
-    names: &KeyNames,
-    owner: &str,
-    nonce: &str,
-    claim_ms: u64,
-    inbox: &str,
-) -> Result<()> {
-    let keys = [&names.lock, &names.queue, &names.waiters];
-    cancel(&scripts::CANCEL_HASH, conn, keys, &names.channel, [owner, nonce], claim_ms, inbox).await
-}
-
-/// One cancel script call: the two scripts take the same arguments, their keys in their order.
+/// The mode's cancel script (`cancel_simple.lua`, `cancel_hash.lua`) for `owner`: undoes the
+/// grant or hold made by the attempt with `nonce` (none for an empty nonce) and leaves the wait
+/// set (and the fair queue). Both take the same arguments, their keys in their own order.
 async fn cancel(
-    script: &redis::Script,
+    mode: Mode,
     mut conn: ConnectionManager,
-    keys: [&String; 3],
-    channel: &str,
-    [owner, nonce]: [&str; 2],
+    names: &KeyNames,
+    owner: &str,
+    nonce: &str,
     claim_ms: u64,
     inbox: &str,
 ) -> Result<()> {
+    let (script, keys) = match mode {
+        Mode::Simple => (&*scripts::CANCEL_SIMPLE, [&names.lock, &names.waiters, &names.queue]),
+        Mode::Reentrant | Mode::Fair => (&*scripts::CANCEL_HASH, [&names.lock, &names.queue, &names.waiters]),
+    };
     let mut inv = script.prepare_invoke();
     for k in keys {
         inv.key(k);
@@ -364,7 +342,7 @@ async fn cancel(
     let _: i64 = inv
         .arg(owner)
         .arg(nonce)
-        .arg(channel)
+        .arg(&names.channel)
         .arg(claim_ms)
         .arg(inbox)
         .invoke_async(&mut conn)
@@ -487,12 +465,7 @@ impl LockBackend for RedisLock {
         let (conn, names) = (self.inner.conn.clone(), self.inner.layout.names(key));
         let (claim, inbox) = (millis(self.heartbeat()), self.inner.inbox.as_str());
         // An empty nonce: leave the wait set, never touch a hold.
-        match self.inner.mode {
-            Mode::Simple => cancel_simple(conn, &names, &owner.to_string(), "", claim, inbox).await,
-            Mode::Reentrant | Mode::Fair => {
-                cancel_hash(conn, &names, &owner.to_string(), "", claim, inbox).await
-            }
-        }
+        cancel(self.inner.mode, conn, &names, &owner.to_string(), "", claim, inbox).await
     }
 
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
