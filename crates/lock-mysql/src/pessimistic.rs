@@ -125,7 +125,7 @@ pub(crate) struct Pessimistic {
     /// How long the server lets the holding session sit idle before it ends it (and frees the
     /// row): `SET SESSION wait_timeout` at the start of every holding transaction.
     server_idle: Duration,
-    /// `SET SESSION wait_timeout = .., ...; BEGIN; SELECT CONNECTION_ID()`.
+    /// `SET SESSION wait_timeout = .., ...; BEGIN` (the lock statement follows in one batch).
     begin: Arc<str>,
     /// `COMMIT` / `ROLLBACK` and the session's timeouts restored, for this flavor.
     commit: &'static str,
@@ -238,26 +238,12 @@ impl Pessimistic {
         let mut pinned = Pinned::new(self.pool.acquire().await.map_err(classify)?);
         let sent = Instant::now();
         // One round trip: the session bounds, BEGIN and the NOWAIT lock as one text batch (the
-        // key as a hex literal); a grant answers the fencing token and the connection id. An
-        // attempt that may go on to wait in the server's queue asks for the id first, so that it
-        // has it when the row is held (the server stops the batch at the failing statement).
-        let may_wait = req.wait_until.is_some_and(|d| d.saturating_duration_since(sent) >= MIN_WAIT);
+        // key as a hex literal); a grant answers the fencing token and the connection id.
         let lock = self.sql.lock_nowait.replace("{key}", &hex_literal(key));
-        let batch = if may_wait {
-            format!("{};\nSELECT CONNECTION_ID();\n{lock}", self.begin)
-        } else {
-            format!("{};\n{lock}", self.begin)
-        };
+        let batch = format!("{};\n{lock}", self.begin);
         self.trips.add();
-        let (asked_id, first) = {
+        let first = {
             let mut rows = sqlx::raw_sql(AssertSqlSafe(batch)).fetch(&mut *pinned.conn);
-            let asked_id: Option<u64> = match may_wait {
-                true => match rows.next().await {
-                    Some(row) => Some(row.and_then(|r| r.try_get(0)).map_err(classify)?),
-                    None => return Err(LockError::permanent(NAME, "BEGIN batch returned no connection id")),
-                },
-                false => None,
-            };
             let first = rows.next().await.transpose();
             // Read the batch to its end: the connection must be idle before the next statement.
             if let Ok(Some(_)) = first {
@@ -265,7 +251,7 @@ impl Pessimistic {
                     more.map_err(classify)?;
                 }
             }
-            (asked_id, first)
+            first
         };
         match first {
             Ok(Some(row)) => {
@@ -276,12 +262,18 @@ impl Pessimistic {
             Err(e) if is_contention(&e) => {}
             Err(e) => return Err(classify(e)),
         }
-        let Some(conn_id) = asked_id else { return self.held(pinned).await };
         let Some(deadline) = req.wait_until else { return self.held(pinned).await };
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining < MIN_WAIT {
+        if deadline.saturating_duration_since(Instant::now()) < MIN_WAIT {
             return self.held(pinned).await;
         }
+        // Only a held key pays for the connection id (`KILL QUERY` needs it to end the wait), so
+        // `acquire()` on a free key costs what `try_lock` costs; this trip overlaps the wait.
+        self.trips.add();
+        let conn_id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
+            .fetch_one(&mut *pinned.conn)
+            .await
+            .map_err(classify)?;
+        let remaining = deadline.saturating_duration_since(Instant::now());
 
         // Wait in the server's queue; the server ends the wait at the deadline by itself. If
         // this future is dropped mid-wait, the wait is killed so it does not linger in the row's
