@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use lock_core::OwnerToken;
-use lock_core::backend::{Mutex, NotifyHub, Subscription};
+use lock_core::backend::{Backoff, Mutex, NotifyHub, Subscription, jitter};
 use tokio::time::Instant;
 
 /// A queued waiter that has not come back this long after it was told to is gone without
@@ -35,8 +35,8 @@ struct Place {
     owner: OwnerToken,
     /// After this the place is stale (see [`STALE_GRACE`]).
     due: Instant,
-    /// Polls of a remotely held key so far (the head's backoff).
-    polls: u32,
+    /// The head's backoff while the key is held in another process.
+    backoff: Backoff,
 }
 
 #[derive(Default)]
@@ -82,11 +82,8 @@ pub(crate) enum Turn {
     Wait(Duration),
 }
 
-/// A uniformly random duration in `[lo, hi]`.
-fn jitter(lo: Duration, hi: Duration) -> Duration {
-    let span = u64::try_from(hi.saturating_sub(lo).as_micros()).unwrap_or(u64::MAX);
-    let r = OwnerToken::random().as_u128() as u64;
-    lo + Duration::from_micros(if span == 0 { 0 } else { r % (span + 1) })
+fn remote_backoff() -> Backoff {
+    Backoff::new(REMOTE_POLL_MIN, REMOTE_POLL_MAX)
 }
 
 impl Waiters {
@@ -135,7 +132,7 @@ impl Waiters {
                 Turn::Wait(jitter(RECHECK / 2, RECHECK))
             }
             None => {
-                k.queue.push_back(Place { owner, due, polls: 0 });
+                k.queue.push_back(Place { owner, due, backoff: remote_backoff() });
                 Turn::Wait(jitter(RECHECK / 2, RECHECK))
             }
         }
@@ -152,7 +149,7 @@ impl Waiters {
         let i = match k.queue.iter().position(|p| p.owner == owner) {
             Some(i) => i,
             None => {
-                k.queue.push_back(Place { owner, due: now, polls: 0 });
+                k.queue.push_back(Place { owner, due: now, backoff: remote_backoff() });
                 k.queue.len() - 1
             }
         };
@@ -161,10 +158,7 @@ impl Waiters {
         } else if k.held.contains_key(&holder) {
             left + jitter(Duration::ZERO, EXPIRY_JITTER)
         } else {
-            let p = &mut k.queue[i];
-            let base = REMOTE_POLL_MIN.saturating_mul(1 << p.polls.min(16)).min(REMOTE_POLL_MAX);
-            p.polls = p.polls.saturating_add(1);
-            jitter(base / 2, base).min(left + jitter(Duration::ZERO, EXPIRY_JITTER))
+            k.queue[i].backoff.next_delay().min(left + jitter(Duration::ZERO, EXPIRY_JITTER))
         };
         k.queue[i].due = now + nap + STALE_GRACE;
         nap

@@ -20,10 +20,15 @@ impl Backoff {
     pub fn next_delay(&mut self) -> Duration {
         let base = self.base;
         self.base = self.base.saturating_mul(2).min(self.cap);
-        let half = base / 2;
-        let extra = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX);
-        half + Duration::from_nanos(if extra == 0 { 0 } else { fastrand::u64(0..=extra) })
+        jitter(base / 2, base)
     }
+}
+
+/// A uniformly random duration in `[lo, hi]` (`lo` when `hi <= lo`): spreads waiters that
+/// would otherwise ask at the same instant.
+pub fn jitter(lo: Duration, hi: Duration) -> Duration {
+    let span = u64::try_from(hi.saturating_sub(lo).as_nanos()).unwrap_or(u64::MAX);
+    lo + Duration::from_nanos(if span == 0 { 0 } else { fastrand::u64(0..=span) })
 }
 
 #[cfg(test)]
@@ -40,5 +45,12 @@ mod tests {
             assert!(d <= Duration::from_millis(50));
         }
         assert!(b.next_delay() >= Duration::from_millis(25));
+    }
+
+    #[test]
+    fn jitter_stays_in_its_range() {
+        let (lo, hi) = (Duration::from_millis(3), Duration::from_millis(7));
+        assert!((0..100).map(|_| jitter(lo, hi)).all(|d| lo <= d && d <= hi));
+        assert_eq!(jitter(hi, lo), hi);
     }
 }

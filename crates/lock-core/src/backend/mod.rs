@@ -24,7 +24,7 @@ pub mod redact;
 mod sync;
 
 pub use crate::renewer::RENEW_BATCH;
-pub use backoff::Backoff;
+pub use backoff::{Backoff, jitter};
 pub use cleanup::Cleanup;
 pub use notify::{NotifyHub, Subscription};
 pub use options::UrlOptions;
