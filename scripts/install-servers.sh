@@ -16,8 +16,17 @@ command -v java >/dev/null || need+=(default-jre-headless)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 [ -f /usr/include/openssl/ssl.h ] || need+=(libssl-dev)
 command -v cc >/dev/null || need+=(gcc)
+# PostgreSQL 15 and etcd 3.4 for their backends; etcd-client's build compiles etcd's protos.
+[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql)
+command -v etcd >/dev/null || need+=(etcd-server)
+command -v etcdctl >/dev/null || need+=(etcd-client)
+command -v protoc >/dev/null || need+=(protobuf-compiler)
+# The other side of the interop tests: Apache Curator (with the JDK's javac to compile the
+# test kit's small Curator program).
+[ -f /usr/share/java/curator-recipes.jar ] || need+=(libcurator-recipes-java)
+command -v javac >/dev/null || need+=(default-jdk-headless)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "install-servers: redis, mariadb, zookeeper and the build headers already installed"
+  echo "install-servers: redis, mariadb, zookeeper, postgresql, etcd, curator and the build headers already installed"
   exit 0
 fi
 echo "install-servers: installing ${need[*]}"
