@@ -135,3 +135,112 @@ impl Peer {
         let _ = self.child.kill().await;
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Apache Curator (Java)
+// ---------------------------------------------------------------------------------------------
+
+/// Debian's `libcurator-recipes-java` and what Curator needs at run time; a missing jar skips.
+const CURATOR_JARS: &[&str] = &[
+    "/usr/share/java/curator-recipes.jar",
+    "/usr/share/java/curator-framework.jar",
+    "/usr/share/java/curator-client.jar",
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/zookeeper-jute.jar",
+    "/usr/share/java/guava.jar",
+    "/usr/share/java/slf4j-api.jar",
+    "/usr/share/java/slf4j-nop.jar",
+];
+/// The peer's source, compiled into the target dir under a name derived from its content, so
+/// an edited peer is compiled again and test binaries running at once share one build.
+const CURATOR_PEER_SOURCE: &str = include_str!("../java/CuratorPeer.java");
+
+/// The classpath of the compiled Curator peer: compiled with `javac` once per test binary.
+fn curator_classpath() -> Result<String, String> {
+    static CLASSPATH: OnceLock<Result<String, String>> = OnceLock::new();
+    CLASSPATH
+        .get_or_init(|| {
+            for tool in ["java", "javac"] {
+                if !crate::server::is_installed(tool) {
+                    return Err(format!("{tool} not found (install default-jdk-headless)"));
+                }
+            }
+            if let Some(jar) = CURATOR_JARS.iter().find(|j| !Path::new(j).is_file()) {
+                return Err(format!("{jar} not found (install libcurator-recipes-java)"));
+            }
+            let jars = CURATOR_JARS.join(":");
+            let classes = compile_curator_peer(&jars)?;
+            Ok(format!("{}:{jars}", classes.display()))
+        })
+        .clone()
+}
+
+fn compile_curator_peer(jars: &str) -> Result<PathBuf, String> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    CURATOR_PEER_SOURCE.hash(&mut h);
+    let base = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join("target"))
+        .join("interop-java");
+    let done = base.join(format!("curator-{:016x}", h.finish()));
+    if done.join("CuratorPeer.class").is_file() {
+        return Ok(done);
+    }
+    // Built in a private dir and renamed into place: another test binary may compile at once.
+    let work = base.join(format!("tmp-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&work).map_err(|e| format!("create {}: {e}", work.display()))?;
+    let source = work.join("CuratorPeer.java");
+    std::fs::write(&source, CURATOR_PEER_SOURCE).map_err(|e| format!("write {}: {e}", source.display()))?;
+    let out = std::process::Command::new("javac")
+        .args(["-nowarn", "-d"])
+        .arg(&work)
+        .arg("-cp")
+        .arg(jars)
+        .arg(&source)
+        .output()
+        .map_err(|e| format!("javac: {e}"))?;
+    if !out.status.success() {
+        let _ = std::fs::remove_dir_all(&work);
+        return Err(format!("javac CuratorPeer.java failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    if std::fs::rename(&work, &done).is_err() {
+        // Someone else's build got there first (a rename onto a full dir fails): use theirs.
+        let _ = std::fs::remove_dir_all(&work);
+        if !done.join("CuratorPeer.class").is_file() {
+            return Err(format!("could not move the compiled peer to {}", done.display()));
+        }
+    }
+    Ok(done)
+}
+
+/// A Java process holding one Curator client (session timeout `session`, connected to
+/// `connect`) and driving Apache Curator's `InterProcessMutex` (Debian's
+/// `libcurator-recipes-java`), returned once it printed `READY <negotiated session ms>`.
+///
+/// Protocol: `acquire <path> <timeout-ms>` -> `ACQUIRED <node path> <czxid>` | `TIMEOUT` |
+/// `ERROR ..`; `release` -> `RELEASED` | `ERROR ..`; `exit`. [`Peer::kill`] is a crashed Curator
+/// process (its session expires, its node goes with it).
+///
+/// `None` after printing `SKIPPED` when the JDK or the jars are missing and `LOCK_TEST_REQUIRE`
+/// is off; with it on, that panics.
+///
+/// # Panics
+/// If the JVM does not start or connect within 30 s.
+pub async fn curator_peer(connect: &str, session: Duration) -> Option<Peer> {
+    let classpath = match curator_classpath() {
+        Ok(cp) => cp,
+        Err(why) if !require_servers() => {
+            eprintln!("SKIPPED curator interop: {why}");
+            return None;
+        }
+        Err(why) => panic!("curator interop peer: {why}"),
+    };
+    let mut command = Command::new("java");
+    // A small, quick JVM: the peer holds one client.
+    command.args(["-Xss512k", "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp"]);
+    command.arg(classpath).arg("CuratorPeer").arg(connect).arg(session.as_millis().to_string());
+    let mut peer = Peer::spawn("curator", command);
+    peer.expect("READY", Duration::from_secs(30)).await;
+    Some(peer)
+}

@@ -35,10 +35,19 @@ fn granted(fence: u64) -> Attempt {
     Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None })
 }
 
-/// The sequence number of a lock node name `..-lock-<digits>`; `None` for foreign children.
+/// What precedes the sequence number in the name of a node that contends for the lock:
+/// Curator's `InterProcessMutex` and ours (`_c_<uuid>-lock-<seq>`), kazoo's `Lock`/`WriteLock`
+/// (`<uuid>__lock__<seq>`) and kazoo's `ReadLock` (`<uuid>__rlock__<seq>`). Every one of them
+/// excludes us, so a kazoo node ahead of ours is waited for like one of ours: all are numbered
+/// by the same per-directory counter, so one order holds for all (see the README on which mixes
+/// are safe in the other direction).
+const CONTENDERS: [&str; 3] = ["-lock-", "__lock__", "__rlock__"];
+
+/// The sequence number of a contender's node name; `None` for other children.
 fn sequence(name: &str) -> Option<i64> {
-    let (head, digits) = name.rsplit_once('-')?;
-    if !head.ends_with("-lock") || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let head = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    let digits = &name[head.len()..];
+    if digits.is_empty() || !CONTENDERS.iter().any(|p| head.ends_with(p)) {
         return None;
     }
     digits.parse().ok()
@@ -251,5 +260,31 @@ impl Inner {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{queue, sequence};
+
+    #[test]
+    fn curator_and_kazoo_nodes_share_one_order() {
+        let ours = "_c_0f2c0a57-5fd4-4d6b-9a38-3b3c4f5e6a7b-lock-0000000003";
+        assert_eq!(sequence(ours), Some(3));
+        assert_eq!(sequence("_c_1-lock-0000000012"), Some(12));
+        assert_eq!(sequence("3f9ac1e0d2b84c5f8e7a6b5c4d3e2f10__lock__0000000001"), Some(1));
+        assert_eq!(sequence("3f9ac1e0d2b84c5f8e7a6b5c4d3e2f10__rlock__0000000007"), Some(7));
+        for foreign in ["leases", "__lock__", "lock-", "x-lock-", "a-lock-12b", "lease-0000000001"] {
+            assert_eq!(sequence(foreign), None, "{foreign}");
+        }
+        let children = vec![
+            "_c_b-lock-0000000004".to_owned(),
+            "ab__lock__0000000002".to_owned(),
+            "leases".to_owned(),
+            "_c_a-lock-0000000003".to_owned(),
+            "cd__rlock__0000000010".to_owned(),
+        ];
+        let order: Vec<i64> = queue(children).into_iter().map(|(s, _)| s).collect();
+        assert_eq!(order, [2, 3, 4, 10]);
     }
 }

@@ -1,0 +1,363 @@
+//! Sharing one lock path with the other side's real client: Apache Curator's `InterProcessMutex`
+//! (a JVM driven by `lock_testkit::interop::curator_peer`) and kazoo's `Lock` (Python, from the
+//! pinned venv of `lock_testkit::interop::python`, driven through `tests/kazoo_peer.py`).
+//!
+//! The scenarios (exclusion, FIFO hand-over, a holder killed mid-hold, fences) are written once
+//! and run against Curator and against kazoo configured with `extra_lock_patterns=["-lock-"]`.
+//! Two more tests pin the unsafe mixes the README warns about. All share this binary's server.
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{LockBackend, LockError, LockGuard, Locker};
+use lock_testkit::interop::{self, Peer};
+use lock_testkit::{eventually, server, within};
+use lock_zk::{ZkLock, zookeeper_client as zk};
+use tokio::process::Command;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// Session timeout on every side (the shared server's maximum: 20 ticks of 50 ms).
+const SESSION: Duration = Duration::from_millis(1000);
+/// How long any answer may take on a loaded 2-core machine (a JVM starting included).
+const ANSWER: Duration = Duration::from_secs(20);
+/// A wait that must not be granted: long enough for a wrongly granted lock to be answered.
+const REFUSED_WAIT: Duration = Duration::from_millis(300);
+const KAZOO_PEER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kazoo_peer.py");
+
+/// The client on the other side of the lock path.
+#[derive(Clone, Copy, Debug)]
+enum Other {
+    /// Apache Curator 5.4 `InterProcessMutex`.
+    Curator,
+    /// kazoo 2.11 `Lock(client, path, extra_lock_patterns=["-lock-"])`: counts our nodes.
+    Kazoo,
+    /// kazoo 2.11 `Lock(client, path)`: its default, which does not see our nodes.
+    KazooDefault,
+}
+
+impl Other {
+    /// Starts the other side connected to the shared server; `None` when skipped.
+    async fn spawn(self) -> Option<Peer> {
+        let connect = server::shared_zk().connect_string();
+        if let Other::Curator = self {
+            return interop::curator_peer(&connect, SESSION).await;
+        }
+        let mut command = Command::new(interop::python()?);
+        command.arg(KAZOO_PEER).arg(&connect).arg(SESSION.as_millis().to_string());
+        if let Other::Kazoo = self {
+            command.arg("-lock-");
+        }
+        let mut peer = Peer::spawn("kazoo", command);
+        peer.expect("READY", ANSWER).await;
+        Some(peer)
+    }
+}
+
+/// What a peer answered to `acquire`: its lock node and that node's `czxid`.
+#[derive(Debug)]
+struct Acquired {
+    node: String,
+    czxid: u64,
+}
+
+/// Sends `acquire <path> <wait>` and reads the answer: `Some` for `ACQUIRED`, `None` for
+/// `TIMEOUT`; an `ERROR` fails the test.
+async fn acquire(peer: &mut Peer, path: &str, wait: Duration) -> Option<Acquired> {
+    peer.send(&format!("acquire {path} {}", wait.as_millis())).await;
+    answer(peer).await
+}
+
+async fn answer(peer: &mut Peer) -> Option<Acquired> {
+    let line = peer.recv(ANSWER).await;
+    if line == "TIMEOUT" {
+        return None;
+    }
+    let mut words =
+        line.strip_prefix("ACQUIRED ").unwrap_or_else(|| panic!("peer answered {line:?}")).split(' ');
+    let node = words.next().expect("node path").to_owned();
+    let czxid = words.next().and_then(|z| z.parse().ok()).unwrap_or_else(|| panic!("czxid in {line:?}"));
+    Some(Acquired { node, czxid })
+}
+
+async fn release(peer: &mut Peer) {
+    peer.call("release", "RELEASED", ANSWER).await;
+}
+
+fn run_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..8].to_owned()
+}
+
+async fn zk_lock() -> ZkLock {
+    ZkLock::builder()
+        .connect_string(server::shared_zk().connect_string())
+        .root("/interop")
+        .session_timeout(SESSION)
+        .build()
+        .await
+        .expect("connect to zookeeper")
+}
+
+fn locker(z: &ZkLock) -> Locker {
+    Locker::new(Arc::new(z.clone()) as Arc<dyn LockBackend>)
+}
+
+async fn children(client: &zk::Client, dir: &str) -> Vec<String> {
+    client.list_children(dir).await.unwrap_or_default()
+}
+
+/// Waits until `dir` holds `n` nodes (a waiter queued: its node is its place in the queue).
+async fn queued(client: &zk::Client, dir: &str, n: usize) {
+    eventually(ANSWER, &format!("{n} nodes queued in {dir}"), || async {
+        children(client, dir).await.len() == n
+    })
+    .await;
+}
+
+/// A waiter of ours on `key`, reporting its guard on `tx` once granted.
+fn our_waiter(z: &ZkLock, key: &str, tx: mpsc::UnboundedSender<LockGuard>) {
+    let (l, key) = (locker(z), key.to_owned());
+    tokio::spawn(async move {
+        let g = l.lock(&key).wait(ANSWER).acquire().await.expect("our waiter acquires");
+        let _ = tx.send(g);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scenarios, for any safe mix
+// ---------------------------------------------------------------------------------------------
+
+/// A holder on either side excludes the other: a try fails, a bounded wait times out; after the
+/// release the other side gets the lock.
+async fn mutual_exclusion(other: Other) {
+    let Some(mut peer) = other.spawn().await else { return };
+    let z = zk_lock().await;
+    let l = locker(&z);
+    let key = format!("excl-{other:?}-{}", run_id());
+    let path = z.lock_dir(&key);
+
+    let theirs = acquire(&mut peer, &path, ANSWER).await.expect("free lock: the peer gets it");
+    assert!(
+        theirs.node.starts_with(&format!("{path}/")),
+        "{other:?} node {} is in our lock dir",
+        theirs.node
+    );
+    assert!(l.try_lock(&key).await.expect("try").is_none(), "{other:?} holds: our try must fail");
+    let waited = l.lock(&key).wait(REFUSED_WAIT).acquire().await;
+    assert!(matches!(waited, Err(LockError::Timeout { .. })), "{other:?} holds: our wait must time out");
+    release(&mut peer).await;
+
+    let g = l.try_lock(&key).await.expect("try").expect("free after the peer's release");
+    assert_eq!(
+        acquire(&mut peer, &path, REFUSED_WAIT).await.map(|a| a.node),
+        None,
+        "we hold: {other:?} must time out"
+    );
+    g.release().await.expect("release");
+    let again = acquire(&mut peer, &path, ANSWER).await.expect("free after our release");
+    release(&mut peer).await;
+    assert_ne!(again.node, theirs.node);
+}
+
+/// The other side holds, we queue, a second peer queues behind us: the release goes to us, and
+/// the second peer only gets the lock after we release.
+async fn fifo_peer_then_us_then_peer(other: Other) {
+    let (Some(mut first), Some(mut third)) = (other.spawn().await, other.spawn().await) else { return };
+    let z = zk_lock().await;
+    let observer = z.client();
+    let key = format!("fifo-peer-{other:?}-{}", run_id());
+    let path = z.lock_dir(&key);
+
+    acquire(&mut first, &path, ANSWER).await.expect("first peer holds");
+    let (tx, mut granted) = mpsc::unbounded_channel();
+    our_waiter(&z, &key, tx);
+    queued(&observer, &path, 2).await;
+    third.send(&format!("acquire {path} {}", ANSWER.as_millis())).await;
+    queued(&observer, &path, 3).await;
+    assert!(
+        tokio::time::timeout(REFUSED_WAIT, granted.recv()).await.is_err(),
+        "our waiter must not be granted while {other:?} holds"
+    );
+
+    release(&mut first).await;
+    let g = within(ANSWER, "our waiter granted after the first peer", granted.recv()).await.expect("granted");
+    // The third peer still waits behind us: its node is queued and it has not answered.
+    assert_eq!(children(&observer, &path).await.len(), 2, "our node and the third peer's");
+    assert!(
+        tokio::time::timeout(REFUSED_WAIT, third.recv(ANSWER)).await.is_err(),
+        "{other:?} behind us must not be granted while we hold"
+    );
+    g.release().await.expect("release");
+    answer(&mut third).await.expect("the third peer gets it after our release");
+    release(&mut third).await;
+}
+
+/// We hold, a peer queues, a second waiter of ours queues behind it: the release goes to the
+/// peer, and our second waiter only after the peer released.
+async fn fifo_us_then_peer_then_us(other: Other) {
+    let Some(mut second) = other.spawn().await else { return };
+    let (z1, z3) = (zk_lock().await, zk_lock().await);
+    let observer = z1.client();
+    let key = format!("fifo-us-{other:?}-{}", run_id());
+    let path = z1.lock_dir(&key);
+
+    let g = locker(&z1).try_lock(&key).await.expect("try").expect("free");
+    second.send(&format!("acquire {path} {}", ANSWER.as_millis())).await;
+    queued(&observer, &path, 2).await;
+    let (tx, mut granted) = mpsc::unbounded_channel();
+    our_waiter(&z3, &key, tx);
+    queued(&observer, &path, 3).await;
+    assert!(
+        tokio::time::timeout(REFUSED_WAIT, second.recv(ANSWER)).await.is_err(),
+        "{other:?} must not be granted while we hold"
+    );
+
+    g.release().await.expect("release");
+    answer(&mut second).await.expect("the peer queued second gets it");
+    assert!(
+        tokio::time::timeout(REFUSED_WAIT, granted.recv()).await.is_err(),
+        "our waiter behind {other:?} must not be granted while it holds"
+    );
+    release(&mut second).await;
+    let g3 = within(ANSWER, "our second waiter granted", granted.recv()).await.expect("granted");
+    g3.release().await.expect("release");
+}
+
+/// A peer holding the lock is killed (SIGKILL): a try right after the kill fails (its session
+/// is alive), our waiter is granted only once the server expired that session (its node gone,
+/// at least 2/3 of the session timeout after the kill, as the client pings every third).
+async fn killed_peer_holder(other: Other) {
+    let Some(mut peer) = other.spawn().await else { return };
+    let (z, probe) = (zk_lock().await, zk_lock().await);
+    let observer = z.client();
+    let key = format!("killed-{other:?}-{}", run_id());
+    let path = z.lock_dir(&key);
+
+    let theirs = acquire(&mut peer, &path, ANSWER).await.expect("peer holds");
+    let (tx, mut granted) = mpsc::unbounded_channel();
+    our_waiter(&z, &key, tx);
+    queued(&observer, &path, 2).await;
+
+    let killed = Instant::now();
+    peer.kill().await;
+    assert!(
+        locker(&probe).try_lock(&key).await.expect("try").is_none(),
+        "killed holder's session still alive"
+    );
+    let g = within(ANSWER, "our waiter granted after the session expired", granted.recv())
+        .await
+        .expect("granted");
+    let after = killed.elapsed();
+    assert_eq!(
+        observer.check_stat(&theirs.node).await.expect("exists"),
+        None,
+        "the dead holder's node is gone"
+    );
+    assert!(
+        after >= SESSION * 2 / 3 - Duration::from_millis(100),
+        "granted {after:?} after the kill: before expiry"
+    );
+    println!("{other:?} holder killed: our waiter granted {after:?} later (session {SESSION:?})");
+    g.release().await.expect("release");
+}
+
+/// Fences across both sides are one increasing sequence: ours is our node's `czxid`, and the
+/// `czxid` of the peer's node (what a peer would use as its token) is below ours when it held
+/// before us and above when after. `inspect` reports the peer holder's `czxid` as the fence.
+async fn fences_increase_across_sides(other: Other) {
+    let Some(mut peer) = other.spawn().await else { return };
+    let z = zk_lock().await;
+    let l = locker(&z);
+    let key = format!("fence-{other:?}-{}", run_id());
+    let path = z.lock_dir(&key);
+
+    let before = acquire(&mut peer, &path, ANSWER).await.expect("peer holds");
+    let info = z.inspect(&key).await.expect("inspect");
+    assert_eq!(info.fence.map(|f| f.0), Some(before.czxid), "inspect shows the peer holder's czxid");
+    release(&mut peer).await;
+    let g = l.try_lock(&key).await.expect("try").expect("free");
+    let ours = g.fence().expect("zk fences").0;
+    // Our node follows Curator's layout: `_c_<uuid>-lock-<10-digit sequence>`.
+    let names = children(&z.client(), &path).await;
+    let [name] = names.as_slice() else { panic!("one node while we hold: {names:?}") };
+    let (prefix, seq) = name.rsplit_once("-lock-").expect("Curator's lock name");
+    assert!(prefix.starts_with("_c_") && uuid::Uuid::parse_str(&prefix[3..]).is_ok(), "{name}");
+    assert!(seq.len() == 10 && seq.bytes().all(|b| b.is_ascii_digit()), "{name}");
+    g.release().await.expect("release");
+    let after = acquire(&mut peer, &path, ANSWER).await.expect("peer holds again");
+    release(&mut peer).await;
+    assert!(before.czxid < ours && ours < after.czxid, "{} < {ours} < {}", before.czxid, after.czxid);
+    println!("{other:?} fences: peer {} -> ours {ours} -> peer {}", before.czxid, after.czxid);
+}
+
+macro_rules! scenarios {
+    ($($module:ident: $other:expr;)*) => {$(
+        mod $module {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mutual_exclusion_both_ways() {
+                mutual_exclusion($other).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn fifo_peer_holds_we_wait_before_a_later_peer() {
+                fifo_peer_then_us_then_peer($other).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn fifo_we_hold_peer_waits_before_our_later_waiter() {
+                fifo_us_then_peer_then_us($other).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn killed_holder_frees_the_lock_only_when_its_session_expires() {
+                killed_peer_holder($other).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn fences_increase_across_both_sides() {
+                fences_increase_across_sides($other).await;
+            }
+        }
+    )*};
+}
+
+scenarios! {
+    curator: Other::Curator;
+    kazoo: Other::Kazoo;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The unsafe mixes (documented in the README; these tests pin the reason)
+// ---------------------------------------------------------------------------------------------
+
+/// kazoo's default `Lock` counts only `__lock__` nodes: it takes the lock while we hold it. We
+/// still wait for a kazoo holder (we count its nodes), so only kazoo's side needs the setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kazoo_without_extra_lock_patterns_ignores_our_holder() {
+    let Some(mut peer) = Other::KazooDefault.spawn().await else { return };
+    let z = zk_lock().await;
+    let l = locker(&z);
+    let key = format!("kazoo-default-{}", run_id());
+    let path = z.lock_dir(&key);
+
+    let g = l.try_lock(&key).await.expect("try").expect("free");
+    let wrong = acquire(&mut peer, &path, ANSWER).await;
+    assert!(wrong.is_some(), "kazoo's default Lock does not see our node (if this fails, kazoo changed)");
+    g.release().await.expect("release");
+    assert!(l.try_lock(&key).await.expect("try").is_none(), "we see kazoo's holder");
+    release(&mut peer).await;
+}
+
+/// Curator sorts a kazoo node by its whole name (it has no `lock-`), after every `lock-` node:
+/// Curator takes a lock kazoo holds, even with kazoo's `extra_lock_patterns`. Never mix the two
+/// on one path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_ignores_a_kazoo_holder() {
+    let (Some(mut kazoo), Some(mut curator)) = (Other::Kazoo.spawn().await, Other::Curator.spawn().await)
+    else {
+        return;
+    };
+    let z = zk_lock().await;
+    let path = z.lock_dir(&format!("kazoo-curator-{}", run_id()));
+    acquire(&mut kazoo, &path, ANSWER).await.expect("kazoo holds");
+    let wrong = acquire(&mut curator, &path, ANSWER).await;
+    assert!(wrong.is_some(), "Curator mis-sorts kazoo's node (if this fails, Curator changed)");
+    release(&mut curator).await;
+    release(&mut kazoo).await;
+}
