@@ -1,15 +1,21 @@
 -- Look at a lock without touching it (dlock status).
--- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] queue list of waiters (same hash tag)
--- Returns {held 0/1, PTTL, owner token or '', fence or '', registered waiters}. A lock handed
--- over to a waiter and not yet claimed (handoff.lua) shows as held by that waiter, without a
--- fence (it has none until it claims).
+-- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] queue list of waiters (same hash tag); the
+-- interop modes send KEYS[1] only (the holder may be the other library's client, which has no
+-- fence, and there is no queue).
+-- Returns {held 0/1, PTTL, owner token or '', fence or '', registered waiters (-1: unknown)}.
+-- A lock handed over to a waiter and not yet claimed (handoff.lua) shows as held by that
+-- waiter, without a fence (it has none until it claims).
+local native = #KEYS == 3
 local t = redis.call('TYPE', KEYS[1])['ok']
 local pttl = redis.call('PTTL', KEYS[1])
-local waiters = redis.call('LLEN', KEYS[3])
+local waiters = native and redis.call('LLEN', KEYS[3]) or -1
 if t == 'string' then
   -- Simple mode: the value is owner token + attempt nonce; the counter's last value is the
   -- holder's fence (no acquisition happens while it holds).
   local v = redis.call('GET', KEYS[1])
+  if not native then
+    return {1, pttl, string.sub(v, 1, 32), '', waiters}
+  end
   if string.sub(v, 1, 2) == 'h:' then
     return {1, pttl, string.sub(v, 3, 34), '', waiters}
   end

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::backend::{
     AcquireRequest, Attempt, Capability, Cleanup, Grant, LockBackend, LockInfo, RENEW_BATCH, RenewItem,
-    Subscription, millis,
+    Subscription, jitter, millis,
 };
 use lock_core::{FencingToken, OwnerToken, Result};
 use redis::ConnectionInfo;
@@ -29,6 +29,9 @@ const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(1);
 /// (the claim window) for that waiter's claim, so a vanished waiter blocks it no longer than
 /// the other waiters take to come back on their own.
 const HEARTBEATS_PER_TIMEOUT: u32 = 3;
+/// How long python-redis-lock's signal list lives after a release pushed it: that library's
+/// default `signal_expire` (1000 ms), so our release leaves the list exactly as its own does.
+const PRL_SIGNAL_EXPIRE: Duration = Duration::from_millis(1000);
 
 /// The settings of every connection manager of a client (commands and pub/sub).
 pub(crate) fn manager_config(connect: Duration, response: Duration) -> ConnectionManagerConfig {
@@ -64,6 +67,9 @@ struct Inner {
     layout: Arc<KeyLayout>,
     fair_waiter_timeout: Duration,
     connection_timeout: Duration,
+    /// Interop modes: the longest a waiter sleeps between attempts (the other side's releases
+    /// are not published).
+    interop_poll: Duration,
     /// Acquisition attempts sent (feature `testing`: the wake-up tests count them).
     #[cfg(feature = "testing")]
     attempts: std::sync::atomic::AtomicU64,
@@ -101,6 +107,7 @@ fn attempt(ok: i64, value: i64, lease: Duration) -> Attempt {
 impl RedisLock {
     /// A backend sending commands through `conn` to `server`. Waiters listen for releases
     /// when `notifications` is on and the server's address is known; else they poll.
+    #[allow(clippy::too_many_arguments)] // one call site, the builder
     pub(crate) fn new(
         conn: ConnectionManager,
         server: Option<ConnectionInfo>,
@@ -109,6 +116,7 @@ impl RedisLock {
         layout: KeyLayout,
         fair_waiter_timeout: Duration,
         connection_timeout: Duration,
+        interop_poll: Duration,
     ) -> Self {
         let notifications = notifications && server.is_some();
         let inbox =
@@ -123,6 +131,7 @@ impl RedisLock {
             layout: Arc::new(layout),
             fair_waiter_timeout,
             connection_timeout,
+            interop_poll,
             #[cfg(feature = "testing")]
             attempts: std::sync::atomic::AtomicU64::new(0),
         };
@@ -226,6 +235,39 @@ impl RedisLock {
         })
     }
 
+    /// Undoes an interop-mode attempt if it is abandoned: `release_plain.lua` with the whole
+    /// value (owner token and nonce), so only the grant this attempt made goes.
+    fn arm_plain(&self, names: Arc<KeyNames>, value: String) -> Cleanup {
+        let conn = self.inner.conn.clone();
+        Cleanup::arm("redis lock attempt", move || async move {
+            release_plain(conn, &names, &value).await.map(drop)
+        })
+    }
+
+    /// One interop-mode attempt: `SET NX PX` on the other library's key, and our fence.
+    async fn acquire_plain(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let names = Arc::new(self.inner.layout.names(req.key));
+        // Owner token + attempt nonce, as in simple mode (the other side only compares the
+        // value with its own token, which never matches ours).
+        let mut value = String::with_capacity(64);
+        let _ = write!(value, "{}{}", req.owner, OwnerToken::random());
+        let mut conn = self.inner.conn.clone();
+        let mut inv = scripts::ACQUIRE_PLAIN.prepare_invoke();
+        inv.key(&names.lock).key(&names.fence).arg(&value).arg(millis(req.lease));
+        let cleanup = self.arm_plain(names, value);
+        let (ok, reply): (i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
+        cleanup.disarm();
+        Ok(match attempt(ok, reply, req.lease) {
+            // The other library's release publishes nothing we hear: look again within the
+            // poll interval (jittered, so waiters spread), sooner if the holder's lease ends.
+            Attempt::Held { retry_after } => {
+                let poll = jitter(self.inner.interop_poll / 2, self.inner.interop_poll);
+                Attempt::Held { retry_after: Some(retry_after.map_or(poll, |h| h.min(poll))) }
+            }
+            granted => granted,
+        })
+    }
+
     async fn acquire_simple(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let names = Arc::new(self.inner.layout.names(req.key));
         // The value is owner token + attempt nonce: release and renew match the owner prefix,
@@ -319,6 +361,19 @@ async fn release_simple(
         .map_err(classify)
 }
 
+/// `release_plain.lua`: delete the lock if its value starts with `token` (an owner token, or
+/// owner token and nonce), push python-redis-lock's signal in that mode, publish for our own
+/// waiters; 1 when deleted.
+async fn release_plain(mut conn: ConnectionManager, names: &KeyNames, token: &str) -> Result<i64> {
+    let mut inv = scripts::RELEASE_PLAIN.prepare_invoke();
+    inv.key(&names.lock);
+    if let Some(signal) = &names.signal {
+        inv.key(signal);
+    }
+    inv.arg(token).arg(&names.channel).arg(millis(PRL_SIGNAL_EXPIRE));
+    inv.invoke_async(&mut conn).await.map_err(classify)
+}
+
 /// The mode's cancel script (`cancel_simple.lua`, `cancel_hash.lua`) for `owner`: undoes the
 /// grant or hold made by the attempt with `nonce` (none for an empty nonce) and leaves the wait
 /// set (and the fair queue). Both take the same arguments, their keys in their own order.
@@ -334,6 +389,8 @@ async fn cancel(
     let (script, keys) = match mode {
         Mode::Simple => (&*scripts::CANCEL_SIMPLE, [&names.lock, &names.waiters, &names.queue]),
         Mode::Reentrant | Mode::Fair => (&*scripts::CANCEL_HASH, [&names.lock, &names.queue, &names.waiters]),
+        // No wait set to leave; an interop attempt's own cleanup is `arm_plain`.
+        Mode::RedisPy | Mode::PythonRedisLock => return Ok(()),
     };
     let mut inv = script.prepare_invoke();
     for k in keys {
@@ -357,13 +414,20 @@ impl LockBackend for RedisLock {
         NAME
     }
 
-    /// `redis://host:port/db?prefix=...`, without credentials.
+    /// `redis://host:port/db?prefix=...`, without credentials; the interop modes add
+    /// `&mode=...` (their keys are another lock space).
     fn identity(&self) -> String {
         let prefix = self.inner.layout.prefix();
+        let mode = self.inner.mode;
+        let space = if mode.is_interop() {
+            format!("prefix={prefix}&mode={mode}")
+        } else {
+            format!("prefix={prefix}")
+        };
         match &self.inner.server {
-            Some(i) => format!("redis://{}/{}?prefix={prefix}", i.addr(), i.redis_settings().db()),
+            Some(i) => format!("redis://{}/{}?{space}", i.addr(), i.redis_settings().db()),
             // Built from a bare connection manager: the address is unknown here.
-            None => format!("redis://?prefix={prefix}"),
+            None => format!("redis://?{space}"),
         }
     }
 
@@ -375,11 +439,13 @@ impl LockBackend for RedisLock {
         c.renew = true;
         c.fencing = true;
         c.notify = self.inner.notifications;
-        c.reentrant = self.inner.mode != Mode::Simple;
+        c.reentrant = matches!(self.inner.mode, Mode::Reentrant | Mode::Fair);
         c.fair = self.inner.mode == Mode::Fair;
         // Waiters keep their place in the wait set (fair: the queue) between attempts, so a
-        // release wakes only the one it hands the lock to; the core does the waiting.
-        c.queue = true;
+        // release wakes only the one it hands the lock to; the core does the waiting. Not in
+        // the interop modes: the other library's clients would ignore a reservation, so there
+        // is no wait set, and `notify` covers our own releases only (waiters also poll).
+        c.queue = !self.inner.mode.is_interop();
         c
     }
 
@@ -389,6 +455,7 @@ impl LockBackend for RedisLock {
         match self.inner.mode {
             Mode::Simple => self.acquire_simple(req).await,
             Mode::Reentrant | Mode::Fair => self.acquire_hash(req).await,
+            Mode::RedisPy | Mode::PythonRedisLock => self.acquire_plain(req).await,
         }
     }
 
@@ -399,6 +466,10 @@ impl LockBackend for RedisLock {
         let claim = millis(self.heartbeat());
         let (r, next): (i64, String) = match self.inner.mode {
             Mode::Simple => release_simple(conn, &names, &token, claim).await?,
+            // 2 = freed, as the other release scripts say; nobody is named next.
+            Mode::RedisPy | Mode::PythonRedisLock => {
+                (2 * release_plain(conn, &names, &token).await?, String::new())
+            }
             Mode::Reentrant | Mode::Fair => scripts::RELEASE_HASH
                 .key(&names.lock)
                 .key(&names.queue)
@@ -422,7 +493,8 @@ impl LockBackend for RedisLock {
 
     async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
         let script = match self.inner.mode {
-            Mode::Simple => &*scripts::RENEW_SIMPLE,
+            // A plain string whose value starts with the owner token, in the interop modes too.
+            Mode::Simple | Mode::RedisPy | Mode::PythonRedisLock => &*scripts::RENEW_SIMPLE,
             Mode::Reentrant | Mode::Fair => &*scripts::RENEW_HASH,
         };
         let mut out = Vec::with_capacity(items.len());
@@ -444,20 +516,24 @@ impl LockBackend for RedisLock {
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
         let names = self.inner.layout.names(key);
         let mut conn = self.inner.conn.clone();
-        let (held, pttl, owner, fence, waiters): (i64, i64, String, String, i64) = scripts::INSPECT
-            .key(&names.lock)
-            .key(&names.fence)
-            .key(&names.queue)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(classify)?;
+        let mut inv = scripts::INSPECT.prepare_invoke();
+        inv.key(&names.lock);
+        // Interop modes: the holder may be the other library's client, which has no fence,
+        // and there is no queue; the script then reports neither.
+        if !self.inner.mode.is_interop() {
+            inv.key(&names.fence).key(&names.queue);
+        }
+        let (held, pttl, owner, fence, waiters): (i64, i64, Vec<u8>, String, i64) =
+            inv.invoke_async(&mut conn).await.map_err(classify)?;
+        // The other library's token need not be UTF-8.
+        let owner = String::from_utf8_lossy(&owner).into_owned();
         let mut info = if held == 1 { LockInfo::held() } else { LockInfo::free() };
         if held == 1 {
             info.remaining = hint(pttl);
             info.fence = fence.parse::<u64>().ok().map(FencingToken);
             info.owner = Some(owner).filter(|o| !o.is_empty()).map(|o| LockInfo::short_owner(&o));
         }
-        info.waiters = Some(usize::try_from(waiters).unwrap_or(0));
+        info.waiters = usize::try_from(waiters).ok();
         Ok(info)
     }
 

@@ -26,6 +26,12 @@ pub const DEFAULT_FAIR_WAITER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Shortest fair waiter timeout: a waiter refreshes its place every third of it, which must
 /// stay well above a round trip and the 1 ms resolution of timers.
 const MIN_FAIR_WAITER_TIMEOUT: Duration = Duration::from_millis(30);
+/// Default longest sleep of a waiter between attempts in the interop modes
+/// ([`Mode::RedisPy`], [`Mode::PythonRedisLock`]): the other library's releases are not
+/// published, so a waiter looks again at least this often (jittered in `[poll/2, poll]`).
+pub const DEFAULT_INTEROP_POLL: Duration = Duration::from_millis(50);
+/// Shortest interop poll interval: below it waiters would mostly load the server.
+const MIN_INTEROP_POLL: Duration = Duration::from_millis(2);
 
 impl RedisLock {
     /// Start configuring a backend.
@@ -34,8 +40,9 @@ impl RedisLock {
     }
 
     /// A backend on `url` with every other setting at its default. Two query options of this
-    /// crate are read and removed before the URL reaches the driver: `mode=simple|reentrant|fair`
-    /// (default simple) and `key_prefix=...` (default `dlock:`, percent-decoded). The driver's
+    /// crate are read and removed before the URL reaches the driver:
+    /// `mode=simple|reentrant|fair|redis-py|python-redis-lock` (default simple) and
+    /// `key_prefix=...` (default `dlock:`, none in the interop modes; percent-decoded). The driver's
     /// own (`protocol=`; `db=`, `user=`, `pass=` for `redis+unix://`) stay; any other option is
     /// refused, so a typo is not silently ignored.
     ///
@@ -66,11 +73,13 @@ pub struct RedisLockBuilder {
     source: Source,
     manager: Option<ConnectionManager>,
     mode: Mode,
-    key_prefix: String,
+    /// `None`: the mode's default (`dlock:`, or none in the interop modes).
+    key_prefix: Option<String>,
     credentials: Option<(Option<String>, String)>,
     connection_timeout: Duration,
     response_timeout: Duration,
     fair_waiter_timeout: Duration,
+    interop_poll: Duration,
     notifications: bool,
     /// PEM CA certificate(s) that `rediss://` servers must chain to, instead of the system store.
     tls_root_cert: Option<Vec<u8>>,
@@ -93,6 +102,7 @@ impl fmt::Debug for RedisLockBuilder {
             .field("connection_timeout", &self.connection_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("fair_waiter_timeout", &self.fair_waiter_timeout)
+            .field("interop_poll", &self.interop_poll)
             .field("notifications", &self.notifications)
             .field("tls_root_cert", &self.tls_root_cert.as_ref().map(|c| c.len()))
             .finish()
@@ -105,11 +115,12 @@ impl Default for RedisLockBuilder {
             source: Source::None,
             manager: None,
             mode: Mode::default(),
-            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            key_prefix: None,
             credentials: None,
             connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             fair_waiter_timeout: DEFAULT_FAIR_WAITER_TIMEOUT,
+            interop_poll: DEFAULT_INTEROP_POLL,
             notifications: true,
             tls_root_cert: None,
         }
@@ -153,8 +164,12 @@ impl RedisLockBuilder {
     }
 
     /// Namespace in front of every Redis key (default `dlock:`). Must not contain `{` or `}`.
+    ///
+    /// Interop modes: put in front of the user key to make the lock name the other library
+    /// is given (redis-py: the key `<prefix><key>`; python-redis-lock: `lock:<prefix><key>`),
+    /// taken as is (braces allowed, nothing escaped); no prefix unless set.
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.key_prefix = prefix.into();
+        self.key_prefix = Some(prefix.into());
         self
     }
 
@@ -184,6 +199,14 @@ impl RedisLockBuilder {
         self
     }
 
+    /// Interop modes: the longest a waiter sleeps between attempts (default
+    /// [`DEFAULT_INTEROP_POLL`], at least 2 ms), since the other library's releases are not
+    /// published; our own releases still wake our waiters at once. Ignored by the other modes.
+    pub fn interop_poll(mut self, poll: Duration) -> Self {
+        self.interop_poll = poll;
+        self
+    }
+
     /// Whether waiters listen for releases on pub/sub (default `true`); `false` makes them poll.
     pub fn notifications(mut self, on: bool) -> Self {
         self.notifications = on;
@@ -197,8 +220,16 @@ impl RedisLockBuilder {
     /// [`LockError::FeatureNotEnabled`] for `rediss://` without the `tls` feature, and backend
     /// errors when the first connection fails (authentication failures are permanent).
     pub async fn build(self) -> Result<RedisLock> {
-        if self.key_prefix.contains(['{', '}']) {
+        let interop = self.mode.is_interop();
+        let key_prefix = self
+            .key_prefix
+            .unwrap_or_else(|| if interop { String::new() } else { DEFAULT_KEY_PREFIX.to_owned() });
+        // The native modes wrap the key in a hash tag, which braces in the prefix would move.
+        if !interop && key_prefix.contains(['{', '}']) {
             return Err(invalid("key prefix must not contain '{' or '}'".to_owned()));
+        }
+        if self.interop_poll < MIN_INTEROP_POLL {
+            return Err(invalid(format!("interop poll interval must be at least {MIN_INTEROP_POLL:?}")));
         }
         if self.fair_waiter_timeout < MIN_FAIR_WAITER_TIMEOUT {
             return Err(invalid(format!("fair waiter timeout must be at least {MIN_FAIR_WAITER_TIMEOUT:?}")));
@@ -294,9 +325,10 @@ impl RedisLockBuilder {
             client.as_ref().map(|c| c.get_connection_info().clone()),
             self.notifications,
             self.mode,
-            KeyLayout::new(self.key_prefix),
+            KeyLayout::for_mode(key_prefix, self.mode),
             self.fair_waiter_timeout,
             self.connection_timeout,
+            self.interop_poll,
         ))
     }
 }

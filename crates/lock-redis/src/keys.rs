@@ -1,41 +1,71 @@
 //! Where a lock lives in Redis: key names, hash tags and the release channel.
 
-/// Default namespace put in front of every Redis key.
+use crate::options::Mode;
+
+/// Default namespace put in front of every Redis key (the interop modes default to none).
 pub const DEFAULT_KEY_PREFIX: &str = "dlock:";
 
 /// The Redis names used for one lock key.
 ///
-/// The user key is escaped (`%` → `%25`, `{` → `%7B`, `}` → `%7D`) and wrapped in a hash tag,
-/// so every key of one lock hashes to the same cluster slot, keys with braces cannot move the
-/// tag, and two different user keys never map to the same names.
+/// Native modes: the user key is escaped (`%` → `%25`, `{` → `%7B`, `}` → `%7D`) and wrapped
+/// in a hash tag, so every key of one lock hashes to the same cluster slot, keys with braces
+/// cannot move the tag, and two different user keys never map to the same names. Interop modes
+/// ([`Mode::RedisPy`], [`Mode::PythonRedisLock`]): the name the other library uses, unescaped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyNames {
-    /// The lock itself: a string (simple mode) or a hash (reentrant and fair modes),
-    /// `<prefix>{<escaped key>}`.
+    /// The lock itself: a string (simple and interop modes) or a hash (reentrant and fair
+    /// modes). `<prefix>{<escaped key>}`; `<prefix><key>` for redis-py; `lock:<prefix><key>`
+    /// for python-redis-lock.
     pub lock: String,
-    /// The fencing counter, `<lock>:fence`. It expires a day after its creation and then
-    /// restarts from the server clock (see `scripts/fence.lua`).
+    /// The fencing counter: `<lock>:fence`, or `<lock>:dlock-fence` in the interop modes (a
+    /// suffix the other side's lock names are unlikely to end with). It expires a day after its
+    /// creation and then restarts from the server clock (see `scripts/fence.lua`).
     pub fence: String,
-    /// Fair mode: the FIFO of waiting owner tokens, `<lock>:queue`.
+    /// The FIFO of waiting owner tokens, `<lock>:queue` (empty in the interop modes: no wait set).
     pub queue: String,
-    /// Fair mode: each waiter's liveness deadline in server milliseconds, `<lock>:waiters`.
+    /// Each waiter's liveness deadline in server milliseconds, `<lock>:waiters` (empty in the
+    /// interop modes).
     pub waiters: String,
     /// The pub/sub channel a release is published on, `<lock>:released`.
     pub channel: String,
+    /// python-redis-lock mode: its signal list `lock-signal:<prefix><key>`, pushed by every
+    /// release so its waiters (in `BLPOP`) wake; `None` in the other modes.
+    pub signal: Option<String>,
 }
 
 const CHANNEL_SUFFIX: &str = ":released";
+/// python-redis-lock's key namespace (`Lock._name = 'lock:' + name`).
+const PRL_LOCK: &str = "lock:";
+/// python-redis-lock's signal list namespace (`Lock._signal = 'lock-signal:' + name`).
+const PRL_SIGNAL: &str = "lock-signal:";
+
+/// How the user key becomes a Redis name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Style {
+    /// `<prefix>{<escaped key>}`.
+    Native,
+    /// `<prefix><key>`, as redis-py's `Lock(r, name)` with `name = prefix + key`.
+    RedisPy,
+    /// `lock:<prefix><key>`, as python-redis-lock's `Lock(r, name)` with `name = prefix + key`.
+    PythonRedisLock,
+}
 
 /// Builds [`KeyNames`] for one namespace.
 #[derive(Debug, Clone)]
 pub(crate) struct KeyLayout {
     prefix: String,
+    style: Style,
 }
 
 impl KeyLayout {
-    /// `prefix` must not contain `{` or `}` (checked by the builder).
-    pub(crate) fn new(prefix: String) -> Self {
-        KeyLayout { prefix }
+    /// The layout of `mode` (native modes: `prefix` without braces, checked by the builder).
+    pub(crate) fn for_mode(prefix: String, mode: Mode) -> Self {
+        let style = match mode {
+            Mode::RedisPy => Style::RedisPy,
+            Mode::PythonRedisLock => Style::PythonRedisLock,
+            _ => Style::Native,
+        };
+        KeyLayout { prefix, style }
     }
 
     pub(crate) fn prefix(&self) -> &str {
@@ -44,20 +74,45 @@ impl KeyLayout {
 
     pub(crate) fn lock(&self, key: &str) -> String {
         let mut s = String::with_capacity(self.prefix.len() + key.len() + 8);
-        s.push_str(&self.prefix);
-        s.push('{');
-        escape_into(key, &mut s);
-        s.push('}');
+        match self.style {
+            Style::Native => {
+                s.push_str(&self.prefix);
+                s.push('{');
+                escape_into(key, &mut s);
+                s.push('}');
+            }
+            Style::RedisPy => {
+                s.push_str(&self.prefix);
+                s.push_str(key);
+            }
+            Style::PythonRedisLock => {
+                s.push_str(PRL_LOCK);
+                s.push_str(&self.prefix);
+                s.push_str(key);
+            }
+        }
         s
     }
 
     pub(crate) fn names(&self, key: &str) -> KeyNames {
         let lock = self.lock(key);
+        if self.style != Style::Native {
+            return KeyNames {
+                fence: format!("{lock}:dlock-fence"),
+                queue: String::new(),
+                waiters: String::new(),
+                channel: format!("{lock}{CHANNEL_SUFFIX}"),
+                signal: (self.style == Style::PythonRedisLock)
+                    .then(|| format!("{PRL_SIGNAL}{}{key}", self.prefix)),
+                lock,
+            };
+        }
         KeyNames {
             fence: format!("{lock}:fence"),
             queue: format!("{lock}:queue"),
             waiters: format!("{lock}:waiters"),
             channel: format!("{lock}{CHANNEL_SUFFIX}"),
+            signal: None,
             lock,
         }
     }
@@ -76,14 +131,21 @@ impl KeyLayout {
 
     /// The user key a lock's Redis name belongs to (the inverse of [`lock`](Self::lock)).
     pub(crate) fn key_of_lock(&self, lock: &str) -> Option<String> {
-        let tag = lock.strip_prefix(&self.prefix)?.strip_prefix('{')?.strip_suffix('}')?;
-        unescape(tag)
+        match self.style {
+            Style::Native => {
+                let tag = lock.strip_prefix(&self.prefix)?.strip_prefix('{')?.strip_suffix('}')?;
+                unescape(tag)
+            }
+            Style::RedisPy => lock.strip_prefix(&self.prefix).map(str::to_owned),
+            Style::PythonRedisLock => {
+                lock.strip_prefix(PRL_LOCK)?.strip_prefix(&self.prefix).map(str::to_owned)
+            }
+        }
     }
 
     /// The user key a release channel belongs to (the inverse of [`channel`](Self::channel)).
     pub(crate) fn key_of_channel(&self, channel: &str) -> Option<String> {
-        let tag = channel.strip_prefix(&self.prefix)?.strip_prefix('{')?.strip_suffix(CHANNEL_SUFFIX)?;
-        unescape(tag.strip_suffix('}')?)
+        self.key_of_lock(channel.strip_suffix(CHANNEL_SUFFIX)?)
     }
 }
 
@@ -120,16 +182,17 @@ fn unescape(tag: &str) -> Option<String> {
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing {
     use super::KeyLayout;
+    use crate::options::Mode;
 
     /// Every Redis name of lock `key` under `prefix` (lock, fence, queue, waiters, channel).
     pub fn names(prefix: &str, key: &str) -> [String; 5] {
-        let n = KeyLayout::new(prefix.to_owned()).names(key);
+        let n = KeyLayout::for_mode(prefix.to_owned(), Mode::Simple).names(key);
         [n.lock, n.fence, n.queue, n.waiters, n.channel]
     }
 
     /// The lock key a pub/sub channel name (as the server sends it) stands for.
     pub fn key_of_channel(prefix: &str, channel: &str) -> Option<String> {
-        KeyLayout::new(prefix.to_owned()).key_of_channel(channel)
+        KeyLayout::for_mode(prefix.to_owned(), Mode::Simple).key_of_channel(channel)
     }
 }
 
@@ -139,7 +202,7 @@ mod tests {
 
     #[test]
     fn braces_and_percent_are_escaped_and_never_alias() {
-        let l = KeyLayout::new(DEFAULT_KEY_PREFIX.to_owned());
+        let l = KeyLayout::for_mode(DEFAULT_KEY_PREFIX.to_owned(), Mode::Simple);
         let keys = ["a", "{a}", "%7Ba%7D", "%", "%25", "{", "}", "}{", "a}b{c", "ключ🔒"];
         let mut seen = std::collections::HashSet::new();
         for k in keys {
@@ -157,8 +220,26 @@ mod tests {
     }
 
     #[test]
+    fn interop_names_are_the_other_librarys() {
+        let py = KeyLayout::for_mode(String::new(), Mode::RedisPy).names("jobs:{1}%");
+        assert_eq!(
+            (py.lock.as_str(), py.fence.as_str(), py.signal),
+            ("jobs:{1}%", "jobs:{1}%:dlock-fence", None)
+        );
+        let prl = KeyLayout::for_mode("app:".to_owned(), Mode::PythonRedisLock);
+        let n = prl.names("job");
+        assert_eq!(n.lock, "lock:app:job");
+        assert_eq!(n.signal.as_deref(), Some("lock-signal:app:job"));
+        for (l, k) in [(&prl, "job"), (&KeyLayout::for_mode("p:".to_owned(), Mode::RedisPy), "a:released")] {
+            assert_eq!(l.key_of_channel(&l.channel(k)).as_deref(), Some(k));
+            assert_eq!(l.key_of_lock(&l.lock(k)).as_deref(), Some(k));
+        }
+        assert_eq!(prl.key_of_channel("lock:other:job:released"), None);
+    }
+
+    #[test]
     fn foreign_channels_are_ignored() {
-        let l = KeyLayout::new("ns:".to_owned());
+        let l = KeyLayout::for_mode("ns:".to_owned(), Mode::Simple);
         assert_eq!(l.key_of_channel("other:{a}:released"), None);
         assert_eq!(l.key_of_channel("ns:{a%zz}:released"), None);
         assert_eq!(l.key_of_channel("ns:{a}"), None);

@@ -13,7 +13,8 @@ mod scripts;
 
 pub use backend::RedisLock;
 pub use builder::{
-    DEFAULT_CONNECTION_TIMEOUT, DEFAULT_FAIR_WAITER_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, RedisLockBuilder,
+    DEFAULT_CONNECTION_TIMEOUT, DEFAULT_FAIR_WAITER_TIMEOUT, DEFAULT_INTEROP_POLL, DEFAULT_RESPONSE_TIMEOUT,
+    RedisLockBuilder,
 };
 /// Entry points for the fuzz targets under `fuzz/` (feature `fuzzing`); not a stable API.
 #[cfg(feature = "fuzzing")]

@@ -18,18 +18,38 @@ pub enum Mode {
     /// Reentrant plus a FIFO queue of waiters with per-waiter timeouts: waiters are served in
     /// arrival order, and a dead waiter blocks the queue for at most its timeout.
     Fair,
+    /// Interop with redis-py's `redis.lock.Lock(r, name)`: the lock is the plain string key
+    /// `<key_prefix><key>` (no prefix by default, no escaping, no hash tag) taken with
+    /// `SET NX PX` and freed by compare-and-delete, as redis-py does. No hand-over to waiters;
+    /// waiters poll for the other side's releases. See the README, "Sharing the lock with Python".
+    RedisPy,
+    /// Interop with python-redis-lock's `redis_lock.Lock(r, name)`: as [`Mode::RedisPy`] on the
+    /// key `lock:<key_prefix><key>`, and a release pushes its signal list
+    /// `lock-signal:<key_prefix><key>` exactly as python-redis-lock's own release does, so its
+    /// waiters (blocked in `BLPOP`) wake at once.
+    PythonRedisLock,
+}
+
+impl Mode {
+    /// One of the modes that share the lock with another library's clients (a plain string
+    /// key the other side also takes with `SET NX`).
+    pub fn is_interop(self) -> bool {
+        matches!(self, Mode::RedisPy | Mode::PythonRedisLock)
+    }
 }
 
 impl FromStr for Mode {
     type Err = String;
 
-    /// `simple`, `reentrant` or `fair`, as in `?mode=`.
+    /// `simple`, `reentrant`, `fair`, `redis-py` or `python-redis-lock`, as in `?mode=`.
     fn from_str(s: &str) -> std::result::Result<Self, String> {
         match s {
             "simple" => Ok(Mode::Simple),
             "reentrant" => Ok(Mode::Reentrant),
             "fair" => Ok(Mode::Fair),
-            _ => Err("expected simple, reentrant or fair".to_owned()),
+            "redis-py" => Ok(Mode::RedisPy),
+            "python-redis-lock" => Ok(Mode::PythonRedisLock),
+            _ => Err("expected simple, reentrant, fair, redis-py or python-redis-lock".to_owned()),
         }
     }
 }
@@ -40,6 +60,8 @@ impl fmt::Display for Mode {
             Mode::Simple => "simple",
             Mode::Reentrant => "reentrant",
             Mode::Fair => "fair",
+            Mode::RedisPy => "redis-py",
+            Mode::PythonRedisLock => "python-redis-lock",
         })
     }
 }
@@ -107,7 +129,9 @@ mod tests {
         // A raw password with `?` is userinfo, not a query.
         let c = parse("redis://:a?mode=x@h:1/?mode=reentrant").expect("raw password");
         assert_eq!((c.mode, c.url.as_str()), (Some(Mode::Reentrant), "redis://:a?mode=x@h:1/"));
-        for m in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+        let c = parse("redis://h:1/?mode=python-redis-lock").expect("interop mode");
+        assert_eq!(c.mode, Some(Mode::PythonRedisLock));
+        for m in [Mode::Simple, Mode::Reentrant, Mode::Fair, Mode::RedisPy, Mode::PythonRedisLock] {
             assert_eq!(m.to_string().parse::<Mode>(), Ok(m));
         }
     }

@@ -24,6 +24,10 @@ pub(crate) static ACQUIRE_REENTRANT: LazyLock<Script> =
     LazyLock::new(|| with(&[FENCE, HOLD, HANDOFF], include_str!("../scripts/acquire_reentrant.lua")));
 pub(crate) static ACQUIRE_FAIR: LazyLock<Script> =
     LazyLock::new(|| with(&[FENCE, HOLD, HANDOFF], include_str!("../scripts/acquire_fair.lua")));
+pub(crate) static ACQUIRE_PLAIN: LazyLock<Script> =
+    LazyLock::new(|| with(&[FENCE], include_str!("../scripts/acquire_plain.lua")));
+pub(crate) static RELEASE_PLAIN: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../scripts/release_plain.lua")));
 pub(crate) static RELEASE_SIMPLE: LazyLock<Script> =
     LazyLock::new(|| with(&[HANDOFF], include_str!("../scripts/release_simple.lua")));
 pub(crate) static RELEASE_HASH: LazyLock<Script> =

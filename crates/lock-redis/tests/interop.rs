@@ -1,0 +1,236 @@
+//! Sharing a lock with Python, against the real libraries: redis-py 8.1's `redis.lock.Lock`
+//! ([`Mode::RedisPy`]) and python-redis-lock 4.0.1's `redis_lock.Lock`
+//! ([`Mode::PythonRedisLock`]), from the pinned virtualenv of `lock_testkit::interop::python`,
+//! driven by `tests/interop/peer.py` over stdin/stdout. Every "the other side holds" is an
+//! answer the peer printed after its library returned; waits are on answers, the server's
+//! state or our client's attempt counter, never sleeps.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::backend::LockBackend;
+use lock_core::{Locker, OwnerToken};
+use lock_redis::redis::{self, AsyncCommands, aio::MultiplexedConnection};
+use lock_redis::{Mode, RedisLock};
+use lock_testkit::interop::{Peer, python};
+use lock_testkit::server::{RedisServer, or_skip, try_shared_redis};
+use lock_testkit::{eventually, within};
+use tokio::process::Command;
+use tokio::time::Instant;
+
+/// How long the Python peer may take to answer (its start imports redis and redis_lock).
+const ANSWER: Duration = Duration::from_secs(30);
+/// A lease no test outlives: a lock that frees sooner was released, not expired.
+const LONG: Duration = Duration::from_secs(30);
+/// Longest acceptable hand-over from a Python release to our waiter: the waiter polls every
+/// `DEFAULT_INTEROP_POLL` (50 ms), far below the 30 s lease it would otherwise wait out; the
+/// rest is slack for a loaded two-core machine.
+const HANDOVER_BOUND: Duration = Duration::from_secs(2);
+
+/// The shared server, or `None` after `SKIPPED` (a missing server fails under
+/// `LOCK_TEST_REQUIRE=1`).
+fn server() -> Option<&'static RedisServer> {
+    or_skip("redis-server", try_shared_redis())
+}
+
+/// A Python peer connected to `url`, or `None` after `SKIPPED` when the venv cannot be made.
+async fn peer(url: &str) -> Option<Peer> {
+    let python = python()?;
+    let mut cmd = Command::new(python);
+    cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/peer.py")).arg(url);
+    let mut p = Peer::spawn("python", cmd);
+    p.expect("ready", ANSWER).await;
+    Some(p)
+}
+
+/// A random namespace per test run, the same on both sides.
+fn prefix() -> String {
+    format!("it-{}:", &OwnerToken::random().to_string()[..12])
+}
+
+async fn backend(url: &str, mode: Mode, prefix: &str) -> RedisLock {
+    RedisLock::builder().url(url).mode(mode).key_prefix(prefix).build().await.expect("backend")
+}
+
+async fn admin(url: &str) -> MultiplexedConnection {
+    redis::Client::open(url).expect("url").get_multiplexed_async_connection().await.expect("admin")
+}
+
+/// The Python library's name for `mode` (the peer's `new` argument).
+fn kind(mode: Mode) -> &'static str {
+    if mode == Mode::RedisPy { "redis-py" } else { "prl" }
+}
+
+/// The other side holds: we are refused; it releases: our waiter, already waiting, gets the
+/// lock within the poll interval (printed), with a fencing token.
+async fn their_release_lets_our_waiter_in(mode: Mode) {
+    let Some(srv) = server() else { return };
+    let Some(mut py) = peer(&srv.url()).await else { return };
+    let p = prefix();
+    let ours = backend(&srv.url(), mode, &p).await;
+    let locker = Locker::new(Arc::new(ours.clone()));
+    py.call(&format!("new a {} {p}job {}", kind(mode), LONG.as_millis()), "new a", ANSWER).await;
+    assert_eq!(py.call("try a", "try a", ANSWER).await, "try a 1", "{mode}: python takes a free lock");
+    assert!(
+        locker.lock("job").try_acquire().await.expect("try").is_none(),
+        "{mode}: python's hold excludes us"
+    );
+
+    let l = locker.clone();
+    let waiter = tokio::spawn(async move { l.lock("job").wait(LONG).acquire().await });
+    // Two attempts: the first, and the one after subscribing (our own releases wake it).
+    eventually(ANSWER, "our waiter waits", || {
+        let n = ours.attempts();
+        async move { n >= 2 }
+    })
+    .await;
+    let released = Instant::now();
+    assert_eq!(py.call("release a", "release a", ANSWER).await, "release a ok");
+    let g = within(HANDOVER_BOUND, "our waiter gets the lock python released", waiter)
+        .await
+        .expect("task")
+        .expect("acquired");
+    let took = released.elapsed();
+    eprintln!("{mode}: python release -> our waiter holds in {took:?} (poll interval 50 ms)");
+    assert!(g.fence().is_some(), "{mode}: our grants keep their fencing token");
+    // And python is refused while we hold.
+    assert_eq!(py.call("try a", "try a", ANSWER).await, "try a 0", "{mode}: our hold excludes python");
+    g.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_py_release_lets_our_waiter_in() {
+    their_release_lets_our_waiter_in(Mode::RedisPy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_redis_lock_release_lets_our_waiter_in() {
+    their_release_lets_our_waiter_in(Mode::PythonRedisLock).await;
+}
+
+/// We hold: the other side's `acquire(blocking=False)` fails; we release: it succeeds.
+async fn our_hold_excludes_them(mode: Mode) {
+    let Some(srv) = server() else { return };
+    let Some(mut py) = peer(&srv.url()).await else { return };
+    let p = prefix();
+    let locker = Locker::new(Arc::new(backend(&srv.url(), mode, &p).await));
+    py.call(&format!("new b {} {p}job {}", kind(mode), LONG.as_millis()), "new b", ANSWER).await;
+    let g = locker.lock("job").lease(LONG).try_acquire().await.expect("try").expect("free");
+    assert_eq!(py.call("try b", "try b", ANSWER).await, "try b 0", "{mode}: our hold excludes python");
+    g.release().await.expect("release");
+    if mode == Mode::PythonRedisLock {
+        // Our release left the signal list as python-redis-lock's own release does.
+        let mut a = admin(&srv.url()).await;
+        let signal = format!("lock-signal:{p}job");
+        let items: Vec<String> = a.lrange(&signal, 0, -1).await.expect("lrange");
+        let ttl: i64 = a.pttl(&signal).await.expect("pttl");
+        assert_eq!(items, ["1"], "the signal list holds one element");
+        assert!(ttl > 0 && ttl <= 1000, "the signal list expires like python-redis-lock's: {ttl} ms");
+    }
+    assert_eq!(py.call("try b", "try b", ANSWER).await, "try b 1", "{mode}: python takes what we released");
+    assert_eq!(py.call("release b", "release b", ANSWER).await, "release b ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_hold_excludes_redis_py_until_released() {
+    our_hold_excludes_them(Mode::RedisPy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_hold_excludes_python_redis_lock_until_released() {
+    our_hold_excludes_them(Mode::PythonRedisLock).await;
+}
+
+/// A python-redis-lock waiter, blocked in `BLPOP` on the signal list (its wait is 5 s), wakes
+/// at once when we release, because our release pushes that signal. A server of its own, so
+/// `blocked_clients` counts only this waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_release_wakes_a_blocked_python_redis_lock_waiter() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    let Some(mut py) = peer(&srv.url()).await else { return };
+    let p = prefix();
+    let locker = Locker::new(Arc::new(backend(&srv.url(), Mode::PythonRedisLock, &p).await));
+    let g = locker.lock("job").lease(LONG).try_acquire().await.expect("try").expect("free");
+    // expire (10 s) must be at least its wait (5 s), python-redis-lock insists.
+    py.call(&format!("new w prl {p}job 10000"), "new w", ANSWER).await;
+    py.send("acquire w 5").await;
+    let url = srv.url();
+    eventually(ANSWER, "the python waiter blocks in BLPOP", || {
+        let url = url.clone();
+        async move {
+            let info: String =
+                redis::cmd("INFO").arg("clients").query_async(&mut admin(&url).await).await.expect("info");
+            info.lines().any(|l| l.trim() == "blocked_clients:1")
+        }
+    })
+    .await;
+    let released = Instant::now();
+    g.release().await.expect("release");
+    // Without the signal it would wake only when its 5 s BLPOP times out.
+    assert_eq!(py.expect("acquire w", ANSWER).await, "acquire w 1");
+    let took = released.elapsed();
+    eprintln!("our release -> python-redis-lock waiter holds in {took:?} (its BLPOP timeout: 5 s)");
+    assert!(took < Duration::from_millis(2500), "woken by the signal, not its timeout: {took:?}");
+    assert!(locker.lock("job").try_acquire().await.expect("try").is_none(), "python holds now");
+    assert_eq!(py.call("release w", "release w", ANSWER).await, "release w ok");
+}
+
+/// A redis-py holder killed mid-hold: its key expires after its PX (500 ms) and our waiter,
+/// already waiting, gets the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_redis_py_holder_expires_and_we_get_it() {
+    let Some(srv) = server() else { return };
+    let Some(mut py) = peer(&srv.url()).await else { return };
+    let p = prefix();
+    let locker = Locker::new(Arc::new(backend(&srv.url(), Mode::RedisPy, &p).await));
+    py.call(&format!("new k redis-py {p}job 500"), "new k", ANSWER).await;
+    assert_eq!(py.call("try k", "try k", ANSWER).await, "try k 1");
+    py.kill().await;
+    let killed = Instant::now();
+    let pttl: i64 = admin(&srv.url()).await.pttl(format!("{p}job")).await.expect("pttl");
+    let g = within(Duration::from_secs(5), "our waiter gets the dead holder's lock", async {
+        locker.lock("job").wait(LONG).acquire().await.expect("acquired")
+    })
+    .await;
+    let took = killed.elapsed();
+    eprintln!("killed redis-py holder (PX 500, {pttl} ms left at the kill) -> ours in {took:?}");
+    assert!(took < Duration::from_millis(500) + HANDOVER_BOUND, "{took:?}");
+    g.release().await.expect("release");
+}
+
+/// A release with a token that is not the holder's changes nothing, on both sides: ours
+/// (`release` with another owner token) against a Python hold, Python's (redis-py's release
+/// script with another token; python-redis-lock's `Lock(name, id=other).release()`) against ours.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_token_release_is_refused_on_both_sides() {
+    let Some(srv) = server() else { return };
+    let Some(mut py) = peer(&srv.url()).await else { return };
+    let mut a = admin(&srv.url()).await;
+    for (mode, refused) in [(Mode::RedisPy, "LockNotOwnedError"), (Mode::PythonRedisLock, "NotAcquired")] {
+        let p = prefix();
+        let ours = backend(&srv.url(), mode, &p).await;
+        let lock = ours.key_names("job").lock;
+        let k = kind(mode);
+
+        py.call(&format!("new {k} {k} {p}job {}", LONG.as_millis()), &format!("new {k}"), ANSWER).await;
+        assert_eq!(py.call(&format!("try {k}"), &format!("try {k}"), ANSWER).await, format!("try {k} 1"));
+        let token = py.call(&format!("token {k}"), &format!("token {k}"), ANSWER).await;
+        let token = token.rsplit(' ').next().expect("token").to_owned();
+        assert!(!ours.release("job", OwnerToken::random()).await.expect("release"), "{mode}: refused");
+        let value: Option<String> = a.get(&lock).await.expect("get");
+        assert_eq!(value.as_deref(), Some(token.as_str()), "{mode}: python still holds");
+        assert_eq!(
+            py.call(&format!("release {k}"), &format!("release {k}"), ANSWER).await,
+            format!("release {k} ok")
+        );
+
+        let locker = Locker::new(Arc::new(ours.clone()));
+        let g = locker.lock("job").lease(LONG).try_acquire().await.expect("try").expect("free");
+        let other = OwnerToken::random().to_string();
+        let answer = py.call(&format!("foreign {k} {other}"), &format!("foreign {k}"), ANSWER).await;
+        assert_eq!(answer, format!("foreign {k} {refused}"), "{mode}: python's foreign release refused");
+        let value: Option<String> = a.get(&lock).await.expect("get");
+        assert!(value.is_some_and(|v| v.starts_with(&g.owner().to_string())), "{mode}: we still hold");
+        g.release().await.expect("our release still works");
+    }
+}
