@@ -98,7 +98,8 @@ impl ZkLock {
     }
 
     /// The lock directory of `key`: `<root>/<encode_key(key)>` (inside the chroot), where its
-    /// queue of nodes lives.
+    /// queue of nodes lives. Give this path to Curator's `InterProcessMutex` or kazoo's `Lock`
+    /// (with `extra_lock_patterns=["-lock-"]`) to share the lock (see the crate docs).
     pub fn lock_dir(&self, key: &str) -> String {
         self.inner.dir(key)
     }
