@@ -1,4 +1,4 @@
-//! The conformance suite on the Redis backend, once per mode, against a real redis-server
+//! The conformance suite on the Redis backend, once per mode (the interop modes too), against a real redis-server
 //! (`lock_testkit::server::shared_redis`, or `LOCK_TEST_REDIS_URL`).
 //!
 //! `sever` deletes the lock key behind the holder's back; the `*_killed` variants
@@ -94,6 +94,15 @@ mod reentrant {
 
 mod fair {
     lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Fair).await);
+}
+
+/// The interop layouts (a plain `SET NX PX` key shared with redis-py / python-redis-lock).
+mod redis_py {
+    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::RedisPy).await);
+}
+
+mod python_redis_lock {
+    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::PythonRedisLock).await);
 }
 
 /// The cases that sever a hold, with the holder's connection killed first.
