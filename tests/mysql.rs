@@ -1,4 +1,4 @@
-//! The conformance suite on the MySQL/MariaDB backend, both modes, against the shared private
+//! The conformance suite on the MySQL/MariaDB backend, all three modes, against the shared private
 //! mariadbd of this test binary (or `LOCK_TEST_MYSQL_URL`).
 //!
 //! Run: `cargo test --features mysql --test mysql`.
@@ -12,7 +12,7 @@ use lock_testkit::server::{external_url, shared_mariadb};
 use lock_testkit::{Client, ClientFaults, Factory, FaultResult, Unsupported};
 
 /// Builds one `MySqlLock` (own pool) per client; its faults break leases behind the holder's
-/// back: `KILL CONNECTION` of the holding connection (pessimistic) or expiring the row
+/// back: `KILL CONNECTION` of the holding connection (pessimistic, named) or expiring the row
 /// (optimistic).
 pub struct MySqlFactory {
     mode: Mode,
@@ -73,10 +73,10 @@ impl Admin {
 
 #[lock_core::async_trait]
 impl ClientFaults for Admin {
-    /// Pessimistic: a row lock goes only with its transaction, so the holding connection is
-    /// killed. Optimistic: the row's lease is moved into the past.
+    /// Pessimistic and named: a row lock goes only with its transaction, a `GET_LOCK` only with
+    /// its session, so the holding connection is killed. Optimistic: the row's lease is moved into the past.
     async fn sever(&self, key: &str) -> FaultResult {
-        if self.mode == Mode::Pessimistic {
+        if self.mode != Mode::Optimistic {
             return self.cut_connection(key).await;
         }
         let sql = format!(
@@ -93,7 +93,7 @@ impl ClientFaults for Admin {
     }
 
     async fn cut_connection(&self, key: &str) -> FaultResult {
-        if self.mode != Mode::Pessimistic {
+        if self.mode == Mode::Optimistic {
             return Err(Unsupported::new("cut_connection", "optimistic holds keep no connection"));
         }
         let id =
@@ -113,4 +113,8 @@ mod pessimistic {
 
 mod optimistic {
     lock_testkit::conformance_tests!(crate::MySqlFactory::new(lock_mysql::Mode::Optimistic).await);
+}
+
+mod named_lock {
+    lock_testkit::conformance_tests!(crate::MySqlFactory::new(lock_mysql::Mode::NamedLock).await);
 }

@@ -12,6 +12,7 @@ use sqlx::mysql::MySqlPool;
 
 use crate::builder::MySqlLockBuilder;
 use crate::error::{self, NAME};
+use crate::named::Named;
 use crate::optimistic::Optimistic;
 use crate::options::Mode;
 use crate::pessimistic::Pessimistic;
@@ -20,6 +21,7 @@ use crate::sql::Flavor;
 pub(crate) enum Inner {
     Pessimistic(Pessimistic),
     Optimistic(Optimistic),
+    Named(Named),
 }
 
 /// MySQL / MariaDB lock backend. Cheap to clone; clones share the pool and the held locks.
@@ -42,6 +44,7 @@ impl fmt::Debug for MySqlLock {
         match &*self.inner {
             Inner::Pessimistic(p) => d.field("state", p),
             Inner::Optimistic(o) => d.field("state", o),
+            Inner::Named(n) => d.field("state", n),
         };
         d.finish()
     }
@@ -73,18 +76,25 @@ impl MySqlLock {
     }
 
     pub(crate) async fn migrate_with(&self, upgrade: bool) -> Result<()> {
+        let fence = format!("{}_fence", self.table);
+        // The named mode has the fence object only: ask for it twice.
+        let table = if self.mode == Mode::NamedLock { fence.as_str() } else { self.table.as_str() };
         let present: i64 = sqlx::query_scalar(include_str!("../sql/schema_objects_present.sql"))
-            .bind(&self.table)
-            .bind(format!("{}_fence", self.table))
+            .bind(table)
+            .bind(&fence)
             .fetch_one(&self.pool)
             .await
             .map_err(error::classify)?;
         // The optimistic schema has no fence object on MySQL.
-        let expected = if self.mode == Mode::Optimistic && self.flavor == Flavor::MySql { 1 } else { 2 };
+        let expected = match (self.mode, self.flavor) {
+            (Mode::Optimistic, Flavor::MySql) | (Mode::NamedLock, _) => 1,
+            _ => 2,
+        };
         if present < expected {
             let schema = match &*self.inner {
                 Inner::Pessimistic(p) => p.schema().clone(),
                 Inner::Optimistic(o) => o.schema().clone(),
+                Inner::Named(n) => n.schema().clone(),
             };
             sqlx::raw_sql(sqlx::AssertSqlSafe(schema)).execute(&self.pool).await.map_err(error::classify)?;
         }
@@ -95,7 +105,7 @@ impl MySqlLock {
     pub(crate) async fn check_table_shape(&self, upgrade: bool) -> Result<()> {
         match &*self.inner {
             Inner::Optimistic(o) => o.check_shape(&self.table, upgrade).await,
-            Inner::Pessimistic(_) => Ok(()),
+            Inner::Pessimistic(_) | Inner::Named(_) => Ok(()),
         }
     }
 
@@ -125,9 +135,9 @@ impl MySqlLock {
         self.flavor == Flavor::MariaDb
     }
 
-    /// Pessimistic mode: the server's id (`CONNECTION_ID()`) of the connection holding `key`
-    /// for this backend, for fault injection in tests (`KILL CONNECTION <id>`). `None` if `key`
-    /// is not held here, or in optimistic mode.
+    /// Pessimistic and named modes: the server's id (`CONNECTION_ID()`) of the connection
+    /// holding `key` for this backend, for fault injection in tests (`KILL CONNECTION <id>`).
+    /// `None` if `key` is not held here, or in optimistic mode.
     ///
     /// Only with the `testing` feature, which is for this crate's and the workspace's tests,
     /// not for production: the id lets anyone with `PROCESS` or `SUPER` end the hold.
@@ -135,6 +145,7 @@ impl MySqlLock {
     pub fn held_connection_id(&self, key: &str) -> Option<u64> {
         match &*self.inner {
             Inner::Pessimistic(p) => p.held_connection_id(key),
+            Inner::Named(n) => n.held_connection_id(key),
             Inner::Optimistic(_) => None,
         }
     }
@@ -147,6 +158,7 @@ impl MySqlLock {
         match &*self.inner {
             Inner::Pessimistic(p) => p.trips().get(),
             Inner::Optimistic(o) => o.trips().get(),
+            Inner::Named(n) => n.trips().get(),
         }
     }
 }
@@ -168,7 +180,8 @@ impl LockBackend for MySqlLock {
         c.renew = true;
         c.fencing = true;
         c.reentrant = true;
-        if self.mode == Mode::Pessimistic {
+        if matches!(self.mode, Mode::Pessimistic | Mode::NamedLock) {
+            // Waiters queue in the server (row lock or GET_LOCK), in no promised order.
             c.native_wait = true;
             c.session_bound = true;
         } else {
@@ -187,6 +200,7 @@ impl LockBackend for MySqlLock {
         match &*self.inner {
             Inner::Pessimistic(p) => p.try_acquire(req).await,
             Inner::Optimistic(o) => o.try_acquire(req).await,
+            Inner::Named(n) => n.try_acquire(req).await,
         }
     }
 
@@ -194,6 +208,7 @@ impl LockBackend for MySqlLock {
         match &*self.inner {
             Inner::Pessimistic(p) => p.release(key, owner).await,
             Inner::Optimistic(o) => o.release(key, owner).await,
+            Inner::Named(n) => n.release(key, owner).await,
         }
     }
 
@@ -201,6 +216,7 @@ impl LockBackend for MySqlLock {
         match &*self.inner {
             Inner::Pessimistic(p) => p.renew(items).await,
             Inner::Optimistic(o) => o.renew(items).await,
+            Inner::Named(n) => n.renew(items).await,
         }
     }
 
@@ -212,13 +228,14 @@ impl LockBackend for MySqlLock {
                 "inspecting a pessimistic lock without taking the row (use optimistic mode, or try_lock)",
             )),
             Inner::Optimistic(o) => o.inspect(key).await,
+            Inner::Named(n) => n.inspect(key).await,
         }
     }
 
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
         match &*self.inner {
             // A pessimistic waiter's place in the server's lock queue ends with its statement.
-            Inner::Pessimistic(_) => {}
+            Inner::Pessimistic(_) | Inner::Named(_) => {}
             Inner::Optimistic(o) => o.leave_queue(key, owner),
         }
         Ok(())
@@ -226,7 +243,7 @@ impl LockBackend for MySqlLock {
 
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         Ok(match &*self.inner {
-            Inner::Pessimistic(_) => None,
+            Inner::Pessimistic(_) | Inner::Named(_) => None,
             Inner::Optimistic(o) => Some(o.subscribe(key)),
         })
     }

@@ -11,15 +11,20 @@ use lock_core::backend::redact::redact_url;
 
 use crate::backend::{Inner, MySqlLock};
 use crate::error::{NAME, classify};
+use crate::named::Named;
 use crate::optimistic::Optimistic;
 use crate::options::{Mode, parse_url};
 use crate::pessimistic::Pessimistic;
-use crate::sql::{Flavor, OptimisticSql, PessimisticSql, validate_table_name};
+use crate::sql::{Flavor, NamedSql, OptimisticSql, PessimisticSql, validate_table_name};
 use crate::waiters::Waiters;
 
 /// Table of the pessimistic mode (plus `dlock_rows_fence`) unless [`MySqlLockBuilder::table`]
 /// names another.
 const DEFAULT_PESSIMISTIC_TABLE: &str = "dlock_rows";
+/// Table whose fence counter (`dlock_rows_fence`) the named mode shares with the pessimistic
+/// mode: a key's tokens increase across both session-bound modes. The named mode creates no
+/// table of its own (GET_LOCK needs none).
+const DEFAULT_NAMED_TABLE: &str = DEFAULT_PESSIMISTIC_TABLE;
 /// Table of the optimistic mode (plus `dlock_leases_fence` on MariaDB).
 const DEFAULT_OPTIMISTIC_TABLE: &str = "dlock_leases";
 /// Size of a pool the builder opens itself: every held pessimistic lock pins one connection
@@ -117,14 +122,16 @@ impl MySqlLockBuilder {
         self
     }
 
-    /// Pessimistic (row lock, default) or optimistic (versioned lease).
+    /// Pessimistic (row lock, default), optimistic (versioned lease) or named (`GET_LOCK`).
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = Some(mode);
         self
     }
 
     /// The lock table (default `dlock_rows` in pessimistic mode, `dlock_leases` in optimistic
-    /// mode). Validated as a plain identifier by `build`.
+    /// mode). Validated as a plain identifier by `build`. The named mode keeps its fencing
+    /// counter in `<table>_fence` (default `dlock_rows_fence`, shared with the pessimistic mode)
+    /// and creates no table itself.
     pub fn table(mut self, table: impl Into<String>) -> Self {
         self.table = Some(table.into());
         self
@@ -144,7 +151,7 @@ impl MySqlLockBuilder {
         self
     }
 
-    /// Keep-alive ping period of a held pessimistic lock's connection (default 2 s, at least
+    /// Keep-alive ping period of a held pessimistic or named lock's connection (default 2 s, at least
     /// 10 ms). The server ends a holding session silent for three periods (at least 2 s).
     pub fn keepalive(mut self, every: Duration) -> Self {
         self.keepalive = every.max(MIN_KEEPALIVE);
@@ -193,6 +200,7 @@ impl MySqlLockBuilder {
         let table = table.unwrap_or_else(|| match mode {
             Mode::Pessimistic => DEFAULT_PESSIMISTIC_TABLE.to_owned(),
             Mode::Optimistic => DEFAULT_OPTIMISTIC_TABLE.to_owned(),
+            Mode::NamedLock => DEFAULT_NAMED_TABLE.to_owned(),
         });
         validate_table_name(&table)?;
         let pool_options = || {
@@ -261,6 +269,9 @@ impl MySqlLockBuilder {
                 // Waiters queue per lock space, across every backend of it in this process.
                 let waiters = Waiters::shared(&identity);
                 Inner::Optimistic(Optimistic::new(pool.clone(), sql, flavor == Flavor::MariaDb, waiters))
+            }
+            Mode::NamedLock => {
+                Inner::Named(Named::new(pool.clone(), NamedSql::new(&table, flavor), flavor, self.keepalive))
             }
         };
         let lock = MySqlLock {

@@ -6,15 +6,19 @@
 mod backend;
 mod builder;
 mod error;
+mod name;
+mod named;
 mod optimistic;
 mod options;
 mod pessimistic;
+mod session;
 mod sql;
 mod trips;
 mod waiters;
 
 pub use backend::MySqlLock;
 pub use builder::MySqlLockBuilder;
+pub use name::{MAX_LOCK_NAME, lock_name};
 pub use options::Mode;
 pub use sql::{MAX_TABLE_NAME, validate_table_name};
 /// The driver, re-exported so callers build pools and downcast error sources with one version.

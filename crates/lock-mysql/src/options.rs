@@ -23,6 +23,12 @@ pub enum Mode {
     /// that is the fencing token ("数据库乐观锁"). Time-bound: expires unless renewed; waiters
     /// poll.
     Optimistic,
+    /// A MySQL/MariaDB user-level lock, `GET_LOCK(name, timeout)`, held by a session on a
+    /// dedicated connection until `RELEASE_LOCK` ("named lock"; URL `?mode=get_lock`).
+    /// Session-bound like [`Mode::Pessimistic`]; waiters queue in the server. The name is the
+    /// key as .NET's DistributedLock names it ([`lock_name`](crate::lock_name)), so other
+    /// services calling `GET_LOCK` with that name share the lock.
+    NamedLock,
 }
 
 impl Mode {
@@ -31,6 +37,7 @@ impl Mode {
         match self {
             Mode::Pessimistic => "pessimistic",
             Mode::Optimistic => "optimistic",
+            Mode::NamedLock => "get_lock",
         }
     }
 }
@@ -44,12 +51,13 @@ impl fmt::Display for Mode {
 impl FromStr for Mode {
     type Err = String;
 
-    /// `pessimistic` or `optimistic`.
+    /// `pessimistic`, `optimistic` or `get_lock`.
     fn from_str(s: &str) -> std::result::Result<Self, String> {
         match s {
             "pessimistic" => Ok(Mode::Pessimistic),
             "optimistic" => Ok(Mode::Optimistic),
-            other => Err(format!("unknown mode {other:?} (expected pessimistic or optimistic)")),
+            "get_lock" => Ok(Mode::NamedLock),
+            other => Err(format!("unknown mode {other:?} (expected pessimistic, optimistic or get_lock)")),
         }
     }
 }
@@ -187,12 +195,22 @@ mod tests {
         let p = parse_url("mysql://h/db?charset=utf8mb4&sslmode=disabled&time-zone=%2B00:00").expect("parse");
         assert_eq!((p.mode, p.connect.get_charset()), (None, "utf8mb4"));
         assert!(matches!(p.connect.get_ssl_mode(), MySqlSslMode::Disabled));
+        assert_eq!(parse_url("mysql://h/db?mode=get_lock").expect("parse").mode, Some(Mode::NamedLock));
+    }
+
+    #[test]
+    fn modes_print_as_they_parse() {
+        for m in [Mode::Pessimistic, Mode::Optimistic, Mode::NamedLock] {
+            assert_eq!(m.to_string().parse::<Mode>(), Ok(m));
+        }
+        assert_eq!(Mode::NamedLock.to_string(), "get_lock");
     }
 
     #[test]
     fn bad_unknown_and_repeated_options_are_refused() {
         assert!(err("mysql://h/db?mode=bogus").contains("bogus"));
         assert!(err("mysql://h/db?mode=optimistic&mode=pessimistic").contains("twice"));
+        assert!(err("mysql://h/db?mode=GET_LOCK").contains("get_lock"));
         assert!(err("mysql://h/db?ssl-mode=disabled&sslmode=disabled").contains("twice"));
         // A typo is an error naming it, not a silently ignored setting.
         let e = err("mysql://h/db?mod=optimistic");

@@ -117,6 +117,42 @@ impl PessimisticSql {
     }
 }
 
+/// Statements of the named (`GET_LOCK`) mode.
+#[derive(Debug)]
+pub(crate) struct NamedSql {
+    /// The fence object only (GET_LOCK needs no table).
+    pub schema: Arc<str>,
+    /// Template with `{idle}` (seconds) still to fill.
+    pub bounds: &'static str,
+    /// Template with `{name}` (a utf8mb4-converted [`hex_literal`]) and `{timeout}` (seconds, a
+    /// number) still to fill; sent as text.
+    pub get_lock: Arc<str>,
+    /// MySQL only (MariaDB draws the token in the GET_LOCK statement): per-key counter.
+    pub fence_next: Arc<str>,
+    pub inspect: Arc<str>,
+}
+
+impl NamedSql {
+    pub fn new(table: &str, flavor: Flavor) -> Self {
+        let (schema, get_lock) = match flavor {
+            Flavor::MariaDb => (
+                include_str!("../sql/named_schema_mariadb.sql"),
+                include_str!("../sql/named_get_lock_mariadb.sql"),
+            ),
+            Flavor::MySql => {
+                (include_str!("../sql/named_schema.sql"), include_str!("../sql/named_get_lock.sql"))
+            }
+        };
+        NamedSql {
+            schema: render(schema, table),
+            bounds: include_str!("../sql/named_bounds.sql"),
+            get_lock: render(get_lock, table),
+            fence_next: render(include_str!("../sql/pessimistic_fence_next.sql"), table),
+            inspect: render(include_str!("../sql/named_inspect.sql"), table),
+        }
+    }
+}
+
 /// Statements of the optimistic mode.
 #[derive(Debug)]
 pub(crate) struct OptimisticSql {
@@ -238,6 +274,11 @@ mod tests {
             // A statement with RETURNING leaves ROW_COUNT() at -1: the MariaDB cleanup must not test it.
             assert_eq!(o.cancel_here.contains("ROW_COUNT()"), flavor == Flavor::MySql);
             assert!(o.cancel_here.contains("@dlock_attempt = {nonce}"));
+            let n = NamedSql::new("tbl", flavor);
+            assert!(n.schema.contains("`tbl_fence`") && !n.schema.contains("`tbl`"));
+            assert!(n.get_lock.contains("GET_LOCK({name}, {timeout})") && !n.get_lock.contains('?'));
+            assert_eq!(n.get_lock.contains("NEXTVAL(`tbl_fence`)"), flavor == Flavor::MariaDb);
+            assert!(n.bounds.contains("{idle}") && n.fence_next.contains("`tbl_fence`"));
         }
     }
 }

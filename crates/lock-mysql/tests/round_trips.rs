@@ -1,7 +1,9 @@
 //! What an uncontended acquisition and its release cost, pinned as counts of round trips
 //! (`MySqlLock::round_trips`, `testing` feature), never as times: pessimistic, one batch
 //! (session bounds, BEGIN, the NOWAIT lock with its fencing token) and one COMMIT; optimistic,
-//! one statement to acquire and one to release.
+//! one statement to acquire and one to release; named (`GET_LOCK`, MariaDB), one batch (session
+//! bounds, GET_LOCK with its fencing token) and one release batch (`RELEASE_ALL_LOCKS()`, the
+//! session's timeouts restored).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,4 +50,9 @@ async fn pessimistic_acquire_and_release_take_two_round_trips() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn optimistic_acquire_and_release_take_two_round_trips() {
     assert_eq!(per_pair(Mode::Optimistic).await, (2 * ROUNDS, 2 * ROUNDS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_lock_acquire_and_release_take_two_round_trips() {
+    assert_eq!(per_pair(Mode::NamedLock).await, (2 * ROUNDS, 2 * ROUNDS));
 }
