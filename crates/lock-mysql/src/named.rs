@@ -1,0 +1,224 @@
+//! Named mode: a lock is a MySQL/MariaDB user-level lock, `GET_LOCK(name, timeout)`, held by a
+//! session on a connection taken out of the pool until `RELEASE_ALL_LOCKS()` at release. The
+//! name is the key mapped as .NET's DistributedLock maps it ([`crate::lock_name`]), so services
+//! using that library, or calling `GET_LOCK` themselves, share the lock.
+//!
+//! Session handling (keeper, lost signal, nesting, release) is the pessimistic mode's
+//! ([`crate::session`]); only the statements differ.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::backend::{AcquireRequest, Attempt, Grant, LockInfo, RenewItem};
+use lock_core::{FencingToken, LockError, OwnerToken, Result};
+use sqlx::mysql::{MySqlPool, MySqlRow};
+use sqlx::{AssertSqlSafe, Row};
+use tokio::time::Instant;
+
+use crate::error::{NAME, classify, is_contention};
+use crate::name::lock_name;
+use crate::session::{Granted, MIN_WAIT, Pinned, Sessions, killable_wait};
+use crate::sql::{Flavor, NamedSql, hex_literal};
+use crate::trips::Trips;
+
+/// Release every named lock of the session and restore its server-wide timeouts: the end of a
+/// hold, and of an attempt that got no grant.
+const RELEASE: &str =
+    concat!(include_str!("../sql/named_release.sql"), "\n", include_str!("../sql/pessimistic_restore.sql"));
+/// Longest `GET_LOCK` wait sent, in seconds (a year; the core retries a longer deadline).
+const MAX_WAIT_SECS: f64 = 31_536_000.0;
+
+/// What one `GET_LOCK` answered.
+enum Answer {
+    /// Granted; the token drawn with it (MariaDB) or to draw (MySQL).
+    Granted(Option<u64>),
+    /// Held by another session until the timeout.
+    Held,
+    /// `GET_LOCK` answered NULL: the wait was killed (or the server failed it).
+    Null,
+}
+
+/// The named-lock backend state.
+pub(crate) struct Named {
+    pool: MySqlPool,
+    sql: NamedSql,
+    flavor: Flavor,
+    /// `SET SESSION wait_timeout = ..` for the holds' idle bound (the GET_LOCK follows in the
+    /// same batch).
+    bounds: Arc<str>,
+    sessions: Sessions,
+    trips: Trips,
+}
+
+impl fmt::Debug for Named {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Named").field("flavor", &self.flavor).field("sessions", &self.sessions).finish()
+    }
+}
+
+/// `name` as a text literal that cannot end early: `CONVERT(X'..' USING utf8mb4)`, the same
+/// string a client sending the name as utf8mb4 text locks.
+fn name_literal(name: &str) -> String {
+    format!("CONVERT({} USING utf8mb4)", hex_literal(name.as_bytes()))
+}
+
+impl Named {
+    pub(crate) fn new(pool: MySqlPool, sql: NamedSql, flavor: Flavor, keepalive: Duration) -> Self {
+        let trips = Trips::default();
+        let sessions = Sessions::new(keepalive, RELEASE, RELEASE, trips.clone());
+        let bounds = sql.bounds.replace("{idle}", &sessions.server_idle().as_secs().to_string()).into();
+        Named { pool, sql, flavor, bounds, sessions, trips }
+    }
+
+    pub(crate) fn schema(&self) -> &Arc<str> {
+        &self.sql.schema
+    }
+
+    #[cfg(feature = "testing")]
+    pub(crate) fn trips(&self) -> &Trips {
+        &self.trips
+    }
+
+    #[cfg(feature = "testing")]
+    pub(crate) fn held_connection_id(&self, key: &str) -> Option<u64> {
+        self.sessions.held_connection_id(key)
+    }
+
+    /// The statement taking `name`, waiting up to `secs` (0: try once).
+    fn get_lock(&self, name: &str, secs: f64) -> String {
+        self.sql.get_lock.replace("{name}", &name_literal(name)).replace("{timeout}", &format!("{secs:.6}"))
+    }
+
+    fn answer(&self, row: &MySqlRow) -> Result<Answer> {
+        let v: i64 = row.try_get(0).map_err(classify)?;
+        Ok(match (v, self.flavor) {
+            (0, _) => Answer::Held,
+            (v, _) if v < 0 => Answer::Null,
+            (v, Flavor::MariaDb) => Answer::Granted(Some(v.unsigned_abs())),
+            (_, Flavor::MySql) => Answer::Granted(None),
+        })
+    }
+
+    pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        // One hold is one GET_LOCK on the server: a nested acquisition is counted here only.
+        if let Some(fence) = self.sessions.reenter(req.key, req.owner, req.signal) {
+            return Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None }));
+        }
+        let name = lock_name(req.key);
+        let mut pinned = Pinned::new(self.pool.acquire().await.map_err(classify)?);
+        let sent = Instant::now();
+        // One round trip: the session bounds and GET_LOCK(name, 0), which answers the fencing
+        // token of a grant (MariaDB) and the connection id.
+        let batch = format!("{};\n{}", self.bounds, self.get_lock(&name, 0.0));
+        self.trips.add();
+        let rows =
+            sqlx::raw_sql(AssertSqlSafe(batch)).fetch_all(&mut *pinned.conn).await.map_err(classify)?;
+        let row = rows.first().ok_or_else(|| LockError::permanent(NAME, "GET_LOCK answered no row"))?;
+        let conn_id: u64 = row.try_get(1).map_err(classify)?;
+        match self.answer(row)? {
+            Answer::Granted(fence) => return self.finish(req, pinned, conn_id, fence, (sent, false)).await,
+            Answer::Null => {
+                self.end(pinned).await;
+                return Err(LockError::temporary(NAME, "GET_LOCK answered NULL"));
+            }
+            Answer::Held => {}
+        }
+        let Some(deadline) = req.wait_until else { return self.held(pinned).await };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining < MIN_WAIT {
+            return self.held(pinned).await;
+        }
+        // Wait in the server's queue with GET_LOCK's own (fractional) timeout; a dropped future
+        // kills the wait (`killable_wait`), so no grant arrives for nobody; one that lands anyway
+        // goes with the connection, which `pinned` closes.
+        let stmt = self.get_lock(&name, remaining.as_secs_f64().min(MAX_WAIT_SECS));
+        self.trips.add();
+        let wait = sqlx::raw_sql(AssertSqlSafe(stmt)).fetch_optional(&mut *pinned.conn);
+        let waited = killable_wait(&self.pool, conn_id, deadline, &self.trips, wait).await;
+        match waited {
+            // The server's idle clock started when it answered: take the answer's arrival, and
+            // the keeper re-anchors on a ping's send time at once.
+            Ok(Some(row)) => match self.answer(&row)? {
+                Answer::Granted(fence) => {
+                    self.finish(req, pinned, conn_id, fence, (Instant::now(), true)).await
+                }
+                Answer::Held | Answer::Null => self.held(pinned).await,
+            },
+            Ok(None) => Err(LockError::permanent(NAME, "GET_LOCK answered no row")),
+            Err(e) if is_contention(&e) => self.held(pinned).await,
+            Err(e) => Err(classify(e)),
+        }
+    }
+
+    /// Give the connection of an attempt without a grant back to the pool (every named lock of
+    /// the session released, the timeouts restored), or close it.
+    async fn end(&self, pinned: Pinned) {
+        if let Err(e) = pinned.end(RELEASE, &self.trips).await {
+            tracing::debug!(error = %e, "ending a GET_LOCK attempt failed; connection closed");
+        }
+    }
+
+    async fn held(&self, pinned: Pinned) -> Result<Attempt> {
+        self.end(pinned).await;
+        Ok(Attempt::Held { retry_after: None })
+    }
+
+    /// Granted: take a fencing token (MySQL), start the keeper, record the hold.
+    async fn finish(
+        &self,
+        req: &AcquireRequest<'_>,
+        mut pinned: Pinned,
+        conn_id: u64,
+        drawn: Option<u64>,
+        (confirmed, waited): (Instant, bool),
+    ) -> Result<Attempt> {
+        let fence = match drawn {
+            Some(f) => f,
+            // MySQL: the counter row in autocommit on the holding connection (no transaction is
+            // open there), after the grant. If this fails or the future is dropped, `pinned`
+            // closes the connection and the lock goes with the session.
+            None => {
+                self.trips.add();
+                sqlx::query(AssertSqlSafe(self.sql.fence_next.clone()))
+                    .bind(req.key.as_bytes())
+                    .execute(&mut *pinned.conn)
+                    .await
+                    .map_err(classify)?
+                    .last_insert_id()
+            }
+        };
+        if fence == 0 {
+            return Err(LockError::permanent(NAME, "fence counter returned no value"));
+        }
+        Ok(self.sessions.hold(req, Granted { pinned, conn_id, fence, confirmed, waited }))
+    }
+
+    pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        self.sessions.release(key, owner).await
+    }
+
+    pub(crate) async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        self.sessions.renew(items).await
+    }
+
+    /// Whether some session holds the key's name (`IS_USED_LOCK`), without taking it. Neither
+    /// the holder's token nor its fence is on the server: only its connection id.
+    pub(crate) async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        self.trips.add();
+        // BIGINT on MariaDB, BIGINT UNSIGNED on MySQL: read either as a number.
+        let holder: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.inspect.clone()))
+            .bind(lock_name(key))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(classify)?;
+        Ok(match holder {
+            Some(id) => {
+                let mut info = LockInfo::held();
+                info.owner = Some(format!("connection {id}"));
+                info
+            }
+            None => LockInfo::free(),
+        })
+    }
+}
