@@ -20,6 +20,8 @@
 use std::sync::Arc;
 
 pub use lock_core::*;
+#[cfg(feature = "etcd")]
+pub use lock_etcd;
 #[cfg(feature = "mysql")]
 pub use lock_mysql;
 #[cfg(feature = "redis")]

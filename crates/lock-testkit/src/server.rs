@@ -6,6 +6,7 @@
 //!
 //! * Redis: `INFO server` reports `process_id:` equal to the child's pid;
 //! * MariaDB: `select @@datadir` (through the `mariadb` CLI) prints our datadir;
+//! * etcd: `endpoint health` commits and `member list` shows our member's name answering;
 //! * ZooKeeper: `srvr` reports `Mode: standalone|leader|follower` and `conf` shows our dataDir
 //!   (`ruok` is *not* used: it answers before the server serves).
 //!
@@ -35,6 +36,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 mod error;
+mod etcd;
 mod fault;
 mod host;
 mod mariadb;
@@ -44,6 +46,7 @@ mod redis;
 mod zk;
 
 pub use error::ServerError;
+pub use etcd::{EtcdCluster, EtcdNode, EtcdServer};
 pub use fault::FaultControl;
 pub(crate) use fault::fault_hooks;
 pub(crate) use host::{canonical, find_binary, loopback, make_temp_dir, require_file, run_command};
@@ -77,6 +80,8 @@ pub const ENV_REDIS_URL: &str = "LOCK_TEST_REDIS_URL";
 pub const ENV_MYSQL_URL: &str = "LOCK_TEST_MYSQL_URL";
 /// Environment variable: connect string of an externally managed ZooKeeper (`host:port[,host:port]`).
 pub const ENV_ZK_URL: &str = "LOCK_TEST_ZK_URL";
+/// Environment variable: endpoints of an externally managed etcd (`host:port[,host:port]`).
+pub const ENV_ETCD_URL: &str = "LOCK_TEST_ETCD_URL";
 /// Environment variable: when `1`, tests must fail (not skip) if a server cannot be provided.
 pub const ENV_REQUIRE: &str = "LOCK_TEST_REQUIRE";
 
@@ -93,6 +98,7 @@ pub fn external_url(backend: &str) -> Option<String> {
         "redis" => ENV_REDIS_URL,
         "mysql" | "mariadb" => ENV_MYSQL_URL,
         "zk" | "zookeeper" => ENV_ZK_URL,
+        "etcd" => ENV_ETCD_URL,
         _ => return None,
     };
     std::env::var(var).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
@@ -110,6 +116,7 @@ pub fn require_servers() -> bool {
 static SHARED_REDIS: OnceLock<Result<RedisServer, ServerError>> = OnceLock::new();
 static SHARED_MARIADB: OnceLock<Result<MariaDbServer, ServerError>> = OnceLock::new();
 static SHARED_ZK: OnceLock<Result<ZkServer, ServerError>> = OnceLock::new();
+static SHARED_ETCD: OnceLock<Result<EtcdServer, ServerError>> = OnceLock::new();
 
 /// The Redis server shared by every test of this process, started on first use.
 ///
@@ -129,6 +136,17 @@ pub fn try_shared_mariadb() -> Result<&'static MariaDbServer, ServerError> {
 /// See [`try_shared_redis`] for the rules.
 pub fn try_shared_zk() -> Result<&'static ZkServer, ServerError> {
     SHARED_ZK.get_or_init(ZkServer::start).as_ref().map_err(Clone::clone)
+}
+
+/// The single-node etcd shared by every test of this process, started on first use.
+/// See [`try_shared_redis`] for the rules.
+pub fn try_shared_etcd() -> Result<&'static EtcdServer, ServerError> {
+    SHARED_ETCD.get_or_init(EtcdServer::start).as_ref().map_err(Clone::clone)
+}
+
+/// Like [`try_shared_etcd`], but panics (with the reason) if the server cannot be started.
+pub fn shared_etcd() -> &'static EtcdServer {
+    try_shared_etcd().unwrap_or_else(|e| panic!("shared etcd: {e}"))
 }
 
 /// Like [`try_shared_redis`], but panics (with the reason) if the server cannot be started.

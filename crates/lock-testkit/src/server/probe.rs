@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::host::port_accepts;
-use super::{mariadb, redis, zk};
+use super::{etcd, mariadb, redis, zk};
 
 /// How to prove that the server on the port is ours and serving.
 #[derive(Debug)]
@@ -16,6 +16,8 @@ pub(crate) enum Probe {
     MariaDb { client: PathBuf, datadir: String, socket: Option<PathBuf> },
     /// `srvr` → `Mode: standalone|leader|follower|observer`, and `conf` mentions `data_dir`.
     Zk { data_dir: String },
+    /// `etcdctl endpoint health` commits, and `member list` names the member answering `name`.
+    Etcd { etcdctl: PathBuf, name: String },
 }
 
 impl Probe {
@@ -24,6 +26,7 @@ impl Probe {
             Probe::Redis { .. } => Duration::from_millis(5),
             Probe::MariaDb { .. } => Duration::from_millis(10),
             Probe::Zk { .. } => Duration::from_millis(20),
+            Probe::Etcd { .. } => Duration::from_millis(50),
         }
     }
 
@@ -70,6 +73,7 @@ impl Probe {
                     Err(format!("conf does not mention our dataDir {data_dir}"))
                 }
             }
+            Probe::Etcd { etcdctl, name } => etcd::check_ready(etcdctl, port, name),
         }
     }
 }

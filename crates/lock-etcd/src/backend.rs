@@ -1,0 +1,246 @@
+//! [`EtcdLock`] and its [`LockBackend`] implementation.
+
+use std::fmt;
+use std::sync::Arc;
+#[cfg(feature = "testing")]
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use etcd_client::{Client, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse};
+use lock_core::backend::{
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RENEW_BATCH, RenewItem, Subscription,
+};
+use lock_core::{FencingToken, LockError, LostReason, OwnerToken, Result, async_trait};
+use tokio::runtime::Handle;
+
+use crate::builder::{Config, EtcdLockBuilder};
+use crate::cleanup::{delete_if_ours, spawn_delete};
+use crate::error::{NAME, is_temporary, lock_error};
+use crate::session::Inner;
+
+/// etcd locks: one key per acquisition under `<prefix>/<encoded key>/`, put under this
+/// client's lease; the lowest create revision holds, each waiter watches only the key created
+/// just before its own.
+///
+/// One lease is shared by every lock taken through this value and its clones and kept alive
+/// in the background; the lease *is* the hold's lifetime (see the crate docs). If it is revoked
+/// or expires, every lock taken under it is reported lost and the next acquisition grants a
+/// new lease. Dropping the last clone revokes the lease.
+#[derive(Clone)]
+pub struct EtcdLock {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for EtcdLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.inner.current();
+        f.debug_struct("EtcdLock")
+            .field("config", &self.inner.cfg)
+            .field("lease", &format_args!("{:016x}", s.lease))
+            .field("lease_ttl", &s.ttl)
+            .field("holds", &self.inner.holds.lock().len())
+            .finish()
+    }
+}
+
+impl EtcdLock {
+    /// Start configuring an etcd lock client.
+    pub fn builder() -> EtcdLockBuilder {
+        EtcdLockBuilder::default()
+    }
+
+    /// Connect with an `etcd://` URL (see [`EtcdLockBuilder::url`]).
+    ///
+    /// # Errors
+    /// As [`EtcdLockBuilder::build`].
+    pub async fn from_url(url: &str) -> Result<EtcdLock> {
+        EtcdLockBuilder::default().url(url).build().await
+    }
+
+    pub(crate) async fn start(cfg: Config, client: Client) -> Result<EtcdLock> {
+        let runtime = Handle::try_current()
+            .map_err(|_| LockError::InvalidConfig { reason: "EtcdLock needs a tokio runtime".to_owned() })?;
+        Ok(EtcdLock { inner: Inner::start(cfg, client, runtime).await? })
+    }
+
+    /// The TTL the server granted the current lease: how long a crashed or partitioned holder
+    /// keeps its locks.
+    pub fn lease_ttl(&self) -> Duration {
+        self.inner.current().ttl
+    }
+
+    /// The prefix of `key`'s queue: `<prefix>/<encode_key(key)>/`.
+    pub fn lock_prefix(&self, key: &str) -> String {
+        self.inner.dir(key)
+    }
+
+    /// Test hook (feature `testing`, not for production): the etcd client.
+    #[cfg(feature = "testing")]
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    /// Test hook (feature `testing`, not for production): the id of the current lease.
+    #[cfg(feature = "testing")]
+    pub fn lease_id(&self) -> i64 {
+        self.inner.current().lease
+    }
+
+    /// Test hook (feature `testing`, not for production): how many predecessor-watch wake-ups
+    /// this client's waiters had (with no herd effect, one release causes at most one).
+    #[cfg(feature = "testing")]
+    pub fn watch_wakeups(&self) -> u64 {
+        self.inner.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// Test hook (feature `testing`, not for production): the number of locks held through
+    /// this client (reentrant holds count once).
+    #[cfg(feature = "testing")]
+    pub fn held_count(&self) -> usize {
+        self.inner.holds.lock().len()
+    }
+}
+
+#[async_trait]
+impl LockBackend for EtcdLock {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    /// `etcd://<cluster id>/<prefix>`: the cluster's own id (the same however its endpoints
+    /// are spelled or reached), and the key prefix. No credentials.
+    fn identity(&self) -> String {
+        format!("etcd://{:016x}{}", self.inner.cluster_id, self.inner.cfg.prefix)
+    }
+
+    fn capabilities(&self) -> Capability {
+        let mut c = Capability::NONE;
+        c.renew = true;
+        c.fencing = true;
+        c.native_wait = true;
+        // Every put and delete is a Raft entry committed by a majority before the answer, and
+        // revisions are cluster-wide: a leader failover neither loses a grant nor repeats one.
+        c.failover_safe = true;
+        c.reentrant = true;
+        c.fair = true;
+        c.session_bound = true;
+        c
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.inner.acquire(req).await
+    }
+
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let inner = &self.inner;
+        let hold = {
+            let mut holds = inner.holds.lock();
+            let hk = (key.to_owned(), owner);
+            match holds.get_mut(&hk) {
+                None => return Ok(false),
+                Some(h) if h.count > 1 && !h.is_lost() => {
+                    h.count -= 1;
+                    return Ok(true);
+                }
+                Some(_) => holds.remove(&hk),
+            }
+        };
+        let Some(mut hold) = hold else { return Ok(false) };
+        // Stop watching first, so our own delete is not taken for a loss.
+        hold.stop_watch();
+        let session = inner.current();
+        if session.generation != hold.generation || session.is_ended() {
+            return Ok(false); // the lease that held it is gone, and its key with it
+        }
+        if hold.is_lost() {
+            inner.delete_lost(hold);
+            return Ok(false);
+        }
+        match delete_if_ours(&inner.client, &hold.name, hold.fence).await {
+            Ok(true) => Ok(true),
+            Ok(false) => {
+                hold.mark_lost(LostReason::NotOwner);
+                Ok(false)
+            }
+            Err(e) if is_temporary(&e) => {
+                // Still ours: keep deleting in the background until it is gone (or the lease
+                // ends), instead of failing a release that will happen.
+                tracing::debug!(error = %e, "lock release delayed; deleting in the background");
+                spawn_delete(&inner.runtime, inner.client.clone(), hold.name, hold.fence);
+                Ok(true)
+            }
+            Err(e) => Err(lock_error(e)),
+        }
+    }
+
+    /// Confirms each hold's key is still there with its create revision (one transaction of
+    /// reads per batch). The lease itself is kept alive by the keep-alive task.
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        let inner = &self.inner;
+        let session = inner.current();
+        let names: Vec<Option<(String, i64)>> = {
+            let holds = inner.holds.lock();
+            items
+                .iter()
+                .map(|it| {
+                    holds
+                        .get(&(it.key.to_owned(), it.owner))
+                        .filter(|h| h.generation == session.generation && !h.is_lost() && !session.is_ended())
+                        .map(|h| (h.name.clone(), h.fence))
+                })
+                .collect()
+        };
+        let live: Vec<&(String, i64)> = names.iter().flatten().collect();
+        let mut found = Vec::with_capacity(live.len());
+        // etcd caps the operations of one transaction (128 by default).
+        for chunk in live.chunks(RENEW_BATCH.min(100)) {
+            let ops: Vec<TxnOp> = chunk
+                .iter()
+                .map(|(n, _)| TxnOp::get(n.as_str(), Some(GetOptions::new().with_keys_only())))
+                .collect();
+            let resp = inner.client.kv_client().txn(Txn::new().and_then(ops)).await.map_err(lock_error)?;
+            for (op, (_, fence)) in resp.op_responses().into_iter().zip(chunk) {
+                let ours = match op {
+                    TxnOpResponse::Get(g) => g.kvs().iter().any(|k| k.create_revision() == *fence),
+                    _ => false,
+                };
+                found.push(ours);
+            }
+        }
+        let mut found = found.into_iter();
+        Ok(names.iter().map(|n| n.is_some() && found.next().unwrap_or(false)).collect())
+    }
+
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        let dir = self.inner.dir(key);
+        let opts = GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend).with_keys_only();
+        let resp = self.inner.client.kv_client().get(dir.as_str(), Some(opts)).await.map_err(lock_error)?;
+        let Some(head) = resp.kvs().first() else { return Ok(LockInfo::free()) };
+        let mut info = LockInfo::held();
+        info.fence = u64::try_from(head.create_revision()).ok().map(FencingToken);
+        info.waiters = Some(resp.kvs().len() - 1);
+        // `<lease>_<n>`: names the holder's lease, not its owner token.
+        info.owner = Some(String::from_utf8_lossy(&head.key()[dir.len().min(head.key().len())..]).into_owned());
+        Ok(info)
+    }
+
+    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
+        // Not a `queue` backend: a waiter's key is deleted by its own attempt's cleanup.
+        Ok(())
+    }
+
+    async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
+        // Waiting happens in the server's queue (native_wait), not through notifications.
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn assert<T: Send + Sync>() {}
+        assert::<super::EtcdLock>();
+        assert::<crate::EtcdLockBuilder>();
+    }
+}

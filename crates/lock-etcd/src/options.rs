@@ -1,0 +1,105 @@
+//! The `etcd://` URL: `etcd://[user:password@]host:port[,host:port...][/prefix][?options]`.
+
+use std::time::Duration;
+
+use lock_core::backend::UrlOptions;
+use lock_core::backend::redact::{percent_decode, split_userinfo};
+use lock_core::{LockError, Result};
+
+/// What an `etcd://` URL sets; `None` leaves the builder's value (or its default).
+#[derive(Default)]
+pub(crate) struct EtcdUrl {
+    /// `host:port` of every endpoint, in the URL's order.
+    pub endpoints: Vec<String>,
+    /// The key prefix (`None` for no path or `/`: the default prefix).
+    pub prefix: Option<String>,
+    /// User and password, percent-decoded.
+    pub auth: Option<(String, String)>,
+    pub lease_ttl: Option<Duration>,
+    pub connect_timeout: Option<Duration>,
+    pub request_timeout: Option<Duration>,
+}
+
+fn invalid(reason: &str) -> LockError {
+    LockError::InvalidConfig { reason: reason.to_owned() }
+}
+
+impl EtcdUrl {
+    /// Parse an `etcd://` URL. Options: `lease_ttl=2s`, `connect_timeout=1s`,
+    /// `request_timeout=5s` (durations as `2s`, `250ms` or plain milliseconds). Unknown and
+    /// repeated options are errors.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`], never quoting the password.
+    pub fn parse(url: &str) -> Result<EtcdUrl> {
+        const SCHEME: &str = "etcd://";
+        if !url.get(..SCHEME.len()).is_some_and(|s| s.eq_ignore_ascii_case(SCHEME)) {
+            return Err(invalid("etcd url must start with etcd://"));
+        }
+        let mut o = UrlOptions::parse(url)?;
+        let parsed = EtcdUrl {
+            lease_ttl: o.take_duration("lease_ttl")?,
+            connect_timeout: o.take_duration("connect_timeout")?,
+            request_timeout: o.take_duration("request_timeout")?,
+            ..EtcdUrl::default()
+        };
+        let base = o.finish()?;
+        // Userinfo first: a raw password may hold `/` (it must never be taken for the path).
+        let (userinfo, rest) = split_userinfo(&base[SCHEME.len()..]);
+        let (hosts, prefix) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+        let endpoints: Vec<String> = hosts.split(',').map(str::to_owned).collect();
+        if hosts.is_empty() {
+            return Err(invalid("etcd url has no host"));
+        }
+        let auth = match userinfo {
+            Some(u) => {
+                let (user, pw) =
+                    u.split_once(':').ok_or_else(|| invalid("url credentials need user:password"))?;
+                Some((percent_decode(user), percent_decode(pw)))
+            }
+            None => None,
+        };
+        Ok(EtcdUrl {
+            endpoints,
+            prefix: (!prefix.is_empty() && prefix != "/").then(|| percent_decode(prefix)),
+            auth,
+            ..parsed
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_typed_and_checked() {
+        let u = EtcdUrl::parse("etcd://h1:2379,h2:2380/locks/app?lease_ttl=3s&request_timeout=500")
+            .expect("valid");
+        assert_eq!(u.endpoints, ["h1:2379", "h2:2380"]);
+        assert_eq!(u.prefix.as_deref(), Some("/locks/app"));
+        assert_eq!(u.lease_ttl, Some(Duration::from_secs(3)));
+        assert_eq!(u.request_timeout, Some(Duration::from_millis(500)));
+        for bad in [
+            "etcd://h:1/r?lease_ttl=abc",
+            "etcd://h:1/r?lease_ttl=1s&lease_ttl=2s",
+            "etcd://h:1/r?lease=1s",
+            "etcd:///r",
+            "etcd://u@h:1/r",
+            "zk://h:1",
+        ] {
+            assert!(EtcdUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn errors_never_quote_the_password() {
+        for url in ["etcd://u:s3cr?t@h:1/r?bogus=1", "etcd://u:s3cr/t@/r"] {
+            let e = EtcdUrl::parse(url).err().expect("refused").to_string();
+            assert!(!e.contains("s3cr"), "{url}: {e}");
+        }
+        let u = EtcdUrl::parse("etcd://u:p%3Fw/x?y@h:1/r").expect("raw password with / and ?");
+        assert_eq!(u.auth, Some(("u".to_owned(), "p?w/x?y".to_owned())));
+        assert_eq!(u.endpoints, ["h:1"]);
+    }
+}
