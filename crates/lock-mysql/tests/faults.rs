@@ -47,8 +47,18 @@ fn key(case: &str) -> String {
 /// the lock at once (the server rolled back the holder's transaction), with a larger fence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_holder_connection_fires_lost_and_waiter_acquires_at_once() {
+    killed_holder(Mode::Pessimistic).await;
+}
+
+/// The same for a `GET_LOCK` hold: the killed session's named lock goes to the waiter at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_lock_killed_holder_connection_fires_lost_and_waiter_acquires_at_once() {
+    killed_holder(Mode::NamedLock).await;
+}
+
+async fn killed_holder(mode: Mode) {
     let url = shared_url();
-    let (ba, bb) = (backend(&url, Mode::Pessimistic).await, backend(&url, Mode::Pessimistic).await);
+    let (ba, bb) = (backend(&url, mode).await, backend(&url, mode).await);
     let (a, b) = (Locker::new(ba.clone()), Locker::new(bb));
     let k = key("kill");
     let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
@@ -159,7 +169,7 @@ async fn deadline_shorter_than_lock_wait_timeout_is_honoured() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_keys_are_bound_never_spliced() {
     let url = shared_url();
-    for mode in [Mode::Pessimistic, Mode::Optimistic] {
+    for mode in [Mode::Pessimistic, Mode::Optimistic, Mode::NamedLock] {
         let (ca, cb) = (backend(&url, mode).await, backend(&url, mode).await);
         let (a, b) = (Locker::new(ca.clone()), Locker::new(cb));
         let base = key("odd");
@@ -478,8 +488,18 @@ async fn optimistic_rows_are_reclaimed_and_fences_keep_growing() {
 /// Nested guards, also one taken through another `Locker`, are told too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_server_makes_a_pessimistic_hold_uncertain_then_lost_within_the_idle_bound() {
+    paused_server(Mode::Pessimistic).await;
+}
+
+/// The same for a `GET_LOCK` hold (its session carries the same idle bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_server_makes_a_named_hold_uncertain_then_lost_within_the_idle_bound() {
+    paused_server(Mode::NamedLock).await;
+}
+
+async fn paused_server(mode: Mode) {
     let server = Arc::new(MariaDbServer::start().expect("start private mariadbd"));
-    let b = backend(&server.url(), Mode::Pessimistic).await;
+    let b = backend(&server.url(), mode).await;
     let (l, other) = (Locker::new(b.clone()), Locker::new(b.clone()));
     let k = key("paused");
     let g = l.lock(&k).try_acquire().await.expect("try").expect("free");
@@ -500,10 +520,12 @@ async fn paused_server_makes_a_pessimistic_hold_uncertain_then_lost_within_the_i
         within(Duration::from_millis(100), what, guard.lost()).await;
     }
     server.resume().expect("SIGCONT mariadbd");
-    eprintln!("paused server: holder uncertain, then lost after {told:?} (server idle bound {bound:?})");
+    eprintln!(
+        "{mode:?}, paused server: holder uncertain, then lost after {told:?} (server idle bound {bound:?})"
+    );
     assert!(told < bound, "told {told:?} after the pause, at or past the server's bound {bound:?}");
     // The row is free again once the server has ended the session (the client closed it).
-    let n = Locker::new(backend(&server.url(), Mode::Pessimistic).await);
+    let n = Locker::new(backend(&server.url(), mode).await);
     let g2 = n.lock(&k).wait(Duration::from_secs(10)).acquire().await.expect("free after the loss");
     assert!(g2.fence() > g.fence());
     g2.release().await.expect("release");
@@ -718,6 +740,14 @@ async fn cancel_sweep(mode: Mode, n: u32, bound: Duration) -> (u32, u32, Duratio
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn optimistic_cancelled_acquisitions_leave_nothing_behind() {
     let (cut, _, _) = cancel_sweep(Mode::Optimistic, 2000, Duration::from_millis(50)).await;
+    assert!(cut > 200, "too few acquisitions were cut off ({cut})");
+}
+
+/// The same for named acquisitions (the cut-off session's connection is closed, and its
+/// GET_LOCK with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_lock_cancelled_acquisitions_leave_nothing_behind() {
+    let (cut, _, _) = cancel_sweep(Mode::NamedLock, 2000, Duration::from_millis(50)).await;
     assert!(cut > 200, "too few acquisitions were cut off ({cut})");
 }
 
@@ -1111,5 +1141,113 @@ async fn late_cleanup_of_a_blocked_attempt_undoes_only_that_attempt() {
         // interleaving did not happen this time, and the attempt must have left nothing.
         eprintln!("(2) the cleanup ran before the nesting could queue between; checked that nothing is left");
         assert_eq!(row(&pool, &table, &k).await, (None, 0), "(2) the cut-off attempt left a hold");
+    }
+}
+
+/// How many sessions wait in `GET_LOCK` on the server now.
+async fn get_lock_waits(admin: &MySqlPool) -> i64 {
+    lock_mysql::sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%GET_LOCK(%' AND INFO NOT LIKE '%PROCESSLIST%'",
+    )
+    .fetch_one(admin)
+    .await
+    .expect("processlist")
+}
+
+/// A named acquisition dropped while it waits in the server's GET_LOCK queue is killed there
+/// (`KILL QUERY`): no GET_LOCK is left waiting, and when the holder releases, the lock is not
+/// granted to the dropped waiter's session but free for the next client at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_lock_dropped_wait_leaves_no_grant() {
+    let url = shared_url();
+    let admin = admin(&url).await;
+    let (a, b, c) = (
+        Locker::new(backend(&url, Mode::NamedLock).await),
+        Locker::new(backend(&url, Mode::NamedLock).await),
+        Locker::new(backend(&url, Mode::NamedLock).await),
+    );
+    let k = key("dropped-wait");
+    let name = lock_mysql::lock_name(&k);
+    let holder_id = || async {
+        let id: Option<i64> = lock_mysql::sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
+            .bind(&name)
+            .fetch_one(&admin)
+            .await
+            .expect("IS_USED_LOCK");
+        id
+    };
+    for round in 0..3 {
+        let g = a.lock(&k).try_acquire().await.expect("try").expect("free");
+        let before = get_lock_waits(&admin).await;
+        let (b2, k2) = (b.clone(), k.clone());
+        let waiter = tokio::spawn(async move { b2.lock(&k2).wait(Duration::from_secs(30)).acquire().await });
+        until(Duration::from_secs(10), "the waiter waits in GET_LOCK", || async {
+            get_lock_waits(&admin).await > before
+        })
+        .await;
+        waiter.abort();
+        assert!(waiter.await.expect_err("aborted").is_cancelled());
+        // The server's wait ends (killed), well before its 30 s timeout.
+        until(Duration::from_secs(2), "the dropped GET_LOCK wait is killed", || async {
+            get_lock_waits(&admin).await == before
+        })
+        .await;
+        let held_by = holder_id().await;
+        g.release().await.expect("release");
+        assert!(held_by.is_some());
+        // Nobody was granted the lock for the dropped waiter: the next client gets it at once.
+        let t = Instant::now();
+        let n = c.try_lock(&k).await.expect("try").expect("the dropped waiter was granted the lock");
+        assert!(t.elapsed() < Duration::from_millis(500));
+        n.release().await.expect("release");
+        assert_eq!(holder_id().await, None, "round {round}: a session still holds the name");
+    }
+}
+
+/// One hold is one GET_LOCK count on its session: nested acquisitions (same owner) are counted
+/// in the client, the outermost release frees the name on the server, and a connection goes
+/// back to the pool holding no named lock (one pooled connection reused for every step).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_lock_nesting_is_one_server_lock_and_pooled_connections_hold_none() {
+    let url = shared_url();
+    let admin = admin(&url).await;
+    let b = MySqlLock::builder()
+        .url(&url)
+        .mode(Mode::NamedLock)
+        .keepalive(KEEPALIVE)
+        .max_connections(2)
+        .build()
+        .await
+        .expect("build");
+    let l = Locker::new(Arc::new(b.clone()));
+    let k = key("nested");
+    let name = lock_mysql::lock_name(&k);
+    let count_locks = || async {
+        let id: Option<i64> = lock_mysql::sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
+            .bind(&name)
+            .fetch_one(&admin)
+            .await
+            .expect("IS_USED_LOCK");
+        id
+    };
+    for _ in 0..3 {
+        let g = l.lock(&k).try_acquire().await.expect("try").expect("free");
+        let inner = l.lock(&k).owner(g.owner()).try_acquire().await.expect("try").expect("nested");
+        assert_eq!(inner.fence(), g.fence(), "a nested acquisition has the outer hold's token");
+        let id = count_locks().await.expect("held on the server");
+        assert_eq!(Some(u64::try_from(id).expect("id")), b.held_connection_id(&k));
+        inner.release().await.expect("release inner");
+        assert!(count_locks().await.is_some(), "the inner release freed the outer hold");
+        g.release().await.expect("release");
+        assert_eq!(count_locks().await, None, "the outermost release did not free the name");
+    }
+    // The pool's connections (both at once, so neither is handed out twice) hold no named lock.
+    let mut conns = vec![b.pool().acquire().await.expect("conn"), b.pool().acquire().await.expect("conn")];
+    for conn in &mut conns {
+        let n: u32 = lock_mysql::sqlx::query_scalar("SELECT RELEASE_ALL_LOCKS()")
+            .fetch_one(&mut **conn)
+            .await
+            .expect("RELEASE_ALL_LOCKS");
+        assert_eq!(n, 0, "a pooled connection still held a named lock");
     }
 }
