@@ -1,0 +1,95 @@
+"""The Python side of the MySQL named-lock interop tests: a plain PyMySQL client taking
+GET_LOCK on its own session, as a Python service next door would, driven over a line protocol.
+
+Usage: python get_lock_peer.py <mysql-url>
+Prints:   READY <connection-id>                     once connected
+Commands (keys are hex-encoded UTF-8, so any key fits on one line):
+          name <hex-key>                 -> NAME <lock name>
+          acquire <hex-key> <timeout-s>  -> ACQUIRED | TIMEOUT | ERROR <msg>
+          release <hex-key>              -> RELEASED <RELEASE_LOCK answer>
+          holder <hex-key>               -> HOLDER <connection id> | HOLDER NONE
+          exit
+The lock name of a key is computed here, independently of the Rust side, the way .NET's
+DistributedLock (MySqlDistributedLock) names it: what a Python service sharing a lock with
+lock-mysql's `?mode=get_lock` (or with .NET) would write.
+"""
+import hashlib
+import sys
+from urllib.parse import unquote, urlparse
+
+import pymysql
+
+MAX_NAME = 64
+
+
+def lock_name(key):
+    """The key itself if it is at most 64 UTF-16 units and has no upper case; else its
+    lower-cased start and 32 base32 characters of SHA-512 (first 160 bits, low bits first)."""
+    valid = key.lower() if key else "__empty__"
+    units = len(key.encode("utf-16-le")) // 2
+    if valid == key and units <= MAX_NAME:
+        return key
+    digest = hashlib.sha512(key.encode("utf-8")).digest()
+    alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+    out, buf, bits, i = [], 0, 0, 0
+    for _ in range(32):
+        if bits < 5:
+            buf |= digest[i] << bits
+            i += 1
+            bits += 8
+        out.append(alphabet[buf & 31])
+        buf >>= 5
+        bits -= 5
+    # ASCII keys only here: the prefix counts characters as UTF-16 units.
+    return valid[: MAX_NAME - 32] + "".join(out)
+
+
+def say(line):
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def main():
+    url = urlparse(sys.argv[1])
+    conn = pymysql.connect(
+        host=url.hostname,
+        port=url.port or 3306,
+        user=unquote(url.username or ""),
+        password=unquote(url.password or ""),
+        database=url.path.lstrip("/") or None,
+        charset="utf8mb4",
+        autocommit=True,
+    )
+    cur = conn.cursor()
+    cur.execute("SELECT CONNECTION_ID()")
+    say("READY %d" % cur.fetchone()[0])
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd:
+            continue
+        try:
+            if cmd[0] == "exit":
+                break
+            name = lock_name(bytes.fromhex(cmd[1]).decode("utf-8"))
+            if cmd[0] == "name":
+                say("NAME " + name)
+            elif cmd[0] == "acquire":
+                cur.execute("SELECT GET_LOCK(%s, %s)", (name, float(cmd[2])))
+                got = cur.fetchone()[0]
+                say("ACQUIRED" if got == 1 else "TIMEOUT" if got == 0 else "ERROR GET_LOCK answered %r" % (got,))
+            elif cmd[0] == "release":
+                cur.execute("SELECT RELEASE_LOCK(%s)", (name,))
+                say("RELEASED %r" % (cur.fetchone()[0],))
+            elif cmd[0] == "holder":
+                cur.execute("SELECT IS_USED_LOCK(%s)", (name,))
+                holder = cur.fetchone()[0]
+                say("HOLDER %s" % ("NONE" if holder is None else holder))
+            else:
+                say("ERROR unknown command " + cmd[0])
+        except Exception as e:  # the test reads the error as an answer
+            say("ERROR %r" % (e,))
+    conn.close()
+
+
+if __name__ == "__main__":
+    main()
