@@ -24,6 +24,8 @@ pub use lock_core::*;
 pub use lock_etcd;
 #[cfg(feature = "mysql")]
 pub use lock_mysql;
+#[cfg(feature = "postgres")]
+pub use lock_postgres;
 #[cfg(feature = "redis")]
 pub use lock_redis;
 #[cfg(feature = "zk")]

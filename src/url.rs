@@ -27,6 +27,7 @@ macro_rules! connect {
 /// | `redlock://[user:pw@]h1:p1,h2:p2,h3:p3[/db]` (`?mode=simple\|reentrant`, `key_prefix=`) | Redlock: a [`QuorumBackend`](crate::QuorumBackend) over one Redis client per independent master | `redis` |
 /// | `mysql://`, `mariadb://` (`?mode=pessimistic\|optimistic`) | MySQL / MariaDB | `mysql` |
 /// | `zk://host:port[,host:port]/root` | ZooKeeper | `zk` |
+/// | `postgres://`, `postgresql://` (`?table=`, `keepalive=`) | PostgreSQL session advisory locks | `postgres` |
 /// | `etcd://[user:pw@]h1:p1[,h2:p2]/prefix` (`?lease_ttl=`) | etcd v3 | `etcd` |
 ///
 /// # Errors
@@ -44,10 +45,13 @@ pub async fn from_url(url: &str) -> Result<DynBackend, LockError> {
         "redlock" => connect!("redis", &scheme, redlock(url)),
         "mysql" | "mariadb" => connect!("mysql", &scheme, lock_mysql::MySqlLock::builder().url(url).build()),
         "zk" | "zookeeper" => connect!("zk", &scheme, lock_zk::ZkLock::builder().url(url).build()),
+        "postgres" | "postgresql" => {
+            connect!("postgres", &scheme, lock_postgres::PgLock::builder().url(url).build())
+        }
         "etcd" => connect!("etcd", &scheme, lock_etcd::EtcdLock::from_url(url)),
         other => Err(LockError::InvalidConfig {
             reason: format!(
-                "unknown scheme {other:?} (expected memory, redis, rediss, redlock, mysql, mariadb, zk or etcd)"
+                "unknown scheme {other:?} (expected memory, redis, rediss, redlock, mysql, mariadb, zk, etcd, postgres or postgresql)"
             ),
         }),
     }

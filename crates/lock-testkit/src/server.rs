@@ -6,6 +6,7 @@
 //!
 //! * Redis: `INFO server` reports `process_id:` equal to the child's pid;
 //! * MariaDB: `select @@datadir` (through the `mariadb` CLI) prints our datadir;
+//! * PostgreSQL: `SHOW data_directory` (through `psql`) prints our data directory;
 //! * etcd: `endpoint health` commits and `member list` shows our member's name answering;
 //! * ZooKeeper: `srvr` reports `Mode: standalone|leader|follower` and `conf` shows our dataDir
 //!   (`ruok` is *not* used: it answers before the server serves).
@@ -40,6 +41,7 @@ mod etcd;
 mod fault;
 mod host;
 mod mariadb;
+mod postgres;
 mod probe;
 mod process;
 mod redis;
@@ -54,6 +56,10 @@ pub use host::{free_port, is_installed};
 pub use mariadb::{
     DATABASE as MARIADB_DATABASE, MariaDbServer, PASSWORD as MARIADB_PASSWORD, USER as MARIADB_USER,
     template_dir as mariadb_template_dir,
+};
+pub use postgres::{
+    ADMIN_PASSWORD as POSTGRES_ADMIN_PASSWORD, DATABASE as POSTGRES_DATABASE, PASSWORD as POSTGRES_PASSWORD,
+    PgServer, USER as POSTGRES_USER,
 };
 pub(crate) use probe::Probe;
 pub use process::ManagedProcess;
@@ -80,6 +86,9 @@ pub const ENV_REDIS_URL: &str = "LOCK_TEST_REDIS_URL";
 pub const ENV_MYSQL_URL: &str = "LOCK_TEST_MYSQL_URL";
 /// Environment variable: connect string of an externally managed ZooKeeper (`host:port[,host:port]`).
 pub const ENV_ZK_URL: &str = "LOCK_TEST_ZK_URL";
+/// Environment variable: URL of an externally managed PostgreSQL (`postgres://user:pw@host:port/db`;
+/// the role must be able to create the fence table, and to terminate its own backends).
+pub const ENV_POSTGRES_URL: &str = "LOCK_TEST_POSTGRES_URL";
 /// Environment variable: endpoints of an externally managed etcd (`host:port[,host:port]`).
 pub const ENV_ETCD_URL: &str = "LOCK_TEST_ETCD_URL";
 /// Environment variable: when `1`, tests must fail (not skip) if a server cannot be provided.
@@ -99,6 +108,7 @@ pub fn external_url(backend: &str) -> Option<String> {
         "mysql" | "mariadb" => ENV_MYSQL_URL,
         "zk" | "zookeeper" => ENV_ZK_URL,
         "etcd" => ENV_ETCD_URL,
+        "postgres" | "postgresql" => ENV_POSTGRES_URL,
         _ => return None,
     };
     std::env::var(var).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
@@ -117,6 +127,7 @@ static SHARED_REDIS: OnceLock<Result<RedisServer, ServerError>> = OnceLock::new(
 static SHARED_MARIADB: OnceLock<Result<MariaDbServer, ServerError>> = OnceLock::new();
 static SHARED_ZK: OnceLock<Result<ZkServer, ServerError>> = OnceLock::new();
 static SHARED_ETCD: OnceLock<Result<EtcdServer, ServerError>> = OnceLock::new();
+static SHARED_POSTGRES: OnceLock<Result<PgServer, ServerError>> = OnceLock::new();
 
 /// The Redis server shared by every test of this process, started on first use.
 ///
@@ -136,6 +147,17 @@ pub fn try_shared_mariadb() -> Result<&'static MariaDbServer, ServerError> {
 /// See [`try_shared_redis`] for the rules.
 pub fn try_shared_zk() -> Result<&'static ZkServer, ServerError> {
     SHARED_ZK.get_or_init(ZkServer::start).as_ref().map_err(Clone::clone)
+}
+
+/// The PostgreSQL server shared by every test of this process, started on first use.
+/// See [`try_shared_redis`] for the rules.
+pub fn try_shared_postgres() -> Result<&'static PgServer, ServerError> {
+    SHARED_POSTGRES.get_or_init(PgServer::start).as_ref().map_err(Clone::clone)
+}
+
+/// Like [`try_shared_postgres`], but panics (with the reason) if the server cannot be started.
+pub fn shared_postgres() -> &'static PgServer {
+    try_shared_postgres().unwrap_or_else(|e| panic!("shared postgres: {e}"))
 }
 
 /// The single-node etcd shared by every test of this process, started on first use.

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::host::port_accepts;
-use super::{etcd, mariadb, redis, zk};
+use super::{etcd, mariadb, postgres, redis, zk};
 
 /// How to prove that the server on the port is ours and serving.
 #[derive(Debug)]
@@ -18,6 +18,8 @@ pub(crate) enum Probe {
     Zk { data_dir: String },
     /// `etcdctl endpoint health` commits, and `member list` names the member answering `name`.
     Etcd { etcdctl: PathBuf, name: String },
+    /// `psql -c 'SHOW data_directory'` (as the superuser, over TCP) prints `data_dir`.
+    Postgres { bin: PathBuf, data_dir: String },
 }
 
 impl Probe {
@@ -27,6 +29,7 @@ impl Probe {
             Probe::MariaDb { .. } => Duration::from_millis(10),
             Probe::Zk { .. } => Duration::from_millis(20),
             Probe::Etcd { .. } => Duration::from_millis(50),
+            Probe::Postgres { .. } => Duration::from_millis(10),
         }
     }
 
@@ -74,6 +77,18 @@ impl Probe {
                 }
             }
             Probe::Etcd { etcdctl, name } => etcd::check_ready(etcdctl, port, name),
+            Probe::Postgres { bin, data_dir } => {
+                if !port_accepts(port) {
+                    return Err("port not accepting connections".into());
+                }
+                let got = postgres::psql(bin, port, "postgres", &["SHOW data_directory"])
+                    .map_err(|e| e.to_string())?;
+                if got.trim() == data_dir {
+                    Ok(())
+                } else {
+                    Err(format!("SHOW data_directory returned {:?}, expected {data_dir:?}", got.trim()))
+                }
+            }
         }
     }
 }

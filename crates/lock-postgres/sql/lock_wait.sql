@@ -1,0 +1,16 @@
+-- Wait in the server's lock queue. $1 the advisory key, $2 the lock name, $3 the holding
+-- session's idle_session_timeout, $4 this wait's lock_timeout (text, e.g. '1234ms').
+--
+-- lock_timeout is set for this statement only (is_local: the autocommit transaction) and
+-- before the wait: the CASE evaluates its condition first. The server ends the wait at the
+-- deadline with 55P03; a dropped future ends it with pg_cancel_backend (57014).
+WITH t AS (SELECT set_config('lock_timeout', $4, true) AS s),
+     l AS (SELECT CASE WHEN t.s IS NOT NULL THEN pg_advisory_lock($1)::text END AS waited FROM t),
+     f AS (INSERT INTO {table} AS x (name, fence) SELECT $2, 1 FROM l
+           ON CONFLICT (name) DO UPDATE SET fence = x.fence + 1
+           RETURNING x.fence)
+SELECT true AS ok,
+       (SELECT fence FROM f) AS fence,
+       set_config('idle_session_timeout', $3, false) AS idle,
+       pg_backend_pid() AS pid
+FROM l

@@ -1,0 +1,16 @@
+-- One attempt, one round trip. $1 the advisory key (bigint), $2 the lock name (bytea), $3 the
+-- holding session's idle_session_timeout (text, e.g. '300ms').
+--
+-- The lock is tried without waiting; only a grant bumps the name's fence counter (in this
+-- statement's transaction: committed before the answer) and bounds the session's idle time,
+-- so a holder that goes silent has its session, and with it the lock, ended by the server.
+-- The backend pid comes along for pg_cancel_backend and the tests' fault hooks.
+WITH l AS (SELECT pg_try_advisory_lock($1) AS ok),
+     f AS (INSERT INTO {table} AS t (name, fence) SELECT $2, 1 FROM l WHERE l.ok
+           ON CONFLICT (name) DO UPDATE SET fence = t.fence + 1
+           RETURNING t.fence)
+SELECT l.ok,
+       (SELECT fence FROM f) AS fence,
+       CASE WHEN l.ok THEN set_config('idle_session_timeout', $3, false) END AS idle,
+       pg_backend_pid() AS pid
+FROM l

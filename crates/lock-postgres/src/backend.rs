@@ -1,0 +1,155 @@
+//! [`PgLock`]: the backend handle.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lock_core::backend::{
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription,
+};
+use lock_core::{OwnerToken, Result, validate_key};
+use sqlx::AssertSqlSafe;
+use sqlx::postgres::PgPool;
+
+use crate::builder::PgLockBuilder;
+use crate::error::{NAME, classify};
+use crate::session::Sessions;
+
+/// PostgreSQL lock backend: session advisory locks, fencing tokens from a counter table. Cheap
+/// to clone; clones share the pool and the held locks.
+#[derive(Clone)]
+pub struct PgLock {
+    pub(crate) sessions: Arc<Sessions>,
+    pub(crate) pool: PgPool,
+    pub(crate) table: String,
+    /// `postgres://host:port/database?table=...`, without credentials.
+    pub(crate) identity: String,
+}
+
+impl fmt::Debug for PgLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgLock").field("identity", &self.identity).field("state", &*self.sessions).finish()
+    }
+}
+
+impl PgLock {
+    /// Start building: `PgLock::builder().url("postgres://...").build().await`, or
+    /// `PgLock::builder().pool(pool)` with your own `PgPool`.
+    pub fn builder() -> PgLockBuilder {
+        PgLockBuilder::default()
+    }
+
+    /// A lock backend on `url` with default settings.
+    ///
+    /// # Errors
+    /// As [`PgLockBuilder::build`].
+    pub async fn from_url(url: &str) -> Result<Self> {
+        Self::builder().url(url).build().await
+    }
+
+    /// Create the fence table if it does not exist (`sql/schema.sql`). Idempotent; when it
+    /// exists it sends no DDL at all.
+    ///
+    /// # Errors
+    /// Backend errors ([`PermissionDenied`](lock_core::LockError::PermissionDenied) when the
+    /// role may not create tables).
+    pub async fn migrate(&self) -> Result<()> {
+        let present: bool = sqlx::query_scalar(include_str!("../sql/schema_present.sql"))
+            .bind(&self.table)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(classify)?;
+        if !present {
+            sqlx::raw_sql(AssertSqlSafe(self.sessions.sql().schema.clone()))
+                .execute(&self.pool)
+                .await
+                .map_err(classify)?;
+        }
+        Ok(())
+    }
+
+    /// The fence table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The pool this backend uses.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The backend pid (`pg_backend_pid()`) of the connection holding `key` for this backend,
+    /// for fault injection in tests (`pg_terminate_backend`). `None` if `key` is not held here.
+    ///
+    /// Only with the `testing` feature, which is for this crate's and the workspace's tests,
+    /// not for production: the pid lets a superuser or a member of `pg_signal_backend` end
+    /// the hold.
+    #[cfg(feature = "testing")]
+    pub fn held_backend_pid(&self, key: &str) -> Option<i32> {
+        self.sessions.held_backend_pid(key)
+    }
+}
+
+#[async_trait]
+impl LockBackend for PgLock {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn identity(&self) -> String {
+        self.identity.clone()
+    }
+
+    fn capabilities(&self) -> Capability {
+        // Not failover_safe: advisory locks live in one server's memory and are not
+        // replicated; a promoted standby knows none of them (see the README).
+        let mut c = Capability::NONE;
+        c.renew = true;
+        c.fencing = true;
+        c.reentrant = true;
+        c.native_wait = true;
+        c.session_bound = true;
+        c
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        // The core validates keys already; this guards direct callers.
+        validate_key(req.key)?;
+        self.sessions.try_acquire(req).await
+    }
+
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        self.sessions.release(key, owner).await
+    }
+
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        self.sessions.renew(items).await
+    }
+
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        validate_key(key)?;
+        self.sessions.inspect(key).await
+    }
+
+    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
+        // A waiter's place in the server's lock queue ends with its statement.
+        Ok(())
+    }
+
+    async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
+        // Waiters wait in the server's queue (native_wait), not on notifications.
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<PgLock>();
+        check::<PgLockBuilder>();
+    }
+}

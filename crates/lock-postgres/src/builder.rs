@@ -1,0 +1,227 @@
+//! Building a [`PgLock`]: connection, fence table, schema.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::LockError;
+use lock_core::backend::redact::redact_url;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use crate::backend::PgLock;
+use crate::error::{NAME, classify};
+use crate::options::{parse_url, validate_table_name};
+use crate::session::{Sessions, Sql};
+
+/// The fence table unless [`PgLockBuilder::table`] names another.
+const DEFAULT_TABLE: &str = "dlock_fence";
+/// Size of a pool the builder opens itself: every held lock pins one connection for its whole
+/// life, and acquiring one briefly needs a second.
+const DEFAULT_MAX_CONNECTIONS: u32 = 32;
+/// Keep-alive period of a held lock's connection: a failed ping fires the lost signal at most
+/// this long after the connection died, and the server's idle bound is three of these (6 s),
+/// short enough for a crashed holder, long enough for a busy client.
+const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(2);
+/// Time to wait for a pooled connection (after which the error is temporary): past a few
+/// seconds the server is down or the pool too small, and the core's retry is the better wait.
+const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Shortest keep-alive accepted: below it the pings themselves load the server.
+const MIN_KEEPALIVE: Duration = Duration::from_millis(10);
+
+enum Source {
+    None,
+    Url(String),
+    Options(Box<PgConnectOptions>),
+    Pool(PgPool),
+}
+
+/// Builder of a [`PgLock`]; start with [`PgLock::builder`].
+pub struct PgLockBuilder {
+    source: Source,
+    table: Option<String>,
+    max_connections: u32,
+    acquire_timeout: Duration,
+    keepalive: Option<Duration>,
+    create_schema: bool,
+}
+
+impl fmt::Debug for PgLockBuilder {
+    // Hand-written: the URL is shown redacted and connect options (which carry the password)
+    // are not shown at all.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = match &self.source {
+            Source::None => "none".to_owned(),
+            Source::Url(u) => redact_url(u),
+            Source::Options(_) => "connect options".to_owned(),
+            Source::Pool(_) => "existing pool".to_owned(),
+        };
+        f.debug_struct("PgLockBuilder")
+            .field("source", &source)
+            .field("table", &self.table)
+            .field("max_connections", &self.max_connections)
+            .field("keepalive", &self.keepalive)
+            .field("create_schema", &self.create_schema)
+            .finish()
+    }
+}
+
+impl Default for PgLockBuilder {
+    fn default() -> Self {
+        PgLockBuilder {
+            source: Source::None,
+            table: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
+            keepalive: None,
+            create_schema: true,
+        }
+    }
+}
+
+impl PgLockBuilder {
+    /// Connect with a URL: `postgres://user:password@host:5432/database` (or `postgresql://`).
+    ///
+    /// Two query options are ours: `table=<name>` (the fence table) and `keepalive=<duration>`
+    /// (`250ms`, `2s`); [`table`](Self::table) and [`keepalive`](Self::keepalive) set on the
+    /// builder win over them. The driver's `sslmode`, `sslrootcert`, `application_name` and
+    /// `statement-cache-capacity` are passed on; any other option, or one given twice, is
+    /// refused by `build`.
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.source = Source::Url(url.into());
+        self
+    }
+
+    /// Connect with ready-made connect options.
+    pub fn connect_options(mut self, options: PgConnectOptions) -> Self {
+        self.source = Source::Options(Box::new(options));
+        self
+    }
+
+    /// Use an existing pool (yours). Each held lock takes one of its connections out for the
+    /// lock's life; size it for your concurrently held locks plus headroom. A connection is
+    /// handed back as it was taken (the idle bound the hold set on its session is restored).
+    pub fn pool(mut self, pool: PgPool) -> Self {
+        self.source = Source::Pool(pool);
+        self
+    }
+
+    /// The fence table (default `dlock_fence`): lowercase letters, digits and `_`.
+    pub fn table(mut self, table: impl Into<String>) -> Self {
+        self.table = Some(table.into());
+        self
+    }
+
+    /// Size of the pool the builder opens (default 32, at least 2; ignored with
+    /// [`pool`](Self::pool)).
+    pub fn max_connections(mut self, n: u32) -> Self {
+        self.max_connections = n.max(2);
+        self
+    }
+
+    /// How long to wait for a pooled connection (default 5 s; ignored with
+    /// [`pool`](Self::pool)).
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// Keep-alive ping period of a held lock's connection (default 2 s, at least 10 ms). The
+    /// server ends a holding session silent for three periods (at least 2 s,
+    /// `idle_session_timeout`).
+    pub fn keepalive(mut self, every: Duration) -> Self {
+        self.keepalive = Some(every.max(MIN_KEEPALIVE));
+        self
+    }
+
+    /// Run `CREATE TABLE IF NOT EXISTS` for the fence table in `build` (default `true`). Turn
+    /// it off when the application role may not create tables, and run [`PgLock::migrate`]
+    /// (or `sql/schema.sql`) with a privileged role instead.
+    pub fn create_schema(mut self, create: bool) -> Self {
+        self.create_schema = create;
+        self
+    }
+
+    /// Connect and create the fence table if asked.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] for a missing or unparseable URL, an unknown or repeated
+    /// URL option, a bad table name or TLS asked for without the `tls` feature; backend errors
+    /// from connecting (temporary when the server is unreachable, permanent for bad
+    /// credentials).
+    pub async fn build(self) -> Result<PgLock, LockError> {
+        let (mut table, mut keepalive) = (self.table.clone(), self.keepalive);
+        let source = match self.source {
+            Source::Url(url) => {
+                let parsed = parse_url(&url)?;
+                table = table.or(parsed.table);
+                keepalive = keepalive.or(parsed.keepalive.map(|k| k.max(MIN_KEEPALIVE)));
+                Source::Options(Box::new(parsed.connect))
+            }
+            other => other,
+        };
+        let table = table.unwrap_or_else(|| DEFAULT_TABLE.to_owned());
+        validate_table_name(&table)?;
+        let keepalive = keepalive.unwrap_or(DEFAULT_KEEPALIVE);
+        let pool = match source {
+            Source::None | Source::Url(_) => {
+                return Err(LockError::InvalidConfig {
+                    reason: "no url, connect options or pool given".into(),
+                });
+            }
+            Source::Options(opts) => {
+                use sqlx::{ConnectOptions, Connection};
+                // A waiter in pg_advisory_lock for seconds is normal here: no slow-statement
+                // warnings (sqlx logs every statement over 1 s at WARN by default).
+                let opts = opts.disable_statement_logging();
+                // One direct connection first: it fails at once with the server's or the
+                // network's own words, where the pool retries until its acquire timeout and
+                // then says only "pool timed out".
+                match tokio::time::timeout(
+                    self.acquire_timeout,
+                    sqlx::postgres::PgConnection::connect_with(&opts),
+                )
+                .await
+                {
+                    Ok(Ok(c)) => {
+                        let _ = c.close().await;
+                    }
+                    Ok(Err(e)) => return Err(classify(e)),
+                    Err(_) => {
+                        return Err(LockError::temporary(
+                            NAME,
+                            format!("no answer from the server within {:?}", self.acquire_timeout),
+                        ));
+                    }
+                }
+                PgPoolOptions::new()
+                    .max_connections(self.max_connections)
+                    .acquire_timeout(self.acquire_timeout)
+                    // No ping per checkout: a dead connection fails its first statement with a
+                    // temporary error (retried by the core).
+                    .test_before_acquire(false)
+                    .connect_with(opts)
+                    .await
+                    .map_err(classify)?
+            }
+            Source::Pool(pool) => pool,
+        };
+        let opts = pool.connect_options();
+        // Host names compare case-insensitively; user and password are not part of the space.
+        let endpoint = match opts.get_socket() {
+            Some(sock) => sock.display().to_string(),
+            None => format!("{}:{}", opts.get_host().to_ascii_lowercase(), opts.get_port()),
+        };
+        let database = opts.get_database().unwrap_or(opts.get_username()).to_owned();
+        let identity = format!("postgres://{endpoint}/{database}?table={table}");
+        let lock = PgLock {
+            sessions: Arc::new(Sessions::new(pool.clone(), Sql::new(&table), keepalive)),
+            pool,
+            table,
+            identity,
+        };
+        if self.create_schema {
+            lock.migrate().await?;
+        }
+        Ok(lock)
+    }
+}

@@ -1,0 +1,84 @@
+//! Classification of driver errors into the library's error type, by SQLSTATE.
+
+use lock_core::LockError;
+
+/// Backend name used in errors and logs.
+pub(crate) const NAME: &str = "postgres";
+
+/// `lock_not_available`: `lock_timeout` ended an advisory-lock wait.
+pub(crate) const LOCK_NOT_AVAILABLE: &str = "55P03";
+/// `query_canceled`: the wait was cancelled with `pg_cancel_backend` (our deadline).
+pub(crate) const QUERY_CANCELED: &str = "57014";
+/// `insufficient_privilege`.
+pub(crate) const INSUFFICIENT_PRIVILEGE: &str = "42501";
+
+/// The server's SQLSTATE, if the error came from the server.
+pub(crate) fn sqlstate(e: &sqlx::Error) -> Option<String> {
+    match e {
+        sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+        _ => None,
+    }
+}
+
+/// The wait ended without a grant: `lock_timeout` fired, or our own cancel cut it short.
+pub(crate) fn is_contention(e: &sqlx::Error) -> bool {
+    matches!(sqlstate(e).as_deref(), Some(LOCK_NOT_AVAILABLE | QUERY_CANCELED))
+}
+
+/// The connection (and with it every session lock it carried) is gone.
+pub(crate) fn is_connection_lost(e: &sqlx::Error) -> bool {
+    // An untrusted certificate arrives as an IO error, but no connection was ever made.
+    if matches!(e, sqlx::Error::Tls(_)) || lock_core::is_tls_refusal(e) {
+        return false;
+    }
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
+        // Class 08 connection exception; 57P01 admin_shutdown (pg_terminate_backend, a fast
+        // shutdown), 57P02 crash_shutdown, 57P03 cannot_connect_now, 57P05
+        // idle_session_timeout.
+        _ => sqlstate(e).is_some_and(|c| {
+            c.starts_with("08") || matches!(c.as_str(), "57P01" | "57P02" | "57P03" | "57P05")
+        }),
+    }
+}
+
+/// Whether retrying may help: connection loss, pool timeouts, lock waits, serialization
+/// failures and deadlocks, a server out of resources or in recovery.
+pub(crate) fn is_temporary(e: &sqlx::Error) -> bool {
+    if is_connection_lost(e) || is_contention(e) {
+        return true;
+    }
+    match e {
+        sqlx::Error::PoolTimedOut => true,
+        // 40001 serialization failure, 40P01 deadlock, class 53 insufficient resources (53300
+        // too many connections), 25006 read-only transaction (a standby after failover).
+        _ => sqlstate(e)
+            .is_some_and(|c| c.starts_with("53") || matches!(c.as_str(), "40001" | "40P01" | "25006")),
+    }
+}
+
+/// The library error for a driver error: permission denied for a missing grant, temporary,
+/// or permanent (authentication, syntax, a missing table, decoding).
+pub(crate) fn classify(e: sqlx::Error) -> LockError {
+    if sqlstate(&e).as_deref() == Some(INSUFFICIENT_PRIVILEGE) {
+        LockError::permission_denied(NAME, e)
+    } else if is_temporary(&e) {
+        LockError::temporary(NAME, e)
+    } else {
+        LockError::permanent(NAME, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_pool_and_io_errors_as_temporary() {
+        assert!(classify(sqlx::Error::PoolTimedOut).is_temporary());
+        let io = sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+        assert!(is_connection_lost(&io));
+        assert!(classify(io).is_temporary());
+        assert!(!classify(sqlx::Error::RowNotFound).is_temporary());
+    }
+}

@@ -1,0 +1,18 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations)]
+
+mod backend;
+mod builder;
+mod error;
+mod key;
+mod options;
+mod session;
+
+pub use backend::PgLock;
+pub use builder::PgLockBuilder;
+pub use key::advisory_key;
+pub use options::{MAX_TABLE_NAME, validate_table_name};
+/// The driver, re-exported so callers build pools and downcast error sources with one version.
+pub use sqlx;

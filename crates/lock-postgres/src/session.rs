@@ -1,0 +1,543 @@
+//! The recipe: a lock is a session-level advisory lock held by a connection taken out of the
+//! pool for the hold's life. A keeper task per hold pings that connection (the keep-alive and
+//! the loss detector), answers renewals and unlocks on release.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Grant, LockInfo, Mutex, RenewItem};
+use lock_core::{FencingToken, LeaseSignal, LockError, LostReason, OwnerToken, Result};
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgPool, PgRow};
+use sqlx::{AssertSqlSafe, Connection, Postgres, Row};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::error::{NAME, classify, is_connection_lost, is_contention};
+use crate::key::{advisory_key, lock_ids};
+
+/// How long past the caller's deadline the client waits for the server's own `lock_timeout`
+/// before it cancels the wait itself with `pg_cancel_backend`: long enough for a loaded server
+/// to answer its own timeout, short enough that a caller's deadline stays honest.
+const CANCEL_GRACE: Duration = Duration::from_millis(250);
+/// Waits shorter than this are sent as a plain try (a `lock_timeout` of 0 means "no limit").
+const MIN_WAIT: Duration = Duration::from_millis(1);
+/// Commands queued to one hold's keeper: a release and a renewal or two at most are ever in
+/// flight, so senders never wait.
+const KEEPER_QUEUE: usize = 4;
+/// Shortest server-side idle bound: below it a scheduling stall of a loaded client (its task
+/// inside the critical section, its keeper not yet run) lets the server end a hold that the
+/// client still uses. The same floor as lock-mysql's `wait_timeout`.
+const MIN_SERVER_IDLE: Duration = Duration::from_secs(2);
+
+/// The statements, with the validated table name filled in.
+#[derive(Debug)]
+pub(crate) struct Sql {
+    pub(crate) schema: String,
+    try_lock: String,
+    lock_wait: String,
+    inspect: String,
+}
+
+impl Sql {
+    pub(crate) fn new(table: &str) -> Self {
+        let render = |s: &str| s.replace("{table}", table);
+        Sql {
+            schema: render(include_str!("../sql/schema.sql")),
+            try_lock: render(include_str!("../sql/try_lock.sql")),
+            lock_wait: render(include_str!("../sql/lock_wait.sql")),
+            inspect: render(include_str!("../sql/inspect.sql")),
+        }
+    }
+}
+
+/// A pooled connection that may carry a session lock. Unless it was released cleanly, it is
+/// closed on drop instead of going back to the pool: the server then ends the session, and
+/// with it every advisory lock and any wait the session still had.
+///
+/// Not a [`Cleanup`]: nothing is sent on drop (closing the socket is the undo, and it needs
+/// no runtime), and the connection is in use until then, so no undo closure could own it.
+struct Pinned {
+    conn: PoolConnection<Postgres>,
+    dirty: bool,
+}
+
+impl Pinned {
+    fn new(conn: PoolConnection<Postgres>) -> Self {
+        Pinned { conn, dirty: true }
+    }
+
+    /// Nothing of ours is left on the session: it may go back to the pool.
+    fn clean(mut self) {
+        self.dirty = false;
+    }
+
+    /// `pg_advisory_unlock` and the session's idle bound restored; `Ok(true)` when the session
+    /// held the lock (then the connection may go back to the pool).
+    async fn unlock(mut self, key: i64) -> std::result::Result<bool, sqlx::Error> {
+        let row = sqlx::query(include_str!("../sql/unlock.sql")).bind(key).fetch_one(&mut *self.conn).await?;
+        let released: bool = row.try_get(0)?;
+        if released {
+            self.clean();
+        }
+        Ok(released)
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if self.dirty {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+/// End the lock wait of backend `pid` from another pooled connection.
+async fn cancel_backend(pool: PgPool, pid: i32) -> Result<()> {
+    sqlx::query(include_str!("../sql/cancel.sql")).bind(pid).execute(&pool).await.map(drop).map_err(classify)
+}
+
+enum Cmd {
+    /// Is the holding connection alive? (renew)
+    Ping(oneshot::Sender<bool>),
+    /// Unlock and hand the connection back.
+    Release(oneshot::Sender<Result<bool>>),
+}
+
+struct Hold {
+    id: u64,
+    owner: OwnerToken,
+    count: u32,
+    fence: i64,
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pid: i32,
+    cmd: mpsc::Sender<Cmd>,
+    /// The lost signals of every acquisition of this hold (nested ones from another `Locker`
+    /// arrive with their own).
+    signals: Arc<Mutex<Vec<LeaseSignal>>>,
+}
+
+type Holds = Mutex<HashMap<String, Hold>>;
+
+/// A granted lock on its connection, before the hold is recorded.
+struct Locked {
+    pinned: Pinned,
+    fence: i64,
+    pid: i32,
+    /// The send time of the request the server confirmed last (its idle clock started no
+    /// earlier); for a grant after a wait, the answer's arrival.
+    confirmed: Instant,
+    waited: bool,
+}
+
+/// The backend state: the pool, the statements and the holds of this backend.
+pub(crate) struct Sessions {
+    pool: PgPool,
+    sql: Sql,
+    keepalive: Duration,
+    /// `idle_session_timeout` of a holding session: the server ends a holder silent this long.
+    server_idle: Duration,
+    /// `server_idle` as the setting's text, such as `'300ms'`.
+    server_idle_text: String,
+    holds: Arc<Holds>,
+    next_id: AtomicU64,
+}
+
+/// The server-side idle bound for a keep-alive period: three periods, at least 2 s. A
+/// holder that cannot reach the server for that long has its session ended by the server;
+/// the client gives the hold up a drift margin earlier.
+fn server_idle(keepalive: Duration) -> Duration {
+    (keepalive * 3).max(MIN_SERVER_IDLE)
+}
+
+/// A duration as a `lock_timeout` / `idle_session_timeout` value, in whole milliseconds
+/// (rounded up, at least 1: 0 would mean "no limit").
+fn pg_millis(d: Duration) -> String {
+    format!("{}ms", lock_core::backend::millis(d).min(i32::MAX as u64))
+}
+
+impl fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sessions")
+            .field("keepalive", &self.keepalive)
+            .field("server_idle", &self.server_idle)
+            .field("held", &self.holds.lock().len())
+            .finish()
+    }
+}
+
+impl Sessions {
+    pub(crate) fn new(pool: PgPool, sql: Sql, keepalive: Duration) -> Self {
+        let server_idle = server_idle(keepalive);
+        Sessions {
+            pool,
+            sql,
+            keepalive,
+            server_idle,
+            server_idle_text: pg_millis(server_idle),
+            holds: Arc::default(),
+            next_id: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn sql(&self) -> &Sql {
+        &self.sql
+    }
+
+    /// The backend pid of the connection holding `key`, if held here.
+    #[cfg(feature = "testing")]
+    pub(crate) fn held_backend_pid(&self, key: &str) -> Option<i32> {
+        self.holds.lock().get(key).filter(|h| !h.cmd.is_closed()).map(|h| h.pid)
+    }
+
+    pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        if let Some(fence) = self.reenter(req.key, req.owner, req.signal) {
+            return Ok(Attempt::Acquired(Grant { fence: FencingToken(fence as u64), lease: None }));
+        }
+        match self.attempt(req).await? {
+            Some(locked) => Ok(self.finish(req, locked)),
+            None => Ok(Attempt::Held { retry_after: None }),
+        }
+    }
+
+    fn reenter(&self, key: &str, owner: OwnerToken, signal: &LeaseSignal) -> Option<i64> {
+        let mut holds = self.holds.lock();
+        let h = holds.get_mut(key).filter(|h| h.owner == owner && !h.cmd.is_closed())?;
+        // A hold already known lost is gone on the server: never nest into it.
+        if h.signals.lock().iter().any(LeaseSignal::is_lost) {
+            return None;
+        }
+        h.count += 1;
+        // A nesting through the same `Locker` carries the hold's own signal: keep each once.
+        let mut signals = h.signals.lock();
+        if !signals.iter().any(|s| s.same_as(signal)) {
+            signals.push(signal.clone());
+        }
+        Some(h.fence)
+    }
+
+    /// Try the lock on a pooled connection, then (with a deadline) wait for it in the server's
+    /// queue on the same connection. `None`: held by someone else until the deadline.
+    async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Option<Locked>> {
+        let key = advisory_key(req.key);
+        let name = req.key.as_bytes();
+        // Dropped anywhere below before the hold is recorded, `pinned` closes its connection:
+        // the server ends the session and any lock it got.
+        let mut pinned = Pinned::new(self.pool.acquire().await.map_err(classify)?);
+        let sent = Instant::now();
+        let row = sqlx::query(AssertSqlSafe(self.sql.try_lock.as_str()))
+            .bind(key)
+            .bind(name)
+            .bind(&self.server_idle_text)
+            .fetch_one(&mut *pinned.conn)
+            .await
+            .map_err(classify)?;
+        let (ok, fence, pid) = granted(&row)?;
+        if ok {
+            return Ok(Some(Locked { pinned, fence: fence?, pid, confirmed: sent, waited: false }));
+        }
+        let Some(deadline) = req.wait_until else {
+            pinned.clean();
+            return Ok(None);
+        };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining < MIN_WAIT {
+            pinned.clean();
+            return Ok(None);
+        }
+
+        // Wait in the server's queue; the server ends the wait at the deadline by itself
+        // (lock_timeout). If this future is dropped mid-wait, the wait is cancelled from
+        // another connection and `pinned` closes this one, so no grant survives: a grant that
+        // raced the cancel goes with the session.
+        let pool = self.pool.clone();
+        let canceller = Cleanup::arm("postgres lock wait", move || cancel_backend(pool, pid));
+        let mut cancelled = false;
+        let waited = {
+            let fut = sqlx::query(AssertSqlSafe(self.sql.lock_wait.as_str()))
+                .bind(key)
+                .bind(name)
+                .bind(&self.server_idle_text)
+                .bind(pg_millis(remaining))
+                .fetch_one(&mut *pinned.conn);
+            tokio::pin!(fut);
+            tokio::select! {
+                r = &mut fut => r,
+                _ = tokio::time::sleep_until(deadline + CANCEL_GRACE) => {
+                    tracing::debug!(pid, "server did not end the lock wait at the deadline; cancelling it");
+                    cancelled = true;
+                    if let Err(e) = cancel_backend(self.pool.clone(), pid).await {
+                        tracing::debug!(pid, error = %e, "pg_cancel_backend of a lock wait failed");
+                    }
+                    fut.await
+                }
+            }
+        };
+        canceller.disarm();
+        match waited {
+            Ok(row) => {
+                let (_, fence, pid) = granted(&row)?;
+                // The server's idle clock started when it answered, possibly long after the
+                // wait was sent: take the answer's arrival, and the keeper pings at once.
+                Ok(Some(Locked { pinned, fence: fence?, pid, confirmed: Instant::now(), waited: true }))
+            }
+            Err(e) if is_contention(&e) => {
+                // A cancel of ours may still be in flight to this backend: never reuse it then.
+                if !cancelled {
+                    pinned.clean();
+                }
+                Ok(None)
+            }
+            Err(e) => Err(classify(e)),
+        }
+    }
+
+    /// Record the hold and start its keeper.
+    fn finish(&self, req: &AcquireRequest<'_>, locked: Locked) -> Attempt {
+        let Locked { pinned, fence, pid, confirmed, waited } = locked;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(KEEPER_QUEUE);
+        let signals = Arc::new(Mutex::new(vec![req.signal.clone()]));
+        let keeper = Keeper {
+            pinned: Some(pinned),
+            rx,
+            signals: signals.clone(),
+            every: self.keepalive,
+            confirmed,
+            waited,
+            server_idle: self.server_idle,
+            holds: Arc::downgrade(&self.holds),
+            key: req.key.to_owned(),
+            advisory: advisory_key(req.key),
+            id,
+        };
+        self.holds.lock().insert(
+            req.key.to_owned(),
+            Hold { id, owner: req.owner, count: 1, fence, pid, cmd: tx, signals },
+        );
+        tokio::spawn(keeper.run());
+        Attempt::Acquired(Grant { fence: FencingToken(fence as u64), lease: None })
+    }
+
+    pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let cmd = {
+            let mut holds = self.holds.lock();
+            match holds.get_mut(key) {
+                Some(h) if h.owner == owner => {
+                    if h.count > 1 {
+                        h.count -= 1;
+                        return Ok(true);
+                    }
+                    holds.remove(key).map(|h| h.cmd)
+                }
+                _ => None,
+            }
+        };
+        let Some(cmd) = cmd else { return Ok(false) };
+        let (tx, rx) = oneshot::channel();
+        if cmd.send(Cmd::Release(tx)).await.is_err() {
+            return Ok(false); // the keeper saw the connection die
+        }
+        rx.await.unwrap_or(Ok(false))
+    }
+
+    pub(crate) async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        let pings = items.iter().map(|it| {
+            let cmd = self.holds.lock().get(it.key).filter(|h| h.owner == it.owner).map(|h| h.cmd.clone());
+            async move {
+                let Some(cmd) = cmd else { return false };
+                let (tx, rx) = oneshot::channel();
+                if cmd.send(Cmd::Ping(tx)).await.is_err() {
+                    return false;
+                }
+                rx.await.unwrap_or(false)
+            }
+        });
+        Ok(futures_util::future::join_all(pings).await)
+    }
+
+    pub(crate) async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        let (classid, objid) = lock_ids(advisory_key(key));
+        let row = sqlx::query(AssertSqlSafe(self.sql.inspect.as_str()))
+            .bind(classid)
+            .bind(objid)
+            .bind(key.as_bytes())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(classify)?;
+        let holders: i64 = row.try_get(0).map_err(classify)?;
+        let waiters: i64 = row.try_get(1).map_err(classify)?;
+        let fence: Option<i64> = row.try_get(2).map_err(classify)?;
+        if holders == 0 {
+            return Ok(LockInfo::free());
+        }
+        let mut info = LockInfo::held();
+        info.waiters = Some(usize::try_from(waiters).unwrap_or(0));
+        // The latest grant's fence is the holder's (a name colliding with another shares the
+        // lock, not the counter: then this is the name's last holder's).
+        info.fence = fence.map(|f| FencingToken(f as u64));
+        Ok(info)
+    }
+}
+
+/// `(granted, fence, backend pid)` of an answer of `try_lock.sql` / `lock_wait.sql`.
+fn granted(row: &PgRow) -> Result<(bool, Result<i64>, i32)> {
+    let ok: bool = row.try_get("ok").map_err(classify)?;
+    let fence: Option<i64> = row.try_get("fence").map_err(classify)?;
+    let pid: i32 = row.try_get("pid").map_err(classify)?;
+    let fence = match fence {
+        Some(f) if f > 0 => Ok(f),
+        _ => Err(LockError::permanent(NAME, "fence counter returned no value")),
+    };
+    Ok((ok, fence, pid))
+}
+
+fn each(signals: &Mutex<Vec<LeaseSignal>>, f: impl Fn(&LeaseSignal)) {
+    signals.lock().iter().for_each(f);
+}
+
+/// Owns the holding connection for the lock's life: pings it (keep-alive and loss detection),
+/// answers renewals, unlocks on release, closes it when the backend is dropped.
+///
+/// Every ping is bounded: a ping unanswered after one keep-alive period makes the hold
+/// `Uncertain`, and when nothing has been confirmed for the server's idle bound (counted from
+/// when the last confirmed request was *sent*) less a drift margin, the hold is `Lost` and the
+/// connection closed: by then the server may have ended the session and freed the lock.
+struct Keeper {
+    /// `None` once handed back or closed.
+    pinned: Option<Pinned>,
+    rx: mpsc::Receiver<Cmd>,
+    signals: Arc<Mutex<Vec<LeaseSignal>>>,
+    every: Duration,
+    /// Send time of the last request the server answered on this connection.
+    confirmed: Instant,
+    /// Granted after a wait in the server's queue (`confirmed` is the answer's arrival).
+    waited: bool,
+    server_idle: Duration,
+    holds: Weak<Holds>,
+    key: String,
+    advisory: i64,
+    id: u64,
+}
+
+impl Keeper {
+    fn each_signal(&self, f: impl Fn(&LeaseSignal)) {
+        each(&self.signals, f);
+    }
+
+    /// When the hold must be given up without a confirmation: the server's idle bound from
+    /// the last confirmed send, less the core's drift margin for that span.
+    fn give_up_at(&self) -> Instant {
+        let margin = lock_core::drift_margin(
+            self.server_idle,
+            lock_core::DRIFT_MARGIN_RATE,
+            lock_core::DRIFT_MARGIN_FLOOR,
+        );
+        self.confirmed + self.server_idle.saturating_sub(margin)
+    }
+
+    /// One bounded ping (a protocol Sync, which also restarts the server's idle clock):
+    /// `true` when the server answered.
+    async fn ping(&mut self) -> bool {
+        let sent = Instant::now();
+        let (give_up, uncertain_at) = (self.give_up_at(), sent + self.every);
+        let Some(pinned) = self.pinned.as_mut() else { return false };
+        let mut uncertain = false;
+        let signals = self.signals.clone();
+        let key = self.key.as_str();
+        let answered = {
+            let ping = pinned.conn.ping();
+            tokio::pin!(ping);
+            loop {
+                tokio::select! {
+                    r = &mut ping => {
+                        if let Err(e) = &r {
+                            tracing::warn!(%key, error = %e, "connection holding a lock died");
+                        }
+                        break r.is_ok();
+                    }
+                    _ = tokio::time::sleep_until(uncertain_at), if !uncertain => {
+                        uncertain = true;
+                        each(&signals, LeaseSignal::mark_uncertain);
+                    }
+                    _ = tokio::time::sleep_until(give_up) => {
+                        tracing::warn!(%key, "no answer from the server within its idle bound; the lock is given up");
+                        break false;
+                    }
+                }
+            }
+        };
+        if !answered {
+            return false;
+        }
+        self.confirmed = sent;
+        self.each_signal(LeaseSignal::mark_held);
+        true
+    }
+
+    async fn run(mut self) {
+        // A lock granted after a wait was confirmed by an answer, not by a send: ping at once.
+        let mut next = if self.waited { Instant::now() } else { Instant::now() + self.every };
+        loop {
+            tokio::select! {
+                cmd = self.rx.recv() => match cmd {
+                    Some(Cmd::Ping(reply)) => {
+                        let alive = self.ping().await;
+                        let _ = reply.send(alive);
+                        if !alive {
+                            return self.lost();
+                        }
+                        next = Instant::now() + self.every;
+                    }
+                    Some(Cmd::Release(reply)) => {
+                        let out = match self.pinned.take() {
+                            Some(p) => match p.unlock(self.advisory).await {
+                                Ok(released) => Ok(released),
+                                Err(e) if is_connection_lost(&e) => {
+                                    self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
+                                    Ok(false)
+                                }
+                                Err(e) => Err(classify(e)),
+                            },
+                            None => Ok(false),
+                        };
+                        let _ = reply.send(out);
+                        return;
+                    }
+                    None => {
+                        // The backend was dropped: unlock, or close the connection trying.
+                        if let Some(p) = self.pinned.take() {
+                            let _ = p.unlock(self.advisory).await;
+                        }
+                        return;
+                    }
+                },
+                _ = tokio::time::sleep_until(next) => {
+                    if !self.ping().await {
+                        return self.lost();
+                    }
+                    next = Instant::now() + self.every;
+                }
+            }
+        }
+    }
+
+    /// The connection died or went silent past the server's idle bound: the lock is (or will
+    /// at once be) free for others. Every guard of the hold is told; the connection is closed,
+    /// so a server that still has the session ends it now.
+    fn lost(self) {
+        // Out of the table first: a guard woken by the signal may at once acquire again with
+        // the same owner, and must not nest into this dead hold.
+        if let Some(holds) = self.holds.upgrade() {
+            let mut holds = holds.lock();
+            if holds.get(&self.key).is_some_and(|h| h.id == self.id) {
+                holds.remove(&self.key);
+            }
+        }
+        self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
+        // `pinned` drops dirty: the connection is closed, never pooled.
+    }
+}

@@ -1,0 +1,276 @@
+//! Fault tests against real postgres processes: a terminated holder backend, a paused
+//! (SIGSTOPped) server, a dropped waiter, keys one character apart, a killed and restarted
+//! server, the user's own pool and a least-privileged role.
+//!
+//! Run: `cargo test -p lock-postgres --test faults`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{LeaseState, LockError, Locker, LostReason, OwnerToken};
+use lock_postgres::sqlx::postgres::{PgPool, PgPoolOptions};
+use lock_postgres::{PgLock, advisory_key};
+use lock_testkit::server::{PgServer, external_url, or_skip, require_servers, try_shared_postgres};
+use lock_testkit::{eventually, within};
+use tokio::time::Instant;
+
+const KEEPALIVE: Duration = Duration::from_millis(100);
+
+/// The shared server's (lock role URL, administrator URL), or `None` after printing why not.
+fn shared() -> Option<(String, String)> {
+    if let Some(url) = external_url("postgres") {
+        return Some((url.clone(), url));
+    }
+    match try_shared_postgres() {
+        Ok(s) => Some((s.url(), s.admin_url())),
+        Err(e) if e.is_missing_binary() && !require_servers() => {
+            eprintln!("SKIPPED postgres faults: {e}");
+            None
+        }
+        Err(e) => panic!("shared postgres: {e}"),
+    }
+}
+
+async fn backend(url: &str) -> Arc<PgLock> {
+    let lock = PgLock::builder()
+        .url(url)
+        .keepalive(KEEPALIVE)
+        .acquire_timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .expect("build");
+    Arc::new(lock)
+}
+
+async fn admin(url: &str) -> PgPool {
+    PgPoolOptions::new().max_connections(2).connect(url).await.expect("admin pool")
+}
+
+fn key(case: &str) -> String {
+    format!("faults-{case}-{}", OwnerToken::random())
+}
+
+/// `(granted, waiting)` rows of `pg_locks` for the advisory key of `name`.
+async fn advisory_locks(admin: &PgPool, name: &str) -> (i64, i64) {
+    let k = advisory_key(name) as u64;
+    let (classid, objid) = (i64::from((k >> 32) as u32), i64::from(k as u32));
+    lock_postgres::sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) FROM pg_locks \
+         WHERE locktype = 'advisory' AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1",
+    )
+    .bind(classid)
+    .bind(objid)
+    .fetch_one(admin)
+    .await
+    .expect("pg_locks")
+}
+
+/// Terminating the holder's backend fires its lost signal, and a waiter queued in the server
+/// gets the lock at once, with a larger fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_holder_backend_fires_lost_and_waiter_acquires() {
+    let Some((url, admin_url)) = shared() else { return };
+    let (ba, bb) = (backend(&url).await, backend(&url).await);
+    let (a, b) = (Locker::new(ba.clone()), Locker::new(bb));
+    let k = key("terminate");
+    let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let k2 = k.clone();
+    let waiter = tokio::spawn(async move {
+        let g = b.lock(&k2).wait(Duration::from_secs(20)).acquire().await;
+        (Instant::now(), g)
+    });
+    let admin = admin(&admin_url).await;
+    eventually(Duration::from_secs(5), "the waiter queues in the server", || {
+        let admin = admin.clone();
+        let k = k.clone();
+        async move { advisory_locks(&admin, &k).await == (1, 1) }
+    })
+    .await;
+
+    let pid = ba.held_backend_pid(&k).expect("held here");
+    let killed_at = Instant::now();
+    let done: bool = lock_postgres::sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
+        .bind(pid)
+        .fetch_one(&admin)
+        .await
+        .expect("terminate");
+    assert!(done);
+
+    let (got_at, gb) = within(Duration::from_secs(5), "waiter", waiter).await.expect("task");
+    let gb = gb.expect("waiter acquires after the termination");
+    assert!(got_at - killed_at < Duration::from_secs(1), "waiter took {:?}", got_at - killed_at);
+    within(KEEPALIVE * 10 + Duration::from_secs(1), "lost signal", g.lost()).await;
+    assert_eq!(g.state(), LeaseState::Lost(LostReason::SessionEnded));
+    assert!(gb.fence() > g.fence());
+    assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+    gb.release().await.expect("release");
+}
+
+/// A SIGSTOPped server: the hold turns `Uncertain` after one unanswered keep-alive and `Lost`
+/// before the server's idle bound ends the session; only after that can another client hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_server_makes_the_hold_uncertain_then_lost_before_anyone_else_holds() {
+    let Some(server) = or_skip("postgres", PgServer::start()) else { return };
+    let server = Arc::new(server);
+    let url = server.url();
+    let a = Locker::new(backend(&url).await);
+    let b = Locker::new(backend(&url).await);
+    let k = key("pause");
+    let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let mut states = g.state_changes();
+    let s = server.clone();
+    tokio::task::spawn_blocking(move || s.pause()).await.expect("join").expect("SIGSTOP");
+    let paused_at = Instant::now();
+    within(KEEPALIVE * 5, "uncertain", states.wait_for(|s| *s == LeaseState::Uncertain))
+        .await
+        .expect("watch");
+    within(Duration::from_secs(5), "lost", g.lost()).await;
+    let lost_at = Instant::now();
+    assert!(lost_at - paused_at < Duration::from_secs(3), "lost after {:?}", lost_at - paused_at);
+    let s = server.clone();
+    tokio::task::spawn_blocking(move || s.resume()).await.expect("join").expect("SIGCONT");
+    let n = b.lock(&k).wait(Duration::from_secs(10)).acquire().await.expect("acquire after resume");
+    assert!(n.fence() > g.fence());
+    assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+    n.release().await.expect("release");
+}
+
+/// An acquire future dropped while it waits in the server's queue leaves neither a waiter nor
+/// a grant behind (`pg_locks`), and the key is free once the holder releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_waiter_leaves_no_grant() {
+    let Some((url, admin_url)) = shared() else { return };
+    let admin = admin(&admin_url).await;
+    let (a, b, c) = (
+        Locker::new(backend(&url).await),
+        Locker::new(backend(&url).await),
+        Locker::new(backend(&url).await),
+    );
+    let k = key("dropped");
+    let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+    let k2 = k.clone();
+    let waiter = tokio::spawn(async move { b.lock(&k2).wait(Duration::from_secs(30)).acquire().await });
+    eventually(Duration::from_secs(5), "the waiter queues in the server", || {
+        let (admin, k) = (admin.clone(), k.clone());
+        async move { advisory_locks(&admin, &k).await == (1, 1) }
+    })
+    .await;
+    waiter.abort();
+    assert!(waiter.await.expect_err("aborted").is_cancelled());
+    eventually(Duration::from_secs(5), "the dropped wait is gone from the server", || {
+        let (admin, k) = (admin.clone(), k.clone());
+        async move { advisory_locks(&admin, &k).await == (1, 0) }
+    })
+    .await;
+    g.release().await.expect("release");
+    assert_eq!(advisory_locks(&admin, &k).await, (0, 0), "no grant survives the dropped waiter");
+    c.try_lock(&k).await.expect("try").expect("free after release").release().await.expect("release");
+}
+
+/// Keys one character apart map to different advisory keys and lock independently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_one_character_apart_do_not_collide() {
+    let Some((url, _)) = shared() else { return };
+    let (a, b) = (Locker::new(backend(&url).await), Locker::new(backend(&url).await));
+    let base = key("near");
+    let names: Vec<String> = ["a", "b", "A", "aa", "a ", "é"].iter().map(|s| format!("{base}{s}")).collect();
+    let mut keys: Vec<i64> = names.iter().map(|n| advisory_key(n)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    assert_eq!(keys.len(), names.len(), "advisory keys collide");
+    let held: Vec<_> = {
+        let mut v = Vec::new();
+        for n in &names[..3] {
+            v.push(a.try_lock(n).await.expect("try").expect("free"));
+        }
+        v
+    };
+    for n in &names[3..] {
+        b.try_lock(n)
+            .await
+            .expect("try")
+            .expect("a neighbour's name is free")
+            .release()
+            .await
+            .expect("release");
+    }
+    for n in &names[..3] {
+        assert!(b.try_lock(n).await.expect("try").is_none(), "{n} is held");
+    }
+    for g in held {
+        g.release().await.expect("release");
+    }
+}
+
+/// postgres SIGKILLed while a lock is held: the holder sees the loss, acquisitions fail with
+/// temporary errors; after a restart they work and fences keep increasing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_killed_and_restarted() {
+    let Some(server) = or_skip("postgres", PgServer::start()) else { return };
+    let server = Arc::new(server);
+    let url = server.url();
+    let be = backend(&url).await;
+    let l = Locker::new(be.clone());
+    let k = key("restart");
+    let g = l.lock(&k).lease(Duration::from_secs(60)).try_acquire().await.expect("try").expect("free");
+    let s = server.clone();
+    tokio::task::spawn_blocking(move || s.kill()).await.expect("join").expect("SIGKILL postgres");
+    within(Duration::from_secs(3), "lost after the kill", g.lost()).await;
+    match l.try_lock(&key("down")).await {
+        Err(e) => assert!(e.is_temporary(), "{e:?}"),
+        Ok(_) => panic!("acquired on a dead server"),
+    }
+    let s = server.clone();
+    tokio::task::spawn_blocking(move || s.restart()).await.expect("join").expect("restart postgres");
+    let n = l.lock(&k).wait(Duration::from_secs(15)).acquire().await.expect("acquire after restart");
+    assert!(n.fence() > g.fence(), "fence after restart {:?} !> {:?}", n.fence(), g.fence());
+    n.release().await.expect("release");
+    assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+}
+
+/// The user's own `PgPool` works, and a held lock keeps exactly one of its connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepts_the_users_own_pool() {
+    let Some((url, _)) = shared() else { return };
+    let pool = PgPoolOptions::new().max_connections(3).connect(&url).await.expect("pool");
+    let lock = PgLock::builder().pool(pool.clone()).keepalive(KEEPALIVE).build().await.expect("build");
+    let (a, b) = (Locker::new(Arc::new(lock)), Locker::new(backend(&url).await));
+    let k = key("own-pool");
+    let g = a.lock(&k).lease(Duration::from_secs(10)).try_acquire().await.expect("try").expect("free");
+    assert!(b.try_lock(&k).await.expect("try").is_none());
+    // The pool still serves its owner while the lock pins one connection.
+    let one: i32 = lock_postgres::sqlx::query_scalar("SELECT 1").fetch_one(&pool).await.expect("query");
+    assert_eq!(one, 1);
+    g.release().await.expect("release");
+    b.try_lock(&k).await.expect("try").expect("free").release().await.expect("release");
+}
+
+/// A role without CREATE and without superuser locks with a table made for it; without the
+/// table, `build` fails with `PermissionDenied`, never a panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privileged_role() {
+    let Some(server) = or_skip("postgres", PgServer::start()) else { return };
+    let role = format!("app_{}", &OwnerToken::random().to_string()[..8]).to_lowercase();
+    server
+        .exec_as_admin(&[
+            &format!("CREATE ROLE {role} LOGIN PASSWORD 'apppw'"),
+            "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+            &format!("GRANT CONNECT ON DATABASE locktest TO {role}"),
+        ])
+        .expect("role");
+    let url = format!("postgres://{role}:apppw@127.0.0.1:{}/locktest", server.port());
+    let err = PgLock::builder().url(&url).table("app_fence").build().await.expect_err("no CREATE");
+    assert!(matches!(err, LockError::PermissionDenied { .. }), "{err:?}");
+    server
+        .exec_as_admin(&[
+            "CREATE TABLE app_fence (name bytea NOT NULL PRIMARY KEY, fence bigint NOT NULL)",
+            &format!("GRANT SELECT, INSERT, UPDATE ON app_fence TO {role}"),
+        ])
+        .expect("table");
+    let lock =
+        PgLock::builder().url(&url).table("app_fence").create_schema(false).build().await.expect("build");
+    let l = Locker::new(Arc::new(lock));
+    let g = l.lock("job").wait(Duration::from_secs(1)).acquire().await.expect("acquire");
+    assert!(g.fence().is_some());
+    g.release().await.expect("release");
+}

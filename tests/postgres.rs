@@ -1,0 +1,87 @@
+//! The conformance suite on the PostgreSQL backend, against the shared private postgres of
+//! this test binary (or `LOCK_TEST_POSTGRES_URL`).
+//!
+//! Run: `cargo test --features postgres --test postgres`.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use lock_postgres::PgLock;
+use lock_postgres::sqlx::postgres::{PgPool, PgPoolOptions};
+use lock_testkit::server::{external_url, shared_postgres};
+use lock_testkit::{Client, ClientFaults, Factory, FaultResult};
+
+/// Builds one `PgLock` (own pool) per client; its faults end the holder's session behind its
+/// back with `pg_terminate_backend` from an administrator's connection.
+pub struct PgFactory {
+    url: String,
+    admin: PgPool,
+}
+
+impl std::fmt::Debug for PgFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the URL: it carries the password.
+        f.debug_struct("PgFactory").finish_non_exhaustive()
+    }
+}
+
+impl PgFactory {
+    /// A factory on the shared postgres (or `LOCK_TEST_POSTGRES_URL`, whose role terminates
+    /// its own backends).
+    pub async fn new() -> Self {
+        let (url, admin_url) = match external_url("postgres") {
+            Some(url) => (url.clone(), url),
+            None => (shared_postgres().url(), shared_postgres().admin_url()),
+        };
+        let admin = PgPoolOptions::new().max_connections(2).connect(&admin_url).await.expect("admin pool");
+        PgFactory { url, admin }
+    }
+}
+
+#[lock_core::async_trait]
+impl Factory for PgFactory {
+    fn label(&self) -> String {
+        "postgres".into()
+    }
+
+    async fn client(&self) -> Client {
+        let lock = PgLock::builder()
+            .url(&self.url)
+            .max_connections(32)
+            .keepalive(Duration::from_millis(100))
+            .build()
+            .await
+            .expect("build PgLock");
+        let lock = Arc::new(lock);
+        // Weak: a client dropped by a case (a "crashed process") must really go away.
+        Client::with_faults(lock.clone(), Admin { admin: self.admin.clone(), holder: Arc::downgrade(&lock) })
+    }
+}
+
+/// The administrator's pool, aimed at one client.
+struct Admin {
+    admin: PgPool,
+    holder: Weak<PgLock>,
+}
+
+#[lock_core::async_trait]
+impl ClientFaults for Admin {
+    /// A session advisory lock goes only with its session: the holding backend is terminated.
+    async fn sever(&self, key: &str) -> FaultResult {
+        self.cut_connection(key).await
+    }
+
+    async fn cut_connection(&self, key: &str) -> FaultResult {
+        let holder = self.holder.upgrade().expect("the holder is still alive");
+        let pid = holder.held_backend_pid(key).expect("sever: the holder holds no connection for the key");
+        let done: bool = lock_postgres::sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
+            .bind(pid)
+            .fetch_one(&self.admin)
+            .await
+            .expect("pg_terminate_backend");
+        assert!(done, "backend {pid} was not terminated");
+        Ok(())
+    }
+}
+
+lock_testkit::conformance_tests!(crate::PgFactory::new().await);
