@@ -12,5 +12,8 @@ WITH t AS (SELECT set_config('lock_timeout', $4, true) AS s),
 SELECT true AS ok,
        (SELECT fence FROM f) AS fence,
        set_config('idle_session_timeout', $3, false) AS idle,
-       pg_backend_pid() AS pid
+       pg_backend_pid() AS pid,
+       -- The fence must outlive a server crash whatever the role's default: a lost bump
+       -- would hand the next holder a token already used.
+       set_config('synchronous_commit', 'on', true) AS durable
 FROM l

@@ -12,5 +12,8 @@ WITH l AS (SELECT pg_try_advisory_lock($1) AS ok),
 SELECT l.ok,
        (SELECT fence FROM f) AS fence,
        CASE WHEN l.ok THEN set_config('idle_session_timeout', $3, false) END AS idle,
-       pg_backend_pid() AS pid
+       pg_backend_pid() AS pid,
+       -- The fence must outlive a server crash whatever the role's default: a lost bump
+       -- would hand the next holder a token already used.
+       set_config('synchronous_commit', 'on', true) AS durable
 FROM l

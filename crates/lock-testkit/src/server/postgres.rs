@@ -164,8 +164,8 @@ pub(crate) fn psql(
 /// `lock`/`lockpw`, and the superuser `postgres`/[`ADMIN_PASSWORD`].
 ///
 /// The data directory is a `cp -a` of a template made once per process (`initdb`), under
-/// `/dev/shm` when available; `fsync=off` (a killed server keeps what it committed, the
-/// machine's crash is not tested). Dropping it kills the server and its backends and removes
+/// `/dev/shm` when available; `fsync=off` (a killed server keeps what it committed: the
+/// WAL reaches the kernel at commit; the machine's crash is not tested). Dropping it kills the server and its backends and removes
 /// its directory.
 #[derive(Debug)]
 pub struct PgServer {
@@ -231,7 +231,6 @@ impl PgServer {
             setting("shared_buffers=16MB");
             setting("fsync=off");
             setting("full_page_writes=off");
-            setting("synchronous_commit=off");
             setting("logging_collector=off");
             for s in settings {
                 setting(s);
