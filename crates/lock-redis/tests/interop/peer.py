@@ -13,12 +13,16 @@ its own thread, so answers may interleave), and flushes after each.
   token ID                          the value it wrote           -> token ID <value>
 """
 
+import logging
 import math
 import sys
 import threading
 
 import redis
 import redis_lock
+
+# python-redis-lock logs every refused non-blocking acquire as a warning: expected here.
+logging.getLogger("redis_lock").setLevel(logging.ERROR)
 
 out = threading.Lock()
 locks = {}
