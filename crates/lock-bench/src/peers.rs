@@ -21,6 +21,9 @@ pub enum Peer {
     DistributedLockRedis,
     /// `distributed-lock-mysql`: `GET_LOCK(name, wait)` on a pooled connection.
     DistributedLockMysql,
+    /// Apache Curator's `InterProcessMutex` (Java), on the zk target's server. It needs no
+    /// cargo feature (the JVM is a child process: `scenarios/curator.rs` runs it).
+    Curator,
 }
 
 impl Peer {
@@ -30,7 +33,7 @@ impl Peer {
         let mut caps = Capability::default();
         match self {
             Peer::Rslock | Peer::DistributedLockRedis => {}
-            Peer::DistributedLockMysql => caps.native_wait = true,
+            Peer::DistributedLockMysql | Peer::Curator => caps.native_wait = true,
         }
         caps
     }
@@ -39,7 +42,7 @@ impl Peer {
     /// cannot.
     pub fn cannot_wait(self) -> Option<&'static str> {
         match self {
-            Peer::Rslock | Peer::DistributedLockMysql => None,
+            Peer::Rslock | Peer::DistributedLockMysql | Peer::Curator => None,
             // Read in distributed-lock-redis 0.2.0 (redlock/acquire.rs, single server) and
             // seen in a run: a held key answers `Timeout` at once, whatever the wait.
             Peer::DistributedLockRedis => {
@@ -78,6 +81,8 @@ mod client {
                         .map_err(BenchError::driver("distributed-lock-mysql connect"))?;
                     Ok(Client::DistributedLockMysql(Arc::new(p)))
                 }
+                // A JVM, driven by its own scenarios (scenarios/curator.rs), never through here.
+                Peer::Curator => Err(BenchError::Curator("no in-process client".into())),
             }
         }
     }

@@ -3,9 +3,13 @@
 //
 // Usage: java CuratorPeer <connect-string> <session-timeout-ms>
 // Prints:   READY <negotiated-session-timeout-ms>          once connected
-// Commands: acquire <path> <timeout-ms>  -> ACQUIRED <node-path> <czxid> | TIMEOUT | ERROR <msg>
-//           release                      -> RELEASED | ERROR <msg>
+// Commands: acquire <path> <timeout-ms>  -> ACQUIRED <node-path> <czxid> <t> | TIMEOUT | ERROR <msg>
+//           release                      -> RELEASED <t> | ERROR <msg>
+//           bench <path> <n> <timeout-ms> -> SAMPLES <us> ... (n timed acquire+release, after 10
+//                                           untimed; one InterProcessMutex, as a user keeps one)
 //           exit                         -> (closes the session and exits)
+// <t> is System.nanoTime() (CLOCK_MONOTONIC on Linux, the clock of Rust's Instant) when acquire
+// returned / before release was called, so a hand-over can be timed across processes.
 // Everything runs on the main thread: InterProcessMutex is owned by the thread that acquired it.
 
 import java.io.BufferedReader;
@@ -57,10 +61,11 @@ public final class CuratorPeer {
                     case "acquire": {
                         Mutex m = new Mutex(client, cmd[1]);
                         if (m.acquire(Long.parseLong(cmd[2]), TimeUnit.MILLISECONDS)) {
+                            long at = System.nanoTime();
                             held = m;
                             String node = m.nodePath();
                             Stat stat = client.checkExists().forPath(node);
-                            say("ACQUIRED " + node + " " + (stat == null ? -1 : stat.getCzxid()));
+                            say("ACQUIRED " + node + " " + (stat == null ? -1 : stat.getCzxid()) + " " + at);
                         } else {
                             say("TIMEOUT");
                         }
@@ -70,10 +75,14 @@ public final class CuratorPeer {
                         if (held == null) {
                             say("ERROR not held");
                         } else {
+                            long at = System.nanoTime();
                             held.release();
                             held = null;
-                            say("RELEASED");
+                            say("RELEASED " + at);
                         }
+                        break;
+                    case "bench":
+                        say("SAMPLES " + bench(client, cmd[1], Integer.parseInt(cmd[2]), Long.parseLong(cmd[3])));
                         break;
                     case "exit":
                         client.close();
@@ -87,6 +96,24 @@ public final class CuratorPeer {
             }
         }
         client.close();
+    }
+
+    /** n acquire+release round trips on a free lock, each timed in µs, after 10 untimed. */
+    private static String bench(CuratorFramework client, String path, int n, long waitMs) throws Exception {
+        InterProcessMutex m = new InterProcessMutex(client, path);
+        StringBuilder out = new StringBuilder();
+        for (int i = -10; i < n; i++) {
+            long t0 = System.nanoTime();
+            if (!m.acquire(waitMs, TimeUnit.MILLISECONDS)) {
+                throw new IllegalStateException("bench lock was held");
+            }
+            m.release();
+            long us = (System.nanoTime() - t0) / 1000;
+            if (i >= 0) {
+                out.append(i == 0 ? "" : " ").append(us);
+            }
+        }
+        return out.toString();
     }
 
     private static void say(String line) {

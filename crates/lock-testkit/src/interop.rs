@@ -218,8 +218,11 @@ fn compile_curator_peer(jars: &str) -> Result<PathBuf, String> {
 /// `connect`) and driving Apache Curator's `InterProcessMutex` (Debian's
 /// `libcurator-recipes-java`), returned once it printed `READY <negotiated session ms>`.
 ///
-/// Protocol: `acquire <path> <timeout-ms>` -> `ACQUIRED <node path> <czxid>` | `TIMEOUT` |
-/// `ERROR ..`; `release` -> `RELEASED` | `ERROR ..`; `exit`. [`Peer::kill`] is a crashed Curator
+/// Protocol: `acquire <path> <timeout-ms>` -> `ACQUIRED <node path> <czxid> <t>` | `TIMEOUT` |
+/// `ERROR ..`; `release` -> `RELEASED <t>` | `ERROR ..`; `bench <path> <n> <timeout-ms>` ->
+/// `SAMPLES <µs> ..` (n acquire+release timed in the JVM); `exit`. `<t>` is `System.nanoTime()`
+/// (`CLOCK_MONOTONIC`, the clock of `Instant`) when acquire returned / before release was
+/// called, so a hand-over can be timed across processes. [`Peer::kill`] is a crashed Curator
 /// process (its session expires, its node goes with it).
 ///
 /// `None` after printing `SKIPPED` when the JDK or the jars are missing and `LOCK_TEST_REQUIRE`

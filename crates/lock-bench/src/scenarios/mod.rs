@@ -18,6 +18,8 @@ use crate::targets::Target;
 mod client;
 mod counting;
 mod crash;
+#[cfg(feature = "zk")]
+mod curator;
 mod seeds;
 mod throughput;
 mod watchdog;
@@ -125,6 +127,11 @@ pub struct Scenario {
 impl Scenario {
     /// Run it on one target.
     pub async fn run(&self, cx: &Ctx<'_>) -> Result<Vec<Row>> {
+        // Curator is a JVM: it runs its own version of a scenario, timed inside the JVM.
+        #[cfg(feature = "zk")]
+        if cx.target.peer == Some(crate::peers::Peer::Curator) {
+            return curator::run(cx, self.name).await;
+        }
         (self.run)(cx).await
     }
 

@@ -1,0 +1,126 @@
+//! Apache Curator's `InterProcessMutex` on the `zk` target's server, in the same run (issue 14:
+//! "ZK vs Curator in the same run"). Curator runs in a JVM, the test kit's peer
+//! (`lock_testkit::interop::curator_peer`), and is timed inside the JVM: the pipe to it is not
+//! Curator's cost. Uncontended: acquire (wait 5 s) + release on one `InterProcessMutex`, as a
+//! user keeps one. Handoff: one JVM releases while another waits in the queue, timed from
+//! before its release call to the waiter's acquire returning, both on `System.nanoTime()` (one
+//! machine-wide monotonic clock). Contended is not run: it would take a JVM per client.
+
+use std::time::Duration;
+
+use dlock::lock_zk::zookeeper_client as zkc;
+use lock_testkit::interop::{Peer as Jvm, curator_peer};
+
+use super::{Ctx, hist};
+use crate::error::{BenchError, Result};
+use crate::report::Row;
+
+/// The session Curator asks for: `ZkLock`'s default, so both sides are clamped alike.
+const SESSION: Duration = dlock::lock_zk::DEFAULT_SESSION_TIMEOUT;
+/// The uncontended acquire's wait, as the library's uncontended `acquire()`.
+const WAIT_MS: u64 = 5_000;
+/// The longest a peer's answer may take (a whole uncontended series is one answer).
+const ANSWER: Duration = Duration::from_secs(600);
+/// Pause after the waiter's node is queued, as the library's handoff pauses: the waiter sets
+/// its watch on the holder's node.
+const SETTLE: Duration = Duration::from_millis(5);
+/// Where Curator's lock nodes go (outside the library's `dlock-bench` root).
+const ROOT: &str = "/dlock-bench-curator";
+
+/// One scenario of the table on the Curator target.
+pub async fn run(cx: &Ctx<'_>, scenario: &str) -> Result<Vec<Row>> {
+    // The peer panics on a protocol failure (it is the test kit's): a task turns that into an
+    // error of this scenario instead of the end of the run.
+    let connect = connect_string(&cx.target.url).to_owned();
+    let (target, sizes) = (cx.target.clone(), *cx.sizes);
+    let (floor_pair, floor_rtt) = (cx.floor.pair_p50, cx.floor.rtt_p50);
+    let key = cx.key("curator");
+    let path = format!("{ROOT}/{key}");
+    let rows = match scenario {
+        "uncontended" => tokio::spawn(async move {
+            let Some(mut peer) = curator_peer(&connect, SESSION).await else { return Ok(None) };
+            let line = peer
+                .call(&format!("bench {path} {} {WAIT_MS}", sizes.uncontended_ops), "SAMPLES", ANSWER)
+                .await;
+            peer.send("exit").await;
+            let mut h = hist()?;
+            let mut busy_us = 0u64;
+            for us in line.split(' ').skip(1) {
+                let us: u64 =
+                    us.parse().map_err(|_| BenchError::Curator(format!("bad sample in {line:.80}")))?;
+                busy_us += us;
+                h.saturating_record(us.max(1));
+            }
+            let rate = h.len() as f64 / (busy_us.max(1) as f64 / 1e6);
+            let metric = "acquire+release (wait 5 s; timed in the JVM)";
+            Ok(Some(Row::latency(&target, "uncontended acquire()", metric, &h, Some(rate), floor_pair)))
+        }),
+        "handoff" => tokio::spawn(async move {
+            let (Some(a), Some(b)) =
+                (curator_peer(&connect, SESSION).await, curator_peer(&connect, SESSION).await)
+            else {
+                return Ok(None);
+            };
+            let h = handoff(a, b, &connect, &path, sizes.handoffs).await?;
+            let metric = "release -> waiter holds (JVM clocks)";
+            Ok(Some(Row::latency(&target, "handoff", metric, &h, None, floor_rtt)))
+        }),
+        other => {
+            let mut row =
+                Row::new(cx.target, other, "n/a: one JVM per client; Curator runs uncontended and handoff");
+            row.extra.insert("skipped".into(), true.into());
+            return Ok(vec![row]);
+        }
+    };
+    match rows.await? {
+        Ok(Some(row)) => Ok(vec![row]),
+        Ok(None) => {
+            let mut row = Row::new(cx.target, scenario, "n/a: no JDK or libcurator-recipes-java");
+            row.extra.insert("skipped".into(), true.into());
+            Ok(vec![row])
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `handoffs` hand-overs from `a` to `b` on `path`, in µs.
+async fn handoff(
+    mut a: Jvm,
+    mut b: Jvm,
+    connect: &str,
+    path: &str,
+    handoffs: usize,
+) -> Result<hdrhistogram::Histogram<u64>> {
+    const WHAT: &str = "curator handoff observer";
+    let observer = zkc::Client::connector().connect(connect).await.map_err(BenchError::driver(WHAT))?;
+    let mut h = hist()?;
+    for _ in 0..handoffs {
+        a.call(&format!("acquire {path} {WAIT_MS}"), "ACQUIRED", ANSWER).await;
+        b.send(&format!("acquire {path} {}", ANSWER.as_millis())).await;
+        while observer.list_children(path).await.map_err(BenchError::driver(WHAT))?.len() < 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        tokio::time::sleep(SETTLE).await;
+        let released = nanos(&a.call("release", "RELEASED", ANSWER).await, 1)?;
+        let acquired = nanos(&b.expect("ACQUIRED", ANSWER).await, 3)?;
+        h.saturating_record((acquired.saturating_sub(released) / 1_000).max(1));
+        b.call("release", "RELEASED", ANSWER).await;
+    }
+    a.send("exit").await;
+    b.send("exit").await;
+    Ok(h)
+}
+
+/// The `System.nanoTime()` word `i` of a peer's answer.
+fn nanos(line: &str, i: usize) -> Result<u64> {
+    line.split(' ')
+        .nth(i)
+        .and_then(|w| w.parse().ok())
+        .ok_or_else(|| BenchError::Curator(format!("no time in {line:?}")))
+}
+
+/// The ZooKeeper connect string of a `zk://host:port[,..]/root` URL.
+fn connect_string(url: &str) -> &str {
+    let hosts = url.split_once("://").map_or(url, |(_, r)| r);
+    hosts.split_once('/').map_or(hosts, |(h, _)| h)
+}
