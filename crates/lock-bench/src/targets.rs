@@ -109,10 +109,6 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
                 Target::new("mysql/optimistic", format!("{}?mode=optimistic", s.url()))
                     .with_watchdog_locks(1_000),
             );
-            // A held GET_LOCK pins a connection too, as a pessimistic hold does.
-            targets.push(
-                Target::new("mysql/get_lock", format!("{}?mode=get_lock", s.url())).with_watchdog_locks(24),
-            );
             #[cfg(feature = "peers")]
             targets.push(Target::peer("distributed-lock (mysql)", s.url(), Peer::DistributedLockMysql));
             servers.push(Box::new(s));
@@ -134,15 +130,6 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
             servers.push(Box::new(s));
         }
         Err(e) => notes.push(format!("zk skipped: {e}")),
-    }
-    #[cfg(feature = "postgres")]
-    match lock_testkit::server::PgServer::start() {
-        // A held lock pins one of the pool's 32 connections, as a pessimistic MySQL hold does.
-        Ok(s) => {
-            targets.push(Target::new("postgres", s.url()).with_watchdog_locks(24));
-            servers.push(Box::new(s));
-        }
-        Err(e) => notes.push(format!("postgres skipped: {e}")),
     }
     if cfg!(not(all(feature = "redis", feature = "mysql", feature = "zk"))) {
         notes.push("built without some backend features; build with --features full for all".into());
