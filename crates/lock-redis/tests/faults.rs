@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use lock_core::backend::LockBackend;
 use lock_core::{LeaseState, LockError, Locker};
 use lock_redis::redis::{self, aio::ConnectionManager};
 use lock_redis::{Mode, RedisLock};
@@ -220,7 +221,8 @@ async fn braces_and_lua_metacharacters_in_keys() {
     let Some(srv) = server(&[]) else { return };
     let mut adm = admin(&srv.url()).await;
     let odd = ["a{b}c", "a%7Bb%7Dc", "{", "}", "}{", "]]..'\"%s--[[ os.exit() ]]", "{x}y{z}", "%25"];
-    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+    // The interop modes store the key as is: each odd key is its own name there too.
+    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair, Mode::RedisPy, Mode::PythonRedisLock] {
         let (ba, bb) = (backend(&srv.url(), mode).await, backend(&srv.url(), mode).await);
         let (a, b) = (locker(&ba), locker(&bb));
         let mut guards = Vec::new();
@@ -274,6 +276,14 @@ async fn from_url_reads_mode_and_key_prefix() {
     let e = RedisLock::from_url(&format!("{}?mode=nope", srv.url())).await.expect_err("bad mode");
     assert!(matches!(e, LockError::InvalidConfig { .. }));
     locker(&b).try_lock("k").await.expect("try").expect("free").release().await.expect("release");
+    // The interop modes: no prefix unless given; the other library's name, unescaped.
+    let b = RedisLock::from_url(&format!("{}?mode=redis-py", srv.url())).await.expect("from_url");
+    assert_eq!((b.mode(), b.key_names("{k}").lock.as_str()), (Mode::RedisPy, "{k}"));
+    let url = format!("{}?key_prefix=app%3A&mode=python-redis-lock", srv.url());
+    let b = RedisLock::from_url(&url).await.expect("from_url");
+    let names = b.key_names("k");
+    assert_eq!((names.lock.as_str(), names.signal.as_deref()), ("lock:app:k", Some("lock-signal:app:k")));
+    locker(&b).try_lock("k").await.expect("try").expect("free").release().await.expect("release");
 }
 
 /// Per-key fence counters are reclaimed (a TTL of a day from creation), and a key whose counter
@@ -283,7 +293,7 @@ async fn fence_counters_expire_and_fences_keep_growing() {
     let Some(srv) = server(&[]) else { return };
     let url = srv.url();
     let mut adm = admin(&url).await;
-    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair, Mode::RedisPy, Mode::PythonRedisLock] {
         let b = backend(&url, mode).await;
         let l = locker(&b);
         let key = format!("fence-ttl-{mode:?}");
@@ -398,4 +408,32 @@ async fn least_privilege_acl_user_runs_every_mode() {
     let denied: redis::RedisResult<()> =
         redis::cmd("SET").arg("other:key").arg("1").query_async(&mut c).await;
     assert!(denied.is_err(), "the ACL must confine the user to its prefix");
+}
+
+/// The interop modes under the least-privilege rule, with the other library's key patterns in
+/// place of `dlock:*` (as the README gives them) and `LPUSH` for python-redis-lock's signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privilege_acl_user_runs_the_interop_modes() {
+    let Some(srv) = server(&["--requirepass", "adminpw"]) else { return };
+    let mut adm = admin(&srv.url()).await;
+    let mut rule = vec!["SETUSER", "locker", "reset", "on", ">lp-s3cr3t"];
+    rule.extend(LEAST_PRIVILEGE_ACL.iter().filter(|r| !r.contains("dlock:")));
+    rule.extend(["~app:*", "&app:*", "~lock:app:*", "&lock:app:*", "~lock-signal:app:*", "+lpush"]);
+    let _: () = redis::cmd("ACL").arg(&rule[..]).query_async(&mut adm).await.expect("acl setuser");
+    let url = format!("redis://locker:lp-s3cr3t@127.0.0.1:{}/?key_prefix=app%3A", srv.port());
+    for mode in [Mode::RedisPy, Mode::PythonRedisLock] {
+        let url = format!("{url}&mode={mode}");
+        let (a, b) =
+            (RedisLock::from_url(&url).await.expect("a"), RedisLock::from_url(&url).await.expect("b"));
+        let (la, lb) = (locker(&a), locker(&b));
+        let k = format!("lp-{mode:?}");
+        let g = la.lock(&k).try_acquire().await.expect("acquire").expect("free");
+        g.renew(LEASE).await.expect("renew");
+        assert!(lb.lock(&k).try_acquire().await.expect("try").is_none(), "{mode:?}: exclusive");
+        let info = b.inspect(&k).await.expect("inspect");
+        assert!(info.held, "{mode:?}: {info:?}");
+        g.release().await.expect("release");
+        let g2 = lb.lock(&k).wait(Duration::from_secs(5)).acquire().await.expect("free again");
+        g2.release().await.expect("release");
+    }
 }
