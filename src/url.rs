@@ -23,7 +23,7 @@ macro_rules! connect {
 /// | scheme | backend | feature |
 /// |---|---|---|
 /// | `memory://<table>` | in-process table, shared by every `from_url` with the same name | `memory` |
-/// | `redis://`, `rediss://` (`?mode=simple\|reentrant\|fair`, `key_prefix=`) | Redis | `redis` |
+/// | `redis://`, `rediss://` (`?mode=simple\|reentrant\|fair\|redis-py\|python-redis-lock`, `key_prefix=`) | Redis | `redis` |
 /// | `redlock://[user:pw@]h1:p1,h2:p2,h3:p3[/db]` (`?mode=simple\|reentrant`, `key_prefix=`) | Redlock: a [`QuorumBackend`](crate::QuorumBackend) over one Redis client per independent master | `redis` |
 /// | `mysql://`, `mariadb://` (`?mode=pessimistic\|optimistic`) | MySQL / MariaDB | `mysql` |
 /// | `zk://host:port[,host:port]/root` | ZooKeeper | `zk` |
@@ -76,10 +76,11 @@ fn memory(url: &str) -> lock_core::MemoryBackend {
 fn redlock_urls(rest: &str) -> Result<Vec<String>, LockError> {
     use lock_core::backend::{UrlOptions, redact::split_userinfo};
     let invalid = |reason: String| LockError::InvalidConfig { reason };
-    // Fair mode waits in one master's queue, which a quorum cannot combine.
+    // Fair mode waits in one master's queue, which a quorum cannot combine; the interop modes
+    // share a key with a Python client that locks one server, not a majority.
     let mut options = UrlOptions::parse(&format!("redlock://{rest}"))?;
-    if options.take::<String>("mode")?.as_deref() == Some("fair") {
-        return Err(invalid("redlock supports mode=simple or mode=reentrant, not fair".into()));
+    if let Some(mode) = options.take::<String>("mode")?.filter(|m| m != "simple" && m != "reentrant") {
+        return Err(invalid(format!("redlock supports mode=simple or mode=reentrant, not {mode}")));
     }
     // The userinfo first: a raw password may contain `/`, `?` or `@`.
     let (userinfo, after) = split_userinfo(rest);
@@ -273,6 +274,7 @@ mod tests {
         );
         assert!(matches!(redlock_urls("/?mode=simple"), Err(LockError::InvalidConfig { .. })));
         assert!(matches!(redlock_urls("h:1,h:2/?mode=fair"), Err(LockError::InvalidConfig { .. })));
+        assert!(matches!(redlock_urls("h:1,h:2/?mode=redis-py"), Err(LockError::InvalidConfig { .. })));
         assert!(matches!(redlock_urls("h:1/?mode=simple&mode=fair"), Err(LockError::InvalidConfig { .. })));
         let urls = redlock_urls(":p/w@h1:1,h2:2/0").expect("a raw password with a slash");
         assert_eq!(urls, ["redis://:p/w@h1:1/0", "redis://:p/w@h2:2/0"]);
