@@ -364,6 +364,25 @@ mod tests {
             .await
             .expect_err("refused");
         assert!(matches!(e, LockError::InvalidConfig { .. }));
+        let e = RedisLock::builder()
+            .url("redis://127.0.0.1:1/")
+            .mode(Mode::RedisPy)
+            .interop_poll(Duration::from_millis(1))
+            .build()
+            .await
+            .expect_err("refused");
+        assert!(matches!(e, LockError::InvalidConfig { .. }), "{e:?}");
+        // An interop prefix is part of the other library's name: braces pass the check (and
+        // the build then fails only on the closed port).
+        let e = RedisLock::builder()
+            .url("redis://127.0.0.1:1/")
+            .mode(Mode::RedisPy)
+            .key_prefix("a{b}:")
+            .connection_timeout(Duration::from_millis(200))
+            .build()
+            .await
+            .expect_err("nothing listens");
+        assert!(!matches!(e, LockError::InvalidConfig { .. }), "{e:?}");
         let e = RedisLock::builder().url("http://u:hunter2@h/").build().await.expect_err("refused");
         assert!(matches!(e, LockError::InvalidConfig { .. }), "{e:?}");
         assert!(!format!("{e} {e:?}").contains("hunter2"));
