@@ -187,27 +187,42 @@ async fn our_release_wakes_a_blocked_python_redis_lock_waiter() {
     assert_eq!(py.call("release w", "release w", ANSWER).await, "release w ok");
 }
 
-/// A redis-py holder killed mid-hold: its key expires after its PX (500 ms) and our waiter,
-/// already waiting, gets the lock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_redis_py_holder_expires_and_we_get_it() {
+/// Lease of the Python holder the next tests kill (python-redis-lock's expiry is whole seconds).
+const DEAD_HOLDER_LEASE: Duration = Duration::from_secs(1);
+
+/// A Python holder killed mid-hold: its key expires after its lease and our waiter, already
+/// waiting, gets the lock.
+async fn killed_holder_expires_and_we_get_it(mode: Mode) {
     let Some(srv) = server() else { return };
     let Some(mut py) = peer(&srv.url()).await else { return };
     let p = prefix();
-    let locker = Locker::new(Arc::new(backend(&srv.url(), Mode::RedisPy, &p).await));
-    py.call(&format!("new k redis-py {p}job 500"), "new k", ANSWER).await;
+    let ours = backend(&srv.url(), mode, &p).await;
+    let lock = ours.key_names("job").lock;
+    let locker = Locker::new(Arc::new(ours));
+    let ms = DEAD_HOLDER_LEASE.as_millis();
+    py.call(&format!("new k {} {p}job {ms}", kind(mode)), "new k", ANSWER).await;
     assert_eq!(py.call("try k", "try k", ANSWER).await, "try k 1");
     py.kill().await;
     let killed = Instant::now();
-    let pttl: i64 = admin(&srv.url()).await.pttl(format!("{p}job")).await.expect("pttl");
-    let g = within(Duration::from_secs(5), "our waiter gets the dead holder's lock", async {
+    let pttl: i64 = admin(&srv.url()).await.pttl(&lock).await.expect("pttl");
+    assert!(pttl > 0, "{mode}: the dead holder's key is still there at the kill ({pttl})");
+    let g = within(DEAD_HOLDER_LEASE + HANDOVER_BOUND, "our waiter gets the dead holder's lock", async {
         locker.lock("job").wait(LONG).acquire().await.expect("acquired")
     })
     .await;
     let took = killed.elapsed();
-    eprintln!("killed redis-py holder (PX 500, {pttl} ms left at the kill) -> ours in {took:?}");
-    assert!(took < Duration::from_millis(500) + HANDOVER_BOUND, "{took:?}");
+    eprintln!("{mode}: killed Python holder (lease {ms} ms, {pttl} ms left at the kill) -> ours in {took:?}");
     g.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_redis_py_holder_expires_and_we_get_it() {
+    killed_holder_expires_and_we_get_it(Mode::RedisPy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_python_redis_lock_holder_expires_and_we_get_it() {
+    killed_holder_expires_and_we_get_it(Mode::PythonRedisLock).await;
 }
 
 /// A release with a token that is not the holder's changes nothing, on both sides: ours
