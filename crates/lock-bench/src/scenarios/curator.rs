@@ -19,8 +19,10 @@ use crate::report::Row;
 const SESSION: Duration = dlock::lock_zk::DEFAULT_SESSION_TIMEOUT;
 /// The uncontended acquire's wait, as the library's uncontended `acquire()`.
 const WAIT_MS: u64 = 5_000;
-/// The longest a peer's answer may take (a whole uncontended series is one answer).
-const ANSWER: Duration = Duration::from_secs(600);
+/// The longest a peer's answer may take.
+const ANSWER: Duration = Duration::from_secs(60);
+/// The longest the uncontended series may take (it is one answer).
+const SERIES: Duration = Duration::from_secs(600);
 /// Pause after the waiter's node is queued, as the library's handoff pauses: the waiter sets
 /// its watch on the holder's node.
 const SETTLE: Duration = Duration::from_millis(5);
@@ -39,9 +41,8 @@ pub async fn run(cx: &Ctx<'_>, scenario: &str) -> Result<Vec<Row>> {
     let rows = match scenario {
         "uncontended" => tokio::spawn(async move {
             let Some(mut peer) = curator_peer(&connect, SESSION).await else { return Ok(None) };
-            let line = peer
-                .call(&format!("bench {path} {} {WAIT_MS}", sizes.uncontended_ops), "SAMPLES", ANSWER)
-                .await;
+            let series = format!("bench {path} {} {WAIT_MS}", sizes.uncontended_ops);
+            let line = answer(&mut peer, Some(&series), "SAMPLES", SERIES).await?;
             peer.send("exit").await;
             let mut h = hist()?;
             let mut busy_us = 0u64;
@@ -95,20 +96,30 @@ async fn handoff(
     let observer = zkc::Client::connector().connect(connect).await.map_err(BenchError::driver(WHAT))?;
     let mut h = hist()?;
     for _ in 0..handoffs {
-        a.call(&format!("acquire {path} {WAIT_MS}"), "ACQUIRED", ANSWER).await;
+        answer(&mut a, Some(&format!("acquire {path} {WAIT_MS}")), "ACQUIRED", ANSWER).await?;
         b.send(&format!("acquire {path} {}", ANSWER.as_millis())).await;
         while observer.list_children(path).await.map_err(BenchError::driver(WHAT))?.len() < 2 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         tokio::time::sleep(SETTLE).await;
-        let released = nanos(&a.call("release", "RELEASED", ANSWER).await, 1)?;
-        let acquired = nanos(&b.expect("ACQUIRED", ANSWER).await, 3)?;
+        let released = nanos(&answer(&mut a, Some("release"), "RELEASED", ANSWER).await?, 1)?;
+        let acquired = nanos(&answer(&mut b, None, "ACQUIRED", ANSWER).await?, 3)?;
         h.saturating_record((acquired.saturating_sub(released) / 1_000).max(1));
-        b.call("release", "RELEASED", ANSWER).await;
+        answer(&mut b, Some("release"), "RELEASED", ANSWER).await?;
     }
     a.send("exit").await;
     b.send("exit").await;
     Ok(h)
+}
+
+/// Sends `command` (if any) and reads the answer: the line if it starts with `prefix`, else an
+/// error (`ERROR ..`, or a `TIMEOUT` where none may happen).
+async fn answer(peer: &mut Jvm, command: Option<&str>, prefix: &str, limit: Duration) -> Result<String> {
+    if let Some(c) = command {
+        peer.send(c).await;
+    }
+    let line = peer.recv(limit).await;
+    if line.starts_with(prefix) { Ok(line) } else { Err(BenchError::Curator(line)) }
 }
 
 /// The `System.nanoTime()` word `i` of a peer's answer.
