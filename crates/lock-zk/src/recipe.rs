@@ -43,6 +43,25 @@ fn granted(fence: u64) -> Attempt {
 /// are safe in the other direction).
 const CONTENDERS: [&str; 3] = ["-lock-", "__lock__", "__rlock__"];
 
+/// Says once per process that kazoo shares a lock directory: we wait for its nodes, but a kazoo
+/// `Lock` without `extra_lock_patterns=["-lock-"]` ignores ours, and Curator ignores kazoo's
+/// (see the README). Its configuration cannot be seen from here, so this is told, not refused.
+fn warn_of_kazoo(dir: &str, children: &[String]) {
+    static TOLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let kazoo = |c: &String| c.contains("__lock__") || c.contains("__rlock__");
+    if !TOLD.load(std::sync::atomic::Ordering::Relaxed)
+        && children.iter().any(kazoo)
+        && !TOLD.swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        tracing::warn!(
+            dir,
+            "kazoo lock nodes share this lock directory: kazoo must use Lock(.., \
+             extra_lock_patterns=[\"-lock-\"]) to see our holders, and no Curator client may use it \
+             (logged once)"
+        );
+    }
+}
+
 /// The sequence number of a contender's node name; `None` for other children.
 fn sequence(name: &str) -> Option<i64> {
     let head = name.trim_end_matches(|c: char| c.is_ascii_digit());
@@ -146,6 +165,7 @@ impl Inner {
 
         // Lowest sequence holds; otherwise watch only the immediate predecessor.
         loop {
+            warn_of_kazoo(&dir, &children);
             let queue = queue(children);
             let Some(pos) = queue.iter().position(|(_, c)| *c == name) else {
                 // Deleted behind our back, or the session ended; nothing left to clean up.
