@@ -187,6 +187,64 @@ async fn our_release_wakes_a_blocked_python_redis_lock_waiter() {
     assert_eq!(py.call("release w", "release w", ANSWER).await, "release w ok");
 }
 
+/// Increments per side in the contended tests.
+const INCREMENTS: u64 = 100;
+
+/// Mutual exclusion under contention across the two libraries: a Python thread and a Rust task
+/// each add 1 to a counter in Redis `INCREMENTS` times, by a non-atomic GET and SET under the
+/// shared lock; only the lock keeps the total exact. Refused attempts (ours, counted by the
+/// client; Python's, counted by its peer) show the two sides met.
+async fn contended_counter_stays_exact(mode: Mode) {
+    let Some(srv) = server() else { return };
+    let Some(mut py) = peer(&srv.url()).await else { return };
+    let p = prefix();
+    let ours = backend(&srv.url(), mode, &p).await;
+    let locker = Locker::new(Arc::new(ours.clone()));
+    let counter = format!("{p}counter");
+    py.call(&format!("new c {} {p}job {}", kind(mode), LONG.as_millis()), "new c", ANSWER).await;
+    let started = Instant::now();
+    py.send(&format!("count c {INCREMENTS} {counter}")).await;
+    let mut a = admin(&srv.url()).await;
+    // Start once Python has: its remaining increments overlap ours.
+    eventually(ANSWER, "python counts", || {
+        let mut a = a.clone();
+        let counter = counter.clone();
+        async move { a.get::<_, Option<u64>>(&counter).await.expect("get").is_some() }
+    })
+    .await;
+    for _ in 0..INCREMENTS {
+        let g = locker.lock("job").wait(LONG).acquire().await.expect("acquire under contention");
+        let v: Option<u64> = a.get(&counter).await.expect("get");
+        tokio::task::yield_now().await;
+        let _: () = a.set(&counter, v.unwrap_or(0) + 1).await.expect("set");
+        g.release().await.expect("release");
+    }
+    let done = py.expect("count c", ANSWER).await;
+    let refused: u64 = done.strip_prefix("count c done ").and_then(|n| n.parse().ok()).expect(&done);
+    let total: u64 = a.get(&counter).await.expect("get");
+    eprintln!(
+        "{mode}: {} contended increments, half from Python, in {:?}; our attempts {}, python's refused {refused}",
+        2 * INCREMENTS,
+        started.elapsed(),
+        ours.attempts()
+    );
+    assert_eq!(total, 2 * INCREMENTS, "{mode}: a lost update, so two holders at once");
+    assert!(
+        ours.attempts() > INCREMENTS || refused > 0,
+        "{mode}: neither side was ever refused: no contention tested"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contended_counter_with_redis_py_stays_exact() {
+    contended_counter_stays_exact(Mode::RedisPy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contended_counter_with_python_redis_lock_stays_exact() {
+    contended_counter_stays_exact(Mode::PythonRedisLock).await;
+}
+
 /// Lease of the Python holder the next tests kill (python-redis-lock's expiry is whole seconds).
 const DEAD_HOLDER_LEASE: Duration = Duration::from_secs(1);
 

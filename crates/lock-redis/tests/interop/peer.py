@@ -11,6 +11,9 @@ its own thread, so answers may interleave), and flushes after each.
   release ID                        release()                    -> release ID ok|<exception>
   foreign ID TOKEN                  release NAME as TOKEN        -> foreign ID ok|<exception>
   token ID                          the value it wrote           -> token ID <value>
+  count ID N COUNTER                N times in a thread: blocking acquire, GET COUNTER,
+                                    SET COUNTER +1 (not atomic: only the lock keeps it
+                                    exact), release  -> count ID done <acquires refused>|<exception>
 """
 
 import logging
@@ -26,6 +29,24 @@ logging.getLogger("redis_lock").setLevel(logging.ERROR)
 
 out = threading.Lock()
 locks = {}
+
+
+class Counting:
+    """The client a lock object uses, counting the SET NX its acquire sent that were refused
+    (the library's own blocking loop, unchanged: only the client is wrapped)."""
+
+    def __init__(self, client):
+        self.client = client
+        self.refused = 0
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def set(self, *args, **kwargs):
+        done = self.client.set(*args, **kwargs)
+        if not done:
+            self.refused += 1
+        return done
 
 
 def say(*words):
@@ -51,11 +72,16 @@ def main():
         if cmd == "new":
             kind, name, ttl_ms = args[0], args[1], int(args[2])
             if kind == "redis-py":
-                # thread_local=False: a blocking acquire runs in its own thread.
-                lock = redis.lock.Lock(r, name, timeout=ttl_ms / 1000 if ttl_ms else None, thread_local=False)
+                # thread_local=False: a blocking acquire runs in its own thread; a short sleep
+                # between its polls keeps the contended test quick.
+                lock = redis.lock.Lock(
+                    Counting(r), name, timeout=ttl_ms / 1000 if ttl_ms else None, sleep=0.005, thread_local=False
+                )
             else:
                 # python-redis-lock's expire is whole seconds.
                 lock = redis_lock.Lock(r, name, expire=math.ceil(ttl_ms / 1000) if ttl_ms else None)
+                # After its check that the client is a StrictRedis.
+                lock._client = Counting(r)
             locks[ident] = (kind, name, lock)
             say("new", ident)
         elif cmd == "try":
@@ -86,6 +112,23 @@ def main():
             else:
                 # The documented way to release a lock taken elsewhere.
                 say("foreign", ident, outcome(redis_lock.Lock(r, name, id=token).release))
+        elif cmd == "count":
+            lock, rounds, counter = locks[ident][2], int(args[0]), args[1]
+
+            def count(ident=ident, lock=lock, rounds=rounds, counter=counter):
+                try:
+                    for _ in range(rounds):
+                        if not lock.acquire(blocking=True):
+                            raise RuntimeError("acquire returned False")
+                        value = int(r.get(counter) or 0)
+                        r.set(counter, value + 1)
+                        lock.release()
+                    client = lock.redis if hasattr(lock, "redis") else lock._client
+                    say("count", ident, "done", client.refused)
+                except Exception as e:
+                    say("count", ident, type(e).__name__)
+
+            threading.Thread(target=count, daemon=True).start()
         elif cmd == "token":
             kind, _, lock = locks[ident]
             value = lock.local.token.decode() if kind == "redis-py" else lock.id
