@@ -4,8 +4,9 @@
 -- The lock is tried without waiting; only a grant bumps the name's fence counter (in this
 -- statement's transaction: committed before the answer) and bounds the session's idle time,
 -- so a holder that goes silent has its session, and with it the lock, ended by the server.
--- The backend pid comes along for pg_cancel_backend and the tests' fault hooks.
-WITH l AS (SELECT pg_try_advisory_lock($1) AS ok),
+-- The backend pid comes along for pg_cancel_backend and the tests' fault hooks, and the
+-- session's own idle_session_timeout (read before it is changed) for the release to restore.
+WITH l AS (SELECT pg_try_advisory_lock($1) AS ok, current_setting('idle_session_timeout') AS idle_before),
      f AS (INSERT INTO {table} AS t (name, fence) SELECT $2, 1 FROM l WHERE l.ok
            ON CONFLICT (name) DO UPDATE SET fence = t.fence + 1
            RETURNING t.fence)
@@ -13,6 +14,7 @@ SELECT l.ok,
        (SELECT fence FROM f) AS fence,
        CASE WHEN l.ok THEN set_config('idle_session_timeout', $3, false) END AS idle,
        pg_backend_pid() AS pid,
+       l.idle_before,
        -- The fence must outlive a server crash whatever the role's default: a lost bump
        -- would hand the next holder a token already used.
        set_config('synchronous_commit', 'on', true) AS durable

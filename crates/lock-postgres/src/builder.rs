@@ -225,3 +225,37 @@ impl PgLockBuilder {
         Ok(lock)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_password() {
+        let b = PgLock::builder().url("postgres://app:hunter2@h:5432/db?table=t");
+        let shown = format!("{b:?}");
+        assert!(!shown.contains("hunter2") && shown.contains("app:***@h:5432"), "{shown}");
+        let opts = PgConnectOptions::new().host("h").username("u").password("hunter2");
+        assert!(!format!("{:?}", PgLock::builder().connect_options(opts)).contains("hunter2"));
+    }
+
+    #[tokio::test]
+    async fn bad_configuration_is_a_typed_error_before_connecting() {
+        let e = PgLock::builder().build().await.expect_err("no source");
+        assert!(matches!(e, LockError::InvalidConfig { .. }), "{e:?}");
+        let e = PgLock::builder().url("postgres://u:hunter2@127.0.0.1:1/db").table("Bad Name").build().await;
+        let e = e.expect_err("bad table");
+        assert!(matches!(e, LockError::InvalidConfig { .. }) && !e.to_string().contains("hunter2"), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn unreachable_server_is_temporary() {
+        let e = PgLock::builder()
+            .url("postgres://u:hunter2@127.0.0.1:1/db")
+            .acquire_timeout(Duration::from_secs(2))
+            .build()
+            .await
+            .expect_err("nothing listens on port 1");
+        assert!(e.is_temporary() && !format!("{e:?}").contains("hunter2"), "{e:?}");
+    }
+}

@@ -77,8 +77,12 @@ impl Pinned {
 
     /// `pg_advisory_unlock` and the session's idle bound restored; `Ok(true)` when the session
     /// held the lock (then the connection may go back to the pool).
-    async fn unlock(mut self, key: i64) -> std::result::Result<bool, sqlx::Error> {
-        let row = sqlx::query(include_str!("../sql/unlock.sql")).bind(key).fetch_one(&mut *self.conn).await?;
+    async fn unlock(mut self, key: i64, idle_before: &str) -> std::result::Result<bool, sqlx::Error> {
+        let row = sqlx::query(include_str!("../sql/unlock.sql"))
+            .bind(key)
+            .bind(idle_before)
+            .fetch_one(&mut *self.conn)
+            .await?;
         let released: bool = row.try_get(0)?;
         if released {
             self.clean();
@@ -131,6 +135,8 @@ struct Locked {
     /// earlier); for a grant after a wait, the answer's arrival.
     confirmed: Instant,
     waited: bool,
+    /// The session's `idle_session_timeout` before the grant set it.
+    idle_before: String,
 }
 
 /// The backend state: the pool, the statements and the holds of this backend.
@@ -235,9 +241,16 @@ impl Sessions {
             .fetch_one(&mut *pinned.conn)
             .await
             .map_err(classify)?;
-        let (ok, fence, pid) = granted(&row)?;
+        let Granted { ok, fence, pid, idle_before } = granted(&row)?;
         if ok {
-            return Ok(Some(Locked { pinned, fence: fence?, pid, confirmed: sent, waited: false }));
+            return Ok(Some(Locked {
+                pinned,
+                fence: fence?,
+                pid,
+                confirmed: sent,
+                waited: false,
+                idle_before,
+            }));
         }
         let Some(deadline) = req.wait_until else {
             pinned.clean();
@@ -279,10 +292,11 @@ impl Sessions {
         canceller.disarm();
         match waited {
             Ok(row) => {
-                let (_, fence, pid) = granted(&row)?;
+                let Granted { fence, pid, idle_before, .. } = granted(&row)?;
                 // The server's idle clock started when it answered, possibly long after the
                 // wait was sent: take the answer's arrival, and the keeper pings at once.
-                Ok(Some(Locked { pinned, fence: fence?, pid, confirmed: Instant::now(), waited: true }))
+                let confirmed = Instant::now();
+                Ok(Some(Locked { pinned, fence: fence?, pid, confirmed, waited: true, idle_before }))
             }
             Err(e) if is_contention(&e) => {
                 // A cancel of ours may still be in flight to this backend: never reuse it then.
@@ -297,7 +311,7 @@ impl Sessions {
 
     /// Record the hold and start its keeper.
     fn finish(&self, req: &AcquireRequest<'_>, locked: Locked) -> Attempt {
-        let Locked { pinned, fence, pid, confirmed, waited } = locked;
+        let Locked { pinned, fence, pid, confirmed, waited, idle_before } = locked;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(KEEPER_QUEUE);
         let signals = Arc::new(Mutex::new(vec![req.signal.clone()]));
@@ -312,6 +326,7 @@ impl Sessions {
             holds: Arc::downgrade(&self.holds),
             key: req.key.to_owned(),
             advisory: advisory_key(req.key),
+            idle_before,
             id,
         };
         self.holds.lock().insert(
@@ -383,16 +398,25 @@ impl Sessions {
     }
 }
 
-/// `(granted, fence, backend pid)` of an answer of `try_lock.sql` / `lock_wait.sql`.
-fn granted(row: &PgRow) -> Result<(bool, Result<i64>, i32)> {
+/// An answer of `try_lock.sql` / `lock_wait.sql`.
+struct Granted {
+    ok: bool,
+    /// An error when granted without a counter value.
+    fence: Result<i64>,
+    pid: i32,
+    idle_before: String,
+}
+
+fn granted(row: &PgRow) -> Result<Granted> {
     let ok: bool = row.try_get("ok").map_err(classify)?;
     let fence: Option<i64> = row.try_get("fence").map_err(classify)?;
     let pid: i32 = row.try_get("pid").map_err(classify)?;
+    let idle_before: String = row.try_get("idle_before").map_err(classify)?;
     let fence = match fence {
         Some(f) if f > 0 => Ok(f),
         _ => Err(LockError::permanent(NAME, "fence counter returned no value")),
     };
-    Ok((ok, fence, pid))
+    Ok(Granted { ok, fence, pid, idle_before })
 }
 
 fn each(signals: &Mutex<Vec<LeaseSignal>>, f: impl Fn(&LeaseSignal)) {
@@ -420,6 +444,7 @@ struct Keeper {
     holds: Weak<Holds>,
     key: String,
     advisory: i64,
+    idle_before: String,
     id: u64,
 }
 
@@ -494,7 +519,7 @@ impl Keeper {
                     }
                     Some(Cmd::Release(reply)) => {
                         let out = match self.pinned.take() {
-                            Some(p) => match p.unlock(self.advisory).await {
+                            Some(p) => match p.unlock(self.advisory, &self.idle_before).await {
                                 Ok(released) => Ok(released),
                                 Err(e) if is_connection_lost(&e) => {
                                     self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
@@ -510,7 +535,7 @@ impl Keeper {
                     None => {
                         // The backend was dropped: unlock, or close the connection trying.
                         if let Some(p) = self.pinned.take() {
-                            let _ = p.unlock(self.advisory).await;
+                            let _ = p.unlock(self.advisory, &self.idle_before).await;
                         }
                         return;
                     }
