@@ -98,7 +98,8 @@ impl ClientFaults for Operator {
     async fn sever(&self, key: &str) -> FaultResult {
         let prefix = self.holder().lock_prefix(key);
         let mut admin = self.admin().await;
-        let first = GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend).with_limit(1);
+        let first =
+            GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend).with_limit(1);
         let resp = admin.get(prefix.as_str(), Some(first)).await.expect("read the lock's queue");
         let head = resp.kvs().first().unwrap_or_else(|| panic!("sever: no lock key under {prefix}"));
         admin.delete(head.key(), None).await.expect("delete the holder's key");

@@ -15,7 +15,7 @@ use tokio::runtime::Handle;
 
 use crate::builder::{Config, EtcdLockBuilder};
 use crate::cleanup::{delete_if_ours, spawn_delete};
-use crate::error::{NAME, is_temporary, lock_error};
+use crate::error::{NAME, bounded, is_temporary, lock_error};
 use crate::session::Inner;
 
 /// etcd locks: one key per acquisition under `<prefix>/<encoded key>/`, put under this
@@ -86,6 +86,13 @@ impl EtcdLock {
         self.inner.current().lease
     }
 
+    /// Test hook (feature `testing`, not for production): how long ago the last confirmed
+    /// keep-alive of the current lease was sent.
+    #[cfg(feature = "testing")]
+    pub fn lease_confirmed_age(&self) -> Duration {
+        self.inner.current().confirmed_at().elapsed()
+    }
+
     /// Test hook (feature `testing`, not for production): how many predecessor-watch wake-ups
     /// this client's waiters had (with no herd effect, one release causes at most one).
     #[cfg(feature = "testing")]
@@ -145,9 +152,7 @@ impl LockBackend for EtcdLock {
                 Some(_) => holds.remove(&hk),
             }
         };
-        let Some(mut hold) = hold else { return Ok(false) };
-        // Stop watching first, so our own delete is not taken for a loss.
-        hold.stop_watch();
+        let Some(hold) = hold else { return Ok(false) };
         let session = inner.current();
         if session.generation != hold.generation || session.is_ended() {
             return Ok(false); // the lease that held it is gone, and its key with it
@@ -156,7 +161,7 @@ impl LockBackend for EtcdLock {
             inner.delete_lost(hold);
             return Ok(false);
         }
-        match delete_if_ours(&inner.client, &hold.name, hold.fence).await {
+        match delete_if_ours(&inner.client, &hold.name, hold.fence, inner.cfg.request_timeout).await {
             Ok(true) => Ok(true),
             Ok(false) => {
                 hold.mark_lost(LostReason::NotOwner);
@@ -166,7 +171,13 @@ impl LockBackend for EtcdLock {
                 // Still ours: keep deleting in the background until it is gone (or the lease
                 // ends), instead of failing a release that will happen.
                 tracing::debug!(error = %e, "lock release delayed; deleting in the background");
-                spawn_delete(&inner.runtime, inner.client.clone(), hold.name, hold.fence);
+                spawn_delete(
+                    &inner.runtime,
+                    inner.client.clone(),
+                    hold.name,
+                    hold.fence,
+                    inner.cfg.request_timeout,
+                );
                 Ok(true)
             }
             Err(e) => Err(lock_error(e)),
@@ -198,7 +209,10 @@ impl LockBackend for EtcdLock {
                 .iter()
                 .map(|(n, _)| TxnOp::get(n.as_str(), Some(GetOptions::new().with_keys_only())))
                 .collect();
-            let resp = inner.client.kv_client().txn(Txn::new().and_then(ops)).await.map_err(lock_error)?;
+            let mut kv = inner.client.kv_client();
+            let resp = bounded(inner.cfg.request_timeout, kv.txn(Txn::new().and_then(ops)))
+                .await
+                .map_err(lock_error)?;
             for (op, (_, fence)) in resp.op_responses().into_iter().zip(chunk) {
                 let ours = match op {
                     TxnOpResponse::Get(g) => g.kvs().iter().any(|k| k.create_revision() == *fence),
@@ -208,19 +222,32 @@ impl LockBackend for EtcdLock {
             }
         }
         let mut found = found.into_iter();
-        Ok(names.iter().map(|n| n.is_some() && found.next().unwrap_or(false)).collect())
+        let out: Vec<bool> = names.iter().map(|n| n.is_some() && found.next().unwrap_or(false)).collect();
+        // A key gone behind our back (deleted by someone else): the hold is lost, and no
+        // release will come for it.
+        for ((it, name), ours) in items.iter().zip(&names).zip(&out) {
+            if let (Some((name, _)), false) = (name, ours) {
+                inner.lose(&(it.key.to_owned(), it.owner), name, LostReason::NotOwner);
+            }
+        }
+        Ok(out)
     }
 
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
         let dir = self.inner.dir(key);
-        let opts = GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend).with_keys_only();
-        let resp = self.inner.client.kv_client().get(dir.as_str(), Some(opts)).await.map_err(lock_error)?;
+        let opts =
+            GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend).with_keys_only();
+        let mut kv = self.inner.client.kv_client();
+        let resp = bounded(self.inner.cfg.request_timeout, kv.get(dir.as_str(), Some(opts)))
+            .await
+            .map_err(lock_error)?;
         let Some(head) = resp.kvs().first() else { return Ok(LockInfo::free()) };
         let mut info = LockInfo::held();
         info.fence = u64::try_from(head.create_revision()).ok().map(FencingToken);
         info.waiters = Some(resp.kvs().len() - 1);
         // `<lease>_<n>`: names the holder's lease, not its owner token.
-        info.owner = Some(String::from_utf8_lossy(&head.key()[dir.len().min(head.key().len())..]).into_owned());
+        info.owner =
+            Some(String::from_utf8_lossy(&head.key()[dir.len().min(head.key().len())..]).into_owned());
         Ok(info)
     }
 

@@ -214,12 +214,11 @@ impl EtcdLockBuilder {
 }
 
 async fn connect(cfg: &Config) -> Result<Client> {
-    let mut opts = ConnectOptions::new()
-        .with_connect_timeout(cfg.connect_timeout)
-        .with_timeout(cfg.request_timeout)
-        // HTTP/2 pings find a dead connection while a watch or keep-alive stream idles.
-        .with_keep_alive(cfg.request_timeout / 2, cfg.request_timeout / 2)
-        .with_auto_token_refresh(true);
+    // No client-side per-request timeout (it would end keep-alive and watch streams, see
+    // `error::bounded`) and no HTTP/2 pings (etcd answers pings more often than every 5 s with
+    // GOAWAY): requests are bounded one by one, and the keep-alive finds a dead connection.
+    let mut opts =
+        ConnectOptions::new().with_connect_timeout(cfg.connect_timeout).with_auto_token_refresh(true);
     if let Some((user, pw)) = &cfg.auth {
         opts = opts.with_user(user.clone(), pw.clone());
     }
@@ -231,7 +230,10 @@ async fn connect(cfg: &Config) -> Result<Client> {
 /// that never answers.
 fn validate_endpoint(e: &str) -> std::result::Result<(), String> {
     let (host, port) = e.rsplit_once(':').ok_or_else(|| format!("etcd endpoint {e:?} needs host:port"))?;
-    if host.is_empty() || host == "[]" || (host.contains(':') && !(host.starts_with('[') && host.ends_with(']'))) {
+    if host.is_empty()
+        || host == "[]"
+        || (host.contains(':') && !(host.starts_with('[') && host.ends_with(']')))
+    {
         return Err(format!("etcd endpoint {e:?} has no valid host (write IPv6 addresses as [addr]:port)"));
     }
     if !port.parse::<u16>().is_ok_and(|p| p > 0) {
@@ -270,7 +272,9 @@ mod tests {
 
     #[test]
     fn bad_configs_are_refused() {
-        for url in ["redis://h:1", "etcd://", "etcd://h:1?bogus=1", "etcd://h/x", "etcd://h:0/x", "etcd://::1:2/x"] {
+        for url in
+            ["redis://h:1", "etcd://", "etcd://h:1?bogus=1", "etcd://h/x", "etcd://h:0/x", "etcd://::1:2/x"]
+        {
             assert!(EtcdLockBuilder::default().url(url).into_config().is_err(), "{url}");
         }
         assert!(EtcdLockBuilder::default().into_config().is_err(), "no endpoints");

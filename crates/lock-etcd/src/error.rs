@@ -1,8 +1,11 @@
 //! etcd errors as [`LockError`]s, decided where the driver error is born.
 
+use std::future::Future;
+use std::time::Duration;
+
 use etcd_client::Error;
 use lock_core::LockError;
-use tonic::Code;
+use tonic::{Code, Status};
 
 pub(crate) const NAME: &str = "etcd";
 
@@ -23,9 +26,10 @@ pub(crate) fn lock_error(e: Error) -> LockError {
 
 pub(crate) fn is_temporary(e: &Error) -> bool {
     match e {
-        Error::GRpcStatus(s) => matches!(
-            s.code(),
-            Code::Unavailable
+        Error::GRpcStatus(s) => {
+            matches!(
+                s.code(),
+                Code::Unavailable
                 | Code::DeadlineExceeded
                 | Code::Aborted
                 | Code::Cancelled
@@ -33,7 +37,8 @@ pub(crate) fn is_temporary(e: &Error) -> bool {
                 | Code::Unknown
                 // An expired auth token; the client re-authenticates on the next call.
                 | Code::Unauthenticated
-        ) || lease_gone(e),
+            ) || lease_gone(e)
+        }
         Error::TransportError(_)
         | Error::IoError(_)
         | Error::WatchError(_)
@@ -57,4 +62,16 @@ pub(crate) fn lease_gone(e: &Error) -> bool {
 /// A temporary error with a message of our own.
 pub(crate) fn temporary(msg: &'static str) -> LockError {
     LockError::temporary(NAME, msg)
+}
+
+/// `request` bounded by `timeout`: an unanswered request is a temporary error. (Not the
+/// client's own per-request timeout: gRPC sends it as the `grpc-timeout` of every call, and the
+/// server would end keep-alive and watch streams when it runs out.)
+pub(crate) async fn bounded<T>(
+    timeout: Duration,
+    request: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    tokio::time::timeout(timeout, request)
+        .await
+        .unwrap_or_else(|_| Err(Error::GRpcStatus(Status::deadline_exceeded("etcd request timed out"))))
 }

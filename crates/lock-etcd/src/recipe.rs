@@ -5,23 +5,19 @@
 use std::sync::Arc;
 #[cfg(feature = "testing")]
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use etcd_client::{
     Compare, CompareOp, EventType, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
     TxnOpResponse, TxnResponse, WatchFilterType, WatchOptions,
 };
 use lock_core::backend::{AcquireRequest, Attempt, Grant};
-use lock_core::{FencingToken, LeaseSignal, LostReason, OwnerToken, Result};
-use tokio::task::AbortHandle;
+use lock_core::{FencingToken, LeaseSignal, OwnerToken, Result};
 use tokio::time::Instant;
 
 use crate::cleanup;
-use crate::error::{lease_gone, lock_error, temporary};
-use crate::session::{Hold, HoldKey, Inner, Session};
-
-/// Pause before watching our own key again after the watch failed (connection trouble).
-const WATCH_RETRY: Duration = Duration::from_millis(100);
+use crate::cleanup::AttemptKeys;
+use crate::error::{bounded, lease_gone, lock_error, temporary};
+use crate::session::{Hold, Inner, Session};
 
 /// `key` as one segment of an etcd key: `%` and `/` percent-encoded, so that no key's prefix
 /// `<prefix>/<key>/` can contain another key's (`a` and `a/b` stay apart), and the encoding is
@@ -55,7 +51,14 @@ fn ranges(resp: &TxnResponse) -> Vec<Vec<KeyValue>> {
 
 /// The first key (lowest create revision) under a lock's prefix: its holder.
 fn first_created(dir: &str) -> TxnOp {
-    TxnOp::get(dir, Some(GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend).with_limit(1)))
+    let opts = GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend);
+    TxnOp::get(dir, Some(opts.with_limit(1).with_keys_only()))
+}
+
+/// The last key (highest create revision) under a lock's prefix: the end of its queue.
+fn last_created(dir: &str) -> TxnOp {
+    let opts = GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Descend);
+    TxnOp::get(dir, Some(opts.with_limit(1).with_keys_only()))
 }
 
 impl Inner {
@@ -94,30 +97,42 @@ impl Inner {
         let mut session = self.session().await?;
         let dir = self.dir(req.key);
         let mut kv = self.client.kv_client();
+        let timeout = self.cfg.request_timeout;
         let mut regranted = false;
-        // Put our key under the lease unless it exists (it cannot: the name is new), and read
-        // the holder in the same transaction: one round trip for a free lock.
-        let (name, fence, cleanup, holder) = loop {
+        // Put our key under the lease unless it or its cancel marker exists, and read the
+        // holder in the same transaction: one round trip for a free lock. The operations apply
+        // in order, so the last key created before the put is our predecessor in the queue.
+        let (name, fence, cleanup, holder, predecessor) = loop {
             let n = self.nonce.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let name = format!("{dir}{:016x}_{n:x}", session.lease);
-            let cleanup = cleanup::guard(&self.client, name.clone());
+            let keys = AttemptKeys {
+                marker: format!("{}/%cancelled/{:016x}_{n:x}", self.cfg.prefix, session.lease),
+                name: name.clone(),
+                lease: session.lease,
+            };
+            let mut cleanup = cleanup::guard(&self.client, keys.clone(), timeout);
             let txn = Txn::new()
-                .when([Compare::create_revision(name.as_str(), CompareOp::Equal, 0)])
+                .when([
+                    Compare::create_revision(name.as_str(), CompareOp::Equal, 0),
+                    Compare::create_revision(keys.marker.as_str(), CompareOp::Equal, 0),
+                ])
                 .and_then([
+                    last_created(&dir),
                     TxnOp::put(name.as_str(), "", Some(PutOptions::new().with_lease(session.lease))),
                     first_created(&dir),
-                ])
-                .or_else([TxnOp::get(name.as_str(), None), first_created(&dir)]);
-            match kv.txn(txn).await {
+                ]);
+            match bounded(timeout, kv.txn(txn)).await {
                 Ok(resp) => {
-                    let rs = ranges(&resp);
-                    let fence = if resp.succeeded() {
-                        resp.header().map_or(0, |h| h.revision())
-                    } else {
-                        rs.first().and_then(|r| r.first()).map_or(0, KeyValue::create_revision)
-                    };
-                    let holder = rs.get(1).and_then(|r| r.first()).map(|kv| kv.key().to_vec());
-                    break (name, fence, cleanup, holder);
+                    cleanup::answered(&mut cleanup, &self.client, name.clone(), timeout);
+                    if !resp.succeeded() {
+                        return Err(temporary("lock key or its cancel marker exists already"));
+                    }
+                    let fence = resp.header().map_or(0, |h| h.revision());
+                    let mut rs =
+                        ranges(&resp).into_iter().map(|r| r.into_iter().next().map(|kv| kv.key().to_vec()));
+                    let predecessor = rs.next().flatten();
+                    let holder = rs.nth(1).flatten();
+                    break (name, fence, cleanup, holder, predecessor);
                 }
                 // The lease ended under us (revoked, expired): once more under a new one.
                 Err(e) if lease_gone(&e) && !regranted => {
@@ -133,10 +148,14 @@ impl Inner {
             return Err(temporary("lock key put answered without a revision"));
         }
         if holder.as_deref() != Some(name.as_bytes()) {
-            if req.wait_until.is_none() {
-                return Ok(Attempt::Held { retry_after: None }); // the cleanup deletes our key
-            }
-            if let Some(held) = self.wait_turn(req, &session, &dir, &name, fence).await? {
+            let held = match req.wait_until {
+                None => Some(Attempt::Held { retry_after: None }),
+                Some(_) => self.wait_turn(req, &session, &dir, (&name, fence), predecessor).await?,
+            };
+            if let Some(held) = held {
+                // Our key goes before the answer: left queued a moment longer, it would be
+                // taken for the holder by the next client to look.
+                cleanup.run_now().await?;
                 return Ok(held);
             }
         }
@@ -147,15 +166,8 @@ impl Inner {
         }
         cleanup.disarm();
         let hk = (req.key.to_owned(), req.owner);
-        let watch = self.watch_own_key(session.generation, hk.clone(), name.clone(), fence);
-        let hold = Hold {
-            name,
-            fence,
-            count: 1,
-            generation: session.generation,
-            signals: vec![req.signal.clone()],
-            watch: Some(watch),
-        };
+        let hold =
+            Hold { name, fence, count: 1, generation: session.generation, signals: vec![req.signal.clone()] };
         let old = self.holds.lock().insert(hk, hold);
         if let Some(old) = old {
             // Only a lost hold can be replaced (a live one nests): its key goes, by its name.
@@ -165,46 +177,71 @@ impl Inner {
     }
 
     /// Wait until no key created before ours is left: `Ok(None)` once ours is first,
-    /// `Ok(Some(Held))` at the deadline. Each round reads our key and the last key created
-    /// before it, then watches only that one (and ours) for a delete.
+    /// `Ok(Some(Held))` at the deadline. Each round watches only the last key created before
+    /// ours (and ours, should the lease end) for a delete. `known`: that predecessor as the
+    /// put's own transaction read it.
     async fn wait_turn(
         &self,
         req: &AcquireRequest<'_>,
         session: &Session,
         dir: &str,
-        name: &str,
-        fence: i64,
+        (name, fence): (&str, i64),
+        known: Option<Vec<u8>>,
     ) -> Result<Option<Attempt>> {
-        let mut kv = self.client.kv_client();
+        let timeout = self.cfg.request_timeout;
         let mut watcher = self.client.watch_client();
+        let mut candidate = known;
         loop {
             let Some(deadline) = req.wait_until.filter(|d| Instant::now() < *d) else {
                 return Ok(Some(Attempt::Held { retry_after: None }));
             };
-            let before = GetOptions::new()
-                .with_prefix()
-                .with_max_create_revision(fence - 1)
-                .with_sort(SortTarget::Create, SortOrder::Descend)
-                .with_limit(1)
-                .with_keys_only();
-            let txn = Txn::new().and_then([TxnOp::get(name, Some(GetOptions::new().with_keys_only())), TxnOp::get(dir, Some(before))]);
-            let resp = kv.txn(txn).await.map_err(lock_error)?;
-            let rev = resp.header().map_or(0, |h| h.revision());
-            let rs = ranges(&resp);
-            if !rs.first().is_some_and(|r| r.iter().any(|k| k.create_revision() == fence)) {
-                // Deleted behind our back, or the lease ended; nothing left to clean up.
-                return Err(temporary("own lock key vanished while waiting"));
-            }
-            let Some(predecessor) = rs.get(1).and_then(|r| r.first()).map(|k| k.key().to_vec()) else {
-                return Ok(None);
-            };
             if session.is_ended() {
                 return Err(temporary("etcd lease ended while waiting"));
             }
-            // From the revision after the read: a delete in between is still seen.
-            let opts = || WatchOptions::new().with_start_revision(rev + 1).with_filters([WatchFilterType::NoPut]);
-            let mut stream = watcher.watch(predecessor, Some(opts())).await.map_err(lock_error)?;
+            let predecessor = match candidate.take() {
+                Some(p) => p,
+                None => match self.predecessor(dir, name, fence).await? {
+                    Some(p) => p,
+                    None => return Ok(None),
+                },
+            };
+            // Watch from now, then read. (A watch from a past revision is served by the
+            // server's catch-up loop, every 100 ms: a slow hand-over.) A delete before the
+            // watch started shows in the read, one after it in the watch.
+            let opts = || WatchOptions::new().with_filters([WatchFilterType::NoPut]);
+            let watch = watcher.watch(predecessor.clone(), Some(opts()));
+            let mut stream = bounded(timeout, watch).await.map_err(lock_error)?;
             stream.watch(name, Some(opts())).await.map_err(lock_error)?;
+            let mut created = 0;
+            let mut woke = false;
+            let started = async {
+                while created < 2 && !woke {
+                    match stream.message().await.map_err(lock_error)? {
+                        Some(m) => {
+                            created += usize::from(m.created());
+                            woke = m.canceled()
+                                || m.events().iter().any(|e| e.event_type() == EventType::Delete);
+                        }
+                        None => return Err(temporary("watch stream closed while waiting")),
+                    }
+                }
+                Ok(())
+            };
+            match tokio::time::timeout(timeout, started).await {
+                Ok(r) => r?,
+                Err(_) => return Err(temporary("watch not created in time")),
+            }
+            if woke {
+                continue;
+            }
+            match self.predecessor(dir, name, fence).await? {
+                None => return Ok(None),
+                Some(p) if p != predecessor => {
+                    candidate = Some(p);
+                    continue;
+                }
+                Some(_) => {}
+            }
             let woke = async {
                 loop {
                     match stream.message().await {
@@ -229,62 +266,26 @@ impl Inner {
         }
     }
 
-    /// Watch our own key while held: deleted behind our back (a foreign delete, the lease
-    /// revoked or expired) -> lost. Holds no `Inner` between events, so dropping every
-    /// `EtcdLock` still revokes the lease.
-    fn watch_own_key(self: &Arc<Self>, generation: u64, hk: HoldKey, name: String, fence: i64) -> AbortHandle {
-        let weak = Arc::downgrade(self);
-        let client = self.client.clone();
-        let task = self.runtime.spawn(async move {
-            let lose = |reason: LostReason| {
-                if let Some(inner) = weak.upgrade() {
-                    inner.lose(&hk, &name, reason);
-                }
-            };
-            let mut watcher = client.watch_client();
-            // From our own create revision: a delete before the watch starts is still seen.
-            let mut from = fence;
-            loop {
-                let opts = WatchOptions::new().with_start_revision(from).with_filters([WatchFilterType::NoPut]);
-                let mut stream = match watcher.watch(name.as_str(), Some(opts)).await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "watching own lock key failed; retrying");
-                        tokio::time::sleep(WATCH_RETRY).await;
-                        continue;
-                    }
-                };
-                loop {
-                    match stream.message().await {
-                        Ok(Some(m)) if m.events().iter().any(|e| e.event_type() == EventType::Delete) => {
-                            let ended = weak.upgrade().is_none_or(|i| {
-                                let s = i.current();
-                                s.generation != generation || s.is_ended()
-                            });
-                            return lose(if ended { LostReason::SessionEnded } else { LostReason::NotOwner });
-                        }
-                        Ok(Some(m)) if m.canceled() => {
-                            // Compacted past `from`: is the key still ours?
-                            match client.kv_client().get(name.as_str(), None).await {
-                                Ok(r) if r.kvs().iter().any(|k| k.create_revision() == fence) => {
-                                    from = r.header().map_or(from, |h| h.revision() + 1);
-                                    break;
-                                }
-                                Ok(_) => return lose(LostReason::NotOwner),
-                                Err(_) => break,
-                            }
-                        }
-                        // Created, progress: nothing happened to our key.
-                        Ok(Some(_)) => {}
-                        Ok(None) | Err(_) => {
-                            tokio::time::sleep(WATCH_RETRY).await;
-                            break;
-                        }
-                    }
-                }
-            }
-        });
-        task.abort_handle()
+    /// The last key created before ours (`fence`) under `dir`, or `None` when ours is first.
+    ///
+    /// # Errors
+    /// Temporary when our own key is gone (deleted behind our back, or its lease ended).
+    async fn predecessor(&self, dir: &str, name: &str, fence: i64) -> Result<Option<Vec<u8>>> {
+        let before = GetOptions::new()
+            .with_prefix()
+            .with_max_create_revision(fence - 1)
+            .with_sort(SortTarget::Create, SortOrder::Descend)
+            .with_limit(1)
+            .with_keys_only();
+        let own = TxnOp::get(name, Some(GetOptions::new().with_keys_only()));
+        let txn = Txn::new().and_then([own, TxnOp::get(dir, Some(before))]);
+        let mut kv = self.client.kv_client();
+        let resp = bounded(self.cfg.request_timeout, kv.txn(txn)).await.map_err(lock_error)?;
+        let rs = ranges(&resp);
+        if !rs.first().is_some_and(|r| r.iter().any(|k| k.create_revision() == fence)) {
+            return Err(temporary("own lock key vanished while waiting"));
+        }
+        Ok(rs.get(1).and_then(|r| r.first()).map(|k| k.key().to_vec()))
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use etcd_client::Client;
+use etcd_client::{Client, GetOptions, Txn, TxnOp, TxnOpResponse};
 use lock_core::backend::{Backoff, Mutex};
 use lock_core::{LeaseSignal, LostReason, OwnerToken, Result};
 use tokio::runtime::Handle;
@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::builder::Config;
 use crate::cleanup;
-use crate::error::{lease_gone, lock_error};
+use crate::error::{bounded, lease_gone, lock_error};
 
 /// Shortest keep-alive period and idle re-check of the deadline keeper: a tiny TTL must not
 /// turn either into a busy loop.
@@ -58,6 +58,12 @@ impl Session {
 
     /// When the holds of this lease must be given up: a TTL after the last confirmed send, less
     /// the drift margin.
+    /// Send time of the last confirmed keep-alive (or the grant).
+    #[cfg(feature = "testing")]
+    pub fn confirmed_at(&self) -> Instant {
+        *self.confirmed.lock()
+    }
+
     pub fn give_up_at(&self) -> Instant {
         give_up_at(&self.confirmed, self.ttl, self.clock_drift)
     }
@@ -77,8 +83,6 @@ pub(crate) struct Hold {
     pub generation: u64,
     /// The lost signal of every acquisition of this hold.
     pub signals: Vec<LeaseSignal>,
-    /// The task watching our own key while held.
-    pub watch: Option<AbortHandle>,
 }
 
 impl Hold {
@@ -93,12 +97,6 @@ impl Hold {
     }
     fn mark_held(&self) {
         self.signals.iter().for_each(LeaseSignal::mark_held);
-    }
-    /// Stop watching the key (before deleting it ourselves, or once the hold is over).
-    pub fn stop_watch(&mut self) {
-        if let Some(w) = self.watch.take() {
-            w.abort();
-        }
     }
 }
 
@@ -130,18 +128,20 @@ impl Drop for Inner {
         if !session.is_ended() {
             let mut lease = self.client.lease_client();
             let id = session.lease;
+            let timeout = self.cfg.request_timeout;
             self.runtime.spawn(async move {
-                let _ = lease.revoke(id).await;
+                let _ = bounded(timeout, lease.revoke(id)).await;
             });
         }
     }
 }
 
 /// Grant a lease of `ttl`: its id, the granted TTL, the send time, and the cluster id.
-async fn grant(client: &Client, ttl: Duration) -> Result<(i64, Duration, Instant, u64)> {
+async fn grant(client: &Client, cfg: &Config) -> Result<(i64, Duration, Instant, u64)> {
     let sent = Instant::now();
-    let secs = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX).max(1);
-    let resp = client.lease_client().grant(secs, None).await.map_err(lock_error)?;
+    let secs = i64::try_from(cfg.lease_ttl.as_secs()).unwrap_or(i64::MAX).max(1);
+    let mut leases = client.lease_client();
+    let resp = bounded(cfg.request_timeout, leases.grant(secs, None)).await.map_err(lock_error)?;
     let granted = Duration::from_secs(u64::try_from(resp.ttl()).unwrap_or(1).max(1));
     let cluster = resp.header().map_or(0, |h| h.cluster_id());
     Ok((resp.id(), granted, sent, cluster))
@@ -150,7 +150,7 @@ async fn grant(client: &Client, ttl: Duration) -> Result<(i64, Duration, Instant
 impl Inner {
     /// Grant the first lease and start keeping it alive.
     pub async fn start(cfg: Config, client: Client, runtime: Handle) -> Result<Arc<Inner>> {
-        let (lease, ttl, sent, cluster_id) = grant(&client, cfg.lease_ttl).await?;
+        let (lease, ttl, sent, cluster_id) = grant(&client, &cfg).await?;
         let session = Session::new(0, lease, ttl, sent, cfg.clock_drift);
         let inner = Arc::new(Inner {
             cfg,
@@ -184,7 +184,7 @@ impl Inner {
         if !cur.is_ended() {
             return Ok(cur);
         }
-        let (lease, ttl, sent, _) = grant(&self.client, self.cfg.lease_ttl).await?;
+        let (lease, ttl, sent, _) = grant(&self.client, &self.cfg).await?;
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         let session = Session::new(generation, lease, ttl, sent, self.cfg.clock_drift);
         session.watch(self);
@@ -202,18 +202,15 @@ impl Inner {
     }
 
     /// Take every hold of `generation` out of the table, telling each of its guards.
-    fn take_holds(&self, generation: u64, reason: LostReason) -> Vec<Hold> {
-        let mut holds = self.holds.lock();
-        let keys: Vec<HoldKey> =
-            holds.iter().filter(|(_, h)| h.generation == generation).map(|(k, _)| k.clone()).collect();
-        keys.iter()
-            .filter_map(|k| holds.remove(k))
-            .map(|mut h| {
-                h.stop_watch();
-                h.mark_lost(reason);
-                h
-            })
-            .collect()
+    fn take_holds(&self, generation: u64, reason: LostReason) {
+        let taken: Vec<Hold> = {
+            let mut holds = self.holds.lock();
+            let keys: Vec<HoldKey> =
+                holds.iter().filter(|(_, h)| h.generation == generation).map(|(k, _)| k.clone()).collect();
+            keys.iter().filter_map(|k| holds.remove(k)).collect()
+        };
+        // Outside the table's lock: a guard woken by the loss finds the table clean.
+        taken.iter().for_each(|h| h.mark_lost(reason));
     }
 
     /// The lease of `generation` is gone (revoked or expired on the server): its keys are gone
@@ -232,18 +229,59 @@ impl Inner {
     fn give_up(&self, generation: u64) {
         let session = self.current();
         if session.generation == generation && !session.ended.swap(true, Ordering::AcqRel) {
-            cleanup::spawn_revoke(&self.runtime, self.client.clone(), session.lease, session.ttl);
+            cleanup::spawn_revoke(
+                &self.runtime,
+                self.client.clone(),
+                session.lease,
+                session.ttl,
+                self.cfg.request_timeout,
+            );
         }
         self.take_holds(generation, LostReason::DeadlinePassed);
     }
 
     /// Delete the key of a hold already out of the table, by name and create revision (never
     /// a later grant), if its lease may still be alive.
-    pub fn delete_lost(&self, mut h: Hold) {
-        h.stop_watch();
+    pub fn delete_lost(&self, h: Hold) {
         let session = self.current();
         if session.generation == h.generation && !session.is_ended() {
-            cleanup::spawn_delete(&self.runtime, self.client.clone(), h.name, h.fence);
+            cleanup::spawn_delete(
+                &self.runtime,
+                self.client.clone(),
+                h.name,
+                h.fence,
+                self.cfg.request_timeout,
+            );
+        }
+    }
+
+    /// Check that every hold of `generation` still has its key with its create revision (one
+    /// transaction of reads per 100 holds); a hold whose key was deleted behind our back is
+    /// lost. Run after each confirmed keep-alive: a hold taken with an explicit lease gets no
+    /// renewals from the core's watchdog, so this is what notices a foreign delete.
+    async fn verify(&self, generation: u64) {
+        let holds: Vec<(HoldKey, String, i64)> = self
+            .holds
+            .lock()
+            .iter()
+            .filter(|(_, h)| h.generation == generation && !h.is_lost())
+            .map(|(k, h)| (k.clone(), h.name.clone(), h.fence))
+            .collect();
+        let mut kv = self.client.kv_client();
+        for chunk in holds.chunks(100) {
+            let ops: Vec<TxnOp> = chunk
+                .iter()
+                .map(|(_, n, _)| TxnOp::get(n.as_str(), Some(GetOptions::new().with_keys_only())))
+                .collect();
+            let Ok(resp) = bounded(self.cfg.request_timeout, kv.txn(Txn::new().and_then(ops))).await else {
+                return; // the keep-alive notices connection trouble on its own
+            };
+            for (op, (hk, name, fence)) in resp.op_responses().into_iter().zip(chunk) {
+                let present = matches!(op, TxnOpResponse::Get(g) if g.kvs().iter().any(|k| k.create_revision() == *fence));
+                if !present {
+                    self.lose(hk, name, LostReason::NotOwner);
+                }
+            }
         }
     }
 
@@ -255,15 +293,20 @@ impl Inner {
             let mut holds = self.holds.lock();
             if holds.get(hk).is_some_and(|h| h.name == name) { holds.remove(hk) } else { None }
         };
-        if let Some(mut h) = hold {
-            h.stop_watch();
+        if let Some(h) = hold {
             h.mark_lost(reason);
         }
     }
 }
 
 impl Session {
-    fn new(generation: u64, lease: i64, ttl: Duration, sent: Instant, clock_drift: (f64, Duration)) -> Arc<Self> {
+    fn new(
+        generation: u64,
+        lease: i64,
+        ttl: Duration,
+        sent: Instant,
+        clock_drift: (f64, Duration),
+    ) -> Arc<Self> {
         Arc::new(Session {
             lease,
             generation,
@@ -309,10 +352,14 @@ struct Watch {
 }
 
 impl Watch {
-    fn confirmed(&self, sent: Instant) {
+    async fn confirmed(&self, sent: Instant) {
         confirm(&self.confirmed, sent);
         if let Some(inner) = self.inner.upgrade() {
             inner.for_holds(self.generation, Hold::mark_held);
+            // Bounded by the keep-alive period, so that the next keep-alive is never late.
+            if inner.has_holds(self.generation) {
+                let _ = tokio::time::timeout(self.ttl / 3, inner.verify(self.generation)).await;
+            }
         }
     }
 
@@ -357,7 +404,7 @@ async fn keep_alive(w: Watch) {
                 continue;
             }
         };
-        w.confirmed(sent);
+        w.confirmed(sent).await;
         backoff = Backoff::new(MIN_PERIOD, period);
         loop {
             tokio::time::sleep(period).await;
@@ -367,7 +414,7 @@ async fn keep_alive(w: Watch) {
                 break;
             }
             match tokio::time::timeout(period, stream.message()).await {
-                Ok(Ok(Some(r))) if r.ttl() > 0 => w.confirmed(sent),
+                Ok(Ok(Some(r))) if r.ttl() > 0 => w.confirmed(sent).await,
                 Ok(Ok(Some(_))) => return w.gone(),
                 Ok(Ok(None)) => {
                     w.failed(&"keep-alive stream closed");
@@ -403,7 +450,10 @@ async fn keep_deadline(w: Watch) {
                 continue;
             }
             if Instant::now() >= at {
-                tracing::warn!(generation = w.generation, "etcd lease not confirmed within its ttl; locks given up");
+                tracing::warn!(
+                    generation = w.generation,
+                    "etcd lease not confirmed within its ttl; locks given up"
+                );
                 inner.give_up(w.generation);
                 return;
             }
