@@ -13,7 +13,7 @@ use lock_core::{Locker, OwnerToken};
 use lock_redis::redis::{self, AsyncCommands, aio::MultiplexedConnection};
 use lock_redis::{Mode, RedisLock};
 use lock_testkit::interop::{Peer, python};
-use lock_testkit::server::{RedisServer, or_skip, try_shared_redis};
+use lock_testkit::server::{RedisServer, external_url, or_skip, try_shared_redis};
 use lock_testkit::{eventually, within};
 use tokio::process::Command;
 use tokio::time::Instant;
@@ -27,10 +27,13 @@ const LONG: Duration = Duration::from_secs(30);
 /// rest is slack for a loaded two-core machine.
 const HANDOVER_BOUND: Duration = Duration::from_secs(2);
 
-/// The shared server, or `None` after `SKIPPED` (a missing server fails under
-/// `LOCK_TEST_REQUIRE=1`).
-fn server() -> Option<&'static RedisServer> {
-    or_skip("redis-server", try_shared_redis())
+/// The URL of `LOCK_TEST_REDIS_URL`, else of the shared server, or `None` after `SKIPPED` (a
+/// missing server fails under `LOCK_TEST_REQUIRE=1`).
+fn server() -> Option<String> {
+    match external_url("redis") {
+        Some(url) => Some(url),
+        None => or_skip("redis-server", try_shared_redis()).map(RedisServer::url),
+    }
 }
 
 /// A Python peer connected to `url`, or `None` after `SKIPPED` when the venv cannot be made.
@@ -68,10 +71,10 @@ const ROUNDS: usize = 10;
 /// lock within the poll interval (min / median / max over the rounds printed), with a fencing
 /// token; while we hold, the other side is refused.
 async fn their_release_lets_our_waiter_in(mode: Mode) {
-    let Some(srv) = server() else { return };
-    let Some(mut py) = peer(&srv.url()).await else { return };
+    let Some(url) = server() else { return };
+    let Some(mut py) = peer(&url).await else { return };
     let p = prefix();
-    let ours = backend(&srv.url(), mode, &p).await;
+    let ours = backend(&url, mode, &p).await;
     let locker = Locker::new(Arc::new(ours.clone()));
     py.call(&format!("new a {} {p}job {}", kind(mode), LONG.as_millis()), "new a", ANSWER).await;
     let mut took = Vec::with_capacity(ROUNDS);
@@ -122,17 +125,17 @@ async fn python_redis_lock_release_lets_our_waiter_in() {
 
 /// We hold: the other side's `acquire(blocking=False)` fails; we release: it succeeds.
 async fn our_hold_excludes_them(mode: Mode) {
-    let Some(srv) = server() else { return };
-    let Some(mut py) = peer(&srv.url()).await else { return };
+    let Some(url) = server() else { return };
+    let Some(mut py) = peer(&url).await else { return };
     let p = prefix();
-    let locker = Locker::new(Arc::new(backend(&srv.url(), mode, &p).await));
+    let locker = Locker::new(Arc::new(backend(&url, mode, &p).await));
     py.call(&format!("new b {} {p}job {}", kind(mode), LONG.as_millis()), "new b", ANSWER).await;
     let g = locker.lock("job").lease(LONG).try_acquire().await.expect("try").expect("free");
     assert_eq!(py.call("try b", "try b", ANSWER).await, "try b 0", "{mode}: our hold excludes python");
     g.release().await.expect("release");
     if mode == Mode::PythonRedisLock {
         // Our release left the signal list as python-redis-lock's own release does.
-        let mut a = admin(&srv.url()).await;
+        let mut a = admin(&url).await;
         let signal = format!("lock-signal:{p}job");
         let items: Vec<String> = a.lrange(&signal, 0, -1).await.expect("lrange");
         let ttl: i64 = a.pttl(&signal).await.expect("pttl");
@@ -195,16 +198,16 @@ const INCREMENTS: u64 = 100;
 /// shared lock; only the lock keeps the total exact. Refused attempts (ours, counted by the
 /// client; Python's, counted by its peer) show the two sides met.
 async fn contended_counter_stays_exact(mode: Mode) {
-    let Some(srv) = server() else { return };
-    let Some(mut py) = peer(&srv.url()).await else { return };
+    let Some(url) = server() else { return };
+    let Some(mut py) = peer(&url).await else { return };
     let p = prefix();
-    let ours = backend(&srv.url(), mode, &p).await;
+    let ours = backend(&url, mode, &p).await;
     let locker = Locker::new(Arc::new(ours.clone()));
     let counter = format!("{p}counter");
     py.call(&format!("new c {} {p}job {}", kind(mode), LONG.as_millis()), "new c", ANSWER).await;
     let started = Instant::now();
     py.send(&format!("count c {INCREMENTS} {counter}")).await;
-    let mut a = admin(&srv.url()).await;
+    let mut a = admin(&url).await;
     // Start once Python has: its remaining increments overlap ours.
     eventually(ANSWER, "python counts", || {
         let mut a = a.clone();
@@ -251,10 +254,10 @@ const DEAD_HOLDER_LEASE: Duration = Duration::from_secs(1);
 /// A Python holder killed mid-hold: its key expires after its lease and our waiter, already
 /// waiting, gets the lock.
 async fn killed_holder_expires_and_we_get_it(mode: Mode) {
-    let Some(srv) = server() else { return };
-    let Some(mut py) = peer(&srv.url()).await else { return };
+    let Some(url) = server() else { return };
+    let Some(mut py) = peer(&url).await else { return };
     let p = prefix();
-    let ours = backend(&srv.url(), mode, &p).await;
+    let ours = backend(&url, mode, &p).await;
     let lock = ours.key_names("job").lock;
     let locker = Locker::new(Arc::new(ours));
     let ms = DEAD_HOLDER_LEASE.as_millis();
@@ -262,7 +265,7 @@ async fn killed_holder_expires_and_we_get_it(mode: Mode) {
     assert_eq!(py.call("try k", "try k", ANSWER).await, "try k 1");
     py.kill().await;
     let killed = Instant::now();
-    let pttl: i64 = admin(&srv.url()).await.pttl(&lock).await.expect("pttl");
+    let pttl: i64 = admin(&url).await.pttl(&lock).await.expect("pttl");
     assert!(pttl > 0, "{mode}: the dead holder's key is still there at the kill ({pttl})");
     let g = within(DEAD_HOLDER_LEASE + HANDOVER_BOUND, "our waiter gets the dead holder's lock", async {
         locker.lock("job").wait(LONG).acquire().await.expect("acquired")
@@ -288,12 +291,12 @@ async fn killed_python_redis_lock_holder_expires_and_we_get_it() {
 /// script with another token; python-redis-lock's `Lock(name, id=other).release()`) against ours.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_token_release_is_refused_on_both_sides() {
-    let Some(srv) = server() else { return };
-    let Some(mut py) = peer(&srv.url()).await else { return };
-    let mut a = admin(&srv.url()).await;
+    let Some(url) = server() else { return };
+    let Some(mut py) = peer(&url).await else { return };
+    let mut a = admin(&url).await;
     for (mode, refused) in [(Mode::RedisPy, "LockNotOwnedError"), (Mode::PythonRedisLock, "NotAcquired")] {
         let p = prefix();
-        let ours = backend(&srv.url(), mode, &p).await;
+        let ours = backend(&url, mode, &p).await;
         let lock = ours.key_names("job").lock;
         let k = kind(mode);
 
