@@ -16,7 +16,7 @@ use zookeeper_client as zk;
 
 use crate::builder::{Config, ZkLockBuilder};
 use crate::cleanup::spawn_delete;
-use crate::error::{NAME, is_temporary, lock_error, session_ended};
+use crate::error::{NAME, SessionEnded, is_temporary, lock_error, session_ended};
 use crate::recipe::queue;
 use crate::session::{Inner, open_client};
 
@@ -43,6 +43,22 @@ impl fmt::Debug for ZkLock {
     }
 }
 
+/// Whether the caller's client is authenticated as a user (digest, SASL, ...), so that its
+/// nodes can be creator-only. Servers before 3.7 cannot tell (no `whoAmI`): open ACLs then.
+async fn user_client_authed(client: &zk::Client) -> Result<bool> {
+    match client.list_auth_users().await {
+        Ok(users) => Ok(users.iter().any(|u| !matches!(u.scheme(), "ip" | "world"))),
+        Err(e) if session_ended(&e) => {
+            Err(LockError::permanent(NAME, SessionEnded { state: client.state() }))
+        }
+        Err(e @ (zk::Error::Unimplemented | zk::Error::BadArguments(_))) => {
+            tracing::warn!(error = %e, "cannot ask the server who the given client is; lock nodes get open ACLs");
+            Ok(false)
+        }
+        Err(e) => Err(lock_error(e)),
+    }
+}
+
 impl ZkLock {
     /// Start configuring a ZooKeeper lock client.
     pub fn builder() -> ZkLockBuilder {
@@ -50,21 +66,37 @@ impl ZkLock {
     }
 
     /// Open the session and make sure the root (and, if asked for, the chroot) exists.
-    pub(crate) async fn connect(cfg: Config) -> Result<ZkLock> {
+    pub(crate) async fn connect(cfg: Config, user_client: Option<zk::Client>) -> Result<ZkLock> {
         let runtime = Handle::try_current()
             .map_err(|_| LockError::InvalidConfig { reason: "ZkLock needs a tokio runtime".to_owned() })?;
-        let acls = match cfg.auth {
-            Some(_) => vec![
+        let opened = Instant::now();
+        let (client, authed) = match user_client {
+            Some(client) => {
+                if client.state().is_terminated() {
+                    return Err(LockError::permanent(NAME, SessionEnded { state: client.state() }));
+                }
+                let authed = user_client_authed(&client).await?;
+                (client, authed)
+            }
+            None => (open_client(&cfg, &cfg.connect).await?, cfg.auth.is_some()),
+        };
+        let acls = if authed {
+            vec![
                 zk::Acl::new(zk::Permission::ALL, zk::AuthId::authed()),
                 zk::Acl::new(zk::Permission::READ, zk::AuthId::anyone()),
-            ],
-            None => vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())],
+            ]
+        } else {
+            vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())]
         };
-        let opened = Instant::now();
-        let client = open_client(&cfg, &cfg.connect).await?;
         if !cfg.root.is_empty() {
             let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acls));
             match client.mkdir(&cfg.root, &opts).await {
+                Err(zk::Error::NoNode) if cfg.user_client.as_deref().is_some_and(|c| c != "/") => {
+                    let chroot = cfg.user_client.as_deref().unwrap_or_default();
+                    return Err(LockError::InvalidConfig {
+                        reason: format!("the chroot {chroot:?} of the zookeeper client given does not exist"),
+                    });
+                }
                 Err(zk::Error::NoNode) if cfg.chroot().is_some() && !cfg.create_chroot => {
                     let (_, chroot) = cfg.chroot().unwrap_or_default();
                     return Err(LockError::InvalidConfig {

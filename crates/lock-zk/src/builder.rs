@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use lock_core::{LockError, Result};
+use zookeeper_client as zk;
 
 use crate::ZkLock;
 use crate::options::ZkUrl;
@@ -25,6 +26,8 @@ pub struct ZkLockBuilder {
     auth: Option<(String, String)>,
     create_chroot: bool,
     clock_drift: Option<(f64, Duration)>,
+    /// The caller's own client: its session carries the locks, no other is opened.
+    client: Option<zk::Client>,
     error: Option<String>,
 }
 
@@ -36,6 +39,14 @@ impl fmt::Debug for ZkLockBuilder {
             .field("session_timeout", &self.session_timeout)
             .field("connection_timeout", &self.connection_timeout)
             .field("auth_user", &self.auth.as_ref().map(|(u, _)| u))
+            // The session id and chroot only: never the client's own Debug, nor the session password.
+            .field(
+                "client",
+                &self
+                    .client
+                    .as_ref()
+                    .map(|c| format!("session {:#x}, chroot {}", c.session_id().0, c.path())),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -55,6 +66,9 @@ pub(crate) struct Config {
     /// Clock-drift margin: holds are given up `session_timeout * rate + floor` before the
     /// server may expire the session.
     pub clock_drift: (f64, Duration),
+    /// The chroot of the caller's own client (`"/"` for none) when the locks ride on it
+    /// (`connect` is then empty): its session cannot be re-opened by us.
+    pub user_client: Option<String>,
 }
 
 impl fmt::Debug for Config {
@@ -64,6 +78,7 @@ impl fmt::Debug for Config {
             .field("root", &self.root)
             .field("session_timeout", &self.session_timeout)
             .field("auth_user", &self.auth.as_ref().map(|(u, _)| u))
+            .field("user_client_chroot", &self.user_client)
             .finish_non_exhaustive()
     }
 }
@@ -78,7 +93,15 @@ impl Config {
     /// is spelled: `zk://` + the hosts lower-cased, with the default port made explicit, sorted
     /// and deduplicated, + chroot and root as one path. No credentials (they are not part of
     /// `connect`).
+    ///
+    /// On a caller's client the hosts are not known (the client does not tell them):
+    /// `zk://user-client/` + its chroot and the root. Such a name cannot be a URL's (those
+    /// always carry a port), and `MultiLock` orders by key first, so it only breaks ties.
     pub fn identity(&self) -> String {
+        if let Some(chroot) = &self.user_client {
+            let path = format!("{}{}", chroot.trim_end_matches('/'), self.root);
+            return format!("zk://user-client/{}", path.trim_start_matches('/'));
+        }
         let (hosts, chroot) =
             self.connect.split_once('/').map_or((self.connect.as_str(), ""), |(h, c)| (h, c));
         let mut hosts: Vec<String> = hosts
@@ -180,9 +203,46 @@ impl ZkLockBuilder {
         self
     }
 
-    pub(crate) fn into_config(self) -> Result<Config> {
+    /// Lock through your own client instead of connecting: its session carries the locks (no
+    /// second session is opened) and its state drives the lost signal as for a session of our
+    /// own. The lock root is inside the client's chroot, if it has one (which must exist).
+    /// Connection settings are the client's: `connect_string`, `url`, `session_timeout`,
+    /// `connection_timeout`, `create_chroot` and `auth` are refused with it by `build`. Nodes
+    /// get creator-only ACLs (`auth::cdrwa` + `world:anyone:r`) if the client's session is
+    /// authenticated (digest or SASL), else `world:anyone:cdrwa`.
+    ///
+    /// Once its session ends (expired, closed, auth failed) the client is dead and cannot be
+    /// re-opened from here: every lock it held is reported lost, and every later acquisition
+    /// fails with a permanent [`LockError::Backend`] whose source is
+    /// [`SessionEnded`](crate::SessionEnded). Build a new lock on a new client then.
+    pub fn client(mut self, client: zk::Client) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    pub(crate) fn into_config(self) -> Result<(Config, Option<zk::Client>)> {
         if let Some(e) = self.error {
             return Err(invalid(e));
+        }
+        if let Some(client) = self.client {
+            let own = [
+                ("connect_string/url", self.connect.is_some()),
+                ("session_timeout", self.session_timeout.is_some()),
+                ("connection_timeout", self.connection_timeout.is_some()),
+                ("create_chroot", self.create_chroot),
+                ("auth", self.auth.is_some()),
+            ];
+            if let Some((name, _)) = own.iter().find(|(_, set)| *set) {
+                return Err(invalid(format!(
+                    "{name} is a setting of the zookeeper client given with client(): set it on its Connector"
+                )));
+            }
+            let cfg = ZkLockBuilder { connect: Some("user-client".to_owned()), client: None, ..self };
+            let mut cfg = cfg.into_config()?.0;
+            cfg.connect = String::new();
+            cfg.session_timeout = client.session_timeout();
+            cfg.user_client = Some(client.path().to_owned());
+            return Ok((cfg, Some(client)));
         }
         let connect = self.connect.ok_or_else(|| invalid("zookeeper connect string is missing"))?;
         if connect.trim().is_empty() {
@@ -201,7 +261,7 @@ impl ZkLockBuilder {
         if !(0.0..=0.5).contains(&clock_drift.0) {
             return Err(invalid(format!("clock drift rate {} is outside 0.0..=0.5", clock_drift.0)));
         }
-        Ok(Config {
+        let cfg = Config {
             clock_drift,
             connect,
             root,
@@ -209,7 +269,9 @@ impl ZkLockBuilder {
             connection_timeout: self.connection_timeout,
             auth: self.auth,
             create_chroot: self.create_chroot,
-        })
+            user_client: None,
+        };
+        Ok((cfg, None))
     }
 
     /// Connect (one session, shared by every lock of the returned [`ZkLock`] and its clones)
@@ -220,7 +282,8 @@ impl ZkLockBuilder {
     /// a temporary backend error when no server answers; a permanent one for auth or ACL
     /// failures.
     pub async fn build(self) -> Result<ZkLock> {
-        ZkLock::connect(self.into_config()?).await
+        let (cfg, client) = self.into_config()?;
+        ZkLock::connect(cfg, client).await
     }
 }
 
@@ -277,7 +340,8 @@ mod tests {
         let c = ZkLockBuilder::default()
             .url("zk://al%40ice:p%3Aw@h1:2181,h2:2182/locks/app?chroot=/tenant&session_timeout_ms=1500")
             .into_config()
-            .expect("valid url");
+            .expect("valid url")
+            .0;
         assert_eq!(c.connect, "h1:2181,h2:2182/tenant");
         assert_eq!(c.root, "/locks/app");
         assert_eq!(c.session_timeout, Duration::from_millis(1500));
@@ -289,7 +353,8 @@ mod tests {
 
     #[test]
     fn identity_is_canonical_and_has_no_credentials() {
-        let id = |url: &str| ZkLockBuilder::default().url(url).into_config().expect(url).identity();
+        let id =
+            |url: &str| ZkLockBuilder::default().url(url).into_config().map(|c| c.0).expect(url).identity();
         let canonical = "zk://10.0.0.1:2181,10.0.0.2:2182,[::1]:2181/app/locks";
         for url in [
             "zk://10.0.0.2:2182,10.0.0.1:2181,[::1]:2181/locks?chroot=/app",
@@ -299,10 +364,15 @@ mod tests {
         }
         let c = ZkLockBuilder::default().connect_string("ZK1.example:2181,zk0.example/app").root("/locks");
         assert_eq!(
-            c.into_config().expect("valid").identity(),
+            c.into_config().map(|c| c.0).expect("valid").identity(),
             "zk://zk0.example:2181,zk1.example:2181/app/locks"
         );
-        let root = ZkLockBuilder::default().connect_string("h:1").root("/").into_config().expect("valid");
+        let root = ZkLockBuilder::default()
+            .connect_string("h:1")
+            .root("/")
+            .into_config()
+            .map(|c| c.0)
+            .expect("valid");
         assert_eq!(root.identity(), "zk://h:1/");
         assert_ne!(id("zk://h:1/a?chroot=/b"), id("zk://h:1/b?chroot=/c"), "different lock spaces");
     }
@@ -312,7 +382,12 @@ mod tests {
         for url in ["redis://h:1", "zk://", "zk://h:1?bogus=1", "zk://h:1/a/../b"] {
             assert!(ZkLockBuilder::default().url(url).into_config().is_err(), "{url}");
         }
-        let c = ZkLockBuilder::default().connect_string("h:1").root("/").into_config().expect("root /");
+        let c = ZkLockBuilder::default()
+            .connect_string("h:1")
+            .root("/")
+            .into_config()
+            .map(|c| c.0)
+            .expect("root /");
         assert_eq!(c.root, "");
         assert!(ZkLockBuilder::default().connect_string("h:1").root("x").into_config().is_err());
     }

@@ -45,3 +45,27 @@ pub(crate) fn session_ended(e: &zk::Error) -> bool {
 pub(crate) fn temporary(msg: &'static str) -> LockError {
     LockError::temporary(NAME, msg)
 }
+
+/// The session of a client given to
+/// [`ZkLockBuilder::client`](crate::ZkLockBuilder::client) has ended (expired, closed or
+/// refused its credentials): the client is dead, and a lock built on it cannot open another, so
+/// every acquisition fails with a permanent [`LockError::Backend`] carrying this as its source
+/// (downcast it to tell). Build a new lock on a new client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEnded {
+    /// The client's terminal state.
+    pub state: zk::SessionState,
+}
+
+impl std::fmt::Display for SessionEnded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the session of the zookeeper client given to the lock has ended ({:?}); locks on it cannot \
+             reconnect: build the lock on a new client",
+            self.state
+        )
+    }
+}
+
+impl std::error::Error for SessionEnded {}

@@ -14,6 +14,7 @@ mod session;
 
 pub use backend::ZkLock;
 pub use builder::{DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT, ZkLockBuilder};
+pub use error::SessionEnded;
 pub use key::encode_key;
 /// The ZooKeeper client this backend is built on, so error sources can be downcast and tests
 /// can talk to the server with the same version.

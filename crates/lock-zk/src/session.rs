@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use lock_core::backend::Mutex;
-use lock_core::{LeaseSignal, LostReason, OwnerToken, Result};
+use lock_core::{LeaseSignal, LockError, LostReason, OwnerToken, Result};
 use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
@@ -17,7 +17,7 @@ use zookeeper_client as zk;
 use crate::builder::Config;
 use crate::cleanup;
 use crate::encode_key;
-use crate::error::{lock_error, session_ended};
+use crate::error::{NAME, SessionEnded, lock_error, session_ended};
 
 /// Shortest heartbeat period and idle re-check of the deadline keeper: a tiny negotiated
 /// timeout must not turn either into a busy loop.
@@ -285,6 +285,10 @@ impl Inner {
             return Ok(cur);
         }
         self.end_session(cur.generation);
+        if self.cfg.user_client.is_some() {
+            // The caller's client: its session is theirs to re-create, not ours.
+            return Err(LockError::permanent(NAME, SessionEnded { state: cur.client.state() }));
+        }
         let opened = Instant::now();
         let client = open_client(&self.cfg, &self.cfg.connect).await?;
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
