@@ -227,3 +227,87 @@ async fn user_client_refuses_connection_settings() {
     let dbg = format!("{z:?}");
     assert!(dbg.contains("user_client_chroot"), "{dbg}");
 }
+
+/// Cut off without the session ending: the held guard is Uncertain, then Lost at the local
+/// deadline (a session timeout after the last confirmed send, less the drift margin), exactly
+/// as on a session of our own; once the client is back, the lock works on through it if the
+/// server kept the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_client_cut_off_gives_holds_up_at_the_deadline() {
+    const SESSION: Duration = Duration::from_millis(2000);
+    let port = server::shared_zk().port();
+    let proxy = Proxy::start(format!("127.0.0.1:{port}").parse().expect("addr")).await.expect("proxy");
+    let user = zk::Client::connector()
+        .with_session_timeout(SESSION)
+        .connect(&format!("127.0.0.1:{}", proxy.port()))
+        .await
+        .expect("user's client");
+    let z = ZkLock::builder().client(user.clone()).root("/user-client").build().await.expect("lock");
+    let l = locker(&z);
+    let key = format!("cut-{}", run_id());
+    let g = l.try_lock(&key).await.expect("try").expect("free");
+    // A renewal just before the cut: the last confirmed send is known to within its round trip.
+    g.renew(Duration::from_secs(1)).await.expect("renew");
+    let cut = tokio::time::Instant::now();
+    proxy.blackhole(true);
+    let mut states = g.state_changes();
+    within(SESSION, "uncertain while cut off", states.wait_for(|s| *s == LeaseState::Uncertain))
+        .await
+        .expect("state channel");
+    let uncertain = cut.elapsed();
+    within(SESSION * 2, "lost at the deadline", g.lost()).await;
+    let lost = cut.elapsed();
+    println!("user client cut off: uncertain after {uncertain:?}, lost after {lost:?} (session {SESSION:?})");
+    assert_eq!(g.state(), LeaseState::Lost(LostReason::DeadlinePassed));
+    assert!(lost < SESSION, "told before the server may expire the session: {lost:?}");
+    proxy.blackhole(false);
+    eventually(Duration::from_secs(10), "the client reconnects or learns its session expired", || async {
+        matches!(user.state(), zk::SessionState::SyncConnected) || user.state().is_terminated()
+    })
+    .await;
+    if user.state().is_terminated() {
+        let e = l.try_lock(&key).await.expect_err("the session is gone");
+        assert!(matches!(&e, LockError::Backend { temporary: false, .. }), "{e:?}");
+        println!("the server expired the session meanwhile: acquisitions fail with {e}");
+    } else {
+        let g2 =
+            l.lock(&key).wait(Duration::from_secs(5)).acquire().await.expect("works on through the client");
+        assert_eq!(z.session_id(), user.session_id().0);
+        g2.release().await.expect("release");
+    }
+}
+
+/// An authenticated user client gets creator-only lock nodes; an unauthenticated one open ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_client_acls_follow_its_authentication() {
+    let connect = server::shared_zk().connect_string();
+    let id = run_id();
+    let authed = zk::Client::connector()
+        .with_auth("digest", format!("bob-{id}:pw").as_bytes())
+        .connect(&connect)
+        .await
+        .expect("authenticated user client");
+    let z =
+        ZkLock::builder().client(authed).root(format!("/user-client-acl-{id}")).build().await.expect("lock");
+    let key = "acl";
+    let g = locker(&z).try_lock(key).await.expect("try").expect("free");
+    let dir = z.lock_dir(key);
+    let stranger = zk::Client::connect(&connect).await.expect("unauthenticated client");
+    let node = stranger.list_children(&dir).await.expect("world may read")[0].clone();
+    let (acl, _) = stranger.get_acl(&format!("{dir}/{node}")).await.expect("acl");
+    assert!(
+        acl.iter().any(|a| a.scheme() == "digest" && a.id().starts_with(&format!("bob-{id}:"))),
+        "creator-only: {acl:?}"
+    );
+    assert_eq!(stranger.delete(&format!("{dir}/{node}"), None).await, Err(zk::Error::NoAuth));
+    g.release().await.expect("release");
+
+    let open = ZkLock::builder().client(stranger.clone()).root(format!("/user-client-open-{id}")).build();
+    let open = open.await.expect("lock on an unauthenticated client");
+    let g = locker(&open).try_lock(key).await.expect("try").expect("free");
+    let dir = open.lock_dir(key);
+    let node = stranger.list_children(&dir).await.expect("list")[0].clone();
+    let (acl, _) = stranger.get_acl(&format!("{dir}/{node}")).await.expect("acl");
+    assert!(acl.iter().all(|a| a.scheme() == "world"), "open: {acl:?}");
+    g.release().await.expect("release");
+}
