@@ -12,7 +12,7 @@ use std::time::Duration;
 use lock_core::async_trait;
 use lock_testkit::history::{Nemesis, Report, Workload, run};
 use lock_testkit::proxy::Proxy;
-use lock_testkit::server::{FaultControl, MariaDbServer, RedisServer, ZkEnsemble, ZkServer, or_skip};
+use lock_testkit::server::{EtcdServer, FaultControl, MariaDbServer, RedisServer, ZkEnsemble, ZkServer, or_skip};
 use lock_testkit::{Client, Factory};
 
 /// Clients built from a URL (each a separate connection or session).
@@ -220,6 +220,14 @@ async fn zk_history() {
     // The session (the lease) expires during a 900 ms fault.
     let url = |p: u16| format!("zk://127.0.0.1:{p}/history?session_timeout_ms=600");
     schedules("zk", &srv, srv.port(), Revokes { on_cut: false, on_restart: false }, url).await;
+}
+
+/// etcd: the lease outlives a cut connection and a restart (the server keeps its keys).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_history() {
+    let Some(srv) = or_skip("etcd", EtcdServer::start()) else { return };
+    let url = |p: u16| format!("etcd://127.0.0.1:{p}/history?lease_ttl=1s");
+    schedules("etcd", &srv, srv.port(), Revokes { on_cut: false, on_restart: false }, url).await;
 }
 
 /// Redlock over three masters, one of them killed and restarted: a majority stays.
