@@ -116,6 +116,7 @@ impl Named {
             sqlx::raw_sql(AssertSqlSafe(batch)).fetch_all(&mut *pinned.conn).await.map_err(classify)?;
         let row = rows.first().ok_or_else(|| LockError::permanent(NAME, "GET_LOCK answered no row"))?;
         let conn_id: u64 = row.try_get(1).map_err(classify)?;
+        let rtt = sent.elapsed();
         match self.answer(row)? {
             Answer::Granted(fence) => return self.finish(req, pinned, conn_id, fence, (sent, false)).await,
             Answer::Null => {
@@ -137,11 +138,14 @@ impl Named {
         let wait = sqlx::raw_sql(AssertSqlSafe(stmt)).fetch_optional(&mut *pinned.conn);
         let waited = killable_wait(&self.pool, conn_id, deadline, &self.trips, wait).await;
         match waited {
-            // The server's idle clock started when it answered: take the answer's arrival, and
-            // the keeper re-anchors on a ping's send time at once.
+            // The server's idle clock started when it sent the answer: no later than its arrival
+            // less the first batch's round trip (one way is shorter than there and back). That
+            // anchor needs no re-anchoring ping, so the new holder's first command is its own: a
+            // release right away is not queued behind a ping (one round trip less per hand-over).
             Ok(Some(row)) => match self.answer(&row)? {
                 Answer::Granted(fence) => {
-                    self.finish(req, pinned, conn_id, fence, (Instant::now(), true)).await
+                    let anchor = Instant::now().checked_sub(rtt).unwrap_or(sent);
+                    self.finish(req, pinned, conn_id, fence, (anchor, false)).await
                 }
                 Answer::Held | Answer::Null => self.held(pinned).await,
             },

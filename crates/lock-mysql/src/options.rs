@@ -24,7 +24,7 @@ pub enum Mode {
     /// poll.
     Optimistic,
     /// A MySQL/MariaDB user-level lock, `GET_LOCK(name, timeout)`, held by a session on a
-    /// dedicated connection until `RELEASE_LOCK` ("named lock"; URL `?mode=get_lock`).
+    /// dedicated connection until release ("named lock"; URL `?mode=get_lock`).
     /// Session-bound like [`Mode::Pessimistic`]; waiters queue in the server. The name is the
     /// key as .NET's DistributedLock names it ([`lock_name`](crate::lock_name)), so other
     /// services calling `GET_LOCK` with that name share the lock.
