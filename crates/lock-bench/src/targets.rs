@@ -109,6 +109,10 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
                 Target::new("mysql/optimistic", format!("{}?mode=optimistic", s.url()))
                     .with_watchdog_locks(1_000),
             );
+            // A held GET_LOCK pins a connection too, as a pessimistic hold does.
+            targets.push(
+                Target::new("mysql/get_lock", format!("{}?mode=get_lock", s.url())).with_watchdog_locks(24),
+            );
             #[cfg(feature = "peers")]
             targets.push(Target::peer("distributed-lock (mysql)", s.url(), Peer::DistributedLockMysql));
             servers.push(Box::new(s));
