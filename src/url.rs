@@ -25,7 +25,7 @@ macro_rules! connect {
 /// | `memory://<table>` | in-process table, shared by every `from_url` with the same name | `memory` |
 /// | `redis://`, `rediss://` (`?mode=simple\|reentrant\|fair\|redis-py\|python-redis-lock`, `key_prefix=`) | Redis | `redis` |
 /// | `redlock://[user:pw@]h1:p1,h2:p2,h3:p3[/db]` (`?mode=simple\|reentrant`, `key_prefix=`) | Redlock: a [`QuorumBackend`](crate::QuorumBackend) over one Redis client per independent master | `redis` |
-/// | `mysql://`, `mariadb://` (`?mode=pessimistic\|optimistic`) | MySQL / MariaDB | `mysql` |
+/// | `mysql://`, `mariadb://` (`?mode=pessimistic\|optimistic\|get_lock`) | MySQL / MariaDB | `mysql` |
 /// | `zk://host:port[,host:port]/root` | ZooKeeper | `zk` |
 /// | `postgres://`, `postgresql://` (`?table=`, `keepalive=`) | PostgreSQL session advisory locks | `postgres` |
 /// | `etcd://[user:pw@]h1:p1[,h2:p2]/prefix` (`?lease_ttl=`) | etcd v3 | `etcd` |

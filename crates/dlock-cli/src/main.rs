@@ -57,7 +57,7 @@ enum Cmd {
     /// 76 lock lost (command stopped); 77 credentials or permission refused.
     Run {
         /// Backend URL: memory://name, redis://host:port/?mode=simple|reentrant|fair,
-        /// mysql://user:pass@host:port/db?mode=pessimistic|optimistic, zk://host:port/root,
+        /// mysql://user:pass@host:port/db?mode=pessimistic|optimistic|get_lock, zk://host:port/root,
         /// postgres://user:pass@host:port/db
         #[arg(long, env = "DLOCK_URL")]
         url: String,
