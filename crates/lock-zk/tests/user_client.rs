@@ -168,6 +168,7 @@ async fn user_client_session_expiry_loses_guards_and_fails_later_acquires() {
         "{:?}",
         g.state()
     );
+    println!("user client session closed: guard {:?}", g.state());
     eventually(Duration::from_secs(5), "the user's client sees its session end", || async {
         user.state().is_terminated()
     })
