@@ -5,8 +5,8 @@
 //! lower-casing changes) is used as it is. Any other key becomes its lower-cased beginning
 //! followed by a 32-character hash: SHA-512 of the key's UTF-8 bytes, its first 160 bits in
 //! base32 (`a-z2-7`), 5 bits per character taken from the least significant bits of each byte
-//! first. MySQL compares lock names case-insensitively and refuses names over 64 characters;
-//! the hash keeps `A` and `a`, and long keys that share a beginning, apart.
+//! first. Lock names are documented as case-insensitive, and MySQL refuses names over 64
+//! characters: the hash keeps `A` and `a`, and long keys that share a beginning, apart.
 
 use sha2::{Digest, Sha512};
 

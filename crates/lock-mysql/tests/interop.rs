@@ -65,7 +65,7 @@ fn hex(key: &str) -> String {
 }
 
 /// The three kinds of key: a name as it is, one over 64 characters (hashed), one with upper
-/// case (hashed, as MySQL compares names case-insensitively).
+/// case (hashed: lock names are documented as case-insensitive).
 fn keys() -> [(&'static str, String); 3] {
     let t = OwnerToken::random();
     [
