@@ -49,6 +49,8 @@ const PROBES: &[Probe] = &[
     Probe { schemes: &["mysql", "mariadb"], measure: |url, caps, n| Box::pin(mysql(url, caps, n)) },
     #[cfg(feature = "zk")]
     Probe { schemes: &["zk", "zookeeper"], measure: |url, _, n| Box::pin(zk(url, n)) },
+    #[cfg(feature = "postgres")]
+    Probe { schemes: &["postgres", "postgresql"], measure: |url, _, n| Box::pin(postgres(url, n)) },
 ];
 
 /// Measure the floor of `t` (whose backend declares `caps`) with `n` samples each.
@@ -99,7 +101,7 @@ async fn memory(n: usize) -> Result<Floor> {
 }
 
 /// The URL without its query: the floor's raw client takes none of the backend's options.
-#[cfg(any(feature = "redis", feature = "mysql"))]
+#[cfg(any(feature = "redis", feature = "mysql", feature = "postgres"))]
 fn strip_query(url: &str) -> &str {
     url.split_once('?').map_or(url, |(u, _)| u)
 }
@@ -188,6 +190,35 @@ async fn mysql(url: &str, caps: Capability, n: usize) -> Result<Floor> {
     })
     .await?;
     Ok(floor("SELECT 1", "BEGIN; SELECT ... FOR UPDATE; COMMIT", rtt, pair))
+}
+
+/// The bare advisory lock: `pg_try_advisory_lock` + `pg_advisory_unlock`, one round trip each,
+/// on one connection (no fence counter, no pool, no keeper).
+#[cfg(feature = "postgres")]
+async fn postgres(url: &str, n: usize) -> Result<Floor> {
+    use dlock::lock_postgres::sqlx::{self, Connection};
+    const WHAT: &str = "postgres floor";
+    let con = sqlx::PgConnection::connect(strip_query(url)).await.map_err(BenchError::driver(WHAT))?;
+    let con = tokio::sync::Mutex::new(con);
+    let rtt = time(WHAT, n, |_| async {
+        let mut c = con.lock().await;
+        sqlx::query("SELECT 1").execute(&mut *c).await.map(drop)
+    })
+    .await?;
+    let pair = time(WHAT, n, |i| {
+        let con = &con;
+        async move {
+            let mut c = con.lock().await;
+            let key = i64::try_from(i).unwrap_or(0) ^ 0x646c_6f63_6b00_0000;
+            let _: bool =
+                sqlx::query_scalar("SELECT pg_try_advisory_lock($1)").bind(key).fetch_one(&mut *c).await?;
+            let _: bool =
+                sqlx::query_scalar("SELECT pg_advisory_unlock($1)").bind(key).fetch_one(&mut *c).await?;
+            Ok::<_, sqlx::Error>(())
+        }
+    })
+    .await?;
+    Ok(floor("SELECT 1", "pg_try_advisory_lock + pg_advisory_unlock", rtt, pair))
 }
 
 #[cfg(feature = "zk")]

@@ -135,6 +135,15 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
         }
         Err(e) => notes.push(format!("zk skipped: {e}")),
     }
+    #[cfg(feature = "postgres")]
+    match lock_testkit::server::PgServer::start() {
+        // A held lock pins one of the pool's 32 connections, as a pessimistic MySQL hold does.
+        Ok(s) => {
+            targets.push(Target::new("postgres", s.url()).with_watchdog_locks(24));
+            servers.push(Box::new(s));
+        }
+        Err(e) => notes.push(format!("postgres skipped: {e}")),
+    }
     if cfg!(not(all(feature = "redis", feature = "mysql", feature = "zk"))) {
         notes.push("built without some backend features; build with --features full for all".into());
     }
