@@ -27,6 +27,8 @@ pub use lock_redis;
 #[cfg(feature = "zk")]
 pub use lock_zk;
 
+#[cfg(feature = "blocking")]
+pub mod blocking;
 mod url;
 
 pub use url::{from_url, redact_url};
