@@ -31,7 +31,14 @@ pub use lock_redis;
 #[cfg(feature = "zk")]
 pub use lock_zk;
 
+#[cfg(feature = "blocking")]
+pub mod blocking;
+#[cfg(feature = "serde")]
+mod config;
 mod url;
+
+#[cfg(feature = "serde")]
+pub use config::{ClockDrift, LockConfig, PollBounds};
 
 pub use url::{from_url, redact_url};
 

@@ -33,7 +33,13 @@ pub const EXIT_UNSUPPORTED: u8 = 78;
     name = "dlock",
     version,
     about = "Distributed locks over memory, Redis, MySQL/MariaDB and ZooKeeper",
-    after_help = "The benchmark of the backends lives in the repository's lock-bench crate: \
+    after_help = "Examples:\n  \
+                  dlock run --url redis://127.0.0.1:6379 --key nightly-report -- ./report.sh\n  \
+                  dlock run --url zk://127.0.0.1:2181/locks --key deploy --wait 5m -- make deploy\n  \
+                  dlock run --url mysql://app@db/app --key import --metrics-addr 127.0.0.1:9464 -- ./import\n  \
+                  dlock status --url redis://127.0.0.1:6379 --key nightly-report --json\n  \
+                  dlock completions bash > ~/.local/share/bash-completion/completions/dlock\n\n\
+                  The benchmark of the backends lives in the repository's lock-bench crate: \
                   cargo run --release -p lock-bench -- --quick"
 )]
 struct Cli {
@@ -75,9 +81,18 @@ enum Cmd {
         /// The grace period must be shorter than the lease.
         #[arg(long, default_value = "TERM:5s", value_parser = crate::supervise::parse_on_lost)]
         on_lost: crate::supervise::OnLost,
+        /// Serve the lock's metrics (acquisitions, wait and hold times, renewals, lost holds) as
+        /// Prometheus text at http://ADDR/metrics while the command runs, e.g. 127.0.0.1:9464.
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<std::net::SocketAddr>,
         /// The command and its arguments.
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
+    },
+    /// Print a shell completion script: `dlock completions bash > /etc/bash_completion.d/dlock`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
     },
     /// Tell whether a lock is held, without acquiring or waiting: remaining lease, fencing
     /// token, waiters and holder where the backend records them.
@@ -107,6 +122,14 @@ enum Cmd {
     },
 }
 
+/// Installs the Prometheus recorder with its HTTP listener on `addr` (inside the runtime).
+fn serve_metrics(addr: std::net::SocketAddr) -> Result<(), ExitCode> {
+    metrics_exporter_prometheus::PrometheusBuilder::new().with_http_listener(addr).install().map_err(|e| {
+        eprintln!("dlock: cannot serve metrics on {addr}: {e}");
+        ExitCode::from(EXIT_CONFIG)
+    })
+}
+
 fn main() -> ExitCode {
     // Colour codes only for a terminal: cron mails and log files get plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -125,8 +148,18 @@ fn main() -> ExitCode {
     };
     rt.block_on(async move {
         match cli.cmd {
-            Cmd::Run { url, key, wait, lease, on_lost, command } => {
+            Cmd::Run { url, key, wait, lease, on_lost, metrics_addr, command } => {
+                if let Some(addr) = metrics_addr
+                    && let Err(code) = serve_metrics(addr)
+                {
+                    return code;
+                }
                 run::run(&url, &key, wait, lease, on_lost, &command).await
+            }
+            Cmd::Completions { shell } => {
+                let mut cmd = <Cli as clap::CommandFactory>::command();
+                clap_complete::generate(shell, &mut cmd, "dlock", &mut std::io::stdout());
+                ExitCode::SUCCESS
             }
             Cmd::Supervise { parent, grace, command } => supervise::supervise(parent, grace, &command).await,
             Cmd::Status { url, key, json } => run::status(&url, &key, json).await,

@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tracing::Instrument;
 
 use crate::backend::RenewItem;
 use crate::hold::HoldRef;
+use crate::observe::{self, HoldEnd};
 use crate::renewer::Registration;
 use crate::{
     FencingToken, LeaseSignal, LeaseState, LockBackend, LockError, LostReason, OwnerToken, Result,
@@ -30,6 +32,8 @@ struct Held {
     signal: LeaseSignal,
     registration: Option<Registration>,
     runtime: Option<tokio::runtime::Handle>,
+    /// For the hold-time histogram.
+    granted_at: Instant,
     /// Membership in the locker's hold registry (nested guards share the signal).
     _hold: HoldRef,
 }
@@ -61,8 +65,20 @@ impl LockGuard {
         hold: HoldRef,
     ) -> Self {
         let runtime = tokio::runtime::Handle::try_current().ok();
+        observe::hold_started(backend.name());
+        let granted_at = Instant::now();
         LockGuard {
-            held: Some(Held { key, owner, fence, backend, signal, registration, runtime, _hold: hold }),
+            held: Some(Held {
+                key,
+                owner,
+                fence,
+                backend,
+                signal,
+                registration,
+                runtime,
+                granted_at,
+                _hold: hold,
+            }),
         }
     }
 
@@ -130,10 +146,14 @@ impl LockGuard {
         if h.signal.is_lost() {
             return Err(LockError::LeaseLost { key: h.key.to_string() });
         }
+        let name = h.backend.name();
+        let span = tracing::info_span!("dlock.renew", backend = name, key = %h.key, ?lease);
         let sent_at = Instant::now();
         let item = RenewItem { key: &h.key, owner: h.owner, lease };
-        match h.backend.renew(std::slice::from_ref(&item)).await?.first() {
+        let answer = h.backend.renew(std::slice::from_ref(&item)).instrument(span).await;
+        match answer.inspect_err(|_| observe::renew(name, "error", 1))?.first() {
             Some(true) => {
+                observe::renew(name, "renewed", 1);
                 if let Some(r) = &h.registration {
                     r.confirmed(sent_at, lease);
                 }
@@ -141,6 +161,7 @@ impl LockGuard {
                 Ok(())
             }
             _ => {
+                observe::renew(name, "not_owner", 1);
                 h.signal.mark_lost(LostReason::NotOwner);
                 Err(LockError::LeaseLost { key: h.key.to_string() })
             }
@@ -160,16 +181,23 @@ impl LockGuard {
     pub async fn release(mut self) -> Result<()> {
         let Some(mut h) = self.held.take() else { return Ok(()) };
         drop(h.registration.take());
+        let name = h.backend.name();
         if h.signal.is_lost() {
+            observe::hold_ended(name, HoldEnd::Lost, h.granted_at.elapsed());
             tracing::debug!(key = %h.key, "release of a lost lock: nothing sent");
             return Err(LockError::LeaseLost { key: h.key.to_string() });
         }
-        let released = h.backend.release(&h.key, h.owner).await?;
+        observe::hold_ended(name, HoldEnd::Released, h.granted_at.elapsed());
+        let span = tracing::info_span!("dlock.release", backend = name, key = %h.key);
+        let released = h.backend.release(&h.key, h.owner).instrument(span).await;
+        let released = released.inspect_err(|_| observe::release(name, "error"))?;
         tracing::debug!(key = %h.key, released, "lock released");
         if !released {
+            observe::release(name, "not_owner");
             h.signal.mark_lost(LostReason::NotOwner);
             return Err(LockError::LeaseLost { key: h.key.to_string() });
         }
+        observe::release(name, "released");
         Ok(())
     }
 }
@@ -180,6 +208,7 @@ impl LockGuard {
     pub fn abandon(mut self) {
         if let Some(mut h) = self.held.take() {
             drop(h.registration.take());
+            observe::hold_ended(h.backend.name(), HoldEnd::Abandoned, h.granted_at.elapsed());
             tracing::debug!(key = %h.key, "lock abandoned to its lease");
         }
     }
@@ -189,9 +218,12 @@ impl Drop for LockGuard {
     fn drop(&mut self) {
         let Some(mut h) = self.held.take() else { return };
         drop(h.registration.take());
+        let name = h.backend.name();
         if h.signal.is_lost() {
+            observe::hold_ended(name, HoldEnd::Lost, h.granted_at.elapsed());
             return; // nothing to release, and a release could only hit a later grant
         }
+        observe::hold_ended(name, HoldEnd::Dropped, h.granted_at.elapsed());
         let Some(rt) = h.runtime.take() else {
             tracing::warn!(key = %h.key, "lock guard dropped without a runtime; the lease will free it");
             return;
@@ -201,8 +233,12 @@ impl Drop for LockGuard {
         let Held { key, owner, backend, .. } = h;
         rt.spawn(async move {
             match backend.release(&key, owner).await {
-                Ok(_) => tracing::debug!(%key, "dropped lock released"),
+                Ok(released) => {
+                    observe::release(name, if released { "released" } else { "not_owner" });
+                    tracing::debug!(%key, "dropped lock released")
+                }
                 Err(e) => {
+                    observe::release(name, "error");
                     tracing::warn!(%key, error = %e, "background release of a dropped lock failed")
                 }
             }

@@ -47,16 +47,16 @@ impl Holds {
     /// already holds the key through this locker, a fresh one otherwise (also when the earlier
     /// hold is known lost: a new grant is a new hold). A fresh random owner (`chosen` false)
     /// cannot hold anything yet, so the registry is not even looked at.
-    pub fn join(&self, key: &str, owner: OwnerToken, chosen: bool) -> Joined {
+    pub fn join(&self, key: &Arc<str>, backend: &'static str, owner: OwnerToken, chosen: bool) -> Joined {
         if chosen {
             let st = self.lock();
             let live =
-                st.map.get(&owner).and_then(|v| v.iter().find(|e| &*e.key == key && !e.signal.is_lost()));
+                st.map.get(&owner).and_then(|v| v.iter().find(|e| e.key == *key && !e.signal.is_lost()));
             if let Some(e) = live {
                 return Joined { signal: e.signal.clone(), id: Some(e.id) };
             }
         }
-        Joined { signal: LeaseSignal::new(), id: None }
+        Joined { signal: LeaseSignal::for_hold(key, backend), id: None }
     }
 
     /// Record a granted acquisition; the returned handle keeps it registered until dropped.
@@ -122,16 +122,17 @@ mod tests {
     fn nested_holds_share_a_signal_until_lost() {
         let holds = Holds::default();
         let owner = OwnerToken::random();
-        let outer = holds.join("k", owner, false);
-        let r1 = holds.granted(&Arc::from("k"), owner, &outer);
-        let inner = holds.join("k", owner, true);
-        let r2 = holds.granted(&Arc::from("k"), owner, &inner);
+        let k: Arc<str> = Arc::from("k");
+        let outer = holds.join(&k, "test", owner, false);
+        let r1 = holds.granted(&k, owner, &outer);
+        let inner = holds.join(&k, "test", owner, true);
+        let r2 = holds.granted(&k, owner, &inner);
         inner.signal.mark_lost(LostReason::NotOwner);
         assert!(outer.signal.is_lost(), "a loss seen by the nested guard reaches the outer one");
         // A lost hold is not joined again: a new grant is a new hold.
-        let again = holds.join("k", owner, true);
+        let again = holds.join(&k, "test", owner, true);
         assert!(!again.signal.is_lost());
-        let r3 = holds.granted(&Arc::from("k"), owner, &again);
+        let r3 = holds.granted(&k, owner, &again);
         drop((r1, r2));
         assert_eq!(holds.len(), 1, "the old hold's guards must not unregister the new hold");
         drop(r3);

@@ -29,6 +29,7 @@ mod locker;
 #[cfg(feature = "memory")]
 mod memory;
 mod multi;
+pub mod observe;
 mod quorum;
 mod renewer;
 mod signal;

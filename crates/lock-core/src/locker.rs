@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, Span};
 
 use crate::backend::{AcquireRequest, Attempt, Backoff, Cleanup, Subscription};
 use crate::hold::Holds;
+use crate::observe::{self, Outcome};
 use crate::renewer::{NewLease, Renewer};
 use crate::{
     DEFAULT_WATCHDOG_LEASE, LockBackend, LockError, LockGuard, OwnerToken, Result, validate_key,
@@ -238,6 +240,34 @@ impl LockRequest<'_> {
 
     async fn acquire_inner(self, once: bool) -> Result<Option<LockGuard>> {
         validate_key(&self.key)?;
+        let backend = self.locker.backend.name();
+        let span = tracing::info_span!(
+            "dlock.acquire",
+            backend,
+            key = %self.key,
+            wait = !once,
+            outcome = tracing::field::Empty,
+            fence = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let result = self.attempts(once).instrument(span.clone()).await;
+        let outcome = match &result {
+            Ok(Some(guard)) => {
+                if let Some(fence) = guard.fence() {
+                    span.record("fence", fence.0);
+                }
+                Outcome::Acquired
+            }
+            Ok(None) => Outcome::Busy,
+            Err(LockError::Timeout { .. }) => Outcome::Timeout,
+            Err(_) => Outcome::Error,
+        };
+        span.record("outcome", outcome.as_str());
+        observe::acquire(backend, outcome, started.elapsed());
+        result
+    }
+
+    async fn attempts(self, once: bool) -> Result<Option<LockGuard>> {
         // One allocation shared by the guard, the watchdog entry and the hold registry.
         let key: Arc<str> = Arc::from(self.key);
         let auto = self.lease.is_none();
@@ -269,6 +299,8 @@ impl LockRequest<'_> {
         let mut owner_text: Option<String> = None;
         let mut sub: Option<Subscription> = None;
         let mut backoff = Backoff::new(locker.poll.0, locker.poll.1);
+        // Entered only while this acquisition sleeps between attempts.
+        let wait_span = (!once).then(|| tracing::debug_span!("dlock.wait"));
         loop {
             let wait_until = match (caps.native_wait || queued, deadline) {
                 (false, _) => None,
@@ -277,7 +309,7 @@ impl LockRequest<'_> {
                 (true, None) => Some(Instant::now() + NATIVE_WAIT_SLICE),
             };
             // A nested acquisition joins the live hold's lost signal.
-            let joined = locker.holds.join(&key, owner, !rotate);
+            let joined = locker.holds.join(&key, backend.name(), owner, !rotate);
             let req = AcquireRequest { key: &key, owner, lease, wait_until, signal: &joined.signal };
             let sent_at = Instant::now();
             let result = backend.try_acquire(&req).await;
@@ -374,12 +406,21 @@ impl LockRequest<'_> {
                             s.notified().await
                         }
                     };
-                    tokio::select! {
-                        _ = tokio::time::sleep_until(wake) => {}
-                        alive = woken => if !alive { sub = None },
+                    let woken_or_slept = async {
+                        tokio::select! {
+                            _ = tokio::time::sleep_until(wake) => true,
+                            alive = woken => alive,
+                        }
+                    };
+                    if !woken_or_slept.instrument(wait_span.clone().unwrap_or_else(Span::none)).await {
+                        sub = None;
                     }
                 }
-                None => tokio::time::sleep_until(wake).await,
+                None => {
+                    tokio::time::sleep_until(wake)
+                        .instrument(wait_span.clone().unwrap_or_else(Span::none))
+                        .await
+                }
             }
         }
     }

@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::backend::{Mutex, RenewItem};
+use crate::observe;
 use crate::{LeaseSignal, LockBackend, LockError, LostReason, OwnerToken};
 
 /// Most leases sent in one renew call (Redisson renews up to 100 keys per script call).
@@ -311,7 +313,9 @@ impl Renewer {
             .map(|(_, key, owner, lease)| RenewItem { key, owner: *owner, lease: *lease })
             .collect();
         let sent_at = Instant::now();
-        let call = self.shared.backend.renew(&req);
+        let name = self.shared.backend.name();
+        let span = tracing::debug_span!("dlock.renew", backend = name, leases = req.len());
+        let call = self.shared.backend.renew(&req).instrument(span);
         let result = match tokio::time::timeout_at(limit, call).await {
             Ok(r) => r,
             Err(_) => Err(LockError::temporary(
@@ -322,6 +326,9 @@ impl Renewer {
         let mut st = self.lock();
         match result {
             Ok(flags) if flags.len() == items.len() => {
+                let renewed = flags.iter().filter(|held| **held).count();
+                observe::renew(name, "renewed", renewed);
+                observe::renew(name, "not_owner", flags.len() - renewed);
                 for ((id, ..), held) in items.iter().zip(flags) {
                     let Some(e) = st.entries.get_mut(id) else { continue };
                     if held {
@@ -335,6 +342,7 @@ impl Renewer {
                 }
             }
             Ok(flags) => {
+                observe::renew(name, "error", items.len());
                 tracing::error!(
                     sent = items.len(),
                     got = flags.len(),
@@ -343,6 +351,7 @@ impl Renewer {
                 Self::failed(&mut st, &items, true);
             }
             Err(e) => {
+                observe::renew(name, "error", items.len());
                 tracing::debug!(error = %e, "lease renewal failed");
                 Self::failed(&mut st, &items, !e.is_temporary());
             }

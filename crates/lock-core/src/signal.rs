@@ -1,5 +1,7 @@
 //! The lost-lock signal shared by a guard, the watchdog and the backend.
 
+use std::sync::Arc;
+
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -38,6 +40,10 @@ pub struct LeaseSignal {
     lost: CancellationToken,
     /// Clones share the channel (a watch sender is itself a shared handle).
     state: watch::Sender<LeaseState>,
+    /// For the transition events and metrics: which backend, which key (`None` for a signal
+    /// made outside a `Locker`).
+    backend: &'static str,
+    key: Option<Arc<str>>,
 }
 
 impl Default for LeaseSignal {
@@ -49,7 +55,21 @@ impl Default for LeaseSignal {
 impl LeaseSignal {
     /// A signal in state [`LeaseState::Held`].
     pub fn new() -> Self {
-        LeaseSignal { lost: CancellationToken::new(), state: watch::Sender::new(LeaseState::Held) }
+        LeaseSignal {
+            lost: CancellationToken::new(),
+            state: watch::Sender::new(LeaseState::Held),
+            backend: "unknown",
+            key: None,
+        }
+    }
+
+    /// The signal of a new hold of `key` on `backend`, named in its events and metrics.
+    pub(crate) fn for_hold(key: &Arc<str>, backend: &'static str) -> Self {
+        LeaseSignal { backend, key: Some(key.clone()), ..Self::new() }
+    }
+
+    fn key(&self) -> &str {
+        self.key.as_deref().unwrap_or("")
     }
 
     /// Mark the lease lost; idempotent, the first reason wins.
@@ -63,31 +83,44 @@ impl LeaseSignal {
             }
         });
         if changed {
-            tracing::warn!(?reason, "lock lease lost");
+            tracing::warn!(
+                backend = self.backend,
+                key = self.key(),
+                reason = crate::observe::reason_label(reason),
+                "lock lease lost"
+            );
+            crate::observe::lost(self.backend, reason);
         }
         self.lost.cancel();
     }
 
     /// Mark the lease uncertain (ignored once lost).
     pub fn mark_uncertain(&self) {
-        self.state.send_if_modified(|s| {
+        let changed = self.state.send_if_modified(|s| {
             let change = *s == LeaseState::Held;
             if change {
                 *s = LeaseState::Uncertain;
             }
             change
         });
+        if changed {
+            tracing::warn!(backend = self.backend, key = self.key(), "lock lease uncertain");
+            crate::observe::uncertain(self.backend);
+        }
     }
 
     /// Mark the lease confirmed (ignored once lost).
     pub fn mark_held(&self) {
-        self.state.send_if_modified(|s| {
+        let changed = self.state.send_if_modified(|s| {
             let change = *s == LeaseState::Uncertain;
             if change {
                 *s = LeaseState::Held;
             }
             change
         });
+        if changed {
+            tracing::info!(backend = self.backend, key = self.key(), "lock lease confirmed again");
+        }
     }
 
     /// Current state.
