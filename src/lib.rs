@@ -42,5 +42,10 @@ pub use config::{ClockDrift, LockConfig, PollBounds};
 
 pub use url::{from_url, redact_url};
 
+/// The README's Rust examples run as doctests (with every feature: they use several).
+#[cfg(all(doctest, feature = "full"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// A backend chosen at run time.
 pub type DynBackend = Arc<dyn LockBackend>;
