@@ -9,7 +9,7 @@ use lock_core::backend::{
 };
 use lock_core::{OwnerToken, Result, validate_key};
 use sqlx::AssertSqlSafe;
-use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgConnection, PgPool};
 
 use crate::builder::PgLockBuilder;
 use crate::error::{NAME, classify};
@@ -54,18 +54,8 @@ impl PgLock {
     /// Backend errors ([`PermissionDenied`](lock_core::LockError::PermissionDenied) when the
     /// role may not create tables).
     pub async fn migrate(&self) -> Result<()> {
-        let present: bool = sqlx::query_scalar(include_str!("../sql/schema_present.sql"))
-            .bind(&self.table)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(classify)?;
-        if !present {
-            sqlx::raw_sql(AssertSqlSafe(self.sessions.sql().schema.clone()))
-                .execute(&self.pool)
-                .await
-                .map_err(classify)?;
-        }
-        Ok(())
+        let mut conn = self.pool.acquire().await.map_err(classify)?;
+        migrate_on(&mut conn, &self.table, &self.sessions.sql().schema).await
     }
 
     /// The fence table.
@@ -88,6 +78,19 @@ impl PgLock {
     pub fn held_backend_pid(&self, key: &str) -> Option<i32> {
         self.sessions.held_backend_pid(key)
     }
+}
+
+/// Create the fence table on `conn` unless it exists.
+pub(crate) async fn migrate_on(conn: &mut PgConnection, table: &str, schema: &str) -> Result<()> {
+    let present: bool = sqlx::query_scalar(include_str!("../sql/schema_present.sql"))
+        .bind(table)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(classify)?;
+    if !present {
+        sqlx::raw_sql(AssertSqlSafe(schema.to_owned())).execute(&mut *conn).await.map_err(classify)?;
+    }
+    Ok(())
 }
 
 #[async_trait]

@@ -8,7 +8,7 @@ use lock_core::LockError;
 use lock_core::backend::redact::redact_url;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
-use crate::backend::PgLock;
+use crate::backend::{PgLock, migrate_on};
 use crate::error::{NAME, classify};
 use crate::options::{parse_url, validate_table_name};
 use crate::session::{Sessions, Sql};
@@ -162,6 +162,7 @@ impl PgLockBuilder {
         let table = table.unwrap_or_else(|| DEFAULT_TABLE.to_owned());
         validate_table_name(&table)?;
         let keepalive = keepalive.unwrap_or(DEFAULT_KEEPALIVE);
+        let sql = Sql::new(&table);
         let pool = match source {
             Source::None | Source::Url(_) => {
                 return Err(LockError::InvalidConfig {
@@ -174,17 +175,17 @@ impl PgLockBuilder {
                 // warnings (sqlx logs every statement over 1 s at WARN by default).
                 let opts = opts.disable_statement_logging();
                 // One direct connection first: it fails at once with the server's or the
-                // network's own words, where the pool retries until its acquire timeout and
-                // then says only "pool timed out".
-                match tokio::time::timeout(
+                // network's own words, where the pool retries a refused connection until its
+                // acquire timeout and then says only "pool timed out". It also does the schema
+                // check, and the pool connects lazily: one handshake per build (SCRAM's key
+                // derivation is the dearest part of connecting).
+                let mut conn = match tokio::time::timeout(
                     self.acquire_timeout,
                     sqlx::postgres::PgConnection::connect_with(&opts),
                 )
                 .await
                 {
-                    Ok(Ok(c)) => {
-                        let _ = c.close().await;
-                    }
+                    Ok(Ok(c)) => c,
                     Ok(Err(e)) => return Err(classify(e)),
                     Err(_) => {
                         return Err(LockError::temporary(
@@ -192,18 +193,26 @@ impl PgLockBuilder {
                             format!("no answer from the server within {:?}", self.acquire_timeout),
                         ));
                     }
+                };
+                if self.create_schema {
+                    migrate_on(&mut conn, &table, &sql.schema).await?;
                 }
+                let _ = conn.close().await;
                 PgPoolOptions::new()
                     .max_connections(self.max_connections)
                     .acquire_timeout(self.acquire_timeout)
                     // No ping per checkout: a dead connection fails its first statement with a
                     // temporary error (retried by the core).
                     .test_before_acquire(false)
-                    .connect_with(opts)
-                    .await
-                    .map_err(classify)?
+                    .connect_lazy_with(opts)
             }
-            Source::Pool(pool) => pool,
+            Source::Pool(pool) => {
+                if self.create_schema {
+                    let mut conn = pool.acquire().await.map_err(classify)?;
+                    migrate_on(&mut conn, &table, &sql.schema).await?;
+                }
+                pool
+            }
         };
         let opts = pool.connect_options();
         // Host names compare case-insensitively; user and password are not part of the space.
@@ -213,15 +222,8 @@ impl PgLockBuilder {
         };
         let database = opts.get_database().unwrap_or(opts.get_username()).to_owned();
         let identity = format!("postgres://{endpoint}/{database}?table={table}");
-        let lock = PgLock {
-            sessions: Arc::new(Sessions::new(pool.clone(), Sql::new(&table), keepalive)),
-            pool,
-            table,
-            identity,
-        };
-        if self.create_schema {
-            lock.migrate().await?;
-        }
+        let lock =
+            PgLock { sessions: Arc::new(Sessions::new(pool.clone(), sql, keepalive)), pool, table, identity };
         Ok(lock)
     }
 }
