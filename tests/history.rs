@@ -12,7 +12,7 @@ use std::time::Duration;
 use lock_core::async_trait;
 use lock_testkit::history::{Nemesis, Report, Workload, run};
 use lock_testkit::proxy::Proxy;
-use lock_testkit::server::{EtcdServer, FaultControl, MariaDbServer, RedisServer, ZkEnsemble, ZkServer, or_skip};
+use lock_testkit::server::{EtcdServer, FaultControl, MariaDbServer, PgServer, RedisServer, ZkEnsemble, ZkServer, or_skip};
 use lock_testkit::{Client, Factory};
 
 /// Clients built from a URL (each a separate connection or session).
@@ -228,6 +228,15 @@ async fn etcd_history() {
     let Some(srv) = or_skip("etcd", EtcdServer::start()) else { return };
     let url = |p: u16| format!("etcd://127.0.0.1:{p}/history?lease_ttl=1s");
     schedules("etcd", &srv, srv.port(), Revokes { on_cut: false, on_restart: false }, url).await;
+}
+
+/// PostgreSQL: a cut connection ends the session and its advisory locks at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_history() {
+    let Some(srv) = or_skip("postgres", PgServer::start()) else { return };
+    let (base, port) = (srv.url(), srv.port());
+    let url = move |p: u16| base.replacen(&format!(":{port}/"), &format!(":{p}/"), 1);
+    schedules("postgres", &srv, port, Revokes { on_cut: true, on_restart: false }, url).await;
 }
 
 /// Redlock over three masters, one of them killed and restarted: a majority stays.
