@@ -24,7 +24,9 @@ use dlock::lock_mysql::{self, MySqlLock};
 use dlock::lock_redis::{RedisLock, redis};
 use dlock::{LockError, Locker};
 use lock_core::backend::Mutex;
-use lock_testkit::server::{MARIADB_DATABASE, MariaDbServer, RedisServer, or_skip};
+use lock_testkit::server::{
+    MARIADB_DATABASE, MariaDbServer, POSTGRES_DATABASE, PgServer, RedisServer, or_skip,
+};
 use lock_testkit::within;
 
 // ---------------------------------------------------------------------------------------------
@@ -799,6 +801,51 @@ async fn no_secret_leaks_from_mysql() {
     assert_nothing_leaked(&seen, &[&right, &wrong], "mysql");
 }
 
+/// `postgres://` and `postgresql://`: the right password (SCRAM, a held lock, logged), a wrong
+/// one, a database that does not exist, a refused port, an unreachable host, TLS asked of a
+/// server without it, an unknown option.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_leaks_from_postgres() {
+    capture();
+    let (right, wrong) = (nasty_password("PgOkG7"), nasty_password("PgNoH8"));
+    let Some(srv) = or_skip("postgres", PgServer::start()) else { return };
+    let srv = Arc::new(srv);
+    let stmts =
+        [format!("CREATE ROLE sec LOGIN PASSWORD '{right}'"), "GRANT CREATE ON SCHEMA public TO sec".into()];
+    let s = srv.clone();
+    tokio::task::spawn_blocking(move || s.exec_as_admin(&[&stmts[0], &stmts[1]]))
+        .await
+        .expect("join")
+        .expect("role");
+    let (p, r, w, db) = (srv.port(), enc(&right), enc(&wrong), POSTGRES_DATABASE);
+    let mut seen = Vec::new();
+    let ok = format!("postgres://sec:{r}@127.0.0.1:{p}/{db}");
+    let l = Locker::new(attempt(&ok, &mut seen).await.expect("right password"));
+    let g = l.try_lock("secrets").await.expect("try").expect("free");
+    seen.push(format!("{g:?}"));
+    g.release().await.expect("release");
+    seen.push(format!("{:?}", dlock::lock_postgres::PgLock::builder().url(&ok)));
+    let cases = [
+        (format!("postgres://sec:{w}@127.0.0.1:{p}/{db}"), "wrong password"),
+        (format!("postgresql://sec:{w}@127.0.0.1:{p}/{db}"), "wrong password (postgresql://)"),
+        (format!("postgres://sec:{r}@127.0.0.1:{p}/nosuchdb"), "bad database"),
+        (format!("postgres://sec:{r}@127.0.0.1:1/{db}"), "refused port"),
+        (format!("postgres://sec:{r}@192.0.2.1:5432/{db}"), "unreachable host"),
+        (format!("postgres://sec:{r}@127.0.0.1:{p}/{db}?sslmode=require"), "TLS required, server has none"),
+        (format!("postgres://sec:{r}@127.0.0.1:{p}/{db}?mode=bogus"), "unknown option"),
+    ];
+    for (url, what) in &cases {
+        let e = attempt(url, &mut seen).await.map(drop).expect_err(what);
+        eprintln!("postgres, {what}: {e}");
+        if what.starts_with("wrong password") {
+            assert!(matches!(e, LockError::PermissionDenied { .. }), "{what}: {}", chain(&e));
+        }
+        seen.push(format!("{:?}", dlock::lock_postgres::PgLock::builder().url(url.as_str())));
+        seen.push(dlock::redact_url(url));
+    }
+    assert_nothing_leaked(&seen, &[&right, &wrong], "postgres");
+}
+
 /// `zk://` with digest credentials: a round trip with the right ones (logged), a node guarded
 /// by them refused to the wrong ones, a missing chroot, and nothing listening.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -842,9 +889,13 @@ async fn no_secret_leaks_from_zk() {
 async fn no_secret_leaks_from_urls_without_a_host() {
     let logs = capture();
     let mut leaks = Vec::new();
-    for (scheme, tag) in
-        [("redlock", "NoHostRl"), ("redis", "NoHostRd"), ("mysql", "NoHostMy"), ("zk", "NoHostZk")]
-    {
+    for (scheme, tag) in [
+        ("redlock", "NoHostRl"),
+        ("redis", "NoHostRd"),
+        ("mysql", "NoHostMy"),
+        ("zk", "NoHostZk"),
+        ("postgres", "NoHostPg"),
+    ] {
         let pw = nasty_password(tag);
         let url = format!("{scheme}://u:{}@/", enc(&pw));
         let mut seen = Vec::new();
@@ -870,6 +921,7 @@ async fn raw_password_case(scheme_url: impl Fn(&str) -> String, tag: &str) {
     seen.push(format!("{:?}", RedisLock::builder().url(url.as_str())));
     seen.push(format!("{:?}", MySqlLock::builder().url(url.as_str())));
     seen.push(format!("{:?}", dlock::lock_zk::ZkLock::builder().url(url.as_str())));
+    seen.push(format!("{:?}", dlock::lock_postgres::PgLock::builder().url(url.as_str())));
     assert_nothing_leaked(&seen, &[&raw], &format!("raw password in {}", dlock::redact_url(&url)));
 }
 
@@ -888,6 +940,12 @@ async fn no_secret_leaks_from_raw_password_in_redlock_url() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_leaks_from_raw_password_in_mysql_url() {
     raw_password_case(|pw| format!("mysql://u:{pw}@127.0.0.1:1/db"), "RawMysql").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_leaks_from_raw_password_in_postgres_url() {
+    raw_password_case(|pw| format!("postgres://u:{pw}@127.0.0.1:1/db"), "RawPg1").await;
+    raw_password_case(|pw| format!("postgresql://u:{pw}@127.0.0.1:1/db?table=t"), "RawPg2").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -57,10 +57,15 @@ pub(crate) fn is_temporary(e: &sqlx::Error) -> bool {
     }
 }
 
-/// The library error for a driver error: permission denied for a missing grant, temporary,
-/// or permanent (authentication, syntax, a missing table, decoding).
+/// The library error for a driver error: permission denied for a missing grant or refused
+/// credentials (class 28, as lock-mysql's access denied: never temporary, and `dlock` exits
+/// with "credentials or permission refused"), temporary, or permanent (syntax, a missing
+/// database or table, decoding).
 pub(crate) fn classify(e: sqlx::Error) -> LockError {
-    if sqlstate(&e).as_deref() == Some(INSUFFICIENT_PRIVILEGE) {
+    let state = sqlstate(&e);
+    if state.as_deref() == Some(INSUFFICIENT_PRIVILEGE)
+        || state.as_deref().is_some_and(|c| c.starts_with("28"))
+    {
         LockError::permission_denied(NAME, e)
     } else if is_temporary(&e) {
         LockError::temporary(NAME, e)
