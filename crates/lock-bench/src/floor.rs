@@ -49,6 +49,8 @@ const PROBES: &[Probe] = &[
     Probe { schemes: &["mysql", "mariadb"], measure: |url, caps, n| Box::pin(mysql(url, caps, n)) },
     #[cfg(feature = "zk")]
     Probe { schemes: &["zk", "zookeeper"], measure: |url, _, n| Box::pin(zk(url, n)) },
+    #[cfg(feature = "etcd")]
+    Probe { schemes: &["etcd"], measure: |url, _, n| Box::pin(etcd(url, n)) },
     #[cfg(feature = "postgres")]
     Probe { schemes: &["postgres", "postgresql"], measure: |url, _, n| Box::pin(postgres(url, n)) },
 ];
@@ -219,6 +221,41 @@ async fn postgres(url: &str, n: usize) -> Result<Floor> {
     })
     .await?;
     Ok(floor("SELECT 1", "pg_try_advisory_lock + pg_advisory_unlock", rtt, pair))
+}
+
+/// The bare etcd v3 lock steps: one transaction that puts a key if absent and reads the
+/// queue's head, and one delete (no lease, no keep-alive, no watch).
+#[cfg(feature = "etcd")]
+async fn etcd(url: &str, n: usize) -> Result<Floor> {
+    use dlock::lock_etcd::etcd_client::{
+        self as etcd, Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp,
+    };
+    const WHAT: &str = "etcd floor";
+    let hosts = url.split_once("://").map_or(url, |(_, r)| r);
+    let hosts = hosts.split(['/', '?']).next().unwrap_or(hosts);
+    let endpoints: Vec<String> = hosts.split(',').map(|h| format!("http://{h}")).collect();
+    let client = etcd::Client::connect(endpoints, None).await.map_err(BenchError::driver(WHAT))?;
+    let rtt = time(WHAT, n, |_| {
+        let mut kv = client.kv_client();
+        async move { kv.get("/dlock-floor", None).await.map(drop) }
+    })
+    .await?;
+    let pair = time(WHAT, n, |i| {
+        let mut kv = client.kv_client();
+        async move {
+            let key = format!("/dlock-floor/{i:x}");
+            let head = GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend);
+            let txn =
+                Txn::new().when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)]).and_then([
+                    TxnOp::put(key.as_str(), "", None),
+                    TxnOp::get("/dlock-floor/", Some(head.with_limit(1))),
+                ]);
+            kv.txn(txn).await?;
+            kv.delete(key, None).await.map(drop)
+        }
+    })
+    .await?;
+    Ok(floor("get", "txn put-if-absent + head read, delete", rtt, pair))
 }
 
 #[cfg(feature = "zk")]

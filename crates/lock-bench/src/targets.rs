@@ -144,6 +144,15 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
         }
         Err(e) => notes.push(format!("postgres skipped: {e}")),
     }
+    #[cfg(feature = "etcd")]
+    match lock_testkit::server::EtcdServer::start() {
+        // Every lock is a Raft commit with a WAL fsync (on tmpfs here, as every test server).
+        Ok(s) => {
+            targets.push(Target::new("etcd", s.url("dlock-bench")).with_watchdog_locks(1_000));
+            servers.push(Box::new(s));
+        }
+        Err(e) => notes.push(format!("etcd skipped: {e}")),
+    }
     if cfg!(not(all(feature = "redis", feature = "mysql", feature = "zk"))) {
         notes.push("built without some backend features; build with --features full for all".into());
     }
