@@ -78,6 +78,14 @@ impl PgLock {
     pub fn held_backend_pid(&self, key: &str) -> Option<i32> {
         self.sessions.held_backend_pid(key)
     }
+
+    /// Requests this backend sent and waited on the server's answer for, keepers included: the
+    /// cost of an acquisition or release as a count, which tests can assert (durations they
+    /// cannot). Only with the `testing` feature.
+    #[cfg(feature = "testing")]
+    pub fn round_trips(&self) -> u64 {
+        self.sessions.trips().get()
+    }
 }
 
 /// Create the fence table on `conn` unless it exists.

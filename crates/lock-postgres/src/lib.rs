@@ -9,6 +9,7 @@ mod error;
 mod key;
 mod options;
 mod session;
+mod trips;
 
 pub use backend::PgLock;
 pub use builder::PgLockBuilder;

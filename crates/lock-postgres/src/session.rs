@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_connection_lost, is_contention};
 use crate::key::{advisory_key, lock_ids};
+use crate::trips::Trips;
 
 /// How long past the caller's deadline the client waits for the server's own `lock_timeout`
 /// before it cancels the wait itself with `pg_cancel_backend`: long enough for a loaded server
@@ -77,7 +78,13 @@ impl Pinned {
 
     /// `pg_advisory_unlock` and the session's idle bound restored; `Ok(true)` when the session
     /// held the lock (then the connection may go back to the pool).
-    async fn unlock(mut self, key: i64, idle_before: &str) -> std::result::Result<bool, sqlx::Error> {
+    async fn unlock(
+        mut self,
+        key: i64,
+        idle_before: &str,
+        trips: &Trips,
+    ) -> std::result::Result<bool, sqlx::Error> {
+        trips.add();
         let row = sqlx::query(include_str!("../sql/unlock.sql"))
             .bind(key)
             .bind(idle_before)
@@ -100,7 +107,8 @@ impl Drop for Pinned {
 }
 
 /// End the lock wait of backend `pid` from another pooled connection.
-async fn cancel_backend(pool: PgPool, pid: i32) -> Result<()> {
+async fn cancel_backend(pool: PgPool, pid: i32, trips: Trips) -> Result<()> {
+    trips.add();
     sqlx::query(include_str!("../sql/cancel.sql")).bind(pid).execute(&pool).await.map(drop).map_err(classify)
 }
 
@@ -150,6 +158,7 @@ pub(crate) struct Sessions {
     server_idle_text: String,
     holds: Arc<Holds>,
     next_id: AtomicU64,
+    trips: Trips,
 }
 
 /// The server-side idle bound for a keep-alive period: three periods, at least 2 s. A
@@ -186,11 +195,17 @@ impl Sessions {
             server_idle_text: pg_millis(server_idle),
             holds: Arc::default(),
             next_id: AtomicU64::new(0),
+            trips: Trips::default(),
         }
     }
 
     pub(crate) fn sql(&self) -> &Sql {
         &self.sql
+    }
+
+    #[cfg(feature = "testing")]
+    pub(crate) fn trips(&self) -> &Trips {
+        &self.trips
     }
 
     /// The backend pid of the connection holding `key`, if held here.
@@ -234,6 +249,7 @@ impl Sessions {
         // the server ends the session and any lock it got.
         let mut pinned = Pinned::new(self.pool.acquire().await.map_err(classify)?);
         let sent = Instant::now();
+        self.trips.add();
         let row = sqlx::query(AssertSqlSafe(self.sql.try_lock.as_str()))
             .bind(key)
             .bind(name)
@@ -266,10 +282,11 @@ impl Sessions {
         // (lock_timeout). If this future is dropped mid-wait, the wait is cancelled from
         // another connection and `pinned` closes this one, so no grant survives: a grant that
         // raced the cancel goes with the session.
-        let pool = self.pool.clone();
-        let canceller = Cleanup::arm("postgres lock wait", move || cancel_backend(pool, pid));
+        let (pool, trips) = (self.pool.clone(), self.trips.clone());
+        let canceller = Cleanup::arm("postgres lock wait", move || cancel_backend(pool, pid, trips));
         let mut cancelled = false;
         let waited = {
+            self.trips.add();
             let fut = sqlx::query(AssertSqlSafe(self.sql.lock_wait.as_str()))
                 .bind(key)
                 .bind(name)
@@ -282,7 +299,7 @@ impl Sessions {
                 _ = tokio::time::sleep_until(deadline + CANCEL_GRACE) => {
                     tracing::debug!(pid, "server did not end the lock wait at the deadline; cancelling it");
                     cancelled = true;
-                    if let Err(e) = cancel_backend(self.pool.clone(), pid).await {
+                    if let Err(e) = cancel_backend(self.pool.clone(), pid, self.trips.clone()).await {
                         tracing::debug!(pid, error = %e, "pg_cancel_backend of a lock wait failed");
                     }
                     fut.await
@@ -327,6 +344,7 @@ impl Sessions {
             key: req.key.to_owned(),
             advisory: advisory_key(req.key),
             idle_before,
+            trips: self.trips.clone(),
             id,
         };
         self.holds.lock().insert(
@@ -376,6 +394,7 @@ impl Sessions {
 
     pub(crate) async fn inspect(&self, key: &str) -> Result<LockInfo> {
         let (classid, objid) = lock_ids(advisory_key(key));
+        self.trips.add();
         let row = sqlx::query(AssertSqlSafe(self.sql.inspect.as_str()))
             .bind(classid)
             .bind(objid)
@@ -446,6 +465,7 @@ struct Keeper {
     advisory: i64,
     idle_before: String,
     id: u64,
+    trips: Trips,
 }
 
 impl Keeper {
@@ -473,6 +493,7 @@ impl Keeper {
         let mut uncertain = false;
         let signals = self.signals.clone();
         let key = self.key.as_str();
+        self.trips.add();
         let answered = {
             let ping = pinned.conn.ping();
             tokio::pin!(ping);
@@ -519,7 +540,7 @@ impl Keeper {
                     }
                     Some(Cmd::Release(reply)) => {
                         let out = match self.pinned.take() {
-                            Some(p) => match p.unlock(self.advisory, &self.idle_before).await {
+                            Some(p) => match p.unlock(self.advisory, &self.idle_before, &self.trips).await {
                                 Ok(released) => Ok(released),
                                 Err(e) if is_connection_lost(&e) => {
                                     self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
@@ -535,7 +556,7 @@ impl Keeper {
                     None => {
                         // The backend was dropped: unlock, or close the connection trying.
                         if let Some(p) = self.pinned.take() {
-                            let _ = p.unlock(self.advisory, &self.idle_before).await;
+                            let _ = p.unlock(self.advisory, &self.idle_before, &self.trips).await;
                         }
                         return;
                     }
