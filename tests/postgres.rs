@@ -85,3 +85,23 @@ impl ClientFaults for Admin {
 }
 
 lock_testkit::conformance_tests!(crate::PgFactory::new().await);
+
+/// `postgres://` and `postgresql://` reach the same lock space through the facade's
+/// `from_url`, and a typo'd option is a typed error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_schemes_reach_one_lock_space_through_from_url() {
+    let url = external_url("postgres").unwrap_or_else(|| shared_postgres().url());
+    let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+    let a = dlock::from_url(&format!("postgres://{rest}")).await.expect("postgres://");
+    let b = dlock::from_url(&format!("postgresql://{rest}")).await.expect("postgresql://");
+    assert_eq!((a.name(), a.identity()), (b.name(), b.identity()));
+    assert!(!a.identity().contains(lock_testkit::server::POSTGRES_PASSWORD), "{}", a.identity());
+    let (a, b) = (dlock::Locker::new(a), dlock::Locker::new(b));
+    let k = format!("from-url-{}", dlock::OwnerToken::random());
+    let g = a.try_lock(&k).await.expect("try").expect("free");
+    assert!(b.try_lock(&k).await.expect("try").is_none(), "one lock space");
+    g.release().await.expect("release");
+    let sep = if rest.contains('?') { '&' } else { '?' };
+    let e = dlock::from_url(&format!("postgres://{rest}{sep}tabel=x")).await.expect_err("typo");
+    assert!(matches!(e, dlock::LockError::InvalidConfig { .. }) && e.to_string().contains("tabel"), "{e}");
+}
