@@ -379,11 +379,13 @@ impl Watch {
 }
 
 /// Keep the lease alive: one keep-alive every third of the TTL on one stream, each answer
-/// awaited at most a third of the TTL. A failure makes the holds uncertain at once and opens a
+/// awaited at most a sixth of the TTL (so a frozen server shows as uncertain at most half a TTL
+/// after the last answer, well before the deadline makes it lost). A failure makes the holds uncertain at once and opens a
 /// new stream (whose first answer is unambiguous: a late answer on the old stream could not
 /// be told from the answer to a later request). An answer with TTL 0 means the lease is gone.
 async fn keep_alive(w: Watch) {
     let period = (w.ttl / 3).max(MIN_PERIOD);
+    let answer = (w.ttl / 6).max(MIN_PERIOD);
     let mut lease = w.client.lease_client();
     let mut backoff = Backoff::new(MIN_PERIOD, period);
     loop {
@@ -391,7 +393,7 @@ async fn keep_alive(w: Watch) {
             return;
         }
         let sent = Instant::now();
-        let (mut keeper, mut stream) = match tokio::time::timeout(period, lease.keep_alive(w.lease)).await {
+        let (mut keeper, mut stream) = match tokio::time::timeout(answer, lease.keep_alive(w.lease)).await {
             Ok(Ok(opened)) => opened,
             Ok(Err(e)) if lease_gone(&e) => return w.gone(),
             Ok(Err(e)) => {
@@ -400,7 +402,7 @@ async fn keep_alive(w: Watch) {
                 continue;
             }
             Err(_) => {
-                w.failed(&"no answer within a third of the ttl");
+                w.failed(&"no answer within a sixth of the ttl");
                 continue;
             }
         };
@@ -413,7 +415,7 @@ async fn keep_alive(w: Watch) {
                 w.failed(&e);
                 break;
             }
-            match tokio::time::timeout(period, stream.message()).await {
+            match tokio::time::timeout(answer, stream.message()).await {
                 Ok(Ok(Some(r))) if r.ttl() > 0 => w.confirmed(sent).await,
                 Ok(Ok(Some(_))) => return w.gone(),
                 Ok(Ok(None)) => {
@@ -425,7 +427,7 @@ async fn keep_alive(w: Watch) {
                     break;
                 }
                 Err(_) => {
-                    w.failed(&"no answer within a third of the ttl");
+                    w.failed(&"no answer within a sixth of the ttl");
                     break;
                 }
             }

@@ -293,3 +293,24 @@ async fn role_with_readwrite_on_the_prefix_is_enough() {
         other => panic!("wrong password: {other:?}"),
     }
 }
+
+/// A lock built on the caller's own `etcd_client::Client` excludes a lock built from a URL on
+/// the same prefix, and hands over to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_client_shares_the_lock_space() {
+    let endpoints = shared();
+    let own = etcd::Client::connect(&endpoints, None).await.expect("user client");
+    let mine = EtcdLock::builder().client(own).prefix("/faults").lease_ttl(TTL).build().await.expect("build");
+    let url = EtcdLock::from_url(&format!("etcd://{}/faults?lease_ttl=1s", endpoints[0])).await.expect("url");
+    assert_eq!(mine.identity(), url.identity(), "one lock space");
+    let k = key("user");
+    let g = locker(&mine).try_lock(&k).await.expect("try").expect("free");
+    assert!(locker(&url).try_lock(&k).await.expect("try").is_none(), "exclusive");
+    let waiter = locker(&url);
+    let (k2, fence) = (k.clone(), g.fence());
+    let waiting = tokio::spawn(async move { waiter.lock(&k2).wait(Duration::from_secs(10)).acquire().await });
+    g.release().await.expect("release");
+    let g2 = within(Duration::from_secs(5), "hand-over", waiting).await.expect("task").expect("acquire");
+    assert!(g2.fence() > fence);
+    g2.release().await.expect("release");
+}
