@@ -174,6 +174,10 @@ impl PgLockBuilder {
                 // A waiter in pg_advisory_lock for seconds is normal here: no slow-statement
                 // warnings (sqlx logs every statement over 1 s at WARN by default).
                 let opts = opts.disable_statement_logging();
+                // The server checks the client's socket during a statement, so the lock wait of
+                // a client that died leaves the queue within a second, not at its deadline (set
+                // at startup: a SET inside the waiting statement would not arm it for it).
+                let opts = opts.options([("client_connection_check_interval", "1s")]);
                 // One direct connection first: it fails at once with the server's or the
                 // network's own words, where the pool retries a refused connection until its
                 // acquire timeout and then says only "pool timed out". It also does the schema

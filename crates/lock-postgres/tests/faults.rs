@@ -274,3 +274,16 @@ async fn least_privileged_role() {
     assert!(g.fence().is_some());
     g.release().await.expect("release");
 }
+
+/// Connections the builder opens have the server watch their socket during a statement, so
+/// the lock wait of a client that died leaves the queue within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builder_connections_have_the_server_watch_the_client_socket() {
+    let Some((url, _)) = shared() else { return };
+    let lock = backend(&url).await;
+    let v: String = lock_postgres::sqlx::query_scalar("SHOW client_connection_check_interval")
+        .fetch_one(lock.pool())
+        .await
+        .expect("show");
+    assert_eq!(v, "1s");
+}
