@@ -12,7 +12,9 @@ use std::time::Duration;
 use lock_core::async_trait;
 use lock_testkit::history::{Nemesis, Report, Workload, run};
 use lock_testkit::proxy::Proxy;
-use lock_testkit::server::{EtcdServer, FaultControl, MariaDbServer, PgServer, RedisServer, ZkEnsemble, ZkServer, or_skip};
+use lock_testkit::server::{
+    EtcdServer, FaultControl, MariaDbServer, PgServer, RedisServer, ZkEnsemble, ZkServer, or_skip,
+};
 use lock_testkit::{Client, Factory};
 
 /// Clients built from a URL (each a separate connection or session).
