@@ -201,7 +201,7 @@ impl Inner {
             let predecessor = match candidate.take() {
                 Some(p) => p,
                 None => match self.predecessor(dir, name, fence).await? {
-                    Some(p) => p,
+                    Some((p, _)) => p,
                     None => return Ok(None),
                 },
             };
@@ -234,22 +234,33 @@ impl Inner {
             if woke {
                 continue;
             }
-            match self.predecessor(dir, name, fence).await? {
+            let head = match self.predecessor(dir, name, fence).await? {
                 None => return Ok(None),
-                Some(p) if p != predecessor => {
+                Some((p, _)) if p != predecessor => {
                     candidate = Some(p);
                     continue;
                 }
-                Some(_) => {}
-            }
+                Some((_, head)) => head,
+            };
+            // `Ok(true)`: the predecessor was deleted; `Ok(false)`: look again (watch cancelled).
             let woke = async {
                 loop {
                     match stream.message().await {
-                        Ok(Some(m)) if m.canceled() => return Ok(()),
-                        Ok(Some(m)) if m.events().iter().any(|e| e.event_type() == EventType::Delete) => {
-                            return Ok(());
+                        Ok(Some(m)) if m.canceled() => return Ok(false),
+                        Ok(Some(m)) => {
+                            let deleted = |key: &[u8]| {
+                                m.events().iter().any(|e| {
+                                    e.event_type() == EventType::Delete
+                                        && e.kv().is_some_and(|kv| kv.key() == key)
+                                })
+                            };
+                            if deleted(name.as_bytes()) {
+                                return Err(temporary("own lock key vanished while waiting"));
+                            }
+                            if deleted(&predecessor) {
+                                return Ok(true);
+                            }
                         }
-                        Ok(Some(_)) => {}
                         Ok(None) => return Err(temporary("watch stream closed while waiting")),
                         Err(e) => return Err(lock_error(e)),
                     }
@@ -257,20 +268,28 @@ impl Inner {
             };
             tokio::select! {
                 r = woke => {
-                    r?;
+                    let predecessor_gone = r?;
                     #[cfg(feature = "testing")]
                     self.wakeups.fetch_add(1, Ordering::Relaxed);
+                    // The holder itself was our predecessor: nothing older is left, and a key
+                    // created later queues behind ours. Our own key's delete, had it come
+                    // first, would have come first on this stream (events are sent in revision
+                    // order): the lock is ours without another read.
+                    if predecessor_gone && head {
+                        return Ok(None);
+                    }
                 }
                 _ = tokio::time::sleep_until(deadline) => return Ok(Some(Attempt::Held { retry_after: None })),
             }
         }
     }
 
-    /// The last key created before ours (`fence`) under `dir`, or `None` when ours is first.
+    /// The last key created before ours (`fence`) under `dir` and whether it is the holder (the
+    /// first key), or `None` when ours is first.
     ///
     /// # Errors
     /// Temporary when our own key is gone (deleted behind our back, or its lease ended).
-    async fn predecessor(&self, dir: &str, name: &str, fence: i64) -> Result<Option<Vec<u8>>> {
+    async fn predecessor(&self, dir: &str, name: &str, fence: i64) -> Result<Option<(Vec<u8>, bool)>> {
         let before = GetOptions::new()
             .with_prefix()
             .with_max_create_revision(fence - 1)
@@ -278,14 +297,15 @@ impl Inner {
             .with_limit(1)
             .with_keys_only();
         let own = TxnOp::get(name, Some(GetOptions::new().with_keys_only()));
-        let txn = Txn::new().and_then([own, TxnOp::get(dir, Some(before))]);
+        let txn = Txn::new().and_then([own, TxnOp::get(dir, Some(before)), first_created(dir)]);
         let mut kv = self.client.kv_client();
         let resp = bounded(self.cfg.request_timeout, kv.txn(txn)).await.map_err(lock_error)?;
         let rs = ranges(&resp);
         if !rs.first().is_some_and(|r| r.iter().any(|k| k.create_revision() == fence)) {
             return Err(temporary("own lock key vanished while waiting"));
         }
-        Ok(rs.get(1).and_then(|r| r.first()).map(|k| k.key().to_vec()))
+        let head = rs.get(2).and_then(|r| r.first()).map(KeyValue::key);
+        Ok(rs.get(1).and_then(|r| r.first()).map(|k| (k.key().to_vec(), Some(k.key()) == head)))
     }
 }
 
