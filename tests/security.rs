@@ -12,7 +12,7 @@
 //!   anything beyond is.
 //! * **No secrets**: failures of every kind (wrong password, unreachable host, refused port, bad
 //!   database, TLS failure) and successful round trips for `redis://`, `rediss://`,
-//!   `redlock://`, `mysql://` and `zk://`, with passwords containing `/ ? # @ %`; the password
+//!   `redlock://`, `mysql://`, `zk://` and `etcd://`, with passwords containing `/ ? # @ %`; the password
 //!   appears in no `Display`, no `Debug` of an error, builder or backend, and in no `tracing`
 //!   event or `log` record down to TRACE.
 
@@ -951,4 +951,46 @@ async fn no_secret_leaks_from_raw_password_in_postgres_url() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_leaks_from_raw_password_in_zk_url() {
     raw_password_case(|pw| format!("zk://u:{pw}@127.0.0.1:1/locks?connection_timeout_ms=500"), "RawZk").await;
+}
+
+/// `etcd://` with user authentication: a round trip with the right password (logged), a wrong
+/// one, a refused port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_leaks_from_etcd() {
+    capture();
+    let (right, wrong) = (nasty_password("EtOkJ9"), nasty_password("EtNoK0"));
+    let Some(srv) = or_skip("etcd", lock_testkit::server::EtcdServer::start()) else { return };
+    let (user_pw, root_pw) = (format!("--new-user-password={right}"), format!("--new-user-password={wrong}"));
+    for cmd in [
+        &["user", "add", "root", "--interactive=false", root_pw.as_str()][..],
+        &["role", "add", "dlock"],
+        &["role", "grant-permission", "dlock", "--prefix=true", "readwrite", "/app/"],
+        &["user", "add", "app", "--interactive=false", user_pw.as_str()],
+        &["user", "grant-role", "app", "dlock"],
+        &["auth", "enable"],
+    ] {
+        srv.etcdctl(cmd).unwrap_or_else(|e| panic!("etcdctl {}: {e}", cmd[..2].join(" ")));
+    }
+    let (p, r, w) = (srv.port(), enc(&right), enc(&wrong));
+    let mut seen = Vec::new();
+    let ok = format!("etcd://app:{r}@127.0.0.1:{p}/app?lease_ttl=1s");
+    let l = Locker::new(attempt(&ok, &mut seen).await.expect("right password"));
+    let g = l.try_lock("secrets").await.expect("try").expect("free");
+    seen.push(format!("{g:?} {l:?}"));
+    g.release().await.expect("release");
+    seen.push(format!("{:?}", dlock::lock_etcd::EtcdLock::builder().url(&ok)));
+    let cases = [
+        (format!("etcd://app:{w}@127.0.0.1:{p}/app"), "wrong password"),
+        (format!("etcd://app:{r}@127.0.0.1:1/app?connect_timeout=500ms"), "refused port"),
+    ];
+    for (url, what) in &cases {
+        let e = attempt(url, &mut seen).await.map(drop).expect_err(what);
+        eprintln!("etcd, {what}: {e}");
+        if *what == "wrong password" {
+            assert!(matches!(e, LockError::PermissionDenied { .. }), "{what}: {}", chain(&e));
+        }
+        seen.push(format!("{:?}", dlock::lock_etcd::EtcdLock::builder().url(url.as_str())));
+        seen.push(dlock::redact_url(url));
+    }
+    assert_nothing_leaked(&seen, &[&right, &wrong], "etcd");
 }

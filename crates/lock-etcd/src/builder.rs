@@ -7,7 +7,7 @@ use etcd_client::{Client, ConnectOptions};
 use lock_core::{LockError, Result};
 
 use crate::EtcdLock;
-use crate::error::lock_error;
+use crate::error::{bounded, lock_error};
 use crate::options::EtcdUrl;
 
 /// Key prefix used when none is given: lock keys are `<prefix>/<key>/<lease>_<n>`.
@@ -223,7 +223,9 @@ async fn connect(cfg: &Config) -> Result<Client> {
         opts = opts.with_user(user.clone(), pw.clone());
     }
     let urls: Vec<String> = cfg.endpoints.iter().map(|e| format!("http://{e}")).collect();
-    Client::connect(urls, Some(opts)).await.map_err(lock_error)
+    // With a user, connecting authenticates: a request that waits for an endpoint to answer.
+    let limit = cfg.connect_timeout + cfg.request_timeout;
+    bounded(limit, Client::connect(urls, Some(opts))).await.map_err(lock_error)
 }
 
 /// `host:port` with a host and a valid port: a typo is a configuration error, not a server
