@@ -410,6 +410,11 @@ async fn keep_alive(w: Watch) {
         backoff = Backoff::new(MIN_PERIOD, period);
         loop {
             tokio::time::sleep(period).await;
+            // Given up (its holds were told lost): keeping it alive would keep its keys, and
+            // with them the locks, for as long as this client lives.
+            if w.ended.load(Ordering::Acquire) {
+                return;
+            }
             let sent = Instant::now();
             if let Err(e) = keeper.keep_alive().await {
                 w.failed(&e);

@@ -314,3 +314,48 @@ async fn user_client_shares_the_lock_space() {
     assert!(g2.fence() > fence);
     g2.release().await.expect("release");
 }
+
+/// The holder is cut off from the server (its connection blackholed) while a waiter on its own
+/// connection waits: the holder is told it lost the lock before the server lets the waiter in,
+/// and once the holder's network is back its old lease does not keep the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_holder_is_told_before_a_waiter_is_granted() {
+    let endpoints = shared();
+    let proxy = lock_testkit::proxy::Proxy::start(endpoints[0].parse().expect("addr")).await.expect("proxy");
+    let holder = etcd_lock(&[proxy.addr().to_string()], TTL).await;
+    let k = key("partition");
+    let g = locker(&holder).try_lock(&k).await.expect("try").expect("free");
+    let fired = tokio::spawn({
+        let lost = g.lost();
+        async move {
+            lost.await;
+            Instant::now()
+        }
+    });
+    let waiter = locker(&etcd_lock(&endpoints, TTL).await);
+    let k2 = k.clone();
+    let waiting = tokio::spawn(async move {
+        let g = waiter.lock(&k2).wait(Duration::from_secs(20)).acquire().await.expect("waiter acquires");
+        (Instant::now(), g)
+    });
+    proxy.blackhole(true);
+    let (granted_at, g2) = within(Duration::from_secs(20), "waiter granted", waiting).await.expect("task");
+    let lost_at = within(Duration::from_secs(1), "holder told", fired).await.expect("task");
+    assert!(
+        lost_at < granted_at,
+        "the holder was told {:?} after the waiter was granted",
+        lost_at - granted_at
+    );
+    println!("partition: holder told {:?} before the waiter was granted", granted_at - lost_at);
+    assert_eq!(g.state(), LeaseState::Lost(LostReason::DeadlinePassed));
+    assert!(g2.fence() > g.fence());
+    proxy.blackhole(false);
+    g2.release().await.expect("release");
+    // The old client, reachable again, neither holds the key nor blocks it.
+    let third = locker(&etcd_lock(&endpoints, TTL).await);
+    let g3 = third.lock(&k).wait(Duration::from_secs(5)).acquire().await.expect("free again");
+    g3.release().await.expect("release");
+    let g4 =
+        locker(&holder).lock(&k).wait(Duration::from_secs(10)).acquire().await.expect("old client again");
+    g4.release().await.expect("release");
+}
