@@ -284,20 +284,26 @@ pub async fn run<F: Factory + ?Sized>(
         errors: AtomicU64::new(0),
         next_hold: AtomicU64::new(0),
     });
-    let started = Instant::now();
-    let stop_at = started + workload.max_time;
     let key = crate::key("history");
-    let mut tasks = Vec::new();
-    for client in 0..workload.clients {
-        let mut locker = new_locker(factory, workload.lease).await;
-        let (shared, key, w) = (shared.clone(), key.clone(), workload.clone());
+    // Every client is built before the clock starts: a backend slow to connect must not eat
+    // the run's time (and with it the nemesis's strikes).
+    let mut clients = Vec::with_capacity(workload.clients);
+    for _ in 0..workload.clients {
+        let locker = new_locker(factory, workload.lease).await;
         let mut fresh = Vec::new();
-        if w.crash_every.is_some() {
+        if workload.crash_every.is_some() {
             // Replacement clients are built here: the factory is not 'static inside the task.
             for _ in 0..CRASHES_PER_CLIENT {
-                fresh.push(new_locker(factory, w.lease).await);
+                fresh.push(new_locker(factory, workload.lease).await);
             }
         }
+        clients.push((locker, fresh));
+    }
+    let started = Instant::now();
+    let stop_at = started + workload.max_time;
+    let mut tasks = Vec::new();
+    for (client, (mut locker, mut fresh)) in clients.into_iter().enumerate() {
+        let (shared, key, w) = (shared.clone(), key.clone(), workload.clone());
         tasks.push(tokio::spawn(async move {
             let mut mine = 0usize;
             while shared.taken.load(Ordering::Relaxed) < w.acquisitions as u64 && Instant::now() < stop_at {
@@ -379,6 +385,17 @@ pub async fn run<F: Factory + ?Sized>(
         }
     };
     tokio::join!(nemesis_done, all_tasks);
+    // A schedule whose fault never happened proved nothing about that fault.
+    if let Some(n) = nemesis {
+        assert!(
+            strikes > 0,
+            "{} / {}: the nemesis never struck ({} acquisitions in {:.1?}): lengthen the workload or shorten its quiet time",
+            factory.label(),
+            n.name(),
+            shared.taken.load(Ordering::Relaxed),
+            started.elapsed(),
+        );
+    }
     let label = match nemesis {
         Some(n) => format!("{} / {}", factory.label(), n.name()),
         None => format!("{} / no faults", factory.label()),
