@@ -208,17 +208,23 @@ impl LockBackend for ZkLock {
             }
         };
         let Some(mut hold) = hold else { return Ok(false) };
-        // Stop watching first, so our own delete is not taken for a loss.
-        hold.stop_watch();
         let session = inner.current();
         if session.generation != hold.generation || session.client.state().is_terminated() {
+            hold.stop_watch();
             return Ok(false); // the session that held it is gone, and its node with it
         }
         if hold.is_lost() {
+            hold.stop_watch();
             spawn_delete(&inner.runtime, session.client.clone(), hold.path);
             return Ok(false);
         }
-        match session.client.delete(&hold.path, None).await {
+        // The watch stops only once the delete is answered: out of the table, the hold is not
+        // taken for lost by its watch, and the delete's own event (which the server sends ahead
+        // of the answer) consumes the watch, where stopping it first would make the client send
+        // a request to remove it.
+        let deleted = session.client.delete(&hold.path, None).await;
+        hold.stop_watch();
+        match deleted {
             Ok(()) => Ok(true),
             Err(zk::Error::NoNode) => {
                 hold.mark_lost(LostReason::NotOwner);

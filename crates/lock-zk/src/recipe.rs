@@ -119,18 +119,22 @@ impl Inner {
         let mut cleanup = cleanup::guard(client, Node::Prefix { dir: dir.clone(), unique: unique.clone() });
         let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls());
 
-        // Create our node; the child listing is pipelined behind it (one round trip).
+        // Create our node; the child listing is pipelined behind it (one round trip: both go out
+        // in one write, and the server answers them in order, so the listing has our node). The
+        // listing also sets a child watch on the directory: a holder's first watch of its own
+        // node (see `watch_own_node`), so an uncontended grant costs no request of its own.
         let (mut dir_attempts, mut resent) = (0, 0);
-        let (name, fence, mut children) = loop {
+        let (name, fence, mut children, mut dir_watch) = loop {
             let sent = Instant::now();
             let created = client.create(&prefix, &[], &options);
-            let listed = client.list_children(&dir);
+            let listed = client.list_and_watch_children(&dir);
             match created.await {
                 Ok((stat, seq)) => {
                     session.confirm(sent);
                     let name = format!("{unique}{seq}");
                     cleanup::found(&mut cleanup, client, format!("{dir}/{name}"));
-                    break (name, stat.czxid, listed.await.map_err(lock_error)?);
+                    let (children, watch) = listed.await.map_err(lock_error)?;
+                    break (name, stat.czxid, children, Some(watch));
                 }
                 Err(zk::Error::NoNode) if dir_attempts < DIR_RETRIES => {
                     drop(listed);
@@ -156,7 +160,7 @@ impl Inner {
                         .await
                         .map_err(lock_error)?
                         .ok_or_else(|| temporary("own lock node vanished"))?;
-                    break (name, stat.czxid, children);
+                    break (name, stat.czxid, children, None);
                 }
                 Err(e) => return Err(lock_error(e)),
             }
@@ -174,6 +178,9 @@ impl Inner {
             if pos == 0 {
                 break;
             }
+            // A waiter watches its predecessor only (no herd): dropping the directory's watch
+            // asks the server to remove it.
+            dir_watch = None;
             let Some(deadline) = req.wait_until.filter(|d| Instant::now() < *d) else {
                 return Ok(Attempt::Held { retry_after: None }); // the cleanup deletes our node
             };
@@ -202,16 +209,24 @@ impl Inner {
 
         cleanup.disarm();
         let hk = (req.key.to_owned(), req.owner);
-        let watch = self.watch_own_node(session.generation, hk.clone(), path.clone());
         let hold = Hold {
-            path,
+            path: path.clone(),
             fence: fence as u64,
             count: 1,
             generation: session.generation,
             signals: vec![req.signal.clone()],
-            watch: Some(watch),
+            watch: None,
         };
-        let old = self.holds.lock().insert(hk, hold);
+        let old = {
+            let mut holds = self.holds.lock();
+            let old = holds.insert(hk.clone(), hold);
+            // The watch starts with the hold in the table, where it looks after each event.
+            let watch = self.watch_own_node(session.generation, hk.clone(), path, dir_watch);
+            if let Some(h) = holds.get_mut(&hk) {
+                h.watch = Some(watch);
+            }
+            old
+        };
         if let Some(old) = old {
             // Only a lost hold can be replaced (a live one nests): its node goes, by its path.
             self.delete_lost(old);
@@ -221,9 +236,21 @@ impl Inner {
 
     /// Watch our own node while held: deleted behind our back, or the session ended -> lost.
     /// Holds no `Client` between requests, so dropping every `ZkLock` still closes the session.
-    fn watch_own_node(self: &Arc<Self>, generation: u64, hk: HoldKey, path: String) -> AbortHandle {
+    ///
+    /// `dir_watch`, the child watch the grant's listing set, comes first: it fires on any change
+    /// in the directory, our node's deletion among them, so only then is our node watched by
+    /// itself. Uncontended, the first change is our own release's delete; its event reaches the
+    /// client before the delete's answer, so the release leaves no watch for the client to
+    /// remove with another request.
+    fn watch_own_node(
+        self: &Arc<Self>,
+        generation: u64,
+        hk: HoldKey,
+        path: String,
+        mut dir_watch: Option<zk::OneshotWatcher>,
+    ) -> AbortHandle {
         let weak = Arc::downgrade(self);
-        let guarded = path.clone();
+        let (guarded, held) = (path.clone(), hk.clone());
         let lose = move |reason: LostReason| {
             if let Some(inner) = weak.upgrade() {
                 inner.lose(&hk, &guarded, reason);
@@ -232,6 +259,17 @@ impl Inner {
         let weak = Arc::downgrade(self);
         let task = self.runtime.spawn(async move {
             loop {
+                if let Some(watch) = dir_watch.take() {
+                    let event = watch.changed().await;
+                    if event.event_type == zk::EventType::Session && event.session_state.is_terminated() {
+                        return lose(LostReason::SessionEnded);
+                    }
+                    // Released (or lost) meanwhile: nothing left to watch, and no request to send.
+                    let Some(inner) = weak.upgrade() else { return };
+                    if !inner.holds_path(&held, &path) {
+                        return;
+                    }
+                }
                 let result = {
                     let Some(inner) = weak.upgrade() else { return };
                     let session = inner.current();
@@ -252,6 +290,9 @@ impl Inner {
                             }
                             _ => {}
                         }
+                        if weak.upgrade().is_none_or(|inner| !inner.holds_path(&held, &path)) {
+                            return;
+                        }
                     }
                     Ok(_) => return lose(LostReason::NotOwner),
                     Err(e) if session_ended(&e) => return lose(LostReason::SessionEnded),
@@ -263,6 +304,11 @@ impl Inner {
             }
         });
         task.abort_handle()
+    }
+
+    /// Whether the hold `hk` is still in the table with its node at `path`.
+    fn holds_path(&self, hk: &HoldKey, path: &str) -> bool {
+        self.holds.lock().get(hk).is_some_and(|h| h.path == path)
     }
 
     /// Create `dir` as a CONTAINER node (the server reaps it once empty), and the root if a
