@@ -64,7 +64,7 @@ enum Cmd {
     Run {
         /// Backend URL: memory://name, redis://host:port/?mode=simple|reentrant|fair,
         /// mysql://user:pass@host:port/db?mode=pessimistic|optimistic|get_lock, zk://host:port/root,
-        /// postgres://user:pass@host:port/db, etcd://host:port[,host:port]/prefix
+        /// postgres://user:pass@host:port/db, etcd://host1:port,host2:port/prefix
         #[arg(long, env = "DLOCK_URL")]
         url: String,
         /// Lock name.
