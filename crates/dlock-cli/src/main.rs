@@ -62,7 +62,7 @@ enum Cmd {
     /// URL or missing feature; 69 backend unreachable; 75 lock not acquired within --wait;
     /// 76 lock lost (command stopped); 77 credentials or permission refused.
     Run {
-        /// Backend URL: memory://name, redis://host:port/?mode=simple|reentrant|fair,
+        /// Backend URL: memory://name, redis://host:port/?mode=simple|reentrant|fair|redis-py|python-redis-lock,
         /// mysql://user:pass@host:port/db?mode=pessimistic|optimistic|get_lock, zk://host:port/root,
         /// postgres://user:pass@host:port/db, etcd://host1:port,host2:port/prefix
         #[arg(long, env = "DLOCK_URL")]
