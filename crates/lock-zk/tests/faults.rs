@@ -505,9 +505,11 @@ async fn killed_session_reaches_every_nested_guard() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cut_off_acquisitions_leave_the_key_free() {
     const ROUNDS: u32 = 1000;
-    // The cleanup is one or two round trips; the bound is wide because on a loaded 2-core
-    // machine even uncut rounds were seen to take 200 ms to find the key free.
-    const CLEANUP_BOUND: Duration = Duration::from_secs(1);
+    // The cleanup is one or two round trips. What is checked is that a cut-off attempt never
+    // leaves the key held; the bound only turns "never freed" into a failure. It is wide
+    // because on a loaded 2-core machine (the suite beside a JVM server) rounds were seen to
+    // take over a second, uncut ones included; the printed p50/p99 show the real figures.
+    const CLEANUP_BOUND: Duration = Duration::from_secs(3);
     let connect = server::shared_zk().connect_string();
     let za = zk_lock(&connect, SESSION).await;
     let (a, c) = (locker(&za), locker(&zk_lock(&connect, SESSION).await));
