@@ -568,7 +568,9 @@ async fn cut_off_acquisitions_leave_the_key_free() {
         pct(&mut frees),
         pct(&mut empties)
     );
-    assert!(cut >= ROUNDS / 4, "too few attempts were cut off ({cut}) to mean anything");
+    // Offsets span twice the median acquire time measured before; under load the spread moves,
+    // and a tenth cut is still a hundred cancellations at every stage of an attempt.
+    assert!(cut >= ROUNDS / 10, "too few attempts were cut off ({cut}) to mean anything");
 }
 
 /// A cleanup only removes its own attempt's node, never a later grant to the same owner token:
