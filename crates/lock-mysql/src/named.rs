@@ -116,9 +116,8 @@ impl Named {
             sqlx::raw_sql(AssertSqlSafe(batch)).fetch_all(&mut *pinned.conn).await.map_err(classify)?;
         let row = rows.first().ok_or_else(|| LockError::permanent(NAME, "GET_LOCK answered no row"))?;
         let conn_id: u64 = row.try_get(1).map_err(classify)?;
-        let rtt = sent.elapsed();
         match self.answer(row)? {
-            Answer::Granted(fence) => return self.finish(req, pinned, conn_id, fence, (sent, false)).await,
+            Answer::Granted(fence) => return self.finish(req, pinned, conn_id, fence, (sent, None)).await,
             Answer::Null => {
                 self.end(pinned).await;
                 return Err(LockError::temporary(NAME, "GET_LOCK answered NULL"));
@@ -134,18 +133,18 @@ impl Named {
         // kills the wait (`killable_wait`), so no grant arrives for nobody; one that lands anyway
         // goes with the connection, which `pinned` closes.
         let stmt = self.get_lock(&name, remaining.as_secs_f64().min(MAX_WAIT_SECS));
+        let wait_sent = Instant::now();
         self.trips.add();
         let wait = sqlx::raw_sql(AssertSqlSafe(stmt)).fetch_optional(&mut *pinned.conn);
         let waited = killable_wait(&self.pool, conn_id, deadline, &self.trips, wait).await;
         match waited {
-            // The server's idle clock started when it sent the answer: no later than its arrival
-            // less the first batch's round trip (one way is shorter than there and back). That
-            // anchor needs no re-anchoring ping, so the new holder's first command is its own: a
-            // release right away is not queued behind a ping (one round trip less per hand-over).
+            // The server's idle clock started when it sent the answer, so no earlier than when
+            // the wait was sent: the keeper counts from that send and, after a short wait, needs
+            // no re-anchoring ping, so the new holder's first command is its own (a release
+            // right away is not queued behind a ping). See `session::Granted::answered`.
             Ok(Some(row)) => match self.answer(&row)? {
                 Answer::Granted(fence) => {
-                    let anchor = Instant::now().checked_sub(rtt).unwrap_or(sent);
-                    self.finish(req, pinned, conn_id, fence, (anchor, false)).await
+                    self.finish(req, pinned, conn_id, fence, (wait_sent, Some(Instant::now()))).await
                 }
                 Answer::Held | Answer::Null => self.held(pinned).await,
             },
@@ -175,7 +174,7 @@ impl Named {
         mut pinned: Pinned,
         conn_id: u64,
         drawn: Option<u64>,
-        (confirmed, waited): (Instant, bool),
+        (confirmed, answered): (Instant, Option<Instant>),
     ) -> Result<Attempt> {
         let fence = match drawn {
             Some(f) => f,
@@ -195,7 +194,7 @@ impl Named {
         if fence == 0 {
             return Err(LockError::permanent(NAME, "fence counter returned no value"));
         }
-        Ok(self.sessions.hold(req, Granted { pinned, conn_id, fence, confirmed, waited }))
+        Ok(self.sessions.hold(req, Granted { pinned, conn_id, fence, confirmed, answered }))
     }
 
     pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {

@@ -34,9 +34,9 @@ const ROW_ROUNDS: usize = 3;
 
 enum Step {
     /// Locked, with the connection id, (MariaDB) the fencing token drawn by the lock statement,
-    /// and when the transaction's first statement was sent (the server's idle clock started
-    /// no earlier).
-    Locked(Pinned, u64, Option<u64>, Instant, bool),
+    /// when the granting request was sent (the server's idle clock started no earlier) and,
+    /// after a wait in the server's queue, when its answer arrived.
+    Locked(Pinned, u64, Option<u64>, Instant, Option<Instant>),
     Held,
     NoRow,
 }
@@ -106,8 +106,8 @@ impl Pessimistic {
             step = self.attempt(req).await?;
         }
         match step {
-            Step::Locked(pinned, conn_id, fence, confirmed, waited) => {
-                self.finish(req, pinned, conn_id, fence, (confirmed, waited)).await
+            Step::Locked(pinned, conn_id, fence, confirmed, answered) => {
+                self.finish(req, pinned, conn_id, fence, (confirmed, answered)).await
             }
             Step::Held => Ok(Attempt::Held { retry_after: None }),
             Step::NoRow => Err(LockError::temporary(NAME, "lock row disappeared while locking")),
@@ -121,12 +121,29 @@ impl Pessimistic {
         let mut pinned = Pinned::new(self.pool.acquire().await.map_err(classify)?);
         let sent = Instant::now();
         // One round trip: the session bounds, BEGIN and the NOWAIT lock as one text batch (the
-        // key as a hex literal); a grant answers the fencing token and the connection id.
+        // key as a hex literal); a grant answers the fencing token and the connection id. An
+        // attempt that may wait asks for the connection id first in the same batch (`KILL QUERY`
+        // needs it to end a wait; the server answers each statement of a batch before it runs
+        // the next and stops at the first that fails): a separate `SELECT CONNECTION_ID()` after
+        // a "held" answer was one more round trip per waited acquisition.
         let lock = self.sql.lock_nowait.replace("{key}", &hex_literal(key));
-        let batch = format!("{};\n{lock}", self.begin);
+        let may_wait = req.wait_until.is_some();
+        let batch = if may_wait {
+            format!("{};\nSELECT CONNECTION_ID();\n{lock}", self.begin)
+        } else {
+            format!("{};\n{lock}", self.begin)
+        };
         self.trips.add();
-        let first = {
+        let (id, first) = {
             let mut rows = sqlx::raw_sql(AssertSqlSafe(batch)).fetch(&mut *pinned.conn);
+            let id = if may_wait {
+                match rows.next().await.transpose().map_err(classify)? {
+                    Some(row) => Some(row.try_get::<u64, _>(0).map_err(classify)?),
+                    None => return Err(LockError::permanent(NAME, "CONNECTION_ID() answered no row")),
+                }
+            } else {
+                None
+            };
             let first = rows.next().await.transpose();
             // Read the batch to its end: the connection must be idle before the next statement.
             if let Ok(Some(_)) = first {
@@ -134,42 +151,38 @@ impl Pessimistic {
                     more.map_err(classify)?;
                 }
             }
-            first
+            (id, first)
         };
         match first {
             Ok(Some(row)) => {
                 let conn_id: u64 = row.try_get(1).map_err(classify)?;
-                return Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?, sent, false));
+                return Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?, sent, None));
             }
             Ok(None) => return self.no_row(pinned).await,
             Err(e) if is_contention(&e) => {}
             Err(e) => return Err(classify(e)),
         }
-        let Some(deadline) = req.wait_until else { return self.held(pinned).await };
-        if deadline.saturating_duration_since(Instant::now()) < MIN_WAIT {
+        let (Some(deadline), Some(conn_id)) = (req.wait_until, id) else { return self.held(pinned).await };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining < MIN_WAIT {
             return self.held(pinned).await;
         }
-        // Only a held key pays for the connection id (`KILL QUERY` needs it to end the wait), so
-        // `acquire()` on a free key costs what `try_lock` costs; this trip overlaps the wait.
-        self.trips.add();
-        let conn_id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
-            .fetch_one(&mut *pinned.conn)
-            .await
-            .map_err(classify)?;
-        let remaining = deadline.saturating_duration_since(Instant::now());
 
         // Wait in the server's queue; the server ends the wait at the deadline by itself, and a
         // dropped future kills it (`killable_wait`).
         // Text protocol, one packet: see `sql/pessimistic_lock_wait_mariadb.sql`.
+        let wait_sent = Instant::now();
         self.trips.add();
         let wait =
             sqlx::raw_sql(AssertSqlSafe(self.wait_sql(remaining, key))).fetch_optional(&mut *pinned.conn);
         let waited = killable_wait(&self.pool, conn_id, deadline, &self.trips, wait).await;
         match waited {
-            // The server's idle clock started when it answered, possibly long after the wait was
-            // sent: take the arrival of the answer (one-way delay must stay under the drift
-            // margin), and the keeper re-anchors on a ping's send time at once.
-            Ok(Some(row)) => Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?, Instant::now(), true)),
+            // The server's idle clock started when it sent this answer, so no earlier than when
+            // the waiting statement was sent: the keeper counts from that send (see
+            // `session::Granted::answered`).
+            Ok(Some(row)) => {
+                Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?, wait_sent, Some(Instant::now())))
+            }
             Ok(None) => self.no_row(pinned).await,
             Err(e) if is_contention(&e) => self.held(pinned).await,
             Err(e) => Err(classify(e)),
@@ -260,7 +273,7 @@ impl Pessimistic {
         pinned: Pinned,
         conn_id: u64,
         drawn: Option<u64>,
-        (confirmed, waited): (Instant, bool),
+        (confirmed, answered): (Instant, Option<Instant>),
     ) -> Result<Attempt> {
         let fence = match drawn {
             Some(f) => f,
@@ -280,7 +293,7 @@ impl Pessimistic {
         if fence == 0 {
             return Err(LockError::permanent(NAME, "fence counter returned no value"));
         }
-        Ok(self.sessions.hold(req, Granted { pinned, conn_id, fence, confirmed, waited }))
+        Ok(self.sessions.hold(req, Granted { pinned, conn_id, fence, confirmed, answered }))
     }
 
     pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {

@@ -145,11 +145,16 @@ pub(crate) struct Granted {
     /// `CONNECTION_ID()` of the holding session.
     pub(crate) conn_id: u64,
     pub(crate) fence: u64,
-    /// Send time of the request that confirmed the session last (the server's idle clock
-    /// started no earlier), or, after a wait, the arrival of its answer.
+    /// Send time of the request whose answer granted the lock: the server's idle clock (its
+    /// `wait_timeout`, counted from when it sent its last answer) started no earlier. After a
+    /// wait in the server's queue too: the grant is the waiting statement's answer.
     pub(crate) confirmed: Instant,
-    /// Granted after a wait in the server's queue: the keeper pings at once to re-anchor.
-    pub(crate) waited: bool,
+    /// Granted after a wait in the server's queue: when the answer arrived. The keeper then
+    /// counts from `confirmed` as usual, its first ping one keepalive after it, so a short wait
+    /// costs no extra ping and a release right after the grant is not queued behind one. A
+    /// wait that lasted a keepalive period or longer leaves too little of the bound after
+    /// `confirmed`: the keeper then anchors at the answer's arrival and pings at once.
+    pub(crate) answered: Option<Instant>,
 }
 
 /// The session-bound holds of one backend.
@@ -233,7 +238,7 @@ impl Sessions {
             signals: signals.clone(),
             every: self.keepalive,
             confirmed: g.confirmed,
-            waited: g.waited,
+            answered: g.answered,
             server_idle: self.server_idle,
             release: self.release,
             abandon: self.abandon,
@@ -306,8 +311,8 @@ struct Keeper {
     every: Duration,
     /// Send time of the last request the server answered on this connection.
     confirmed: Instant,
-    /// Granted after a wait in the server's queue (`confirmed` is the answer's arrival).
-    waited: bool,
+    /// Granted after a wait in the server's queue: when the answer arrived ([`Granted::answered`]).
+    answered: Option<Instant>,
     server_idle: Duration,
     release: &'static str,
     abandon: &'static str,
@@ -372,8 +377,18 @@ impl Keeper {
     }
 
     async fn run(mut self) {
-        // A lock granted after a wait was confirmed by an answer, not by a send: ping at once.
-        let mut next = if self.waited { Instant::now() } else { Instant::now() + self.every };
+        // The first ping is due one keepalive after the confirming send, as after any ping.
+        // That send may be a wait's: the server could not have started the session's idle
+        // clock before the request reached it, so counting from the send is safe however long
+        // the server took to grant (the rule for every deadline here: from when the request was
+        // sent, less the drift margin). A wait that outlasted a keepalive period would leave
+        // too little of the bound: anchor at the answer's arrival then (the one-way delay must
+        // stay under the drift margin) and re-anchor on a ping's send at once, as before.
+        let mut next = self.confirmed + self.every;
+        if let Some(answered) = self.answered.filter(|&a| a >= next) {
+            self.confirmed = answered;
+            next = Instant::now();
+        }
         loop {
             tokio::select! {
                 cmd = self.rx.recv() => match cmd {

@@ -3,13 +3,16 @@
 //! (session bounds, BEGIN, the NOWAIT lock with its fencing token) and one COMMIT; optimistic,
 //! one statement to acquire and one to release; named (`GET_LOCK`, MariaDB), one batch (session
 //! bounds, GET_LOCK with its fencing token) and one release batch (`RELEASE_ALL_LOCKS()`, the
-//! session's timeouts restored).
+//! session's timeouts restored). An acquisition that waits in the server's queue adds the
+//! waiting statement only: no separate `SELECT CONNECTION_ID()` (it comes in the first batch of
+//! an attempt that may wait) and no re-anchoring ping after a short wait.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{Locker, OwnerToken};
 use lock_mysql::{Mode, MySqlLock};
+use lock_testkit::eventually;
 use lock_testkit::server::{external_url, shared_mariadb};
 
 const ROUNDS: u64 = 10;
@@ -55,4 +58,38 @@ async fn optimistic_acquire_and_release_take_two_round_trips() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn named_lock_acquire_and_release_take_two_round_trips() {
     assert_eq!(per_pair(Mode::NamedLock).await, (2 * ROUNDS, 2 * ROUNDS));
+}
+
+/// Round trips of one acquisition that waits in the server's queue behind a holder in another
+/// backend (another pool), and of its release, as the waiter's backend counts them.
+async fn waited_pair(mode: Mode) -> u64 {
+    let (holder, waiter) = (backend(mode).await, backend(mode).await);
+    let key = format!("round-trips-waited-{mode:?}-{}", OwnerToken::random());
+    let (h, w) = (Locker::new(holder), Locker::new(waiter.clone()));
+    h.try_lock(&key).await.expect("try_lock").expect("free").release().await.expect("release");
+    let held = h.try_lock(&key).await.expect("try_lock").expect("free");
+    let before = waiter.round_trips();
+    let task = tokio::spawn(async move {
+        let g = w.lock(&key).wait(Duration::from_secs(5)).acquire().await.expect("acquire");
+        g.release().await.expect("release");
+    });
+    // The first batch found the key held once the waiting statement is counted.
+    eventually(Duration::from_secs(5), "waiting statement sent", || {
+        let sent = waiter.round_trips() - before;
+        async move { sent >= 2 }
+    })
+    .await;
+    held.release().await.expect("release");
+    task.await.expect("waiter");
+    waiter.round_trips() - before
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pessimistic_waited_acquire_and_release_take_three_round_trips() {
+    assert_eq!(waited_pair(Mode::Pessimistic).await, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_lock_waited_acquire_and_release_take_three_round_trips() {
+    assert_eq!(waited_pair(Mode::NamedLock).await, 3);
 }
