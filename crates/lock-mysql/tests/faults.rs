@@ -1251,3 +1251,40 @@ async fn named_lock_nesting_is_one_server_lock_and_pooled_connections_hold_none(
         assert_eq!(n, 0, "a pooled connection still held a named lock");
     }
 }
+
+/// A lock granted after a wait in the server's queue stays held past the server's idle bound
+/// (2 s for a 100 ms keepalive), whether the wait was short (the hold counts from the waiting
+/// statement's send, no re-anchoring ping) or longer than that bound itself (counted from its
+/// send the hold would be over at once: it is anchored at the answer and pinged at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_after_short_and_long_waits_stay_held_past_the_idle_bound() {
+    let cases = [Mode::Pessimistic, Mode::NamedLock].into_iter().flat_map(|mode| {
+        [Duration::from_millis(20), Duration::from_millis(2500)].map(|wait| held_after_wait(mode, wait))
+    });
+    futures_util::future::join_all(cases).await;
+}
+
+async fn held_after_wait(mode: Mode, first_holds: Duration) {
+    let url = shared_url();
+    let (a, b, c) = (
+        Locker::new(backend(&url, mode).await),
+        Locker::new(backend(&url, mode).await),
+        Locker::new(backend(&url, mode).await),
+    );
+    let k = key("held-after-wait");
+    let g = a.lock(&k).try_acquire().await.expect("try").expect("free");
+    let waiter = {
+        let k = k.clone();
+        tokio::spawn(async move { b.lock(&k).wait(Duration::from_secs(10)).acquire().await })
+    };
+    // How long the waiter waits: the holder's time, not a synchronisation.
+    tokio::time::sleep(first_holds).await;
+    g.release().await.expect("release");
+    let w = within(Duration::from_secs(5), "waiter granted", waiter).await.expect("join").expect("acquire");
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    // Not `Held`: a ping slower than the keepalive on a loaded machine is `Uncertain`.
+    assert!(!w.is_lost(), "{mode:?}: lost {:?} after a {first_holds:?} wait", w.state());
+    let other = c.lock(&k).try_acquire().await.expect("try");
+    assert!(other.is_none(), "{mode:?}: the key was free {first_holds:?} after a wait");
+    w.release().await.expect("release");
+}
