@@ -48,20 +48,40 @@ async fn undo_attempt(
         .replace("{nonce}", &hex_literal(&nonce));
     let mut same = conn.lock().await;
     trips.add();
-    let Err(e) = sqlx::raw_sql(AssertSqlSafe(here)).execute(&mut **same).await else { return Ok(()) };
-    tracing::debug!(error = %e, "cleanup on the cut-off attempt's connection failed; undoing by its nonce");
+    // Bounded: the cut-off attempt may have left its connection mid-exchange, and an answer that
+    // never comes would keep this attempt's turn (and every later attempt on the key) forever.
+    let here =
+        tokio::time::timeout(UNDO_BOUND, sqlx::raw_sql(AssertSqlSafe(here)).execute(&mut **same)).await;
+    match here {
+        Ok(Ok(_)) => return Ok(()),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "cleanup on the cut-off attempt's connection failed; undoing by its nonce")
+        }
+        Err(_) => tracing::debug!(
+            "no answer on the cut-off attempt's connection within {UNDO_BOUND:?}; closing it and undoing by its nonce"
+        ),
+    }
     same.close_on_drop();
     drop(same);
-    let mut other = pool.acquire().await.map_err(classify)?;
-    trips.add();
-    sqlx::query(AssertSqlSafe(sql.cancel.clone()))
-        .bind(key)
-        .bind(nonce.to_vec())
-        .execute(&mut *other)
-        .await
-        .map_err(classify)?;
-    Ok(())
+    let by_nonce = async {
+        let mut other = pool.acquire().await.map_err(classify)?;
+        trips.add();
+        sqlx::query(AssertSqlSafe(sql.cancel.clone()))
+            .bind(key)
+            .bind(nonce.to_vec())
+            .execute(&mut *other)
+            .await
+            .map_err(classify)
+    };
+    match tokio::time::timeout(UNDO_BOUND, by_nonce).await {
+        Ok(done) => done.map(drop),
+        // The lease frees a grant this undo could not reach.
+        Err(_) => Err(LockError::temporary(crate::error::NAME, "undo of a cut-off attempt timed out")),
+    }
 }
+
+/// The longest an undo statement may wait for its answer before the next way is tried.
+const UNDO_BOUND: Duration = Duration::from_secs(2);
 
 /// What this client holds of one (key, owner): the version it acquired (CAS operand), its
 /// nesting depth, a local bound on the lease, and the lost signal of every acquisition of it.
