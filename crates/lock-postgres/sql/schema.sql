@@ -2,7 +2,15 @@
 -- statement that takes the advisory lock, in that statement's own (autocommit) transaction, so
 -- it is committed before the grant is answered and survives the holder's crash. Nothing ever
 -- decrements it.
+--
+-- Two concurrent `CREATE TABLE IF NOT EXISTS` can both miss the table and one then fails on
+-- pg_type's unique index (seen when tests built locks in parallel): one transaction-scoped
+-- advisory lock per table name serialises them. The two-int form never meets the locks' own
+-- single-bigint keys.
+BEGIN;
+SELECT pg_advisory_xact_lock(hashtext('{table}'), 0);
 CREATE TABLE IF NOT EXISTS {table} (
     name  bytea  NOT NULL PRIMARY KEY,
     fence bigint NOT NULL
-)
+);
+COMMIT;

@@ -287,3 +287,16 @@ async fn builder_connections_have_the_server_watch_the_client_socket() {
         .expect("show");
     assert_eq!(v, "1s");
 }
+
+/// Locks built at the same moment on a new fence table all succeed: two concurrent
+/// `CREATE TABLE IF NOT EXISTS` once failed on pg_type's unique index (seen in CI).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_builds_create_the_table_once() {
+    let Some((url, _)) = shared() else { return };
+    let table = format!("dlock_race_{}", OwnerToken::random());
+    let builds = (0..8).map(|_| PgLock::builder().url(&url).table(&table).keepalive(KEEPALIVE).build());
+    for built in futures_util::future::join_all(builds).await {
+        let lock = Locker::new(Arc::new(built.expect("every concurrent build succeeds")));
+        lock.try_lock(key("race")).await.expect("try").expect("free").release().await.expect("release");
+    }
+}
