@@ -25,6 +25,10 @@ command -v protoc >/dev/null || need+=(protobuf-compiler)
 # test kit's small Curator program).
 [ -f /usr/share/java/curator-recipes.jar ] || need+=(libcurator-recipes-java)
 command -v javac >/dev/null || need+=(default-jdk-headless)
+# The Python side of the interop tests: scripts/interop-venv.sh makes a venv and pip-installs
+# the pinned libraries into it.
+command -v python3 >/dev/null || need+=(python3)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -eq 0 ]; then
   echo "install-servers: redis, mariadb, zookeeper, postgresql, etcd, curator and the build headers already installed"
   exit 0
