@@ -83,14 +83,7 @@ impl BlockingLocker {
 
     /// Start building a request for `key`.
     pub fn lock(&self, key: impl Into<String>) -> BlockingRequest<'_> {
-        BlockingRequest {
-            locker: self,
-            key: key.into(),
-            lease: None,
-            wait: None,
-            owner: None,
-            max_hold: None,
-        }
+        BlockingRequest { locker: self, request: self.locker.lock(key) }
     }
 
     /// One attempt with the watchdog lease: `Ok(None)` when someone else holds `key`.
@@ -123,58 +116,34 @@ impl BlockingLocker {
     }
 }
 
-/// A request being built: `locker.lock("k").wait(..).acquire()`.
+/// A request being built: `locker.lock("k").wait(..).acquire()`. The async
+/// [`LockRequest`](crate::LockRequest) underneath holds the settings; this only blocks on it.
 #[derive(Debug)]
 #[must_use = "a lock request does nothing until acquired"]
 pub struct BlockingRequest<'a> {
     locker: &'a BlockingLocker,
-    key: String,
-    lease: Option<Duration>,
-    wait: Option<Duration>,
-    owner: Option<OwnerToken>,
-    max_hold: Option<Duration>,
+    request: crate::LockRequest<'a>,
 }
 
 impl BlockingRequest<'_> {
     /// A fixed lease without the watchdog (see [`LockRequest::lease`](crate::LockRequest::lease)).
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
-        self
+    pub fn lease(self, lease: Duration) -> Self {
+        BlockingRequest { request: self.request.lease(lease), ..self }
     }
 
     /// Wait at most `wait` in [`acquire`](Self::acquire).
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = Some(wait);
-        self
+    pub fn wait(self, wait: Duration) -> Self {
+        BlockingRequest { request: self.request.wait(wait), ..self }
     }
 
     /// Acquire as `owner` (a nested acquisition on a reentrant backend).
-    pub fn owner(mut self, owner: OwnerToken) -> Self {
-        self.owner = Some(owner);
-        self
+    pub fn owner(self, owner: OwnerToken) -> Self {
+        BlockingRequest { request: self.request.owner(owner), ..self }
     }
 
     /// Stop the watchdog after `max_hold` (see [`LockRequest::max_hold`](crate::LockRequest::max_hold)).
-    pub fn max_hold(mut self, max_hold: Duration) -> Self {
-        self.max_hold = Some(max_hold);
-        self
-    }
-
-    fn request(&self) -> crate::LockRequest<'_> {
-        let mut r = self.locker.locker.lock(self.key.clone());
-        if let Some(l) = self.lease {
-            r = r.lease(l);
-        }
-        if let Some(w) = self.wait {
-            r = r.wait(w);
-        }
-        if let Some(o) = self.owner {
-            r = r.owner(o);
-        }
-        if let Some(m) = self.max_hold {
-            r = r.max_hold(m);
-        }
-        r
+    pub fn max_hold(self, max_hold: Duration) -> Self {
+        BlockingRequest { request: self.request.max_hold(max_hold), ..self }
     }
 
     /// One attempt: `Ok(None)` if someone else holds the key.
@@ -182,7 +151,7 @@ impl BlockingRequest<'_> {
     /// # Errors
     /// As [`LockRequest::try_acquire`](crate::LockRequest::try_acquire).
     pub fn try_acquire(self) -> Result<Option<BlockingGuard>> {
-        let got = self.locker.runtime.block_on(self.request().try_acquire())?;
+        let got = self.locker.runtime.block_on(self.request.try_acquire())?;
         Ok(got.map(|g| self.locker.wrap(g)))
     }
 
@@ -191,7 +160,7 @@ impl BlockingRequest<'_> {
     /// # Errors
     /// As [`LockRequest::acquire`](crate::LockRequest::acquire).
     pub fn acquire(self) -> Result<BlockingGuard> {
-        let guard = self.locker.runtime.block_on(self.request().acquire())?;
+        let guard = self.locker.runtime.block_on(self.request.acquire())?;
         Ok(self.locker.wrap(guard))
     }
 }
