@@ -126,6 +126,7 @@ impl ClientFaults for Operator {
 
 mod plain {
     lock_testkit::conformance_tests!(crate::factory().await);
+    lock_testkit::primitive_tests!(crate::factory().await);
 }
 
 /// The cases that lose a hold, with the holder's lease revoked instead of its key deleted.

@@ -2,3 +2,4 @@
 use lock_testkit::{MemoryFactory, conformance_tests};
 
 conformance_tests!(MemoryFactory::new());
+lock_testkit::primitive_tests!(MemoryFactory::new());

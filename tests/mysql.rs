@@ -109,12 +109,15 @@ impl ClientFaults for Admin {
 
 mod pessimistic {
     lock_testkit::conformance_tests!(crate::MySqlFactory::new(lock_mysql::Mode::Pessimistic).await);
+    lock_testkit::primitive_tests!(crate::MySqlFactory::new(lock_mysql::Mode::Pessimistic).await);
 }
 
 mod optimistic {
     lock_testkit::conformance_tests!(crate::MySqlFactory::new(lock_mysql::Mode::Optimistic).await);
+    lock_testkit::primitive_tests!(crate::MySqlFactory::new(lock_mysql::Mode::Optimistic).await);
 }
 
 mod named_lock {
     lock_testkit::conformance_tests!(crate::MySqlFactory::new(lock_mysql::Mode::NamedLock).await);
+    lock_testkit::primitive_tests!(crate::MySqlFactory::new(lock_mysql::Mode::NamedLock).await);
 }

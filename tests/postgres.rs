@@ -85,6 +85,7 @@ impl ClientFaults for Admin {
 }
 
 lock_testkit::conformance_tests!(crate::PgFactory::new().await);
+lock_testkit::primitive_tests!(crate::PgFactory::new().await);
 
 /// `postgres://` and `postgresql://` reach the same lock space through the facade's
 /// `from_url`, and a typo'd option is a typed error naming it.

@@ -86,14 +86,17 @@ impl ClientFaults for Admin {
 
 mod simple {
     lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Simple).await);
+    lock_testkit::primitive_tests!(crate::factory(lock_redis::Mode::Simple).await);
 }
 
 mod reentrant {
     lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Reentrant).await);
+    lock_testkit::primitive_tests!(crate::factory(lock_redis::Mode::Reentrant).await);
 }
 
 mod fair {
     lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Fair).await);
+    lock_testkit::primitive_tests!(crate::factory(lock_redis::Mode::Fair).await);
 }
 
 /// The interop layouts (a plain `SET NX PX` key shared with redis-py / python-redis-lock).

@@ -179,6 +179,7 @@ impl ClientFaults for Operator {
 
 mod plain {
     lock_testkit::conformance_tests!(crate::factory(crate::Mode::Plain).await);
+    lock_testkit::primitive_tests!(crate::factory(crate::Mode::Plain).await);
 }
 
 mod secured {

@@ -52,7 +52,7 @@ pub use signal::{LeaseSignal, LeaseState, LostReason};
 pub use token::{FencingToken, OwnerToken};
 pub use validate::{
     DEFAULT_WATCHDOG_LEASE, MAX_KEY_BYTES, MAX_LEASE, MAX_WAIT, MIN_LEASE, validate_key, validate_lease,
-    validate_wait,
+    validate_note, validate_wait,
 };
 
 /// Re-exported so backends and users name one version.

@@ -34,6 +34,20 @@ pub fn validate_key(key: &str) -> Result<(), LockError> {
     Ok(())
 }
 
+/// Check a note for [`LockBackend::set_note`](crate::LockBackend::set_note): at most
+/// [`MAX_NOTE_BYTES`](crate::backend::MAX_NOTE_BYTES), no control characters.
+pub fn validate_note(note: &str) -> Result<(), LockError> {
+    if note.len() > crate::backend::MAX_NOTE_BYTES {
+        return Err(LockError::InvalidConfig {
+            reason: format!("note of {} bytes is longer than {}", note.len(), crate::backend::MAX_NOTE_BYTES),
+        });
+    }
+    if note.chars().any(char::is_control) {
+        return Err(LockError::InvalidConfig { reason: "note contains a control character".into() });
+    }
+    Ok(())
+}
+
 /// Check a lease against [`MIN_LEASE`] and [`MAX_LEASE`].
 pub fn validate_lease(lease: Duration) -> Result<(), LockError> {
     if lease.is_zero() {

@@ -13,6 +13,7 @@ pub mod history;
 pub mod interop;
 mod memory;
 mod poll;
+pub mod primitives;
 pub mod proxy;
 pub mod server;
 

@@ -75,6 +75,12 @@ pub struct Capability {
     /// subscription or the `retry_after` hint, and calls [`LockBackend::leave_queue`] when the
     /// acquisition ends without a grant (deadline, error, or its future dropped).
     pub queue: bool,
+    /// [`LockBackend::set_note`] and [`LockBackend::note`] work: a holder can attach a short
+    /// public note (a leader's identity) that anyone can read while the hold lasts.
+    pub notes: bool,
+    /// [`LockBackend::raise_fence`] works: the key's fence counter can be raised to a floor
+    /// (what a quorum needs to keep fencing tokens increasing across majorities).
+    pub raise_fence: bool,
 }
 
 impl Capability {
@@ -89,6 +95,8 @@ impl Capability {
         session_bound: false,
         failover_safe: false,
         queue: false,
+        notes: false,
+        raise_fence: false,
     };
 }
 
@@ -171,6 +179,9 @@ impl LockInfo {
         LockInfo { held: true, ..LockInfo::default() }
     }
 }
+
+/// Longest note accepted by [`LockBackend::set_note`], in bytes.
+pub const MAX_NOTE_BYTES: usize = 1024;
 
 /// One lease to renew.
 #[derive(Debug, Clone, Copy)]
@@ -258,4 +269,51 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// Backend failures.
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>>;
+
+    /// Attach `note` to `owner`'s current hold of `key`, replacing any earlier note; anyone can
+    /// read it with [`note`](Self::note) while that hold lasts (a leader's identity, for
+    /// observers). The note is public: never put a secret in it. Validated by the core (at
+    /// most [`MAX_NOTE_BYTES`], no control characters) before it reaches the backend.
+    ///
+    /// # Behavior
+    /// `Ok(true)` when `owner` held `key` and the note is stored with that hold; `Ok(false)`
+    /// when it did not hold it (nothing stored). A note never outlives its hold as far as
+    /// [`note`](Self::note) can tell: a later holder's readers see its note or none, never an
+    /// earlier holder's.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] (the default) when the backend has no place for notes
+    /// ([`Capability::notes`] is `false`); backend failures.
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        let _ = (key, owner, note);
+        Err(unsupported(self.name(), "notes on a hold"))
+    }
+
+    /// The note the current holder of `key` attached with [`set_note`](Self::set_note);
+    /// `None` when the key is free or its holder attached none.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] (the default) without [`Capability::notes`]; backend
+    /// failures.
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        let _ = key;
+        Err(unsupported(self.name(), "notes on a hold"))
+    }
+
+    /// Raise `key`'s fence counter to at least `floor`, so that the next grant's fencing token
+    /// is greater than `floor` (a counter already at or above it is left alone). Only a holder
+    /// calls this, while holding: a quorum writes the token it hands out back to the majority
+    /// it locked, so any later majority, which shares a member with it, draws a larger one.
+    ///
+    /// # Behavior
+    /// `Ok(true)` when `owner` still held `key` and the counter is now at least `floor`;
+    /// `Ok(false)` when it did not hold it (nothing changed).
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] (the default) without [`Capability::raise_fence`]; backend
+    /// failures.
+    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
+        let _ = (key, owner, floor);
+        Err(unsupported(self.name(), "raising the fence counter"))
+    }
 }
