@@ -20,6 +20,8 @@ struct Hold {
     count: u32,
     expires: Instant,
     fence: u64,
+    // Dies with the hold: a later holder starts without one.
+    note: Option<String>,
 }
 
 /// Expired holds are swept out of the table every this many new holds: the table stays
@@ -80,7 +82,15 @@ impl LockBackend for MemoryBackend {
     }
 
     fn capabilities(&self) -> Capability {
-        Capability { renew: true, fencing: true, notify: true, reentrant: true, ..Capability::NONE }
+        Capability {
+            renew: true,
+            fencing: true,
+            notify: true,
+            reentrant: true,
+            notes: true,
+            raise_fence: true,
+            ..Capability::NONE
+        }
     }
 
     fn identity(&self) -> String {
@@ -107,9 +117,10 @@ impl LockBackend for MemoryBackend {
             // The fence is one global counter, so forgetting a key never lets its fence repeat.
             table.holds.retain(|_, h| h.expires > now);
         }
-        table
-            .holds
-            .insert(req.key.to_owned(), Hold { owner: req.owner, count: 1, expires: now + req.lease, fence });
+        table.holds.insert(
+            req.key.to_owned(),
+            Hold { owner: req.owner, count: 1, expires: now + req.lease, fence, note: None },
+        );
         Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(req.lease) }))
     }
 
@@ -157,6 +168,36 @@ impl LockBackend for MemoryBackend {
 
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         Ok(Some(self.inner.hub.subscribe(key).0))
+    }
+
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        let now = Instant::now();
+        Ok(match self.locks().holds.get_mut(key) {
+            Some(h) if h.owner == owner && h.expires > now => {
+                h.note = Some(note.to_owned());
+                true
+            }
+            _ => false,
+        })
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        let now = Instant::now();
+        Ok(self.locks().holds.get(key).filter(|h| h.expires > now).and_then(|h| h.note.clone()))
+    }
+
+    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
+        let now = Instant::now();
+        let table = self.locks();
+        Ok(match table.holds.get(key) {
+            Some(h) if h.owner == owner && h.expires > now => {
+                // The counter is shared by every key: raising it for one raises it for all,
+                // which keeps each key's tokens increasing too.
+                self.inner.fence.fetch_max(floor.0, Ordering::Relaxed);
+                true
+            }
+            _ => false,
+        })
     }
 
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
