@@ -26,6 +26,7 @@ pub mod backend;
 mod error;
 mod guard;
 mod hold;
+mod leader;
 mod locker;
 #[cfg(feature = "memory")]
 mod memory;
@@ -40,6 +41,7 @@ mod validate;
 pub use backend::{Capability, LockBackend, LockInfo};
 pub use error::{BoxError, LockError, Result, is_tls_refusal};
 pub use guard::LockGuard;
+pub use leader::{Candidate, LeaderElection, Leadership};
 pub use locker::{DRIFT_MARGIN_FLOOR, DRIFT_MARGIN_RATE, LockRequest, Locker, drift_margin};
 #[cfg(feature = "memory")]
 pub use memory::MemoryBackend;
