@@ -34,6 +34,8 @@ mod multi;
 pub mod observe;
 mod quorum;
 mod renewer;
+mod rwlock;
+mod semaphore;
 mod signal;
 mod token;
 mod validate;
@@ -50,6 +52,8 @@ pub use quorum::{
     DRIFT_FLOOR, MEMBER_TIMEOUT_MAX, MEMBER_TIMEOUT_MIN, QuorumBackend, default_member_timeout,
     drift_allowance,
 };
+pub use rwlock::{DEFAULT_READER_SLOTS, ReadGuard, ReadRequest, RwLock, WriteGuard, WriteRequest};
+pub use semaphore::{MAX_PERMITS, Permit, PermitRequest, Semaphore};
 pub use signal::{LeaseSignal, LeaseState, LostReason};
 pub use token::{FencingToken, OwnerToken};
 pub use validate::{

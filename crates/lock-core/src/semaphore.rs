@@ -1,0 +1,385 @@
+//! A counting semaphore built from ordinary locks: permit `i` of a name is the lock on one
+//! slot key, so every backend has it, and each permit has its own lease, watchdog, fencing
+//! token and lost signal.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use crate::{FencingToken, LeaseState, LockError, LockGuard, Locker, Result, validate_key, validate_wait};
+
+/// Most permits a [`Semaphore`] (and reader slots an [`RwLock`](crate::RwLock)) may have.
+///
+/// Each permit is a key on the server; a waiter that finds them all taken waits on every one
+/// at once (one subscription or server-side queue place each) and
+/// [`available`](Semaphore::available) inspects each. 256 keeps both a bounded fan-out of one
+/// request while covering the "limit how many copies of a job run at once" use; above that a
+/// counter in the store would be the better tool. It also bounds the reserved key suffix to
+/// three digits.
+pub const MAX_PERMITS: u32 = 256;
+
+/// Suffix of a semaphore's slot keys, before the slot number: `{name}#s{i}`.
+const SLOT_SUFFIX: &str = "#s";
+
+/// A counting semaphore: at most `permits` holders of `name` at once, across every process
+/// that uses the same name and permit count on the same backend.
+///
+/// # How it works
+/// Permit `i` is an ordinary lock on the slot key `{name}#s{i}` (`0 <= i < permits`), taken
+/// through the [`Locker`]. A permit therefore has everything a [`LockGuard`] has: a lease
+/// renewed by the watchdog (or a fixed one), a fencing token of its slot, a lost signal; and a
+/// holder that dies gives its permit back when its lease or session ends, so permits never
+/// leak. An acquisition first tries the slots one at a time from a random start (cheap while
+/// some are free); when all are held it waits on all of them at once, woken by the backend's
+/// notifications (or its server-side wait), keeps the first grant and abandons the other
+/// waits (a dropped lock acquisition leaves nothing held).
+///
+/// The suffix `#s` followed by digits is reserved: do not lock `{name}#s0` as a mutex as well.
+/// The name may be at most [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) minus 5 bytes, so that
+/// every slot key of any permit count fits.
+///
+/// # Changing the permit count
+/// The count is a property of the handle (nothing about it is stored on the server): a
+/// handle with `n` permits only ever grants slots `0..n`. Every process should use the same
+/// count; a handle with a different one (see [`with_permits`](Self::with_permits)) acts as
+/// follows:
+/// - **Growing** to `n`: slots up to `n` are used at once.
+/// - **Shrinking** to `n` while more permits are held: holders of slots `>= n` keep them until
+///   they release (or lose them); new grants through the smaller handle only use slots below
+///   `n`, so once those holders are gone at most `n` permits are held.
+///   [`available`](Self::available) counts free slots below `n`: never more than `n` minus the
+///   permits held below `n`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lock_core::LockError> {
+/// use std::{sync::Arc, time::Duration};
+/// use lock_core::{Locker, MemoryBackend, Semaphore};
+///
+/// let locker = Locker::new(Arc::new(MemoryBackend::new()));
+/// let jobs = Semaphore::new(&locker, "nightly-export", 2)?;
+/// let a = jobs.acquire().wait(Duration::from_secs(1)).acquire().await?;
+/// let b = jobs.acquire().try_acquire().await?.expect("a second permit is free");
+/// assert!(jobs.acquire().try_acquire().await?.is_none(), "only two at once");
+/// assert_eq!(jobs.available().await?, 0);
+/// a.release().await?;
+/// b.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Semaphore {
+    locker: Locker,
+    name: Arc<str>,
+    /// Slot `i`'s key is this prefix followed by `i`.
+    prefix: Arc<str>,
+    permits: u32,
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("backend", &self.locker.backend().name())
+            .field("name", &self.name)
+            .field("permits", &self.permits)
+            .finish()
+    }
+}
+
+/// Refuse a permit count outside `1..=MAX_PERMITS`.
+pub(crate) fn validate_permits(permits: u32, what: &str) -> Result<()> {
+    if permits == 0 || permits > MAX_PERMITS {
+        return Err(LockError::InvalidConfig {
+            reason: format!("{what} must be within 1..={MAX_PERMITS}, not {permits}"),
+        });
+    }
+    Ok(())
+}
+
+impl Semaphore {
+    /// A semaphore of `permits` permits named `name`, over `locker`'s backend.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] when `permits` is 0 or over [`MAX_PERMITS`];
+    /// [`LockError::InvalidKey`] when the name is empty, has a control character, or is too
+    /// long for its slot keys (more than [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) minus 5 bytes).
+    pub fn new(locker: &Locker, name: impl Into<String>, permits: u32) -> Result<Self> {
+        let name: String = name.into();
+        let prefix = format!("{name}{SLOT_SUFFIX}");
+        Self::with_prefix(locker, name, prefix, permits)
+    }
+
+    /// A semaphore whose slot keys are `prefix` followed by the slot number (the read-write
+    /// lock's reader slots use their own prefix).
+    pub(crate) fn with_prefix(locker: &Locker, name: String, prefix: String, permits: u32) -> Result<Self> {
+        validate_permits(permits, "the number of permits")?;
+        if name.is_empty() {
+            return Err(LockError::InvalidKey { reason: "key is empty", len: 0 });
+        }
+        // The longest slot key any permit count can derive: valid for every count.
+        validate_key(&format!("{prefix}{}", MAX_PERMITS - 1))?;
+        Ok(Semaphore { locker: locker.clone(), name: name.into(), prefix: prefix.into(), permits })
+    }
+
+    /// The same semaphore with `permits` permits (see "Changing the permit count" above).
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] when `permits` is 0 or over [`MAX_PERMITS`].
+    pub fn with_permits(mut self, permits: u32) -> Result<Self> {
+        validate_permits(permits, "the number of permits")?;
+        self.permits = permits;
+        Ok(self)
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The number of permits of this handle.
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// The lock key of slot `slot` (for monitoring: `dlock status` on it shows its holder).
+    pub fn slot_key(&self, slot: u32) -> String {
+        format!("{}{slot}", self.prefix)
+    }
+
+    /// The locker the permits are taken through.
+    pub fn locker(&self) -> &Locker {
+        &self.locker
+    }
+
+    /// Start building a permit request: `sem.acquire().wait(..).acquire().await`.
+    pub fn acquire(&self) -> PermitRequest<'_> {
+        PermitRequest { sem: self, wait: None, lease: None }
+    }
+
+    /// One pass over the slots with the watchdog lease: `Ok(None)` when every permit is held.
+    ///
+    /// # Errors
+    /// Backend errors.
+    pub async fn try_acquire(&self) -> Result<Option<Permit>> {
+        self.acquire().try_acquire().await
+    }
+
+    /// How many permits are free now: the slots below [`permits`](Self::permits) that nobody
+    /// holds (one concurrent [`inspect`](crate::LockBackend::inspect) per slot). A snapshot:
+    /// it may be stale by the time it is read.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] from a backend that cannot inspect a lock without taking it;
+    /// backend errors.
+    pub async fn available(&self) -> Result<u32> {
+        let backend = self.locker.backend();
+        let keys: Vec<String> = (0..self.permits).map(|i| self.slot_key(i)).collect();
+        let answers = join_all(keys.iter().map(|k| backend.inspect(k))).await;
+        let mut free = 0;
+        for a in answers {
+            if !a?.held {
+                free += 1;
+            }
+        }
+        Ok(free)
+    }
+
+    pub(crate) fn slot_request(&self, slot: u32, lease: Option<Duration>) -> crate::LockRequest<'_> {
+        let req = self.locker.lock(self.slot_key(slot));
+        match lease {
+            Some(l) => req.lease(l),
+            None => req,
+        }
+    }
+
+    /// Take a permit: one pass of single attempts from a random slot, then (unless `once`) a
+    /// wait on every slot at once until `deadline`.
+    pub(crate) async fn take(
+        &self,
+        once: bool,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> Result<Option<Permit>> {
+        let started = Instant::now();
+        let n = self.permits;
+        let start = fastrand::u32(0..n);
+        for j in 0..n {
+            let slot = (start + j) % n;
+            if let Some(guard) = self.slot_request(slot, lease).try_acquire().await? {
+                return Ok(Some(Permit { slot, guard }));
+            }
+        }
+        if once {
+            return Ok(None);
+        }
+        // Every slot was held: wait on all of them. The first grant wins; the other waits are
+        // dropped, which leaves nothing held (lock acquisitions are cancellation-safe).
+        let mut waits: FuturesUnordered<_> = (0..n)
+            .map(|slot| {
+                let mut req = self.slot_request(slot, lease);
+                if let Some(d) = deadline {
+                    req = req.wait(d.saturating_duration_since(Instant::now()));
+                }
+                async move { (slot, req.acquire().await) }
+            })
+            .collect();
+        let mut failure = None;
+        while let Some((slot, result)) = waits.next().await {
+            match result {
+                Ok(guard) => return Ok(Some(Permit { slot, guard })),
+                // Every wait ends at the same deadline: report the semaphore, not one slot.
+                Err(LockError::Timeout { .. }) => {}
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        Err(failure
+            .unwrap_or_else(|| LockError::Timeout { key: self.name.to_string(), waited: started.elapsed() }))
+    }
+}
+
+/// A permit request being built: `sem.acquire().lease(..).wait(..).acquire().await`.
+#[derive(Debug)]
+#[must_use = "a permit request does nothing until acquired"]
+pub struct PermitRequest<'a> {
+    sem: &'a Semaphore,
+    wait: Option<Duration>,
+    lease: Option<Duration>,
+}
+
+impl PermitRequest<'_> {
+    /// Wait at most `wait` in [`acquire`](Self::acquire) (default: without a bound).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// A fixed lease for the permit: no watchdog; it expires after `lease` unless renewed by
+    /// hand (default: the watchdog lease, renewed while held).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Take a permit, waiting up to the request's wait when all are held.
+    ///
+    /// # Errors
+    /// [`LockError::Timeout`] (naming the semaphore) at the deadline; invalid input; backend
+    /// errors.
+    pub async fn acquire(self) -> Result<Permit> {
+        let deadline = self.deadline()?;
+        match self.sem.take(false, deadline, self.lease).await? {
+            Some(p) => Ok(p),
+            None => unreachable!("take(false) returns a permit or an error"),
+        }
+    }
+
+    /// One pass over the slots without waiting: `Ok(None)` when every permit is held.
+    ///
+    /// # Errors
+    /// Invalid input and backend errors.
+    pub async fn try_acquire(self) -> Result<Option<Permit>> {
+        self.sem.take(true, None, self.lease).await
+    }
+
+    fn deadline(&self) -> Result<Option<Instant>> {
+        match self.wait {
+            Some(w) => {
+                validate_wait(w)?;
+                Ok(Some(Instant::now() + w))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+/// A held permit of a [`Semaphore`]: the guard of one slot's lock. Release it with
+/// [`release`](Self::release); dropping it releases in the background, like a [`LockGuard`].
+#[derive(Debug)]
+#[must_use = "dropping the permit releases it in the background"]
+pub struct Permit {
+    slot: u32,
+    guard: LockGuard,
+}
+
+impl Permit {
+    pub(crate) fn new(slot: u32, guard: LockGuard) -> Self {
+        Permit { slot, guard }
+    }
+
+    /// The slot this permit holds (`0..permits`).
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+
+    /// The slot's lock key.
+    pub fn key(&self) -> &str {
+        self.guard.key()
+    }
+
+    /// The slot's fencing token: strictly greater than any earlier holder's of the same slot
+    /// (`None` without [`Capability::fencing`](crate::Capability)). Tokens of different slots
+    /// are not ordered: permits are not exclusive, so there is nothing to fence across them.
+    pub fn fence(&self) -> Option<FencingToken> {
+        self.guard.fence()
+    }
+
+    /// Resolves when the permit's lease is known lost.
+    pub fn lost(&self) -> WaitForCancellationFutureOwned {
+        self.guard.lost()
+    }
+
+    /// A token cancelled when the permit's lease is lost.
+    pub fn lost_token(&self) -> CancellationToken {
+        self.guard.lost_token()
+    }
+
+    /// Whether the permit's lease is known lost.
+    pub fn is_lost(&self) -> bool {
+        self.guard.is_lost()
+    }
+
+    /// Held, uncertain or lost.
+    pub fn state(&self) -> LeaseState {
+        self.guard.state()
+    }
+
+    /// A receiver of every lease state change.
+    pub fn state_changes(&self) -> tokio::sync::watch::Receiver<LeaseState> {
+        self.guard.state_changes()
+    }
+
+    /// Extend the lease to `lease` from now (see [`LockGuard::renew`]).
+    ///
+    /// # Errors
+    /// As [`LockGuard::renew`].
+    pub fn renew(&self, lease: Duration) -> impl Future<Output = Result<()>> + '_ {
+        self.guard.renew(lease)
+    }
+
+    /// The slot's lock guard.
+    pub fn guard(&self) -> &LockGuard {
+        &self.guard
+    }
+
+    /// Give the permit back.
+    ///
+    /// # Errors
+    /// As [`LockGuard::release`]: [`LockError::LeaseLost`] when the lease had been lost.
+    pub async fn release(self) -> Result<()> {
+        self.guard.release().await
+    }
+
+    /// Forget the permit without releasing it, as a crashed process would: its lease (or the
+    /// end of its session) gives it back.
+    pub fn abandon(self) {
+        self.guard.abandon();
+    }
+}
