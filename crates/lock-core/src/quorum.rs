@@ -4,17 +4,40 @@
 //! token within the lease (minus a clock-drift allowance). Members are independent stores (for
 //! Redlock: separate Redis masters without replication); any [`LockBackend`] works.
 //!
-//! # Why there are no fencing tokens
-//! Each member draws its own counter. The maximum over the members of one majority can be
-//! below the maximum over an earlier majority (the member that drew the earlier maximum may be
-//! missing from the later majority), so the combined number is not strictly increasing across
-//! owners: it cannot fence off a stale holder. That is Kleppmann's critique of Redlock ("How to
-//! do distributed locking", 2016); a correct scheme needs a second round that raises the
-//! counters of a majority to the issued token, which the [`LockBackend`] trait cannot express.
-//! [`Capability::fencing`] is therefore `false`. The [`Grant`] still carries a number, unique per
-//! acquisition, ordered by the largest member counter: `max * n + i`, where `i` is the index of
-//! the (first) member that drew the maximum — unique because one member never draws the same
-//! counter twice. Use it for logs and correlation, never for fencing.
+//! # Fencing tokens
+//! Each member draws its own counter, so the largest counter of one majority can be below the
+//! largest of an earlier majority (the member that drew the earlier maximum may be missing from
+//! the later one): taken alone, member counters cannot fence off a stale holder. That is
+//! Kleppmann's critique of Redlock ("How to do distributed locking", 2016). This quorum adds the
+//! second round that fixes it, when every member has [`Capability::fencing`] and
+//! [`Capability::raise_fence`]:
+//! 1. the token of a grant is the largest fence among the members that granted it;
+//! 2. before answering, the quorum writes that token back with [`LockBackend::raise_fence`]
+//!    to the members that granted with a smaller one (concurrently, within the member timeout;
+//!    a member that drew the token itself already has its counter there);
+//! 3. the grant is returned only when a majority holds a counter at or above the token (the
+//!    write-back confirmed, or drawn there), within the validity time; otherwise every member
+//!    is released again and the answer is a temporary error.
+//!
+//! Any two majorities share a member, and a member only raises its counter for an owner that
+//! still holds the key there, so the next grant anywhere draws, on that shared member, a fence
+//! above the previous token: tokens are strictly increasing per key across all grants, and
+//! [`Capability::fencing`] is `true`. The write-back costs one more round trip per grant (to
+//! all granting members at once), none on a refusal.
+//!
+//! The caveat is Redlock's own, for fencing as for exclusion: a member restarted without
+//! persistence forgets its counter. A Redis member then restarts it from its clock in
+//! microseconds (`lock-redis`'s `fence.lua`), which stays above earlier tokens as long as the
+//! members' clocks agree far better than the time the counters have been running; a member
+//! whose counter restarts lower could, together with other such members, form a majority that
+//! repeats a token. Persistence (`appendfsync always`) or delayed restarts (a restarted member
+//! stays out for the longest lease) avoid both.
+//!
+//! Without fencing members (or without `raise_fence`), [`Capability::fencing`] is `false` and
+//! the [`Grant`] carries a number that is unique per acquisition, ordered by the largest member
+//! counter: `max * n + i`, where `i` is the index of the (first) member that drew the maximum,
+//! unique because one member never draws the same counter twice. Use it for logs and
+//! correlation, never for fencing.
 
 use std::fmt;
 use std::sync::Arc;
@@ -90,7 +113,8 @@ type Members = Arc<[Arc<dyn LockBackend>]>;
 ///
 /// Not reentrant: undoing a nested attempt on a member whose outcome is unknown could
 /// decrement the outer hold. Do not reuse owner tokens with it (reentrant members would nest).
-/// No fencing: see the module docs.
+/// Fencing tokens when every member can raise its counter: see the module docs (a grant then
+/// takes one more round trip, the write-back of its token).
 ///
 /// A member attempt cut off by its timeout is undone by the member's own cancellation cleanup
 /// in the background as well; should the same attempt's retry reach that member before the
@@ -143,6 +167,41 @@ impl QuorumBackend {
     /// How many members must agree: `n/2 + 1`.
     pub fn quorum(&self) -> usize {
         self.quorum
+    }
+
+    /// Grants carry fencing tokens: every member draws them and can raise its counter (module
+    /// docs).
+    fn fencing(&self) -> bool {
+        self.members.iter().map(|m| m.capabilities()).all(|c| c.fencing && c.raise_fence)
+    }
+
+    /// Step 2 of the module docs: raise the counters of the members in `grants` that drew less
+    /// than `token` to it, at once, each within `t`. Returns how many granting members now
+    /// have a counter at or above the token (those that drew it, and confirmed raises), and the
+    /// failures.
+    async fn write_back(
+        &self,
+        key: &str,
+        owner: OwnerToken,
+        grants: &[(usize, u64)],
+        token: u64,
+        t: Duration,
+    ) -> (usize, Vec<Failure>) {
+        let drawn = grants.iter().filter(|(_, f)| *f >= token).count();
+        let calls = grants.iter().filter(|(_, f)| *f < token).map(|(i, _)| {
+            let m = &self.members[*i];
+            async move { member_result(timeout(t, m.raise_fence(key, owner, FencingToken(token))).await, t) }
+        });
+        let (mut confirmed, mut failures) = (drawn, Vec::new());
+        for r in join_all(calls).await {
+            match r {
+                Ok(true) => confirmed += 1,
+                // The member no longer holds the key for this owner (its hold ended): no vote.
+                Ok(false) => {}
+                Err(f) => failures.push(f),
+            }
+        }
+        (confirmed, failures)
     }
 
     fn attempt_timeout(&self, lease: Duration) -> Duration {
@@ -233,6 +292,8 @@ struct Tally {
     refused: usize,
     /// Largest member fence and the first member that drew it.
     top: Option<(u64, usize)>,
+    /// Each granting member and its fence.
+    grants: Vec<(usize, u64)>,
     min_lease: Option<Duration>,
     hint: Option<Duration>,
     failures: Vec<Failure>,
@@ -243,6 +304,7 @@ impl Tally {
         match r {
             Ok(Attempt::Acquired(g)) => {
                 self.granted += 1;
+                self.grants.push((i, g.fence.0));
                 if self.top.is_none_or(|(f, j)| g.fence.0 > f || (g.fence.0 == f && i < j)) {
                     self.top = Some((g.fence.0, i));
                 }
@@ -333,12 +395,13 @@ impl LockBackend for QuorumBackend {
 
     fn capabilities(&self) -> Capability {
         let caps: Vec<Capability> = self.members.iter().map(|m| m.capabilities()).collect();
-        // Everything else stays off: no fencing (module docs) and no reentrancy (type docs); a
-        // member restarted without a synced append-only file forgets its grants, so not
-        // failover_safe; members are asked one attempt at a time, so no native wait or queue.
+        // Everything else stays off: no reentrancy (type docs); a member restarted without a
+        // synced append-only file forgets its grants and counter, so not failover_safe; members
+        // are asked one attempt at a time, so no native wait or queue.
         let mut c = Capability::NONE;
         c.renew = caps.iter().all(|c| c.renew);
         c.notify = caps.iter().any(|c| c.notify);
+        c.fencing = self.fencing();
         c
     }
 
@@ -417,18 +480,41 @@ impl LockBackend for QuorumBackend {
             tally.record(i, member_result(r, t), &undo);
         }
         drop(calls);
-        let Tally { granted, refused, top, min_lease, mut hint, failures } = tally;
+        let Tally { granted, refused, top, grants, min_lease, mut hint, failures } = tally;
         let elapsed = start.elapsed();
         let drift = drift_allowance(req.lease);
         let basis = min_lease.unwrap_or(req.lease);
         if granted >= self.quorum && elapsed + drift < basis {
-            undo.disarm();
-            let (fence, i) = top.unwrap_or_default();
-            let fence = fence.saturating_mul(n as u64).saturating_add(i as u64);
-            return Ok(Attempt::Acquired(Grant {
-                fence: FencingToken(fence),
-                lease: min_lease.map(|l| l - drift),
-            }));
+            let (top, i) = top.unwrap_or_default();
+            if !self.fencing() {
+                undo.disarm();
+                let number = top.saturating_mul(n as u64).saturating_add(i as u64);
+                return Ok(Attempt::Acquired(Grant {
+                    fence: FencingToken(number),
+                    lease: min_lease.map(|l| l - drift),
+                }));
+            }
+            // The undo stays armed through the write-back: a drop there releases every member.
+            let (confirmed, failures) = self.write_back(req.key, req.owner, &grants, top, t).await;
+            let elapsed = start.elapsed();
+            if confirmed >= self.quorum && elapsed + drift < basis {
+                undo.disarm();
+                return Ok(Attempt::Acquired(Grant {
+                    fence: FencingToken(top),
+                    lease: min_lease.map(|l| l - drift),
+                }));
+            }
+            tracing::debug!(
+                key = req.key,
+                confirmed,
+                ?elapsed,
+                "fence write-back short of a quorum in time; undoing"
+            );
+            undo.run().await;
+            return Err(LockError::temporary(
+                NAME,
+                NoQuorum { what: "the fence write-back".to_owned(), answered: confirmed, n, failures },
+            ));
         }
         if granted >= self.quorum {
             tracing::debug!(key = req.key, ?elapsed, lease = ?basis, "quorum reached too late; undoing");
