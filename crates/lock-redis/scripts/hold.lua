@@ -1,7 +1,8 @@
 -- Shared prelude of the reentrant and fair acquire scripts (prepended by the crate after
 -- fence.lua, not loaded alone). The lock is a hash: owner token -> hold count, plus the fields
--- 'f' (fence of the outermost hold) and 'n' (nonce of the last acquisition, for the
--- cancellation cleanup). Owner tokens are 32 hex digits, so they never collide with 'f'/'n'.
+-- 'f' (fence of the outermost hold), 'n' (nonce of the last acquisition, for the
+-- cancellation cleanup) and 'm' (the holder's note, set_note.lua). Owner tokens are 32 hex
+-- digits, so they never collide with 'f'/'n'/'m'.
 
 -- nest(lock, owner, lease, nonce): if owner holds the lock, one more hold, this attempt's nonce
 -- recorded and the expiry moved later (never earlier: a short nested lease must not cut a long

@@ -9,7 +9,7 @@ use lock_core::backend::{
     AcquireRequest, Attempt, Capability, Cleanup, Grant, LockBackend, LockInfo, RENEW_BATCH, RenewItem,
     Subscription, jitter, millis,
 };
-use lock_core::{FencingToken, OwnerToken, Result};
+use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use redis::ConnectionInfo;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
@@ -446,6 +446,10 @@ impl LockBackend for RedisLock {
         // the interop modes: the other library's clients would ignore a reservation, so there
         // is no wait set, and `notify` covers our own releases only (waiters also poll).
         c.queue = !self.inner.mode.is_interop();
+        // Notes live inside the hold and the fence counter is ours in every mode (see
+        // set_note.lua, raise_fence.lua); neither changes what the other library reads.
+        c.notes = true;
+        c.raise_fence = true;
         c
     }
 
@@ -548,4 +552,72 @@ impl LockBackend for RedisLock {
         let Some(n) = self.notifier().await? else { return Ok(None) };
         Ok(Some(n.subscribe(key).await.map_err(classify)?))
     }
+
+    /// `set_note.lua`: the note goes inside the hold (after the value's owner token and nonce,
+    /// or the hash field `m`), so it leaves with the hold.
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        let mut conn = self.inner.conn.clone();
+        let stored: i64 = scripts::SET_NOTE
+            .key(self.inner.layout.lock(key))
+            .arg(owner.to_string())
+            .arg(note)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(classify)?;
+        Ok(stored == 1)
+    }
+
+    /// One read of the hold itself (`GET`, or `HMGET` of the marker and note fields): what it
+    /// returns is the current holder's note or nothing.
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        let lock = self.inner.layout.lock(key);
+        let mut conn = self.inner.conn.clone();
+        if matches!(self.inner.mode, Mode::Reentrant | Mode::Fair) {
+            let (marker, note): (Option<String>, Option<String>) = redis::cmd("HMGET")
+                .arg(&lock)
+                .arg("h")
+                .arg("m")
+                .query_async(&mut conn)
+                .await
+                .map_err(classify)?;
+            // A hand-over marker is nobody's hold yet (and carries no note anyway).
+            return Ok(note.filter(|_| marker.is_none()));
+        }
+        let value: Option<Vec<u8>> =
+            redis::cmd("GET").arg(&lock).query_async(&mut conn).await.map_err(classify)?;
+        Ok(value.as_deref().and_then(note_of_value))
+    }
+
+    /// `raise_fence.lua`, for the holder only; a counter above `floor` is left alone.
+    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
+        // The counter is a Redis integer: a floor it cannot hold is no token this backend drew.
+        if i64::try_from(floor.0).is_err() {
+            return Err(LockError::InvalidConfig {
+                reason: format!("fence floor {} is above a redis counter's range", floor.0),
+            });
+        }
+        let names = self.inner.layout.names(key);
+        let mut conn = self.inner.conn.clone();
+        let held: i64 = scripts::RAISE_FENCE
+            .key(&names.lock)
+            .key(&names.fence)
+            .arg(owner.to_string())
+            .arg(floor.0)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(classify)?;
+        Ok(held == 1)
+    }
+}
+
+/// The note in a string-layout hold (`set_note.lua`): owner token and nonce (64 hex digits),
+/// `:`, the note. Anything else (no note, a hand-over marker, the other library's value in
+/// the interop modes) has none.
+fn note_of_value(v: &[u8]) -> Option<String> {
+    let (head, rest) = (v.get(..64)?, v.get(64..)?);
+    let note = rest.strip_prefix(b":")?;
+    if !head.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    String::from_utf8(note.to_vec()).ok()
 }

@@ -11,6 +11,8 @@ const FENCE: &str = include_str!("../scripts/fence.lua");
 const HOLD: &str = include_str!("../scripts/hold.lua");
 /// Prelude of the scripts that wait for or free a lock: the wait set and the hand-over.
 const HANDOFF: &str = include_str!("../scripts/handoff.lua");
+/// Prelude of the holder's own steps (notes, raising the fence): who holds a lock, any layout.
+const HOLDER: &str = include_str!("../scripts/holder.lua");
 
 fn with(preludes: &[&str], body: &str) -> Script {
     let mut src = preludes.concat();
@@ -40,5 +42,9 @@ pub(crate) static CANCEL_SIMPLE: LazyLock<Script> =
     LazyLock::new(|| with(&[HANDOFF], include_str!("../scripts/cancel_simple.lua")));
 pub(crate) static CANCEL_HASH: LazyLock<Script> =
     LazyLock::new(|| with(&[HANDOFF], include_str!("../scripts/cancel_hash.lua")));
+pub(crate) static SET_NOTE: LazyLock<Script> =
+    LazyLock::new(|| with(&[HOLDER], include_str!("../scripts/set_note.lua")));
+pub(crate) static RAISE_FENCE: LazyLock<Script> =
+    LazyLock::new(|| with(&[FENCE, HOLDER], include_str!("../scripts/raise_fence.lua")));
 pub(crate) static INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/inspect.lua")));
