@@ -5,7 +5,17 @@
 #[macro_export]
 macro_rules! rwlock_tests {
     ($factory:expr) => {
-        $crate::rwlock_tests!(@cases $factory; );
+        $crate::rwlock_tests!(@cases $factory;
+            rw_readers_share,
+            rw_writer_excludes_everyone,
+            rw_writer_not_starved,
+            rw_write_fences_increase,
+            rw_reader_lost_signal_fires,
+            rw_writer_lost_signal_fires,
+            rw_crashed_writer_frees_lock,
+            rw_reader_cannot_upgrade,
+            rw_bad_input,
+        );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -16,4 +26,237 @@ macro_rules! rwlock_tests {
             }
         )*
     };
+}
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use lock_core::{LockError, MAX_KEY_BYTES, MAX_PERMITS, RwLock};
+
+use crate::factory::{Factory, key, skip};
+use crate::poll::within;
+
+async fn rw<F: Factory + ?Sized>(f: &F, name: &str, slots: u32) -> RwLock {
+    let l = f.client().await.locker();
+    RwLock::new(&l, name).expect("rwlock").with_reader_slots(slots).expect("slots")
+}
+
+/// Several readers (each its own client) hold the lock at once; a writer cannot while they do,
+/// and can once they are gone.
+pub async fn rw_readers_share<F: Factory + ?Sized>(f: &F) {
+    let name = key("rw_share");
+    let mut readers = Vec::new();
+    for _ in 0..3 {
+        let r = rw(f, &name, 4).await;
+        readers.push(r.read().wait(Duration::from_secs(5)).acquire().await.expect("reader"));
+    }
+    let w = rw(f, &name, 4).await;
+    assert!(w.write().try_acquire().await.expect("try").is_none(), "a writer while 3 readers hold");
+    for g in readers {
+        g.release().await.expect("release");
+    }
+    let g = w.write().wait(Duration::from_secs(5)).acquire().await.expect("writer after readers");
+    assert_eq!(g.slots().len(), 4, "a writer holds every reader slot");
+    let r = rw(f, &name, 4).await;
+    assert!(r.read().try_acquire().await.expect("try").is_none(), "a reader while the writer holds");
+    g.release().await.expect("release");
+    let g = r.read().try_acquire().await.expect("try").expect("reader after the writer");
+    g.release().await.expect("release");
+}
+
+/// Under real concurrency (6 clients, readers and writers mixed), a writer is alone: no reader
+/// and no other writer at the same time.
+pub async fn rw_writer_excludes_everyone<F: Factory + ?Sized>(f: &F) {
+    const TASKS: usize = 6;
+    const ROUNDS: usize = 30;
+    let name = key("rw_excl");
+    let readers = Arc::new(AtomicUsize::new(0));
+    let writers = Arc::new(AtomicUsize::new(0));
+    let shared_reads = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let l = rw(f, &name, 4).await;
+        let (readers, writers, shared_reads) = (readers.clone(), writers.clone(), shared_reads.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..ROUNDS {
+                if (t + i) % 3 == 0 {
+                    let g = l
+                        .write()
+                        .lease(Duration::from_secs(10))
+                        .wait(Duration::from_secs(60))
+                        .acquire()
+                        .await;
+                    let g = g.expect("writer");
+                    assert_eq!(writers.fetch_add(1, Ordering::SeqCst), 0, "two writers at once");
+                    assert_eq!(readers.load(Ordering::SeqCst), 0, "a reader inside with a writer");
+                    tokio::task::yield_now().await;
+                    assert_eq!(readers.load(Ordering::SeqCst), 0, "a reader came in with a writer");
+                    writers.fetch_sub(1, Ordering::SeqCst);
+                    g.release().await.expect("release");
+                } else {
+                    let g =
+                        l.read().lease(Duration::from_secs(10)).wait(Duration::from_secs(60)).acquire().await;
+                    let g = g.expect("reader");
+                    if readers.fetch_add(1, Ordering::SeqCst) > 0 {
+                        shared_reads.fetch_add(1, Ordering::SeqCst);
+                    }
+                    assert_eq!(writers.load(Ordering::SeqCst), 0, "a writer inside with a reader");
+                    tokio::task::yield_now().await;
+                    assert_eq!(writers.load(Ordering::SeqCst), 0, "a writer came in with a reader");
+                    readers.fetch_sub(1, Ordering::SeqCst);
+                    g.release().await.expect("release");
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        within(Duration::from_secs(120), "mixed readers and writers", t).await.expect("task");
+    }
+    eprintln!(
+        "[{}] rw_writer_excludes_everyone: {} reads began while another read was in",
+        f.label(),
+        shared_reads.load(Ordering::SeqCst)
+    );
+}
+
+/// A waiting writer is not starved by a stream of overlapping readers: once it waits, new
+/// readers are turned away, and it gets the lock when the readers inside leave.
+pub async fn rw_writer_not_starved<F: Factory + ?Sized>(f: &F) {
+    let name = key("rw_starve");
+    let r = rw(f, &name, 4).await;
+    let mut current = r.read().try_acquire().await.expect("try").expect("first reader");
+    let w = rw(f, &name, 4).await;
+    let writer = tokio::spawn(async move { w.write().wait(Duration::from_secs(30)).acquire().await });
+    // A stream of readers, each coming in before the last leaves, so a reader is always in.
+    // Without writer priority this would go on forever.
+    let mut handovers = 0u32;
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(20);
+    while let Some(next) = r.read().try_acquire().await.expect("try") {
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "new readers still let in after {handovers} handovers: the waiting writer is starved"
+        );
+        current.release().await.expect("release");
+        current = next;
+        handovers += 1;
+    }
+    assert!(!writer.is_finished(), "the writer cannot hold while a reader does");
+    current.release().await.expect("release");
+    let g =
+        within(Duration::from_secs(20), "writer", writer).await.expect("task").expect("writer after readers");
+    eprintln!("[{}] rw_writer_not_starved: {handovers} reader handovers before the writer queued", f.label());
+    g.release().await.expect("release");
+}
+
+/// Write fencing tokens strictly increase across writers (clients).
+pub async fn rw_write_fences_increase<F: Factory + ?Sized>(f: &F) {
+    let name = key("rw_fence");
+    let a = rw(f, &name, 2).await;
+    let g1 = a.write().try_acquire().await.expect("try").expect("free");
+    let Some(f1) = g1.fence() else {
+        g1.release().await.expect("release");
+        return skip(&f.label(), "rw_write_fences_increase", "backend declares no fencing tokens");
+    };
+    g1.release().await.expect("release");
+    let b = rw(f, &name, 2).await;
+    let r = b.read().try_acquire().await.expect("try").expect("free");
+    r.release().await.expect("release");
+    let g2 = b.write().try_acquire().await.expect("try").expect("free");
+    let f2 = g2.fence().expect("fence");
+    assert!(f2 > f1, "{f2:?} !> {f1:?}");
+    g2.release().await.expect("release");
+    let g3 = a.write().wait(Duration::from_secs(5)).acquire().await.expect("writer");
+    assert!(g3.fence().expect("fence") > f2);
+    g3.release().await.expect("release");
+}
+
+/// A reader's lost signal fires when its slot is severed behind its back.
+pub async fn rw_reader_lost_signal_fires<F: Factory + ?Sized>(f: &F) {
+    let c = f.client().await;
+    let lease = f.lease();
+    let l = c.locker().with_watchdog_lease(lease).expect("lease");
+    let r = RwLock::new(&l, key("rw_rlost")).expect("rwlock").with_reader_slots(2).expect("slots");
+    let g = r.read().try_acquire().await.expect("try").expect("free");
+    if let Err(u) = c.faults.sever(g.permit().key()).await {
+        return skip(&f.label(), "rw_reader_lost_signal_fires", u);
+    }
+    within(lease * 10 + Duration::from_secs(5), "reader lost signal", g.lost()).await;
+    assert!(g.is_lost());
+    assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+}
+
+/// A writer's lost signal fires when any one part (here a reader slot) is severed.
+pub async fn rw_writer_lost_signal_fires<F: Factory + ?Sized>(f: &F) {
+    let c = f.client().await;
+    let lease = f.lease();
+    let l = c.locker().with_watchdog_lease(lease).expect("lease");
+    let r = RwLock::new(&l, key("rw_wlost")).expect("rwlock").with_reader_slots(3).expect("slots");
+    let g = r.write().try_acquire().await.expect("try").expect("free");
+    assert!(!g.is_lost());
+    if let Err(u) = c.faults.sever(g.slots()[1].key()).await {
+        return skip(&f.label(), "rw_writer_lost_signal_fires", u);
+    }
+    within(lease * 10 + Duration::from_secs(5), "writer lost signal", g.lost()).await;
+    assert!(g.is_lost());
+    assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+    // Every other part was released: the lock is free again.
+    let g =
+        r.write().wait(Duration::from_secs(5)).acquire().await.expect("free after a lost writer's release");
+    g.release().await.expect("release");
+}
+
+/// A writer that crashes (abandons its guard, drops its client) frees the lock when its leases
+/// or session end.
+pub async fn rw_crashed_writer_frees_lock<F: Factory + ?Sized>(f: &F) {
+    let name = key("rw_crash");
+    let lease = f.lease();
+    let c = f.client().await;
+    let r = RwLock::new(&c.locker(), &name).expect("rwlock").with_reader_slots(2).expect("slots");
+    let g = r.write().lease(lease).try_acquire().await.expect("try").expect("free");
+    g.abandon();
+    drop((r, c));
+    let b = rw(f, &name, 2).await;
+    let g = b.read().lease(lease).wait(Duration::from_secs(15)).acquire().await.expect("reader after crash");
+    g.release().await.expect("release");
+    let g = b.write().lease(lease).wait(Duration::from_secs(15)).acquire().await.expect("writer after crash");
+    g.release().await.expect("release");
+}
+
+/// A reader cannot upgrade: a write request while holding a read lock times out (typed, naming
+/// the lock) and leaves nothing behind.
+pub async fn rw_reader_cannot_upgrade<F: Factory + ?Sized>(f: &F) {
+    let name = key("rw_upgrade");
+    let r = rw(f, &name, 2).await;
+    let g = r.read().try_acquire().await.expect("try").expect("free");
+    match r.write().wait(Duration::from_millis(300)).acquire().await {
+        Err(LockError::Timeout { key, .. }) => assert_eq!(key, name),
+        other => panic!("an upgrade must time out, got {other:?}"),
+    }
+    g.release().await.expect("release");
+    let other = rw(f, &name, 2).await;
+    let w = other.write().wait(Duration::from_secs(5)).acquire().await.expect("nothing left behind");
+    w.release().await.expect("release");
+}
+
+/// Bad input gets typed errors: 0 or too many reader slots, an empty or too long name.
+pub async fn rw_bad_input<F: Factory + ?Sized>(f: &F) {
+    let l = f.client().await.locker();
+    let r = RwLock::new(&l, key("rw_bad")).expect("rwlock");
+    for k in [0, MAX_PERMITS + 1] {
+        assert!(matches!(r.clone().with_reader_slots(k), Err(LockError::InvalidConfig { .. })), "{k} slots");
+    }
+    assert!(matches!(RwLock::new(&l, ""), Err(LockError::InvalidKey { .. })));
+    assert!(matches!(RwLock::new(&l, "tab\there"), Err(LockError::InvalidKey { .. })));
+    let mut longest = key("rw_max");
+    while longest.len() < MAX_KEY_BYTES - 8 {
+        longest.push('x');
+    }
+    assert!(matches!(RwLock::new(&l, format!("{longest}x")), Err(LockError::InvalidKey { .. })));
+    let r = RwLock::new(&l, &longest).expect("longest name").with_reader_slots(MAX_PERMITS).expect("slots");
+    assert!(r.reader_slot_key(MAX_PERMITS - 1).len() <= MAX_KEY_BYTES);
+    let g = r.read().try_acquire().await.expect("try").expect("free");
+    g.release().await.expect("release");
+    let wait = r.read().wait(Duration::MAX).acquire().await;
+    assert!(matches!(wait, Err(LockError::InvalidWait { .. })), "{wait:?}");
 }
