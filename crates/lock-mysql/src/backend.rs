@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use lock_core::backend::{
     AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, unsupported,
 };
-use lock_core::{OwnerToken, Result, validate_key};
+use lock_core::{LockError, OwnerToken, Result, validate_key, validate_note};
 use sqlx::mysql::MySqlPool;
 
 use crate::builder::MySqlLockBuilder;
@@ -72,10 +72,10 @@ impl MySqlLock {
     /// [`LockError::InvalidConfig`](lock_core::LockError::InvalidConfig) for an optimistic
     /// table of an older version (see [`MySqlLockBuilder::upgrade_table`]).
     pub async fn migrate(&self) -> Result<()> {
-        self.migrate_with(false).await
+        self.migrate_with(false, true).await
     }
 
-    pub(crate) async fn migrate_with(&self, upgrade: bool) -> Result<()> {
+    pub(crate) async fn migrate_with(&self, upgrade: bool, strict: bool) -> Result<()> {
         let fence = format!("{}_fence", self.table);
         // The named mode has the fence object only: ask for it twice.
         let table = if self.mode == Mode::NamedLock { fence.as_str() } else { self.table.as_str() };
@@ -98,7 +98,36 @@ impl MySqlLock {
             };
             sqlx::raw_sql(sqlx::AssertSqlSafe(schema)).execute(&self.pool).await.map_err(error::classify)?;
         }
-        self.check_table_shape(upgrade).await
+        self.check_table_shape(upgrade).await?;
+        self.migrate_notes(strict).await
+    }
+
+    /// Create the notes table (`sql/notes_schema.sql`) unless it exists. Not `strict` (at
+    /// build): a user that may lock but not create tables still builds where an older version
+    /// did; its notes then answer with the server's error until the table is made for it.
+    async fn migrate_notes(&self, strict: bool) -> Result<()> {
+        let notes = format!("{}_notes", self.table);
+        let present: i64 = sqlx::query_scalar(include_str!("../sql/schema_objects_present.sql"))
+            .bind(&notes)
+            .bind(&notes)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(error::classify)?;
+        if present > 0 {
+            return Ok(());
+        }
+        let schema = match &*self.inner {
+            Inner::Pessimistic(p) => p.notes_schema(),
+            Inner::Optimistic(o) => o.notes_schema(),
+            Inner::Named(n) => n.notes_schema(),
+        };
+        match sqlx::raw_sql(sqlx::AssertSqlSafe(schema)).execute(&self.pool).await.map_err(error::classify) {
+            Err(LockError::PermissionDenied { .. }) if !strict => {
+                tracing::warn!(table = %notes, "may not create the notes table: set_note/note fail until it exists");
+                Ok(())
+            }
+            other => other.map(drop),
+        }
     }
 
     /// Optimistic mode: refuse (or, with `upgrade`, upgrade) a lease table of an older version.
@@ -180,6 +209,7 @@ impl LockBackend for MySqlLock {
         c.renew = true;
         c.fencing = true;
         c.reentrant = true;
+        c.notes = true;
         if matches!(self.mode, Mode::Pessimistic | Mode::NamedLock) {
             // Waiters queue in the server (row lock or GET_LOCK), in no promised order.
             c.native_wait = true;
@@ -246,6 +276,26 @@ impl LockBackend for MySqlLock {
             Inner::Pessimistic(_) | Inner::Named(_) => None,
             Inner::Optimistic(o) => Some(o.subscribe(key)),
         })
+    }
+
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        // The core validates both; this guards direct callers (a longer note would not fit).
+        validate_key(key)?;
+        validate_note(note)?;
+        match &*self.inner {
+            Inner::Pessimistic(p) => p.set_note(key, owner, note).await,
+            Inner::Optimistic(o) => o.set_note(key, owner, note).await,
+            Inner::Named(n) => n.set_note(key, owner, note).await,
+        }
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        validate_key(key)?;
+        match &*self.inner {
+            Inner::Pessimistic(p) => p.note(key).await,
+            Inner::Optimistic(o) => o.note(key).await,
+            Inner::Named(n) => n.note(key).await,
+        }
     }
 }
 

@@ -284,7 +284,7 @@ impl MySqlLockBuilder {
             identity,
         };
         if self.create_schema {
-            lock.migrate_with(self.upgrade_table).await?;
+            lock.migrate_with(self.upgrade_table, false).await?;
         } else if mode == Mode::Optimistic {
             lock.check_table_shape(self.upgrade_table).await?;
         }

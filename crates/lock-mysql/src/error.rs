@@ -57,6 +57,13 @@ pub(crate) fn is_connection_lost(e: &sqlx::Error) -> bool {
     }
 }
 
+/// The server refused a statement before running it (no such table or column, no privilege):
+/// an open transaction on the connection is untouched.
+pub(crate) fn is_refused(e: &sqlx::Error) -> bool {
+    // 1044/1142/1143/1227 denied, 1146 no such table, 1054 unknown column.
+    matches!(db_number(e), Some(1044 | 1142 | 1143 | 1227 | 1146 | 1054))
+}
+
 /// Whether retrying may help: connection loss, pool timeouts, lock waits and deadlocks, a
 /// server that is shutting down, read-only or out of connections.
 pub(crate) fn is_temporary(e: &sqlx::Error) -> bool {

@@ -18,14 +18,30 @@ use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
 use crate::name::lock_name;
-use crate::session::{Granted, MIN_WAIT, Pinned, Sessions, killable_wait};
-use crate::sql::{Flavor, NamedSql, hex_literal};
+use crate::session::{Granted, MIN_WAIT, Pinned, SessionNotes, Sessions, killable_wait, server_idle};
+use crate::sql::{Flavor, NamedSql, NoteKind, hex_literal};
 use crate::trips::Trips;
 
 /// Release every named lock of the session and restore its server-wide timeouts: the end of a
 /// hold, and of an attempt that got no grant.
 const RELEASE: &str =
     concat!(include_str!("../sql/named_release.sql"), "\n", include_str!("../sql/pessimistic_restore.sql"));
+/// End a hold whose session opened a transaction for notes: `ROLLBACK` first (the note goes
+/// before the name is free), then as [`RELEASE`].
+const END_NOTED_MYSQL: &str = concat!(
+    "ROLLBACK;\n",
+    include_str!("../sql/named_release.sql"),
+    "\n",
+    include_str!("../sql/pessimistic_restore.sql")
+);
+/// As [`END_NOTED_MYSQL`], also restoring the idle-transaction timeouts the notes' transaction
+/// set (`sql/named_note_begin_mariadb.sql`).
+const END_NOTED_MARIADB: &str = concat!(
+    "ROLLBACK;\n",
+    include_str!("../sql/named_release.sql"),
+    "\n",
+    include_str!("../sql/pessimistic_restore_mariadb.sql")
+);
 /// Longest `GET_LOCK` wait sent, in seconds (a year; the core retries a longer deadline).
 const MAX_WAIT_SECS: f64 = 31_536_000.0;
 
@@ -66,13 +82,29 @@ fn name_literal(name: &str) -> String {
 impl Named {
     pub(crate) fn new(pool: MySqlPool, sql: NamedSql, flavor: Flavor, keepalive: Duration) -> Self {
         let trips = Trips::default();
-        let sessions = Sessions::new(keepalive, RELEASE, RELEASE, trips.clone());
-        let bounds = sql.bounds.replace("{idle}", &sessions.server_idle().as_secs().to_string()).into();
+        let idle = server_idle(keepalive).as_secs().to_string();
+        let notes = SessionNotes {
+            kind: NoteKind::Named,
+            insert: sql.notes.session_insert.clone(),
+            update: sql.notes.session_update.clone(),
+            read: sql.notes.session_read.clone(),
+            begin: Some(sql.note_begin.replace("{idle}", &idle).into()),
+            end: match flavor {
+                Flavor::MariaDb => END_NOTED_MARIADB,
+                Flavor::MySql => END_NOTED_MYSQL,
+            },
+        };
+        let sessions = Sessions::new(keepalive, RELEASE, RELEASE, notes, trips.clone());
+        let bounds = sql.bounds.replace("{idle}", &idle).into();
         Named { pool, sql, flavor, bounds, sessions, trips }
     }
 
     pub(crate) fn schema(&self) -> &Arc<str> {
         &self.sql.schema
+    }
+
+    pub(crate) fn notes_schema(&self) -> Arc<str> {
+        self.sql.notes.schema.clone()
     }
 
     #[cfg(feature = "testing")]
@@ -203,6 +235,14 @@ impl Named {
 
     pub(crate) async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
         self.sessions.renew(items).await
+    }
+
+    pub(crate) async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        self.sessions.set_note(key, owner, note).await
+    }
+
+    pub(crate) async fn note(&self, key: &str) -> Result<Option<String>> {
+        self.sessions.note(&self.pool, key).await
     }
 
     /// Whether some session holds the key's name (`IS_USED_LOCK`), without taking it. Neither

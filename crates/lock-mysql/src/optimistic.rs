@@ -193,6 +193,10 @@ impl Optimistic {
         &self.sql.schema
     }
 
+    pub(crate) fn notes_schema(&self) -> Arc<str> {
+        self.sql.notes.schema.clone()
+    }
+
     /// A table created before UTC leases (no `attempt` column) is refused, or upgraded when
     /// the caller says every old client has stopped: its expiry times were written in session
     /// time zones, so old and new clients would disagree about who holds a key.
@@ -478,6 +482,35 @@ impl Optimistic {
             }
             _ => LockInfo::free(),
         })
+    }
+
+    /// Store `note` with `owner`'s live hold of `key`, judged by the database clock in the same
+    /// autocommit statement (`sql/notes_optimistic_set.sql`). One round trip. A dropped future
+    /// may leave the statement to run later: it then stores the note with the hold live at that
+    /// moment, or nothing (a row naming an ended hold is never read back).
+    pub(crate) async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        self.trips.add();
+        let set = sqlx::query(AssertSqlSafe(self.sql.notes.optimistic_set.clone()))
+            .bind(note.as_bytes())
+            .bind(key.as_bytes())
+            .bind(&owner_bytes(owner)[..])
+            .execute(&self.pool)
+            .await
+            .map_err(classify)?;
+        // 1 inserted, 2 replaced (1 if unchanged: sqlx counts matched rows); 0: not held.
+        Ok(set.rows_affected() > 0)
+    }
+
+    /// The current hold's note: the note row must name the lock row's owner and version, on a
+    /// live lease. One round trip.
+    pub(crate) async fn note(&self, key: &str) -> Result<Option<String>> {
+        self.trips.add();
+        let row = sqlx::query(AssertSqlSafe(self.sql.notes.optimistic_read.clone()))
+            .bind(key.as_bytes())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(classify)?;
+        crate::session::note_of(row.as_ref())
     }
 
     pub(crate) async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {

@@ -13,8 +13,8 @@ use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
-use crate::session::{Granted, MIN_WAIT, Pinned, Sessions, killable_wait};
-use crate::sql::{Flavor, PessimisticSql, hex_literal};
+use crate::session::{Granted, MIN_WAIT, Pinned, SessionNotes, Sessions, killable_wait};
+use crate::sql::{Flavor, NoteKind, PessimisticSql, hex_literal};
 use crate::trips::Trips;
 
 /// End the holding transaction and restore the server-wide timeouts of the session before the
@@ -69,13 +69,26 @@ impl Pessimistic {
             Flavor::MySql => (COMMIT_MYSQL, ROLLBACK_MYSQL),
         };
         let trips = Trips::default();
-        let sessions = Sessions::new(keepalive, commit, rollback, trips.clone());
+        // A hold with a note ends with ROLLBACK, never COMMIT: the note row must never be committed.
+        let notes = SessionNotes {
+            kind: NoteKind::Pessimistic,
+            insert: sql.notes.session_insert.clone(),
+            update: sql.notes.session_update.clone(),
+            read: sql.notes.session_read.clone(),
+            begin: None,
+            end: rollback,
+        };
+        let sessions = Sessions::new(keepalive, commit, rollback, notes, trips.clone());
         let begin = sql.begin.replace("{idle}", &sessions.server_idle().as_secs().to_string()).into();
         Pessimistic { pool, sql, flavor, begin, rollback, sessions, trips }
     }
 
     pub(crate) fn schema(&self) -> &Arc<str> {
         &self.sql.schema
+    }
+
+    pub(crate) fn notes_schema(&self) -> Arc<str> {
+        self.sql.notes.schema.clone()
     }
 
     #[cfg(feature = "testing")]
@@ -297,5 +310,13 @@ impl Pessimistic {
 
     pub(crate) async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
         self.sessions.renew(items).await
+    }
+
+    pub(crate) async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        self.sessions.set_note(key, owner, note).await
+    }
+
+    pub(crate) async fn note(&self, key: &str) -> Result<Option<String>> {
+        self.sessions.note(&self.pool, key).await
     }
 }

@@ -6,6 +6,11 @@
 //! as a ping, and release as one statement that ends the hold and gives the session its
 //! server-wide timeouts back. [`Pinned`] closes a connection that was not ended cleanly, and
 //! [`killable_wait`] ends a lock wait in the server with `KILL QUERY` when its future is dropped.
+//!
+//! Notes on a hold ([`Sessions::set_note`]) are written by the keeper on the holding connection,
+//! inside the transaction that lives exactly as long as the hold, and never committed: readers
+//! ([`Sessions::note`]) see them with `READ UNCOMMITTED`, and every end of the hold rolls them
+//! back before the key is free (`sql/notes_session_insert.sql`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -15,14 +20,15 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Grant, Mutex, RenewItem};
-use lock_core::{FencingToken, LeaseSignal, LostReason, OwnerToken, Result};
+use lock_core::{FencingToken, LeaseSignal, LockError, LostReason, OwnerToken, Result};
 use sqlx::mysql::MySqlPool;
 use sqlx::pool::PoolConnection;
-use sqlx::{Connection, MySql};
+use sqlx::{AssertSqlSafe, Connection, MySql, Row};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::error::{classify, is_connection_lost};
+use crate::error::{NAME, classify, is_connection_lost, is_refused};
+use crate::sql::{NoteKind, hex_literal};
 use crate::trips::Trips;
 
 /// How long past the caller's deadline the client waits for the server's own timeout of a lock
@@ -122,6 +128,34 @@ enum Cmd {
     Ping(oneshot::Sender<bool>),
     /// End the hold and hand the connection back.
     Release(oneshot::Sender<Result<bool>>),
+    /// Store a note with the hold.
+    Note(String, oneshot::Sender<Result<bool>>),
+}
+
+/// How a session mode keeps notes on its holds (`sql/notes_session_*.sql`).
+#[derive(Debug)]
+pub(crate) struct SessionNotes {
+    pub(crate) kind: NoteKind,
+    pub(crate) insert: Arc<str>,
+    pub(crate) update: Arc<str>,
+    /// Template with `{key}` still to fill.
+    pub(crate) read: Arc<str>,
+    /// Opens the transaction the notes live in (named mode; a pessimistic hold is one).
+    pub(crate) begin: Option<Arc<str>>,
+    /// Ends a hold whose transaction carries a note: `ROLLBACK` first (the note goes before the
+    /// key is free), then the hold, with the session's timeouts restored. At release and abandon.
+    pub(crate) end: &'static str,
+}
+
+/// What storing a note came to.
+enum Noted {
+    Stored,
+    /// The server refused the statement before running it (no notes table, no privilege):
+    /// the hold is untouched.
+    Refused(LockError),
+    /// The connection died, went silent, or the statement failed in a way that may have ended
+    /// the holding transaction: the hold is given up.
+    Lost,
 }
 
 struct Hold {
@@ -165,6 +199,7 @@ pub(crate) struct Sessions {
     release: &'static str,
     /// Ends a hold whose backend was dropped.
     abandon: &'static str,
+    notes: Arc<SessionNotes>,
     holds: Arc<Holds>,
     next_id: AtomicU64,
     trips: Trips,
@@ -184,6 +219,7 @@ impl Sessions {
         keepalive: Duration,
         release: &'static str,
         abandon: &'static str,
+        notes: SessionNotes,
         trips: Trips,
     ) -> Self {
         Sessions {
@@ -191,6 +227,7 @@ impl Sessions {
             server_idle: server_idle(keepalive),
             release,
             abandon,
+            notes: Arc::new(notes),
             holds: Arc::default(),
             next_id: AtomicU64::new(0),
             trips,
@@ -242,6 +279,9 @@ impl Sessions {
             server_idle: self.server_idle,
             release: self.release,
             abandon: self.abandon,
+            notes: self.notes.clone(),
+            in_tx: false,
+            noted: false,
             holds: Arc::downgrade(&self.holds),
             trips: self.trips.clone(),
             key: req.key.to_owned(),
@@ -291,6 +331,70 @@ impl Sessions {
         });
         Ok(futures_util::future::join_all(pings).await)
     }
+
+    /// Store `note` with `owner`'s hold of `key`, through its keeper (on the holding connection,
+    /// after any ping or renewal queued before it). `Ok(false)` when `owner` does not hold `key`
+    /// here. A dropped future leaves the request with the keeper, which completes it: the note
+    /// is then stored with the hold, or nothing is.
+    pub(crate) async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        let cmd = {
+            let holds = self.holds.lock();
+            holds
+                .get(key)
+                .filter(|h| h.owner == owner && !h.cmd.is_closed())
+                .filter(|h| !h.signals.lock().iter().any(LeaseSignal::is_lost))
+                .map(|h| h.cmd.clone())
+        };
+        let Some(cmd) = cmd else { return Ok(false) };
+        let (tx, rx) = oneshot::channel();
+        if cmd.send(Cmd::Note(note.to_owned(), tx)).await.is_err() {
+            return Ok(false);
+        }
+        rx.await.unwrap_or(Ok(false))
+    }
+
+    /// The note of `key`'s current holder, read uncommitted on a pooled connection: only a live
+    /// hold's transaction carries one. One round trip.
+    pub(crate) async fn note(&self, pool: &MySqlPool, key: &str) -> Result<Option<String>> {
+        let read = self.notes.read.replace("{key}", &hex_literal(key.as_bytes()));
+        self.trips.add();
+        let rows = sqlx::raw_sql(AssertSqlSafe(read)).fetch_all(pool).await.map_err(classify)?;
+        note_of(rows.first())
+    }
+}
+
+/// The note in the first column of `row`, if there is a row.
+pub(crate) fn note_of(row: Option<&sqlx::mysql::MySqlRow>) -> Result<Option<String>> {
+    let Some(row) = row else { return Ok(None) };
+    let bytes: Vec<u8> = row.try_get(0).map_err(classify)?;
+    String::from_utf8(bytes).map(Some).map_err(|_| LockError::permanent(NAME, "a stored note is not UTF-8"))
+}
+
+/// Await `fut`, a request on a holding connection sent at `sent`, as a keeper awaits a ping:
+/// every guard of the hold is told `Uncertain` after one keep-alive period without an answer,
+/// and at `give_up` the request is abandoned (`None`).
+async fn bounded<T>(
+    signals: &Mutex<Vec<LeaseSignal>>,
+    key: &str,
+    uncertain_at: Instant,
+    give_up: Instant,
+    fut: impl Future<Output = std::result::Result<T, sqlx::Error>>,
+) -> Option<std::result::Result<T, sqlx::Error>> {
+    tokio::pin!(fut);
+    let mut uncertain = false;
+    loop {
+        tokio::select! {
+            r = &mut fut => return Some(r),
+            _ = tokio::time::sleep_until(uncertain_at), if !uncertain => {
+                uncertain = true;
+                each(signals, LeaseSignal::mark_uncertain);
+            }
+            _ = tokio::time::sleep_until(give_up) => {
+                tracing::warn!(%key, "no answer from the server within its idle bound; the lock is given up");
+                return None;
+            }
+        }
+    }
 }
 
 fn each(signals: &Mutex<Vec<LeaseSignal>>, f: impl Fn(&LeaseSignal)) {
@@ -316,6 +420,11 @@ struct Keeper {
     server_idle: Duration,
     release: &'static str,
     abandon: &'static str,
+    notes: Arc<SessionNotes>,
+    /// A transaction was opened for notes (named mode).
+    in_tx: bool,
+    /// The holding transaction carries a note row: the hold ends with `notes.end`.
+    noted: bool,
     holds: Weak<Holds>,
     key: String,
     id: u64,
@@ -342,38 +451,95 @@ impl Keeper {
     async fn ping(&mut self) -> bool {
         let sent = Instant::now();
         let (give_up, uncertain_at) = (self.give_up_at(), sent + self.every);
-        let mut uncertain = false;
-        let signals = self.signals.clone();
-        let key = self.key.clone();
+        let (signals, key) = (self.signals.clone(), self.key.clone());
         self.trips.add();
-        let ping = self.pinned.conn.ping();
-        let answered = {
-            tokio::pin!(ping);
-            loop {
-                tokio::select! {
-                    r = &mut ping => {
-                        if let Err(e) = &r {
-                            tracing::warn!(%key, error = %e, "connection holding a lock died");
-                        }
-                        break r.is_ok();
-                    }
-                    _ = tokio::time::sleep_until(uncertain_at), if !uncertain => {
-                        uncertain = true;
-                        each(&signals, LeaseSignal::mark_uncertain);
-                    }
-                    _ = tokio::time::sleep_until(give_up) => {
-                        tracing::warn!(%key, "no answer from the server within its idle bound; the lock is given up");
-                        break false;
-                    }
-                }
+        match bounded(&signals, &key, uncertain_at, give_up, self.pinned.conn.ping()).await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                tracing::warn!(%key, error = %e, "connection holding a lock died");
+                return false;
             }
-        };
-        if !answered {
-            return false;
+            None => return false,
         }
         self.confirmed = sent;
         self.each_signal(LeaseSignal::mark_held);
         true
+    }
+
+    /// Store `note` in the holding transaction (opening one first in named mode), bounded as a
+    /// ping is. An answer confirms the session as a ping's does.
+    async fn note(&mut self, note: &str) -> Noted {
+        let (signals, key, notes) = (self.signals.clone(), self.key.clone(), self.notes.clone());
+        if !self.in_tx
+            && let Some(begin) = &notes.begin
+        {
+            let sent = Instant::now();
+            let (uncertain_at, give_up) = (sent + self.every, self.give_up_at());
+            self.trips.add();
+            let begun = sqlx::raw_sql(AssertSqlSafe(begin.clone())).execute(&mut *self.pinned.conn);
+            let answer = bounded(&signals, &key, uncertain_at, give_up, begun).await;
+            if let Err(outcome) = self.answered(answer, sent) {
+                return outcome;
+            }
+            self.in_tx = true;
+        }
+        let sent = Instant::now();
+        let (uncertain_at, give_up) = (sent + self.every, self.give_up_at());
+        let kind = notes.kind as u8;
+        let stmt = if self.noted {
+            sqlx::query(AssertSqlSafe(notes.update.clone()))
+                .bind(note.as_bytes())
+                .bind(key.as_bytes())
+                .bind(kind)
+        } else {
+            sqlx::query(AssertSqlSafe(notes.insert.clone()))
+                .bind(key.as_bytes())
+                .bind(kind)
+                .bind(note.as_bytes())
+        };
+        self.trips.add();
+        let written = stmt.execute(&mut *self.pinned.conn);
+        let answer = bounded(&signals, &key, uncertain_at, give_up, written).await;
+        match self.answered(answer, sent) {
+            Ok(_) => {
+                self.noted = true;
+                Noted::Stored
+            }
+            Err(outcome) => outcome,
+        }
+    }
+
+    /// A note statement's answer: a refusal before running leaves the transaction as it was;
+    /// any other failure may have ended it (a deadlock or a lock-wait timeout can roll the whole
+    /// transaction back, and the row lock with it), so the hold is given up.
+    fn answered<T>(
+        &mut self,
+        answer: Option<std::result::Result<T, sqlx::Error>>,
+        sent: Instant,
+    ) -> std::result::Result<T, Noted> {
+        match answer {
+            Some(Ok(v)) => {
+                self.confirmed = sent;
+                self.each_signal(LeaseSignal::mark_held);
+                Ok(v)
+            }
+            Some(Err(e)) if is_refused(&e) => {
+                self.confirmed = sent;
+                self.each_signal(LeaseSignal::mark_held);
+                Err(Noted::Refused(classify(e)))
+            }
+            Some(Err(e)) => {
+                tracing::warn!(key = %self.key, error = %e, "note on a held lock failed; the lock is given up");
+                Err(Noted::Lost)
+            }
+            None => Err(Noted::Lost),
+        }
+    }
+
+    /// The statement that ends this hold: `normal` (release or abandon), or the notes' end when
+    /// the session has a transaction of notes to roll back first.
+    fn ending(&self, normal: &'static str) -> &'static str {
+        if self.noted || self.in_tx { self.notes.end } else { normal }
     }
 
     async fn run(mut self) {
@@ -400,9 +566,24 @@ impl Keeper {
                         }
                         next = Instant::now() + self.every;
                     }
+                    Some(Cmd::Note(note, reply)) => match self.note(&note).await {
+                        Noted::Stored => {
+                            let _ = reply.send(Ok(true));
+                            next = Instant::now() + self.every;
+                        }
+                        Noted::Refused(e) => {
+                            let _ = reply.send(Err(e));
+                            next = Instant::now() + self.every;
+                        }
+                        Noted::Lost => {
+                            let _ = reply.send(Ok(false));
+                            return self.lost();
+                        }
+                    },
                     Some(Cmd::Release(reply)) => {
                         let signals = self.signals.clone();
-                        let out = match self.pinned.end(self.release, &self.trips).await {
+                        let end = self.ending(self.release);
+                        let out = match self.pinned.end(end, &self.trips).await {
                             Ok(()) => Ok(true),
                             Err(e) if is_connection_lost(&e) => {
                                 each(&signals, |s| s.mark_lost(LostReason::SessionEnded));
@@ -415,7 +596,8 @@ impl Keeper {
                     }
                     None => {
                         // The backend was dropped: end the hold, free the lock.
-                        let _ = self.pinned.end(self.abandon, &self.trips).await;
+                        let end = self.ending(self.abandon);
+                        let _ = self.pinned.end(end, &self.trips).await;
                         return;
                     }
                 },

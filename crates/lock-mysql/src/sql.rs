@@ -20,7 +20,7 @@ impl Flavor {
 }
 
 /// Longest accepted table name: MySQL identifiers are at most 64 characters and the
-/// pessimistic mode also creates `<table>_fence`.
+/// pessimistic mode also creates `<table>_fence` (and every mode `<table>_notes`, as long).
 pub const MAX_TABLE_NAME: usize = 64 - "_fence".len();
 
 /// Check a table name: ASCII letters, digits and `_`, not starting with a digit, at most
@@ -67,6 +67,42 @@ pub(crate) fn hex_literal(bytes: &[u8]) -> String {
     s
 }
 
+/// Which mode wrote a row of the notes table (its `kind` column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NoteKind {
+    Pessimistic = 1,
+    Named = 2,
+    Optimistic = 3,
+}
+
+/// Statements of notes on holds (`set_note` / `note`), every mode: `sql/notes_*.sql`.
+#[derive(Debug)]
+pub(crate) struct NotesSql {
+    pub schema: Arc<str>,
+    /// Session modes: the first note of a hold, in its transaction.
+    pub session_insert: Arc<str>,
+    /// Session modes: a later note of the same hold.
+    pub session_update: Arc<str>,
+    /// Session modes: template with `{key}` (a [`hex_literal`]) still to fill; sent as text.
+    pub session_read: Arc<str>,
+    pub optimistic_set: Arc<str>,
+    pub optimistic_read: Arc<str>,
+}
+
+impl NotesSql {
+    pub fn new(table: &str, kind: NoteKind) -> Self {
+        let read = include_str!("../sql/notes_session_read.sql").replace("{kind}", &(kind as u8).to_string());
+        NotesSql {
+            schema: render(include_str!("../sql/notes_schema.sql"), table),
+            session_insert: render(include_str!("../sql/notes_session_insert.sql"), table),
+            session_update: render(include_str!("../sql/notes_session_update.sql"), table),
+            session_read: render(&read, table),
+            optimistic_set: render(include_str!("../sql/notes_optimistic_set.sql"), table),
+            optimistic_read: render(include_str!("../sql/notes_optimistic_read.sql"), table),
+        }
+    }
+}
+
 /// Statements of the pessimistic mode.
 #[derive(Debug)]
 pub(crate) struct PessimisticSql {
@@ -86,6 +122,7 @@ pub(crate) struct PessimisticSql {
     pub row_insert_mariadb: Arc<str>,
     /// MySQL only (MariaDB draws the token in the locking statement): per-key counter.
     pub fence_next: Arc<str>,
+    pub notes: NotesSql,
 }
 
 impl PessimisticSql {
@@ -113,6 +150,7 @@ impl PessimisticSql {
             row_insert: render(include_str!("../sql/pessimistic_row_insert.sql"), table),
             row_insert_mariadb: render(include_str!("../sql/pessimistic_row_insert_mariadb.sql"), table),
             fence_next: render(include_str!("../sql/pessimistic_fence_next.sql"), table),
+            notes: NotesSql::new(table, NoteKind::Pessimistic),
         }
     }
 }
@@ -130,6 +168,9 @@ pub(crate) struct NamedSql {
     /// MySQL only (MariaDB draws the token in the GET_LOCK statement): per-key counter.
     pub fence_next: Arc<str>,
     pub inspect: Arc<str>,
+    /// Template with `{idle}` (seconds) still to fill: opens the transaction of a hold's notes.
+    pub note_begin: &'static str,
+    pub notes: NotesSql,
 }
 
 impl NamedSql {
@@ -149,6 +190,11 @@ impl NamedSql {
             get_lock: render(get_lock, table),
             fence_next: render(include_str!("../sql/pessimistic_fence_next.sql"), table),
             inspect: render(include_str!("../sql/named_inspect.sql"), table),
+            note_begin: match flavor {
+                Flavor::MariaDb => include_str!("../sql/named_note_begin_mariadb.sql"),
+                Flavor::MySql => include_str!("../sql/named_note_begin.sql"),
+            },
+            notes: NotesSql::new(table, NoteKind::Named),
         }
     }
 }
@@ -177,6 +223,7 @@ pub(crate) struct OptimisticSql {
     pub sweep: Arc<str>,
     /// Upgrade a table created before UTC leases (every old client stopped).
     pub upgrade: Arc<str>,
+    pub notes: NotesSql,
 }
 
 impl OptimisticSql {
@@ -214,6 +261,7 @@ impl OptimisticSql {
             release_delete: render(include_str!("../sql/optimistic_release_delete.sql"), table),
             sweep: render(include_str!("../sql/optimistic_sweep.sql"), table),
             upgrade: render(include_str!("../sql/optimistic_upgrade.sql"), table),
+            notes: NotesSql::new(table, NoteKind::Optimistic),
         }
     }
 }
@@ -279,6 +327,14 @@ mod tests {
             assert!(n.get_lock.contains("GET_LOCK({name}, {timeout})") && !n.get_lock.contains('?'));
             assert_eq!(n.get_lock.contains("NEXTVAL(`tbl_fence`)"), flavor == Flavor::MariaDb);
             assert!(n.bounds.contains("{idle}") && n.fence_next.contains("`tbl_fence`"));
+            assert!(n.note_begin.contains("BEGIN"));
+            assert_eq!(n.note_begin.contains("{idle}"), flavor == Flavor::MariaDb);
+            for notes in [&p.notes, &n.notes, &o.notes] {
+                assert!(notes.schema.contains("`tbl_notes`") && !notes.schema.contains("{table}"));
+                assert!(notes.session_read.contains("name = {key}") && !notes.session_read.contains('?'));
+            }
+            assert!(p.notes.session_read.contains("kind = 1") && n.notes.session_read.contains("kind = 2"));
+            assert!(o.notes.optimistic_read.contains("JOIN `tbl` t"));
         }
     }
 }

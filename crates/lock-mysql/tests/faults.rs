@@ -590,15 +590,17 @@ async fn least_privilege_user_runs_both_modes() {
         "CREATE USER 'lp'@'%' IDENTIFIED BY 'lp-s3cr3t'; \
          GRANT SELECT, INSERT, UPDATE, DELETE ON {db}.{p_table} TO 'lp'@'%'; \
          GRANT SELECT, INSERT ON {db}.{p_table}_fence TO 'lp'@'%'; \
+         GRANT SELECT, INSERT, UPDATE ON {db}.{p_table}_notes TO 'lp'@'%'; \
          GRANT SELECT, INSERT, UPDATE, DELETE ON {db}.{o_table} TO 'lp'@'%'; \
-         GRANT SELECT, INSERT ON {db}.{o_table}_fence TO 'lp'@'%';"
+         GRANT SELECT, INSERT ON {db}.{o_table}_fence TO 'lp'@'%'; \
+         GRANT SELECT, INSERT, UPDATE ON {db}.{o_table}_notes TO 'lp'@'%';"
     );
     let s = srv.clone();
     tokio::task::spawn_blocking(move || s.exec_as_root(&grants)).await.expect("join").expect("grants");
     let url = format!("mysql://lp:lp-s3cr3t@127.0.0.1:{}/{db}", srv.port());
     for (mode, table) in [(Mode::Pessimistic, p_table), (Mode::Optimistic, o_table)] {
         let client = || async {
-            Locker::new(Arc::new(
+            Arc::new(
                 MySqlLock::builder()
                     .url(&url)
                     .mode(mode)
@@ -607,11 +609,15 @@ async fn least_privilege_user_runs_both_modes() {
                     .build()
                     .await
                     .expect("lp client"),
-            ))
+            )
         };
-        let (a, b) = (client().await, client().await);
+        let (ba, bb) = (client().await, client().await);
+        let (a, b) = (Locker::new(ba.clone()), Locker::new(bb.clone()));
         let k = key("lp");
         let g = a.lock(&k).try_acquire().await.expect("acquire").expect("free");
+        // Notes need SELECT, INSERT and UPDATE on `<table>_notes`.
+        assert!(ba.set_note(&k, g.owner(), "lp leader").await.expect("note"));
+        assert_eq!(bb.note(&k).await.expect("read note").as_deref(), Some("lp leader"));
         let inner = a.lock(&k).owner(g.owner()).try_acquire().await.expect("nest").expect("nested");
         g.renew(Duration::from_secs(30)).await.expect("renew");
         let k2 = k.clone();
@@ -624,6 +630,21 @@ async fn least_privilege_user_runs_both_modes() {
     let pool = admin(&url).await;
     let denied = lock_mysql::sqlx::query("CREATE TABLE lp_other (x INT)").execute(&pool).await;
     assert!(denied.is_err(), "the lock user must not create tables");
+
+    // Without the notes table (a schema made by an older version) the user still builds and
+    // locks; a note is refused with a typed error and the hold goes on.
+    let s = srv.clone();
+    let drop_notes = format!("DROP TABLE {db}.{p_table}_notes");
+    tokio::task::spawn_blocking(move || s.exec_as_root(&drop_notes)).await.expect("join").expect("drop");
+    let b = Arc::new(
+        MySqlLock::builder().url(&url).table(p_table).keepalive(KEEPALIVE).build().await.expect("lp build"),
+    );
+    let g = Locker::new(b.clone()).lock(key("lp-no-notes")).try_acquire().await.expect("try").expect("free");
+    let e = b.set_note(g.key(), g.owner(), "n").await.expect_err("no notes table");
+    // No such table (the user's grant outlived it), or no privilege: permanent either way.
+    assert!(!e.is_temporary(), "{e:?}");
+    g.renew(Duration::from_secs(30)).await.expect("the hold goes on");
+    g.release().await.expect("release");
 }
 
 /// Polls `cond` until it holds or `limit` passes; returns how long it took.
