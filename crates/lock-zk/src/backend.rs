@@ -186,6 +186,8 @@ impl LockBackend for ZkLock {
         c.reentrant = true;
         c.fair = true;
         c.session_bound = true;
+        // The holder's own node carries its note (see `note.rs`).
+        c.notes = true;
         c
     }
 
@@ -298,6 +300,14 @@ impl LockBackend for ZkLock {
         info.waiters = Some(queue.len() - 1);
         info.owner = Some(head.clone());
         Ok(info)
+    }
+
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        self.inner.set_note(key, owner, note).await
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        self.inner.note(key).await
     }
 
     async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {

@@ -2,8 +2,8 @@
 //! (a JVM driven by `lock_testkit::interop::curator_peer`) and kazoo's `Lock` (Python, from the
 //! pinned venv of `lock_testkit::interop::python`, driven through `tests/kazoo_peer.py`).
 //!
-//! The scenarios (exclusion, FIFO hand-over, a holder killed mid-hold, fences) are written once
-//! and run against Curator and against kazoo configured with `extra_lock_patterns=["-lock-"]`.
+//! The scenarios (exclusion, FIFO hand-over, a holder killed mid-hold, fences, notes) are written
+//! once and run against Curator and against kazoo configured with `extra_lock_patterns=["-lock-"]`.
 //! Two more tests pin the unsafe mixes the README warns about. All share this binary's server.
 use std::sync::Arc;
 use std::time::Duration;
@@ -298,6 +298,47 @@ async fn fences_increase_across_sides(other: Other) {
     println!("{other:?} fences: peer {} -> ours {ours} -> peer {}", before.czxid, after.czxid);
 }
 
+/// Notes across sides. A peer holder's node data (Curator's: its client's address; kazoo's: its
+/// identifier) was set at its create, so it is no note: `note` reads `None`. Our note is our
+/// node's data: kazoo's `Lock.contenders()` shows it as our identifier, and a peer queued
+/// behind us while we change it (its predecessor watch fires on data changes) looks, waits on
+/// in its place, and is granted after our release, when the note reads `None` again.
+async fn notes_across_sides(other: Other) {
+    let Some(mut peer) = other.spawn().await else { return };
+    let z = zk_lock().await;
+    let l = locker(&z);
+    let key = format!("notes-{other:?}-{}", run_id());
+    let path = z.lock_dir(&key);
+
+    let theirs = acquire(&mut peer, &path, ANSWER).await.expect("peer holds");
+    let (data, stat) = z.client().get_data(&theirs.node).await.expect("peer's node data");
+    println!("{other:?} lock node data: {:?} (version {})", String::from_utf8_lossy(&data), stat.version);
+    assert_eq!(stat.version, 0, "{other:?} sets its node's data at the create only");
+    assert_eq!(z.note(&key).await.expect("note"), None, "{other:?}'s own data is no note");
+    release(&mut peer).await;
+
+    let g = l.try_lock(&key).await.expect("try").expect("free");
+    assert!(z.set_note(&key, g.owner(), "ours").await.expect("set_note"));
+    if let Other::Kazoo = other {
+        let line = peer.call(&format!("contenders {path}"), "CONTENDERS", ANSWER).await;
+        assert_eq!(line, r#"CONTENDERS ["ours"]"#, "kazoo reads our note as our identifier");
+    }
+    peer.send(&format!("acquire {path} {}", ANSWER.as_millis())).await;
+    queued(&z.client(), &path, 2).await;
+    for i in 0..3 {
+        assert!(z.set_note(&key, g.owner(), &format!("ours {i}")).await.expect("set_note"));
+    }
+    assert!(
+        tokio::time::timeout(REFUSED_WAIT, peer.recv(ANSWER)).await.is_err(),
+        "{other:?} must not be granted while we hold, notes changing or not"
+    );
+    assert_eq!(z.note(&key).await.expect("note").as_deref(), Some("ours 2"));
+    g.release().await.expect("release");
+    answer(&mut peer).await.expect("the peer gets it after our release");
+    assert_eq!(z.note(&key).await.expect("note"), None, "{other:?} holds: no note, never ours");
+    release(&mut peer).await;
+}
+
 macro_rules! scenarios {
     ($($module:ident: $other:expr;)*) => {$(
         mod $module {
@@ -321,6 +362,10 @@ macro_rules! scenarios {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn fences_increase_across_both_sides() {
                 fences_increase_across_sides($other).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn notes_are_ours_only_and_leave_a_waiting_peer_waiting() {
+                notes_across_sides($other).await;
             }
         }
     )*};

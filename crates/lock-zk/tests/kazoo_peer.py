@@ -4,10 +4,12 @@ Usage: python kazoo_peer.py <connect-string> <session-timeout-ms> [extra-lock-pa
 Prints:   READY <negotiated-session-timeout-ms>          once connected
 Commands: acquire <path> <timeout-ms>  -> ACQUIRED <node-path> <czxid> | TIMEOUT | ERROR <msg>
           release                      -> RELEASED | ERROR <msg>
+          contenders <path>            -> CONTENDERS <JSON list of Lock.contenders()>
           exit
 The extra patterns go to Lock(extra_lock_patterns=...): "-lock-" makes kazoo count Curator's
 and lock-zk's nodes (`_c_<uuid>-lock-<seq>`) as contenders.
 """
+import json
 import sys
 
 from kazoo.client import KazooClient
@@ -50,6 +52,10 @@ def main():
                     held.release()
                     held = None
                     say("RELEASED")
+            elif cmd[0] == "contenders":
+                # What kazoo shows as each contender's identifier: its lock node's data.
+                contenders = client.Lock(cmd[1], extra_lock_patterns=patterns).contenders()
+                say("CONTENDERS " + json.dumps(contenders))
             elif cmd[0] == "exit":
                 break
             else:
