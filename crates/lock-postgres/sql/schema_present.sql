@@ -1,2 +1,5 @@
--- Whether the fence table exists (so `build` sends no DDL when it does).
-SELECT to_regclass($1) IS NOT NULL
+-- Whether the fence table exists, and whether it has the note columns (a table made by an
+-- older version has not), so `build` sends no DDL when both are there.
+SELECT to_regclass($1) IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_attribute
+                WHERE attrelid = to_regclass($1) AND attname = 'note_pid' AND NOT attisdropped)

@@ -7,13 +7,13 @@ use async_trait::async_trait;
 use lock_core::backend::{
     AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription,
 };
-use lock_core::{OwnerToken, Result, validate_key};
+use lock_core::{LockError, OwnerToken, Result, validate_key, validate_note};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnection, PgPool};
 
 use crate::builder::PgLockBuilder;
 use crate::error::{NAME, classify};
-use crate::session::Sessions;
+use crate::session::{Sessions, Sql};
 
 /// PostgreSQL lock backend: session advisory locks, fencing tokens from a counter table. Cheap
 /// to clone; clones share the pool and the held locks.
@@ -47,15 +47,16 @@ impl PgLock {
         Self::builder().url(url).build().await
     }
 
-    /// Create the fence table if it does not exist (`sql/schema.sql`). Idempotent; when it
-    /// exists it sends no DDL at all.
+    /// Create the fence table if it does not exist (`sql/schema.sql`), or add the note columns
+    /// to a fence table of an older version (`sql/notes_schema.sql`, needs the table's owner).
+    /// Idempotent; when everything exists it sends no DDL at all.
     ///
     /// # Errors
     /// Backend errors ([`PermissionDenied`](lock_core::LockError::PermissionDenied) when the
-    /// role may not create tables).
+    /// role may not create or alter the table).
     pub async fn migrate(&self) -> Result<()> {
         let mut conn = self.pool.acquire().await.map_err(classify)?;
-        migrate_on(&mut conn, &self.table, &self.sessions.sql().schema).await
+        migrate_on(&mut conn, &self.table, self.sessions.sql(), true).await
     }
 
     /// The fence table.
@@ -88,15 +89,29 @@ impl PgLock {
     }
 }
 
-/// Create the fence table on `conn` unless it exists.
-pub(crate) async fn migrate_on(conn: &mut PgConnection, table: &str, schema: &str) -> Result<()> {
-    let present: bool = sqlx::query_scalar(include_str!("../sql/schema_present.sql"))
+/// Create the fence table on `conn` unless it exists, and add the note columns to one of an
+/// older version. Not `strict` (at build): a role that may lock but does not own the table still
+/// builds, as it did before notes; its notes then answer with the server's error until the
+/// owner runs [`PgLock::migrate`] (or `sql/notes_schema.sql`).
+pub(crate) async fn migrate_on(conn: &mut PgConnection, table: &str, sql: &Sql, strict: bool) -> Result<()> {
+    let (present, has_notes): (bool, bool) = sqlx::query_as(include_str!("../sql/schema_present.sql"))
         .bind(table)
         .fetch_one(&mut *conn)
         .await
         .map_err(classify)?;
     if !present {
-        sqlx::raw_sql(AssertSqlSafe(schema.to_owned())).execute(&mut *conn).await.map_err(classify)?;
+        sqlx::raw_sql(AssertSqlSafe(sql.schema.clone())).execute(&mut *conn).await.map_err(classify)?;
+    } else if !has_notes {
+        let added = sqlx::raw_sql(AssertSqlSafe(sql.notes_schema.clone()))
+            .execute(&mut *conn)
+            .await
+            .map_err(classify);
+        match added {
+            Err(LockError::PermissionDenied { .. }) if !strict => {
+                tracing::warn!(%table, "may not add the note columns to the fence table: set_note/note fail until they exist");
+            }
+            other => other.map(drop)?,
+        }
     }
     Ok(())
 }
@@ -118,6 +133,7 @@ impl LockBackend for PgLock {
         c.renew = true;
         c.fencing = true;
         c.reentrant = true;
+        c.notes = true;
         c.native_wait = true;
         c.session_bound = true;
         c
@@ -150,6 +166,18 @@ impl LockBackend for PgLock {
     async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
         // Waiters wait in the server's queue (native_wait), not on notifications.
         Ok(None)
+    }
+
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        // The core validates both; this guards direct callers.
+        validate_key(key)?;
+        validate_note(note)?;
+        self.sessions.set_note(key, owner, note).await
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        validate_key(key)?;
+        self.sessions.note(key).await
     }
 }
 

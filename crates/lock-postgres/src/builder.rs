@@ -199,7 +199,7 @@ impl PgLockBuilder {
                     }
                 };
                 if self.create_schema {
-                    migrate_on(&mut conn, &table, &sql.schema).await?;
+                    migrate_on(&mut conn, &table, &sql, false).await?;
                 }
                 let _ = conn.close().await;
                 PgPoolOptions::new()
@@ -213,7 +213,7 @@ impl PgLockBuilder {
             Source::Pool(pool) => {
                 if self.create_schema {
                     let mut conn = pool.acquire().await.map_err(classify)?;
-                    migrate_on(&mut conn, &table, &sql.schema).await?;
+                    migrate_on(&mut conn, &table, &sql, false).await?;
                 }
                 pool
             }

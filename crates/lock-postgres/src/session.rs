@@ -1,6 +1,10 @@
 //! The recipe: a lock is a session-level advisory lock held by a connection taken out of the
 //! pool for the hold's life. A keeper task per hold pings that connection (the keep-alive and
-//! the loss detector), answers renewals and unlocks on release.
+//! the loss detector), answers renewals, stores notes and unlocks on release.
+//!
+//! A note is stored in the name's fence row with the hold's fence and backend pid
+//! (`sql/notes_set.sql`), and read back only while that pid holds the advisory key and the
+//! name's fence is still that hold's (`sql/notes_read.sql`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -38,9 +42,15 @@ const MIN_SERVER_IDLE: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub(crate) struct Sql {
     pub(crate) schema: String,
+    /// The note columns for a fence table of an older version.
+    pub(crate) notes_schema: String,
     try_lock: String,
     lock_wait: String,
     inspect: String,
+    notes_read: String,
+    /// Shared with the keepers.
+    notes_set: Arc<str>,
+    unlock_noted: Arc<str>,
 }
 
 impl Sql {
@@ -51,6 +61,10 @@ impl Sql {
             try_lock: render(include_str!("../sql/try_lock.sql")),
             lock_wait: render(include_str!("../sql/lock_wait.sql")),
             inspect: render(include_str!("../sql/inspect.sql")),
+            notes_schema: render(include_str!("../sql/notes_schema.sql")),
+            notes_read: render(include_str!("../sql/notes_read.sql")),
+            notes_set: render(include_str!("../sql/notes_set.sql")).into(),
+            unlock_noted: render(include_str!("../sql/unlock_noted.sql")).into(),
         }
     }
 }
@@ -77,19 +91,23 @@ impl Pinned {
     }
 
     /// `pg_advisory_unlock` and the session's idle bound restored; `Ok(true)` when the session
-    /// held the lock (then the connection may go back to the pool).
+    /// held the lock (then the connection may go back to the pool). With `noted` (the statement
+    /// and the lock name), the hold's note is cleared in the same statement.
     async fn unlock(
         mut self,
         key: i64,
         idle_before: &str,
+        noted: Option<(&Arc<str>, &[u8])>,
         trips: &Trips,
     ) -> std::result::Result<bool, sqlx::Error> {
         trips.add();
-        let row = sqlx::query(include_str!("../sql/unlock.sql"))
-            .bind(key)
-            .bind(idle_before)
-            .fetch_one(&mut *self.conn)
-            .await?;
+        let query = match noted {
+            None => sqlx::query(include_str!("../sql/unlock.sql")).bind(key).bind(idle_before),
+            Some((stmt, name)) => {
+                sqlx::query(AssertSqlSafe(stmt.clone())).bind(key).bind(idle_before).bind(name.to_vec())
+            }
+        };
+        let row = query.fetch_one(&mut *self.conn).await?;
         let released: bool = row.try_get(0)?;
         if released {
             self.clean();
@@ -117,6 +135,8 @@ enum Cmd {
     Ping(oneshot::Sender<bool>),
     /// Unlock and hand the connection back.
     Release(oneshot::Sender<Result<bool>>),
+    /// Store a note with the hold.
+    Note(String, oneshot::Sender<Result<bool>>),
 }
 
 struct Hold {
@@ -343,6 +363,10 @@ impl Sessions {
             holds: Arc::downgrade(&self.holds),
             key: req.key.to_owned(),
             advisory: advisory_key(req.key),
+            fence,
+            notes_set: self.sql.notes_set.clone(),
+            unlock_noted: self.sql.unlock_noted.clone(),
+            noted: false,
             idle_before,
             trips: self.trips.clone(),
             id,
@@ -415,6 +439,68 @@ impl Sessions {
         info.fence = fence.map(|f| FencingToken(f as u64));
         Ok(info)
     }
+
+    /// Store `note` with `owner`'s hold of `key`, through its keeper (on the holding connection,
+    /// after any ping or renewal queued before it). `Ok(false)` when `owner` does not hold `key`
+    /// here. A dropped future leaves the request with the keeper, which completes it: the note
+    /// is then stored with the hold, or nothing is.
+    pub(crate) async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        let cmd = {
+            let holds = self.holds.lock();
+            holds
+                .get(key)
+                .filter(|h| h.owner == owner && !h.cmd.is_closed())
+                .filter(|h| !h.signals.lock().iter().any(LeaseSignal::is_lost))
+                .map(|h| h.cmd.clone())
+        };
+        let Some(cmd) = cmd else { return Ok(false) };
+        let (tx, rx) = oneshot::channel();
+        if cmd.send(Cmd::Note(note.to_owned(), tx)).await.is_err() {
+            return Ok(false);
+        }
+        rx.await.unwrap_or(Ok(false))
+    }
+
+    /// The note of `key`'s current holder (`sql/notes_read.sql`), one round trip on a pooled
+    /// connection.
+    pub(crate) async fn note(&self, key: &str) -> Result<Option<String>> {
+        let (classid, objid) = lock_ids(advisory_key(key));
+        self.trips.add();
+        sqlx::query_scalar(AssertSqlSafe(self.sql.notes_read.as_str()))
+            .bind(classid)
+            .bind(objid)
+            .bind(key.as_bytes())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(classify)
+    }
+}
+
+/// Await `fut`, a request on a holding connection, as a keeper awaits a ping: every guard of the
+/// hold is told `Uncertain` at `uncertain_at` without an answer, and at `give_up` the request is
+/// abandoned (`None`).
+async fn bounded<T>(
+    signals: &Mutex<Vec<LeaseSignal>>,
+    key: &str,
+    uncertain_at: Instant,
+    give_up: Instant,
+    fut: impl std::future::Future<Output = std::result::Result<T, sqlx::Error>>,
+) -> Option<std::result::Result<T, sqlx::Error>> {
+    tokio::pin!(fut);
+    let mut uncertain = false;
+    loop {
+        tokio::select! {
+            r = &mut fut => return Some(r),
+            _ = tokio::time::sleep_until(uncertain_at), if !uncertain => {
+                uncertain = true;
+                each(signals, LeaseSignal::mark_uncertain);
+            }
+            _ = tokio::time::sleep_until(give_up) => {
+                tracing::warn!(%key, "no answer from the server within its idle bound; the lock is given up");
+                return None;
+            }
+        }
+    }
 }
 
 /// An answer of `try_lock.sql` / `lock_wait.sql`.
@@ -463,6 +549,12 @@ struct Keeper {
     holds: Weak<Holds>,
     key: String,
     advisory: i64,
+    /// The hold's fence: a note names the hold by it.
+    fence: i64,
+    notes_set: Arc<str>,
+    unlock_noted: Arc<str>,
+    /// A note was stored: the release clears it.
+    noted: bool,
     idle_before: String,
     id: u64,
     trips: Trips,
@@ -489,39 +581,59 @@ impl Keeper {
     async fn ping(&mut self) -> bool {
         let sent = Instant::now();
         let (give_up, uncertain_at) = (self.give_up_at(), sent + self.every);
+        let (signals, key) = (self.signals.clone(), self.key.clone());
         let Some(pinned) = self.pinned.as_mut() else { return false };
-        let mut uncertain = false;
-        let signals = self.signals.clone();
-        let key = self.key.as_str();
         self.trips.add();
-        let answered = {
-            let ping = pinned.conn.ping();
-            tokio::pin!(ping);
-            loop {
-                tokio::select! {
-                    r = &mut ping => {
-                        if let Err(e) = &r {
-                            tracing::warn!(%key, error = %e, "connection holding a lock died");
-                        }
-                        break r.is_ok();
-                    }
-                    _ = tokio::time::sleep_until(uncertain_at), if !uncertain => {
-                        uncertain = true;
-                        each(&signals, LeaseSignal::mark_uncertain);
-                    }
-                    _ = tokio::time::sleep_until(give_up) => {
-                        tracing::warn!(%key, "no answer from the server within its idle bound; the lock is given up");
-                        break false;
-                    }
-                }
+        match bounded(&signals, &key, uncertain_at, give_up, pinned.conn.ping()).await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                tracing::warn!(%key, error = %e, "connection holding a lock died");
+                return false;
             }
-        };
-        if !answered {
-            return false;
+            None => return false,
         }
         self.confirmed = sent;
         self.each_signal(LeaseSignal::mark_held);
         true
+    }
+
+    /// Store `note` in the name's fence row, on the holding connection, bounded as a ping is
+    /// (an answer confirms the session as a ping's does). `None`: the connection died or went
+    /// silent, the hold is given up. A statement error (no note columns, no privilege) leaves
+    /// the session lock as it was: advisory locks are not transactional.
+    async fn note(&mut self, note: &str) -> Option<Result<bool>> {
+        let sent = Instant::now();
+        let (give_up, uncertain_at) = (self.give_up_at(), sent + self.every);
+        let (signals, key) = (self.signals.clone(), self.key.clone());
+        let stmt = self.notes_set.clone();
+        let pinned = self.pinned.as_mut()?;
+        self.trips.add();
+        let set = sqlx::query(AssertSqlSafe(stmt))
+            .bind(key.as_bytes())
+            .bind(self.fence)
+            .bind(note)
+            .execute(&mut *pinned.conn);
+        let out = match bounded(&signals, &key, uncertain_at, give_up, set).await? {
+            Err(e) if is_connection_lost(&e) => {
+                tracing::warn!(%key, error = %e, "connection holding a lock died");
+                return None;
+            }
+            Err(e) => Err(classify(e)),
+            Ok(done) => {
+                self.noted |= done.rows_affected() > 0;
+                Ok(done.rows_affected() > 0)
+            }
+        };
+        self.confirmed = sent;
+        self.each_signal(LeaseSignal::mark_held);
+        Some(out)
+    }
+
+    /// Unlock (clearing the note when there is one) and hand the connection back.
+    async fn unlock(&mut self) -> Option<std::result::Result<bool, sqlx::Error>> {
+        let p = self.pinned.take()?;
+        let noted = self.noted.then_some((&self.unlock_noted, self.key.as_bytes()));
+        Some(p.unlock(self.advisory, &self.idle_before, noted, &self.trips).await)
     }
 
     async fn run(mut self) {
@@ -538,16 +650,24 @@ impl Keeper {
                         }
                         next = Instant::now() + self.every;
                     }
+                    Some(Cmd::Note(note, reply)) => match self.note(&note).await {
+                        Some(out) => {
+                            let _ = reply.send(out);
+                            next = Instant::now() + self.every;
+                        }
+                        None => {
+                            let _ = reply.send(Ok(false));
+                            return self.lost();
+                        }
+                    },
                     Some(Cmd::Release(reply)) => {
-                        let out = match self.pinned.take() {
-                            Some(p) => match p.unlock(self.advisory, &self.idle_before, &self.trips).await {
-                                Ok(released) => Ok(released),
-                                Err(e) if is_connection_lost(&e) => {
-                                    self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
-                                    Ok(false)
-                                }
-                                Err(e) => Err(classify(e)),
-                            },
+                        let out = match self.unlock().await {
+                            Some(Ok(released)) => Ok(released),
+                            Some(Err(e)) if is_connection_lost(&e) => {
+                                self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
+                                Ok(false)
+                            }
+                            Some(Err(e)) => Err(classify(e)),
                             None => Ok(false),
                         };
                         let _ = reply.send(out);
@@ -555,9 +675,7 @@ impl Keeper {
                     }
                     None => {
                         // The backend was dropped: unlock, or close the connection trying.
-                        if let Some(p) = self.pinned.take() {
-                            let _ = p.unlock(self.advisory, &self.idle_before, &self.trips).await;
-                        }
+                        let _ = self.unlock().await;
                         return;
                     }
                 },

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use lock_core::backend::LockBackend;
 use lock_core::{LeaseState, LockError, Locker, LostReason, OwnerToken};
 use lock_postgres::sqlx::postgres::{PgPool, PgPoolOptions};
 use lock_postgres::{PgLock, advisory_key};
@@ -269,10 +270,28 @@ async fn least_privileged_role() {
         .expect("table");
     let lock =
         PgLock::builder().url(&url).table("app_fence").create_schema(false).build().await.expect("build");
-    let l = Locker::new(Arc::new(lock));
+    let lock = Arc::new(lock);
+    let l = Locker::new(lock.clone());
     let g = l.lock("job").wait(Duration::from_secs(1)).acquire().await.expect("acquire");
     assert!(g.fence().is_some());
+    // A table of an older version has no note columns: a note is a permanent error, the hold
+    // goes on, and building with create_schema(true) (which may not add them) still works.
+    let e = lock.set_note("job", g.owner(), "leader").await.expect_err("no note columns");
+    assert!(!e.is_temporary(), "{e:?}");
+    g.renew(Duration::from_secs(30)).await.expect("the hold goes on");
     g.release().await.expect("release");
+    PgLock::builder().url(&url).table("app_fence").build().await.expect("build without ALTER");
+    // Once the owner adds them (sql/notes_schema.sql), notes need no privilege beyond the lock's.
+    server
+        .exec_as_admin(&[
+            "ALTER TABLE app_fence ADD COLUMN note_fence bigint, ADD COLUMN note_pid integer, ADD COLUMN note text",
+        ])
+        .expect("note columns");
+    let g = l.lock("job").try_acquire().await.expect("try").expect("free");
+    assert!(lock.set_note("job", g.owner(), "leader").await.expect("set"));
+    assert_eq!(lock.note("job").await.expect("read").as_deref(), Some("leader"));
+    g.release().await.expect("release");
+    assert_eq!(lock.note("job").await.expect("read"), None);
 }
 
 /// Connections the builder opens have the server watch their socket during a statement, so
