@@ -222,6 +222,20 @@ mod lazy {
         async fn inspect(&self, key: &str) -> Result<lock_core::LockInfo> {
             self.get().await?.inspect(key).await
         }
+        async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+            self.get().await?.set_note(key, owner, note).await
+        }
+        async fn note(&self, key: &str) -> Result<Option<String>> {
+            self.get().await?.note(key).await
+        }
+        async fn raise_fence(
+            &self,
+            key: &str,
+            owner: OwnerToken,
+            floor: lock_core::FencingToken,
+        ) -> Result<bool> {
+            self.get().await?.raise_fence(key, owner, floor).await
+        }
     }
 }
 

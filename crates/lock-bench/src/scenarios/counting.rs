@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use dlock::backend::{AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription};
-use dlock::{DynBackend, OwnerToken};
+use dlock::{DynBackend, FencingToken, OwnerToken};
 
 /// Counts calls going to the backend it wraps.
 #[derive(Debug)]
@@ -80,6 +80,15 @@ impl LockBackend for Counting {
     async fn subscribe(&self, key: &str) -> dlock::Result<Option<Subscription>> {
         self.subscribes.fetch_add(1, Ordering::Relaxed);
         self.inner.subscribe(key).await
+    }
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> dlock::Result<bool> {
+        self.inner.set_note(key, owner, note).await
+    }
+    async fn note(&self, key: &str) -> dlock::Result<Option<String>> {
+        self.inner.note(key).await
+    }
+    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> dlock::Result<bool> {
+        self.inner.raise_fence(key, owner, floor).await
     }
 }
 
