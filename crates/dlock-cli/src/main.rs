@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 mod duration;
+mod leader;
 mod run;
 mod supervise;
 
@@ -89,6 +90,45 @@ enum Cmd {
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
     },
+    /// Campaign for leadership of a name and run a command only while leading (leader election
+    /// on the same lock as `dlock run`).
+    ///
+    /// The command starts each time this process becomes leader, with the term's fencing token
+    /// in DLOCK_FENCING_TOKEN (it grows with every term: pass it to what the command writes so
+    /// that a deposed leader's writes are rejected). When leadership is lost the command is
+    /// stopped as `dlock run` stops it (--on-lost), before another candidate can lead, and
+    /// dlock campaigns again (or exits 76 with --once). When the command ends by itself, dlock
+    /// gives up leadership and exits with its status. Observers read the leader's --identity
+    /// with `dlock status --leader` where the backend keeps notes.
+    ///
+    /// Exit statuses: the command's own (128 + N when it died of signal N); 64 bad arguments,
+    /// URL or missing feature; 69 backend unreachable; 76 leadership lost with --once;
+    /// 77 credentials or permission refused; 128 + N when signal N ended dlock while following.
+    Leader {
+        /// Backend URL (see `dlock run --help`).
+        #[arg(long, env = "DLOCK_URL")]
+        url: String,
+        /// The election's name (a lock key).
+        #[arg(long)]
+        key: String,
+        /// What observers read as the leader (public: never a secret). Default: host:pid.
+        #[arg(long)]
+        identity: Option<String>,
+        /// Lease of each term, renewed every third of it: a leader that dies is succeeded
+        /// about one lease later.
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        lease: Duration,
+        /// What to do to the command when leadership is lost (see `dlock run --help`).
+        #[arg(long, default_value = "TERM:5s", value_parser = crate::supervise::parse_on_lost)]
+        on_lost: crate::supervise::OnLost,
+        /// Exit after the first term (status 76 when leadership was lost) instead of
+        /// campaigning again.
+        #[arg(long)]
+        once: bool,
+        /// The command and its arguments.
+        #[arg(trailing_var_arg = true, required = true)]
+        command: Vec<String>,
+    },
     /// Print a shell completion script: `dlock completions bash > /etc/bash_completion.d/dlock`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -106,9 +146,14 @@ enum Cmd {
         /// Lock name.
         #[arg(long)]
         key: String,
-        /// One JSON object on stdout: key, backend, held, remaining_ms, fence, waiters, owner.
+        /// One JSON object on stdout: key, backend, held, remaining_ms, fence, waiters, owner
+        /// (and leader with --leader).
         #[arg(long)]
         json: bool,
+        /// Also print the identity the leader of the election KEY published (`dlock leader
+        /// --identity`); 78 on backends without notes.
+        #[arg(long)]
+        leader: bool,
     },
     /// Internal: the supervisor between `dlock run` and the command.
     #[command(hide = true, name = "__supervise")]
@@ -156,13 +201,25 @@ fn main() -> ExitCode {
                 }
                 run::run(&url, &key, wait, lease, on_lost, &command).await
             }
+            Cmd::Leader { url, key, identity, lease, on_lost, once, command } => {
+                leader::leader(leader::LeaderArgs {
+                    url: &url,
+                    key: &key,
+                    identity,
+                    lease,
+                    on_lost,
+                    once,
+                    command: &command,
+                })
+                .await
+            }
             Cmd::Completions { shell } => {
                 let mut cmd = <Cli as clap::CommandFactory>::command();
                 clap_complete::generate(shell, &mut cmd, "dlock", &mut std::io::stdout());
                 ExitCode::SUCCESS
             }
             Cmd::Supervise { parent, grace, command } => supervise::supervise(parent, grace, &command).await,
-            Cmd::Status { url, key, json } => run::status(&url, &key, json).await,
+            Cmd::Status { url, key, json, leader } => run::status(&url, &key, json, leader).await,
         }
     })
 }

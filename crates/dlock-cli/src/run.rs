@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use std::os::unix::process::ExitStatusExt;
 
-use dlock::{LockError, Locker, redact_url};
+use dlock::{LeaderElection, LockError, Locker, redact_url};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::Command;
@@ -14,7 +14,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::supervise::{OnLost, exit_of};
 use crate::{EXIT_CONFIG, EXIT_LOST, EXIT_NOPERM, EXIT_TIMEOUT, EXIT_UNAVAILABLE, EXIT_UNSUPPORTED};
 
-fn fail(url: &str, e: &LockError) -> ExitCode {
+pub(crate) fn fail(url: &str, e: &LockError) -> ExitCode {
     let code = match e {
         LockError::Timeout { .. } => EXIT_TIMEOUT,
         LockError::Backend { .. } => EXIT_UNAVAILABLE,
@@ -40,16 +40,16 @@ fn fail(url: &str, e: &LockError) -> ExitCode {
 const STATUS_CONNECT: Duration = Duration::from_secs(5);
 
 /// The error for a server that did not answer the connection within the wait.
-fn unreachable(wait: Duration) -> LockError {
+pub(crate) fn unreachable(wait: Duration) -> LockError {
     LockError::temporary("dlock", format!("no connection to the server within --wait {wait:?}"))
 }
 
-async fn locker(url: &str, lease: Duration) -> Result<Locker, LockError> {
+pub(crate) async fn locker(url: &str, lease: Duration) -> Result<Locker, LockError> {
     Locker::new(dlock::from_url(url).await?).with_watchdog_lease(lease)
 }
 
 /// The first of SIGTERM, SIGINT and SIGHUP to arrive.
-async fn any_signal(sigs: &mut [Signal_; 3]) -> Signal {
+pub(crate) async fn any_signal(sigs: &mut Signals) -> Signal {
     let [(a, sa), (b, sb), (c, sc)] = sigs;
     tokio::select! {
         _ = sa.recv() => *a,
@@ -58,27 +58,27 @@ async fn any_signal(sigs: &mut [Signal_; 3]) -> Signal {
     }
 }
 
-type Signal_ = (Signal, tokio::signal::unix::Signal);
+pub(crate) type Signal_ = (Signal, tokio::signal::unix::Signal);
 
-fn exit_signal(sig: Signal) -> ExitCode {
+pub(crate) fn exit_signal(sig: Signal) -> ExitCode {
     ExitCode::from(u8::try_from(128 + sig as i32).unwrap_or(255))
 }
 
-/// Hold `key` while `command` runs; see the `run` subcommand's help.
-pub async fn run(
+/// Checks shared by every command that runs a command under a hold (`run`, `leader`), and
+/// the signal handlers, installed before anything else so that a signal while waiting ends
+/// dlock cleanly.
+pub(crate) fn prepare(
     url: &str,
-    key: &str,
-    wait: Duration,
     lease: Duration,
     on_lost: OnLost,
     command: &[String],
-) -> ExitCode {
+) -> Result<Signals, ExitCode> {
     if url.get(..9).is_some_and(|s| s.eq_ignore_ascii_case("memory://")) {
         eprintln!(
-            "dlock: memory:// locks live inside one process, so another `dlock run` would never see \
-             this one; use redis://, mysql://, zk:// or redlock://"
+            "dlock: memory:// locks live inside one process, so another dlock process would never see \
+             this one; use redis://, mysql://, zk://, postgres://, etcd:// or redlock://"
         );
-        return ExitCode::from(EXIT_CONFIG);
+        return Err(ExitCode::from(EXIT_CONFIG));
     }
     if let Some(grace) = on_lost.grace()
         && grace >= lease
@@ -87,13 +87,12 @@ pub async fn run(
             "dlock: --on-lost grace {grace:?} must be shorter than --lease {lease:?}: if dlock dies, \
              the command must be stopped before the lease lets another holder in"
         );
-        return ExitCode::from(EXIT_CONFIG);
+        return Err(ExitCode::from(EXIT_CONFIG));
     }
-    let Some(program) = command.first() else {
+    if command.is_empty() {
         eprintln!("dlock: no command given");
-        return ExitCode::from(EXIT_CONFIG);
-    };
-    // Before anything else, so that a signal while waiting ends dlock cleanly.
+        return Err(ExitCode::from(EXIT_CONFIG));
+    }
     let kinds = [
         (Signal::SIGTERM, SignalKind::terminate()),
         (Signal::SIGINT, SignalKind::interrupt()),
@@ -105,11 +104,29 @@ pub async fn run(
             Ok(s) => sigs.push((sig, s)),
             Err(e) => {
                 eprintln!("dlock: cannot install signal handlers: {e}");
-                return ExitCode::from(EXIT_CONFIG);
+                return Err(ExitCode::from(EXIT_CONFIG));
             }
         }
     }
-    let Ok(mut sigs): Result<[Signal_; 3], _> = sigs.try_into() else { return ExitCode::from(EXIT_CONFIG) };
+    sigs.try_into().map_err(|_| ExitCode::from(EXIT_CONFIG))
+}
+
+/// SIGTERM, SIGINT and SIGHUP, as [`prepare`] installs them.
+pub(crate) type Signals = [Signal_; 3];
+
+/// Hold `key` while `command` runs; see the `run` subcommand's help.
+pub async fn run(
+    url: &str,
+    key: &str,
+    wait: Duration,
+    lease: Duration,
+    on_lost: OnLost,
+    command: &[String],
+) -> ExitCode {
+    let mut sigs = match prepare(url, lease, on_lost, command) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     let deadline = tokio::time::Instant::now() + wait;
     let guard = tokio::select! {
         g = async {
@@ -125,12 +142,59 @@ pub async fn run(
         },
         sig = any_signal(&mut sigs) => return exit_signal(sig),
     };
+    let ran = run_held(key, on_lost, command, guard.fence(), guard.lost_token(), &mut sigs).await;
+    let released = guard.release().await;
+    let ran = match ran {
+        Ok(ran) => ran,
+        Err(code) => return code,
+    };
+    if ran.lost || matches!(released, Err(LockError::LeaseLost { .. })) {
+        eprintln!("dlock: lock {key:?} was lost while {:?} ran", ran.program);
+        return ExitCode::from(EXIT_LOST);
+    }
+    ran.exit()
+}
+
+/// How a command run under a hold ended.
+pub(crate) struct Ran {
+    status: std::io::Result<std::process::ExitStatus>,
+    /// The hold was lost while the command ran (it was stopped, unless `--on-lost none`).
+    pub lost: bool,
+    /// The command's program, for messages.
+    pub program: String,
+}
+
+impl Ran {
+    /// The command's exit status as dlock reports it.
+    pub fn exit(self) -> ExitCode {
+        match self.status {
+            Ok(s) => exit_of(s),
+            Err(e) => {
+                eprintln!("dlock: waiting for {:?} failed: {e}", self.program);
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// Run `command` under the supervisor while a hold of `key` lasts: `fence` exported as
+/// `DLOCK_FENCING_TOKEN`, dlock's signals forwarded to the command's group, the command
+/// stopped as `--on-lost` says when `lost` is cancelled. Returns once the command has exited;
+/// the caller releases the hold. `Err` is dlock's exit status when the command could not start.
+pub(crate) async fn run_held(
+    key: &str,
+    on_lost: OnLost,
+    command: &[String],
+    fence: Option<dlock::FencingToken>,
+    lost: dlock::CancellationToken,
+    sigs: &mut Signals,
+) -> Result<Ran, ExitCode> {
+    let Some(program) = command.first() else { return Err(ExitCode::from(EXIT_CONFIG)) };
     let exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
             eprintln!("dlock: cannot find its own executable to supervise the command: {e}");
-            let _ = guard.release().await;
-            return ExitCode::from(EXIT_CONFIG);
+            return Err(ExitCode::from(EXIT_CONFIG));
         }
     };
     let grace = on_lost.grace().unwrap_or(Duration::from_secs(5));
@@ -147,7 +211,7 @@ pub async fn run(
         .process_group(0);
     // Only a real fencing token is exported: a number from a backend without fencing would
     // look like one and protect nothing.
-    match guard.fence() {
+    match fence {
         Some(f) => cmd.env("DLOCK_FENCING_TOKEN", f.to_string()),
         None => cmd.env_remove("DLOCK_FENCING_TOKEN"),
     };
@@ -155,13 +219,11 @@ pub async fn run(
         Ok(c) => c,
         Err(e) => {
             eprintln!("dlock: cannot run {program:?}: {e}");
-            let _ = guard.release().await;
-            return ExitCode::from(127);
+            return Err(ExitCode::from(127));
         }
     };
     let Some(group) = sup.id().and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw) else {
-        let _ = guard.release().await;
-        return ExitCode::from(1);
+        return Err(ExitCode::from(1));
     };
     let mut lost_at: Option<tokio::time::Instant> = None;
     let mut killed = false;
@@ -169,10 +231,10 @@ pub async fn run(
         let kill_at = lost_at.map(|t| t + grace);
         tokio::select! {
             status = sup.wait() => break status,
-            sig = any_signal(&mut sigs) => {
+            sig = any_signal(sigs) => {
                 let _ = killpg(group, sig);
             }
-            _ = guard.lost(), if lost_at.is_none() => {
+            _ = lost.cancelled(), if lost_at.is_none() => {
                 lost_at = Some(tokio::time::Instant::now());
                 match on_lost {
                     OnLost::Stop(sig, _) => {
@@ -189,30 +251,22 @@ pub async fn run(
         }
     };
     // A supervisor that died of a signal nobody here sent may have left the command running:
-    // stop the group before the lock is given up.
+    // stop the group before the hold is given up.
     if status.as_ref().is_ok_and(|s| s.signal().is_some()) && !killed && killpg(group, None).is_ok() {
         let _ = killpg(group, Signal::SIGTERM);
         tokio::time::sleep(grace.min(Duration::from_secs(1))).await;
         let _ = killpg(group, Signal::SIGKILL);
     }
-    let released = guard.release().await;
-    if lost_at.is_some() || matches!(released, Err(LockError::LeaseLost { .. })) {
-        eprintln!("dlock: lock {key:?} was lost while {program:?} ran");
-        return ExitCode::from(EXIT_LOST);
-    }
-    match status {
-        Ok(s) => exit_of(s),
-        Err(e) => {
-            eprintln!("dlock: waiting for {program:?} failed: {e}");
-            ExitCode::from(1)
-        }
-    }
+    Ok(Ran { status, lost: lost_at.is_some(), program: program.clone() })
 }
 
 /// Print what the backend can tell about `key`, without acquiring or waiting: held or free,
 /// the remaining lease, the fencing token, the waiters and the holder where recorded. Exit 0
 /// when free, 1 when held.
-pub async fn status(url: &str, key: &str, json: bool) -> ExitCode {
+///
+/// With `leader`, also the identity the leader of the election `key` published (`dlock
+/// leader --identity`); backends without notes exit 78.
+pub async fn status(url: &str, key: &str, json: bool, leader: bool) -> ExitCode {
     let backend = match tokio::time::timeout(STATUS_CONNECT, dlock::from_url(url)).await {
         Ok(Ok(b)) => b,
         Ok(Err(e)) => return fail(url, &e),
@@ -225,6 +279,15 @@ pub async fn status(url: &str, key: &str, json: bool) -> ExitCode {
         Ok(i) => i,
         Err(e) => return fail(url, &e),
     };
+    let identity = if leader {
+        let read = async { LeaderElection::new(&Locker::new(backend.clone()), key, "")?.leader().await };
+        match read.await {
+            Ok(id) => id,
+            Err(e) => return fail(url, &e),
+        }
+    } else {
+        None
+    };
     if json {
         let v = serde_json::json!({
             "key": key,
@@ -235,6 +298,13 @@ pub async fn status(url: &str, key: &str, json: bool) -> ExitCode {
             "waiters": info.waiters,
             "owner": info.owner,
         });
+        let v = match (leader, v) {
+            (true, serde_json::Value::Object(mut m)) => {
+                m.insert("leader".into(), serde_json::json!(identity));
+                serde_json::Value::Object(m)
+            }
+            (_, v) => v,
+        };
         println!("{v}");
     } else if info.held {
         let mut line = format!("{key}: held ({})", backend.name());
@@ -250,6 +320,9 @@ pub async fn status(url: &str, key: &str, json: bool) -> ExitCode {
         }
         if let Some(o) = &info.owner {
             line.push_str(&format!(", holder {o}"));
+        }
+        if let Some(id) = &identity {
+            line.push_str(&format!(", leader {id}"));
         }
         println!("{line}");
     } else {
