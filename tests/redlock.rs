@@ -1,7 +1,8 @@
 //! Redlock: `lock_core::QuorumBackend` over 5 independent redis-server masters (what
-//! `redlock://` builds). The conformance suite on masters shared by this binary, then fault
-//! tests on private ones: a minority of masters killed, a majority killed, and a master
-//! restarted without persistence while a lock is held.
+//! `redlock://` builds). The conformance suite (fencing cases included) and a sweep of fencing
+//! tokens over every majority on masters shared by this binary, then fault tests on private
+//! ones: a minority of masters killed, a majority killed, and a master restarted without
+//! persistence while a lock is held.
 
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -104,6 +105,67 @@ mod reentrant_members {
     lock_testkit::conformance_tests!(@cases crate::factory(lock_redis::Mode::Reentrant).await;
         round_trip, expired_lease_taken_over, foreign_release_rejected, renew_extends_lease,
         lost_signal_fires, cancelled_acquire_leaves_nothing, reentrant_nesting);
+}
+
+/// Fencing across majorities on real masters: the masters' counters start far apart (master `j`
+/// at `base + j * 1000`), and a sweep makes every pair of masters 1..=4 refuse (another owner
+/// holds the key there), so each grant rests on a different majority, with master 0, the probe,
+/// in every one. The tokens strictly increase: without the write-back of each token to its
+/// majority, a majority without the master of the highest counter would draw less.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_increase_across_every_majority() {
+    let urls: Vec<String> = SHARED.iter().map(RedisServer::url).collect();
+    let q = redlock(&urls, Mode::Simple).await;
+    assert!(q.capabilities().fencing, "redis masters fence and raise their counters");
+    let a = Locker::new(Arc::new(q)).with_watchdog_lease(LEASE).expect("lease");
+    let key = lock_testkit::key("fence-sweep");
+    let mut members = Vec::new();
+    for u in &urls {
+        members.push(redis_lock(u, Mode::Simple).await);
+    }
+    let base: u64 = 1_000_000_000_000_000;
+    for (j, u) in urls.iter().enumerate() {
+        let mut admin = redis::Client::open(u.as_str())
+            .expect("url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("admin");
+        let counter = members[j].key_names(&key).fence;
+        let _: () = redis::cmd("SET")
+            .arg(&counter)
+            .arg(base + j as u64 * 1000)
+            .query_async(&mut admin)
+            .await
+            .expect("set");
+    }
+    let signal = lock_core::LeaseSignal::new();
+    let mut last = 0;
+    for round in 0..2 {
+        for x in 1..MASTERS {
+            for y in x + 1..MASTERS {
+                let other = lock_core::OwnerToken::random();
+                for j in [x, y] {
+                    let req = lock_core::backend::AcquireRequest {
+                        key: &key,
+                        owner: other,
+                        lease: Duration::from_secs(30),
+                        wait_until: None,
+                        signal: &signal,
+                    };
+                    let got = members[j].try_acquire(&req).await.expect("occupy");
+                    assert!(matches!(got, lock_core::backend::Attempt::Acquired(_)), "occupy master {j}");
+                }
+                let g = a.lock(&key).try_acquire().await.expect("try").expect("a majority is free");
+                let f = g.fence().expect("redlock grants carry a fencing token").0;
+                assert!(f > last, "round {round}, masters {x} and {y} refusing: token {f} after {last}");
+                last = f;
+                g.release().await.expect("release");
+                for j in [x, y] {
+                    assert!(members[j].release(&key, other).await.expect("release"));
+                }
+            }
+        }
+    }
 }
 
 // ----- fault tests on private masters -----
@@ -210,6 +272,11 @@ async fn a_master_restarted_without_persistence_lets_a_second_holder_in() {
     // The documented safety violation: both guards are live at once.
     assert_eq!(ga.state(), LeaseState::Held, "A has not noticed anything yet");
     assert!(!gb.is_lost());
+    // Fencing still orders them: master 0 forgot A's counter and restarted it from its clock,
+    // above A's token (drawn from counters that started at the same clock earlier), so a
+    // fenced resource refuses A once it has seen B.
+    let (fa, fb) = (ga.fence().expect("fenced"), gb.fence().expect("fenced"));
+    assert!(fb > fa, "B's token {fb:?} must be above A's {fa:?}");
     // A's renewal is confirmed by masters 1 and 2 only: once A's connections to the restarted
     // masters are back (before that the outcome is unknown, a temporary error), the loss is
     // reported.

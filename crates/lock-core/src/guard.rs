@@ -99,8 +99,8 @@ impl LockGuard {
 
     /// The fencing token: strictly greater than any earlier holder's of this key. `None` when
     /// the backend has no fencing ([`Capability::fencing`](crate::Capability) is false, as for
-    /// a Redlock quorum): there is then no number that could fence off a stale holder, and
-    /// none is handed out that would look like one.
+    /// a Redlock quorum over members that cannot raise their counters): there is then no number
+    /// that could fence off a stale holder, and none is handed out that would look like one.
     pub fn fence(&self) -> Option<FencingToken> {
         self.held().fence
     }

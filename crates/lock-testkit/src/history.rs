@@ -5,8 +5,9 @@
 //! did not increase, lost updates, and holders that wrote without knowing their lock was gone.
 //!
 //! The register rejects a read or write whose token is lower than the highest it has seen (on
-//! a read or a write), as a fenced storage service would; without fencing (a Redlock quorum) it
-//! accepts everything, so any overlap shows up as a lost update.
+//! a read or a write), as a fenced storage service would; every backend and the Redlock quorum
+//! hand out tokens, which the register checks this way. Without a token (a backend without
+//! fencing) it accepts everything, so any overlap shows up as a lost update.
 
 use std::fmt;
 use std::sync::Arc;
