@@ -36,9 +36,11 @@ const READER_SUFFIX: &str = "#rw-r";
 /// - A **reader** takes any free slot (waiting if all K are taken), then looks at the gate
 ///   ([`inspect`](crate::LockBackend::inspect), or on a backend that cannot inspect, a single
 ///   attempt on the gate released at once). If a writer holds the gate (holding it, or waiting
-///   there for the readers to leave), the reader gives its slot back, waits until it can take
-///   the gate itself, lets it go at once and starts over. So a waiting writer blocks new
-///   readers: a stream of readers cannot starve writers.
+///   there for the readers to leave), the reader gives its slot back and queues for the gate
+///   itself; once it has the gate it takes a slot and lets the gate go. So a waiting writer
+///   blocks new readers (a stream of readers cannot starve writers), and readers that queued
+///   behind a writer get in before the writers that queued after them (a stream of writers
+///   cannot starve readers either, on backends that serve the gate's waiters in order).
 /// - A **writer** takes the gate, then all K slots at once; on any failure it releases what it
 ///   took. Exclusion between writers and readers rests only on the slots (a writer holds every
 ///   one), so it does not depend on how fresh the gate check is; the gate gives writers
@@ -194,38 +196,46 @@ impl RwLock {
     async fn read_inner(&self, once: bool, opts: Opts) -> Result<Option<ReadGuard>> {
         let started = Instant::now();
         let deadline = opts.deadline(started)?;
-        let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        loop {
-            let permit = match self.readers.take(once, deadline, opts.lease).await {
-                Ok(Some(p)) => p,
-                Ok(None) => return Ok(None),
-                Err(LockError::Timeout { .. }) => return Err(self.timeout(started)),
-                Err(e) => return Err(e),
-            };
-            let busy = match self.gate_busy(opts.lease).await {
-                Ok(b) => b,
-                Err(e) => {
-                    release_quietly(permit.release()).await;
-                    return Err(e);
-                }
-            };
-            if !busy {
-                return Ok(Some(ReadGuard { permit }));
+        let permit = match self.readers.take(once, deadline, opts.lease).await {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(None),
+            Err(LockError::Timeout { .. }) => return Err(self.timeout(started)),
+            Err(e) => return Err(e),
+        };
+        let busy = match self.gate_busy(opts.lease).await {
+            Ok(b) => b,
+            Err(e) => {
+                release_quietly(permit.release()).await;
+                return Err(e);
             }
-            // A writer holds or waits: step aside until it is done, then start over.
-            release_quietly(permit.release()).await;
-            if once {
-                return Ok(None);
-            }
-            let mut req = self.gate_request(opts.lease);
-            if let Some(w) = remaining() {
-                req = req.wait(w);
-            }
-            match req.acquire().await {
-                Ok(g) => release_quietly(g.release()).await,
-                Err(LockError::Timeout { .. }) => return Err(self.timeout(started)),
-                Err(e) => return Err(e),
-            }
+        };
+        if !busy {
+            return Ok(Some(ReadGuard { permit }));
+        }
+        // A writer holds or waits: step aside and queue at the gate behind it. Once through,
+        // take the slot while still holding the gate, so that the writers queued after this
+        // reader cannot turn it away again (readers would starve under a stream of writers).
+        release_quietly(permit.release()).await;
+        if once {
+            return Ok(None);
+        }
+        let mut req = self.gate_request(opts.lease);
+        if let Some(d) = deadline {
+            req = req.wait(d.saturating_duration_since(Instant::now()));
+        }
+        let gate = match req.acquire().await {
+            Ok(g) => g,
+            Err(LockError::Timeout { .. }) => return Err(self.timeout(started)),
+            Err(e) => return Err(e),
+        };
+        // Only readers hold slots while the gate is held here: they leave in time.
+        let permit = self.readers.take(false, deadline, opts.lease).await;
+        release_quietly(gate.release()).await;
+        match permit {
+            Ok(Some(permit)) => Ok(Some(ReadGuard { permit })),
+            Ok(None) => unreachable!("take(false) returns a permit or an error"),
+            Err(LockError::Timeout { .. }) => Err(self.timeout(started)),
+            Err(e) => Err(e),
         }
     }
 
