@@ -11,13 +11,15 @@ use lock_core::backend::{
 };
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use redis::ConnectionInfo;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use tokio::sync::OnceCell;
+use redis::aio::ConnectionManagerConfig;
+use redis::cluster::ClusterClientBuilder;
+use tokio::sync::{OnceCell, watch};
 use tokio::time::Instant;
 
 use crate::error::{NAME, bad_reply, classify};
+use crate::conn::RedisConnection;
 use crate::keys::{KeyLayout, KeyNames};
-use crate::notify::Notifier;
+use crate::notify::{Notifier, Source};
 use crate::options::Mode;
 use crate::scripts;
 
@@ -41,8 +43,9 @@ pub(crate) fn manager_config(connect: Duration, response: Duration) -> Connectio
         .set_max_delay(RECONNECT_MAX_DELAY)
 }
 
-/// Distributed locks on one Redis server (standalone, or the primary of a replicated set: a
-/// failover to a replica can lose the latest grants, see the README).
+/// Distributed locks on one Redis server (standalone, or the primary of a replicated set,
+/// found through Sentinel), or on a Redis Cluster. A failover to a replica can lose the latest
+/// grants, see the README.
 ///
 /// Build it with [`RedisLock::builder`]; clones share the connection, the subscriber and
 /// the scripts. Use it as `Arc<dyn LockBackend>` under a [`lock_core::Locker`].
@@ -53,9 +56,9 @@ pub struct RedisLock {
 
 /// Shared by the clones of one [`RedisLock`].
 struct Inner {
-    conn: ConnectionManager,
-    /// The server's address, if known (not for a bare connection manager).
-    server: Option<ConnectionInfo>,
+    conn: RedisConnection,
+    /// Where the server is, if known (not for a bare connection manager or cluster connection).
+    target: Target,
     /// Waiters listen for releases on pub/sub (else they poll).
     notifications: bool,
     /// Started by the first `subscribe`.
@@ -78,7 +81,7 @@ struct Inner {
 impl fmt::Debug for RedisLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // ConnectionInfo's own Debug redacts the password, but the address is all we need.
-        let addr = self.inner.server.as_ref().map(|i| i.addr().to_string());
+        let addr = self.inner.target.addresses();
         f.debug_struct("RedisLock")
             .field("mode", &self.inner.mode)
             .field("key_prefix", &self.inner.layout.prefix())
@@ -109,8 +112,8 @@ impl RedisLock {
     /// when `notifications` is on and the server's address is known; else they poll.
     #[allow(clippy::too_many_arguments)] // one call site, the builder
     pub(crate) fn new(
-        conn: ConnectionManager,
-        server: Option<ConnectionInfo>,
+        conn: RedisConnection,
+        target: Target,
         notifications: bool,
         mode: Mode,
         layout: KeyLayout,
@@ -118,14 +121,20 @@ impl RedisLock {
         connection_timeout: Duration,
         interop_poll: Duration,
     ) -> Self {
-        let notifications = notifications && server.is_some();
-        let inbox =
-            if notifications { layout.inbox(&OwnerToken::random().to_string()) } else { String::new() };
+        let notifications = notifications && !matches!(target, Target::Unknown);
+        // A cluster has no inbox: a sharded channel lives in one slot, and a client's inbox
+        // would be in none of its locks' slots. The hand-over names the waiter on the lock's
+        // own channel instead (every subscriber of that key reads it, only the named one wakes).
+        let inbox = if notifications && !matches!(target, Target::Cluster(_)) {
+            layout.inbox(&OwnerToken::random().to_string())
+        } else {
+            String::new()
+        };
         let inner = Inner {
             notifications,
             inbox,
             conn,
-            server,
+            target,
             notifier: OnceCell::new(),
             mode,
             layout: Arc::new(layout),
@@ -151,7 +160,7 @@ impl RedisLock {
     /// The connection lock commands go through (a clone sharing it), so a test can find and
     /// kill it on the server. Feature `testing`; not for production use.
     #[cfg(feature = "testing")]
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> RedisConnection {
         self.inner.conn.clone()
     }
 
@@ -191,16 +200,16 @@ impl RedisLock {
     }
 
     async fn notifier(&self) -> Result<Option<&Notifier>> {
-        let Some(info) = self.inner.server.as_ref().filter(|_| self.inner.notifications) else {
+        if !self.inner.notifications {
             return Ok(None);
-        };
+        }
         let timeout = self.inner.connection_timeout;
         let n = self
             .inner
             .notifier
             .get_or_try_init(|| {
                 Notifier::start(
-                    info,
+                    self.inner.target.source(),
                     self.inner.layout.clone(),
                     self.inner.inbox.clone(),
                     manager_config(timeout, timeout),
@@ -280,7 +289,7 @@ impl RedisLock {
         let wait_ms = self.wait_ms(req);
         let mut conn = self.inner.conn.clone();
         // The invocation holds copies of its arguments, so the cleanup can take the originals.
-        let mut inv = scripts::ACQUIRE_SIMPLE.prepare_invoke();
+        let mut inv = scripts::ACQUIRE_SIMPLE.get(conn.sharded()).prepare_invoke();
         inv.key(&names.lock)
             .key(&names.fence)
             .key(&names.waiters)
@@ -308,8 +317,8 @@ impl RedisLock {
         let wait_ms = self.wait_ms(req);
         let mut conn = self.inner.conn.clone();
         let mut inv = match self.inner.mode {
-            Mode::Fair => scripts::ACQUIRE_FAIR.prepare_invoke(),
-            _ => scripts::ACQUIRE_REENTRANT.prepare_invoke(),
+            Mode::Fair => scripts::ACQUIRE_FAIR.get(conn.sharded()).prepare_invoke(),
+            _ => scripts::ACQUIRE_REENTRANT.get(conn.sharded()).prepare_invoke(),
         };
         inv.key(&names.lock).key(&names.fence);
         if self.inner.mode == Mode::Fair {
@@ -344,12 +353,13 @@ impl RedisLock {
 /// `release_simple.lua`: delete the lock if its value starts with `owner` and hand it over to
 /// one waiter; `(2, waiter named or "")` when deleted, `(0, "")` otherwise.
 async fn release_simple(
-    mut conn: ConnectionManager,
+    mut conn: RedisConnection,
     names: &KeyNames,
     owner: &str,
     claim_ms: u64,
 ) -> Result<(i64, String)> {
     scripts::RELEASE_SIMPLE
+        .get(conn.sharded())
         .key(&names.lock)
         .key(&names.waiters)
         .key(&names.queue)
@@ -364,7 +374,7 @@ async fn release_simple(
 /// `release_plain.lua`: delete the lock if its value starts with `token` (an owner token, or
 /// owner token and nonce), push python-redis-lock's signal in that mode, publish for our own
 /// waiters; 1 when deleted.
-async fn release_plain(mut conn: ConnectionManager, names: &KeyNames, token: &str) -> Result<i64> {
+async fn release_plain(mut conn: RedisConnection, names: &KeyNames, token: &str) -> Result<i64> {
     let mut inv = scripts::RELEASE_PLAIN.prepare_invoke();
     inv.key(&names.lock);
     if let Some(signal) = &names.signal {
@@ -379,7 +389,7 @@ async fn release_plain(mut conn: ConnectionManager, names: &KeyNames, token: &st
 /// set (and the fair queue). Both take the same arguments, their keys in their own order.
 async fn cancel(
     mode: Mode,
-    mut conn: ConnectionManager,
+    mut conn: RedisConnection,
     names: &KeyNames,
     owner: &str,
     nonce: &str,
@@ -387,8 +397,10 @@ async fn cancel(
     inbox: &str,
 ) -> Result<()> {
     let (script, keys) = match mode {
-        Mode::Simple => (&*scripts::CANCEL_SIMPLE, [&names.lock, &names.waiters, &names.queue]),
-        Mode::Reentrant | Mode::Fair => (&*scripts::CANCEL_HASH, [&names.lock, &names.queue, &names.waiters]),
+        Mode::Simple => (scripts::CANCEL_SIMPLE.get(conn.sharded()), [&names.lock, &names.waiters, &names.queue]),
+        Mode::Reentrant | Mode::Fair => {
+            (scripts::CANCEL_HASH.get(conn.sharded()), [&names.lock, &names.queue, &names.waiters])
+        }
         // No wait set to leave; an interop attempt's own cleanup is `arm_plain`.
         Mode::RedisPy | Mode::PythonRedisLock => return Ok(()),
     };
@@ -424,11 +436,7 @@ impl LockBackend for RedisLock {
         } else {
             format!("prefix={prefix}")
         };
-        match &self.inner.server {
-            Some(i) => format!("redis://{}/{}?{space}", i.addr(), i.redis_settings().db()),
-            // Built from a bare connection manager: the address is unknown here.
-            None => format!("redis://?{space}"),
-        }
+        self.inner.target.identity(&space)
     }
 
     fn capabilities(&self) -> Capability {
@@ -475,6 +483,7 @@ impl LockBackend for RedisLock {
                 (2 * release_plain(conn, &names, &token).await?, String::new())
             }
             Mode::Reentrant | Mode::Fair => scripts::RELEASE_HASH
+                .get(conn.sharded())
                 .key(&names.lock)
                 .key(&names.queue)
                 .key(&names.waiters)
@@ -620,4 +629,91 @@ fn note_of_value(v: &[u8]) -> Option<String> {
         return None;
     }
     String::from_utf8(note.to_vec()).ok()
+}
+
+/// Where the backend's server is: what the subscriber connects to and what `identity` names.
+pub(crate) enum Target {
+    /// Built from a bare connection manager or cluster connection: the address is unknown
+    /// (waiters poll).
+    Unknown,
+    /// One server.
+    Single(ConnectionInfo),
+    /// A cluster: its seed nodes.
+    Cluster(ClusterSpec),
+    /// The primary named by `master` on the sentinels; `primary` follows it.
+    Sentinel { sentinels: Vec<String>, master: String, db: i64, primary: watch::Receiver<ConnectionInfo> },
+}
+
+/// How to open another connection to a cluster (the subscriber's).
+pub(crate) struct ClusterSpec {
+    pub(crate) nodes: Vec<ConnectionInfo>,
+    pub(crate) connection_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    /// PEM CA certificate(s) for `rediss+cluster://`.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    pub(crate) tls_root_cert: Option<Vec<u8>>,
+}
+
+impl ClusterSpec {
+    /// A client builder with the seed nodes (their credentials and TLS), the timeouts, and few
+    /// retries: a request redirected (MOVED, ASK) or refused during a failover (CLUSTERDOWN,
+    /// TRYAGAIN) is retried a few times, then the caller sees a temporary error.
+    pub(crate) fn builder(&self) -> ClusterClientBuilder {
+        let b = ClusterClientBuilder::new(self.nodes.clone())
+            .connection_timeout(self.connection_timeout)
+            .response_timeout(self.response_timeout)
+            .retries(CLUSTER_RETRIES)
+            .min_retry_wait(10)
+            .max_retry_wait(200);
+        #[cfg(feature = "tls")]
+        let b = match &self.tls_root_cert {
+            Some(pem) => b.certs(redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) }),
+            None => b,
+        };
+        b
+    }
+}
+
+/// Retries of one cluster request (redirections, a node reconnecting).
+const CLUSTER_RETRIES: u32 = 3;
+
+impl Target {
+    /// The subscriber's connection.
+    fn source(&self) -> Source {
+        match self {
+            Target::Unknown => unreachable!("no notifier without an address"),
+            Target::Single(info) => Source::Single(info.clone()),
+            Target::Cluster(spec) => Source::Cluster(Box::new(spec.builder())),
+            Target::Sentinel { primary, .. } => Source::Sentinel(primary.clone()),
+        }
+    }
+
+    /// The addresses, for `Debug` (no credentials).
+    fn addresses(&self) -> Option<String> {
+        match self {
+            Target::Unknown => None,
+            Target::Single(info) => Some(info.addr().to_string()),
+            Target::Cluster(spec) => Some(join(spec.nodes.iter().map(|n| n.addr().to_string()))),
+            Target::Sentinel { sentinels, master, .. } => Some(format!("{}/{master}", sentinels.join(","))),
+        }
+    }
+
+    /// The lock space's name, without credentials (see [`LockBackend::identity`]).
+    fn identity(&self, space: &str) -> String {
+        match self {
+            Target::Single(i) => format!("redis://{}/{}?{space}", i.addr(), i.redis_settings().db()),
+            Target::Cluster(spec) => {
+                format!("redis+cluster://{}/?{space}", join(spec.nodes.iter().map(|n| n.addr().to_string())))
+            }
+            Target::Sentinel { sentinels, master, db, .. } => {
+                format!("redis+sentinel://{}/{master}/{db}?{space}", sentinels.join(","))
+            }
+            // Built from a bare connection: the address is unknown here.
+            Target::Unknown => format!("redis://?{space}"),
+        }
+    }
+}
+
+fn join(it: impl Iterator<Item = String>) -> String {
+    it.collect::<Vec<_>>().join(",")
 }

@@ -7,12 +7,16 @@ use std::time::Duration;
 use lock_core::backend::redact::{redact_url, scrub, url_password};
 use lock_core::{LockError, Result};
 use redis::aio::ConnectionManager;
-use redis::{Client, IntoConnectionInfo};
+use redis::cluster_async::ClusterConnection;
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::{Client, ConnectionInfo, IntoConnectionInfo, RedisError};
 
-use crate::backend::{RedisLock, manager_config};
+use crate::backend::{ClusterSpec, RedisLock, Target, manager_config};
+use crate::conn::{Kind, RedisConnection, SentinelConn};
 use crate::error::{NAME, classify, is_temporary};
 use crate::keys::{DEFAULT_KEY_PREFIX, KeyLayout};
 use crate::options::{self, Mode};
+use crate::topology::{self, Topology};
 
 /// Default time allowed to open a connection.
 pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
@@ -72,6 +76,7 @@ enum Source {
 pub struct RedisLockBuilder {
     source: Source,
     manager: Option<ConnectionManager>,
+    cluster: Option<ClusterConnection>,
     mode: Mode,
     /// `None`: the mode's default (`dlock:`, or none in the interop modes).
     key_prefix: Option<String>,
@@ -95,6 +100,7 @@ impl fmt::Debug for RedisLockBuilder {
         f.debug_struct("RedisLockBuilder")
             .field("source", &source)
             .field("connection_manager", &self.manager.is_some())
+            .field("cluster_connection", &self.cluster.is_some())
             .field("mode", &self.mode)
             .field("key_prefix", &self.key_prefix)
             .field("username", &self.credentials.as_ref().map(|(u, _)| u))
@@ -114,6 +120,7 @@ impl Default for RedisLockBuilder {
         RedisLockBuilder {
             source: Source::None,
             manager: None,
+            cluster: None,
             mode: Mode::default(),
             key_prefix: None,
             credentials: None,
@@ -137,7 +144,12 @@ impl RedisLockBuilder {
     }
 
     /// Connect to `url`: `redis://[user[:password]@]host[:port][/db]`, `rediss://` (feature
-    /// `tls`), `redis+unix:///path`. The password is never printed.
+    /// `tls`), `redis+unix:///path`; a Redis Cluster:
+    /// `redis+cluster://[user[:password]@]host1:port1,host2:port2,...` (seed nodes, default port
+    /// 6379; `rediss+cluster://` with the `tls` feature); the primary a set of Sentinels
+    /// watches: `redis+sentinel://[user[:password]@]s1:port1,s2:port2/master-name[/db]`
+    /// (default port 26379; the credentials are the primary's, the sentinels are asked without
+    /// any). The password is never printed.
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.source = Source::Url(url.into());
         self
@@ -154,6 +166,15 @@ impl RedisLockBuilder {
     /// without either, waiters poll.
     pub fn connection_manager(mut self, manager: ConnectionManager) -> Self {
         self.manager = Some(manager);
+        self
+    }
+
+    /// Send lock commands through an existing cluster connection (a
+    /// [`redis::cluster::ClusterClient`]'s). Release notifications need a second connection,
+    /// which needs a `redis+cluster://` [`url`](Self::url) too; without it, waiters poll.
+    /// The interop modes cannot run on a cluster.
+    pub fn cluster_connection(mut self, conn: ClusterConnection) -> Self {
+        self.cluster = Some(conn);
         self
     }
 
@@ -219,10 +240,11 @@ impl RedisLockBuilder {
     /// [`LockError::InvalidConfig`] for a bad URL, prefix or timeout (password redacted),
     /// [`LockError::FeatureNotEnabled`] for `rediss://` without the `tls` feature, and backend
     /// errors when the first connection fails (authentication failures are permanent).
-    pub async fn build(self) -> Result<RedisLock> {
+    pub async fn build(mut self) -> Result<RedisLock> {
         let interop = self.mode.is_interop();
         let key_prefix = self
             .key_prefix
+            .clone()
             .unwrap_or_else(|| if interop { String::new() } else { DEFAULT_KEY_PREFIX.to_owned() });
         // The native modes wrap the key in a hash tag, which braces in the prefix would move.
         if !interop && key_prefix.contains(['{', '}']) {
@@ -234,8 +256,35 @@ impl RedisLockBuilder {
         if self.fair_waiter_timeout < MIN_FAIR_WAITER_TIMEOUT {
             return Err(invalid(format!("fair waiter timeout must be at least {MIN_FAIR_WAITER_TIMEOUT:?}")));
         }
+        let topology = match &self.source {
+            Source::Url(url) => topology::parse(url)?,
+            _ => None,
+        };
+        let on_cluster = self.cluster.is_some() || matches!(topology, Some(Topology::Cluster { .. }));
+        if interop && on_cluster {
+            // The other library's key has no hash tag: our fence counter next to it (and
+            // python-redis-lock's signal list) would be in another slot.
+            return Err(invalid(
+                "the interop modes (redis-py, python-redis-lock) cannot run on a cluster".to_owned(),
+            ));
+        }
+        let layout = KeyLayout::for_mode(key_prefix, self.mode);
+        if let Some(topology) = topology {
+            let Source::Url(url) = &self.source else { unreachable!("a topology comes from a url") };
+            let (conn, target) = match topology {
+                Topology::Cluster { nodes } => self.connect_cluster(url, &nodes).await?,
+                Topology::Sentinel { sentinels, master, node } => {
+                    self.connect_sentinel(url, &sentinels, master, &node).await?
+                }
+            };
+            return Ok(self.finish(conn, target, layout));
+        }
+        if let Some(c) = self.cluster.clone() {
+            return Ok(self.finish(RedisConnection(Kind::Cluster(c)), Target::Unknown, layout));
+        }
         let password = self.credentials.as_ref().map(|(_, p)| p.clone());
-        let client = match self.source {
+        let source = std::mem::replace(&mut self.source, Source::None);
+        let client = match source {
             Source::None => None,
             Source::Client(c) => Some(*c),
             Source::Url(url) => {
@@ -284,7 +333,7 @@ impl RedisLockBuilder {
             // redis' rustls has no crypto provider of its own; use ring unless one is set.
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
-        let conn = match (self.manager, &client) {
+        let conn = match (self.manager.clone(), &client) {
             (Some(m), _) => m,
             (None, Some(c)) => {
                 // One plain attempt first: it fails at once with the real cause (refused, bad
@@ -320,16 +369,135 @@ impl RedisLockBuilder {
             }
             (None, None) => return Err(invalid("give a url, a client or a connection manager".to_owned())),
         };
-        Ok(RedisLock::new(
+        let target =
+            client.as_ref().map_or(Target::Unknown, |c| Target::Single(c.get_connection_info().clone()));
+        Ok(self.finish(RedisConnection(Kind::Single(conn)), target, layout))
+    }
+
+    fn finish(&self, conn: RedisConnection, target: Target, layout: KeyLayout) -> RedisLock {
+        RedisLock::new(
             conn,
-            client.as_ref().map(|c| c.get_connection_info().clone()),
+            target,
             self.notifications,
             self.mode,
-            KeyLayout::for_mode(key_prefix, self.mode),
+            layout,
             self.fair_waiter_timeout,
             self.connection_timeout,
             self.interop_poll,
-        ))
+        )
+    }
+
+    /// `url`'s node URLs as connection infos (TCP without Nagle, the builder's credentials).
+    fn node_infos(&self, url: &str, nodes: &[String]) -> Result<Vec<ConnectionInfo>> {
+        nodes
+            .iter()
+            .map(|n| {
+                let info = n.as_str().into_connection_info().map_err(|e| self.bad_url(url, e))?;
+                let tcp = info.tcp_settings().clone().set_nodelay(true);
+                Ok(self.with_credentials(info.set_tcp_settings(tcp)))
+            })
+            .collect()
+    }
+
+    /// `info` with the credentials of [`credentials`](Self::credentials), if set.
+    fn with_credentials(&self, info: ConnectionInfo) -> ConnectionInfo {
+        let Some((user, pw)) = &self.credentials else { return info };
+        let mut settings = info.redis_settings().clone().set_password(pw);
+        if let Some(u) = user {
+            settings = settings.set_username(u);
+        }
+        info.set_redis_settings(settings)
+    }
+
+    /// A configuration error about `url`, without its password.
+    fn bad_url(&self, url: &str, e: RedisError) -> LockError {
+        let secrets: Vec<&str> = url_password(url).into_iter().collect();
+        invalid(scrub(&format!("{}: {e}", redact_url(url)), &secrets))
+    }
+
+    /// A connection error, without any password the URL or the builder holds.
+    fn failed(&self, url: &str, e: RedisError) -> LockError {
+        let mut secrets: Vec<&str> = url_password(url).into_iter().collect();
+        if let Some((_, pw)) = &self.credentials {
+            secrets.push(pw);
+        }
+        let msg = e.to_string();
+        if secrets.iter().any(|s| !s.is_empty() && msg.contains(s)) {
+            let msg = scrub(&msg, &secrets);
+            return if is_temporary(&e) {
+                LockError::temporary(NAME, msg)
+            } else {
+                LockError::permanent(NAME, msg)
+            };
+        }
+        classify(e)
+    }
+
+    /// Commands through a cluster connection (the user's, or one opened on the seed nodes);
+    /// notifications through a second one on the same nodes.
+    async fn connect_cluster(&self, url: &str, nodes: &[String]) -> Result<(RedisConnection, Target)> {
+        let spec = ClusterSpec {
+            nodes: self.node_infos(url, nodes)?,
+            connection_timeout: self.connection_timeout,
+            response_timeout: self.response_timeout,
+            tls_root_cert: self.tls_root_cert.clone(),
+        };
+        #[cfg(feature = "tls")]
+        {
+            // redis' rustls has no crypto provider of its own; use ring unless one is set.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let conn = match self.cluster.clone() {
+            Some(c) => c,
+            None => {
+                let client = spec.builder().build().map_err(|e| self.bad_url(url, e))?;
+                // The first connection fetches the slot map from the seed nodes.
+                let first =
+                    tokio::time::timeout(2 * self.connection_timeout, client.get_async_connection()).await;
+                match first {
+                    Ok(r) => r.map_err(|e| self.failed(url, e))?,
+                    Err(_) => {
+                        return Err(LockError::temporary(
+                            NAME,
+                            format!("no cluster node of {} answered in time", redact_url(url)),
+                        ));
+                    }
+                }
+            }
+        };
+        Ok((RedisConnection(Kind::Cluster(conn)), Target::Cluster(spec)))
+    }
+
+    /// Commands to the primary the sentinels name, followed across a failover.
+    async fn connect_sentinel(
+        &self,
+        url: &str,
+        sentinels: &[String],
+        master: String,
+        node: &str,
+    ) -> Result<(RedisConnection, Target)> {
+        let node = self.with_credentials(node.into_connection_info().map_err(|e| self.bad_url(url, e))?);
+        let db = node.redis_settings().db();
+        let tcp = node.tcp_settings().clone().set_nodelay(true);
+        let node_info = SentinelNodeConnectionInfo::default()
+            .set_redis_connection_info(node.redis_settings().clone())
+            .set_tcp_settings(tcp);
+        let addrs: Vec<String> =
+            sentinels.iter().map(|s| s.trim_start_matches("redis://").to_owned()).collect();
+        let client = SentinelClient::build(
+            sentinels.to_vec(),
+            master.clone(),
+            Some(node_info),
+            SentinelServerType::Master,
+        )
+        .map_err(|e| self.bad_url(url, e))?;
+        let cfg = manager_config(self.connection_timeout, self.response_timeout);
+        let (conn, _) = SentinelConn::connect(client, cfg, self.connection_timeout)
+            .await
+            .map_err(|e| self.failed(url, e))?;
+        let primary = conn.primary();
+        let target = Target::Sentinel { sentinels: addrs, master, db, primary };
+        Ok((RedisConnection(Kind::Sentinel(conn)), target))
     }
 }
 

@@ -6,13 +6,16 @@
 
 mod backend;
 mod builder;
+mod conn;
 mod error;
 mod keys;
 mod notify;
 mod options;
 mod scripts;
+mod topology;
 
 pub use backend::RedisLock;
+pub use conn::RedisConnection;
 pub use builder::{
     DEFAULT_CONNECTION_TIMEOUT, DEFAULT_FAIR_WAITER_TIMEOUT, DEFAULT_INTEROP_POLL, DEFAULT_RESPONSE_TIMEOUT,
     RedisLockBuilder,

@@ -18,8 +18,10 @@ use std::time::Duration;
 
 use lock_core::backend::{Mutex, NotifyHub, Subscription};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
 use redis::{Client, ConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::keys::KeyLayout;
@@ -37,6 +39,8 @@ type Subscribed = Arc<Mutex<HashSet<String>>>;
 enum Cmd {
     /// The user key that got its first waiter.
     Subscribe(String, oneshot::Sender<RedisResult<()>>),
+    /// A key the server unsubscribed us from while it still had waiters.
+    Resubscribe(String),
     /// The user key whose last waiter left.
     Unsubscribe(String),
 }
@@ -54,21 +58,76 @@ impl std::fmt::Debug for Cmd {
         match self {
             Cmd::Subscribe(k, _) => write!(f, "Subscribe({k})"),
             Cmd::Unsubscribe(k) => write!(f, "Unsubscribe({k})"),
+            Cmd::Resubscribe(k) => write!(f, "Resubscribe({k})"),
         }
     }
+}
+
+/// Where the subscriber connects.
+#[allow(clippy::large_enum_variant)] // one per client, moved once
+pub(crate) enum Source {
+    /// One server (its address).
+    Single(ConnectionInfo),
+    /// The primary the sentinels name, followed when it changes.
+    Sentinel(watch::Receiver<ConnectionInfo>),
+    /// A cluster: `SSUBSCRIBE` on the node that owns each lock's slot (the builder is set up with
+    /// the nodes, credentials and timeouts; RESP3 and the push sender are added here).
+    Cluster(Box<ClusterClientBuilder>),
+}
+
+/// The subscriber connection.
+enum SubConn {
+    /// `SUBSCRIBE` / `UNSUBSCRIBE` through a connection manager (it resubscribes after a
+    /// reconnection).
+    Manager(ConnectionManager),
+    /// `SSUBSCRIBE` / `SUNSUBSCRIBE` through a cluster connection (it resubscribes each
+    /// channel on the node owning its slot after a reconnection or a topology change).
+    Cluster(ClusterConnection),
+}
+
+impl SubConn {
+    async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
+        match self {
+            SubConn::Manager(c) => c.subscribe(channel).await,
+            SubConn::Cluster(c) => c.ssubscribe(channel).await,
+        }
+    }
+
+    async fn unsubscribe(&mut self, channel: &str) -> RedisResult<()> {
+        match self {
+            SubConn::Manager(c) => c.unsubscribe(channel).await,
+            SubConn::Cluster(c) => c.sunsubscribe(channel).await,
+        }
+    }
+}
+
+/// A RESP3 connection manager to `info` whose pushes go to `pushes`.
+async fn manager(
+    info: &ConnectionInfo,
+    cfg: ConnectionManagerConfig,
+    pushes: Arc<Pushes>,
+) -> RedisResult<ConnectionManager> {
+    let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
+    let client = Client::open(info.clone().set_redis_settings(settings))?;
+    let cfg = cfg
+        .set_push_sender(move |push: PushInfo| -> Result<(), ()> {
+            pushes.handle(push);
+            Ok(())
+        })
+        .set_automatic_resubscription();
+    client.get_connection_manager_with_config(cfg).await
 }
 
 impl Notifier {
     /// Opens the subscriber connection (RESP3, whatever protocol the command connection uses;
     /// `cfg` sets its timeouts) and starts its two tasks; they end when the notifier is dropped.
+    /// `inbox` is '' on a cluster (the hand-over is published on the lock's own channel).
     pub(crate) async fn start(
-        info: &ConnectionInfo,
+        source: Source,
         layout: Arc<KeyLayout>,
         inbox: String,
         cfg: ConnectionManagerConfig,
     ) -> RedisResult<Notifier> {
-        let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
-        let client = Client::open(info.clone().set_redis_settings(settings))?;
         let (cmds, cmd_rx) = mpsc::unbounded_channel();
         let weak = cmds.downgrade();
         let hub = NotifyHub::with_idle_hook(move |key| {
@@ -76,23 +135,42 @@ impl Notifier {
                 let _ = tx.send(Cmd::Unsubscribe(key.to_owned()));
             }
         });
-        let pushes = Pushes {
+        let subscribed = Subscribed::default();
+        let pushes = Arc::new(Pushes {
             hub: hub.clone(),
             layout: layout.clone(),
             inbox: inbox.clone(),
             reconnecting: AtomicBool::new(false),
+            subscribed: subscribed.clone(),
+            cmds: cmds.downgrade(),
+        });
+        let (mut conn, follow) = match source {
+            Source::Single(info) => {
+                (SubConn::Manager(manager(&info, cfg.clone(), pushes.clone()).await?), None)
+            }
+            Source::Sentinel(mut primary) => {
+                let info = primary.borrow_and_update().clone();
+                (SubConn::Manager(manager(&info, cfg.clone(), pushes.clone()).await?), Some(primary))
+            }
+            Source::Cluster(builder) => {
+                let p = pushes.clone();
+                let client = (*builder)
+                    .use_protocol(ProtocolVersion::RESP3)
+                    .push_sender(move |push: PushInfo| -> Result<(), ()> {
+                        p.handle(push);
+                        Ok(())
+                    })
+                    .build()?;
+                (SubConn::Cluster(client.get_async_connection().await?), None)
+            }
         };
-        let cfg = cfg
-            .set_push_sender(move |push: PushInfo| -> Result<(), ()> {
-                pushes.handle(push);
-                Ok(())
-            })
-            .set_automatic_resubscription();
-        let mut conn = client.get_connection_manager_with_config(cfg).await?;
         // Hand-overs to this client's waiters come here, whatever the key.
-        conn.subscribe(&inbox).await?;
-        let subscribed = Subscribed::default();
-        tokio::spawn(command_task(conn, cmd_rx, hub.clone(), layout, subscribed.clone()));
+        if !inbox.is_empty() {
+            conn.subscribe(&inbox).await?;
+        }
+        let task =
+            CommandTask { hub: hub.clone(), layout, subscribed: subscribed.clone(), inbox, cfg, pushes };
+        tokio::spawn(task.run(conn, cmd_rx, follow));
         Ok(Notifier { hub, cmds, subscribed })
     }
 
@@ -118,62 +196,122 @@ impl Notifier {
     }
 }
 
-async fn command_task(
-    mut conn: ConnectionManager,
-    mut rx: mpsc::UnboundedReceiver<Cmd>,
+/// The task that sends SUBSCRIBE / UNSUBSCRIBE, in the order they were asked for.
+struct CommandTask {
     hub: NotifyHub,
     layout: Arc<KeyLayout>,
     subscribed: Subscribed,
-) {
-    let mut batch = Vec::new();
-    // Keys whose last waiter left, and since when.
-    let mut idle: HashMap<String, Instant> = HashMap::new();
-    let mut sweep = tokio::time::interval(LINGER);
-    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            n = rx.recv_many(&mut batch, COMMAND_BATCH) => if n == 0 { return },
-            _ = sweep.tick(), if !idle.is_empty() => {
-                let now = Instant::now();
-                let due: Vec<String> = idle.iter().filter(|(_, t)| now - **t >= LINGER).map(|(k, _)| k.clone()).collect();
-                let mut gone = Vec::new();
-                {
-                    let mut subscribed = subscribed.lock();
-                    // Keys with waiters right now stay: they got a new waiter meanwhile.
-                    let live: HashSet<String> = hub.keys().into_iter().collect();
-                    for key in due {
-                        idle.remove(&key);
-                        if !live.contains(&key) && subscribed.remove(&key) {
-                            gone.push(key);
+    inbox: String,
+    cfg: ConnectionManagerConfig,
+    pushes: Arc<Pushes>,
+}
+
+impl CommandTask {
+    async fn run(
+        self,
+        mut conn: SubConn,
+        mut rx: mpsc::UnboundedReceiver<Cmd>,
+        mut follow: Option<watch::Receiver<ConnectionInfo>>,
+    ) {
+        let (hub, layout, subscribed) = (&self.hub, &self.layout, &self.subscribed);
+        let mut batch = Vec::new();
+        // Keys whose last waiter left, and since when.
+        let mut idle: HashMap<String, Instant> = HashMap::new();
+        let mut sweep = tokio::time::interval(LINGER);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                n = rx.recv_many(&mut batch, COMMAND_BATCH) => if n == 0 { return },
+                changed = async { follow.as_mut()?.changed().await.ok() }, if follow.is_some() => {
+                    match changed {
+                        Some(()) => {
+                            let info = follow.as_mut().map(|f| f.borrow_and_update().clone());
+                            if let Some(info) = info {
+                                self.follow(&mut conn, &info).await;
+                            }
+                        }
+                        None => follow = None,
+                    }
+                    continue;
+                }
+                _ = sweep.tick(), if !idle.is_empty() => {
+                    let now = Instant::now();
+                    let due: Vec<String> = idle.iter().filter(|(_, t)| now - **t >= LINGER).map(|(k, _)| k.clone()).collect();
+                    let mut gone = Vec::new();
+                    {
+                        let mut subscribed = subscribed.lock();
+                        // Keys with waiters right now stay: they got a new waiter meanwhile.
+                        let live: HashSet<String> = hub.keys().into_iter().collect();
+                        for key in due {
+                            idle.remove(&key);
+                            if !live.contains(&key) && subscribed.remove(&key) {
+                                gone.push(key);
+                            }
                         }
                     }
-                }
-                for key in gone {
-                    if let Err(e) = conn.unsubscribe(layout.channel(&key)).await {
-                        tracing::debug!(error = %e, "redis unsubscribe failed");
+                    for key in gone {
+                        if let Err(e) = conn.unsubscribe(&layout.channel(&key)).await {
+                            tracing::debug!(error = %e, "redis unsubscribe failed");
+                        }
                     }
-                }
-                continue;
-            }
-        }
-        for cmd in batch.drain(..) {
-            match cmd {
-                Cmd::Subscribe(key, ack) => {
-                    if subscribed.lock().contains(&key) {
-                        let _ = ack.send(Ok(()));
-                        continue;
-                    }
-                    let r = conn.subscribe(layout.channel(&key)).await;
-                    if r.is_ok() {
-                        subscribed.lock().insert(key);
-                    }
-                    let _ = ack.send(r);
-                }
-                Cmd::Unsubscribe(key) => {
-                    idle.insert(key, Instant::now());
+                    continue;
                 }
             }
+            for cmd in batch.drain(..) {
+                match cmd {
+                    Cmd::Subscribe(key, ack) => {
+                        if subscribed.lock().contains(&key) {
+                            let _ = ack.send(Ok(()));
+                            continue;
+                        }
+                        let r = conn.subscribe(&layout.channel(&key)).await;
+                        if r.is_ok() {
+                            subscribed.lock().insert(key);
+                        }
+                        let _ = ack.send(r);
+                    }
+                    Cmd::Resubscribe(key) => {
+                        // The server dropped a subscription the waiters still need (a cluster slot
+                        // moved to another node); the cluster connection routes it anew.
+                        if subscribed.lock().contains(&key)
+                            && let Err(e) = conn.subscribe(&layout.channel(&key)).await
+                        {
+                            tracing::debug!(error = %e, "redis resubscribe failed");
+                        }
+                    }
+                    Cmd::Unsubscribe(key) => {
+                        idle.insert(key, Instant::now());
+                    }
+                }
+            }
         }
+    }
+
+    /// Sentinel: the primary moved to `info`. Subscribes there (inbox and every subscribed key)
+    /// and wakes every waiter, since releases on the new primary may already have been missed.
+    /// On failure the old connection stays and the next change tries again; waiters then fall
+    /// back to their heartbeat.
+    async fn follow(&self, conn: &mut SubConn, info: &ConnectionInfo) {
+        let mut next = match manager(info, self.cfg.clone(), self.pushes.clone()).await {
+            Ok(m) => SubConn::Manager(m),
+            Err(e) => {
+                tracing::debug!(error = %e, "redis subscriber: new primary unreachable");
+                self.hub.notify_all();
+                return;
+            }
+        };
+        let mut channels: Vec<String> =
+            self.subscribed.lock().iter().map(|k| self.layout.channel(k)).collect();
+        if !self.inbox.is_empty() {
+            channels.push(self.inbox.clone());
+        }
+        for ch in &channels {
+            if let Err(e) = next.subscribe(ch).await {
+                tracing::debug!(error = %e, "redis subscriber: subscribing on the new primary failed");
+            }
+        }
+        *conn = next;
+        self.hub.notify_all();
     }
 }
 
@@ -185,6 +323,10 @@ struct Pushes {
     inbox: String,
     /// A disconnection was seen and the resubscription not yet.
     reconnecting: AtomicBool,
+    /// Keys subscribed on the server, to tell a server's `sunsubscribe` from our own.
+    subscribed: Subscribed,
+    /// The command task, for a resubscription.
+    cmds: mpsc::WeakUnboundedSender<Cmd>,
 }
 
 impl Pushes {
@@ -205,7 +347,7 @@ impl Pushes {
                     self.hub.notify_next(&key, Some(token));
                 }
             }
-            PushKind::Message => {
+            PushKind::Message | PushKind::SMessage => {
                 if let Some(Value::BulkString(ch)) = push.data.first()
                     && let Ok(ch) = std::str::from_utf8(ch)
                     && let Some(key) = self.layout.key_of_channel(ch)
@@ -223,7 +365,21 @@ impl Pushes {
                 self.hub.notify_all();
                 self.reconnecting.store(true, Ordering::SeqCst);
             }
-            PushKind::Subscribe if self.reconnecting.swap(false, Ordering::SeqCst) => {
+            PushKind::SUnsubscribe => {
+                // Ours only after the key left `subscribed`; else the server dropped it (its
+                // slot moved): wake the key's waiters and subscribe again where it lives now.
+                if let Some(Value::BulkString(ch)) = push.data.first()
+                    && let Ok(ch) = std::str::from_utf8(ch)
+                    && let Some(key) = self.layout.key_of_channel(ch)
+                    && self.subscribed.lock().contains(&key)
+                {
+                    self.hub.notify_next(&key, None);
+                    if let Some(tx) = self.cmds.upgrade() {
+                        let _ = tx.send(Cmd::Resubscribe(key));
+                    }
+                }
+            }
+            PushKind::Subscribe | PushKind::SSubscribe if self.reconnecting.swap(false, Ordering::SeqCst) => {
                 // Resubscribed after a reconnect: releases in the gap were not seen.
                 self.hub.notify_all();
             }

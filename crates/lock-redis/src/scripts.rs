@@ -20,28 +20,51 @@ fn with(preludes: &[&str], body: &str) -> Script {
     Script::new(&src)
 }
 
-pub(crate) static ACQUIRE_SIMPLE: LazyLock<Script> =
-    LazyLock::new(|| with(&[FENCE, HANDOFF], include_str!("../scripts/acquire_simple.lua")));
-pub(crate) static ACQUIRE_REENTRANT: LazyLock<Script> =
-    LazyLock::new(|| with(&[FENCE, HOLD, HANDOFF], include_str!("../scripts/acquire_reentrant.lua")));
-pub(crate) static ACQUIRE_FAIR: LazyLock<Script> =
-    LazyLock::new(|| with(&[FENCE, HOLD, HANDOFF], include_str!("../scripts/acquire_fair.lua")));
+/// A script that publishes (the hand-over, a release), in two flavours: `PUBLISH` for one
+/// server, `SPUBLISH` for a cluster, where a release's channel is a sharded channel in the
+/// lock's slot (`<lock>:released`), served by the node that owns the lock, and a cluster
+/// client hears it only there.
+pub(crate) struct Publishing {
+    plain: Script,
+    sharded: Script,
+}
+
+impl Publishing {
+    /// The flavour for a cluster (`sharded`) or one server.
+    pub(crate) fn get(&self, sharded: bool) -> &Script {
+        if sharded { &self.sharded } else { &self.plain }
+    }
+}
+
+fn publishing(preludes: &[&str], body: &str) -> Publishing {
+    let mut src = preludes.concat();
+    src.push_str(body);
+    let sharded = src.replace("redis.call('PUBLISH', ", "redis.call('SPUBLISH', ");
+    Publishing { plain: Script::new(&src), sharded: Script::new(&sharded) }
+}
+
+pub(crate) static ACQUIRE_SIMPLE: LazyLock<Publishing> =
+    LazyLock::new(|| publishing(&[FENCE, HANDOFF], include_str!("../scripts/acquire_simple.lua")));
+pub(crate) static ACQUIRE_REENTRANT: LazyLock<Publishing> =
+    LazyLock::new(|| publishing(&[FENCE, HOLD, HANDOFF], include_str!("../scripts/acquire_reentrant.lua")));
+pub(crate) static ACQUIRE_FAIR: LazyLock<Publishing> =
+    LazyLock::new(|| publishing(&[FENCE, HOLD, HANDOFF], include_str!("../scripts/acquire_fair.lua")));
 pub(crate) static ACQUIRE_PLAIN: LazyLock<Script> =
     LazyLock::new(|| with(&[FENCE], include_str!("../scripts/acquire_plain.lua")));
 pub(crate) static RELEASE_PLAIN: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/release_plain.lua")));
-pub(crate) static RELEASE_SIMPLE: LazyLock<Script> =
-    LazyLock::new(|| with(&[HANDOFF], include_str!("../scripts/release_simple.lua")));
-pub(crate) static RELEASE_HASH: LazyLock<Script> =
-    LazyLock::new(|| with(&[HANDOFF], include_str!("../scripts/release_hash.lua")));
+pub(crate) static RELEASE_SIMPLE: LazyLock<Publishing> =
+    LazyLock::new(|| publishing(&[HANDOFF], include_str!("../scripts/release_simple.lua")));
+pub(crate) static RELEASE_HASH: LazyLock<Publishing> =
+    LazyLock::new(|| publishing(&[HANDOFF], include_str!("../scripts/release_hash.lua")));
 pub(crate) static RENEW_SIMPLE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/renew_simple.lua")));
 pub(crate) static RENEW_HASH: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/renew_hash.lua")));
-pub(crate) static CANCEL_SIMPLE: LazyLock<Script> =
-    LazyLock::new(|| with(&[HANDOFF], include_str!("../scripts/cancel_simple.lua")));
-pub(crate) static CANCEL_HASH: LazyLock<Script> =
-    LazyLock::new(|| with(&[HANDOFF], include_str!("../scripts/cancel_hash.lua")));
+pub(crate) static CANCEL_SIMPLE: LazyLock<Publishing> =
+    LazyLock::new(|| publishing(&[HANDOFF], include_str!("../scripts/cancel_simple.lua")));
+pub(crate) static CANCEL_HASH: LazyLock<Publishing> =
+    LazyLock::new(|| publishing(&[HANDOFF], include_str!("../scripts/cancel_hash.lua")));
 pub(crate) static SET_NOTE: LazyLock<Script> =
     LazyLock::new(|| with(&[HOLDER], include_str!("../scripts/set_note.lua")));
 pub(crate) static RAISE_FENCE: LazyLock<Script> =

@@ -45,6 +45,8 @@ mod postgres;
 mod probe;
 mod process;
 mod redis;
+mod redis_cluster;
+mod redis_sentinel;
 mod zk;
 
 pub use error::ServerError;
@@ -65,6 +67,8 @@ pub(crate) use probe::Probe;
 pub use process::ManagedProcess;
 pub(crate) use process::{Spec, spawn_exit_reaper, with_port_retries};
 pub use redis::RedisServer;
+pub use redis_cluster::{CLUSTER_NODE_TIMEOUT_MS, RedisCluster};
+pub use redis_sentinel::{RedisSentinelSet, SENTINEL_DOWN_AFTER_MS, SENTINEL_MASTER_NAME, SentinelNode};
 pub use zk::{DEFAULT_TICK_MS as ZK_DEFAULT_TICK_MS, ZkEnsemble, ZkNode, ZkServer};
 
 /// PEM files for a server that speaks TLS ([`RedisServer::start_tls`],
@@ -128,6 +132,20 @@ static SHARED_MARIADB: OnceLock<Result<MariaDbServer, ServerError>> = OnceLock::
 static SHARED_ZK: OnceLock<Result<ZkServer, ServerError>> = OnceLock::new();
 static SHARED_ETCD: OnceLock<Result<EtcdServer, ServerError>> = OnceLock::new();
 static SHARED_POSTGRES: OnceLock<Result<PgServer, ServerError>> = OnceLock::new();
+static SHARED_REDIS_CLUSTER: OnceLock<Result<RedisCluster, ServerError>> = OnceLock::new();
+static SHARED_REDIS_SENTINEL: OnceLock<Result<RedisSentinelSet, ServerError>> = OnceLock::new();
+
+/// The 3-master Redis Cluster (no replicas) shared by every test of this process, started on
+/// first use. See [`try_shared_redis`] for the rules.
+pub fn try_shared_redis_cluster() -> Result<&'static RedisCluster, ServerError> {
+    SHARED_REDIS_CLUSTER.get_or_init(|| RedisCluster::start(3, 0)).as_ref().map_err(Clone::clone)
+}
+
+/// The Sentinel-managed primary and replica shared by every test of this process, started on
+/// first use. See [`try_shared_redis`] for the rules.
+pub fn try_shared_redis_sentinel() -> Result<&'static RedisSentinelSet, ServerError> {
+    SHARED_REDIS_SENTINEL.get_or_init(RedisSentinelSet::start).as_ref().map_err(Clone::clone)
+}
 
 /// The Redis server shared by every test of this process, started on first use.
 ///

@@ -184,6 +184,17 @@ pub(crate) fn info_server(
     }
 }
 
+/// One command to the plain TCP port `port` (1 s timeouts), one reply as [`command`] reads it
+/// (not arrays): for the cluster and sentinel fixtures' `CLUSTER INFO`, `INFO`, `CLUSTER NODES`.
+pub(crate) fn query(port: u16, args: &[&str]) -> Result<String, ServerError> {
+    let timeout = Some(Duration::from_secs(1));
+    let stream = TcpStream::connect_timeout(&loopback(port), Duration::from_millis(250))
+        .map_err(|e| ServerError::io(format!("connecting to 127.0.0.1:{port}"), e))?;
+    let _ = stream.set_read_timeout(timeout);
+    let _ = stream.set_write_timeout(timeout);
+    command(&mut BufReader::new(stream), args)
+}
+
 fn info_on<S: Read + Write>(mut stream: BufReader<S>, password: Option<&str>) -> Result<String, ServerError> {
     if let Some(pw) = password {
         command(&mut stream, &["AUTH", pw])?;

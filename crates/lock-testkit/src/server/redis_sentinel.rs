@@ -1,0 +1,178 @@
+//! A Sentinel-managed Redis: one primary, one replica, three sentinels (`redis-server
+//! --sentinel`, no extra package), all private processes on loopback.
+
+use std::ffi::OsString;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::redis::query;
+use super::{
+    ManagedProcess, Probe, RedisServer, ServerError, Spec, fault_hooks, find_binary, free_port, make_temp_dir,
+};
+
+/// The name the sentinels know the primary by.
+pub const SENTINEL_MASTER_NAME: &str = "dlock-primary";
+/// How long the primary may be silent before a sentinel thinks it down. Short, so a failover
+/// test is quick (the promotion follows within a few seconds).
+pub const SENTINEL_DOWN_AFTER_MS: u64 = 500;
+
+/// One `redis-server --sentinel` process with its own (rewritable) configuration file.
+#[derive(Debug)]
+pub struct SentinelNode {
+    proc: ManagedProcess,
+}
+
+impl SentinelNode {
+    fn start(primary_port: u16) -> Result<Self, ServerError> {
+        let program = find_binary("redis-server", "redis-server")?;
+        super::with_port_retries(|| {
+            let port = free_port()?;
+            let dir = make_temp_dir("redis-sentinel")?;
+            let base = super::canonical(dir.path());
+            let conf = base.join("sentinel.conf");
+            // A sentinel rewrites its configuration file: one writable file each.
+            let text = format!(
+                "port {port}\nbind 127.0.0.1\ndir {dir}\n\
+                 sentinel monitor {SENTINEL_MASTER_NAME} 127.0.0.1 {primary_port} 2\n\
+                 sentinel down-after-milliseconds {SENTINEL_MASTER_NAME} {SENTINEL_DOWN_AFTER_MS}\n\
+                 sentinel failover-timeout {SENTINEL_MASTER_NAME} 2000\n",
+                dir = base.display()
+            );
+            std::fs::write(&conf, text)
+                .map_err(|e| ServerError::io(format!("writing {}", conf.display()), e))?;
+            let spec = Spec {
+                what: format!("redis sentinel on 127.0.0.1:{port}"),
+                program: program.clone(),
+                args: vec![conf.into_os_string(), OsString::from("--sentinel")],
+                port,
+                other_ports: Vec::new(),
+                probe: Probe::Redis { password: None, unix: None },
+                ready_timeout: Duration::from_secs(15),
+            };
+            Ok(SentinelNode { proc: ManagedProcess::start(spec, dir)? })
+        })
+    }
+
+    /// The sentinel's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.proc.port()
+    }
+}
+
+fault_hooks!(SentinelNode, proc);
+
+/// A primary, its replica and three sentinels watching it as [`SENTINEL_MASTER_NAME`] (quorum
+/// 2). Ready when the replica is in sync and every sentinel knows the replica and the two other
+/// sentinels, so a failover can start as soon as the primary dies.
+///
+/// Dropping it kills every process. The fault hooks are on each server.
+#[derive(Debug)]
+pub struct RedisSentinelSet {
+    servers: Vec<RedisServer>,
+    sentinels: Vec<SentinelNode>,
+}
+
+impl RedisSentinelSet {
+    /// Starts the primary, the replica, then the sentinels (about a second).
+    pub fn start() -> Result<Self, ServerError> {
+        let primary = RedisServer::start()?;
+        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()])?;
+        // Sentinels learn the replicas from the primary's INFO when they connect and then only
+        // every 10 s: the replica must be attached before they start.
+        wait_for("the replica to attach", Duration::from_secs(15), || {
+            let info = query(primary.port(), &["INFO", "replication"])?;
+            Ok(info.lines().any(|l| l.trim() == "connected_slaves:1"))
+        })?;
+        let mut sentinels = Vec::new();
+        for _ in 0..3 {
+            sentinels.push(SentinelNode::start(primary.port())?);
+        }
+        let set = RedisSentinelSet { servers: vec![primary, replica], sentinels };
+        wait_for("the sentinels to find each other", Duration::from_secs(20), || {
+            for s in &set.sentinels {
+                let info = query(s.port(), &["INFO", "sentinel"])?;
+                if !info.contains("status=ok") || !info.contains("slaves=1,sentinels=3") {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        })?;
+        Ok(set)
+    }
+
+    /// `redis+sentinel://127.0.0.1:s1,127.0.0.1:s2,127.0.0.1:s3/dlock-primary`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self.sentinels.iter().map(|s| format!("127.0.0.1:{}", s.port())).collect();
+        format!("redis+sentinel://{}/{SENTINEL_MASTER_NAME}", hosts.join(","))
+    }
+
+    /// The two data servers, in start order (the first started as the primary).
+    pub fn servers(&self) -> &[RedisServer] {
+        &self.servers
+    }
+
+    /// The sentinels.
+    pub fn sentinels(&self) -> &[SentinelNode] {
+        &self.sentinels
+    }
+
+    /// The index (into [`servers`](Self::servers)) of the primary the sentinels name now.
+    pub fn primary(&self) -> Result<usize, ServerError> {
+        let sentinel = self
+            .sentinels
+            .iter()
+            .find(|s| s.is_running())
+            .ok_or_else(|| ServerError::NotRunning { what: "every sentinel".into() })?;
+        let info = query(sentinel.port(), &["INFO", "sentinel"])?;
+        let addr = info
+            .lines()
+            .find_map(|l| l.split(",address=").nth(1))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|a| a.rsplit(':').next())
+            .and_then(|p| p.parse::<u16>().ok());
+        addr.and_then(|p| self.servers.iter().position(|s| s.port() == p))
+            .ok_or_else(|| ServerError::Protocol { what: "INFO sentinel".into(), detail: info })
+    }
+
+    /// Waits until the sentinels name a primary other than server `old` and it answers as a
+    /// master (after `old` was killed: the replica's promotion).
+    pub fn wait_for_failover(&self, old: usize, timeout: Duration) -> Result<usize, ServerError> {
+        let mut new = old;
+        wait_for("the sentinels to promote the replica", timeout, || {
+            new = match self.primary() {
+                Ok(p) => p,
+                Err(_) => return Ok(false),
+            };
+            if new == old {
+                return Ok(false);
+            }
+            let role = query(self.servers[new].port(), &["INFO", "replication"])?;
+            Ok(role.lines().any(|l| l.trim() == "role:master"))
+        })?;
+        Ok(new)
+    }
+}
+
+/// Polls `check` every 20 ms until it says yes (probe errors count as no), at most `timeout`.
+fn wait_for(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> Result<bool, ServerError>,
+) -> Result<(), ServerError> {
+    let started = Instant::now();
+    loop {
+        let last = match check() {
+            Ok(true) => return Ok(()),
+            Ok(false) => String::from("not yet"),
+            Err(e) => e.to_string(),
+        };
+        if started.elapsed() > timeout {
+            return Err(ServerError::NotReady {
+                what: format!("{what} ({last})"),
+                waited: started.elapsed(),
+                log_tail: String::new(),
+            });
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}

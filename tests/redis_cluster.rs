@@ -1,0 +1,333 @@
+//! The Redis backend on a Redis Cluster (`redis+cluster://`): the conformance suite on a
+//! 3-master cluster shared by this binary (`lock_testkit::server::try_shared_redis_cluster`),
+//! the lock keys spread over all three masters, a lock followed through a slot migration
+//! (`ASK`, then `MOVED`), and a master killed and replaced by its replica (a cluster of its own).
+//!
+//! `cut_connection` is not offered: the holder has a connection to every master, and killing
+//! them all would cut the other tests sharing the cluster (those cases print `SKIPPED`).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{LockBackend, Locker, async_trait};
+use lock_redis::redis::{self, aio::ConnectionManager, cluster_async::ClusterConnection};
+use lock_redis::{Mode, RedisLock};
+use lock_testkit::server::{RedisCluster, try_shared_redis_cluster};
+use lock_testkit::{Client, ClientFaults, Factory, FaultResult};
+
+/// Prefix of every key these tests write.
+const PREFIX: &str = "dlock-test:";
+
+fn shared() -> &'static RedisCluster {
+    try_shared_redis_cluster().unwrap_or_else(|e| panic!("shared redis cluster: {e}"))
+}
+
+async fn admin(cluster: &RedisCluster) -> ClusterConnection {
+    let nodes: Vec<String> = cluster.nodes().iter().map(|n| n.url()).collect();
+    redis::cluster::ClusterClient::new(nodes)
+        .expect("cluster client")
+        .get_async_connection()
+        .await
+        .expect("admin cluster connection")
+}
+
+async fn backend(url: &str, mode: Mode) -> RedisLock {
+    RedisLock::builder()
+        .url(url)
+        .mode(mode)
+        .key_prefix(PREFIX)
+        .fair_waiter_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .expect("redis cluster backend")
+}
+
+struct ClusterFactory {
+    mode: Mode,
+    url: String,
+    admin: ClusterConnection,
+}
+
+async fn factory(mode: Mode) -> ClusterFactory {
+    let cluster = shared();
+    ClusterFactory { mode, url: cluster.url(), admin: admin(cluster).await }
+}
+
+#[async_trait]
+impl Factory for ClusterFactory {
+    fn label(&self) -> String {
+        format!("redis-cluster/{:?}", self.mode)
+    }
+
+    async fn client(&self) -> Client {
+        let lock = backend(&self.url, self.mode).await;
+        let faults = Admin { admin: self.admin.clone(), holder: lock.clone() };
+        Client::with_faults(Arc::new(lock), faults)
+    }
+}
+
+/// An administrator's cluster connection: deletes a lock behind its holder's back.
+struct Admin {
+    admin: ClusterConnection,
+    holder: RedisLock,
+}
+
+#[async_trait]
+impl ClientFaults for Admin {
+    async fn sever(&self, key: &str) -> FaultResult {
+        let lock = self.holder.key_names(key).lock;
+        let deleted: i64 =
+            redis::cmd("DEL").arg(&lock).query_async(&mut self.admin.clone()).await.expect("del");
+        assert_eq!(deleted, 1, "sever: {lock} does not exist");
+        Ok(())
+    }
+}
+
+mod simple {
+    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Simple).await);
+}
+
+mod reentrant {
+    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Reentrant).await);
+}
+
+mod fair {
+    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Fair).await);
+}
+
+/// Every key of one lock is in the lock's slot, and different locks land on every master: the
+/// suite above ran on all three.
+#[tokio::test]
+async fn keys_share_a_slot_and_spread_over_every_master() {
+    let cluster = shared();
+    let b = backend(&cluster.url(), Mode::Fair).await;
+    let locker = Locker::new(Arc::new(b.clone()));
+    let mut owners = BTreeSet::new();
+    for i in 0..24 {
+        let key = format!("spread/{i}");
+        let n = b.key_names(&key);
+        let slot = cluster.keyslot(&n.lock).expect("keyslot");
+        for other in [&n.fence, &n.queue, &n.waiters, &n.channel] {
+            assert_eq!(cluster.keyslot(other).expect("keyslot"), slot, "{other} is not in {}'s slot", n.lock);
+        }
+        owners.insert(cluster.owner_of_slot(slot).expect("slot map").expect("slot owned"));
+        let g = locker
+            .lock(&key)
+            .lease(Duration::from_secs(5))
+            .try_acquire()
+            .await
+            .expect("acquire")
+            .expect("free");
+        assert!(g.fence().is_some());
+        g.release().await.expect("release");
+    }
+    let masters: BTreeSet<usize> = cluster.masters().expect("masters").into_iter().collect();
+    assert_eq!(masters.len(), 3);
+    assert_eq!(owners, masters, "24 keys did not reach every master");
+}
+
+/// The interop modes are refused on a cluster: the other library's key has no hash tag.
+#[tokio::test]
+async fn interop_modes_are_refused() {
+    for mode in [Mode::RedisPy, Mode::PythonRedisLock] {
+        let e = RedisLock::builder().url(shared().url()).mode(mode).build().await.expect_err("refused");
+        assert!(matches!(e, lock_core::LockError::InvalidConfig { .. }), "{e:?}");
+    }
+}
+
+/// A waiter on a cluster wakes from the release's sharded message: with a waiter timeout of a
+/// minute its heartbeat (20 s) is far beyond the test, so only the message can wake it.
+#[tokio::test]
+async fn a_release_wakes_a_waiter_through_sharded_pubsub() {
+    let url = shared().url();
+    let make = || async {
+        RedisLock::builder()
+            .url(&url)
+            .key_prefix(PREFIX)
+            .fair_waiter_timeout(Duration::from_secs(60))
+            .build()
+            .await
+            .expect("backend")
+    };
+    let (a, b) = (Locker::new(Arc::new(make().await)), Locker::new(Arc::new(make().await)));
+    for i in 0..3 {
+        let key = format!("wake/{i}");
+        let held =
+            a.lock(&key).lease(Duration::from_secs(60)).try_acquire().await.expect("acquire").expect("free");
+        let waiter = tokio::spawn({
+            let b = b.clone();
+            async move { b.lock(&key).lease(Duration::from_secs(5)).wait(Duration::from_secs(15)).acquire().await }
+        });
+        // Released only once the waiter is queued on the server.
+        wait_for_waiters(&a, held.key(), 1).await;
+        held.release().await.expect("release");
+        let g = waiter.await.expect("join").expect("woken and granted");
+        g.release().await.expect("release");
+    }
+}
+
+async fn wait_for_waiters(locker: &Locker, key: &str, n: usize) {
+    for _ in 0..2000 {
+        if locker.backend().inspect(key).await.expect("inspect").waiters == Some(n) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("{key}: {n} waiter(s) never registered");
+}
+
+/// `WAIT 1 10000` on node `i`: the replica acknowledged everything written so far.
+async fn wait_for_replica(cluster: &RedisCluster, i: usize) {
+    let url = format!("redis://127.0.0.1:{}/", cluster.node(i).port());
+    let mut conn = redis::Client::open(url)
+        .expect("url")
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new().set_response_timeout(None),
+        )
+        .await
+        .expect("node connection");
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query_async(&mut conn).await.expect("wait");
+    assert_eq!(acked, 1, "the replica did not acknowledge the grant");
+}
+
+/// A direct connection to node `i` (admin commands that address one node).
+async fn node(cluster: &RedisCluster, i: usize) -> ConnectionManager {
+    let url = format!("redis://127.0.0.1:{}/", cluster.node(i).port());
+    redis::Client::open(url).expect("url").get_connection_manager().await.expect("node connection")
+}
+
+/// A lock is held while its slot moves to another master: during the migration the lock's
+/// keys are moved with `MIGRATE`, so the source answers `ASK` and the client follows it to the
+/// target; after `CLUSTER SETSLOT .. NODE` the source answers `MOVED`. The holder releases,
+/// another client takes the lock with a larger fence, on the new owner.
+#[tokio::test]
+async fn a_lock_follows_its_slot_through_a_migration() {
+    let cluster = shared();
+    let (a, b) = (backend(&cluster.url(), Mode::Simple).await, backend(&cluster.url(), Mode::Simple).await);
+    let (la, lb) = (Locker::new(Arc::new(a.clone())), Locker::new(Arc::new(b.clone())));
+    let key = "migrating";
+    let names = a.key_names(key);
+    let slot = cluster.keyslot(&names.lock).expect("keyslot");
+    let src = cluster.owner_of_slot(slot).expect("map").expect("owner");
+    let dst = *cluster.masters().expect("masters").iter().find(|&&m| m != src).expect("another master");
+    let (src_id, dst_id) = (cluster.node_id(src).expect("id"), cluster.node_id(dst).expect("id"));
+    let slot_s = slot.to_string();
+
+    let held =
+        la.lock(key).lease(Duration::from_secs(30)).try_acquire().await.expect("acquire").expect("free");
+    let first = held.fence().expect("fence");
+    cluster.command(dst, &["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &src_id]).expect("importing");
+    cluster.command(src, &["CLUSTER", "SETSLOT", &slot_s, "MIGRATING", &dst_id]).expect("migrating");
+    let mut src_conn = node(cluster, src).await;
+    let keys: Vec<String> = redis::cmd("CLUSTER")
+        .arg("GETKEYSINSLOT")
+        .arg(slot)
+        .arg(100)
+        .query_async(&mut src_conn)
+        .await
+        .expect("keys in slot");
+    assert!(keys.contains(&names.lock) && keys.contains(&names.fence), "{keys:?}");
+    let _: () = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(cluster.node(dst).port())
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(&keys)
+        .query_async(&mut src_conn)
+        .await
+        .expect("migrate");
+    // The keys are gone from the source, which still owns the slot: it answers ASK, and the
+    // renewal (one key) is followed to the target.
+    held.renew(Duration::from_secs(30)).await.expect("renew through ASK");
+    // A script over the lock's keys of which some (the empty queue) exist on neither node is
+    // refused with TRYAGAIN until the migration ends: a temporary error, never a grant.
+    match lb.try_lock(key).await {
+        Ok(None) => {}
+        Ok(Some(_)) => panic!("granted a held lock during the migration"),
+        Err(e) => assert!(e.is_temporary(), "{e:?}"),
+    }
+    for i in cluster.masters().expect("masters") {
+        cluster.command(i, &["CLUSTER", "SETSLOT", &slot_s, "NODE", &dst_id]).expect("setslot node");
+    }
+    // The slot is the target's now: MOVED for the clients whose map is stale.
+    let info = b.inspect(key).await.expect("inspect through MOVED");
+    assert_eq!(info.fence, Some(first), "the fence counter moved with the lock");
+    assert!(lb.try_lock(key).await.expect("attempt").is_none(), "granted a held lock after the migration");
+    held.release().await.expect("release through MOVED");
+    let g = lb.lock(key).lease(Duration::from_secs(5)).try_acquire().await.expect("acquire").expect("free");
+    assert!(g.fence().expect("fence") > first, "fence went backwards across the migration");
+    g.release().await.expect("release");
+    assert_eq!(cluster.owner_of_slot(slot).expect("map"), Some(dst));
+}
+
+/// A master dies while a client holds a lock on it: until its replica is promoted, attempts
+/// on that slot fail with temporary errors and none is granted; then the lock (replicated with
+/// `WAIT` before the kill, so the promoted replica has it) is still held, its holder releases
+/// it, and another client gets it with a larger fence.
+#[tokio::test]
+async fn a_killed_master_fails_over_to_its_replica() {
+    let Some(cluster) =
+        lock_testkit::server::or_skip("redis cluster with replicas", RedisCluster::start(3, 1))
+    else {
+        return;
+    };
+    let url = cluster.url();
+    let (a, b) = (backend(&url, Mode::Simple).await, backend(&url, Mode::Simple).await);
+    let (la, lb) = (Locker::new(Arc::new(a.clone())), Locker::new(Arc::new(b.clone())));
+    let key = "failover";
+    let slot = cluster.keyslot(&a.key_names(key).lock).expect("keyslot");
+    let master = cluster.owner_of_slot(slot).expect("map").expect("owner");
+    let held =
+        la.lock(key).lease(Duration::from_secs(60)).try_acquire().await.expect("acquire").expect("free");
+    let first = held.fence().expect("fence");
+    wait_for_replica(&cluster, master).await;
+
+    cluster.node(master).kill().expect("kill master");
+    let (mut refused, mut attempts) = (0, 0);
+    let promoted = async {
+        loop {
+            attempts += 1;
+            match lb.try_lock(key).await {
+                Ok(None) => {}
+                Ok(Some(_)) => panic!("granted a lock its holder still has"),
+                Err(e) => {
+                    assert!(e.is_temporary(), "not a temporary error: {e:?}");
+                    refused += 1;
+                }
+            }
+            if cluster.owner_of_slot(slot).ok().flatten().is_some_and(|o| o != master) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), promoted).await.expect("replica promoted");
+    assert!(refused >= 1, "no attempt failed while the master was down ({attempts} attempts)");
+    let cluster = tokio::task::spawn_blocking(move || {
+        cluster.wait_ok(Duration::from_secs(30)).expect("cluster ok again");
+        cluster
+    })
+    .await
+    .expect("join");
+    // Still held on the promoted replica: refused, not an error, once the map is new.
+    let mut answered = None;
+    for _ in 0..200 {
+        match lb.try_lock(key).await {
+            Ok(r) => {
+                answered = Some(r.is_none());
+                break;
+            }
+            Err(e) => assert!(e.is_temporary(), "{e:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(answered, Some(true), "the promoted replica lost the replicated grant, or never answered");
+    held.release().await.expect("release on the new master");
+    let g = lb.lock(key).lease(Duration::from_secs(5)).try_acquire().await.expect("acquire").expect("free");
+    assert!(g.fence().expect("fence") > first);
+    g.release().await.expect("release");
+    drop(cluster);
+}

@@ -1,0 +1,204 @@
+//! The Redis backend through Redis Sentinel (`redis+sentinel://sentinels/master-name`): the
+//! conformance suite on a primary + replica watched by three sentinels, shared by this binary
+//! (`lock_testkit::server::try_shared_redis_sentinel`), and a failover of a set of its own: the
+//! primary killed while a lock is held and a waiter waits; after the replica's promotion the
+//! backend follows it and the lock works again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{LockBackend, Locker, async_trait};
+use lock_redis::redis::{self, aio::ConnectionManager};
+use lock_redis::{Mode, RedisLock};
+use lock_testkit::server::{RedisSentinelSet, or_skip, try_shared_redis_sentinel};
+use lock_testkit::{Client, ClientFaults, Factory, FaultResult};
+
+/// Prefix of every key these tests write.
+const PREFIX: &str = "dlock-test:";
+
+fn shared() -> &'static RedisSentinelSet {
+    try_shared_redis_sentinel().unwrap_or_else(|e| panic!("shared redis sentinel set: {e}"))
+}
+
+async fn backend(url: &str, mode: Mode) -> RedisLock {
+    RedisLock::builder()
+        .url(url)
+        .mode(mode)
+        .key_prefix(PREFIX)
+        .fair_waiter_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .expect("redis sentinel backend")
+}
+
+/// A direct connection to the primary of `set` now.
+async fn primary(set: &RedisSentinelSet) -> ConnectionManager {
+    let p = set.primary().expect("primary");
+    redis::Client::open(set.servers()[p].url()).expect("url").get_connection_manager().await.expect("primary")
+}
+
+struct SentinelFactory {
+    mode: Mode,
+    url: String,
+    admin: ConnectionManager,
+}
+
+async fn factory(mode: Mode) -> SentinelFactory {
+    let set = shared();
+    SentinelFactory { mode, url: set.url(), admin: primary(set).await }
+}
+
+#[async_trait]
+impl Factory for SentinelFactory {
+    fn label(&self) -> String {
+        format!("redis-sentinel/{:?}", self.mode)
+    }
+
+    async fn client(&self) -> Client {
+        let lock = backend(&self.url, self.mode).await;
+        let faults = Admin { admin: self.admin.clone(), holder: lock.clone() };
+        Client::with_faults(Arc::new(lock), faults)
+    }
+}
+
+/// An administrator's connection to the primary, aimed at one client.
+struct Admin {
+    admin: ConnectionManager,
+    holder: RedisLock,
+}
+
+#[async_trait]
+impl ClientFaults for Admin {
+    async fn sever(&self, key: &str) -> FaultResult {
+        let lock = self.holder.key_names(key).lock;
+        let deleted: i64 =
+            redis::cmd("DEL").arg(&lock).query_async(&mut self.admin.clone()).await.expect("del");
+        assert_eq!(deleted, 1, "sever: {lock} does not exist");
+        Ok(())
+    }
+
+    async fn cut_connection(&self, _key: &str) -> FaultResult {
+        let id: i64 =
+            redis::cmd("CLIENT").arg("ID").query_async(&mut self.holder.connection()).await.expect("id");
+        let killed: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(id)
+            .query_async(&mut self.admin.clone())
+            .await
+            .expect("kill");
+        assert_eq!(killed, 1, "holder connection not found");
+        Ok(())
+    }
+}
+
+mod simple {
+    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Simple).await);
+}
+
+mod fair {
+    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Fair).await);
+}
+
+/// The cases that sever a hold, with the holder's connection killed first.
+mod simple_killed {
+    use lock_testkit::{LoseBy, Loss};
+    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::factory(lock_redis::Mode::Simple).await, Loss::CutThenSever);
+        renew_extends_lease, lost_signal_fires);
+}
+
+/// `identity` names the sentinels and the primary's name, never the primary's address (which
+/// a failover changes).
+#[tokio::test]
+async fn identity_names_the_sentinels_and_the_master() {
+    let set = shared();
+    let b = backend(&set.url(), Mode::Simple).await;
+    let id = b.identity();
+    assert!(
+        id.starts_with("redis+sentinel://") && id.contains(lock_testkit::server::SENTINEL_MASTER_NAME),
+        "{id}"
+    );
+    let primary_port = set.servers()[set.primary().expect("primary")].port().to_string();
+    assert!(!id.contains(&primary_port), "{id}");
+}
+
+/// Kill the primary while a lock is held and another client waits for it. The grant was
+/// replicated (`WAIT`) before the kill, so the promoted replica still has it: until the
+/// promotion attempts fail with temporary errors, none is granted; after it the holder renews
+/// and releases on the new primary, the waiter is granted (a larger fence), and a third client
+/// built before the failover locks and unlocks too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_primary_is_followed_to_the_promoted_replica() {
+    let Some(set) = or_skip(
+        "redis sentinel set",
+        tokio::task::spawn_blocking(RedisSentinelSet::start).await.expect("join"),
+    ) else {
+        return;
+    };
+    let url = set.url();
+    let (a, b, c) =
+        (backend(&url, Mode::Fair).await, backend(&url, Mode::Fair).await, backend(&url, Mode::Fair).await);
+    let (la, lb, lc) = (
+        Locker::new(Arc::new(a.clone())),
+        Locker::new(Arc::new(b.clone())),
+        Locker::new(Arc::new(c.clone())),
+    );
+    let key = "failover";
+    let held =
+        la.lock(key).lease(Duration::from_secs(60)).try_acquire().await.expect("acquire").expect("free");
+    let first = held.fence().expect("fence");
+    let waiter = tokio::spawn(async move {
+        lb.lock(key).lease(Duration::from_secs(5)).wait(Duration::from_secs(40)).acquire().await
+    });
+    // The waiter is queued, and the grant and the queue are on the replica, before the kill.
+    for i in 0.. {
+        if a.inspect(key).await.expect("inspect").waiters == Some(1) {
+            break;
+        }
+        assert!(i < 2000, "the waiter never queued");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let p = set.primary().expect("primary");
+    let mut conn = redis::Client::open(set.servers()[p].url())
+        .expect("url")
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new().set_response_timeout(None),
+        )
+        .await
+        .expect("primary");
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query_async(&mut conn).await.expect("wait");
+    assert_eq!(acked, 1, "the replica did not acknowledge");
+
+    let old = set.primary().expect("primary");
+    set.servers()[old].kill().expect("kill primary");
+    // Right after the kill nothing can have been promoted: the attempt fails, temporarily.
+    let e = lc.try_lock(key).await.expect_err("the primary is dead");
+    assert!(e.is_temporary(), "{e:?}");
+    let set = tokio::task::spawn_blocking(move || {
+        set.wait_for_failover(old, Duration::from_secs(30)).expect("promotion");
+        set
+    })
+    .await
+    .expect("join");
+    // The backend finds the new primary on its next failure; the lock is still held there.
+    let mut refused = None;
+    for _ in 0..500 {
+        match lc.try_lock(key).await {
+            Ok(r) => {
+                refused = Some(r.is_none());
+                break;
+            }
+            Err(e) => assert!(e.is_temporary(), "{e:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(refused, Some(true), "the promoted replica lost the replicated grant, or never answered");
+    held.release().await.expect("release on the new primary");
+    let g = waiter.await.expect("join").expect("the waiter is granted after the failover");
+    assert!(g.fence().expect("fence") > first, "fence went backwards across the failover");
+    g.release().await.expect("release");
+    let g =
+        lc.lock("after").lease(Duration::from_secs(5)).try_acquire().await.expect("acquire").expect("free");
+    g.release().await.expect("release");
+    drop(set);
+}
