@@ -87,13 +87,14 @@ pub async fn leader(a: LeaderArgs<'_>) -> ExitCode {
             Some(t) => eprintln!("dlock: leading {:?} (term {t})", a.key),
             None => eprintln!("dlock: leading {:?}", a.key),
         }
-        let ran = match run_held(a.key, a.on_lost, a.command, term, lost, &mut sigs).await {
-            Ok(ran) => ran,
-            Err(code) => {
-                let _ = candidate.resign().await;
-                return code;
-            }
-        };
+        let ran =
+            match run_held(a.key, a.on_lost, a.command, term, &[], lost.cancelled_owned(), &mut sigs).await {
+                Ok(ran) => ran,
+                Err(code) => {
+                    let _ = candidate.resign().await;
+                    return code;
+                }
+            };
         if ran.lost {
             eprintln!("dlock: leadership of {:?} lost while {:?} ran", a.key, ran.program);
             if a.once {

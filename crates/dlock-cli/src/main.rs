@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 mod duration;
+mod hold;
 mod leader;
 mod run;
 mod supervise;
@@ -33,11 +34,16 @@ pub const EXIT_UNSUPPORTED: u8 = 78;
 #[command(
     name = "dlock",
     version,
-    about = "Distributed locks over memory, Redis, MySQL/MariaDB and ZooKeeper",
+    about = "Distributed locks, semaphores, read-write locks and leader election over Redis, MySQL/MariaDB, ZooKeeper, PostgreSQL and etcd",
     after_help = "Examples:\n  \
                   dlock run --url redis://127.0.0.1:6379 --key nightly-report -- ./report.sh\n  \
                   dlock run --url zk://127.0.0.1:2181/locks --key deploy --wait 5m -- make deploy\n  \
                   dlock run --url mysql://app@db/app --key import --metrics-addr 127.0.0.1:9464 -- ./import\n  \
+                  dlock run --url redis://127.0.0.1:6379 --key transcode --permits 4 --wait 1h -- ./transcode.sh\n  \
+                  dlock run --url postgres://app@db/app --key schema --write -- ./migrate.sh\n  \
+                  dlock run --url postgres://app@db/app --key schema --read -- ./report.sh\n  \
+                  dlock leader --url etcd://127.0.0.1:2379/locks --key scheduler --identity \"$(hostname)\" -- ./scheduler\n  \
+                  dlock status --url etcd://127.0.0.1:2379/locks --key scheduler --leader\n  \
                   dlock status --url redis://127.0.0.1:6379 --key nightly-report --json\n  \
                   dlock completions bash > ~/.local/share/bash-completion/completions/dlock\n\n\
                   The benchmark of the backends lives in the repository's lock-bench crate: \
@@ -50,7 +56,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Hold a lock while a command runs, like flock(1) or `etcdctl lock`.
+    /// Hold a lock while a command runs, like flock(1) or `etcdctl lock`: the mutex KEY, one of
+    /// N permits of a semaphore (--permits N: at most N copies of a job at once), or the read or
+    /// write side of a read-write lock (--read, --write).
     ///
     /// The lock is renewed by a watchdog while the command runs, and released only after the
     /// command has exited. The command runs in its own process group; SIGTERM, SIGINT and
@@ -71,6 +79,24 @@ enum Cmd {
         /// Lock name.
         #[arg(long)]
         key: String,
+        /// Hold one of N permits of the semaphore KEY instead of the mutex: at most N copies of
+        /// the command run at once (every copy must give the same N). The command gets its
+        /// permit's slot, 0..N, in DLOCK_PERMIT_SLOT, and no fencing token (permits are not
+        /// exclusive).
+        #[arg(long, value_name = "N", conflicts_with_all = ["read", "write"])]
+        permits: Option<u32>,
+        /// Hold the read side of the read-write lock KEY: many readers at once, none while a
+        /// writer holds it or waits for it. No fencing token (readers are not exclusive).
+        #[arg(long, conflicts_with = "write")]
+        read: bool,
+        /// Hold the write side of the read-write lock KEY: alone, with no reader. The writer's
+        /// fencing token is exported.
+        #[arg(long)]
+        write: bool,
+        /// With --read/--write: reader slots of the read-write lock (at most this many readers
+        /// at once; a writer takes them all). Every process using KEY must give the same number.
+        #[arg(long, value_name = "K", default_value_t = dlock::DEFAULT_READER_SLOTS)]
+        reader_slots: u32,
         /// How long to wait for the lock (e.g. 500ms, 30s, 5m).
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         wait: Duration,
@@ -193,13 +219,31 @@ fn main() -> ExitCode {
     };
     rt.block_on(async move {
         match cli.cmd {
-            Cmd::Run { url, key, wait, lease, on_lost, metrics_addr, command } => {
+            Cmd::Run {
+                url,
+                key,
+                permits,
+                read,
+                write,
+                reader_slots,
+                wait,
+                lease,
+                on_lost,
+                metrics_addr,
+                command,
+            } => {
                 if let Some(addr) = metrics_addr
                     && let Err(code) = serve_metrics(addr)
                 {
                     return code;
                 }
-                run::run(&url, &key, wait, lease, on_lost, &command).await
+                let mode = match (permits, read, write) {
+                    (Some(n), _, _) => hold::Mode::Permits(n),
+                    (None, true, _) => hold::Mode::Read(reader_slots),
+                    (None, false, true) => hold::Mode::Write(reader_slots),
+                    (None, false, false) => hold::Mode::Mutex,
+                };
+                run::run(&url, &key, mode, wait, lease, on_lost, &command).await
             }
             Cmd::Leader { url, key, identity, lease, on_lost, once, command } => {
                 leader::leader(leader::LeaderArgs {

@@ -11,6 +11,7 @@ use nix::unistd::Pid;
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::hold::{Hold, Mode};
 use crate::supervise::{OnLost, exit_of};
 use crate::{EXIT_CONFIG, EXIT_LOST, EXIT_NOPERM, EXIT_TIMEOUT, EXIT_UNAVAILABLE, EXIT_UNSUPPORTED};
 
@@ -118,6 +119,7 @@ pub(crate) type Signals = [Signal_; 3];
 pub async fn run(
     url: &str,
     key: &str,
+    mode: Mode,
     wait: Duration,
     lease: Duration,
     on_lost: OnLost,
@@ -135,14 +137,14 @@ pub async fn run(
                 .await
                 .map_err(|_| unreachable(wait))??;
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            locker.lock(key).wait(left).acquire().await
+            Hold::acquire(&locker, key, mode, left).await
         } => match g {
             Ok(g) => g,
             Err(e) => return fail(url, &e),
         },
         sig = any_signal(&mut sigs) => return exit_signal(sig),
     };
-    let ran = run_held(key, on_lost, command, guard.fence(), guard.lost_token(), &mut sigs).await;
+    let ran = run_held(key, on_lost, command, guard.fence(), &guard.env(), guard.lost(), &mut sigs).await;
     let released = guard.release().await;
     let ran = match ran {
         Ok(ran) => ran,
@@ -178,7 +180,7 @@ impl Ran {
 }
 
 /// Run `command` under the supervisor while a hold of `key` lasts: `fence` exported as
-/// `DLOCK_FENCING_TOKEN`, dlock's signals forwarded to the command's group, the command
+/// `DLOCK_FENCING_TOKEN` (and `env`), dlock's signals forwarded to the command's group, the command
 /// stopped as `--on-lost` says when `lost` is cancelled. Returns once the command has exited;
 /// the caller releases the hold. `Err` is dlock's exit status when the command could not start.
 pub(crate) async fn run_held(
@@ -186,7 +188,8 @@ pub(crate) async fn run_held(
     on_lost: OnLost,
     command: &[String],
     fence: Option<dlock::FencingToken>,
-    lost: dlock::CancellationToken,
+    env: &[(&str, String)],
+    lost: impl std::future::Future<Output = ()>,
     sigs: &mut Signals,
 ) -> Result<Ran, ExitCode> {
     let Some(program) = command.first() else { return Err(ExitCode::from(EXIT_CONFIG)) };
@@ -215,6 +218,7 @@ pub(crate) async fn run_held(
         Some(f) => cmd.env("DLOCK_FENCING_TOKEN", f.to_string()),
         None => cmd.env_remove("DLOCK_FENCING_TOKEN"),
     };
+    cmd.env_remove("DLOCK_PERMIT_SLOT").envs(env.iter().map(|(k, v)| (k, v)));
     let mut sup = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -227,6 +231,7 @@ pub(crate) async fn run_held(
     };
     let mut lost_at: Option<tokio::time::Instant> = None;
     let mut killed = false;
+    tokio::pin!(lost);
     let status = loop {
         let kill_at = lost_at.map(|t| t + grace);
         tokio::select! {
@@ -234,7 +239,7 @@ pub(crate) async fn run_held(
             sig = any_signal(sigs) => {
                 let _ = killpg(group, sig);
             }
-            _ = lost.cancelled(), if lost_at.is_none() => {
+            () = &mut lost, if lost_at.is_none() => {
                 lost_at = Some(tokio::time::Instant::now());
                 match on_lost {
                     OnLost::Stop(sig, _) => {

@@ -1,7 +1,9 @@
-//! `dlock leader` (and `dlock status --leader`) as real processes against a real Redis: the
-//! command runs only while its dlock leads, with the term's fencing token; it is stopped when
-//! leadership is lost and starts again on the next term; a command that ends gives leadership
-//! up, and another candidate's command starts.
+//! `dlock leader` (and `dlock status --leader`), `dlock run --permits` and `dlock run
+//! --read/--write` as real processes against a real Redis. Leader: the command runs only while
+//! its dlock leads, with the term's fencing token; it is stopped when leadership is lost and
+//! starts again on the next term; a command that ends gives leadership up, and another
+//! candidate's command starts. Permits: at most N copies run, each with its own slot.
+//! Read-write: readers share, a writer excludes them, and a waiting writer holds off new readers.
 //!
 //! Every command holds `flock -n` on a shared file while it runs (exit 99 when it cannot): two
 //! leaders' commands running at once show up as status 99.
@@ -181,4 +183,110 @@ fn the_commands_status_passes_through_and_bad_input_exits_64() {
     assert_eq!(bad.status.code(), Some(64), "bad identity: {}", String::from_utf8_lossy(&bad.stderr));
     let bad = dlock(&["leader", "--url", "memory://x", "--key", &k, "--", "true"]);
     assert_eq!(bad.status.code(), Some(64), "memory:// is per process");
+}
+
+/// `dlock run <mode...> --key key` of a command that records its pid in `$D/pid.<tag>` and its
+/// environment in `$D/env.<tag>`, then sleeps (exit 143 on SIGTERM).
+fn dlock_run(dir: &Path, key: &str, tag: &str, mode: &[&str]) -> Child {
+    let body = format!(
+        "trap 'exit 143' TERM; echo \"slot=${{DLOCK_PERMIT_SLOT-unset}} fence=${{DLOCK_FENCING_TOKEN-unset}}\" \
+         > \"$D/env.{tag}\"; echo $$ > \"$D/pid.{tag}\"; sleep 30 & wait $!"
+    );
+    Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args([
+            "run",
+            "--url",
+            &redis_url(),
+            "--key",
+            key,
+            "--lease",
+            "2s",
+            "--on-lost",
+            "TERM:500ms",
+            "--wait",
+            "20s",
+        ])
+        .args(mode)
+        .args(["--", "sh", "-c", &body])
+        .env("D", dir)
+        .env("DLOCK_PERMIT_SLOT", "inherited-from-the-caller")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn dlock run")
+}
+
+fn env_of(dir: &Path, tag: &str) -> String {
+    std::fs::read_to_string(dir.join(format!("env.{tag}"))).expect("env file").trim().to_owned()
+}
+
+fn started(dir: &Path, tags: &[&str]) -> Vec<String> {
+    tags.iter().filter(|t| pid_of(dir, t).is_some()).map(|t| (*t).to_owned()).collect()
+}
+
+/// SIGTERM `c` (forwarded to its command) and expect the command's 143.
+fn stop(c: &mut Child, what: &str) {
+    kill(pid(c), Signal::SIGTERM).expect("SIGTERM");
+    assert_eq!(
+        wait_exit(c, Duration::from_secs(10)).code(),
+        Some(143),
+        "{what} exits with its command's status"
+    );
+}
+
+#[test]
+fn permits_limit_how_many_copies_run_at_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let k = key("permits");
+    let tags = ["a", "b", "c"];
+    let mut procs: Vec<Child> =
+        tags.iter().map(|t| dlock_run(dir.path(), &k, t, &["--permits", "2"])).collect();
+    wait_for("two copies start", Duration::from_secs(20), || started(dir.path(), &tags).len() == 2);
+    std::thread::sleep(Duration::from_millis(300)); // give a third the chance to overlap, if it could
+    let running = started(dir.path(), &tags);
+    assert_eq!(running.len(), 2, "only 2 of 3 copies may run: {running:?}");
+    let mut slots: Vec<String> = running.iter().map(|t| env_of(dir.path(), t)).collect();
+    slots.sort();
+    assert_eq!(slots, ["slot=0 fence=unset", "slot=1 fence=unset"], "one slot each, and no fencing token");
+    let waiting = tags.iter().position(|t| !running.iter().any(|r| r == t)).expect("one waits");
+    let first = tags.iter().position(|t| *t == running[0]).expect("running");
+    stop(&mut procs[first], "a permit holder");
+    wait_for("the third copy starts", Duration::from_secs(20), || {
+        pid_of(dir.path(), tags[waiting]).is_some()
+    });
+    for (i, p) in procs.iter_mut().enumerate() {
+        if i != first {
+            stop(p, "a permit holder");
+        }
+    }
+    let bad = dlock(&["run", "--url", &redis_url(), "--key", &k, "--permits", "0", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(64), "--permits 0: {}", String::from_utf8_lossy(&bad.stderr));
+}
+
+#[test]
+fn readers_share_a_writer_excludes_them_and_a_waiting_writer_holds_off_new_readers() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let k = key("rw");
+    let read = ["--read", "--reader-slots", "4"];
+    let mut r1 = dlock_run(dir.path(), &k, "r1", &read);
+    let mut r2 = dlock_run(dir.path(), &k, "r2", &read);
+    wait_for("both readers start", Duration::from_secs(20), || started(dir.path(), &["r1", "r2"]).len() == 2);
+    assert_eq!(env_of(dir.path(), "r1"), "slot=unset fence=unset", "readers get no fencing token");
+    let mut w = dlock_run(dir.path(), &k, "w", &["--write", "--reader-slots", "4"]);
+    std::thread::sleep(Duration::from_millis(300)); // give the writer the chance to overlap, if it could
+    assert!(pid_of(dir.path(), "w").is_none(), "the writer started while readers held the lock");
+    let mut r3 = dlock_run(dir.path(), &k, "r3", &read);
+    std::thread::sleep(Duration::from_millis(300)); // give r3 the chance to pass the writer, if it could
+    assert!(pid_of(dir.path(), "r3").is_none(), "a new reader passed a waiting writer");
+    stop(&mut r1, "reader 1");
+    stop(&mut r2, "reader 2");
+    wait_for("the writer starts", Duration::from_secs(20), || pid_of(dir.path(), "w").is_some());
+    let fence = env_of(dir.path(), "w");
+    let token = fence.strip_prefix("slot=unset fence=").expect("env");
+    assert!(token.parse::<u64>().is_ok(), "the writer gets a numeric fencing token: {fence:?}");
+    assert!(pid_of(dir.path(), "r3").is_none(), "a reader started while the writer held the lock");
+    stop(&mut w, "the writer");
+    wait_for("the queued reader starts", Duration::from_secs(20), || pid_of(dir.path(), "r3").is_some());
+    stop(&mut r3, "reader 3");
+    let both = dlock(&["run", "--url", &redis_url(), "--key", &k, "--read", "--write", "--", "true"]);
+    assert_eq!(both.status.code(), Some(2), "--read with --write is a usage error");
 }
