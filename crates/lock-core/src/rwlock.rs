@@ -277,10 +277,10 @@ impl RwLock {
         while let Some((slot, result)) = parts.next().await {
             match result {
                 Ok(Some(guard)) => slots.push(Permit::new(slot, guard)),
-                Ok(None) => {
-                    failure = Some(None);
-                    break;
-                }
+                // Let the other single attempts finish rather than cut them off: a cut-off
+                // attempt is undone in the background, and until then it can stand in the way
+                // of the next acquisition.
+                Ok(None) => failure = Some(None),
                 Err(LockError::Timeout { .. }) => {
                     failure = Some(Some(self.timeout(started)));
                     break;
