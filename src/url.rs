@@ -24,6 +24,8 @@ macro_rules! connect {
 /// |---|---|---|
 /// | `memory://<table>` | in-process table, shared by every `from_url` with the same name | `memory` |
 /// | `redis://`, `rediss://` (`?mode=simple\|reentrant\|fair\|redis-py\|python-redis-lock`, `key_prefix=`) | Redis | `redis` |
+/// | `redis+cluster://[user:pw@]h1:p1,h2:p2` (`rediss+cluster://`; `?mode=simple\|reentrant\|fair`, `key_prefix=`) | Redis Cluster | `redis` |
+/// | `redis+sentinel://[user:pw@]s1:p1,s2:p2/master-name[/db]` (the same options) | the primary Redis Sentinel names, followed across a failover | `redis` |
 /// | `redlock://[user:pw@]h1:p1,h2:p2,h3:p3[/db]` (`?mode=simple\|reentrant`, `key_prefix=`) | Redlock: a [`QuorumBackend`](crate::QuorumBackend) over one Redis client per independent master | `redis` |
 /// | `mysql://`, `mariadb://` (`?mode=pessimistic\|optimistic\|get_lock`) | MySQL / MariaDB | `mysql` |
 /// | `zk://host:port[,host:port]/root` | ZooKeeper | `zk` |
@@ -41,7 +43,9 @@ pub async fn from_url(url: &str) -> Result<DynBackend, LockError> {
     // One arm per backend: its schemes, its cargo feature, and how it connects.
     match scheme.as_str() {
         "memory" => connect!("memory", &scheme, async { Ok::<_, LockError>(memory(url)) }),
-        "redis" | "rediss" => connect!("redis", &scheme, lock_redis::RedisLock::from_url(url)),
+        "redis" | "rediss" | "redis+cluster" | "rediss+cluster" | "redis+sentinel" => {
+            connect!("redis", &scheme, lock_redis::RedisLock::from_url(url))
+        }
         "redlock" => connect!("redis", &scheme, redlock(url)),
         "mysql" | "mariadb" => connect!("mysql", &scheme, lock_mysql::MySqlLock::builder().url(url).build()),
         "zk" | "zookeeper" => connect!("zk", &scheme, lock_zk::ZkLock::builder().url(url).build()),
@@ -51,7 +55,7 @@ pub async fn from_url(url: &str) -> Result<DynBackend, LockError> {
         "etcd" => connect!("etcd", &scheme, lock_etcd::EtcdLock::from_url(url)),
         other => Err(LockError::InvalidConfig {
             reason: format!(
-                "unknown scheme {other:?} (expected memory, redis, rediss, redlock, mysql, mariadb, zk, etcd, postgres or postgresql)"
+                "unknown scheme {other:?} (expected memory, redis, rediss, redis+cluster, rediss+cluster, redis+sentinel, redlock, mysql, mariadb, zk, etcd, postgres or postgresql)"
             ),
         }),
     }

@@ -331,3 +331,23 @@ async fn a_killed_master_fails_over_to_its_replica() {
     g.release().await.expect("release");
     drop(cluster);
 }
+
+/// `dlock::from_url` takes the cluster URL with this crate's options.
+#[tokio::test]
+async fn from_url_connects_to_the_cluster() {
+    let url = format!("{}?mode=fair&key_prefix={PREFIX}", shared().url());
+    let backend = dlock::from_url(&url).await.expect("from_url");
+    assert!(backend.identity().starts_with("redis+cluster://127.0.0.1:"), "{}", backend.identity());
+    assert!(backend.capabilities().fair);
+    let locker = Locker::new(backend);
+    let g = locker
+        .lock("from-url")
+        .lease(Duration::from_secs(5))
+        .try_acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    g.release().await.expect("release");
+    let e = dlock::from_url(&format!("{}?mode=redis-py", shared().url())).await.expect_err("interop refused");
+    assert!(matches!(e, lock_core::LockError::InvalidConfig { .. }), "{e:?}");
+}

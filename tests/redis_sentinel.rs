@@ -202,3 +202,20 @@ async fn a_killed_primary_is_followed_to_the_promoted_replica() {
     g.release().await.expect("release");
     drop(set);
 }
+
+/// `dlock::from_url` takes the sentinel URL with this crate's options.
+#[tokio::test]
+async fn from_url_connects_through_the_sentinels() {
+    let url = format!("{}?mode=reentrant&key_prefix={PREFIX}", shared().url());
+    let backend = dlock::from_url(&url).await.expect("from_url");
+    assert!(backend.capabilities().reentrant);
+    let locker = Locker::new(backend);
+    let g = locker
+        .lock("from-url")
+        .lease(Duration::from_secs(5))
+        .try_acquire()
+        .await
+        .expect("acquire")
+        .expect("free");
+    g.release().await.expect("release");
+}

@@ -71,3 +71,31 @@ pub(crate) static RAISE_FENCE: LazyLock<Script> =
     LazyLock::new(|| with(&[FENCE, HOLDER], include_str!("../scripts/raise_fence.lua")));
 pub(crate) static INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/inspect.lua")));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every publishing script has PUBLISH calls, and its cluster flavour has none left (a
+    /// PUBLISH on a cluster would go to every node and no SSUBSCRIBE would hear it).
+    #[test]
+    fn the_cluster_flavour_publishes_sharded_only() {
+        for p in [
+            &*ACQUIRE_SIMPLE,
+            &*ACQUIRE_REENTRANT,
+            &*ACQUIRE_FAIR,
+            &*RELEASE_SIMPLE,
+            &*RELEASE_HASH,
+            &*CANCEL_SIMPLE,
+            &*CANCEL_HASH,
+        ] {
+            let (plain, sharded) = (p.get(false), p.get(true));
+            assert_ne!(plain.get_hash(), sharded.get_hash());
+        }
+        let mut src = [FENCE, HANDOFF].concat();
+        src.push_str(include_str!("../scripts/release_simple.lua"));
+        assert!(src.contains("redis.call('PUBLISH', "));
+        let sharded = src.replace("redis.call('PUBLISH', ", "redis.call('SPUBLISH', ");
+        assert!(!sharded.contains("'PUBLISH'"), "a PUBLISH call the cluster flavour misses");
+    }
+}
