@@ -131,6 +131,8 @@ impl LockBackend for EtcdLock {
         c.reentrant = true;
         c.fair = true;
         c.session_bound = true;
+        // The holder's own key carries its note (see `note.rs`).
+        c.notes = true;
         c
     }
 
@@ -249,6 +251,14 @@ impl LockBackend for EtcdLock {
         info.owner =
             Some(String::from_utf8_lossy(&head.key()[dir.len().min(head.key().len())..]).into_owned());
         Ok(info)
+    }
+
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        self.inner.set_note(key, owner, note).await
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        self.inner.note(key).await
     }
 
     async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
