@@ -121,9 +121,9 @@ enum Cmd {
     ///
     /// The command starts each time this process becomes leader, with the term's fencing token
     /// in DLOCK_FENCING_TOKEN (it grows with every term: pass it to what the command writes so
-    /// that a deposed leader's writes are rejected). When leadership is lost the command is
-    /// stopped as `dlock run` stops it (--on-lost), before another candidate can lead, and
-    /// dlock campaigns again (or exits 76 with --once). When the command ends by itself, dlock
+    /// that a deposed leader's writes are rejected). When leadership is lost the command gets
+    /// the --on-lost signal at once, before another candidate can lead, and SIGKILL after the
+    /// grace period, as with `dlock run`; dlock then campaigns again (or exits 76 with --once). When the command ends by itself, dlock
     /// gives up leadership and exits with its status. Observers read the leader's --identity
     /// with `dlock status --leader` where the backend keeps notes.
     ///
