@@ -351,3 +351,44 @@ async fn from_url_connects_to_the_cluster() {
     let e = dlock::from_url(&format!("{}?mode=redis-py", shared().url())).await.expect_err("interop refused");
     assert!(matches!(e, lock_core::LockError::InvalidConfig { .. }), "{e:?}");
 }
+
+/// One renewal of locks on every master: the backend batches them per slot (one script runs
+/// in one slot), and every answer lands at its own item.
+#[tokio::test]
+async fn a_renewal_of_keys_on_every_master_renews_each() {
+    let cluster = shared();
+    let b = backend(&cluster.url(), Mode::Simple).await;
+    let locker = Locker::new(Arc::new(b.clone()));
+    let mut guards = Vec::new();
+    for i in 0..12 {
+        let key = format!("renew-many/{i}");
+        guards.push(
+            locker
+                .lock(&key)
+                .lease(Duration::from_secs(5))
+                .try_acquire()
+                .await
+                .expect("acquire")
+                .expect("free"),
+        );
+    }
+    let stranger = lock_core::OwnerToken::random();
+    let mut items: Vec<lock_core::backend::RenewItem<'_>> = guards
+        .iter()
+        .map(|g| lock_core::backend::RenewItem {
+            key: g.key(),
+            owner: g.owner(),
+            lease: Duration::from_secs(10),
+        })
+        .collect();
+    // Every other item names an owner that holds nothing.
+    for it in items.iter_mut().skip(1).step_by(2) {
+        it.owner = stranger;
+    }
+    let renewed = b.renew(&items).await.expect("renew");
+    let want: Vec<bool> = (0..items.len()).map(|i| i % 2 == 0).collect();
+    assert_eq!(renewed, want);
+    for g in guards {
+        g.release().await.expect("release");
+    }
+}
