@@ -209,3 +209,47 @@ async fn noted_session_holds_commit_nothing_and_pool_their_connection_clean() {
         assert_eq!(committed, 0, "{mode:?}: a note row was committed");
     }
 }
+
+/// `set_note` futures cut off at any point leave the hold working and never a note that
+/// outlives it: afterwards a note is stored and read as usual, and after the release neither
+/// the next holder nor anyone else sees any of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_off_set_note_leaves_nothing_behind() {
+    let Some(url) = shared_url() else { return };
+    for mode in MODES {
+        let (ba, bb) = (backend(&url, mode).await, backend(&url, mode).await);
+        let (a, b) = (Locker::new(ba.clone()), Locker::new(bb.clone()));
+        let k = key("cut");
+        let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+        for i in 0..20u64 {
+            let note = format!("cut{i}");
+            let cut =
+                lock_testkit::cut_after(ba.set_note(&k, g.owner(), &note), Duration::from_micros(i * 40));
+            if let Some(done) = cut.await {
+                assert!(done.expect("set"), "{mode:?}");
+            }
+            let seen = bb.note(&k).await.expect("note");
+            assert!(seen.as_deref().is_none_or(|n| n.starts_with("cut")), "{mode:?}: {seen:?}");
+        }
+        // An optimistic statement cut off after it was written runs when its connection goes
+        // back to the pool (sqlx pings it there): wait until every connection is back, so none
+        // can land after the next note (it would be this hold's note, but not "final").
+        // (The session modes' holds pin a connection each; their notes never use the pool.)
+        if mode == Mode::Optimistic {
+            let pool = ba.pool().clone();
+            lock_testkit::eventually(Duration::from_secs(5), "connections back in the pool", || {
+                let pool = pool.clone();
+                async move { pool.num_idle() == pool.size() as usize }
+            })
+            .await;
+        }
+        g.renew(Duration::from_secs(30)).await.expect("the hold goes on");
+        assert!(ba.set_note(&k, g.owner(), "final").await.expect("set"), "{mode:?}");
+        assert_eq!(bb.note(&k).await.expect("note").as_deref(), Some("final"), "{mode:?}");
+        g.release().await.expect("release");
+        assert_eq!(bb.note(&k).await.expect("note"), None, "{mode:?}");
+        let gb = b.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
+        assert_eq!(ba.note(&k).await.expect("note"), None, "{mode:?}");
+        gb.release().await.expect("release");
+    }
+}
