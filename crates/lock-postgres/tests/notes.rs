@@ -159,3 +159,32 @@ async fn building_adds_the_note_columns_to_an_older_table() {
     assert_eq!(lock.note("old-key").await.expect("read").as_deref(), Some("upgraded"));
     g.release().await.expect("release");
 }
+
+/// `set_note` futures cut off at any point leave the hold working and never a note that
+/// outlives it: afterwards a note is stored and read as usual, and after the release neither
+/// the next holder nor anyone else sees any of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_off_set_note_leaves_nothing_behind() {
+    let Some((url, _)) = shared() else { return };
+    let (ba, bb) = (backend(&url).await, backend(&url).await);
+    let (a, b) = (Locker::new(ba.clone()), Locker::new(bb.clone()));
+    let k = key("cut");
+    let g = a.lock(&k).try_acquire().await.expect("try").expect("free");
+    for i in 0..20u64 {
+        let note = format!("cut{i}");
+        let cut = lock_testkit::cut_after(ba.set_note(&k, g.owner(), &note), Duration::from_micros(i * 40));
+        if let Some(done) = cut.await {
+            assert!(done.expect("set"));
+        }
+        let seen = bb.note(&k).await.expect("note");
+        assert!(seen.as_deref().is_none_or(|n| n.starts_with("cut")), "{seen:?}");
+    }
+    g.renew(Duration::from_secs(30)).await.expect("the hold goes on");
+    assert!(ba.set_note(&k, g.owner(), "final").await.expect("set"));
+    assert_eq!(bb.note(&k).await.expect("note").as_deref(), Some("final"));
+    g.release().await.expect("release");
+    assert_eq!(bb.note(&k).await.expect("note"), None);
+    let gb = b.lock(&k).try_acquire().await.expect("try").expect("free");
+    assert_eq!(ba.note(&k).await.expect("note"), None);
+    gb.release().await.expect("release");
+}
