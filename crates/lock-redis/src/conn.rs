@@ -9,8 +9,12 @@ use std::time::Duration;
 use lock_core::backend::Mutex;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::sentinel::SentinelClient;
-use redis::{Client, Cmd, ConnectionInfo, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
+use redis::{
+    Client, Cmd, ConnectionInfo, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture, RedisResult,
+    Value,
+};
 use tokio::sync::watch;
 
 /// The connection lock commands go through: a connection manager (one server), a cluster
@@ -42,6 +46,22 @@ impl RedisConnection {
     /// owns the lock's slot) instead of `PUBLISH`.
     pub(crate) fn sharded(&self) -> bool {
         matches!(self.0, Kind::Cluster(_))
+    }
+
+    /// Sends `cmd`, which names no key, to the server of `key`: on a cluster the master that
+    /// owns its slot, elsewhere the one server or primary. For `WAIT` after a lock's script:
+    /// on a cluster a keyless command would go to any node, whose replicas never saw the
+    /// script's writes.
+    #[allow(dead_code)] // for replica acknowledgement on a cluster
+    pub(crate) async fn query_at_key<T: FromRedisValue>(&mut self, cmd: &Cmd, key: &str) -> RedisResult<T> {
+        match &mut self.0 {
+            Kind::Cluster(c) => {
+                let node = SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master));
+                let v = c.route_command(cmd.clone(), RoutingInfo::SingleNode(node)).await?;
+                Ok(redis::from_redis_value(v)?)
+            }
+            _ => cmd.query_async(self).await,
+        }
     }
 }
 
