@@ -1,6 +1,5 @@
 //! [`RedisLock`]: the [`LockBackend`] over one Redis server.
 
-use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,15 +13,15 @@ use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use redis::ConnectionInfo;
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClientBuilder;
-use redis::cluster_routing::Slot;
 use tokio::sync::{OnceCell, watch};
 use tokio::time::Instant;
 
-use crate::error::{NAME, bad_reply, classify};
 use crate::conn::RedisConnection;
+use crate::error::{NAME, bad_reply, classify};
 use crate::keys::{KeyLayout, KeyNames};
 use crate::notify::{Notifier, Source};
 use crate::options::Mode;
+use crate::replica::{ReplicaAck, ReplicasNotAcknowledged};
 use crate::scripts;
 
 /// Longest pause between a connection manager's reconnection attempts: a restarted server is
@@ -75,6 +74,8 @@ struct Inner {
     /// Interop modes: the longest a waiter sleeps between attempts (the other side's releases
     /// are not published).
     interop_poll: Duration,
+    /// Replicas that must acknowledge each grant (`WAIT`), if any.
+    replica_ack: Option<ReplicaAck>,
     /// Acquisition attempts sent (feature `testing`: the wake-up tests count them).
     #[cfg(feature = "testing")]
     attempts: std::sync::atomic::AtomicU64,
@@ -122,6 +123,7 @@ impl RedisLock {
         fair_waiter_timeout: Duration,
         connection_timeout: Duration,
         interop_poll: Duration,
+        replica_ack: Option<ReplicaAck>,
     ) -> Self {
         let notifications = notifications && !matches!(target, Target::Unknown);
         // A cluster has no inbox: a sharded channel lives in one slot, and a client's inbox
@@ -143,6 +145,7 @@ impl RedisLock {
             fair_waiter_timeout,
             connection_timeout,
             interop_poll,
+            replica_ack,
             #[cfg(feature = "testing")]
             attempts: std::sync::atomic::AtomicU64::new(0),
         };
@@ -171,6 +174,38 @@ impl RedisLock {
     #[cfg(feature = "testing")]
     pub fn attempts(&self) -> u64 {
         self.inner.attempts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// `WAIT` for `ack.replicas` replicas after a grant. The grant's script (the hold and the
+    /// fence increment) went out on this connection before the `WAIT`, so the count covers it.
+    /// Short of the count, or on an error, the grant is released (so is it when this future is
+    /// dropped) and the acquisition fails with a temporary error.
+    async fn replicated(&self, req: &AcquireRequest<'_>, ack: ReplicaAck) -> Result<()> {
+        let (this, key, owner) = (self.clone(), req.key.to_owned(), req.owner);
+        let undo = Cleanup::arm("redis grant awaiting its replicas", move || async move {
+            this.release(&key, owner).await.map(drop)
+        });
+        let mut conn = self.inner.conn.clone();
+        let acked: redis::RedisResult<i64> =
+            redis::cmd("WAIT").arg(ack.replicas).arg(millis(ack.timeout)).query_async(&mut conn).await;
+        let err = match acked {
+            Ok(n) if n >= i64::from(ack.replicas) => {
+                undo.disarm();
+                return Ok(());
+            }
+            Ok(n) => LockError::temporary(
+                NAME,
+                ReplicasNotAcknowledged {
+                    wanted: ack.replicas,
+                    acknowledged: u32::try_from(n).unwrap_or(0),
+                    timeout: ack.timeout,
+                },
+            ),
+            Err(e) => classify(e),
+        };
+        // Failures of the release are logged by the cleanup; the lease frees what it missed.
+        let _ = undo.run_now().await;
+        Err(err)
     }
 
     /// How often a waiter refreshes its place, and how long a lock handed over to a waiter
@@ -399,7 +434,9 @@ async fn cancel(
     inbox: &str,
 ) -> Result<()> {
     let (script, keys) = match mode {
-        Mode::Simple => (scripts::CANCEL_SIMPLE.get(conn.sharded()), [&names.lock, &names.waiters, &names.queue]),
+        Mode::Simple => {
+            (scripts::CANCEL_SIMPLE.get(conn.sharded()), [&names.lock, &names.waiters, &names.queue])
+        }
         Mode::Reentrant | Mode::Fair => {
             (scripts::CANCEL_HASH.get(conn.sharded()), [&names.lock, &names.queue, &names.waiters])
         }
@@ -466,11 +503,15 @@ impl LockBackend for RedisLock {
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         #[cfg(feature = "testing")]
         self.inner.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        match self.inner.mode {
-            Mode::Simple => self.acquire_simple(req).await,
-            Mode::Reentrant | Mode::Fair => self.acquire_hash(req).await,
-            Mode::RedisPy | Mode::PythonRedisLock => self.acquire_plain(req).await,
+        let attempt = match self.inner.mode {
+            Mode::Simple => self.acquire_simple(req).await?,
+            Mode::Reentrant | Mode::Fair => self.acquire_hash(req).await?,
+            Mode::RedisPy | Mode::PythonRedisLock => self.acquire_plain(req).await?,
+        };
+        if let (Some(ack), Attempt::Acquired(_)) = (self.inner.replica_ack, attempt) {
+            self.replicated(req, ack).await?;
         }
+        Ok(attempt)
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
@@ -512,31 +553,18 @@ impl LockBackend for RedisLock {
             Mode::Simple | Mode::RedisPy | Mode::PythonRedisLock => &*scripts::RENEW_SIMPLE,
             Mode::Reentrant | Mode::Fair => &*scripts::RENEW_HASH,
         };
-        let mut out = vec![false; items.len()];
+        let mut out = Vec::with_capacity(items.len());
         let mut conn = self.inner.conn.clone();
-        let locks: Vec<String> = items.iter().map(|it| self.inner.layout.lock(it.key)).collect();
-        // On a cluster one script runs in one slot: each slot's keys go in their own batches.
-        let groups: Vec<Vec<usize>> = if conn.sharded() {
-            let mut by_slot: HashMap<Slot, Vec<usize>> = HashMap::new();
-            for (i, lock) in locks.iter().enumerate() {
-                by_slot.entry(Slot::for_key(lock)).or_default().push(i);
-            }
-            by_slot.into_values().collect()
-        } else {
-            vec![(0..items.len()).collect()]
-        };
-        for chunk in groups.iter().flat_map(|g| g.chunks(RENEW_BATCH)) {
+        for chunk in items.chunks(RENEW_BATCH) {
             let mut inv = script.prepare_invoke();
-            for &i in chunk {
-                inv.key(&locks[i]).arg(items[i].owner.to_string()).arg(millis(items[i].lease));
+            for it in chunk {
+                inv.key(self.inner.layout.lock(it.key)).arg(it.owner.to_string()).arg(millis(it.lease));
             }
             let flags: Vec<i64> = inv.invoke_async(&mut conn).await.map_err(classify)?;
             if flags.len() != chunk.len() {
                 return Err(bad_reply("the renew script"));
             }
-            for (&i, f) in chunk.iter().zip(flags) {
-                out[i] = f == 1;
-            }
+            out.extend(flags.into_iter().map(|f| f == 1));
         }
         Ok(out)
     }

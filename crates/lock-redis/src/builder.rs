@@ -16,6 +16,7 @@ use crate::conn::{Kind, RedisConnection, SentinelConn};
 use crate::error::{NAME, classify, is_temporary};
 use crate::keys::{DEFAULT_KEY_PREFIX, KeyLayout};
 use crate::options::{self, Mode};
+use crate::replica::{DEFAULT_REPLICA_ACK_TIMEOUT, ReplicaAck};
 use crate::topology::{self, Topology};
 
 /// Default time allowed to open a connection.
@@ -46,7 +47,9 @@ impl RedisLock {
     /// A backend on `url` with every other setting at its default. Two query options of this
     /// crate are read and removed before the URL reaches the driver:
     /// `mode=simple|reentrant|fair|redis-py|python-redis-lock` (default simple) and
-    /// `key_prefix=...` (default `dlock:`, none in the interop modes; percent-decoded). The driver's
+    /// `key_prefix=...` (default `dlock:`, none in the interop modes; percent-decoded),
+    /// `replica_ack=N` with `replica_ack_timeout=` (default 500ms; see
+    /// [`RedisLockBuilder::replica_ack`]). The driver's
     /// own (`protocol=`; `db=`, `user=`, `pass=` for `redis+unix://`) stay; any other option is
     /// refused, so a typo is not silently ignored.
     ///
@@ -61,6 +64,10 @@ impl RedisLock {
         }
         if let Some(prefix) = o.key_prefix {
             builder = builder.key_prefix(prefix);
+        }
+        if let Some(replicas) = o.replica_ack {
+            builder =
+                builder.replica_ack(replicas, o.replica_ack_timeout.unwrap_or(DEFAULT_REPLICA_ACK_TIMEOUT));
         }
         builder.build().await
     }
@@ -86,6 +93,8 @@ pub struct RedisLockBuilder {
     fair_waiter_timeout: Duration,
     interop_poll: Duration,
     notifications: bool,
+    /// Replicas that must acknowledge each grant, and for how long to wait (`WAIT`).
+    replica_ack: Option<ReplicaAck>,
     /// PEM CA certificate(s) that `rediss://` servers must chain to, instead of the system store.
     tls_root_cert: Option<Vec<u8>>,
 }
@@ -110,6 +119,7 @@ impl fmt::Debug for RedisLockBuilder {
             .field("fair_waiter_timeout", &self.fair_waiter_timeout)
             .field("interop_poll", &self.interop_poll)
             .field("notifications", &self.notifications)
+            .field("replica_ack", &self.replica_ack)
             .field("tls_root_cert", &self.tls_root_cert.as_ref().map(|c| c.len()))
             .finish()
     }
@@ -129,6 +139,7 @@ impl Default for RedisLockBuilder {
             fair_waiter_timeout: DEFAULT_FAIR_WAITER_TIMEOUT,
             interop_poll: DEFAULT_INTEROP_POLL,
             notifications: true,
+            replica_ack: None,
             tls_root_cert: None,
         }
     }
@@ -234,6 +245,20 @@ impl RedisLockBuilder {
         self
     }
 
+    /// After each grant, wait until `replicas` replicas of the primary acknowledged it
+    /// (`WAIT replicas timeout`, sent after the acquire script on the same connection, so it
+    /// covers the hold and the fence increment). Fewer within `timeout`: the grant is released
+    /// and the acquisition fails with a temporary error whose source is
+    /// [`ReplicasNotAcknowledged`](crate::ReplicasNotAcknowledged). A promoted replica that
+    /// acknowledged then knows the grant and its fence: a failover neither repeats the token nor
+    /// frees the key, unless every acknowledging replica is lost too. Costs a round trip per
+    /// grant plus the replicas' delay. Off by default; not on a cluster (`WAIT` goes to one
+    /// node, not necessarily the lock's). URL: `replica_ack=N`, `replica_ack_timeout=500ms`.
+    pub fn replica_ack(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_ack = Some(ReplicaAck { replicas, timeout });
+        self
+    }
+
     /// Connect and build.
     ///
     /// # Errors
@@ -261,6 +286,21 @@ impl RedisLockBuilder {
             _ => None,
         };
         let on_cluster = self.cluster.is_some() || matches!(topology, Some(Topology::Cluster { .. }));
+        if let Some(ack) = self.replica_ack {
+            if ack.replicas == 0 || ack.timeout.is_zero() {
+                return Err(invalid("replica_ack needs at least one replica and a timeout".to_owned()));
+            }
+            // The reply must come before the connection gives up on it.
+            if ack.timeout >= self.response_timeout {
+                return Err(invalid(format!(
+                    "replica ack timeout {:?} must be shorter than the response timeout {:?}",
+                    ack.timeout, self.response_timeout
+                )));
+            }
+            if on_cluster {
+                return Err(invalid("replica_ack is not supported on a cluster".to_owned()));
+            }
+        }
         if interop && on_cluster {
             // The other library's key has no hash tag: our fence counter next to it (and
             // python-redis-lock's signal list) would be in another slot.
@@ -384,6 +424,7 @@ impl RedisLockBuilder {
             self.fair_waiter_timeout,
             self.connection_timeout,
             self.interop_poll,
+            self.replica_ack,
         )
     }
 

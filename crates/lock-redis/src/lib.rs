@@ -11,15 +11,16 @@ mod error;
 mod keys;
 mod notify;
 mod options;
+mod replica;
 mod scripts;
 mod topology;
 
 pub use backend::RedisLock;
-pub use conn::RedisConnection;
 pub use builder::{
     DEFAULT_CONNECTION_TIMEOUT, DEFAULT_FAIR_WAITER_TIMEOUT, DEFAULT_INTEROP_POLL, DEFAULT_RESPONSE_TIMEOUT,
     RedisLockBuilder,
 };
+pub use conn::RedisConnection;
 /// Entry points for the fuzz targets under `fuzz/` (feature `fuzzing`); not a stable API.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -28,3 +29,4 @@ pub use keys::{DEFAULT_KEY_PREFIX, KeyNames};
 pub use options::Mode;
 /// The driver, re-exported so callers name the same version (and can downcast error sources).
 pub use redis;
+pub use replica::{DEFAULT_REPLICA_ACK_TIMEOUT, ReplicasNotAcknowledged};

@@ -78,6 +78,8 @@ pub(crate) struct UrlConfig {
     pub(crate) url: String,
     pub(crate) mode: Option<Mode>,
     pub(crate) key_prefix: Option<String>,
+    pub(crate) replica_ack: Option<u32>,
+    pub(crate) replica_ack_timeout: Option<std::time::Duration>,
 }
 
 /// Take `mode=` and `key_prefix=` (percent-decoded) out of `url`.
@@ -89,17 +91,24 @@ pub(crate) fn parse(url: &str) -> Result<UrlConfig> {
     let mut o = UrlOptions::parse(url)?;
     let mode = o.take::<Mode>("mode")?;
     let key_prefix = o.take::<String>("key_prefix")?;
+    let replica_ack = o.take::<u32>("replica_ack")?;
+    let replica_ack_timeout = o.take_duration("replica_ack_timeout")?;
+    if replica_ack.is_none() && replica_ack_timeout.is_some() {
+        return Err(LockError::InvalidConfig {
+            reason: "replica_ack_timeout needs replica_ack (how many replicas)".to_owned(),
+        });
+    }
     let unknown: Vec<&str> = o.remaining().filter(|n| !DRIVER_OPTIONS.contains(n)).collect();
     if !unknown.is_empty() {
         return Err(LockError::InvalidConfig {
             reason: format!(
-                "unknown redis url option {} (known: mode, key_prefix, {})",
+                "unknown redis url option {} (known: mode, key_prefix, replica_ack, replica_ack_timeout, {})",
                 unknown.join(", "),
                 DRIVER_OPTIONS.join(", ")
             ),
         });
     }
-    Ok(UrlConfig { url: o.into_url(), mode, key_prefix })
+    Ok(UrlConfig { url: o.into_url(), mode, key_prefix, replica_ack, replica_ack_timeout })
 }
 
 #[cfg(test)]
@@ -115,12 +124,21 @@ mod tests {
 
         let c = parse("redis://h:1/").expect("no options");
         assert_eq!((c.mode, c.key_prefix, c.url.as_str()), (None, None, "redis://h:1/"));
+        assert_eq!((c.replica_ack, c.replica_ack_timeout), (None, None));
+        let c = parse("redis://h:1/?replica_ack=2&replica_ack_timeout=250ms").expect("replica ack");
+        assert_eq!(
+            (c.replica_ack, c.replica_ack_timeout),
+            (Some(2), Some(std::time::Duration::from_millis(250)))
+        );
+        assert_eq!(c.url, "redis://h:1/");
 
         for bad in [
             "redis://h/?mode=nope",
             "redis://h/?mode=",
             "redis://h/?mdoe=fair",
             "redis://h/?mode=fair&mode=simple",
+            "redis://h/?replica_ack=-1",
+            "redis://h/?replica_ack_timeout=1s",
         ] {
             assert!(matches!(parse(bad), Err(LockError::InvalidConfig { .. })), "{bad}");
         }

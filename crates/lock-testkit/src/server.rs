@@ -46,6 +46,7 @@ mod probe;
 mod process;
 mod redis;
 mod redis_cluster;
+mod redis_replica;
 mod redis_sentinel;
 mod zk;
 
@@ -68,6 +69,7 @@ pub use process::ManagedProcess;
 pub(crate) use process::{Spec, spawn_exit_reaper, with_port_retries};
 pub use redis::RedisServer;
 pub use redis_cluster::{CLUSTER_NODE_TIMEOUT_MS, RedisCluster};
+pub use redis_replica::RedisReplicaPair;
 pub use redis_sentinel::{RedisSentinelSet, SENTINEL_DOWN_AFTER_MS, SENTINEL_MASTER_NAME, SentinelNode};
 pub use zk::{DEFAULT_TICK_MS as ZK_DEFAULT_TICK_MS, ZkEnsemble, ZkNode, ZkServer};
 
