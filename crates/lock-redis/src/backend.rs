@@ -1,5 +1,6 @@
 //! [`RedisLock`]: the [`LockBackend`] over one Redis server.
 
+use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use redis::ConnectionInfo;
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClientBuilder;
+use redis::cluster_routing::Slot;
 use tokio::sync::{OnceCell, watch};
 use tokio::time::Instant;
 
@@ -553,18 +555,31 @@ impl LockBackend for RedisLock {
             Mode::Simple | Mode::RedisPy | Mode::PythonRedisLock => &*scripts::RENEW_SIMPLE,
             Mode::Reentrant | Mode::Fair => &*scripts::RENEW_HASH,
         };
-        let mut out = Vec::with_capacity(items.len());
+        let mut out = vec![false; items.len()];
         let mut conn = self.inner.conn.clone();
-        for chunk in items.chunks(RENEW_BATCH) {
+        let locks: Vec<String> = items.iter().map(|it| self.inner.layout.lock(it.key)).collect();
+        // On a cluster one script runs in one slot: each slot's keys go in their own batches.
+        let groups: Vec<Vec<usize>> = if conn.sharded() {
+            let mut by_slot: HashMap<Slot, Vec<usize>> = HashMap::new();
+            for (i, lock) in locks.iter().enumerate() {
+                by_slot.entry(Slot::for_key(lock)).or_default().push(i);
+            }
+            by_slot.into_values().collect()
+        } else {
+            vec![(0..items.len()).collect()]
+        };
+        for chunk in groups.iter().flat_map(|g| g.chunks(RENEW_BATCH)) {
             let mut inv = script.prepare_invoke();
-            for it in chunk {
-                inv.key(self.inner.layout.lock(it.key)).arg(it.owner.to_string()).arg(millis(it.lease));
+            for &i in chunk {
+                inv.key(&locks[i]).arg(items[i].owner.to_string()).arg(millis(items[i].lease));
             }
             let flags: Vec<i64> = inv.invoke_async(&mut conn).await.map_err(classify)?;
             if flags.len() != chunk.len() {
                 return Err(bad_reply("the renew script"));
             }
-            out.extend(flags.into_iter().map(|f| f == 1));
+            for (&i, f) in chunk.iter().zip(flags) {
+                out[i] = f == 1;
+            }
         }
         Ok(out)
     }
