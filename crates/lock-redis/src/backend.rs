@@ -179,7 +179,8 @@ impl RedisLock {
     }
 
     /// `WAIT` for `ack.replicas` replicas after a grant. The grant's script (the hold and the
-    /// fence increment) went out on this connection before the `WAIT`, so the count covers it.
+    /// fence increment) went out on this connection (on a cluster: to the lock's master) before
+    /// the `WAIT`, so the count covers it.
     /// Short of the count, or on an error, the grant is released (so is it when this future is
     /// dropped) and the acquisition fails with a temporary error.
     async fn replicated(&self, req: &AcquireRequest<'_>, ack: ReplicaAck) -> Result<()> {
@@ -188,8 +189,10 @@ impl RedisLock {
             this.release(&key, owner).await.map(drop)
         });
         let mut conn = self.inner.conn.clone();
-        let acked: redis::RedisResult<i64> =
-            redis::cmd("WAIT").arg(ack.replicas).arg(millis(ack.timeout)).query_async(&mut conn).await;
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(ack.replicas).arg(millis(ack.timeout));
+        // On a cluster, to the master of the lock's slot, which ran the script.
+        let acked: redis::RedisResult<i64> = conn.query_at_key(&wait, &self.inner.layout.lock(req.key)).await;
         let err = match acked {
             Ok(n) if n >= i64::from(ack.replicas) => {
                 undo.disarm();

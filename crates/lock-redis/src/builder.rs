@@ -252,8 +252,9 @@ impl RedisLockBuilder {
     /// [`ReplicasNotAcknowledged`](crate::ReplicasNotAcknowledged). A promoted replica that
     /// acknowledged then knows the grant and its fence: a failover neither repeats the token nor
     /// frees the key, unless every acknowledging replica is lost too. Costs a round trip per
-    /// grant plus the replicas' delay. Off by default; not on a cluster (`WAIT` goes to one
-    /// node, not necessarily the lock's). URL: `replica_ack=N`, `replica_ack_timeout=500ms`.
+    /// grant plus the replicas' delay. Off by default. On a cluster the `WAIT` goes to the master
+    /// of the lock's slot and counts its replicas. URL: `replica_ack=N`,
+    /// `replica_ack_timeout=500ms`.
     pub fn replica_ack(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replica_ack = Some(ReplicaAck { replicas, timeout });
         self
@@ -296,9 +297,6 @@ impl RedisLockBuilder {
                     "replica ack timeout {:?} must be shorter than the response timeout {:?}",
                     ack.timeout, self.response_timeout
                 )));
-            }
-            if on_cluster {
-                return Err(invalid("replica_ack is not supported on a cluster".to_owned()));
             }
         }
         if interop && on_cluster {

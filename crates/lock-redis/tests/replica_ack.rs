@@ -11,7 +11,7 @@ use lock_core::backend::LockBackend;
 use lock_core::{LockError, Locker};
 use lock_redis::redis;
 use lock_redis::{RedisLock, ReplicasNotAcknowledged};
-use lock_testkit::server::{RedisReplicaPair, or_skip};
+use lock_testkit::server::{RedisCluster, RedisReplicaPair, or_skip};
 use tokio::time::Instant;
 
 const ACK_TIMEOUT: Duration = Duration::from_millis(300);
@@ -101,4 +101,57 @@ async fn a_failover_right_after_a_grant_does_not_repeat_its_fence() {
     assert!(second > first, "token {second:?} after {first:?}: a failover must not repeat it");
     g2.release().await.expect("release");
     drop(g);
+}
+
+/// On a cluster the `WAIT` goes to the master of the lock's slot: pausing another master's
+/// replica changes nothing, pausing this master's replica fails the grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_locks_own_master_counts_its_replicas() {
+    let Some(c) = or_skip("redis cluster with replicas", RedisCluster::start(3, 1)) else { return };
+    let b = RedisLock::builder()
+        .url(c.url())
+        .replica_ack(1, ACK_TIMEOUT)
+        .response_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .expect("cluster backend");
+    let locker = Locker::new(Arc::new(b.clone()));
+    let key = lock_testkit::key("cluster-ack");
+    let slot = c.keyslot(&b.key_names(&key).lock).expect("keyslot");
+    let master = c.owner_of_slot(slot).expect("slots").expect("an owner");
+    // Its replica: the node whose port the master's INFO replication lists.
+    let info = c.command(master, &["INFO", "replication"]).expect("info");
+    let port: u16 = info
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("slave0:")?.split(',').find_map(|f| f.strip_prefix("port=")?.parse().ok())
+        })
+        .unwrap_or_else(|| panic!("no replica of node {master}: {info}"));
+    let replica = c.nodes().iter().position(|n| n.port() == port).expect("the replica is a cluster node");
+    let other = (0..c.nodes().len()).find(|&i| {
+        i != replica && c.command(i, &["INFO", "replication"]).is_ok_and(|r| r.contains("role:slave"))
+    });
+    let other = other.expect("a replica of another master");
+    // The fixture returns once the slot map agrees; the replicas may still be in their first
+    // sync, when they acknowledge nothing.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for m in c.masters().expect("masters") {
+        while !c.command(m, &["INFO", "replication"]).is_ok_and(|r| r.contains("state=online")) {
+            assert!(Instant::now() < deadline, "the replica of node {m} never came online");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    c.node(other).pause().expect("pause");
+    let r = locker.lock(&key).lease(Duration::from_secs(5)).try_acquire().await;
+    c.node(other).resume().expect("resume");
+    r.expect("another master's replica is not asked").expect("free").release().await.expect("release");
+
+    c.node(replica).pause().expect("pause");
+    let r = locker.lock(&key).lease(Duration::from_secs(5)).try_acquire().await;
+    c.node(replica).resume().expect("resume");
+    let e = r.expect_err("the lock's master has no acknowledging replica");
+    let why = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<ReplicasNotAcknowledged>());
+    assert_eq!(why.map(|w| w.acknowledged), Some(0), "{e:?}");
+    assert!(!b.inspect(&key).await.expect("inspect").held, "released");
 }
