@@ -5,6 +5,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -35,8 +36,9 @@ const SLOT_SUFFIX: &str = "#s";
 /// through the [`Locker`]. A permit therefore has everything a [`LockGuard`] has: a lease
 /// renewed by the watchdog (or a fixed one), a fencing token of its slot, a lost signal; and a
 /// holder that dies gives its permit back when its lease or session ends, so permits never
-/// leak. An acquisition first tries the slots one at a time from a random start (cheap while
-/// some are free); when all are held it waits on all of them at once, woken by the backend's
+/// leak. An acquisition first tries one slot picked at random (cheap while some are free),
+/// then inspects the others at once and tries those found free; when all are held it waits on
+/// all of them at once, woken by the backend's
 /// notifications (or its server-side wait), keeps the first grant and abandons the other
 /// waits (a dropped lock acquisition leaves nothing held).
 ///
@@ -79,6 +81,8 @@ pub struct Semaphore {
     /// Slot `i`'s key is this prefix followed by `i`.
     prefix: Arc<str>,
     permits: u32,
+    /// The backend answered `inspect` with `Unsupported`: attempt every slot instead.
+    no_inspect: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for Semaphore {
@@ -123,7 +127,13 @@ impl Semaphore {
         }
         // The longest slot key any permit count can derive: valid for every count.
         validate_key(&format!("{prefix}{}", MAX_PERMITS - 1))?;
-        Ok(Semaphore { locker: locker.clone(), name: name.into(), prefix: prefix.into(), permits })
+        Ok(Semaphore {
+            locker: locker.clone(),
+            name: name.into(),
+            prefix: prefix.into(),
+            permits,
+            no_inspect: Arc::default(),
+        })
     }
 
     /// The same semaphore with `permits` permits (see "Changing the permit count" above).
@@ -197,8 +207,33 @@ impl Semaphore {
         }
     }
 
-    /// Take a permit: one pass of single attempts from a random slot, then (unless `once`) a
-    /// wait on every slot at once until `deadline`.
+    /// The slots of `slots` that may be free: those an inspection finds free, in the given
+    /// order; all of them where the backend cannot inspect (or an inspection fails: the
+    /// attempt then reports the error).
+    async fn maybe_free(&self, slots: Vec<u32>) -> Vec<u32> {
+        if slots.is_empty() || self.no_inspect.load(Ordering::Relaxed) {
+            return slots;
+        }
+        let backend = self.locker.backend();
+        let keys: Vec<String> = slots.iter().map(|&i| self.slot_key(i)).collect();
+        let answers = join_all(keys.iter().map(|k| backend.inspect(k))).await;
+        let mut free = Vec::with_capacity(slots.len());
+        for (slot, answer) in slots.into_iter().zip(answers) {
+            match answer {
+                Ok(info) if info.held => {}
+                Ok(_) => free.push(slot),
+                Err(LockError::Unsupported { .. }) => {
+                    self.no_inspect.store(true, Ordering::Relaxed);
+                    free.push(slot);
+                }
+                Err(_) => free.push(slot),
+            }
+        }
+        free
+    }
+
+    /// Take a permit: an attempt on a random slot, then on the others found free, then
+    /// (unless `once`) a wait on every slot at once until `deadline`.
     pub(crate) async fn take(
         &self,
         once: bool,
@@ -208,8 +243,14 @@ impl Semaphore {
         let started = Instant::now();
         let n = self.permits;
         let start = fastrand::u32(0..n);
-        for j in 0..n {
-            let slot = (start + j) % n;
+        if let Some(guard) = self.slot_request(start, lease).try_acquire().await? {
+            return Ok(Some(Permit { slot: start, guard }));
+        }
+        // The random slot was held: look at the others before attempting them. Where every
+        // attempt is a write (etcd puts a queue key per attempt, then deletes it), one read of
+        // each slot at once costs far less than an attempt on each held one.
+        let others: Vec<u32> = (1..n).map(|j| (start + j) % n).collect();
+        for slot in self.maybe_free(others).await {
             if let Some(guard) = self.slot_request(slot, lease).try_acquire().await? {
                 return Ok(Some(Permit { slot, guard }));
             }
