@@ -66,6 +66,12 @@ pub struct BenchArgs {
     /// Only targets whose name contains one of these (repeatable): memory, redis, mysql, zk, ...
     #[arg(long = "only")]
     pub only: Vec<String>,
+    /// Also start a Redis Cluster (3 masters), a Sentinel set (primary, replica, 3 sentinels)
+    /// and 5 Redlock masters: targets redis-cluster/simple, redis-sentinel/simple and
+    /// redlock-5/simple. Without it each starts only when an --only names it (redis-cluster,
+    /// redis-sentinel, redlock).
+    #[arg(long)]
+    pub topologies: bool,
     /// Scenarios to run (repeatable; default: all).
     #[arg(long = "scenario", value_parser = scenario_names())]
     pub scenarios: Vec<String>,
@@ -139,7 +145,12 @@ async fn bench(args: BenchArgs) -> ExitCode {
             Ok::<_, BenchError>((caps, floor::measure(t, caps, sizes.floor_samples).await?))
         };
         let (caps, floor) = match setup.await {
-            Ok(f) => f,
+            Ok((caps, (f, note))) => {
+                if let Some(n) = note {
+                    eprintln!("note: {n}");
+                }
+                (caps, f)
+            }
             Err(e) => {
                 eprintln!("{}: floor failed: {}", t.name, e.chain());
                 failed = true;

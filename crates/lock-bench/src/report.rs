@@ -128,10 +128,10 @@ impl Report {
             target.to_owned(),
             f.rtt_label.to_owned(),
             fmt_opt(f.rtt_p50),
-            f.rtt_p99.to_string(),
+            fmt_opt(f.rtt_p99),
             f.pair_label.to_owned(),
             fmt_opt(f.pair_p50),
-            f.pair_p99.to_string(),
+            fmt_opt(f.pair_p99),
         ]);
     }
 

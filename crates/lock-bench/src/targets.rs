@@ -71,6 +71,7 @@ pub async fn discover(args: &BenchArgs) -> (Vec<Target>, Vec<Box<dyn Any + Send>
     } else {
         targets.push(Target::new("memory", "memory://bench"));
         start_servers(&mut targets, &mut servers, &mut notes);
+        start_topologies(args, &mut targets, &mut servers, &mut notes);
     }
     if !args.only.is_empty() {
         targets.retain(|t| args.only.iter().any(|o| t.name.contains(o.as_str())));
@@ -163,9 +164,103 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
     }
 }
 
+/// The opt-in Redis topologies: their families (what `--only` must contain to start one) and
+/// target names. Each costs several servers and seconds to start, so neither the default run
+/// nor `--quick` starts them.
+const TOPOLOGIES: [(&str, &str); 3] = [
+    ("redis-cluster", "redis-cluster/simple"),
+    ("redis-sentinel", "redis-sentinel/simple"),
+    ("redlock", "redlock-5/simple"),
+];
+
+/// Whether the run asks for the topology of `family`: `--topologies`, or an `--only` naming it.
+fn wanted(args: &BenchArgs, family: &str) -> bool {
+    args.topologies || args.only.iter().any(|o| o.contains(family))
+}
+
+// Without the redis feature nothing is pushed, which these lints would flag.
+#[allow(unused_variables, clippy::ptr_arg)]
+fn start_topologies(
+    args: &BenchArgs,
+    targets: &mut Vec<Target>,
+    servers: &mut Vec<Box<dyn Any + Send>>,
+    notes: &mut Vec<String>,
+) {
+    let [cluster, sentinel, redlock] = TOPOLOGIES.map(|(family, _)| wanted(args, family));
+    if !(cluster || sentinel || redlock) {
+        return;
+    }
+    #[cfg(not(feature = "redis"))]
+    notes.push("the Redis topologies need the redis feature".into());
+    #[cfg(feature = "redis")]
+    {
+        use lock_testkit::server::{RedisCluster, RedisSentinelSet, RedisServer};
+        let [(_, cluster_name), (_, sentinel_name), (_, redlock_name)] = TOPOLOGIES;
+        if cluster {
+            // Masters only: the figures compare routing, not replication.
+            match RedisCluster::start(3, 0) {
+                Ok(c) => {
+                    targets.push(Target::new(cluster_name, format!("{}?mode=simple", c.url())));
+                    servers.push(Box::new(c));
+                }
+                Err(e) => notes.push(format!("{cluster_name} skipped: {e}")),
+            }
+        }
+        if sentinel {
+            match RedisSentinelSet::start() {
+                Ok(s) => {
+                    targets.push(Target::new(sentinel_name, format!("{}?mode=simple", s.url())));
+                    servers.push(Box::new(s));
+                }
+                Err(e) => notes.push(format!("{sentinel_name} skipped: {e}")),
+            }
+        }
+        if redlock {
+            match (0..5).map(|_| RedisServer::start()).collect::<Result<Vec<_>, _>>() {
+                Ok(masters) => {
+                    let hosts: Vec<String> =
+                        masters.iter().map(|m| format!("127.0.0.1:{}", m.port())).collect();
+                    targets.push(Target::new(
+                        redlock_name,
+                        format!("redlock://{}/?mode=simple", hosts.join(",")),
+                    ));
+                    servers.push(Box::new(masters));
+                }
+                Err(e) => notes.push(format!("{redlock_name} skipped: {e}")),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::name_of;
+    use super::{TOPOLOGIES, name_of, wanted};
+    use crate::BenchArgs;
+
+    fn args(topologies: bool, only: &[&str]) -> BenchArgs {
+        BenchArgs {
+            quick: true,
+            urls: Vec::new(),
+            only: only.iter().map(|o| (*o).to_owned()).collect(),
+            topologies,
+            scenarios: Vec::new(),
+            out: "results".into(),
+        }
+    }
+
+    #[test]
+    fn topologies_start_only_when_asked() {
+        let families = |a: &BenchArgs| TOPOLOGIES.map(|(f, _)| wanted(a, f));
+        // The default and --quick runs, and an --only for the single node, start none.
+        assert_eq!(families(&args(false, &[])), [false; 3]);
+        assert_eq!(families(&args(false, &["redis"])), [false; 3]);
+        assert_eq!(families(&args(false, &["redis/simple", "memory"])), [false; 3]);
+        assert_eq!(families(&args(true, &[])), [true; 3]);
+        assert_eq!(families(&args(false, &["redis-cluster/simple"])), [true, false, false]);
+        assert_eq!(families(&args(false, &["redis-sentinel", "redlock-5/simple"])), [false, true, true]);
+        // Each target name contains its family, so the --only filter keeps what was started.
+        assert!(TOPOLOGIES.iter().all(|(family, name)| name.contains(family)));
+    }
 
     #[test]
     fn user_urls_are_named_by_scheme_and_mode() {
