@@ -14,7 +14,11 @@ use lock_redis::{RedisLock, ReplicasNotAcknowledged};
 use lock_testkit::server::{RedisCluster, RedisReplicaPair, or_skip};
 use tokio::time::Instant;
 
-const ACK_TIMEOUT: Duration = Duration::from_millis(300);
+/// Long enough for a replica's acknowledgement on a loaded machine (a paused replica's test
+/// waits it out once).
+const ACK_TIMEOUT: Duration = Duration::from_secs(1);
+/// Above the acknowledgement timeout, as the builder requires.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
 
 fn pair() -> Option<RedisReplicaPair> {
     or_skip("redis-server", RedisReplicaPair::start())
@@ -23,7 +27,7 @@ fn pair() -> Option<RedisReplicaPair> {
 async fn backend(url: &str, acked: bool) -> RedisLock {
     let b = RedisLock::builder()
         .url(url)
-        .response_timeout(Duration::from_secs(1))
+        .response_timeout(RESPONSE_TIMEOUT)
         .connection_timeout(Duration::from_millis(500));
     let b = if acked { b.replica_ack(1, ACK_TIMEOUT) } else { b };
     b.build().await.expect("backend")
@@ -63,7 +67,7 @@ async fn grants_wait_for_the_replica_and_fail_typed_when_it_does_not_acknowledge
 
     for bad in [
         RedisLock::builder().url(p.primary().url()).replica_ack(0, ACK_TIMEOUT).build().await,
-        RedisLock::builder().url(p.primary().url()).replica_ack(1, Duration::from_secs(5)).build().await,
+        RedisLock::builder().url(p.primary().url()).replica_ack(1, RESPONSE_TIMEOUT).build().await,
         RedisLock::from_url(&format!("{}?replica_ack_timeout=1s", p.primary().url())).await,
     ] {
         assert!(matches!(bad, Err(LockError::InvalidConfig { .. })), "{bad:?}");
@@ -111,7 +115,7 @@ async fn on_a_cluster_the_locks_own_master_counts_its_replicas() {
     let b = RedisLock::builder()
         .url(c.url())
         .replica_ack(1, ACK_TIMEOUT)
-        .response_timeout(Duration::from_secs(1))
+        .response_timeout(RESPONSE_TIMEOUT)
         .build()
         .await
         .expect("cluster backend");
