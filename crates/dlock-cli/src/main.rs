@@ -87,15 +87,15 @@ enum Cmd {
         permits: Option<u32>,
         /// Hold the read side of the read-write lock KEY: many readers at once, none while a
         /// writer holds it or waits for it. No fencing token (readers are not exclusive).
-        #[arg(long, conflicts_with = "write")]
+        #[arg(long, group = "side")]
         read: bool,
         /// Hold the write side of the read-write lock KEY: alone, with no reader. The writer's
         /// fencing token is exported.
-        #[arg(long)]
+        #[arg(long, group = "side")]
         write: bool,
         /// With --read/--write: reader slots of the read-write lock (at most this many readers
         /// at once; a writer takes them all). Every process using KEY must give the same number.
-        #[arg(long, value_name = "K", default_value_t = dlock::DEFAULT_READER_SLOTS)]
+        #[arg(long, value_name = "K", default_value_t = dlock::DEFAULT_READER_SLOTS, requires = "side")]
         reader_slots: u32,
         /// How long to wait for the lock (e.g. 500ms, 30s, 5m).
         #[arg(long, default_value = "30s", value_parser = parse_duration)]

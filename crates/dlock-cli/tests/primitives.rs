@@ -299,4 +299,7 @@ fn readers_share_a_writer_excludes_them_and_a_waiting_writer_holds_off_new_reade
     stop(&mut r3, "reader 3");
     let both = dlock(&["run", "--url", &redis_url(), "--key", &k, "--read", "--write", "--", "true"]);
     assert_eq!(both.status.code(), Some(2), "--read with --write is a usage error");
+    let slots_alone =
+        dlock(&["run", "--url", &redis_url(), "--key", &k, "--reader-slots", "2", "--", "true"]);
+    assert_eq!(slots_alone.status.code(), Some(2), "--reader-slots without --read/--write is a usage error");
 }
