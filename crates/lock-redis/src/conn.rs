@@ -52,7 +52,6 @@ impl RedisConnection {
     /// owns its slot, elsewhere the one server or primary. For `WAIT` after a lock's script:
     /// on a cluster a keyless command would go to any node, whose replicas never saw the
     /// script's writes.
-    #[allow(dead_code)] // for replica acknowledgement on a cluster
     pub(crate) async fn query_at_key<T: FromRedisValue>(&mut self, cmd: &Cmd, key: &str) -> RedisResult<T> {
         match &mut self.0 {
             Kind::Cluster(c) => {
