@@ -20,6 +20,7 @@ mod counting;
 mod crash;
 #[cfg(feature = "zk")]
 mod curator;
+mod primitives;
 mod seeds;
 mod throughput;
 mod watchdog;
@@ -178,6 +179,18 @@ pub static SCENARIOS: &[Scenario] = &[
         measures: "a holder process killed; time until another client holds the lock",
         peers: false,
         run: |cx| Box::pin(crash::crash(cx)),
+    },
+    Scenario {
+        name: "rwlock",
+        measures: "8 clients on one read-write lock, 1 write in 10: reads and writes per second",
+        peers: false,
+        run: |cx| Box::pin(primitives::rwlock(cx)),
+    },
+    Scenario {
+        name: "semaphore",
+        measures: "8 clients on one semaphore of 3 permits: acquisitions per second",
+        peers: false,
+        run: |cx| Box::pin(primitives::semaphore(cx)),
     },
     Scenario {
         name: "seeds",

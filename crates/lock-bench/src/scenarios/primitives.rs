@@ -1,0 +1,148 @@
+//! The primitives built on the mutex: read-mostly throughput of the read-write lock, and
+//! semaphore throughput, each with N clients for the run's duration (exclusion checked).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use dlock::{RwLock, Semaphore};
+use tokio::time::Instant;
+
+use super::{Ctx, hist, us};
+use crate::error::{BenchError, Result};
+use crate::report::Row;
+
+/// Lease of every part: long enough never to expire during a measurement.
+const LEASE: Duration = Duration::from_secs(10);
+/// The wait of one acquisition.
+const WAIT: Duration = Duration::from_secs(30);
+/// Clients of each scenario.
+const CLIENTS: usize = 8;
+/// One operation in this many is a write in the read-mostly mix.
+const WRITE_EVERY: u64 = 10;
+/// Reader slots of the read-write lock: every client can read at once.
+const READER_SLOTS: u32 = 8;
+/// Permits of the semaphore: fewer than the clients, so acquisitions wait.
+const PERMITS: u32 = 3;
+
+/// What one client counted.
+struct Counted {
+    reads: u64,
+    writes: u64,
+    h_read: hdrhistogram::Histogram<u64>,
+    h_write: hdrhistogram::Histogram<u64>,
+}
+
+/// 8 clients on one read-write lock (8 reader slots), one operation in ten a write.
+pub async fn rwlock(cx: &Ctx<'_>) -> Result<Vec<Row>> {
+    let name = cx.key("rw");
+    let (readers, writers) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let mut locks = Vec::new();
+    for _ in 0..CLIENTS {
+        locks.push(RwLock::new(&cx.locker().await?, name.as_str())?.with_reader_slots(READER_SLOTS)?);
+    }
+    let stop = Instant::now() + cx.sizes.contended_for;
+    let mut tasks = Vec::new();
+    for (i, rw) in locks.into_iter().enumerate() {
+        let (readers, writers) = (readers.clone(), writers.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut c = Counted { reads: 0, writes: 0, h_read: hist()?, h_write: hist()? };
+            let mut op = i as u64;
+            while Instant::now() < stop {
+                op += 1;
+                let t0 = Instant::now();
+                if op.is_multiple_of(WRITE_EVERY) {
+                    let g = rw.write().lease(LEASE).wait(WAIT).acquire().await?;
+                    c.h_write.saturating_record(us(t0.elapsed()));
+                    let overlap =
+                        writers.fetch_add(1, Ordering::SeqCst) > 0 || readers.load(Ordering::SeqCst) > 0;
+                    tokio::task::yield_now().await;
+                    writers.fetch_sub(1, Ordering::SeqCst);
+                    if overlap {
+                        return Err(BenchError::Exclusion { counter: 0, acquisitions: c.writes + 1 });
+                    }
+                    c.writes += 1;
+                    g.release().await?;
+                } else {
+                    let g = rw.read().lease(LEASE).wait(WAIT).acquire().await?;
+                    c.h_read.saturating_record(us(t0.elapsed()));
+                    readers.fetch_add(1, Ordering::SeqCst);
+                    let overlap = writers.load(Ordering::SeqCst) > 0;
+                    tokio::task::yield_now().await;
+                    readers.fetch_sub(1, Ordering::SeqCst);
+                    if overlap {
+                        return Err(BenchError::Exclusion { counter: 0, acquisitions: c.reads + 1 });
+                    }
+                    c.reads += 1;
+                    g.release().await?;
+                }
+            }
+            Ok::<_, BenchError>(c)
+        }));
+    }
+    let started = Instant::now();
+    let (mut h_read, mut h_write) = (hist()?, hist()?);
+    let (mut reads, mut writes) = (0, 0);
+    for t in tasks {
+        let c = t.await??;
+        h_read.add(&c.h_read)?;
+        h_write.add(&c.h_write)?;
+        reads += c.reads;
+        writes += c.writes;
+    }
+    let secs = started.elapsed().max(cx.sizes.contended_for).as_secs_f64();
+    let scenario = format!("rwlock x{CLIENTS} (1 write in {WRITE_EVERY}, {READER_SLOTS} slots)");
+    let mut r =
+        Row::latency(cx.target, &scenario, "read acquire wait", &h_read, Some(reads as f64 / secs), None);
+    let mut w =
+        Row::latency(cx.target, &scenario, "write acquire wait", &h_write, Some(writes as f64 / secs), None);
+    for row in [&mut r, &mut w] {
+        row.extra.insert("ops_per_s".into(), ((reads + writes) as f64 / secs).into());
+        row.extra.insert("exclusion_ok".into(), true.into());
+    }
+    Ok(vec![r, w])
+}
+
+/// 8 clients on one semaphore of 3 permits: acquire, hold for a yield, release.
+pub async fn semaphore(cx: &Ctx<'_>) -> Result<Vec<Row>> {
+    let name = cx.key("sem");
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut sems = Vec::new();
+    for _ in 0..CLIENTS {
+        sems.push(Semaphore::new(&cx.locker().await?, name.as_str(), PERMITS)?);
+    }
+    let stop = Instant::now() + cx.sizes.contended_for;
+    let mut tasks = Vec::new();
+    for s in sems {
+        let inside = inside.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut h, mut n) = (hist()?, 0u64);
+            while Instant::now() < stop {
+                let t0 = Instant::now();
+                let p = s.acquire().lease(LEASE).wait(WAIT).acquire().await?;
+                h.saturating_record(us(t0.elapsed()));
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                tokio::task::yield_now().await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                if now > PERMITS as usize {
+                    return Err(BenchError::Exclusion { counter: now as u64, acquisitions: n + 1 });
+                }
+                n += 1;
+                p.release().await?;
+            }
+            Ok::<_, BenchError>((h, n))
+        }));
+    }
+    let started = Instant::now();
+    let (mut h, mut total) = (hist()?, 0);
+    for t in tasks {
+        let (th, n) = t.await??;
+        h.add(&th)?;
+        total += n;
+    }
+    let secs = started.elapsed().max(cx.sizes.contended_for).as_secs_f64();
+    let scenario = format!("semaphore x{CLIENTS} ({PERMITS} permits)");
+    let mut row = Row::latency(cx.target, &scenario, "acquire wait", &h, Some(total as f64 / secs), None);
+    row.extra.insert("permits_ok".into(), true.into());
+    Ok(vec![row])
+}
