@@ -479,6 +479,14 @@ mod tests {
         async fn note(&self, key: &str) -> Result<Option<String>> {
             self.inner.note(key).await
         }
+        async fn raise_fence(
+            &self,
+            key: &str,
+            owner: crate::OwnerToken,
+            floor: crate::FencingToken,
+        ) -> Result<bool> {
+            self.inner.raise_fence(key, owner, floor).await
+        }
     }
 
     #[tokio::test]

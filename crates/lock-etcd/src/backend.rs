@@ -261,6 +261,17 @@ impl LockBackend for EtcdLock {
         self.inner.note(key).await
     }
 
+    // Unsupported: the fence is the store's own (a revision, a sequence, a counter row); only
+    // a quorum over Redis members needs to raise it.
+    async fn raise_fence(
+        &self,
+        _key: &str,
+        _owner: OwnerToken,
+        _floor: lock_core::FencingToken,
+    ) -> Result<bool> {
+        Err(lock_core::backend::unsupported(self.name(), "raising the fence counter"))
+    }
+
     async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
         // Not a `queue` backend: a waiter's key is deleted by its own attempt's cleanup.
         Ok(())

@@ -262,6 +262,17 @@ impl LockBackend for MySqlLock {
         }
     }
 
+    // Unsupported: the fence is the store's own (a revision, a sequence, a counter row); only
+    // a quorum over Redis members needs to raise it.
+    async fn raise_fence(
+        &self,
+        _key: &str,
+        _owner: OwnerToken,
+        _floor: lock_core::FencingToken,
+    ) -> Result<bool> {
+        Err(lock_core::backend::unsupported(self.name(), "raising the fence counter"))
+    }
+
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
         match &*self.inner {
             // A pessimistic waiter's place in the server's lock queue ends with its statement.

@@ -282,23 +282,17 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     /// earlier holder's.
     ///
     /// # Errors
-    /// [`LockError::Unsupported`] (the default) when the backend has no place for notes
+    /// [`LockError::Unsupported`] (see [`unsupported`]) when the backend has no place for notes
     /// ([`Capability::notes`] is `false`); backend failures.
-    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
-        let _ = (key, owner, note);
-        Err(unsupported(self.name(), "notes on a hold"))
-    }
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool>;
 
     /// The note the current holder of `key` attached with [`set_note`](Self::set_note);
     /// `None` when the key is free or its holder attached none.
     ///
     /// # Errors
-    /// [`LockError::Unsupported`] (the default) without [`Capability::notes`]; backend
+    /// [`LockError::Unsupported`] (see [`unsupported`]) without [`Capability::notes`]; backend
     /// failures.
-    async fn note(&self, key: &str) -> Result<Option<String>> {
-        let _ = key;
-        Err(unsupported(self.name(), "notes on a hold"))
-    }
+    async fn note(&self, key: &str) -> Result<Option<String>>;
 
     /// Raise `key`'s fence counter to at least `floor`, so that the next grant's fencing token
     /// is greater than `floor` (a counter already at or above it is left alone). Only a holder
@@ -310,10 +304,7 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     /// `Ok(false)` when it did not hold it (nothing changed).
     ///
     /// # Errors
-    /// [`LockError::Unsupported`] (the default) without [`Capability::raise_fence`]; backend
+    /// [`LockError::Unsupported`] (see [`unsupported`]) without [`Capability::raise_fence`]; backend
     /// failures.
-    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
-        let _ = (key, owner, floor);
-        Err(unsupported(self.name(), "raising the fence counter"))
-    }
+    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool>;
 }
