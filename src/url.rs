@@ -333,7 +333,7 @@ mod tests {
         let url = format!("redlock://{}/?mode=simple&key_prefix=url-test:", hosts.join(","));
         let a = from_url(&url).await.expect("redlock");
         assert_eq!(a.name(), "quorum");
-        assert!(!a.capabilities().fencing);
+        assert!(a.capabilities().fencing, "Redlock grants carry the quorum's fencing token");
         let (a, b) = (crate::Locker::new(a), crate::Locker::new(from_url(&url).await.expect("redlock")));
         let g = a.try_lock("k").await.expect("try").expect("free");
         assert!(b.try_lock("k").await.expect("try").is_none());
