@@ -94,6 +94,7 @@ impl ClientFaults for Admin {
 
 mod simple {
     lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Simple).await);
+    lock_testkit::primitive_tests!(crate::factory(lock_redis::Mode::Simple).await);
 }
 
 mod fair {

@@ -99,6 +99,7 @@ impl ClientFaults for Majority {
 
 mod simple {
     lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Simple).await);
+    lock_testkit::primitive_tests!(crate::factory(lock_redis::Mode::Simple).await);
 }
 
 mod reentrant_members {
