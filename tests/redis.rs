@@ -4,84 +4,22 @@
 //! `sever` deletes the lock key behind the holder's back; the `*_killed` variants
 //! `CLIENT KILL` the holder's connection first, so the loss is discovered across a reconnect.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use lock_core::async_trait;
+use lock_redis::Mode;
 use lock_redis::redis::{self, aio::ConnectionManager};
-use lock_redis::{Mode, RedisLock};
 use lock_testkit::server::{external_url, shared_redis};
-use lock_testkit::{Client, ClientFaults, Factory, FaultResult};
 
-/// Prefix of every key these tests write.
-const PREFIX: &str = "dlock-test:";
+mod support;
 
-struct RedisFactory {
-    mode: Mode,
-    url: String,
-    admin: ConnectionManager,
-}
+use support::redis::RedisFactory;
 
-async fn factory(mode: Mode) -> RedisFactory {
+async fn factory(mode: Mode) -> RedisFactory<ConnectionManager> {
     let url = external_url("redis").unwrap_or_else(|| shared_redis().url());
     let admin = redis::Client::open(url.as_str())
         .expect("url")
         .get_connection_manager()
         .await
         .expect("admin connection");
-    RedisFactory { mode, url, admin }
-}
-
-#[async_trait]
-impl Factory for RedisFactory {
-    fn label(&self) -> String {
-        format!("redis/{:?}", self.mode)
-    }
-
-    async fn client(&self) -> Client {
-        let lock = RedisLock::builder()
-            .url(&self.url)
-            .mode(self.mode)
-            .key_prefix(PREFIX)
-            .fair_waiter_timeout(Duration::from_secs(1))
-            .build()
-            .await
-            .expect("redis backend");
-        let faults = Admin { admin: self.admin.clone(), holder: lock.clone() };
-        Client::with_faults(Arc::new(lock), faults)
-    }
-}
-
-/// An administrator's connection, aimed at one client (lease-based: keeping its connection
-/// open does not keep its locks).
-struct Admin {
-    admin: ConnectionManager,
-    holder: RedisLock,
-}
-
-#[async_trait]
-impl ClientFaults for Admin {
-    async fn sever(&self, key: &str) -> FaultResult {
-        let lock = self.holder.key_names(key).lock;
-        let deleted: i64 =
-            redis::cmd("DEL").arg(&lock).query_async(&mut self.admin.clone()).await.expect("del");
-        assert_eq!(deleted, 1, "sever: {lock} does not exist");
-        Ok(())
-    }
-
-    async fn cut_connection(&self, _key: &str) -> FaultResult {
-        let id: i64 =
-            redis::cmd("CLIENT").arg("ID").query_async(&mut self.holder.connection()).await.expect("id");
-        let killed: i64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("ID")
-            .arg(id)
-            .query_async(&mut self.admin.clone())
-            .await
-            .expect("kill");
-        assert_eq!(killed, 1, "holder connection not found");
-        Ok(())
-    }
+    RedisFactory { topology: "redis", mode, url, admin, cut: true }
 }
 
 mod simple {

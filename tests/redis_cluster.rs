@@ -10,14 +10,14 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{LockBackend, Locker, async_trait};
+use lock_core::{LockBackend, Locker};
 use lock_redis::redis::{self, aio::ConnectionManager, cluster_async::ClusterConnection};
 use lock_redis::{Mode, RedisLock};
 use lock_testkit::server::{RedisCluster, try_shared_redis_cluster};
-use lock_testkit::{Client, ClientFaults, Factory, FaultResult};
 
-/// Prefix of every key these tests write.
-const PREFIX: &str = "dlock-test:";
+mod support;
+
+use support::redis::{PREFIX, RedisFactory, backend};
 
 fn shared() -> &'static RedisCluster {
     try_shared_redis_cluster().unwrap_or_else(|e| panic!("shared redis cluster: {e}"))
@@ -32,55 +32,14 @@ async fn admin(cluster: &RedisCluster) -> ClusterConnection {
         .expect("admin cluster connection")
 }
 
-async fn backend(url: &str, mode: Mode) -> RedisLock {
-    RedisLock::builder()
-        .url(url)
-        .mode(mode)
-        .key_prefix(PREFIX)
-        .fair_waiter_timeout(Duration::from_secs(1))
-        .build()
-        .await
-        .expect("redis cluster backend")
-}
-
-struct ClusterFactory {
-    mode: Mode,
-    url: String,
-    admin: ClusterConnection,
-}
-
-async fn factory(mode: Mode) -> ClusterFactory {
+async fn factory(mode: Mode) -> RedisFactory<ClusterConnection> {
     let cluster = shared();
-    ClusterFactory { mode, url: cluster.url(), admin: admin(cluster).await }
-}
-
-#[async_trait]
-impl Factory for ClusterFactory {
-    fn label(&self) -> String {
-        format!("redis-cluster/{:?}", self.mode)
-    }
-
-    async fn client(&self) -> Client {
-        let lock = backend(&self.url, self.mode).await;
-        let faults = Admin { admin: self.admin.clone(), holder: lock.clone() };
-        Client::with_faults(Arc::new(lock), faults)
-    }
-}
-
-/// An administrator's cluster connection: deletes a lock behind its holder's back.
-struct Admin {
-    admin: ClusterConnection,
-    holder: RedisLock,
-}
-
-#[async_trait]
-impl ClientFaults for Admin {
-    async fn sever(&self, key: &str) -> FaultResult {
-        let lock = self.holder.key_names(key).lock;
-        let deleted: i64 =
-            redis::cmd("DEL").arg(&lock).query_async(&mut self.admin.clone()).await.expect("del");
-        assert_eq!(deleted, 1, "sever: {lock} does not exist");
-        Ok(())
+    RedisFactory {
+        topology: "redis-cluster",
+        mode,
+        url: cluster.url(),
+        admin: admin(cluster).await,
+        cut: false,
     }
 }
 

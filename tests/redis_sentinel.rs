@@ -7,28 +7,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{LockBackend, Locker, async_trait};
+use lock_core::{LockBackend, Locker};
+use lock_redis::Mode;
 use lock_redis::redis::{self, aio::ConnectionManager};
-use lock_redis::{Mode, RedisLock};
 use lock_testkit::server::{RedisSentinelSet, or_skip, try_shared_redis_sentinel};
-use lock_testkit::{Client, ClientFaults, Factory, FaultResult};
 
-/// Prefix of every key these tests write.
-const PREFIX: &str = "dlock-test:";
+mod support;
+
+use support::redis::{PREFIX, RedisFactory, backend};
 
 fn shared() -> &'static RedisSentinelSet {
     try_shared_redis_sentinel().unwrap_or_else(|e| panic!("shared redis sentinel set: {e}"))
-}
-
-async fn backend(url: &str, mode: Mode) -> RedisLock {
-    RedisLock::builder()
-        .url(url)
-        .mode(mode)
-        .key_prefix(PREFIX)
-        .fair_waiter_timeout(Duration::from_secs(1))
-        .build()
-        .await
-        .expect("redis sentinel backend")
 }
 
 /// A direct connection to the primary of `set` now.
@@ -37,59 +26,9 @@ async fn primary(set: &RedisSentinelSet) -> ConnectionManager {
     redis::Client::open(set.servers()[p].url()).expect("url").get_connection_manager().await.expect("primary")
 }
 
-struct SentinelFactory {
-    mode: Mode,
-    url: String,
-    admin: ConnectionManager,
-}
-
-async fn factory(mode: Mode) -> SentinelFactory {
+async fn factory(mode: Mode) -> RedisFactory<ConnectionManager> {
     let set = shared();
-    SentinelFactory { mode, url: set.url(), admin: primary(set).await }
-}
-
-#[async_trait]
-impl Factory for SentinelFactory {
-    fn label(&self) -> String {
-        format!("redis-sentinel/{:?}", self.mode)
-    }
-
-    async fn client(&self) -> Client {
-        let lock = backend(&self.url, self.mode).await;
-        let faults = Admin { admin: self.admin.clone(), holder: lock.clone() };
-        Client::with_faults(Arc::new(lock), faults)
-    }
-}
-
-/// An administrator's connection to the primary, aimed at one client.
-struct Admin {
-    admin: ConnectionManager,
-    holder: RedisLock,
-}
-
-#[async_trait]
-impl ClientFaults for Admin {
-    async fn sever(&self, key: &str) -> FaultResult {
-        let lock = self.holder.key_names(key).lock;
-        let deleted: i64 =
-            redis::cmd("DEL").arg(&lock).query_async(&mut self.admin.clone()).await.expect("del");
-        assert_eq!(deleted, 1, "sever: {lock} does not exist");
-        Ok(())
-    }
-
-    async fn cut_connection(&self, _key: &str) -> FaultResult {
-        let id: i64 =
-            redis::cmd("CLIENT").arg("ID").query_async(&mut self.holder.connection()).await.expect("id");
-        let killed: i64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("ID")
-            .arg(id)
-            .query_async(&mut self.admin.clone())
-            .await
-            .expect("kill");
-        assert_eq!(killed, 1, "holder connection not found");
-        Ok(())
-    }
+    RedisFactory { topology: "redis-sentinel", mode, url: set.url(), admin: primary(set).await, cut: true }
 }
 
 mod simple {

@@ -1,0 +1,4 @@
+//! Fixtures shared by several test binaries (`mod support;` in each). Not a test target:
+//! cargo only builds the files directly under `tests/`.
+
+pub mod redis;

@@ -1,0 +1,94 @@
+//! The Redis suites' fixture, the same on one server, a Cluster and a Sentinel-managed primary:
+//! the backend as every case builds it, and an administrator's connection that breaks a
+//! client's holds behind its back.
+
+// Each binary uses the part its topology offers.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::async_trait;
+use lock_redis::redis::{self, aio::ConnectionLike};
+use lock_redis::{Mode, RedisLock};
+use lock_testkit::{Client, ClientFaults, Factory, FaultResult, Unsupported};
+
+/// Prefix of every key these tests write.
+pub const PREFIX: &str = "dlock-test:";
+
+/// A backend on `url` in `mode`, as the suites use it.
+pub async fn backend(url: &str, mode: Mode) -> RedisLock {
+    RedisLock::builder()
+        .url(url)
+        .mode(mode)
+        .key_prefix(PREFIX)
+        .fair_waiter_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("redis backend on {url}: {e}"))
+}
+
+/// Clients of one Redis topology, each with the administrator's connection `admin` (a
+/// connection manager, or a cluster connection) aimed at it.
+pub struct RedisFactory<C> {
+    /// `redis`, `redis-cluster`, `redis-sentinel`: the label's first part.
+    pub topology: &'static str,
+    pub mode: Mode,
+    pub url: String,
+    pub admin: C,
+    /// `CLIENT KILL` of the holder's connection is offered (not on a cluster: the holder has a
+    /// connection to every master, and killing them all would cut the other tests sharing it).
+    pub cut: bool,
+}
+
+#[async_trait]
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> Factory for RedisFactory<C> {
+    fn label(&self) -> String {
+        format!("{}/{:?}", self.topology, self.mode)
+    }
+
+    async fn client(&self) -> Client {
+        let lock = backend(&self.url, self.mode).await;
+        let faults = Admin { admin: self.admin.clone(), holder: lock.clone(), cut: self.cut };
+        Client::with_faults(Arc::new(lock), faults)
+    }
+}
+
+/// An administrator's connection, aimed at one client (lease-based: keeping its connection
+/// open does not keep its locks).
+struct Admin<C> {
+    admin: C,
+    holder: RedisLock,
+    cut: bool,
+}
+
+#[async_trait]
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> ClientFaults for Admin<C> {
+    async fn sever(&self, key: &str) -> FaultResult {
+        let lock = self.holder.key_names(key).lock;
+        let deleted: i64 =
+            redis::cmd("DEL").arg(&lock).query_async(&mut self.admin.clone()).await.expect("del");
+        assert_eq!(deleted, 1, "sever: {lock} does not exist");
+        Ok(())
+    }
+
+    async fn cut_connection(&self, _key: &str) -> FaultResult {
+        if !self.cut {
+            return Err(Unsupported::new(
+                "cut_connection",
+                "the holder has a connection to every master; killing them all would cut the other tests",
+            ));
+        }
+        let id: i64 =
+            redis::cmd("CLIENT").arg("ID").query_async(&mut self.holder.connection()).await.expect("id");
+        let killed: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(id)
+            .query_async(&mut self.admin.clone())
+            .await
+            .expect("kill");
+        assert_eq!(killed, 1, "holder connection not found");
+        Ok(())
+    }
+}
