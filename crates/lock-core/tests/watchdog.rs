@@ -249,7 +249,8 @@ fn watchdog_restarts_on_a_second_runtime() {
         let other = Locker::new(backend.clone());
         assert!(other.try_lock("second").await.expect("try").is_none(), "lease expired");
         g.release().await.expect("release");
-        // Dropping the last registration wakes the task, which exits at once.
+        // The task finds the table empty at its next alarm (here the released lease's next
+        // renewal, 50 ms away) and exits.
         let t = Instant::now();
         while l.watchdog_running() {
             assert!(t.elapsed() < Duration::from_millis(500), "watchdog did not stop after the last release");
