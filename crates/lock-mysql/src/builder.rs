@@ -27,8 +27,8 @@ const DEFAULT_PESSIMISTIC_TABLE: &str = "dlock_rows";
 const DEFAULT_NAMED_TABLE: &str = DEFAULT_PESSIMISTIC_TABLE;
 /// Table of the optimistic mode (plus `dlock_leases_fence` on MariaDB).
 const DEFAULT_OPTIMISTIC_TABLE: &str = "dlock_leases";
-/// Size of a pool the builder opens itself: every held pessimistic lock pins one connection
-/// for its whole life, and acquiring one briefly needs a second.
+/// Size of a pool the builder opens itself (and, in pessimistic mode, of the private pool of
+/// holding connections): every held lock pins one connection for its whole life.
 const DEFAULT_MAX_CONNECTIONS: u32 = 32;
 /// Keep-alive period of a held pessimistic lock's connection: a failed ping fires the lost
 /// signal at most this long after the connection died, and the server's idle bound is three
@@ -115,8 +115,11 @@ impl MySqlLockBuilder {
         self
     }
 
-    /// Use an existing pool (yours). Each held pessimistic lock takes one of its connections out
-    /// for the lock's life; size it for your concurrently held locks plus headroom.
+    /// Use an existing pool (yours). Each held pessimistic lock takes a connection for the
+    /// lock's life from the backend's private pool of holding connections, opened with this
+    /// pool's connect options and size (its `after_connect` hook is not run there); a held named
+    /// lock takes one of this pool's connections. Size it for your concurrently held locks plus
+    /// headroom.
     pub fn pool(mut self, pool: MySqlPool) -> Self {
         self.source = Source::Pool(pool);
         self

@@ -3,8 +3,8 @@
 //!
 //! [`Sessions`] keeps the holds of one backend: nesting of one owner (no round trip), a keeper
 //! task per hold that pings its connection (the lost signal, `Uncertain` then `Lost`), renewal
-//! as a ping, and release as one statement that ends the hold and gives the session its
-//! server-wide timeouts back. [`Pinned`] closes a connection that was not ended cleanly, and
+//! as a ping, and release as one statement that ends the hold (and, on a shared pool's
+//! connection, gives the session its server-wide timeouts back). [`Pinned`] closes a connection that was not ended cleanly, and
 //! [`killable_wait`] ends a lock wait in the server with `KILL QUERY` when its future is dropped.
 //!
 //! Notes on a hold ([`Sessions::set_note`]) are written by the keeper on the holding connection,
@@ -51,24 +51,30 @@ const KEEPER_QUEUE: usize = 4;
 pub(crate) struct Pinned {
     pub(crate) conn: PoolConnection<MySql>,
     dirty: bool,
+    /// When the statement that ended the last hold was sent ([`Pinned::end`]): the server's idle
+    /// clock on the session started no earlier.
+    ended: Instant,
 }
 
 impl Pinned {
     pub(crate) fn new(conn: PoolConnection<MySql>) -> Self {
-        Pinned { conn, dirty: true }
+        Pinned { conn, dirty: true, ended: Instant::now() }
     }
 
-    /// End the hold with `stmt` (which also gives the session its server-wide timeouts back);
-    /// on success the connection may go back to the pool.
+    /// End the hold with `stmt` (which, on a shared pool's connection, also gives the session
+    /// its server-wide timeouts back); on success the connection is clean: dropped, it goes
+    /// back to the pool, or it may be kept for the next hold ([`Warm`]).
     pub(crate) async fn end(
         mut self,
         stmt: &'static str,
         trips: &Trips,
-    ) -> std::result::Result<(), sqlx::Error> {
+    ) -> std::result::Result<Pinned, sqlx::Error> {
         trips.add();
+        let sent = Instant::now();
         sqlx::raw_sql(stmt).execute(&mut *self.conn).await?;
         self.dirty = false;
-        Ok(())
+        self.ended = sent;
+        Ok(self)
     }
 }
 
@@ -76,6 +82,74 @@ impl Drop for Pinned {
     fn drop(&mut self) {
         if self.dirty {
             self.conn.close_on_drop();
+        }
+    }
+}
+
+/// Clean holding connections kept for the next acquisition (pessimistic mode, whose holding
+/// connections come from a private pool and carry the holder's session settings): taking one
+/// skips the pool's checkout, and keeping it skips the ping sqlx sends on every return to a pool
+/// (a round trip per release, ~30 µs of a pair on a loaded machine). A connection is only taken
+/// while its session is far from the server's idle bound (`fresh`, counted from when its last
+/// statement was sent); a sweeper hands older ones back to the pool (whose return ping restarts
+/// the server's idle clock, or finds the session gone and closes the connection).
+pub(crate) struct Warm {
+    conns: Mutex<Vec<Pinned>>,
+    fresh: Duration,
+}
+
+/// Clean connections kept at most: enough for a few clients taking turns; more go back to the pool.
+const WARM_MAX: usize = 4;
+
+impl Warm {
+    /// Keep connections for `fresh` after their last statement's send, swept every half of that
+    /// (the sweeper ends with the last reference). Needs a runtime.
+    pub(crate) fn new(fresh: Duration) -> Arc<Self> {
+        let warm = Arc::new(Warm { conns: Mutex::new(Vec::new()), fresh });
+        let weak = Arc::downgrade(&warm);
+        let every = (fresh / 2).max(Duration::from_millis(10));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(warm) = weak.upgrade() else { return };
+                drop(warm.stale());
+            }
+        });
+        warm
+    }
+
+    /// The connections past `fresh`, out of the stack (dropped outside its lock).
+    fn stale(&self) -> Vec<Pinned> {
+        let now = Instant::now();
+        let mut conns = self.conns.lock();
+        let (old, keep): (Vec<_>, Vec<_>) = conns.drain(..).partition(|p| p.ended + self.fresh <= now);
+        *conns = keep;
+        old
+    }
+
+    /// The most recently used fresh connection, now carrying (or about to carry) a hold.
+    pub(crate) fn take(&self) -> Option<Pinned> {
+        let now = Instant::now();
+        let mut p = loop {
+            let p = self.conns.lock().pop()?;
+            if p.ended + self.fresh > now {
+                break p;
+            }
+            // Older ones are below it on the stack: the sweeper's.
+            drop(p);
+        };
+        p.dirty = true;
+        Some(p)
+    }
+
+    /// Keep `p`, a connection whose hold ended cleanly, for the next acquisition.
+    pub(crate) fn put(&self, p: Pinned) {
+        if p.dirty {
+            return;
+        }
+        let mut conns = self.conns.lock();
+        if conns.len() < WARM_MAX {
+            conns.push(p);
         }
     }
 }
@@ -203,6 +277,8 @@ pub(crate) struct Sessions {
     holds: Arc<Holds>,
     next_id: AtomicU64,
     trips: Trips,
+    /// Where a cleanly released connection is kept for the next hold (pessimistic mode).
+    warm: Option<Arc<Warm>>,
 }
 
 impl fmt::Debug for Sessions {
@@ -231,13 +307,14 @@ impl Sessions {
             holds: Arc::default(),
             next_id: AtomicU64::new(0),
             trips,
+            warm: None,
         }
     }
 
-    /// How long the server lets a holding session sit idle before it ends it: set on the
-    /// session (`wait_timeout`) when the lock is taken.
-    pub(crate) fn server_idle(&self) -> Duration {
-        self.server_idle
+    /// Keep cleanly released connections in `warm` instead of returning them to their pool.
+    pub(crate) fn with_warm(mut self, warm: Arc<Warm>) -> Self {
+        self.warm = Some(warm);
+        self
     }
 
     /// Connection id (`CONNECTION_ID()`) of the connection holding `key`, if held here.
@@ -284,6 +361,7 @@ impl Sessions {
             noted: false,
             holds: Arc::downgrade(&self.holds),
             trips: self.trips.clone(),
+            warm: self.warm.clone(),
             key: req.key.to_owned(),
             id,
         };
@@ -429,6 +507,7 @@ struct Keeper {
     key: String,
     id: u64,
     trips: Trips,
+    warm: Option<Arc<Warm>>,
 }
 
 impl Keeper {
@@ -584,7 +663,12 @@ impl Keeper {
                         let signals = self.signals.clone();
                         let end = self.ending(self.release);
                         let out = match self.pinned.end(end, &self.trips).await {
-                            Ok(()) => Ok(true),
+                            Ok(clean) => {
+                                if let Some(warm) = &self.warm {
+                                    warm.put(clean);
+                                }
+                                Ok(true)
+                            }
                             Err(e) if is_connection_lost(&e) => {
                                 each(&signals, |s| s.mark_lost(LostReason::SessionEnded));
                                 Ok(false)

@@ -107,9 +107,11 @@ impl NotesSql {
 #[derive(Debug)]
 pub(crate) struct PessimisticSql {
     pub schema: Arc<str>,
-    /// Template with `{idle}` (seconds) still to fill.
-    pub begin: &'static str,
+    /// Run once per holding connection (autocommit off, the idle bounds); template with
+    /// `{idle}` (seconds) still to fill.
+    pub session: &'static str,
     /// MariaDB: returns the fencing token (NEXTVAL) of the granted lock; MySQL: returns 0.
+    /// Prepared, the key bound.
     pub lock_nowait: Arc<str>,
     /// Template with `{max_statement_time}` / `{lock_wait_timeout}` (numbers) and `{key}` (a
     /// [`hex_literal`]) still to fill; sent as text (see the SQL file for why).
@@ -139,9 +141,9 @@ impl PessimisticSql {
         };
         PessimisticSql {
             schema: render(schema, table),
-            begin: match flavor {
-                Flavor::MariaDb => include_str!("../sql/pessimistic_begin_mariadb.sql"),
-                Flavor::MySql => include_str!("../sql/pessimistic_begin.sql"),
+            session: match flavor {
+                Flavor::MariaDb => include_str!("../sql/pessimistic_session_mariadb.sql"),
+                Flavor::MySql => include_str!("../sql/pessimistic_session.sql"),
             },
             lock_nowait: render(lock_nowait, table),
             lock_wait_mariadb: render(include_str!("../sql/pessimistic_lock_wait_mariadb.sql"), table),
@@ -306,7 +308,8 @@ mod tests {
         for flavor in [Flavor::MariaDb, Flavor::MySql] {
             let p = PessimisticSql::new("tbl", flavor);
             assert!(p.lock_nowait.contains("`tbl`") && p.fence_next.contains("`tbl_fence`"));
-            assert!(p.lock_nowait.contains("name = {key}") && !p.lock_nowait.contains('?'));
+            assert!(p.lock_nowait.contains("name = ?") && p.lock_nowait.matches('?').count() == 1);
+            assert!(p.session.contains("autocommit = 0") && p.session.contains("wait_timeout = {idle}"));
             assert_eq!(p.lock_nowait.contains("NEXTVAL(`tbl_fence`)"), flavor == Flavor::MariaDb);
             assert!(p.lock_wait_mariadb.contains("NEXTVAL(`tbl_fence`)"));
             assert!(
