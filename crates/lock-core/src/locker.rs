@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span};
 
-use crate::backend::{AcquireRequest, Attempt, Backoff, Cleanup, Subscription};
+use crate::backend::{AcquireRequest, Attempt, Backoff, Cleanup, Grant, RenewItem, Subscription};
 use crate::hold::Holds;
 use crate::observe::{self, Outcome};
 use crate::renewer::{NewLease, Renewer};
@@ -37,6 +37,33 @@ pub const DRIFT_MARGIN_RATE: f64 = 0.01;
 /// ...plus this much, for the expiry precision of the servers and the 1 ms resolution of
 /// timers.
 pub const DRIFT_MARGIN_FLOOR: Duration = Duration::from_millis(5);
+
+/// A grant shorter than the lease asked for (a hold handed over in advance, see
+/// [`Grant::lease`](crate::backend::Grant)) is topped up by the watchdog soon after; one so short
+/// that the drift margin would eat half of it is topped up here, before the guard exists.
+/// Answers the grant with the lease it now has (counted from `sent_at`, moved to the top-up's
+/// send), or `Held` if the short grant ran out first.
+async fn top_up(
+    backend: &Arc<dyn LockBackend>,
+    key: &str,
+    owner: OwnerToken,
+    lease: Duration,
+    margin: Duration,
+    grant: Grant,
+    sent_at: &mut Instant,
+) -> Result<Attempt> {
+    let Some(short) = grant.lease.filter(|g| *g < lease) else { return Ok(Attempt::Acquired(grant)) };
+    if short.saturating_sub(margin) >= short / 2 {
+        return Ok(Attempt::Acquired(grant));
+    }
+    let sent = Instant::now();
+    let held = backend.renew(&[RenewItem { key, owner, lease }]).await?;
+    if held.first() != Some(&true) {
+        return Ok(Attempt::Held { retry_after: None });
+    }
+    *sent_at = sent;
+    Ok(Attempt::Acquired(Grant { lease: Some(lease), ..grant }))
+}
 
 /// The clock-drift margin for `lease`: `lease * rate + floor`, at most half the lease.
 pub fn drift_margin(lease: Duration, rate: f64, floor: Duration) -> Duration {
@@ -311,8 +338,13 @@ impl LockRequest<'_> {
             // A nested acquisition joins the live hold's lost signal.
             let joined = locker.holds.join(&key, backend.name(), owner, !rotate);
             let req = AcquireRequest { key: &key, owner, lease, wait_until, signal: &joined.signal };
-            let sent_at = Instant::now();
-            let result = backend.try_acquire(&req).await;
+            let mut sent_at = Instant::now();
+            let result = match backend.try_acquire(&req).await {
+                Ok(Attempt::Acquired(grant)) => {
+                    top_up(backend, &key, owner, lease, locker.drift_margin(lease), grant, &mut sent_at).await
+                }
+                other => other,
+            };
             if queued && place.is_none() && !matches!(result, Ok(Attempt::Acquired(_))) {
                 place = Some(leave_on_drop(backend, &key, owner));
             }

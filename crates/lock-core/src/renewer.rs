@@ -74,6 +74,9 @@ struct Entry {
     next_due: Instant,
     renew_until: Option<Instant>,
     signal: LeaseSignal,
+    /// Granted shorter than asked and not renewed by the watchdog: renewed once, to the lease
+    /// asked for.
+    top_up: bool,
 }
 
 /// A lease in flight in one renew call: (id, key, owner, lease).
@@ -94,8 +97,8 @@ struct State {
 impl Entry {
     /// When the task must next look at this lease: its deadline, or its renewal.
     fn first_event(&self) -> Option<Instant> {
-        let renew =
-            (self.auto && self.renew_until.is_none_or(|u| self.next_due < u)).then_some(self.next_due);
+        let renew = ((self.auto || self.top_up) && self.renew_until.is_none_or(|u| self.next_due < u))
+            .then_some(self.next_due);
         match (self.confirmed_until, renew) {
             (Some(d), Some(r)) => Some(d.min(r)),
             (d, r) => d.or(r),
@@ -206,9 +209,14 @@ impl Renewer {
     /// Watch `new`: its local deadline and first renewal are set here, from the send time of
     /// the granting request.
     pub fn register(&self, new: NewLease) -> Registration {
+        // A grant shorter than asked (see `Grant::lease`) is renewed a third into what is left
+        // of it locally, to the full lease, whether or not the watchdog renews this lease.
+        let short = new.granted.filter(|g| *g < new.lease);
+        let first = short.map_or(period(new.lease), |g| period(g.saturating_sub(new.margin)));
         let entry = Entry {
             confirmed_until: new.granted.map(|l| local_deadline(new.sent_at, l, new.margin)),
-            next_due: new.sent_at + period(new.lease),
+            next_due: new.sent_at + first,
+            top_up: short.is_some() && !new.auto,
             key: new.key,
             owner: new.owner,
             lease: new.lease,
@@ -310,7 +318,7 @@ impl Renewer {
             if let Some(d) = e.confirmed_until {
                 wake_at = wake_at.min(d);
             }
-            let renewable = e.auto && e.renew_until.is_none_or(|u| now < u);
+            let renewable = (e.auto || e.top_up) && e.renew_until.is_none_or(|u| now < u);
             if !renewable {
                 continue;
             }
@@ -366,6 +374,7 @@ impl Renewer {
                     if held {
                         let lease = e.lease;
                         e.extend(sent_at, lease);
+                        e.top_up = false;
                         tracing::trace!(key = %e.key, "lease renewed");
                     } else {
                         e.signal.mark_lost(LostReason::NotOwner);

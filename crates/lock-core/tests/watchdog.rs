@@ -3,10 +3,10 @@
 //! real length.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lock_core::backend::{AcquireRequest, Attempt, Capability, RenewItem, Subscription};
+use lock_core::backend::{AcquireRequest, Attempt, Capability, Grant, RenewItem, Subscription};
 use lock_core::{
     LeaseState, LockBackend, LockError, LockGuard, Locker, LostReason, MemoryBackend, MultiGuard, MultiLock,
     OwnerToken, Result, async_trait,
@@ -20,6 +20,8 @@ struct Flaky {
     fail_temporary: AtomicBool,
     fail_permanent: AtomicBool,
     renew_calls: AtomicUsize,
+    /// Non-zero: grants answer this lease in ms (a hold granted in advance, shorter than asked).
+    short_grant_ms: AtomicU64,
 }
 
 #[async_trait]
@@ -31,7 +33,13 @@ impl LockBackend for Flaky {
         self.inner.capabilities()
     }
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        self.inner.try_acquire(req).await
+        let short = self.short_grant_ms.load(Ordering::SeqCst);
+        match self.inner.try_acquire(req).await? {
+            Attempt::Acquired(g) if short > 0 => {
+                Ok(Attempt::Acquired(Grant { lease: Some(Duration::from_millis(short)), ..g }))
+            }
+            a => Ok(a),
+        }
     }
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
         self.inner.release(key, owner).await
@@ -81,6 +89,52 @@ fn setup(lease_ms: u64) -> (Arc<Flaky>, Locker) {
     let b = Arc::new(Flaky::default());
     let l = Locker::new(b.clone()).with_watchdog_lease(Duration::from_millis(lease_ms)).expect("lease");
     (b, l)
+}
+
+/// A grant shorter than the lease asked for (Redis's hand-over taken without a round trip) is
+/// topped up to that lease by one renewal a third into what is left of it, also for a fixed
+/// lease, which is then never renewed again.
+#[tokio::test(start_paused = true)]
+async fn a_short_grant_is_topped_up_once_to_the_lease_asked_for() {
+    let (b, l) = setup(600);
+    b.short_grant_ms.store(300, Ordering::SeqCst);
+    let lease = Duration::from_secs(2);
+    let g = l.lock("k").lease(lease).try_acquire().await.expect("try").expect("free");
+    let acquired = Instant::now();
+    assert_eq!(b.renew_calls.load(Ordering::SeqCst), 0, "no round trip before the guard");
+    let first = g.lease_deadline().expect("deadline");
+    assert!(first <= acquired + Duration::from_millis(300), "the short grant's deadline");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(b.renew_calls.load(Ordering::SeqCst), 1, "topped up within a third of it");
+    let topped = g.lease_deadline().expect("deadline");
+    assert!(topped >= acquired + Duration::from_millis(1900), "extended to the lease asked for");
+    assert_eq!(g.state(), LeaseState::Held);
+    // A fixed lease: nothing more is renewed, and it ends at its deadline.
+    tokio::time::timeout(Duration::from_secs(3), g.lost()).await.expect("lost at the fixed lease's end");
+    assert_eq!(b.renew_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(g.state(), LeaseState::Lost(LostReason::DeadlinePassed));
+
+    // Under the watchdog: topped up, then renewed as usual.
+    let g = l.lock("w").try_acquire().await.expect("try").expect("free");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(g.state(), LeaseState::Held, "renewed past the short grant");
+    // The top-up, then the watchdog every 200 ms for 2 s.
+    assert!(b.renew_calls.load(Ordering::SeqCst) > 6, "top-up and the watchdog's renewals");
+    g.release().await.expect("release");
+}
+
+/// A grant so short that the drift margin would eat half of it is topped up before the guard
+/// is returned.
+#[tokio::test(start_paused = true)]
+async fn a_grant_too_short_to_hold_on_is_topped_up_before_returning() {
+    let (b, l) = setup(600);
+    b.short_grant_ms.store(20, Ordering::SeqCst);
+    let lease = Duration::from_secs(2);
+    let g = l.lock("k").lease(lease).try_acquire().await.expect("try").expect("free");
+    let returned = Instant::now();
+    assert_eq!(b.renew_calls.load(Ordering::SeqCst), 1, "topped up before returning");
+    assert!(g.lease_deadline().expect("deadline") >= returned + Duration::from_millis(1900));
+    g.release().await.expect("release");
 }
 
 #[tokio::test(start_paused = true)]

@@ -2,31 +2,36 @@
 -- lock idea) and the direct hand-over of handoff.lua.
 -- The queue is a list of owner tokens; the sorted set holds each waiter's liveness deadline
 -- (server time, ms), pushed forward by every attempt of a live waiter. A release hands the lock
--- to the first live waiter (taking it out of the queue), whose next attempt claims it; a waiter
+-- to the first live waiter (taking it out of the queue), who holds it at once or claims it; a waiter
 -- whose deadline passed (it died, or stopped waiting without cleaning up) is dropped when it
 -- reaches the head, so it blocks the queue for at most its timeout.
 -- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] queue list, KEYS[4] waiter deadlines zset
 -- ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] attempt nonce,
 -- ARGV[4] waiter timeout ms (0: a single attempt that does not join the queue),
--- ARGV[5] release channel, ARGV[6] claim window ms, ARGV[7] inbox ('' for none)
--- Returns {1, fence} when acquired, {0, ms until worth retrying (-1: unknown)} otherwise.
+-- ARGV[5] release channel, ARGV[6] claim window ms, ARGV[7] inbox ('' for none), ARGV[8] '1'
+-- when this client already holds the key by a hand-over it took locally (a nesting, not a claim)
+-- Returns {1, fence, 0} when acquired, {0, ms until worth retrying (-1: unknown), the waiter
+-- deadline it set or 0} otherwise.
 local lock, queue, deadlines = KEYS[1], KEYS[3], KEYS[4]
 local owner, lease, wait_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 
+if ARGV[8] ~= '1' and redis.call('HGET', lock, 'n') == HANDED and redis.call('HEXISTS', lock, owner) == 1 then
+  -- Handed over to this waiter (handoff.lua) and not taken locally: claimed with this
+  -- attempt's nonce and at least its lease; the hand-over drew the fence.
+  redis.call('HSET', lock, 'n', ARGV[3])
+  if redis.call('PTTL', lock) < lease then
+    redis.call('PEXPIRE', lock, lease)
+  end
+  redis.call('ZREM', deadlines, owner)
+  return {1, tonumber(redis.call('HGET', lock, 'f')), 0}
+end
 local nested = nest(lock, owner, lease, ARGV[3])
 if nested then
-  return {1, nested}
+  return {1, nested, 0}
 end
 
 local now = now_ms()
-if redis.call('EXISTS', lock) == 1 then
-  if redis.call('HGET', lock, 'h') == owner then
-    -- Handed over to this waiter: a new grant (a new, larger fence), not a nesting.
-    redis.call('DEL', lock)
-    redis.call('ZREM', deadlines, owner)
-    return {1, hold(lock, KEYS[2], owner, lease, ARGV[3])}
-  end
-else
+if redis.call('EXISTS', lock) == 0 then
   -- Free: the first live waiter in line, if any, goes first.
   while true do
     local head = redis.call('LINDEX', queue, 0)
@@ -44,13 +49,14 @@ else
       redis.call('LPOP', queue)
       redis.call('ZREM', deadlines, owner)
     end
-    return {1, hold(lock, KEYS[2], owner, lease, ARGV[3])}
+    return {1, hold(lock, KEYS[2], owner, lease, ARGV[3]), 0}
   end
-  -- Free, but another waiter is first (the last one named never claimed it): hand it over.
-  hand_over(lock, queue, deadlines, ARGV[5], tonumber(ARGV[6]), true)
+  -- Free, but another waiter is first (the last one handed a hold let it lapse): hand it over.
+  hand_over(lock, KEYS[2], queue, deadlines, ARGV[5], tonumber(ARGV[6]), true)
 end
 
+local d = 0
 if wait_ms > 0 then
-  register(queue, deadlines, owner, ARGV[7], now, wait_ms)
+  d = register(queue, deadlines, owner, ARGV[7], now, wait_ms)
 end
-return {0, redis.call('PTTL', lock)}
+return {0, redis.call('PTTL', lock), d}

@@ -2,24 +2,34 @@
 -- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] waiter deadlines zset,
 -- KEYS[4] queue list (same hash tag)
 -- ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] attempt nonce,
--- ARGV[4] waiter timeout ms (0: a single attempt that does not register), ARGV[5] inbox ('' for none)
--- Returns {1, fence} when acquired or nested, {0, holder's PTTL in ms} otherwise.
+-- ARGV[4] waiter timeout ms (0: a single attempt that does not register), ARGV[5] inbox ('' for none),
+-- ARGV[6] '1' when this client already holds the key by a hand-over it took locally (a nesting,
+-- not a claim)
+-- Returns {1, fence, 0} when acquired or nested, {0, holder's PTTL in ms, the waiter deadline it
+-- set or 0} otherwise.
 local lock, deadlines, owner, lease, wait_ms = KEYS[1], KEYS[3], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+if ARGV[6] ~= '1' and redis.call('HGET', lock, 'n') == HANDED and redis.call('HEXISTS', lock, owner) == 1 then
+  -- Handed over to this waiter (handoff.lua) and not taken locally: claimed with this
+  -- attempt's nonce and at least its lease; the hand-over drew the fence.
+  redis.call('HSET', lock, 'n', ARGV[3])
+  if redis.call('PTTL', lock) < lease then
+    redis.call('PEXPIRE', lock, lease)
+  end
+  leave(KEYS[4], deadlines, owner, ARGV[5])
+  return {1, tonumber(redis.call('HGET', lock, 'f')), 0}
+end
 local nested = nest(lock, owner, lease, ARGV[3])
 if nested then
-  return {1, nested}
+  return {1, nested, 0}
 end
 if redis.call('EXISTS', lock) == 1 then
-  if redis.call('HGET', lock, 'h') ~= owner then
-    if wait_ms > 0 then
-      register(KEYS[4], deadlines, owner, ARGV[5], now_ms(), wait_ms)
-    end
-    return {0, redis.call('PTTL', lock)}
+  local d = 0
+  if wait_ms > 0 then
+    d = register(KEYS[4], deadlines, owner, ARGV[5], now_ms(), wait_ms)
   end
-  -- Handed over to this waiter: a new grant (a new, larger fence), not a nesting.
-  redis.call('DEL', lock)
+  return {0, redis.call('PTTL', lock), d}
 end
 if wait_ms > 0 then
   leave(KEYS[4], deadlines, owner, ARGV[5])
 end
-return {1, hold(lock, KEYS[2], owner, lease, ARGV[3])}
+return {1, hold(lock, KEYS[2], owner, lease, ARGV[3]), 0}

@@ -4,7 +4,7 @@
 -- one recorded), so an outer hold of the same owner survives; an empty nonce never undoes a
 -- hold. Then leaves the wait set; a lock handed over to the leaver and not claimed, or a free
 -- lock with waiters in line, goes to the next waiter.
--- KEYS[1] lock hash, KEYS[2] queue list, KEYS[3] waiter deadlines zset
+-- KEYS[1] lock hash, KEYS[2] queue list, KEYS[3] waiter deadlines zset, KEYS[4] fence counter
 -- ARGV[1] owner token, ARGV[2] attempt nonce ('' to only leave), ARGV[3] release channel,
 -- ARGV[4] claim window ms, ARGV[5] inbox
 local lock, queue, deadlines, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
@@ -16,11 +16,12 @@ if ARGV[2] ~= '' and redis.call('HGET', lock, 'n') == ARGV[2] and redis.call('HE
     redis.call('DEL', lock)
     freed = true
   end
-elseif redis.call('HGET', lock, 'h') == owner then
+elseif redis.call('HGET', lock, 'n') == HANDED and redis.call('HEXISTS', lock, owner) == 1 then
+  -- Handed over to the leaver and neither taken nor claimed.
   redis.call('DEL', lock)
   freed = true
 end
 if freed or (redis.call('EXISTS', lock) == 0 and redis.call('EXISTS', queue) == 1) then
-  hand_over(lock, queue, deadlines, ARGV[3], tonumber(ARGV[4]), true)
+  hand_over(lock, KEYS[4], queue, deadlines, ARGV[3], tonumber(ARGV[4]), true)
 end
 return 0

@@ -5,14 +5,21 @@
 -- token, 32 hex digits, followed by the inbox channel of the waiter's client, if it has one)
 -- and the 'waiters' sorted set (owner token -> liveness deadline in server ms, pushed forward
 -- by each attempt of a live waiter). When a lock is freed and a live waiter is registered,
--- the freeing script hands the lock over to exactly one of them: the lock becomes a marker
--- naming that waiter (simple mode: the string 'h:' .. token; hash modes: the field 'h'), which
--- only that waiter's next attempt can claim, and which expires after a short claim window so a
--- vanished waiter blocks the key for at most that long. The PUBLISH goes to the inbox of that
--- waiter's client only (payload: token and lock name), or without an inbox to the lock's
--- channel naming the waiter, so only it wakes: one wake-up per release, not the herd, and no
--- other client even reads the message. Without a registered waiter the payload is
--- empty and wakes anyone (waiters that do not register, such as Redlock members).
+-- the freeing script grants it to exactly one of them: a real hold of that waiter, made with
+-- the nonce HANDED (32 zeros, which no random nonce is), a fence drawn now, and an expiry of a
+-- short claim window (never past the waiter's own deadline), so a vanished waiter blocks the
+-- key for at most that long. The PUBLISH goes to the inbox of that waiter's client only, or
+-- without an inbox to the lock's channel; only that waiter wakes: one wake-up per release, not
+-- the herd. Its payload is `token:fence:window:deadline` (and `:lock` on an inbox): the waiter
+-- saw its own deadline `deadline` in the reply of an attempt it sent at a time it noted, and
+-- the grant came after that attempt ran, so the hold lasts at least `window` from that send.
+-- The waiter holds at once, without a round trip, when enough of that is left (its watchdog
+-- then extends the hold to the lease it asked for); else its next attempt claims the hold
+-- (a new nonce, the full lease). Without a registered waiter the payload is empty and wakes
+-- anyone (waiters that do not register, such as Redlock members).
+
+-- The nonce of a hold granted by a hand-over and not claimed yet.
+local HANDED = '00000000000000000000000000000000'
 
 -- now_ms(): the server clock in milliseconds.
 local function now_ms()
@@ -34,11 +41,11 @@ local function next_waiter(queue, deadlines, now)
   end
 end
 
--- hand_over(lock, queue, deadlines, channel, claim_ms, hash): after `lock` was deleted, hands
--- it to the next live waiter (a marker for at most claim_ms, and never past the waiter's own
--- deadline) and publishes its token; publishes '' when nobody is registered. Returns the token
--- named ('' for nobody).
-local function hand_over(lock, queue, deadlines, channel, claim_ms, hash)
+-- hand_over(lock, counter, queue, deadlines, channel, claim_ms, hash): after `lock` was
+-- deleted, grants it to the next live waiter (for at most claim_ms, and never past the
+-- waiter's own deadline) and publishes the grant; publishes '' when nobody is registered.
+-- Returns the payload ('' for nobody).
+local function hand_over(lock, counter, queue, deadlines, channel, claim_ms, hash)
   if redis.call('EXISTS', queue) == 0 then
     redis.call('PUBLISH', channel, '')
     return ''
@@ -50,18 +57,20 @@ local function hand_over(lock, queue, deadlines, channel, claim_ms, hash)
     return ''
   end
   local claim = math.max(1, math.min(claim_ms, d - now))
+  local f = next_fence(counter)
   if hash then
-    redis.call('HSET', lock, 'h', w)
+    redis.call('HSET', lock, w, 1, 'f', fence_string(f), 'n', HANDED)
     redis.call('PEXPIRE', lock, claim)
   else
-    redis.call('SET', lock, 'h:' .. w, 'PX', claim)
+    redis.call('SET', lock, w .. HANDED, 'PX', claim)
   end
+  local payload = w .. ':' .. fence_string(f) .. ':' .. claim .. ':' .. fence_string(d)
   if inbox ~= '' then
-    redis.call('PUBLISH', inbox, w .. lock)
+    redis.call('PUBLISH', inbox, payload .. ':' .. lock)
   else
-    redis.call('PUBLISH', channel, w)
+    redis.call('PUBLISH', channel, payload)
   end
-  return w
+  return payload
 end
 
 -- leave(queue, deadlines, owner, inbox): takes a waiter out of the wait set.
@@ -73,6 +82,7 @@ end
 
 -- register(queue, deadlines, owner, inbox, now, wait_ms): joins the end of the queue, or
 -- pushes this waiter's deadline forward; both keys outlive their last live waiter only briefly.
+-- Returns the deadline set: the refused attempt answers it, and a hand-over names it.
 local function register(queue, deadlines, owner, inbox, now, wait_ms)
   if not redis.call('ZSCORE', deadlines, owner) then
     redis.call('RPUSH', queue, owner .. inbox)
@@ -84,4 +94,5 @@ local function register(queue, deadlines, owner, inbox, now, wait_ms)
       redis.call('PEXPIRE', k, keep)
     end
   end
+  return now + wait_ms
 end

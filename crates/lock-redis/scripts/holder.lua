@@ -3,9 +3,8 @@
 
 -- holds(lock, owner): whether owner holds lock, in any mode's layout: a string whose value
 -- starts with the owner token (simple and interop modes: token, attempt nonce and maybe a note)
--- or a hash with the owner's hold count (reentrant and fair modes). A hand-over marker
--- (handoff.lua) is no hold: 'h:<token>' never starts with a token's hex digits, and a marker
--- hash has only the field 'h'.
+-- or a hash with the owner's hold count (reentrant and fair modes). A hold granted by a
+-- hand-over (handoff.lua) is a hold of the waiter it names, taken or not.
 local function holds(lock, owner)
   local t = redis.call('TYPE', lock)['ok']
   if t == 'string' then

@@ -3,8 +3,8 @@
 -- interop modes send KEYS[1] only (the holder may be the other library's client, which has no
 -- fence, and there is no queue).
 -- Returns {held 0/1, PTTL, owner token or '', fence or '', registered waiters (-1: unknown)}.
--- A lock handed over to a waiter and not yet claimed (handoff.lua) shows as held by that
--- waiter, without a fence (it has none until it claims).
+-- A lock handed over to a waiter (handoff.lua) shows as held by that waiter, with the fence the
+-- hand-over drew.
 local native = #KEYS == 3
 local t = redis.call('TYPE', KEYS[1])['ok']
 local pttl = redis.call('PTTL', KEYS[1])
@@ -16,15 +16,8 @@ if t == 'string' then
   if not native then
     return {1, pttl, string.sub(v, 1, 32), '', waiters}
   end
-  if string.sub(v, 1, 2) == 'h:' then
-    return {1, pttl, string.sub(v, 3, 34), '', waiters}
-  end
   return {1, pttl, string.sub(v, 1, 32), redis.call('GET', KEYS[2]) or '', waiters}
 elseif t == 'hash' then
-  local handed = redis.call('HGET', KEYS[1], 'h')
-  if handed then
-    return {1, pttl, handed, '', waiters}
-  end
   local owner = ''
   local fields = redis.call('HKEYS', KEYS[1])
   for _, f in ipairs(fields) do

@@ -1,10 +1,10 @@
 -- Reentrant / fair mode release: decrement the owner's hold count, delete the lock at zero and
 -- hand it over to one waiter (handoff.lua).
--- KEYS[1] lock hash, KEYS[2] queue list, KEYS[3] waiter deadlines zset
+-- KEYS[1] lock hash, KEYS[2] queue list, KEYS[3] waiter deadlines zset, KEYS[4] fence counter
 -- ARGV[1] owner token, ARGV[2] release channel, ARGV[3] claim window ms
 -- Returns {0, ''} when the owner did not hold the key, {1, ''} when a nested hold remains,
--- {2, next} when freed: next is the waiter it was handed to ('' for nobody), also the PUBLISH
--- payload, so the releasing client wakes only it.
+-- {2, payload} when freed: the hand-over's payload ('' for nobody), so the releasing client
+-- wakes only that waiter, and hands it the hold if it is its own.
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return {0, ''}
 end
@@ -12,4 +12,4 @@ if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) > 0 then
   return {1, ''}
 end
 redis.call('DEL', KEYS[1])
-return {2, hand_over(KEYS[1], KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), true)}
+return {2, hand_over(KEYS[1], KEYS[4], KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), true)}

@@ -2,12 +2,13 @@
 -- attempt's nonce: a release names the owner and matches the prefix, the cleanup of one
 -- attempt names owner and nonce and matches only the grant that attempt made. A freed lock is
 -- handed over to one registered waiter (handoff.lua).
--- KEYS[1] lock key, KEYS[2] waiter deadlines zset, KEYS[3] queue list
+-- KEYS[1] lock key, KEYS[2] waiter deadlines zset, KEYS[3] queue list, KEYS[4] fence counter
 -- ARGV[1] owner token, or owner token and nonce; ARGV[2] release channel; ARGV[3] claim window ms
--- Returns {2, waiter named} when released, {0, ''} when the owner did not hold the key.
+-- Returns {2, hand-over payload ('' for nobody)} when released, {0, ''} when the owner did not
+-- hold the key.
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  return {2, hand_over(KEYS[1], KEYS[3], KEYS[2], ARGV[2], tonumber(ARGV[3]), false)}
+  return {2, hand_over(KEYS[1], KEYS[4], KEYS[3], KEYS[2], ARGV[2], tonumber(ARGV[3]), false)}
 end
 return {0, ''}

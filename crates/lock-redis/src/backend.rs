@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use crate::conn::RedisConnection;
 use crate::error::{NAME, bad_reply, classify};
+use crate::handoffs::{self, Handoffs};
 use crate::keys::{KeyLayout, KeyNames};
 use crate::notify::{Notifier, Source};
 use crate::options::Mode;
@@ -30,9 +31,7 @@ use crate::scripts;
 /// found again within a second, without hammering one that stays down.
 const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(1);
 /// A waiter refreshes its place in the wait set this many times per waiter timeout, so one
-/// slow or lost refresh does not cost it its place. A lock handed over to a waiter waits as long
-/// (the claim window) for that waiter's claim, so a vanished waiter blocks it no longer than
-/// the other waiters take to come back on their own.
+/// slow or lost refresh does not cost it its place.
 const HEARTBEATS_PER_TIMEOUT: u32 = 3;
 /// How long python-redis-lock's signal list lives after a release pushed it: that library's
 /// default `signal_expire` (1000 ms), so our release leaves the list exactly as its own does.
@@ -78,9 +77,14 @@ struct Inner {
     interop_poll: Duration,
     /// Replicas that must acknowledge each grant (`WAIT`), if any.
     replica_ack: Option<ReplicaAck>,
+    /// Hand-overs to this client's waiters, heard by the notifier or made by its own releases.
+    handoffs: Arc<Handoffs>,
     /// Acquisition attempts sent (feature `testing`: the wake-up tests count them).
     #[cfg(feature = "testing")]
     attempts: std::sync::atomic::AtomicU64,
+    /// Hand-overs taken without a round trip (feature `testing`).
+    #[cfg(feature = "testing")]
+    taken_handoffs: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for RedisLock {
@@ -103,7 +107,7 @@ fn hint(pttl: i64) -> Option<Duration> {
     u64::try_from(pttl).ok().map(|ms| Duration::from_millis(ms.max(1)))
 }
 
-/// The answer of an acquire script: `{1, fence}` or `{0, PTTL hint}`.
+/// The answer of an acquire script: `{1, fence, _}` or `{0, PTTL hint, _}`.
 fn attempt(ok: i64, value: i64, lease: Duration) -> Attempt {
     if ok == 1 {
         Attempt::Acquired(Grant { fence: FencingToken(value.max(0) as u64), lease: Some(lease) })
@@ -148,8 +152,11 @@ impl RedisLock {
             connection_timeout,
             interop_poll,
             replica_ack,
+            handoffs: Arc::default(),
             #[cfg(feature = "testing")]
             attempts: std::sync::atomic::AtomicU64::new(0),
+            #[cfg(feature = "testing")]
+            taken_handoffs: std::sync::atomic::AtomicU64::new(0),
         };
         RedisLock { inner: Arc::new(inner) }
     }
@@ -176,6 +183,13 @@ impl RedisLock {
     #[cfg(feature = "testing")]
     pub fn attempts(&self) -> u64 {
         self.inner.attempts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Locks this client's waiters took from a hand-over without a round trip (of
+    /// [`attempts`](Self::attempts), the ones that sent nothing). Feature `testing`.
+    #[cfg(feature = "testing")]
+    pub fn taken_handoffs(&self) -> u64 {
+        self.inner.taken_handoffs.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// `WAIT` for `ack.replicas` replicas after a grant. The grant's script (the hold and the
@@ -213,10 +227,19 @@ impl RedisLock {
         Err(err)
     }
 
-    /// How often a waiter refreshes its place, and how long a lock handed over to a waiter
-    /// waits for its claim.
+    /// How often a waiter refreshes its place.
     fn heartbeat(&self) -> Duration {
         self.inner.fair_waiter_timeout / HEARTBEATS_PER_TIMEOUT
+    }
+
+    /// The longest a hold handed over to a waiter lasts before the waiter takes or claims it
+    /// (`handoff.lua` also keeps it within the waiter's own liveness deadline): the waiter
+    /// timeout, so a vanished waiter blocks the key no longer than it blocks a fair queue
+    /// (Redisson's fair lock: the same 5 s by default). The waiter that takes the hold without
+    /// a round trip holds it for what is left of this until its first renewal, so it must not
+    /// be a mere heartbeat (a third of it): the clock-drift margin would eat most of that.
+    fn claim_window(&self) -> Duration {
+        self.inner.fair_waiter_timeout
     }
 
     /// The waiter timeout an attempt sends: the acquisition waits (`wait_until` in the future),
@@ -254,6 +277,7 @@ impl RedisLock {
                     self.inner.target.source(),
                     self.inner.layout.clone(),
                     self.inner.inbox.clone(),
+                    self.inner.handoffs.clone(),
                     manager_config(timeout, timeout),
                 )
             })
@@ -268,7 +292,7 @@ impl RedisLock {
     /// `value` is the owner token (its first `owner_len` bytes) and the nonce.
     fn arm_simple(&self, names: Arc<KeyNames>, value: String, owner_len: usize) -> Cleanup {
         let conn = self.inner.conn.clone();
-        let claim = millis(self.heartbeat());
+        let claim = millis(self.claim_window());
         let inbox = self.inner.inbox.clone();
         Cleanup::arm("redis lock attempt", move || async move {
             let (owner, nonce) = value.split_at(owner_len);
@@ -279,7 +303,7 @@ impl RedisLock {
     /// Undoes a reentrant or fair attempt if it is abandoned (see [`cancel`]).
     fn arm_hash(&self, names: Arc<KeyNames>, owner: String, nonce: String) -> Cleanup {
         let (conn, mode) = (self.inner.conn.clone(), self.inner.mode);
-        let claim = millis(self.heartbeat());
+        let claim = millis(self.claim_window());
         let inbox = self.inner.inbox.clone();
         Cleanup::arm("redis lock attempt", move || async move {
             cancel(mode, conn, &names, &owner, &nonce, claim, &inbox).await
@@ -293,6 +317,36 @@ impl RedisLock {
         Cleanup::arm("redis lock attempt", move || async move {
             release_plain(conn, &names, &value).await.map(drop)
         })
+    }
+
+    /// The hold a release handed to this waiter, if it can be held without a round trip (see
+    /// `handoffs.rs`): its fence, and a lease of what is left of the claim window, which the
+    /// core extends to the lease asked for. Not with replica acknowledgement (the hand-over's
+    /// writes went through the releasing client's connection, so a `WAIT` here covers nothing).
+    fn take_handed(&self, req: &AcquireRequest<'_>, owner: &str) -> Option<Attempt> {
+        if self.inner.replica_ack.is_some() || req.wait_until.is_none() {
+            return None;
+        }
+        let (fence, left) = self.inner.handoffs.take(req.key, owner, req.lease)?;
+        #[cfg(feature = "testing")]
+        self.inner.taken_handoffs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(left) }))
+    }
+
+    /// `"1"` when `owner` holds `key` by a hand-over taken here: the attempt is a nesting, and
+    /// must not claim that handed hold a second time.
+    fn taken_flag(&self, key: &str, owner: &str) -> &'static str {
+        if self.inner.handoffs.is_taken(key, owner) { "1" } else { "0" }
+    }
+
+    /// Notes what an acquire script answered: a grant ends the wait; a refusal that registered
+    /// (`deadline` > 0) is what a later hand-over to this waiter is checked against.
+    fn noted(&self, key: &str, owner: &str, ok: i64, deadline: i64, sent: Instant) {
+        if ok == 1 {
+            self.inner.handoffs.forget(key, owner);
+        } else if deadline > 0 {
+            self.inner.handoffs.refused(key, owner, deadline, sent);
+        }
     }
 
     /// One interop-mode attempt: `SET NX PX` on the other library's key, and our fence.
@@ -328,7 +382,11 @@ impl RedisLock {
         let _ = write!(value, "{}", req.owner);
         let owner_len = value.len();
         let _ = write!(value, "{}", OwnerToken::random());
+        if let Some(grant) = self.take_handed(req, &value[..owner_len]) {
+            return Ok(grant);
+        }
         let wait_ms = self.wait_ms(req);
+        let taken = self.taken_flag(req.key, &value[..owner_len]);
         let mut conn = self.inner.conn.clone();
         // The invocation holds copies of its arguments, so the cleanup can take the originals.
         let mut inv = scripts::ACQUIRE_SIMPLE.get(conn.sharded()).prepare_invoke();
@@ -340,10 +398,14 @@ impl RedisLock {
             .arg(millis(req.lease))
             .arg(&value[..owner_len])
             .arg(wait_ms)
-            .arg(&self.inner.inbox);
+            .arg(&self.inner.inbox)
+            .arg(taken);
+        let owner = value[..owner_len].to_owned();
         let cleanup = self.arm_simple(names, value, owner_len);
-        let (ok, reply): (i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
+        let sent = Instant::now();
+        let (ok, reply, deadline): (i64, i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
         cleanup.disarm();
+        self.noted(req.key, &owner, ok, deadline, sent);
         Ok(self.refused(attempt(ok, reply, req.lease), wait_ms > 0))
     }
 
@@ -353,7 +415,11 @@ impl RedisLock {
     async fn acquire_hash(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let names = Arc::new(self.inner.layout.names(req.key));
         let owner = req.owner.to_string();
+        if let Some(grant) = self.take_handed(req, &owner) {
+            return Ok(grant);
+        }
         let nonce = OwnerToken::random().to_string();
+        let taken = self.taken_flag(req.key, &owner);
         // Past the deadline a place in the queue is of no use: the core leaves it anyway. The
         // attempt still takes the lock if this waiter is next.
         let wait_ms = self.wait_ms(req);
@@ -371,8 +437,9 @@ impl RedisLock {
                 .arg(&nonce)
                 .arg(wait_ms)
                 .arg(&names.channel)
-                .arg(millis(self.heartbeat()))
-                .arg(&self.inner.inbox);
+                .arg(millis(self.claim_window()))
+                .arg(&self.inner.inbox)
+                .arg(taken);
         } else {
             inv.key(&names.waiters)
                 .key(&names.queue)
@@ -380,14 +447,17 @@ impl RedisLock {
                 .arg(millis(req.lease))
                 .arg(&nonce)
                 .arg(wait_ms)
-                .arg(&self.inner.inbox);
+                .arg(&self.inner.inbox)
+                .arg(taken);
         }
         // Armed only around the request: a place kept in the queue afterwards is the core's to
         // leave (`leave_queue`), a request dropped midway is ours to undo. The invocation holds
         // copies of its arguments, so the cleanup can take the originals.
-        let cleanup = self.arm_hash(names, owner, nonce);
-        let (ok, value): (i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
+        let cleanup = self.arm_hash(names, owner.clone(), nonce);
+        let sent = Instant::now();
+        let (ok, value, deadline): (i64, i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
         cleanup.disarm();
+        self.noted(req.key, &owner, ok, deadline, sent);
         Ok(self.refused(attempt(ok, value, req.lease), wait_ms > 0))
     }
 }
@@ -405,6 +475,7 @@ async fn release_simple(
         .key(&names.lock)
         .key(&names.waiters)
         .key(&names.queue)
+        .key(&names.fence)
         .arg(owner)
         .arg(&names.channel)
         .arg(claim_ms)
@@ -439,12 +510,14 @@ async fn cancel(
     inbox: &str,
 ) -> Result<()> {
     let (script, keys) = match mode {
-        Mode::Simple => {
-            (scripts::CANCEL_SIMPLE.get(conn.sharded()), [&names.lock, &names.waiters, &names.queue])
-        }
-        Mode::Reentrant | Mode::Fair => {
-            (scripts::CANCEL_HASH.get(conn.sharded()), [&names.lock, &names.queue, &names.waiters])
-        }
+        Mode::Simple => (
+            scripts::CANCEL_SIMPLE.get(conn.sharded()),
+            [&names.lock, &names.waiters, &names.queue, &names.fence],
+        ),
+        Mode::Reentrant | Mode::Fair => (
+            scripts::CANCEL_HASH.get(conn.sharded()),
+            [&names.lock, &names.queue, &names.waiters, &names.fence],
+        ),
         // No wait set to leave; an interop attempt's own cleanup is `arm_plain`.
         Mode::RedisPy | Mode::PythonRedisLock => return Ok(()),
     };
@@ -523,7 +596,7 @@ impl LockBackend for RedisLock {
         let names = self.inner.layout.names(key);
         let mut conn = self.inner.conn.clone();
         let token = owner.to_string();
-        let claim = millis(self.heartbeat());
+        let claim = millis(self.claim_window());
         let (r, next): (i64, String) = match self.inner.mode {
             Mode::Simple => release_simple(conn, &names, &token, claim).await?,
             // 2 = freed, as the other release scripts say; nobody is named next.
@@ -535,6 +608,7 @@ impl LockBackend for RedisLock {
                 .key(&names.lock)
                 .key(&names.queue)
                 .key(&names.waiters)
+                .key(&names.fence)
                 .arg(&token)
                 .arg(&names.channel)
                 .arg(claim)
@@ -542,12 +616,23 @@ impl LockBackend for RedisLock {
                 .await
                 .map_err(classify)?,
         };
+        if r != 1 {
+            // A hold taken from a hand-over ends with its last release (or was not ours).
+            self.inner.handoffs.released(key, &token);
+        }
         if r == 2
             && let Some(n) = self.inner.notifier.get()
         {
             // This client's own waiters need not wait for the message to come back; only the
-            // one the lock was handed to wakes.
-            n.notify_next(key, Some(next.as_str()).filter(|n| !n.is_empty()));
+            // one the lock was handed to wakes, and takes the hold if it waits here.
+            let next = match handoffs::parse(&next) {
+                Some((token, handed, _)) => {
+                    self.inner.handoffs.handed_if_waiting(key, token, handed);
+                    Some(token)
+                }
+                None => None,
+            };
+            n.notify_next(key, next);
         }
         Ok(r > 0)
     }
@@ -613,8 +698,10 @@ impl LockBackend for RedisLock {
 
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
         let (conn, names) = (self.inner.conn.clone(), self.inner.layout.names(key));
-        let (claim, inbox) = (millis(self.heartbeat()), self.inner.inbox.as_str());
-        // An empty nonce: leave the wait set, never touch a hold.
+        let (claim, inbox) = (millis(self.claim_window()), self.inner.inbox.as_str());
+        self.inner.handoffs.forget(key, &owner.to_string());
+        // An empty nonce: leave the wait set and free a hold handed to this waiter and not
+        // taken; never touch a hold otherwise.
         cancel(self.inner.mode, conn, &names, &owner.to_string(), "", claim, inbox).await
     }
 

@@ -8,6 +8,7 @@ mod backend;
 mod builder;
 mod conn;
 mod error;
+mod handoffs;
 mod keys;
 mod notify;
 mod options;

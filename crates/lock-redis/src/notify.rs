@@ -24,6 +24,7 @@ use redis::{Client, ConnectionInfo, ProtocolVersion, PushInfo, PushKind, RedisRe
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+use crate::handoffs::{self, Handoffs};
 use crate::keys::KeyLayout;
 
 /// Commands the command task takes at once: one look at the hub's live keys serves the whole
@@ -126,6 +127,7 @@ impl Notifier {
         source: Source,
         layout: Arc<KeyLayout>,
         inbox: String,
+        handoffs: Arc<Handoffs>,
         cfg: ConnectionManagerConfig,
     ) -> RedisResult<Notifier> {
         let (cmds, cmd_rx) = mpsc::unbounded_channel();
@@ -140,6 +142,7 @@ impl Notifier {
             hub: hub.clone(),
             layout: layout.clone(),
             inbox: inbox.clone(),
+            handoffs,
             reconnecting: AtomicBool::new(false),
             subscribed: subscribed.clone(),
             cmds: cmds.downgrade(),
@@ -321,6 +324,8 @@ struct Pushes {
     layout: Arc<KeyLayout>,
     /// This client's inbox channel.
     inbox: String,
+    /// Where a hand-over to one of this client's waiters is noted before it wakes.
+    handoffs: Arc<Handoffs>,
     /// A disconnection was seen and the resubscription not yet.
     reconnecting: AtomicBool,
     /// Keys subscribed on the server, to tell a server's `sunsubscribe` from our own.
@@ -337,13 +342,13 @@ impl Pushes {
     fn handle(&self, push: PushInfo) {
         match push.kind {
             PushKind::Message if self.is_inbox(&push) => {
-                // A lock handed to one of our waiters: its token (32 hex digits), then the
-                // lock's Redis name.
+                // A lock handed to one of our waiters: `token:fence:window:deadline:lock`.
                 if let Some(Value::BulkString(p)) = push.data.get(1)
                     && let Ok(p) = std::str::from_utf8(p)
-                    && let (Some(token), Some(lock)) = (p.get(..32), p.get(32..))
+                    && let Some((token, handed, Some(lock))) = handoffs::parse(p)
                     && let Some(key) = self.layout.key_of_lock(lock)
                 {
+                    self.handoffs.handed(&key, token, handed);
                     self.hub.notify_next(&key, Some(token));
                 }
             }
@@ -352,11 +357,17 @@ impl Pushes {
                     && let Ok(ch) = std::str::from_utf8(ch)
                     && let Some(key) = self.layout.key_of_channel(ch)
                 {
-                    // The payload names the waiter the lock was handed to; empty names nobody.
+                    // The payload names the waiter the lock was handed to (`token:fence:window:
+                    // deadline`); empty names nobody.
                     let next = match push.data.get(1) {
-                        Some(Value::BulkString(p)) if !p.is_empty() => std::str::from_utf8(p).ok(),
+                        Some(Value::BulkString(p)) => std::str::from_utf8(p).ok().and_then(handoffs::parse),
                         _ => None,
                     };
+                    // Every client subscribed to the key hears it: noted only by the waiter's.
+                    let next = next.map(|(token, handed, _)| {
+                        self.handoffs.handed_if_waiting(&key, token, handed);
+                        token
+                    });
                     self.hub.notify_next(&key, next);
                 }
             }

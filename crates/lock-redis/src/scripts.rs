@@ -54,17 +54,17 @@ pub(crate) static ACQUIRE_PLAIN: LazyLock<Script> =
 pub(crate) static RELEASE_PLAIN: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/release_plain.lua")));
 pub(crate) static RELEASE_SIMPLE: LazyLock<Publishing> =
-    LazyLock::new(|| publishing(&[HANDOFF], include_str!("../scripts/release_simple.lua")));
+    LazyLock::new(|| publishing(&[FENCE, HANDOFF], include_str!("../scripts/release_simple.lua")));
 pub(crate) static RELEASE_HASH: LazyLock<Publishing> =
-    LazyLock::new(|| publishing(&[HANDOFF], include_str!("../scripts/release_hash.lua")));
+    LazyLock::new(|| publishing(&[FENCE, HANDOFF], include_str!("../scripts/release_hash.lua")));
 pub(crate) static RENEW_SIMPLE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/renew_simple.lua")));
 pub(crate) static RENEW_HASH: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/renew_hash.lua")));
 pub(crate) static CANCEL_SIMPLE: LazyLock<Publishing> =
-    LazyLock::new(|| publishing(&[HANDOFF], include_str!("../scripts/cancel_simple.lua")));
+    LazyLock::new(|| publishing(&[FENCE, HANDOFF], include_str!("../scripts/cancel_simple.lua")));
 pub(crate) static CANCEL_HASH: LazyLock<Publishing> =
-    LazyLock::new(|| publishing(&[HANDOFF], include_str!("../scripts/cancel_hash.lua")));
+    LazyLock::new(|| publishing(&[FENCE, HANDOFF], include_str!("../scripts/cancel_hash.lua")));
 pub(crate) static SET_NOTE: LazyLock<Script> =
     LazyLock::new(|| with(&[HOLDER], include_str!("../scripts/set_note.lua")));
 pub(crate) static RAISE_FENCE: LazyLock<Script> =

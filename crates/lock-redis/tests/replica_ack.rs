@@ -84,7 +84,9 @@ async fn a_failover_right_after_a_grant_does_not_repeat_its_fence() {
     let Some(p) = pair() else { return };
     let a = Locker::new(Arc::new(backend(&p.primary().url(), true).await));
     let key = lock_testkit::key("failover");
-    let lease = Duration::from_millis(400);
+    // Long enough to outlast the kill and the promotion on a loaded machine (at 400 ms the hold
+    // sometimes ran out first, and the case failed without a failover bug).
+    let lease = Duration::from_millis(1500);
     let g = a.lock(&key).lease(lease).try_acquire().await.expect("acked").expect("free");
     let first = g.fence().expect("redis fences");
     // Right after the grant: the primary dies, the replica is promoted.

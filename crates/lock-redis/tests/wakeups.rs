@@ -58,6 +58,9 @@ async fn each_release_wakes_at_most_one_waiter() {
         // whose single attempt takes the lock.
         let woken = total(&clients) - blocked;
         assert!(woken <= WAITERS as u64, "{mode}: {woken} attempts after {WAITERS} releases");
+        // Each waiter heard its hand-over before its attempt and held without a round trip.
+        let taken: u64 = clients.iter().map(RedisLock::taken_handoffs).sum();
+        assert_eq!(taken, WAITERS as u64, "{mode}: hand-overs taken without a round trip");
     }
 }
 

@@ -97,7 +97,12 @@ pub async fn mutual_exclusion<F: Factory + ?Sized>(f: &F) {
                 counter.store(v + 1, Ordering::SeqCst);
                 inside.fetch_sub(1, Ordering::SeqCst);
                 fences.push(g.fence());
-                g.release().await.expect("release");
+                // What the guard knew before the release, for a failure to say why it was lost.
+                let (state, deadline) = (g.state(), g.lease_deadline());
+                if let Err(e) = g.release().await {
+                    let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+                    panic!("release: {e:?} (state before: {state:?}, lease left: {left:?})");
+                }
             }
             fences
         }));

@@ -141,6 +141,11 @@ pub struct Grant {
     /// core's local deadline is call start + this, which can only be early, never late). A
     /// backend that waited in a server queue before the grant adds the time it waited.
     /// `None` for session-bound locks, which have no time-based expiry.
+    ///
+    /// It may be shorter than the lease asked for: a hold granted in advance (Redis hands a
+    /// freed lock to the next waiter with a short claim window, and the waiter takes it without
+    /// a round trip). The core then extends it to the lease asked for with a renewal: soon,
+    /// from the watchdog, or before returning the guard if the drift margin would eat half of it.
     pub lease: Option<Duration>,
 }
 
