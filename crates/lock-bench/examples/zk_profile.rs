@@ -14,7 +14,8 @@
 //! the bench measures the zk target's floor first. With `nodelay`, `zk_nodelay.py` sets
 //! TCP_NODELAY on this process's sockets to the server (the crate's and the lock's) from outside.
 //!
-//! `cargo run --release -p lock-bench --example zk_profile -- [multi|current] [rounds] [nodelay]`
+//! `cargo run --release -p lock-bench --example zk_profile -- [multi|current] [rounds] [nodelay] [warmup]`
+//! (`warmup`: only the p50 per block of 500 exists + 500 create+delete on the fresh server)
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -215,6 +216,28 @@ async fn run(flavor: &str, rounds: usize) -> Res<()> {
     let client = zkc::Client::connector().connect(&connect).await?;
     let opts = zkc::CreateMode::EphemeralSequential.with_acls(zkc::Acls::anyone_all());
     let crate_exists = |c: zkc::Client| async move { c.check_stat("/").await.map(drop) };
+    if std::env::args().any(|a| a == "warmup") {
+        // How fast a fresh server warms up: p50 per block of 500 pairs (exists, create+delete).
+        for block in 0..rounds {
+            let (mut e, mut c) = (Probes::default(), Probes::default());
+            for _ in 0..500 {
+                let t0 = Instant::now();
+                crate_exists(client.clone()).await?;
+                e.record("exists", t0);
+                let t0 = Instant::now();
+                crate_pair(&client, &opts, "").await?;
+                c.record("create+delete", t0);
+            }
+            let p50 = |p: &Probes| p.0.values().next().map_or(0, |h| h.value_at_quantile(0.5));
+            println!(
+                "ops {:>6}: exists p50 {:>4}  create+delete p50 {:>4}",
+                (block + 1) * 1000,
+                p50(&e),
+                p50(&c)
+            );
+        }
+        return Ok(());
+    }
     // Cold: the bench's zk floor is its first use of a fresh server.
     let mut cold = Probes::default();
     for _ in 0..3_000 {
