@@ -38,9 +38,15 @@ pub const DRIFT_MARGIN_RATE: f64 = 0.01;
 /// timers.
 pub const DRIFT_MARGIN_FLOOR: Duration = Duration::from_millis(5);
 
+/// Shortest local validity (a short grant less the drift margin) left to the watchdog's top-up:
+/// below it, a loaded machine could miss the deadline before the renewal is answered, and tell
+/// the holder of a loss that never happened.
+const SHORT_GRANT_MIN: Duration = Duration::from_millis(200);
+
 /// A grant shorter than the lease asked for (a hold handed over in advance, see
 /// [`Grant::lease`](crate::backend::Grant)) is topped up by the watchdog soon after; one so short
-/// that the drift margin would eat half of it is topped up here, before the guard exists.
+/// that the drift margin would eat half of it, or leave less than [`SHORT_GRANT_MIN`], is
+/// topped up here, before the guard exists.
 /// Answers the grant with the lease it now has (counted from `sent_at`, moved to the top-up's
 /// send), or `Held` if the short grant ran out first.
 async fn top_up(
@@ -53,7 +59,8 @@ async fn top_up(
     sent_at: &mut Instant,
 ) -> Result<Attempt> {
     let Some(short) = grant.lease.filter(|g| *g < lease) else { return Ok(Attempt::Acquired(grant)) };
-    if short.saturating_sub(margin) >= short / 2 {
+    let valid = short.saturating_sub(margin);
+    if valid >= short / 2 && valid >= SHORT_GRANT_MIN {
         return Ok(Attempt::Acquired(grant));
     }
     let sent = Instant::now();

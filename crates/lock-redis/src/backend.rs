@@ -233,13 +233,13 @@ impl RedisLock {
     }
 
     /// The longest a hold handed over to a waiter lasts before the waiter takes or claims it
-    /// (`handoff.lua` also keeps it within the waiter's own liveness deadline): the waiter
-    /// timeout, so a vanished waiter blocks the key no longer than it blocks a fair queue
-    /// (Redisson's fair lock: the same 5 s by default). The waiter that takes the hold without
-    /// a round trip holds it for what is left of this until its first renewal, so it must not
-    /// be a mere heartbeat (a third of it): the clock-drift margin would eat most of that.
+    /// (`handoff.lua` also keeps it within the waiter's own liveness deadline): a heartbeat, so
+    /// a waiter that vanished (a crashed process next in line) blocks the key no longer than
+    /// the other waiters take to come back on their own. A waiter that takes the hold without
+    /// a round trip holds it for what is left of this until the core's top-up renewal (which
+    /// the core makes before returning when little is left).
     fn claim_window(&self) -> Duration {
-        self.inner.fair_waiter_timeout
+        self.heartbeat()
     }
 
     /// The waiter timeout an attempt sends: the acquisition waits (`wait_until` in the future),

@@ -224,8 +224,8 @@ impl RedisLockBuilder {
     }
 
     /// How long a silent waiter keeps its place in the queue, in every mode (default
-    /// [`DEFAULT_FAIR_WAITER_TIMEOUT`]); a third of it is the heartbeat of waiters, and a lock
-    /// handed over to a waiter that vanished is held for it at most this long.
+    /// [`DEFAULT_FAIR_WAITER_TIMEOUT`]); a third of it is the heartbeat of waiters and the
+    /// claim window of a lock handed over to one (how long it is held for a vanished waiter).
     pub fn fair_waiter_timeout(mut self, timeout: Duration) -> Self {
         self.fair_waiter_timeout = timeout;
         self

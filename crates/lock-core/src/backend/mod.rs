@@ -145,7 +145,8 @@ pub struct Grant {
     /// It may be shorter than the lease asked for: a hold granted in advance (Redis hands a
     /// freed lock to the next waiter with a short claim window, and the waiter takes it without
     /// a round trip). The core then extends it to the lease asked for with a renewal: soon,
-    /// from the watchdog, or before returning the guard if the drift margin would eat half of it.
+    /// from the watchdog, or before returning the guard if the drift margin would eat half of it
+    /// or leave under 200 ms.
     pub lease: Option<Duration>,
 }
 
