@@ -581,9 +581,13 @@ impl Keeper {
             Some(Ok(())) => {}
             Some(Err(e)) => {
                 tracing::warn!(%key, error = %e, "connection holding a lock died");
+                self.lost(&mut guard);
                 return Some(false);
             }
-            None => return Some(false),
+            None => {
+                self.lost(&mut guard);
+                return Some(false);
+            }
         }
         self.confirmed = sent;
         self.each_signal(LeaseSignal::mark_held);
@@ -593,10 +597,19 @@ impl Keeper {
     /// Store `note` in the holding transaction (opening one first in named mode), bounded as a
     /// ping is. An answer confirms the session as a ping's does.
     async fn note(&mut self, note: &str) -> Noted {
-        let (signals, key, notes) = (self.signals.clone(), self.key.clone(), self.notes.clone());
         let slot = self.slot.clone();
         let mut guard = slot.lock().await;
         let Some(held) = guard.as_mut() else { return Noted::Gone };
+        let noted = self.note_on(held, note).await;
+        if let Noted::Lost = noted {
+            self.lost(&mut guard);
+        }
+        noted
+    }
+
+    /// [`Keeper::note`] on the hold's connection.
+    async fn note_on(&mut self, held: &mut Held, note: &str) -> Noted {
+        let (signals, key, notes) = (self.signals.clone(), self.key.clone(), self.notes.clone());
         if !held.in_tx
             && let Some(begin) = &notes.begin
         {
@@ -684,8 +697,7 @@ impl Keeper {
                         let _ = reply.send(alive == Some(true));
                         match alive {
                             Some(true) => next = Instant::now() + self.every,
-                            Some(false) => return self.lost().await,
-                            None => return,
+                            Some(false) | None => return,
                         }
                     }
                     Some(Cmd::Note(note, reply)) => match self.note(&note).await {
@@ -699,7 +711,7 @@ impl Keeper {
                         }
                         Noted::Lost => {
                             let _ = reply.send(Ok(false));
-                            return self.lost().await;
+                            return;
                         }
                         Noted::Gone => {
                             let _ = reply.send(Ok(false));
@@ -719,8 +731,7 @@ impl Keeper {
                 },
                 _ = tokio::time::sleep_until(next) => match self.ping().await {
                     Some(true) => next = Instant::now() + self.every,
-                    Some(false) => return self.lost().await,
-                    None => return,
+                    Some(false) | None => return,
                 },
             }
         }
@@ -729,7 +740,10 @@ impl Keeper {
     /// The connection died or went silent past the server's idle bound: the lock is (or will
     /// at once be) free for others. Every guard of the hold is told; the connection is closed,
     /// so a server that still holds the session ends it now.
-    async fn lost(self) {
+    ///
+    /// Under the slot's lock (`guard`), so that a release waiting for it finds the connection
+    /// gone and answers `false` rather than committing on it.
+    fn lost(&self, guard: &mut Option<Held>) {
         // Out of the table first: a guard woken by the signal may at once acquire again with
         // the same owner, and must not nest into this dead hold.
         if let Some(holds) = self.holds.upgrade() {
@@ -739,8 +753,7 @@ impl Keeper {
             }
         }
         self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
-        // Unless a release took it meanwhile (its `COMMIT` then fails), the connection drops
-        // dirty: it is closed, never pooled.
-        drop(self.slot.lock().await.take());
+        // Then the connection drops dirty: it is closed, never pooled.
+        drop(guard.take());
     }
 }
