@@ -146,7 +146,7 @@ pub struct Grant {
     /// freed lock to the next waiter with a short claim window, and the waiter takes it without
     /// a round trip). The core then extends it to the lease asked for with a renewal: soon,
     /// from the watchdog, or before returning the guard if the drift margin would eat half of it
-    /// or leave under 200 ms.
+    /// or leave under 1 s.
     pub lease: Option<Duration>,
 }
 
