@@ -699,10 +699,14 @@ impl LockBackend for RedisLock {
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
         let (conn, names) = (self.inner.conn.clone(), self.inner.layout.names(key));
         let (claim, inbox) = (millis(self.claim_window()), self.inner.inbox.as_str());
-        self.inner.handoffs.forget(key, &owner.to_string());
+        // The wait ended without a guard: nothing noted for it stays (a hand-over taken by an
+        // acquisition dropped during the core's top-up included).
+        let token = owner.to_string();
+        self.inner.handoffs.forget(key, &token);
+        self.inner.handoffs.released(key, &token);
         // An empty nonce: leave the wait set and free a hold handed to this waiter and not
         // taken; never touch a hold otherwise.
-        cancel(self.inner.mode, conn, &names, &owner.to_string(), "", claim, inbox).await
+        cancel(self.inner.mode, conn, &names, &token, "", claim, inbox).await
     }
 
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
