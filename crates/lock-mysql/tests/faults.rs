@@ -534,11 +534,11 @@ async fn paused_server(mode: Mode) {
     }
 }
 
-/// The idle bound is set on the holding session only: a connection that held a lock goes back
-/// to the pool with the server-wide `wait_timeout` restored. (That the server ends a silent
-/// holder's session is shown end to end by `history::mysql_holder_processes`.)
+/// The idle bound (and autocommit off) is set on holding sessions only, which come from the
+/// backend's private pool: the shared pool keeps the server-wide settings. (That the server ends
+/// a silent holder's session is shown end to end by `history::mysql_holder_processes`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn holding_sessions_restore_the_idle_timeout_before_pooling() {
+async fn the_shared_pool_never_carries_a_holders_session_settings() {
     let url = shared_url();
     let b = MySqlLock::builder()
         .url(&url)
@@ -552,10 +552,11 @@ async fn holding_sessions_restore_the_idle_timeout_before_pooling() {
     let k = key("idlebound");
     let g = l.lock(&k).try_acquire().await.expect("try").expect("free");
     g.release().await.expect("release");
-    // One connection in the pool: the one that held the lock.
+    // Holders take their connections from a private pool set up for holding (autocommit off,
+    // the idle bounds); the shared pool, which the application may use too, never sees them.
     let mut conn = b.pool().acquire().await.expect("pooled");
     let restored: i64 = lock_mysql::sqlx::query_scalar(
-        "SELECT @@SESSION.wait_timeout = @@GLOBAL.wait_timeout \
+        "SELECT @@SESSION.autocommit = 1 AND @@SESSION.wait_timeout = @@GLOBAL.wait_timeout \
             AND @@SESSION.net_read_timeout = @@GLOBAL.net_read_timeout \
             AND @@SESSION.net_write_timeout = @@GLOBAL.net_write_timeout \
             AND @@SESSION.idle_transaction_timeout = @@GLOBAL.idle_transaction_timeout \
