@@ -13,7 +13,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::backend::{AcquireRequest, Attempt, Grant, RenewItem};
+use lock_core::backend::{AcquireRequest, Attempt, Grant, RenewItem, jitter};
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
@@ -32,8 +32,14 @@ const ROLLBACK: &str = "ROLLBACK";
 
 /// Longest statement timeout MariaDB accepts (`max_statement_time`, one year).
 const MAX_STATEMENT_SECS: f64 = 31_536_000.0;
-/// Times a missing lock row is created and locked again within one attempt.
-const ROW_ROUNDS: usize = 3;
+/// Times a missing lock row is created and locked again within one attempt. Many new keys at
+/// once (a writer taking every reader slot of a new read-write lock) make inserts give way to
+/// each other's short-lived gap locks (the NOWAIT probe of a missing neighbour), which three
+/// rounds back to back did not always outlast on a loaded machine.
+const ROW_ROUNDS: usize = 8;
+/// Pause before another round of row creation: long enough for a neighbour's probe to roll back
+/// its gap lock, jittered so that two creators do not meet again.
+const ROW_RETRY: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(5));
 
 enum Step {
     /// Locked, with the connection id, (MariaDB) the fencing token drawn by the lock statement,
@@ -116,12 +122,15 @@ impl Pessimistic {
         }
         // The row may have to be created first (once per key). An insert can also give way to
         // another transaction's short-lived gap lock (a NOWAIT probe of a missing neighbour key),
-        // so it is tried a few times; misses beyond that mean someone deletes rows under us: a
+        // so it is tried a few times, briefly apart; misses beyond that mean someone deletes rows under us: a
         // temporary error, which the core retries.
         let mut step = self.attempt(req).await?;
-        for _ in 0..ROW_ROUNDS {
+        for round in 0..ROW_ROUNDS {
             if !matches!(step, Step::NoRow) {
                 break;
+            }
+            if round > 0 {
+                tokio::time::sleep(jitter(ROW_RETRY.0, ROW_RETRY.1)).await;
             }
             self.create_row(req.key).await?;
             step = self.attempt(req).await?;
