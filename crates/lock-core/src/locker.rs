@@ -348,7 +348,7 @@ impl LockRequest<'_> {
             let req = AcquireRequest { key: &key, owner, lease, wait_until, signal: &joined.signal };
             let mut sent_at = Instant::now();
             let result = match backend.try_acquire(&req).await {
-                Ok(Attempt::Acquired(grant)) => {
+                Ok(Attempt::Acquired(grant)) if caps.early_grants => {
                     top_up(backend, &key, owner, lease, locker.drift_margin(lease), grant, &mut sent_at).await
                 }
                 other => other,
@@ -374,6 +374,7 @@ impl LockRequest<'_> {
                             margin: locker.drift_margin(lease),
                             renew_until: self.max_hold.map(|m| started + m),
                             signal: signal.clone(),
+                            early: caps.early_grants,
                         })
                     });
                     let fence = caps.fencing.then_some(grant.fence);

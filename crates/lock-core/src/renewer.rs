@@ -61,6 +61,9 @@ pub(crate) struct NewLease {
     /// Maximum hold time: no renewal is sent past this instant.
     pub renew_until: Option<Instant>,
     pub signal: LeaseSignal,
+    /// The backend grants in advance (`Capability::early_grants`): a grant shorter than asked
+    /// is topped up.
+    pub early: bool,
 }
 
 struct Entry {
@@ -211,7 +214,7 @@ impl Renewer {
     pub fn register(&self, new: NewLease) -> Registration {
         // A grant shorter than asked (see `Grant::lease`) is renewed a third into what is left
         // of it locally, to the full lease, whether or not the watchdog renews this lease.
-        let short = new.granted.filter(|g| *g < new.lease);
+        let short = new.granted.filter(|g| new.early && *g < new.lease);
         let first = short.map_or(period(new.lease), |g| period(g.saturating_sub(new.margin)));
         let entry = Entry {
             confirmed_until: new.granted.map(|l| local_deadline(new.sent_at, l, new.margin)),

@@ -30,7 +30,10 @@ impl LockBackend for Flaky {
         "flaky"
     }
     fn capabilities(&self) -> Capability {
-        self.inner.capabilities()
+        // Grants in advance when told to answer short grants.
+        let mut c = self.inner.capabilities();
+        c.early_grants = self.short_grant_ms.load(Ordering::SeqCst) > 0;
+        c
     }
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let short = self.short_grant_ms.load(Ordering::SeqCst);

@@ -575,6 +575,8 @@ impl LockBackend for RedisLock {
         // set_note.lua, raise_fence.lua); neither changes what the other library reads.
         c.notes = true;
         c.raise_fence = true;
+        // A release grants the next waiter its hold in advance (handoffs.rs).
+        c.early_grants = !self.inner.mode.is_interop();
         c
     }
 

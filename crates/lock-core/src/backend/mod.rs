@@ -81,6 +81,11 @@ pub struct Capability {
     /// [`LockBackend::raise_fence`] works: the key's fence counter can be raised to a floor
     /// (what a quorum needs to keep fencing tokens increasing across majorities).
     pub raise_fence: bool,
+    /// A grant's [`Grant::lease`] may be shorter than asked because the store granted the hold
+    /// in advance (Redis hands a freed lock to the next waiter for a claim window): the core
+    /// tops it up to the lease asked for. Without it, a shorter lease is simply what the hold
+    /// has (a quorum's validity after the time its members took).
+    pub early_grants: bool,
 }
 
 impl Capability {
@@ -97,6 +102,7 @@ impl Capability {
         queue: false,
         notes: false,
         raise_fence: false,
+        early_grants: false,
     };
 }
 
@@ -142,7 +148,8 @@ pub struct Grant {
     /// backend that waited in a server queue before the grant adds the time it waited.
     /// `None` for session-bound locks, which have no time-based expiry.
     ///
-    /// It may be shorter than the lease asked for: a hold granted in advance (Redis hands a
+    /// With [`Capability::early_grants`] it may be shorter than the lease asked for: a hold
+    /// granted in advance (Redis hands a
     /// freed lock to the next waiter with a short claim window, and the waiter takes it without
     /// a round trip). The core then extends it to the lease asked for with a renewal: soon,
     /// from the watchdog, or before returning the guard if the drift margin would eat half of it
