@@ -193,7 +193,7 @@ async fn cluster_leader_killed_while_held_and_waited() {
             tx.send(g).expect("test alive");
         }));
     }
-    let mut observer = holder.client();
+    let observer = holder.client();
     let prefix = holder.lock_prefix(&k);
     eventually(Duration::from_secs(10), "both waiters queued", || {
         let mut c = observer.clone();
