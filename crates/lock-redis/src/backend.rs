@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use crate::conn::RedisConnection;
 use crate::error::{NAME, bad_reply, classify};
-use crate::handoffs::{self, Handoffs};
+use crate::handoffs::{self, Before, Handoffs};
 use crate::keys::{KeyLayout, KeyNames};
 use crate::notify::{Notifier, Source};
 use crate::options::Mode;
@@ -319,33 +319,22 @@ impl RedisLock {
         })
     }
 
-    /// The hold a release handed to this waiter, if it can be held without a round trip (see
-    /// `handoffs.rs`): its fence, and a lease of what is left of the claim window, which the
-    /// core extends to the lease asked for. Not with replica acknowledgement (the hand-over's
-    /// writes went through the releasing client's connection, so a `WAIT` here covers nothing).
-    fn take_handed(&self, req: &AcquireRequest<'_>, owner: &str) -> Option<Attempt> {
-        if self.inner.replica_ack.is_some() || req.wait_until.is_none() {
-            return None;
-        }
-        let (fence, left) = self.inner.handoffs.take(req.key, owner, req.lease)?;
-        #[cfg(feature = "testing")]
-        self.inner.taken_handoffs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Some(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(left) }))
-    }
-
-    /// `"1"` when `owner` holds `key` by a hand-over taken here: the attempt is a nesting, and
-    /// must not claim that handed hold a second time.
-    fn taken_flag(&self, key: &str, owner: &str) -> &'static str {
-        if self.inner.handoffs.is_taken(key, owner) { "1" } else { "0" }
-    }
-
-    /// Notes what an acquire script answered: a grant ends the wait; a refusal that registered
-    /// (`deadline` > 0) is what a later hand-over to this waiter is checked against.
-    fn noted(&self, key: &str, owner: &str, ok: i64, deadline: i64, sent: Instant) {
-        if ok == 1 {
-            self.inner.handoffs.forget(key, owner);
-        } else if deadline > 0 {
-            self.inner.handoffs.refused(key, owner, deadline, sent);
+    /// Before an attempt: the hold a release handed to this waiter, if it can be held without
+    /// a round trip (see `handoffs.rs`: its fence, and a lease of what is left of the claim
+    /// window, which the core extends to the lease asked for), or the attempt's flag `"1"` when
+    /// this owner already holds a hand-over it took here (the attempt is then a nesting and must
+    /// not claim that hold a second time). Never with replica acknowledgement (the hand-over's
+    /// writes went through the releasing client's connection, so a `WAIT` here covers nothing),
+    /// nor for a single attempt (it never registered).
+    fn before_attempt(&self, req: &AcquireRequest<'_>) -> Result<&'static str, Attempt> {
+        match self.inner.handoffs.before(req.key, req.owner, req.lease) {
+            Before::Take(fence, left) if self.inner.replica_ack.is_none() && req.wait_until.is_some() => {
+                #[cfg(feature = "testing")]
+                self.inner.taken_handoffs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(left) }))
+            }
+            Before::Send { taken: true } => Ok("1"),
+            _ => Ok("0"),
         }
     }
 
@@ -382,11 +371,11 @@ impl RedisLock {
         let _ = write!(value, "{}", req.owner);
         let owner_len = value.len();
         let _ = write!(value, "{}", OwnerToken::random());
-        if let Some(grant) = self.take_handed(req, &value[..owner_len]) {
-            return Ok(grant);
-        }
+        let taken = match self.before_attempt(req) {
+            Ok(flag) => flag,
+            Err(grant) => return Ok(grant),
+        };
         let wait_ms = self.wait_ms(req);
-        let taken = self.taken_flag(req.key, &value[..owner_len]);
         let mut conn = self.inner.conn.clone();
         // The invocation holds copies of its arguments, so the cleanup can take the originals.
         let mut inv = scripts::ACQUIRE_SIMPLE.get(conn.sharded()).prepare_invoke();
@@ -400,12 +389,11 @@ impl RedisLock {
             .arg(wait_ms)
             .arg(&self.inner.inbox)
             .arg(taken);
-        let owner = value[..owner_len].to_owned();
         let cleanup = self.arm_simple(names, value, owner_len);
         let sent = Instant::now();
         let (ok, reply, deadline): (i64, i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
         cleanup.disarm();
-        self.noted(req.key, &owner, ok, deadline, sent);
+        self.inner.handoffs.answered(req.key, req.owner, ok == 1, deadline, sent);
         Ok(self.refused(attempt(ok, reply, req.lease), wait_ms > 0))
     }
 
@@ -414,12 +402,12 @@ impl RedisLock {
     /// jumps the fair queue.
     async fn acquire_hash(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let names = Arc::new(self.inner.layout.names(req.key));
+        let taken = match self.before_attempt(req) {
+            Ok(flag) => flag,
+            Err(grant) => return Ok(grant),
+        };
         let owner = req.owner.to_string();
-        if let Some(grant) = self.take_handed(req, &owner) {
-            return Ok(grant);
-        }
         let nonce = OwnerToken::random().to_string();
-        let taken = self.taken_flag(req.key, &owner);
         // Past the deadline a place in the queue is of no use: the core leaves it anyway. The
         // attempt still takes the lock if this waiter is next.
         let wait_ms = self.wait_ms(req);
@@ -453,11 +441,11 @@ impl RedisLock {
         // Armed only around the request: a place kept in the queue afterwards is the core's to
         // leave (`leave_queue`), a request dropped midway is ours to undo. The invocation holds
         // copies of its arguments, so the cleanup can take the originals.
-        let cleanup = self.arm_hash(names, owner.clone(), nonce);
+        let cleanup = self.arm_hash(names, owner, nonce);
         let sent = Instant::now();
         let (ok, value, deadline): (i64, i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
         cleanup.disarm();
-        self.noted(req.key, &owner, ok, deadline, sent);
+        self.inner.handoffs.answered(req.key, req.owner, ok == 1, deadline, sent);
         Ok(self.refused(attempt(ok, value, req.lease), wait_ms > 0))
     }
 }
@@ -620,7 +608,7 @@ impl LockBackend for RedisLock {
         };
         if r != 1 {
             // A hold taken from a hand-over ends with its last release (or was not ours).
-            self.inner.handoffs.released(key, &token);
+            self.inner.handoffs.released(key, owner);
         }
         if r == 2
             && let Some(n) = self.inner.notifier.get()
@@ -628,9 +616,9 @@ impl LockBackend for RedisLock {
             // This client's own waiters need not wait for the message to come back; only the
             // one the lock was handed to wakes, and takes the hold if it waits here.
             let next = match handoffs::parse(&next) {
-                Some((token, handed, _)) => {
-                    self.inner.handoffs.handed_if_waiting(key, token, handed);
-                    Some(token)
+                Some((waiter, handed, _)) => {
+                    self.inner.handoffs.handed_if_waiting(key, waiter, handed);
+                    next.get(..32)
                 }
                 None => None,
             };
@@ -703,9 +691,8 @@ impl LockBackend for RedisLock {
         let (claim, inbox) = (millis(self.claim_window()), self.inner.inbox.as_str());
         // The wait ended without a guard: nothing noted for it stays (a hand-over taken by an
         // acquisition dropped during the core's top-up included).
+        self.inner.handoffs.released(key, owner);
         let token = owner.to_string();
-        self.inner.handoffs.forget(key, &token);
-        self.inner.handoffs.released(key, &token);
         // An empty nonce: leave the wait set and free a hold handed to this waiter and not
         // taken; never touch a hold otherwise.
         cancel(self.inner.mode, conn, &names, &token, "", claim, inbox).await

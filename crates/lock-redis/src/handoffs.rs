@@ -11,16 +11,17 @@
 //! overtook the reply of the attempt it names) is not taken: the attempt claims the hold
 //! instead, one round trip, as before.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Duration;
 
+use lock_core::OwnerToken;
 use lock_core::backend::Mutex;
 use tokio::time::Instant;
 
-/// Waiters noted at most: a table this full is swept of entries older than [`STALE`] (a
-/// waiter that left without our hearing of it, a message for nobody).
+/// Owners noted at most: a table this full is swept of waits untouched for [`STALE`] (a waiter
+/// that left without our hearing of it, a message for nobody).
 const SWEEP_AT: usize = 4096;
-/// An entry untouched this long belongs to a wait that ended.
+/// A wait untouched this long has ended.
 const STALE: Duration = Duration::from_secs(60);
 
 /// A hand-over as published: the fence drawn for it, the claim window, and the waiter deadline
@@ -32,128 +33,172 @@ pub(crate) struct Handed {
     pub deadline: i64,
 }
 
-/// `token:fence:window:deadline[:rest]` as (token, hand-over, rest). `None` for anything else
+/// `token:fence:window:deadline[:rest]` as (owner, hand-over, rest). `None` for anything else
 /// (an empty payload: a release with nobody registered).
-pub(crate) fn parse(payload: &str) -> Option<(&str, Handed, Option<&str>)> {
+pub(crate) fn parse(payload: &str) -> Option<(OwnerToken, Handed, Option<&str>)> {
     let mut parts = payload.splitn(5, ':');
     let token = parts.next().filter(|t| t.len() == 32)?;
+    let owner = OwnerToken::parse(token)?;
     let fence = parts.next()?.parse().ok()?;
     let window = Duration::from_millis(parts.next()?.parse().ok()?);
     let deadline = parts.next()?.parse().ok()?;
-    Some((token, Handed { fence, window, deadline }, parts.next()))
+    Some((owner, Handed { fence, window, deadline }, parts.next()))
 }
 
+/// What this client knows of one owner on one key.
 #[derive(Debug)]
-struct Waiting {
+struct Entry {
+    key: String,
     /// The waiter deadline the last refused attempt set, and when that attempt was sent.
     refused: Option<(i64, Instant)>,
     handed: Option<Handed>,
+    /// Holds a hand-over it took here: an attempt of this owner on the key is a nesting, not a
+    /// claim of the handed hold.
+    taken: bool,
     touched: Instant,
 }
 
-#[derive(Debug, Default)]
-struct State {
-    waiting: HashMap<(String, String), Waiting>,
-    /// Holds taken from a hand-over and not released yet: an attempt of the same owner on the
-    /// key is a nesting, not a claim of the handed hold.
-    taken: HashSet<(String, String)>,
+impl Entry {
+    fn new(key: &str) -> Self {
+        Entry { key: key.to_owned(), refused: None, handed: None, taken: false, touched: Instant::now() }
+    }
 }
 
-/// The hand-overs of one client, keyed by (user key, owner token).
+/// What an attempt does before it is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Before {
+    /// Hold the hand-over at once: its fence, and how long it lasts from now.
+    Take(u64, Duration),
+    /// Send the attempt; `taken`: this owner holds a hand-over it took here.
+    Send { taken: bool },
+}
+
+/// The hand-overs of one client, by owner (random per acquisition, so nearly always one key
+/// each; a caller-chosen owner may wait on several), looked up without allocating.
 #[derive(Debug, Default)]
 pub(crate) struct Handoffs {
-    state: Mutex<State>,
+    owners: Mutex<HashMap<u128, Vec<Entry>>>,
 }
 
 impl Handoffs {
-    /// A registered attempt sent at `sent` was refused and set the waiter deadline `deadline`.
-    pub(crate) fn refused(&self, key: &str, owner: &str, deadline: i64, sent: Instant) {
-        let now = Instant::now();
-        let mut st = self.state.lock();
-        let w = st.waiting.entry((key.to_owned(), owner.to_owned())).or_insert(Waiting {
-            refused: None,
-            handed: None,
-            touched: now,
-        });
-        w.refused = Some((deadline, sent));
-        w.touched = now;
+    /// Runs `f` on the entry of `owner` on `key`, made if `make`; drops it if `f` leaves it
+    /// with nothing to remember.
+    fn with<T>(
+        &self,
+        key: &str,
+        owner: OwnerToken,
+        make: bool,
+        f: impl FnOnce(&mut Entry) -> T,
+    ) -> Option<T> {
+        let mut owners = self.owners.lock();
+        if !make && owners.is_empty() {
+            return None;
+        }
+        if make && owners.len() >= SWEEP_AT {
+            let now = Instant::now();
+            owners.retain(|_, es| {
+                es.retain(|e| e.taken || now.duration_since(e.touched) < STALE);
+                !es.is_empty()
+            });
+        }
+        let id = owner.as_u128();
+        let entries = match owners.get_mut(&id) {
+            Some(es) => es,
+            None if make => owners.entry(id).or_default(),
+            None => return None,
+        };
+        let i = match entries.iter().position(|e| e.key == key) {
+            Some(i) => i,
+            None if make => {
+                entries.push(Entry::new(key));
+                entries.len() - 1
+            }
+            None => return None,
+        };
+        let out = f(&mut entries[i]);
+        let e = &entries[i];
+        if !e.taken && e.refused.is_none() && e.handed.is_none() {
+            entries.swap_remove(i);
+            if entries.is_empty() {
+                owners.remove(&id);
+            }
+        }
+        Some(out)
     }
 
-    /// A hand-over to `owner` on `key` was heard.
-    pub(crate) fn handed(&self, key: &str, owner: &str, handed: Handed) {
-        let now = Instant::now();
-        let mut st = self.state.lock();
-        if st.waiting.len() >= SWEEP_AT {
-            st.waiting.retain(|_, w| now.duration_since(w.touched) < STALE);
+    /// Before an attempt of `owner` on `key` asking for `lease`: take the hold handed to it if
+    /// one was heard for the deadline its last refused attempt set, at least half of its window
+    /// is left, and `lease` is no shorter than the window (the server must not keep a short
+    /// lease's hold longer than asked). A hand-over heard is consumed either way.
+    pub(crate) fn before(&self, key: &str, owner: OwnerToken, lease: Duration) -> Before {
+        self.with(key, owner, false, |e| {
+            let Some(handed) = e.handed.take() else { return Before::Send { taken: e.taken } };
+            let left = match e.refused {
+                Some((deadline, sent)) if deadline == handed.deadline && lease >= handed.window => {
+                    (sent + handed.window).checked_duration_since(Instant::now())
+                }
+                _ => None,
+            };
+            match left {
+                Some(left) if left >= handed.window / 2 => {
+                    e.refused = None;
+                    e.taken = true;
+                    Before::Take(handed.fence, left)
+                }
+                _ => Before::Send { taken: e.taken },
+            }
+        })
+        .unwrap_or(Before::Send { taken: false })
+    }
+
+    /// What an acquire script answered: a grant ends the wait; a refusal that registered
+    /// (`deadline` > 0, set by an attempt sent at `sent`) is what a later hand-over to this
+    /// waiter is checked against.
+    pub(crate) fn answered(&self, key: &str, owner: OwnerToken, granted: bool, deadline: i64, sent: Instant) {
+        if granted {
+            self.forget(key, owner);
+        } else if deadline > 0 {
+            self.with(key, owner, true, |e| {
+                e.refused = Some((deadline, sent));
+                e.touched = Instant::now();
+            });
         }
-        let w = st.waiting.entry((key.to_owned(), owner.to_owned())).or_insert(Waiting {
-            refused: None,
-            handed: None,
-            touched: now,
+    }
+
+    /// A hand-over to `owner` on `key` was heard on this client's inbox (always one of its
+    /// waiters; the message may come before the reply of the attempt it names).
+    pub(crate) fn handed(&self, key: &str, owner: OwnerToken, handed: Handed) {
+        self.with(key, owner, true, |e| {
+            e.handed = Some(handed);
+            e.touched = Instant::now();
         });
-        w.handed = Some(handed);
-        w.touched = now;
     }
 
     /// As [`handed`](Self::handed), only if `owner` waits on `key` here (a release of this
-    /// client names any client's waiter).
-    pub(crate) fn handed_if_waiting(&self, key: &str, owner: &str, handed: Handed) {
-        let mut st = self.state.lock();
-        if st.waiting.is_empty() {
-            return;
-        }
-        if let Some(w) = st.waiting.get_mut(&(key.to_owned(), owner.to_owned())) {
-            w.handed = Some(handed);
-            w.touched = Instant::now();
-        }
+    /// client, or a lock's channel, names any client's waiter).
+    pub(crate) fn handed_if_waiting(&self, key: &str, owner: OwnerToken, handed: Handed) {
+        self.with(key, owner, false, |e| {
+            e.handed = Some(handed);
+            e.touched = Instant::now();
+        });
     }
 
-    /// The hold handed to `owner` on `key`, if one was heard for the deadline its last refused
-    /// attempt set, at least half of its window is left, and the `lease` asked for is no
-    /// shorter than the window (the server must not keep a short lease's hold longer than
-    /// asked): its fence and how long it lasts from now. The hand-over is consumed either way;
-    /// a taken one is remembered until [`released`](Self::released).
-    pub(crate) fn take(&self, key: &str, owner: &str, lease: Duration) -> Option<(u64, Duration)> {
-        let mut st = self.state.lock();
-        if st.waiting.is_empty() {
-            return None;
-        }
-        let id = (key.to_owned(), owner.to_owned());
-        let w = st.waiting.get_mut(&id)?;
-        let handed = w.handed.take()?;
-        let (deadline, sent) = w.refused?;
-        if deadline != handed.deadline || lease < handed.window {
-            return None;
-        }
-        let left = (sent + handed.window).checked_duration_since(Instant::now())?;
-        if left < handed.window / 2 {
-            return None;
-        }
-        st.waiting.remove(&id);
-        st.taken.insert(id);
-        Some((handed.fence, left))
+    /// The wait of `owner` on `key` ended (a grant, or it left): nothing noted for it stays
+    /// but a hand-over it holds.
+    pub(crate) fn forget(&self, key: &str, owner: OwnerToken) {
+        self.with(key, owner, false, |e| {
+            e.refused = None;
+            e.handed = None;
+        });
     }
 
-    /// Whether `owner` holds `key` by a hand-over it took here.
-    pub(crate) fn is_taken(&self, key: &str, owner: &str) -> bool {
-        let st = self.state.lock();
-        !st.taken.is_empty() && st.taken.contains(&(key.to_owned(), owner.to_owned()))
-    }
-
-    /// The wait of `owner` on `key` ended (a grant, or it left): nothing noted stays.
-    pub(crate) fn forget(&self, key: &str, owner: &str) {
-        let mut st = self.state.lock();
-        if !st.waiting.is_empty() {
-            st.waiting.remove(&(key.to_owned(), owner.to_owned()));
-        }
-    }
-
-    /// `owner` released `key` (or tried to): a hold taken from a hand-over is over.
-    pub(crate) fn released(&self, key: &str, owner: &str) {
-        let mut st = self.state.lock();
-        if !st.taken.is_empty() {
-            st.taken.remove(&(key.to_owned(), owner.to_owned()));
-        }
+    /// `owner` released `key` (or its wait ended without a guard): nothing about it stays.
+    pub(crate) fn released(&self, key: &str, owner: OwnerToken) {
+        self.with(key, owner, false, |e| {
+            e.refused = None;
+            e.handed = None;
+            e.taken = false;
+        });
     }
 }
 
@@ -163,14 +208,19 @@ mod tests {
 
     const T: &str = "0123456789abcdef0123456789abcdef";
 
+    fn owner() -> OwnerToken {
+        OwnerToken::parse(T).expect("token")
+    }
+
     #[test]
     fn payloads_parse() {
         let inbox = format!("{T}:42:1666:1700000000123:dlock:{{k}}");
-        let (t, h, rest) = parse(&inbox).expect("inbox payload");
+        let (o, h, rest) = parse(&inbox).expect("inbox payload");
         assert_eq!(
-            (t, h.fence, h.window, h.deadline),
-            (T, 42, Duration::from_millis(1666), 1_700_000_000_123)
+            (o, h.fence, h.window, h.deadline),
+            (owner(), 42, Duration::from_millis(1666), 1_700_000_000_123)
         );
+        assert_eq!(o.to_string(), T, "the token as the scripts write it");
         assert_eq!(rest, Some("dlock:{k}"));
         assert_eq!(parse(&format!("{T}:1:2:3")).map(|p| p.2), Some(None));
         let (x, two) = (format!("{T}:x:2:3"), format!("{T}:1:2"));
@@ -181,34 +231,38 @@ mod tests {
 
     #[test]
     fn only_the_noted_deadline_is_taken() {
-        let h = Handoffs::default();
+        let (h, o) = (Handoffs::default(), owner());
         let w = Duration::from_millis(300);
         let lease = Duration::from_secs(30);
+        let send = Before::Send { taken: false };
         // Heard before any refused attempt was noted: not taken.
-        h.handed("k", T, Handed { fence: 7, window: w, deadline: 10 });
-        assert_eq!(h.take("k", T, lease), None);
+        h.handed("k", o, Handed { fence: 7, window: w, deadline: 10 });
+        assert_eq!(h.before("k", o, lease), send);
         // Noted deadline 10, heard a hand-over naming 9 (an earlier wait): not taken.
-        h.refused("k", T, 10, Instant::now());
-        h.handed("k", T, Handed { fence: 7, window: w, deadline: 9 });
-        assert_eq!(h.take("k", T, lease), None);
+        h.answered("k", o, false, 10, Instant::now());
+        h.handed("k", o, Handed { fence: 7, window: w, deadline: 9 });
+        assert_eq!(h.before("k", o, lease), send);
         // The matching one: what is left counts from the refused attempt's send.
-        let sent = Instant::now() - Duration::from_millis(100);
-        h.refused("k", T, 11, sent);
-        h.handed("k", T, Handed { fence: 8, window: w, deadline: 11 });
-        let (fence, left) = h.take("k", T, lease).expect("taken");
+        h.answered("k", o, false, 11, Instant::now() - Duration::from_millis(100));
+        h.handed("k", o, Handed { fence: 8, window: w, deadline: 11 });
+        let Before::Take(fence, left) = h.before("k", o, lease) else { panic!("not taken") };
         assert_eq!(fence, 8);
         assert!(left <= Duration::from_millis(200), "{left:?} counted from the send");
-        assert!(h.is_taken("k", T));
-        h.released("k", T);
-        assert!(!h.is_taken("k", T));
+        // Held: a later attempt of this owner is a nesting, on this key only.
+        assert_eq!(h.before("k", o, lease), Before::Send { taken: true });
+        assert_eq!(h.before("other", o, lease), send);
+        h.released("k", o);
+        assert_eq!(h.before("k", o, lease), send);
         // Less than half the window left, or a lease shorter than the window: not taken, and
         // consumed.
-        h.refused("k", T, 12, Instant::now() - Duration::from_millis(151));
-        h.handed("k", T, Handed { fence: 9, window: w, deadline: 12 });
-        assert_eq!(h.take("k", T, lease), None);
-        assert_eq!(h.take("k", T, lease), None);
-        h.refused("k", T, 13, Instant::now());
-        h.handed("k", T, Handed { fence: 10, window: w, deadline: 13 });
-        assert_eq!(h.take("k", T, Duration::from_millis(299)), None);
+        h.answered("k", o, false, 12, Instant::now() - Duration::from_millis(151));
+        h.handed("k", o, Handed { fence: 9, window: w, deadline: 12 });
+        assert_eq!(h.before("k", o, lease), send);
+        h.answered("k", o, false, 13, Instant::now());
+        h.handed("k", o, Handed { fence: 10, window: w, deadline: 13 });
+        assert_eq!(h.before("k", o, Duration::from_millis(299)), send);
+        // A grant ends the wait: nothing is left behind.
+        h.answered("k", o, true, 0, Instant::now());
+        assert!(h.owners.lock().is_empty());
     }
 }

@@ -345,11 +345,11 @@ impl Pushes {
                 // A lock handed to one of our waiters: `token:fence:window:deadline:lock`.
                 if let Some(Value::BulkString(p)) = push.data.get(1)
                     && let Ok(p) = std::str::from_utf8(p)
-                    && let Some((token, handed, Some(lock))) = handoffs::parse(p)
+                    && let Some((waiter, handed, Some(lock))) = handoffs::parse(p)
                     && let Some(key) = self.layout.key_of_lock(lock)
                 {
-                    self.handoffs.handed(&key, token, handed);
-                    self.hub.notify_next(&key, Some(token));
+                    self.handoffs.handed(&key, waiter, handed);
+                    self.hub.notify_next(&key, p.get(..32));
                 }
             }
             PushKind::Message | PushKind::SMessage => {
@@ -359,14 +359,15 @@ impl Pushes {
                 {
                     // The payload names the waiter the lock was handed to (`token:fence:window:
                     // deadline`); empty names nobody.
-                    let next = match push.data.get(1) {
-                        Some(Value::BulkString(p)) => std::str::from_utf8(p).ok().and_then(handoffs::parse),
+                    let payload = match push.data.get(1) {
+                        Some(Value::BulkString(p)) => std::str::from_utf8(p).ok(),
                         _ => None,
                     };
                     // Every client subscribed to the key hears it: noted only by the waiter's.
-                    let next = next.map(|(token, handed, _)| {
-                        self.handoffs.handed_if_waiting(&key, token, handed);
-                        token
+                    let next = payload.and_then(|p| {
+                        let (waiter, handed, _) = handoffs::parse(p)?;
+                        self.handoffs.handed_if_waiting(&key, waiter, handed);
+                        p.get(..32)
                     });
                     self.hub.notify_next(&key, next);
                 }
