@@ -116,6 +116,32 @@ impl Pinned {
     }
 }
 
+impl Pinned {
+    /// After a lock wait that failed: a 55P03 or 57014 may have ended the statement after
+    /// `pg_advisory_lock` granted the key (the fence write waited for a locked row or table), and
+    /// the grant outlives the statement. Undo it, bounded; the connection is clean only when the
+    /// server answered, else it is closed on drop.
+    async fn unlock_stray(mut self, key: i64, trips: &Trips) {
+        let (classid, objid) = lock_ids(key);
+        trips.add();
+        let undo = sqlx::query(include_str!("../sql/unlock_stray.sql"))
+            .bind(key)
+            .bind(classid)
+            .bind(objid)
+            .fetch_optional(&mut *self.conn);
+        match tokio::time::timeout(CANCEL_GRACE, undo).await {
+            Ok(Ok(undone)) => {
+                if undone.is_some() {
+                    tracing::debug!(key, "a failed lock wait had been granted; unlocked");
+                }
+                self.clean();
+            }
+            Ok(Err(e)) => tracing::debug!(key, error = %e, "checking a failed lock wait's session failed"),
+            Err(_) => tracing::debug!(key, "no answer checking a failed lock wait's session"),
+        }
+    }
+}
+
 impl Drop for Pinned {
     fn drop(&mut self) {
         if self.dirty {
@@ -338,7 +364,7 @@ impl Sessions {
             Err(e) if is_contention(&e) => {
                 // A cancel of ours may still be in flight to this backend: never reuse it then.
                 if !cancelled {
-                    pinned.clean();
+                    pinned.unlock_stray(key, &self.trips).await;
                 }
                 Ok(None)
             }

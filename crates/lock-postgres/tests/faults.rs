@@ -9,62 +9,14 @@ use std::time::Duration;
 
 use lock_core::backend::LockBackend;
 use lock_core::{LeaseState, LockError, Locker, LostReason, OwnerToken};
-use lock_postgres::sqlx::postgres::{PgPool, PgPoolOptions};
+use lock_postgres::sqlx::postgres::PgPoolOptions;
 use lock_postgres::{PgLock, advisory_key};
-use lock_testkit::server::{PgServer, external_url, or_skip, require_servers, try_shared_postgres};
+use lock_testkit::server::{PgServer, or_skip};
 use lock_testkit::{eventually, within};
 use tokio::time::Instant;
 
-const KEEPALIVE: Duration = Duration::from_millis(100);
-
-/// The shared server's (lock role URL, administrator URL), or `None` after printing why not.
-fn shared() -> Option<(String, String)> {
-    if let Some(url) = external_url("postgres") {
-        return Some((url.clone(), url));
-    }
-    match try_shared_postgres() {
-        Ok(s) => Some((s.url(), s.admin_url())),
-        Err(e) if e.is_missing_binary() && !require_servers() => {
-            eprintln!("SKIPPED postgres faults: {e}");
-            None
-        }
-        Err(e) => panic!("shared postgres: {e}"),
-    }
-}
-
-async fn backend(url: &str) -> Arc<PgLock> {
-    let lock = PgLock::builder()
-        .url(url)
-        .keepalive(KEEPALIVE)
-        .acquire_timeout(Duration::from_secs(2))
-        .build()
-        .await
-        .expect("build");
-    Arc::new(lock)
-}
-
-async fn admin(url: &str) -> PgPool {
-    PgPoolOptions::new().max_connections(2).connect(url).await.expect("admin pool")
-}
-
-fn key(case: &str) -> String {
-    format!("faults-{case}-{}", OwnerToken::random())
-}
-
-/// `(granted, waiting)` rows of `pg_locks` for the advisory key of `name`.
-async fn advisory_locks(admin: &PgPool, name: &str) -> (i64, i64) {
-    let k = advisory_key(name) as u64;
-    let (classid, objid) = (i64::from((k >> 32) as u32), i64::from(k as u32));
-    lock_postgres::sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) FROM pg_locks \
-         WHERE locktype = 'advisory' AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1",
-    )
-    .bind(classid)
-    .bind(objid)
-    .fetch_one(admin)
-    .await
-    .expect("pg_locks")
-}
+mod common;
+use common::{KEEPALIVE, admin, advisory_locks, backend, key, shared};
 
 /// Terminating the holder's backend fires its lost signal, and a waiter queued in the server
 /// gets the lock at once, with a larger fence.

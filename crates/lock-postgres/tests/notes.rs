@@ -14,7 +14,8 @@ use lock_postgres::sqlx::postgres::PgPoolOptions;
 use lock_testkit::server::{external_url, or_skip, try_shared_postgres};
 use lock_testkit::within;
 
-const KEEPALIVE: Duration = Duration::from_millis(100);
+mod common;
+use common::{KEEPALIVE, backend};
 
 /// The shared server's (lock role URL, administrator URL), or `None` after printing why not.
 fn shared() -> Option<(String, String)> {
@@ -22,17 +23,6 @@ fn shared() -> Option<(String, String)> {
         return Some((url.clone(), url));
     }
     or_skip("postgres", try_shared_postgres()).map(|s| (s.url(), s.admin_url()))
-}
-
-async fn backend(url: &str) -> Arc<PgLock> {
-    let lock = PgLock::builder()
-        .url(url)
-        .keepalive(KEEPALIVE)
-        .acquire_timeout(Duration::from_secs(2))
-        .build()
-        .await
-        .expect("build");
-    Arc::new(lock)
 }
 
 fn key(case: &str) -> String {
