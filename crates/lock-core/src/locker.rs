@@ -65,7 +65,11 @@ async fn top_up(
         return Ok(Attempt::Acquired(grant));
     }
     let sent = Instant::now();
+    // No guard exists yet: a grant whose top-up fails or is cancelled would be nobody's and
+    // block the key until it expires, so it is released (in the background when dropped).
+    let undo = release_on_drop(backend, key, owner);
     let held = backend.renew(&[RenewItem { key, owner, lease }]).await?;
+    undo.disarm();
     if held.first() != Some(&true) {
         return Ok(Attempt::Held { retry_after: None });
     }
@@ -327,7 +331,9 @@ impl LockRequest<'_> {
         let deadline = if once { Some(started) } else { self.wait.map(|w| started + w) };
 
         // A queue backend keeps this waiter's place between attempts; leaving it when the
-        // acquisition ends without a grant is armed here, so a dropped future leaves too.
+        // acquisition ends without a grant is armed before each attempt that may take a place,
+        // so a future dropped at any point leaves too (an attempt's own cleanup only undoes
+        // what that attempt did: the place, and a hold handed to it, are the acquisition's).
         let queued = caps.queue && !once;
         let mut place: Option<Cleanup> = None;
         // Who a fair release must name to wake this waiter (made only once it waits).
@@ -346,6 +352,9 @@ impl LockRequest<'_> {
             // A nested acquisition joins the live hold's lost signal.
             let joined = locker.holds.join(&key, backend.name(), owner, !rotate);
             let req = AcquireRequest { key: &key, owner, lease, wait_until, signal: &joined.signal };
+            if queued && place.is_none() {
+                place = Some(leave_on_drop(backend, &key, owner));
+            }
             let mut sent_at = Instant::now();
             let result = match backend.try_acquire(&req).await {
                 Ok(Attempt::Acquired(grant)) if caps.early_grants => {
@@ -353,9 +362,6 @@ impl LockRequest<'_> {
                 }
                 other => other,
             };
-            if queued && place.is_none() && !matches!(result, Ok(Attempt::Acquired(_))) {
-                place = Some(leave_on_drop(backend, &key, owner));
-            }
             let retry_after = match result {
                 Ok(Attempt::Acquired(grant)) => {
                     if let Some(p) = place.take() {
@@ -465,6 +471,14 @@ impl LockRequest<'_> {
             }
         }
     }
+}
+
+/// Releases `owner`'s grant on `key` when dropped armed (a grant no guard holds yet).
+fn release_on_drop(backend: &Arc<dyn LockBackend>, key: &str, owner: OwnerToken) -> Cleanup {
+    let (backend, key) = (backend.clone(), key.to_owned());
+    Cleanup::arm("releasing a grant no guard holds", move || async move {
+        backend.release(&key, owner).await.map(drop)
+    })
 }
 
 /// Leaves `key`'s server-side queue as `owner` when dropped armed (see `Capability::queue`).

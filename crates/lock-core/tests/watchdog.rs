@@ -139,6 +139,21 @@ async fn a_grant_too_short_to_hold_on_is_topped_up_before_returning() {
     g.release().await.expect("release");
 }
 
+/// A short grant whose top-up fails before the guard exists is nobody's: it is released, not
+/// left to block the key until it expires.
+#[tokio::test(start_paused = true)]
+async fn a_short_grant_whose_top_up_fails_is_released() {
+    let (b, l) = setup(600);
+    b.short_grant_ms.store(20, Ordering::SeqCst);
+    b.fail_temporary.store(true, Ordering::SeqCst);
+    let r = l.lock("k").lease(Duration::from_secs(2)).try_acquire().await;
+    assert!(matches!(r, Err(ref e) if e.is_temporary()), "{r:?}");
+    b.fail_temporary.store(false, Ordering::SeqCst);
+    b.short_grant_ms.store(0, Ordering::SeqCst);
+    // The release runs in the background; the memory backend holds the key until it does.
+    eventually_free(&l, "k", Duration::from_millis(100)).await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn transient_renew_failures_are_uncertain_then_lost_at_the_deadline() {
     let (b, l) = setup(300);

@@ -8,16 +8,19 @@
 -- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] queue list, KEYS[4] waiter deadlines zset
 -- ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] attempt nonce,
 -- ARGV[4] waiter timeout ms (0: a single attempt that does not join the queue),
--- ARGV[5] release channel, ARGV[6] claim window ms, ARGV[7] inbox ('' for none), ARGV[8] '1'
--- when this client already holds the key by a hand-over it took locally (a nesting, not a claim)
+-- ARGV[5] release channel, ARGV[6] claim window ms, ARGV[7] waiter tag (client id and inbox),
+-- ARGV[8] the fence of a hand-over of this key this client took for this owner without a round
+-- trip ('' for none): such a hold is nested, not claimed
 -- Returns {1, fence, 0} when acquired, {0, ms until worth retrying (-1: unknown), the waiter
--- deadline it set or 0} otherwise.
+-- deadline it set or 0} otherwise. Running it twice with the same arguments does what running
+-- it once did.
 local lock, queue, deadlines = KEYS[1], KEYS[3], KEYS[4]
 local owner, lease, wait_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 
-if ARGV[8] ~= '1' and redis.call('HGET', lock, 'n') == HANDED and redis.call('HEXISTS', lock, owner) == 1 then
-  -- Handed over to this waiter (handoff.lua) and not taken locally: claimed with this
-  -- attempt's nonce and at least its lease; the hand-over drew the fence.
+local held = redis.call('HEXISTS', lock, owner) == 1
+if held and handed_here(ARGV[7], redis.call('HGET', lock, 'n'), redis.call('HGET', lock, 'f'), ARGV[8]) then
+  -- Handed over to this waiter (handoff.lua) and not taken: claimed with this attempt's nonce
+  -- and at least its lease; the hand-over drew the fence.
   redis.call('HSET', lock, 'n', ARGV[3])
   if redis.call('PTTL', lock) < lease then
     redis.call('PEXPIRE', lock, lease)
@@ -25,7 +28,7 @@ if ARGV[8] ~= '1' and redis.call('HGET', lock, 'n') == HANDED and redis.call('HE
   redis.call('ZREM', deadlines, owner)
   return {1, tonumber(redis.call('HGET', lock, 'f')), 0}
 end
-local nested = nest(lock, owner, lease, ARGV[3])
+local nested = held and nest(lock, owner, lease, ARGV[3])
 if nested then
   return {1, nested, 0}
 end

@@ -1,14 +1,14 @@
 -- Simple mode acquire: SET NX PX plus the fencing counter, atomically; a hold handed over to
--- this waiter (handoff.lua) and not taken locally is claimed; a waiting attempt that finds the
--- key held registers.
+-- this waiter (handoff.lua) and not taken is claimed; a waiting attempt that finds the key held
+-- registers.
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] waiter deadlines zset,
 -- KEYS[4] queue list (same hash tag)
 -- ARGV[1] owner token + attempt nonce, ARGV[2] lease in ms, ARGV[3] owner token,
--- ARGV[4] waiter timeout ms (0: a single attempt that does not register), ARGV[5] inbox ('' for none),
--- ARGV[6] '1' when this client already holds the key by a hand-over it took locally (so the
--- handed hold is not claimed a second time)
+-- ARGV[4] waiter timeout ms (0: a single attempt that does not register), ARGV[5] waiter tag
+-- (client id and inbox), ARGV[6] the fence of a hand-over of this key this client took for this
+-- owner without a round trip ('' for none): that hold is not claimed a second time
 -- Returns {1, fence, 0} when acquired, {0, holder's PTTL in ms, the waiter deadline it set or 0}
--- otherwise.
+-- otherwise. Running it twice with the same arguments does what running it once did.
 local lock, deadlines, owner, wait_ms = KEYS[1], KEYS[3], ARGV[3], tonumber(ARGV[4])
 if redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
   if wait_ms > 0 then
@@ -16,7 +16,13 @@ if redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   return {1, next_fence(KEYS[2]), 0}
 end
-if ARGV[6] ~= '1' and redis.call('GET', lock) == owner .. HANDED then
+local v = redis.call('GET', lock)
+if v == ARGV[1] then
+  -- This very attempt ran already (a resent request): the same grant, whose fence is the
+  -- counter's (nothing else draws one while the lock is held).
+  return {1, tonumber(redis.call('GET', KEYS[2])), 0}
+end
+if v == owner .. client_of(ARGV[5]) and redis.call('GET', KEYS[2]) ~= ARGV[6] then
   -- Handed over to this waiter: claimed with this attempt's nonce and lease, and a new fence.
   redis.call('SET', lock, ARGV[1], 'PX', ARGV[2])
   leave(KEYS[4], deadlines, owner, ARGV[5])

@@ -2,24 +2,29 @@
 -- loaded alone): the wait set and the direct hand-over to one waiter.
 --
 -- Waiters of every mode register in the 'queue' list (arrival order; each entry is the owner
--- token, 32 hex digits, followed by the inbox channel of the waiter's client, if it has one)
--- and the 'waiters' sorted set (owner token -> liveness deadline in server ms, pushed forward
--- by each attempt of a live waiter). When a lock is freed and a live waiter is registered,
--- the freeing script grants it to exactly one of them: a real hold of that waiter, made with
--- the nonce HANDED (32 zeros, which no random nonce is), a fence drawn now, and an expiry of a
--- short claim window (never past the waiter's own deadline), so a vanished waiter blocks the
--- key for at most that long. The PUBLISH goes to the inbox of that waiter's client only, or
--- without an inbox to the lock's channel; only that waiter wakes: one wake-up per release, not
--- the herd. Its payload is `token:fence:window:deadline` (and `:lock` on an inbox): the waiter
--- saw its own deadline `deadline` in the reply of an attempt it sent at a time it noted, and
+-- token, 32 hex digits, followed by the waiter's tag: the id of its client, 32 hex digits, and
+-- the inbox channel of that client, if it has one) and the 'waiters' sorted set (owner token ->
+-- liveness deadline in server ms, pushed forward by each attempt of a live waiter). When a lock
+-- is freed and a live waiter is registered, the freeing script grants it to exactly one of
+-- them: a real hold of that waiter, marked with the id of its client in place of an attempt's
+-- nonce (the hash field 'n', or the string value's second half), a fence drawn now, and an
+-- expiry of a short claim window (never past the waiter's own deadline), so a vanished waiter
+-- blocks the key for at most that long. The mark names the client, not just the owner: only
+-- that client knows whether its waiter took the hold, so only that client may claim it or give
+-- it up; to any other client of the same owner it is a hold like any other (a nesting counts).
+-- The PUBLISH goes to the inbox of that waiter's client only, or without an inbox to the lock's
+-- channel; only that waiter wakes: one wake-up per release, not the herd. Its payload is
+-- `token:fence:window:deadline` (and `:lock` on an inbox): the waiter saw its own deadline `deadline` in the reply of an attempt it sent at a time it noted, and
 -- the grant came after that attempt ran, so the hold lasts at least `window` from that send.
 -- The waiter holds at once, without a round trip, when enough of that is left (its watchdog
 -- then extends the hold to the lease it asked for); else its next attempt claims the hold
 -- (a new nonce, the full lease). Without a registered waiter the payload is empty and wakes
 -- anyone (waiters that do not register, such as Redlock members).
 
--- The nonce of a hold granted by a hand-over and not claimed yet.
-local HANDED = '00000000000000000000000000000000'
+-- client_of(tag): the client id at the head of a waiter's tag (see above).
+local function client_of(tag)
+  return string.sub(tag, 1, 32)
+end
 
 -- now_ms(): the server clock in milliseconds.
 local function now_ms()
@@ -28,8 +33,8 @@ local function now_ms()
 end
 
 -- next_waiter(queue, deadlines, now): takes the first live waiter out of the queue and the
--- deadline set and returns its token, deadline and inbox ('' for none), or nil. Dead entries
--- met on the way go too.
+-- deadline set and returns its token, deadline and tag, or nil. Dead entries met on the way go
+-- too.
 local function next_waiter(queue, deadlines, now)
   while true do
     local head = redis.call('LPOP', queue)
@@ -51,18 +56,19 @@ local function hand_over(lock, counter, queue, deadlines, channel, claim_ms, has
     return ''
   end
   local now = now_ms()
-  local w, d, inbox = next_waiter(queue, deadlines, now)
+  local w, d, tag = next_waiter(queue, deadlines, now)
   if not w then
     redis.call('PUBLISH', channel, '')
     return ''
   end
   local claim = math.max(1, math.min(claim_ms, d - now))
   local f = next_fence(counter)
+  local client, inbox = client_of(tag), string.sub(tag, 33)
   if hash then
-    redis.call('HSET', lock, w, 1, 'f', fence_string(f), 'n', HANDED)
+    redis.call('HSET', lock, w, 1, 'f', fence_string(f), 'n', client)
     redis.call('PEXPIRE', lock, claim)
   else
-    redis.call('SET', lock, w .. HANDED, 'PX', claim)
+    redis.call('SET', lock, w .. client, 'PX', claim)
   end
   local payload = w .. ':' .. fence_string(f) .. ':' .. claim .. ':' .. fence_string(d)
   if inbox ~= '' then
@@ -73,19 +79,27 @@ local function hand_over(lock, counter, queue, deadlines, channel, claim_ms, has
   return payload
 end
 
--- leave(queue, deadlines, owner, inbox): takes a waiter out of the wait set.
-local function leave(queue, deadlines, owner, inbox)
+-- leave(queue, deadlines, owner, tag): takes a waiter out of the wait set.
+local function leave(queue, deadlines, owner, tag)
   if redis.call('ZREM', deadlines, owner) == 1 then
-    redis.call('LREM', queue, 0, owner .. inbox)
+    redis.call('LREM', queue, 0, owner .. tag)
   end
 end
 
--- register(queue, deadlines, owner, inbox, now, wait_ms): joins the end of the queue, or
+-- handed_here(tag, mark, fence, taken): whether a hold marked `mark` with the fence `fence` is
+-- a hand-over to the client of `tag` that this client has not taken (`taken` is the fence of
+-- the hand-over it took on this key for this owner, '' for none). Such a hold is the waiter's
+-- to claim or to give up; a taken one is a hold like any other.
+local function handed_here(tag, mark, fence, taken)
+  return mark == client_of(tag) and fence ~= taken
+end
+
+-- register(queue, deadlines, owner, tag, now, wait_ms): joins the end of the queue, or
 -- pushes this waiter's deadline forward; both keys outlive their last live waiter only briefly.
 -- Returns the deadline set: the refused attempt answers it, and a hand-over names it.
-local function register(queue, deadlines, owner, inbox, now, wait_ms)
+local function register(queue, deadlines, owner, tag, now, wait_ms)
   if not redis.call('ZSCORE', deadlines, owner) then
-    redis.call('RPUSH', queue, owner .. inbox)
+    redis.call('RPUSH', queue, owner .. tag)
   end
   redis.call('ZADD', deadlines, now + wait_ms, owner)
   local keep = wait_ms * 2

@@ -1,18 +1,23 @@
 -- Shared prelude of the reentrant and fair acquire scripts (prepended by the crate after
 -- fence.lua, not loaded alone). The lock is a hash: owner token -> hold count, plus the fields
 -- 'f' (fence of the outermost hold), 'n' (nonce of the last acquisition, for the
--- cancellation cleanup) and 'm' (the holder's note, set_note.lua). Owner tokens are 32 hex
--- digits, so they never collide with 'f'/'n'/'m'.
+-- cancellation cleanup and for a resent attempt; a hand-over's client id, see handoff.lua),
+-- 'r' (nonce of the last release that left a hold, for a resent release) and 'm' (the holder's
+-- note, set_note.lua). Owner tokens are 32 hex digits, so they never collide with these.
 
 -- nest(lock, owner, lease, nonce): if owner holds the lock, one more hold, this attempt's nonce
 -- recorded and the expiry moved later (never earlier: a short nested lease must not cut a long
 -- outer one); returns the outer hold's fence, or nil when owner does not hold the lock.
+-- An attempt that already ran (a driver resends a request whose answer it did not get) finds
+-- its own nonce and counts nothing more.
 local function nest(lock, owner, lease, nonce)
   if redis.call('HEXISTS', lock, owner) == 0 then
     return nil
   end
-  redis.call('HINCRBY', lock, owner, 1)
-  redis.call('HSET', lock, 'n', nonce)
+  if redis.call('HGET', lock, 'n') ~= nonce then
+    redis.call('HINCRBY', lock, owner, 1)
+    redis.call('HSET', lock, 'n', nonce)
+  end
   if redis.call('PTTL', lock) < lease then
     redis.call('PEXPIRE', lock, lease)
   end

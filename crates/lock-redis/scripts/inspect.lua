@@ -21,7 +21,7 @@ elseif t == 'hash' then
   local owner = ''
   local fields = redis.call('HKEYS', KEYS[1])
   for _, f in ipairs(fields) do
-    if f ~= 'f' and f ~= 'n' and f ~= 'm' then owner = f end
+    if #f == 32 then owner = f end
   end
   return {1, pttl, owner, redis.call('HGET', KEYS[1], 'f') or '', waiters}
 end

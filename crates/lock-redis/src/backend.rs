@@ -68,6 +68,9 @@ struct Inner {
     /// This client's inbox channel, where a release that hands a lock to one of its waiters is
     /// published ('' without notifications: the lock's channel is used).
     inbox: String,
+    /// What this client's waiters register with (`handoff.lua`): a random id of this client
+    /// (32 hex digits), which marks a hold handed to one of them, then the inbox.
+    tag: String,
     mode: Mode,
     layout: Arc<KeyLayout>,
     fair_waiter_timeout: Duration,
@@ -140,8 +143,10 @@ impl RedisLock {
         } else {
             String::new()
         };
+        let tag = format!("{}{inbox}", OwnerToken::random());
         let inner = Inner {
             notifications,
+            tag,
             inbox,
             conn,
             target,
@@ -176,6 +181,20 @@ impl RedisLock {
     #[cfg(feature = "testing")]
     pub fn connection(&self) -> RedisConnection {
         self.inner.conn.clone()
+    }
+
+    /// Runs what an acquisition attempt of `owner` on `key` leaves behind when its request
+    /// failed before it reached the server (its cleanup, with a nonce the server never saw), so
+    /// a test can show that it undoes nothing it did not do. Feature `testing`.
+    #[cfg(feature = "testing")]
+    pub async fn undo_unsent_attempt(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        let names = Arc::new(self.inner.layout.names(key));
+        let nonce = OwnerToken::random().to_string();
+        let cleanup = match self.inner.mode {
+            Mode::Simple => self.arm_simple(names, format!("{owner}{nonce}"), 32),
+            _ => self.arm_hash(names, owner.to_string(), nonce),
+        };
+        cleanup.run_now().await
     }
 
     /// Acquisition attempts this client has sent (`try_acquire` calls), so a test can count
@@ -286,27 +305,25 @@ impl RedisLock {
         Ok(Some(n))
     }
 
-    /// Undoes a simple-mode attempt if it is abandoned (see [`cancel`]): a
+    /// Undoes a simple-mode attempt whose answer never came (see [`cancel`]): a
     /// compare-and-delete of this attempt's value only (owner token and nonce), so it never
-    /// frees a later grant to the same owner, and the leave of the wait set.
+    /// frees a later grant to the same owner. The waiter's place is its acquisition's to leave.
     /// `value` is the owner token (its first `owner_len` bytes) and the nonce.
     fn arm_simple(&self, names: Arc<KeyNames>, value: String, owner_len: usize) -> Cleanup {
         let conn = self.inner.conn.clone();
         let claim = millis(self.claim_window());
-        let inbox = self.inner.inbox.clone();
         Cleanup::arm("redis lock attempt", move || async move {
             let (owner, nonce) = value.split_at(owner_len);
-            cancel(Mode::Simple, conn, &names, owner, nonce, claim, &inbox).await
+            cancel(Mode::Simple, conn, &names, owner, nonce, claim, "", "").await
         })
     }
 
-    /// Undoes a reentrant or fair attempt if it is abandoned (see [`cancel`]).
+    /// Undoes a reentrant or fair attempt whose answer never came (see [`cancel`]).
     fn arm_hash(&self, names: Arc<KeyNames>, owner: String, nonce: String) -> Cleanup {
         let (conn, mode) = (self.inner.conn.clone(), self.inner.mode);
         let claim = millis(self.claim_window());
-        let inbox = self.inner.inbox.clone();
         Cleanup::arm("redis lock attempt", move || async move {
-            cancel(mode, conn, &names, &owner, &nonce, claim, &inbox).await
+            cancel(mode, conn, &names, &owner, &nonce, claim, "", "").await
         })
     }
 
@@ -321,20 +338,20 @@ impl RedisLock {
 
     /// Before an attempt: the hold a release handed to this waiter, if it can be held without
     /// a round trip (see `handoffs.rs`: its fence, and a lease of what is left of the claim
-    /// window, which the core extends to the lease asked for), or the attempt's flag `"1"` when
-    /// this owner already holds a hand-over it took here (the attempt is then a nesting and must
-    /// not claim that hold a second time). Never with replica acknowledgement (the hand-over's
-    /// writes went through the releasing client's connection, so a `WAIT` here covers nothing),
-    /// nor for a single attempt (it never registered).
-    fn before_attempt(&self, req: &AcquireRequest<'_>) -> Result<&'static str, Attempt> {
-        match self.inner.handoffs.before(req.key, req.owner, req.lease) {
-            Before::Take(fence, left) if self.inner.replica_ack.is_none() && req.wait_until.is_some() => {
+    /// window, which the core extends to the lease asked for), or the attempt's argument naming
+    /// the fence of a hand-over this owner took here and holds ('' for none: the attempt is then
+    /// a nesting and must not claim that hold a second time). Never with replica acknowledgement
+    /// (the hand-over's writes went through the releasing client's connection, so a `WAIT` here
+    /// covers nothing), nor for a single attempt (it never registered).
+    fn before_attempt(&self, req: &AcquireRequest<'_>) -> Result<String, Attempt> {
+        let may_take = self.inner.replica_ack.is_none() && req.wait_until.is_some();
+        match self.inner.handoffs.before(req.key, req.owner, req.lease, may_take) {
+            Before::Take(fence, left) => {
                 #[cfg(feature = "testing")]
                 self.inner.taken_handoffs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 Err(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(left) }))
             }
-            Before::Send { taken: true } => Ok("1"),
-            _ => Ok("0"),
+            Before::Send { taken } => Ok(taken.map(|f| f.to_string()).unwrap_or_default()),
         }
     }
 
@@ -387,8 +404,8 @@ impl RedisLock {
             .arg(millis(req.lease))
             .arg(&value[..owner_len])
             .arg(wait_ms)
-            .arg(&self.inner.inbox)
-            .arg(taken);
+            .arg(&self.inner.tag)
+            .arg(&taken);
         let cleanup = self.arm_simple(names, value, owner_len);
         let sent = Instant::now();
         let (ok, reply, deadline): (i64, i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
@@ -426,8 +443,8 @@ impl RedisLock {
                 .arg(wait_ms)
                 .arg(&names.channel)
                 .arg(millis(self.claim_window()))
-                .arg(&self.inner.inbox)
-                .arg(taken);
+                .arg(&self.inner.tag)
+                .arg(&taken);
         } else {
             inv.key(&names.waiters)
                 .key(&names.queue)
@@ -435,8 +452,8 @@ impl RedisLock {
                 .arg(millis(req.lease))
                 .arg(&nonce)
                 .arg(wait_ms)
-                .arg(&self.inner.inbox)
-                .arg(taken);
+                .arg(&self.inner.tag)
+                .arg(&taken);
         }
         // Armed only around the request: a place kept in the queue afterwards is the core's to
         // leave (`leave_queue`), a request dropped midway is ours to undo. The invocation holds
@@ -485,9 +502,12 @@ async fn release_plain(mut conn: RedisConnection, names: &KeyNames, token: &str)
     inv.invoke_async(&mut conn).await.map_err(classify)
 }
 
-/// The mode's cancel script (`cancel_simple.lua`, `cancel_hash.lua`) for `owner`: undoes the
-/// grant or hold made by the attempt with `nonce` (none for an empty nonce) and leaves the wait
-/// set (and the fair queue). Both take the same arguments, their keys in their own order.
+/// The mode's cancel script (`cancel_simple.lua`, `cancel_hash.lua`) for `owner`: with a
+/// `nonce`, undoes the grant or hold made by the attempt with that nonce and nothing else;
+/// without, leaves the wait set (and the fair queue) as the waiter `tag` and gives up a hold
+/// handed to it, unless this client took it (`taken`: the fence it took, or ''). Both take the
+/// same arguments, their keys in their own order.
+#[allow(clippy::too_many_arguments)] // the script's own arguments, named
 async fn cancel(
     mode: Mode,
     mut conn: RedisConnection,
@@ -495,7 +515,8 @@ async fn cancel(
     owner: &str,
     nonce: &str,
     claim_ms: u64,
-    inbox: &str,
+    tag: &str,
+    taken: &str,
 ) -> Result<()> {
     let (script, keys) = match mode {
         Mode::Simple => (
@@ -518,7 +539,8 @@ async fn cancel(
         .arg(nonce)
         .arg(&names.channel)
         .arg(claim_ms)
-        .arg(inbox)
+        .arg(tag)
+        .arg(taken)
         .invoke_async(&mut conn)
         .await
         .map_err(classify)?;
@@ -602,6 +624,7 @@ impl LockBackend for RedisLock {
                 .arg(&token)
                 .arg(&names.channel)
                 .arg(claim)
+                .arg(OwnerToken::random().to_string())
                 .invoke_async(&mut conn)
                 .await
                 .map_err(classify)?,
@@ -657,6 +680,10 @@ impl LockBackend for RedisLock {
             }
             for (&i, f) in chunk.iter().zip(flags) {
                 out[i] = f == 1;
+                if !out[i] {
+                    // A hold taken from a hand-over and now lost is nothing to remember.
+                    self.inner.handoffs.released(items[i].key, items[i].owner);
+                }
             }
         }
         Ok(out)
@@ -688,14 +715,15 @@ impl LockBackend for RedisLock {
 
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
         let (conn, names) = (self.inner.conn.clone(), self.inner.layout.names(key));
-        let (claim, inbox) = (millis(self.claim_window()), self.inner.inbox.as_str());
-        // The wait ended without a guard: nothing noted for it stays (a hand-over taken by an
-        // acquisition dropped during the core's top-up included).
-        self.inner.handoffs.released(key, owner);
+        let claim = millis(self.claim_window());
+        // The wait ended without a guard: what was noted for it goes, but not a hand-over this
+        // owner took here for another acquisition (it nests), which the script must not free.
+        self.inner.handoffs.forget(key, owner);
+        let taken = self.inner.handoffs.taken(key, owner).map(|f| f.to_string()).unwrap_or_default();
         let token = owner.to_string();
         // An empty nonce: leave the wait set and free a hold handed to this waiter and not
         // taken; never touch a hold otherwise.
-        cancel(self.inner.mode, conn, &names, &token, "", claim, inbox).await
+        cancel(self.inner.mode, conn, &names, &token, "", claim, &self.inner.tag, &taken).await
     }
 
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
@@ -723,15 +751,8 @@ impl LockBackend for RedisLock {
         let lock = self.inner.layout.lock(key);
         let mut conn = self.inner.conn.clone();
         if matches!(self.inner.mode, Mode::Reentrant | Mode::Fair) {
-            let (marker, note): (Option<String>, Option<String>) = redis::cmd("HMGET")
-                .arg(&lock)
-                .arg("h")
-                .arg("m")
-                .query_async(&mut conn)
-                .await
-                .map_err(classify)?;
-            // A hand-over marker is nobody's hold yet (and carries no note anyway).
-            return Ok(note.filter(|_| marker.is_none()));
+            // A hold made by a hand-over starts without a note (handoff.lua writes a new hash).
+            return redis::cmd("HGET").arg(&lock).arg("m").query_async(&mut conn).await.map_err(classify);
         }
         let value: Option<Vec<u8>> =
             redis::cmd("GET").arg(&lock).query_async(&mut conn).await.map_err(classify)?;

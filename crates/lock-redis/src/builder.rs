@@ -318,7 +318,7 @@ impl RedisLockBuilder {
             return Ok(self.finish(conn, target, layout));
         }
         if let Some(c) = self.cluster.clone() {
-            return Ok(self.finish(RedisConnection(Kind::Cluster(c)), Target::Unknown, layout));
+            return Ok(self.finish(RedisConnection::new(Kind::Cluster(c)), Target::Unknown, layout));
         }
         let password = self.credentials.as_ref().map(|(_, p)| p.clone());
         let source = std::mem::replace(&mut self.source, Source::None);
@@ -409,7 +409,7 @@ impl RedisLockBuilder {
         };
         let target =
             client.as_ref().map_or(Target::Unknown, |c| Target::Single(c.get_connection_info().clone()));
-        Ok(self.finish(RedisConnection(Kind::Single(conn)), target, layout))
+        Ok(self.finish(RedisConnection::new(Kind::Single(conn)), target, layout))
     }
 
     fn finish(&self, conn: RedisConnection, target: Target, layout: KeyLayout) -> RedisLock {
@@ -504,7 +504,7 @@ impl RedisLockBuilder {
                 }
             }
         };
-        Ok((RedisConnection(Kind::Cluster(conn)), Target::Cluster(spec)))
+        Ok((RedisConnection::new(Kind::Cluster(conn)), Target::Cluster(spec)))
     }
 
     /// Commands to the primary the sentinels name, followed across a failover.
@@ -536,7 +536,7 @@ impl RedisLockBuilder {
             .map_err(|e| self.failed(url, e))?;
         let primary = conn.primary();
         let target = Target::Sentinel { sentinels: addrs, master, db, primary };
-        Ok((RedisConnection(Kind::Sentinel(conn)), target))
+        Ok((RedisConnection::new(Kind::Sentinel(conn)), target))
     }
 }
 

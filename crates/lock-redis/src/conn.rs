@@ -22,7 +22,14 @@ use tokio::sync::watch;
 /// [`redis::aio::ConnectionLike`], so any `redis` command can be sent through it (the tests
 /// use it to find and kill the lock connection on the server).
 #[derive(Clone)]
-pub struct RedisConnection(pub(crate) Kind);
+pub struct RedisConnection {
+    kind: Kind,
+    /// Feature `testing`: every command is sent twice and the second answer returned, as a
+    /// driver that resends a request whose answer it did not get (a retry after a timeout, a
+    /// resend after a failover) does when the first one ran after all.
+    #[cfg(feature = "testing")]
+    resend: Arc<std::sync::atomic::AtomicBool>,
+}
 
 #[derive(Clone)]
 pub(crate) enum Kind {
@@ -33,7 +40,7 @@ pub(crate) enum Kind {
 
 impl fmt::Debug for RedisConnection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self.0 {
+        f.write_str(match self.kind {
             Kind::Single(_) => "RedisConnection::Single",
             Kind::Cluster(_) => "RedisConnection::Cluster",
             Kind::Sentinel(_) => "RedisConnection::Sentinel",
@@ -42,10 +49,33 @@ impl fmt::Debug for RedisConnection {
 }
 
 impl RedisConnection {
+    pub(crate) fn new(kind: Kind) -> Self {
+        RedisConnection {
+            kind,
+            #[cfg(feature = "testing")]
+            resend: Arc::default(),
+        }
+    }
+
+    /// Sends every command twice from now on (`true`), or once again. Feature `testing`: the
+    /// tests show with it that every script is idempotent per attempt.
+    #[cfg(feature = "testing")]
+    pub fn resend_every_command(&self, on: bool) {
+        self.resend.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn send<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match &mut self.kind {
+            Kind::Single(c) => c.req_packed_command(cmd),
+            Kind::Cluster(c) => c.req_packed_command(cmd),
+            Kind::Sentinel(s) => Box::pin(s.command(cmd)),
+        }
+    }
+
     /// True on a cluster: scripts publish with `SPUBLISH` (sharded pub/sub, on the node that
     /// owns the lock's slot) instead of `PUBLISH`.
     pub(crate) fn sharded(&self) -> bool {
-        matches!(self.0, Kind::Cluster(_))
+        matches!(self.kind, Kind::Cluster(_))
     }
 
     /// Sends `cmd`, which names no key, to the server of `key`: on a cluster the master that
@@ -53,7 +83,7 @@ impl RedisConnection {
     /// on a cluster a keyless command would go to any node, whose replicas never saw the
     /// script's writes.
     pub(crate) async fn query_at_key<T: FromRedisValue>(&mut self, cmd: &Cmd, key: &str) -> RedisResult<T> {
-        match &mut self.0 {
+        match &mut self.kind {
             Kind::Cluster(c) => {
                 let node = SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master));
                 let v = c.route_command(cmd.clone(), RoutingInfo::SingleNode(node)).await?;
@@ -66,11 +96,15 @@ impl RedisConnection {
 
 impl ConnectionLike for RedisConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match &mut self.0 {
-            Kind::Single(c) => c.req_packed_command(cmd),
-            Kind::Cluster(c) => c.req_packed_command(cmd),
-            Kind::Sentinel(s) => Box::pin(s.command(cmd)),
+        #[cfg(feature = "testing")]
+        if self.resend.load(std::sync::atomic::Ordering::SeqCst) {
+            return Box::pin(async move {
+                // The first answer is the one a resending driver never saw.
+                let _ = self.send(cmd).await;
+                self.send(cmd).await
+            });
         }
+        self.send(cmd)
     }
 
     fn req_packed_commands<'a>(
@@ -79,7 +113,7 @@ impl ConnectionLike for RedisConnection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match &mut self.0 {
+        match &mut self.kind {
             Kind::Single(c) => c.req_packed_commands(pipeline, offset, count),
             Kind::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
             Kind::Sentinel(s) => Box::pin(s.commands(pipeline, offset, count)),
@@ -87,7 +121,7 @@ impl ConnectionLike for RedisConnection {
     }
 
     fn get_db(&self) -> i64 {
-        match &self.0 {
+        match &self.kind {
             Kind::Single(c) => c.get_db(),
             Kind::Cluster(c) => c.get_db(),
             Kind::Sentinel(s) => s.current().0.get_db(),

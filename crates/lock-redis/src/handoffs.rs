@@ -52,15 +52,17 @@ struct Entry {
     /// The waiter deadline the last refused attempt set, and when that attempt was sent.
     refused: Option<(i64, Instant)>,
     handed: Option<Handed>,
-    /// Holds a hand-over it took here: an attempt of this owner on the key is a nesting, not a
-    /// claim of the handed hold.
-    taken: bool,
+    /// The fence of a hand-over it took here and still holds: the server sees an attempt of
+    /// this owner on the key that names it as a nesting, not a claim, and a leave as no reason
+    /// to give the hold up. A stale fence (the hold was lost unseen) names no hold the server
+    /// has, so it is harmless.
+    taken: Option<u64>,
     touched: Instant,
 }
 
 impl Entry {
     fn new(key: &str) -> Self {
-        Entry { key: key.to_owned(), refused: None, handed: None, taken: false, touched: Instant::now() }
+        Entry { key: key.to_owned(), refused: None, handed: None, taken: None, touched: Instant::now() }
     }
 }
 
@@ -69,8 +71,8 @@ impl Entry {
 pub(crate) enum Before {
     /// Hold the hand-over at once: its fence, and how long it lasts from now.
     Take(u64, Duration),
-    /// Send the attempt; `taken`: this owner holds a hand-over it took here.
-    Send { taken: bool },
+    /// Send the attempt; `taken`: the fence of a hand-over this owner took here.
+    Send { taken: Option<u64> },
 }
 
 /// The hand-overs of one client, by owner (random per acquisition, so nearly always one key
@@ -97,7 +99,7 @@ impl Handoffs {
         if make && owners.len() >= SWEEP_AT {
             let now = Instant::now();
             owners.retain(|_, es| {
-                es.retain(|e| e.taken || now.duration_since(e.touched) < STALE);
+                es.retain(|e| e.taken.is_some() || now.duration_since(e.touched) < STALE);
                 !es.is_empty()
             });
         }
@@ -117,7 +119,7 @@ impl Handoffs {
         };
         let out = f(&mut entries[i]);
         let e = &entries[i];
-        if !e.taken && e.refused.is_none() && e.handed.is_none() {
+        if e.taken.is_none() && e.refused.is_none() && e.handed.is_none() {
             entries.swap_remove(i);
             if entries.is_empty() {
                 owners.remove(&id);
@@ -129,12 +131,15 @@ impl Handoffs {
     /// Before an attempt of `owner` on `key` asking for `lease`: take the hold handed to it if
     /// one was heard for the deadline its last refused attempt set, at least half of its window
     /// is left, and `lease` is no shorter than the window (the server must not keep a short
-    /// lease's hold longer than asked). A hand-over heard is consumed either way.
-    pub(crate) fn before(&self, key: &str, owner: OwnerToken, lease: Duration) -> Before {
+    /// lease's hold longer than asked), unless the caller may not take one (`may_take`). A
+    /// hand-over heard is consumed either way.
+    pub(crate) fn before(&self, key: &str, owner: OwnerToken, lease: Duration, may_take: bool) -> Before {
         self.with(key, owner, false, |e| {
             let Some(handed) = e.handed.take() else { return Before::Send { taken: e.taken } };
             let left = match e.refused {
-                Some((deadline, sent)) if deadline == handed.deadline && lease >= handed.window => {
+                Some((deadline, sent))
+                    if may_take && deadline == handed.deadline && lease >= handed.window =>
+                {
                     (sent + handed.window).checked_duration_since(Instant::now())
                 }
                 _ => None,
@@ -142,13 +147,13 @@ impl Handoffs {
             match left {
                 Some(left) if left >= handed.window / 2 => {
                     e.refused = None;
-                    e.taken = true;
+                    e.taken = Some(handed.fence);
                     Before::Take(handed.fence, left)
                 }
                 _ => Before::Send { taken: e.taken },
             }
         })
-        .unwrap_or(Before::Send { taken: false })
+        .unwrap_or(Before::Send { taken: None })
     }
 
     /// What an acquire script answered: a grant ends the wait; a refusal that registered
@@ -192,12 +197,18 @@ impl Handoffs {
         });
     }
 
-    /// `owner` released `key` (or its wait ended without a guard): nothing about it stays.
+    /// The fence of the hand-over `owner` took here on `key` and still holds, if any.
+    pub(crate) fn taken(&self, key: &str, owner: OwnerToken) -> Option<u64> {
+        self.with(key, owner, false, |e| e.taken).flatten()
+    }
+
+    /// The hold of `owner` on `key` ended (its last release, or the server said it is not
+    /// held): nothing about it stays.
     pub(crate) fn released(&self, key: &str, owner: OwnerToken) {
         self.with(key, owner, false, |e| {
             e.refused = None;
             e.handed = None;
-            e.taken = false;
+            e.taken = None;
         });
     }
 }
@@ -234,33 +245,37 @@ mod tests {
         let (h, o) = (Handoffs::default(), owner());
         let w = Duration::from_millis(300);
         let lease = Duration::from_secs(30);
-        let send = Before::Send { taken: false };
+        let send = Before::Send { taken: None };
         // Heard before any refused attempt was noted: not taken.
         h.handed("k", o, Handed { fence: 7, window: w, deadline: 10 });
-        assert_eq!(h.before("k", o, lease), send);
+        assert_eq!(h.before("k", o, lease, true), send);
         // Noted deadline 10, heard a hand-over naming 9 (an earlier wait): not taken.
         h.answered("k", o, false, 10, Instant::now());
         h.handed("k", o, Handed { fence: 7, window: w, deadline: 9 });
-        assert_eq!(h.before("k", o, lease), send);
+        assert_eq!(h.before("k", o, lease, true), send);
         // The matching one: what is left counts from the refused attempt's send.
         h.answered("k", o, false, 11, Instant::now() - Duration::from_millis(100));
         h.handed("k", o, Handed { fence: 8, window: w, deadline: 11 });
-        let Before::Take(fence, left) = h.before("k", o, lease) else { panic!("not taken") };
+        let Before::Take(fence, left) = h.before("k", o, lease, true) else { panic!("not taken") };
         assert_eq!(fence, 8);
         assert!(left <= Duration::from_millis(200), "{left:?} counted from the send");
         // Held: a later attempt of this owner is a nesting, on this key only.
-        assert_eq!(h.before("k", o, lease), Before::Send { taken: true });
-        assert_eq!(h.before("other", o, lease), send);
+        assert_eq!(h.before("k", o, lease, true), Before::Send { taken: Some(8) });
+        assert_eq!(h.taken("k", o), Some(8));
+        // The end of another wait of this owner on the key leaves the taken hold noted.
+        h.forget("k", o);
+        assert_eq!(h.taken("k", o), Some(8));
+        assert_eq!(h.before("other", o, lease, true), send);
         h.released("k", o);
-        assert_eq!(h.before("k", o, lease), send);
+        assert_eq!(h.before("k", o, lease, true), send);
         // Less than half the window left, or a lease shorter than the window: not taken, and
         // consumed.
         h.answered("k", o, false, 12, Instant::now() - Duration::from_millis(151));
         h.handed("k", o, Handed { fence: 9, window: w, deadline: 12 });
-        assert_eq!(h.before("k", o, lease), send);
+        assert_eq!(h.before("k", o, lease, true), send);
         h.answered("k", o, false, 13, Instant::now());
         h.handed("k", o, Handed { fence: 10, window: w, deadline: 13 });
-        assert_eq!(h.before("k", o, Duration::from_millis(299)), send);
+        assert_eq!(h.before("k", o, Duration::from_millis(299), true), send);
         // A grant ends the wait: nothing is left behind.
         h.answered("k", o, true, 0, Instant::now());
         assert!(h.owners.lock().is_empty());

@@ -1,0 +1,155 @@
+//! A hold handed over to a waiter stays one hold whatever else its owner does (issue 26, point
+//! 1): a nested attempt that never reached the server, a nested wait that ends without a
+//! grant, or a nesting through another client of the same owner never frees it.
+//! And every script is idempotent per attempt (point 2): a command the driver sends twice
+//! (`resend_every_command`, the second answer returned) does what one did.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::backend::LockBackend;
+use lock_core::{LeaseState, LockGuard, Locker, OwnerToken};
+use lock_redis::{Mode, RedisLock};
+use lock_testkit::eventually;
+use lock_testkit::server::{RedisServer, or_skip};
+
+/// No lease runs out and no waiter heartbeat comes during a test.
+const LONG: Duration = Duration::from_secs(60);
+
+async fn backend(url: &str, mode: Mode) -> RedisLock {
+    RedisLock::builder().url(url).mode(mode).fair_waiter_timeout(LONG).build().await.expect("backend")
+}
+
+fn locker(b: &RedisLock) -> Locker {
+    Locker::new(Arc::new(b.clone()))
+}
+
+/// `owner` waits on `key` through `b` while another client holds it; the release hands the lock
+/// over and the waiter takes it without a round trip. Returns the waiter's guard.
+async fn taken_hand_over(url: &str, mode: Mode, key: &str, b: &RedisLock, owner: OwnerToken) -> LockGuard {
+    let holder = locker(&backend(url, mode).await);
+    let g = holder.lock(key).lease(LONG).try_acquire().await.expect("try").expect("free");
+    let (l, k) = (locker(b), key.to_owned());
+    let before = b.attempts();
+    let waiter = tokio::spawn(async move { l.lock(k).owner(owner).lease(LONG).wait(LONG).acquire().await });
+    eventually(Duration::from_secs(10), "waiter blocked", || {
+        let n = b.attempts();
+        async move { n == before + 2 }
+    })
+    .await;
+    let taken = b.taken_handoffs();
+    g.release().await.expect("release");
+    let w = waiter.await.expect("task").expect("waiter acquires");
+    assert_eq!(b.taken_handoffs(), taken + 1, "{mode}: the hand-over was taken without a round trip");
+    w
+}
+
+/// Whether a third client could take `key` now.
+async fn free(url: &str, mode: Mode, key: &str) -> bool {
+    let other = locker(&backend(url, mode).await);
+    match other.lock(key).lease(LONG).try_acquire().await.expect("try") {
+        Some(g) => {
+            g.release().await.expect("release");
+            true
+        }
+        None => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_hand_over_survives_its_owners_other_attempts() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    let url = srv.url();
+    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+        let key = format!("taken-{mode}");
+        let b = backend(&url, mode).await;
+        let owner = OwnerToken::random();
+        let outer = taken_hand_over(&url, mode, &key, &b, owner).await;
+        // A nested attempt whose request failed before it reached the server: its cleanup
+        // names a nonce the server never saw.
+        b.undo_unsent_attempt(&key, owner).await.expect("undo");
+        assert!(!free(&url, mode, &key).await, "{mode}: an unsent nested attempt's cleanup freed the hold");
+        // A nested wait of the same owner that ended without a grant leaves the wait set.
+        b.leave_queue(&key, owner).await.expect("leave");
+        assert!(!free(&url, mode, &key).await, "{mode}: a nested wait's leave freed the hold");
+        assert!(matches!(outer.state(), LeaseState::Held), "{mode}: {:?}", outer.state());
+        outer.release().await.expect("release");
+        assert!(free(&url, mode, &key).await, "{mode}: the release freed the key");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nesting_a_taken_hand_over_through_another_client_counts() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    let url = srv.url();
+    for mode in [Mode::Reentrant, Mode::Fair] {
+        let key = format!("other-client-{mode}");
+        let b = backend(&url, mode).await;
+        let owner = OwnerToken::random();
+        let outer = taken_hand_over(&url, mode, &key, &b, owner).await;
+        let other = locker(&backend(&url, mode).await);
+        let inner = other.lock(&key).owner(owner).lease(LONG).try_acquire().await.expect("try");
+        let inner = inner.unwrap_or_else(|| panic!("{mode}: the owner nests through another client"));
+        assert_eq!(inner.fence(), outer.fence(), "{mode}: one hold, one fence");
+        inner.release().await.expect("inner release");
+        assert!(!free(&url, mode, &key).await, "{mode}: the nested release freed the outer hold");
+        outer.release().await.expect("outer release");
+        assert!(free(&url, mode, &key).await, "{mode}: the outer release freed the key");
+    }
+}
+
+/// In simple mode a second client of the same owner is refused, as for any held key (the
+/// mode does not nest), instead of claiming the hold handed to the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_hand_over_is_not_claimed_by_another_client_of_its_owner() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    let url = srv.url();
+    let (mode, key) = (Mode::Simple, "other-client-simple");
+    let b = backend(&url, mode).await;
+    let owner = OwnerToken::random();
+    let outer = taken_hand_over(&url, mode, key, &b, owner).await;
+    let other = locker(&backend(&url, mode).await);
+    let second = other.lock(key).owner(owner).lease(LONG).try_acquire().await.expect("try");
+    assert!(second.is_none(), "a second client of the owner claimed the hold the first took");
+    outer.release().await.expect("release");
+    assert!(free(&url, mode, key).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_script_is_idempotent_per_attempt() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    let url = srv.url();
+    for mode in [Mode::Reentrant, Mode::Fair] {
+        let b = backend(&url, mode).await;
+        let (l, conn) = (locker(&b), b.connection());
+        let owner = OwnerToken::random();
+        // A nested release sent twice must not end the outer hold.
+        let key = format!("resend-release-{mode}");
+        let outer = l.lock(&key).owner(owner).lease(LONG).try_acquire().await.expect("try").expect("free");
+        let inner = l.lock(&key).owner(owner).lease(LONG).try_acquire().await.expect("try").expect("nests");
+        conn.resend_every_command(true);
+        inner.release().await.expect("inner release");
+        conn.resend_every_command(false);
+        assert!(!free(&url, mode, &key).await, "{mode}: a resent nested release freed the outer hold");
+        outer.release().await.expect("outer release");
+        // An acquisition sent twice is one hold: its one release frees the key.
+        let key = format!("resend-acquire-{mode}");
+        conn.resend_every_command(true);
+        let g = l.lock(&key).owner(owner).lease(LONG).try_acquire().await.expect("try").expect("free");
+        let nested = l.lock(&key).owner(owner).lease(LONG).try_acquire().await.expect("try").expect("nests");
+        conn.resend_every_command(false);
+        nested.release().await.expect("nested release");
+        g.release().await.expect("release");
+        assert!(free(&url, mode, &key).await, "{mode}: a resent acquisition counted twice");
+    }
+    // Simple mode: an acquisition sent twice is granted, not refused by its own first run.
+    let b = backend(&url, Mode::Simple).await;
+    let conn = b.connection();
+    conn.resend_every_command(true);
+    let g = locker(&b).lock("resend-simple").lease(LONG).try_acquire().await.expect("try");
+    conn.resend_every_command(false);
+    let g = g.expect("a resent acquisition is granted");
+    assert!(!free(&url, Mode::Simple, "resend-simple").await);
+    g.release().await.expect("release");
+    assert!(free(&url, Mode::Simple, "resend-simple").await);
+}
