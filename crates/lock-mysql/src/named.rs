@@ -145,7 +145,7 @@ impl Named {
         let batch = format!("{};\n{}", self.bounds, self.get_lock(&name, 0.0));
         self.trips.add();
         let rows =
-            sqlx::raw_sql(AssertSqlSafe(batch)).fetch_all(&mut *pinned.conn).await.map_err(classify)?;
+            sqlx::raw_sql(AssertSqlSafe(batch)).fetch_all(&mut **pinned.conn).await.map_err(classify)?;
         let row = rows.first().ok_or_else(|| LockError::permanent(NAME, "GET_LOCK answered no row"))?;
         let conn_id: u64 = row.try_get(1).map_err(classify)?;
         match self.answer(row)? {
@@ -167,7 +167,7 @@ impl Named {
         let stmt = self.get_lock(&name, remaining.as_secs_f64().min(MAX_WAIT_SECS));
         let wait_sent = Instant::now();
         self.trips.add();
-        let wait = sqlx::raw_sql(AssertSqlSafe(stmt)).fetch_optional(&mut *pinned.conn);
+        let wait = sqlx::raw_sql(AssertSqlSafe(stmt)).fetch_optional(&mut **pinned.conn);
         let waited = killable_wait(&self.pool, conn_id, deadline, &self.trips, wait).await;
         match waited {
             // The server's idle clock started when it sent the answer, so no earlier than when
@@ -217,7 +217,7 @@ impl Named {
                 self.trips.add();
                 sqlx::query(AssertSqlSafe(self.sql.fence_next.clone()))
                     .bind(req.key.as_bytes())
-                    .execute(&mut *pinned.conn)
+                    .execute(&mut **pinned.conn)
                     .await
                     .map_err(classify)?
                     .last_insert_id()

@@ -159,7 +159,7 @@ impl Pessimistic {
         self.trips.add();
         let first = sqlx::query(AssertSqlSafe(self.sql.lock_nowait.clone()))
             .bind(key)
-            .fetch_optional(&mut *pinned.conn)
+            .fetch_optional(&mut **pinned.conn)
             .await;
         match first {
             Ok(Some(row)) => {
@@ -182,7 +182,7 @@ impl Pessimistic {
         // contended throughput no better.
         self.trips.add();
         let conn_id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
-            .fetch_one(&mut *pinned.conn)
+            .fetch_one(&mut **pinned.conn)
             .await
             .map_err(classify)?;
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -193,7 +193,7 @@ impl Pessimistic {
         let wait_sent = Instant::now();
         self.trips.add();
         let wait =
-            sqlx::raw_sql(AssertSqlSafe(self.wait_sql(remaining, key))).fetch_optional(&mut *pinned.conn);
+            sqlx::raw_sql(AssertSqlSafe(self.wait_sql(remaining, key))).fetch_optional(&mut **pinned.conn);
         let waited = killable_wait(&self.pool, conn_id, deadline, &self.trips, wait).await;
         match waited {
             // The server's idle clock started when it sent this answer, so no earlier than when

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Grant, Mutex, RenewItem};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, DropInRuntime, Grant, Mutex, RenewItem};
 use lock_core::{FencingToken, LeaseSignal, LockError, LostReason, OwnerToken, Result};
 use sqlx::mysql::MySqlPool;
 use sqlx::pool::PoolConnection;
@@ -49,7 +49,7 @@ const KEEPER_QUEUE: usize = 4;
 /// Not a [`Cleanup`]: nothing is sent on drop (closing the socket is the undo, and it needs no
 /// runtime), and the connection is in use until then, so no undo closure could own it.
 pub(crate) struct Pinned {
-    pub(crate) conn: PoolConnection<MySql>,
+    pub(crate) conn: DropInRuntime<PoolConnection<MySql>>,
     dirty: bool,
     /// When the statement that ended the last hold was sent ([`Pinned::end`]): the server's idle
     /// clock on the session started no earlier.
@@ -58,7 +58,7 @@ pub(crate) struct Pinned {
 
 impl Pinned {
     pub(crate) fn new(conn: PoolConnection<MySql>) -> Self {
-        Pinned { conn, dirty: true, ended: Instant::now() }
+        Pinned { conn: DropInRuntime::new(conn), dirty: true, ended: Instant::now() }
     }
 
     /// End the hold with `stmt` (which, on a shared pool's connection, also gives the session
@@ -71,7 +71,7 @@ impl Pinned {
     ) -> std::result::Result<Pinned, sqlx::Error> {
         trips.add();
         let sent = Instant::now();
-        sqlx::raw_sql(stmt).execute(&mut *self.conn).await?;
+        sqlx::raw_sql(stmt).execute(&mut **self.conn).await?;
         self.dirty = false;
         self.ended = sent;
         Ok(self)
@@ -616,7 +616,7 @@ impl Keeper {
             let sent = Instant::now();
             let (uncertain_at, give_up) = (sent + self.every, self.give_up_at());
             self.trips.add();
-            let begun = sqlx::raw_sql(AssertSqlSafe(begin.clone())).execute(&mut *held.pinned.conn);
+            let begun = sqlx::raw_sql(AssertSqlSafe(begin.clone())).execute(&mut **held.pinned.conn);
             let answer = bounded(&signals, &key, uncertain_at, give_up, begun).await;
             if let Err(outcome) = self.answered(answer, sent) {
                 return outcome;
@@ -638,7 +638,7 @@ impl Keeper {
                 .bind(note.as_bytes())
         };
         self.trips.add();
-        let written = stmt.execute(&mut *held.pinned.conn);
+        let written = stmt.execute(&mut **held.pinned.conn);
         let answer = bounded(&signals, &key, uncertain_at, give_up, written).await;
         match self.answered(answer, sent) {
             Ok(_) => {

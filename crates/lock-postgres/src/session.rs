@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Grant, LockInfo, Mutex, RenewItem};
+use lock_core::backend::{
+    AcquireRequest, Attempt, Cleanup, DropInRuntime, Grant, LockInfo, Mutex, RenewItem,
+};
 use lock_core::{FencingToken, LeaseSignal, LockError, LostReason, OwnerToken, Result};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgRow};
@@ -76,13 +78,13 @@ impl Sql {
 /// Not a [`Cleanup`]: nothing is sent on drop (closing the socket is the undo, and it needs
 /// no runtime), and the connection is in use until then, so no undo closure could own it.
 struct Pinned {
-    conn: PoolConnection<Postgres>,
+    conn: DropInRuntime<PoolConnection<Postgres>>,
     dirty: bool,
 }
 
 impl Pinned {
     fn new(conn: PoolConnection<Postgres>) -> Self {
-        Pinned { conn, dirty: true }
+        Pinned { conn: DropInRuntime::new(conn), dirty: true }
     }
 
     /// Nothing of ours is left on the session: it may go back to the pool.
@@ -107,7 +109,7 @@ impl Pinned {
                 sqlx::query(AssertSqlSafe(stmt.clone())).bind(key).bind(idle_before).bind(name.to_vec())
             }
         };
-        let row = query.fetch_one(&mut *self.conn).await?;
+        let row = query.fetch_one(&mut **self.conn).await?;
         let released: bool = row.try_get(0)?;
         if released {
             self.clean();
@@ -128,7 +130,7 @@ impl Pinned {
             .bind(key)
             .bind(classid)
             .bind(objid)
-            .fetch_optional(&mut *self.conn);
+            .fetch_optional(&mut **self.conn);
         match tokio::time::timeout(CANCEL_GRACE, undo).await {
             Ok(Ok(undone)) => {
                 if undone.is_some() {
@@ -300,7 +302,7 @@ impl Sessions {
             .bind(key)
             .bind(name)
             .bind(&self.server_idle_text)
-            .fetch_one(&mut *pinned.conn)
+            .fetch_one(&mut **pinned.conn)
             .await
             .map_err(classify)?;
         let Granted { ok, fence, pid, idle_before } = granted(&row)?;
@@ -338,7 +340,7 @@ impl Sessions {
                 .bind(name)
                 .bind(&self.server_idle_text)
                 .bind(pg_millis(remaining))
-                .fetch_one(&mut *pinned.conn);
+                .fetch_one(&mut **pinned.conn);
             tokio::pin!(fut);
             tokio::select! {
                 r = &mut fut => r,
@@ -638,7 +640,7 @@ impl Keeper {
             .bind(key.as_bytes())
             .bind(self.fence)
             .bind(note)
-            .execute(&mut *pinned.conn);
+            .execute(&mut **pinned.conn);
         let out = match bounded(&signals, &key, uncertain_at, give_up, set).await? {
             Err(e) if is_connection_lost(&e) => {
                 tracing::warn!(%key, error = %e, "connection holding a lock died");

@@ -1,11 +1,12 @@
 //! What a connection carries back to the pool and what outlives the runtime: a wait that
-//! fails after its grant leaves no advisory lock on a pooled connection.
+//! fails after its grant leaves no advisory lock on a pooled connection, and a `Locker` dropped
+//! after its runtime has shut down neither panics nor keeps its lock.
 //!
 //! Run: `cargo test -p lock-postgres --test hygiene`.
 
 use std::time::Duration;
 
-use lock_core::Locker;
+use lock_core::{Locker, OwnerToken};
 use lock_postgres::sqlx;
 use lock_testkit::{eventually, within};
 
@@ -82,4 +83,80 @@ async fn wait_failing_after_the_grant_pools_no_lock() {
         "a pooled connection of b still holds the key (pg_locks granted/waiting {left:?})"
     );
     assert_eq!(left, (0, 0));
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime")
+}
+
+/// A `Locker` holding a lock (and its guard), or one whose lock was released, dropped after its
+/// runtime shut down: no panic, and another client then takes the key.
+fn drop_after_the_runtime(release_first: bool) {
+    let Some((url, _)) = shared() else { return };
+    let k = format!("runtime-gone-{}", OwnerToken::random());
+    let rt = runtime();
+    let (locker, guard) = rt.block_on(async {
+        let l = Locker::new(backend(&url).await);
+        let g = l.try_lock(&k).await.expect("try").expect("free");
+        if release_first {
+            g.release().await.expect("release");
+            return (l, None);
+        }
+        (l, Some(g))
+    });
+    drop(rt);
+    drop(guard);
+    drop(locker);
+
+    runtime().block_on(async {
+        let other = Locker::new(backend(&url).await);
+        eventually(ANSWER, "the key is free again", || async {
+            match other.try_lock(&k).await.expect("try") {
+                Some(g) => g.release().await.is_ok(),
+                None => false,
+            }
+        })
+        .await;
+    });
+}
+
+#[test]
+fn locker_holding_a_lock_dropped_after_its_runtime() {
+    drop_after_the_runtime(false);
+}
+
+#[test]
+fn locker_dropped_after_its_runtime() {
+    drop_after_the_runtime(true);
+}
+
+/// An acquisition waiting in the server's queue, dropped after its runtime shut down (the future
+/// outlived the runtime that polled it): no panic, and neither the wait nor the hold (whose
+/// keeper went with the runtime) is left on the server.
+#[test]
+fn waiting_acquisition_dropped_after_its_runtime() {
+    let Some((url, admin_url)) = shared() else { return };
+    let k = format!("runtime-gone-wait-{}", OwnerToken::random());
+    let rt = runtime();
+    let (held, waiting) = rt.block_on(async {
+        let admin = admin(&admin_url).await;
+        let g = Locker::new(backend(&url).await).try_lock(&k).await.expect("try").expect("free");
+        let (waiter, k2) = (Locker::new(backend(&url).await), k.clone());
+        let mut waiting = Box::pin(async move { waiter.lock(&k2).wait(ANSWER).acquire().await });
+        tokio::select! {
+            r = &mut waiting => panic!("granted while held: {r:?}"),
+            () = eventually(ANSWER, "the waiter queues", || async { advisory_locks(&admin, &k).await == (1, 1) }) => {}
+        }
+        (g, waiting)
+    });
+    drop(rt);
+    drop(waiting);
+    drop(held);
+    runtime().block_on(async {
+        let admin = admin(&admin_url).await;
+        eventually(ANSWER, "nothing left on the server", || async {
+            advisory_locks(&admin, &k).await == (0, 0)
+        })
+        .await;
+    });
 }

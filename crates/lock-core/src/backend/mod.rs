@@ -21,6 +21,7 @@ mod cleanup;
 mod notify;
 mod options;
 pub mod redact;
+mod runtime;
 mod sync;
 
 pub use crate::renewer::RENEW_BATCH;
@@ -28,6 +29,7 @@ pub use backoff::{Backoff, jitter};
 pub use cleanup::Cleanup;
 pub use notify::{NotifyHub, Subscription};
 pub use options::UrlOptions;
+pub use runtime::DropInRuntime;
 pub use sync::Mutex;
 
 /// `d` in whole milliseconds, rounded up and at least 1 (for `PX`/`PEXPIRE` arguments, where 0
