@@ -3,7 +3,8 @@
 //! `lock_testkit::interop::python`) and this library's `?mode=get_lock` exclude each other on
 //! the same name, hand the lock over in both directions, and a killed Python holder's lock
 //! goes with its session. The peer computes the lock name itself, the way .NET's
-//! DistributedLock does: a short key is its own name, a long or mixed-case one is hashed.
+//! DistributedLock does for ASCII keys: a short key is its own name, a long, mixed-case or
+//! non-ASCII one is hashed.
 //!
 //! Run: `cargo test -p lock-mysql --test interop`.
 
@@ -64,19 +65,21 @@ fn hex(key: &str) -> String {
     key.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The three kinds of key: a name as it is, one over 64 characters (hashed), one with upper
-/// case (hashed: lock names are documented as case-insensitive).
-fn keys() -> [(&'static str, String); 3] {
+/// The four kinds of key: a name as it is, one over 64 characters (hashed), one with upper
+/// case (hashed: lock names are documented as case-insensitive), one with a non-ASCII
+/// character (hashed: no Unicode case table decides its name).
+fn keys() -> [(&'static str, String); 4] {
     let t = OwnerToken::random();
     [
         ("short", format!("interop-{t}")),
         ("long", format!("interop-long-{t}-{}", "x".repeat(40))),
         ("mixed case", format!("Interop-Upper-{t}")),
+        ("non-ascii", format!("interop-été-{t}")),
     ]
 }
 
-/// The Python side names every key as this library does (the .NET scheme): short keys as they
-/// are, the others hashed to 64 characters.
+/// The Python side names every key as this library does (the .NET scheme for ASCII keys): short
+/// lower-case ASCII keys as they are, the others hashed to 64 characters.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pymysql_peer_names_keys_as_this_library_does() {
     let url = url();

@@ -10,8 +10,9 @@ Commands (keys are hex-encoded UTF-8, so any key fits on one line):
           holder <hex-key>               -> HOLDER <connection id> | HOLDER NONE
           exit
 The lock name of a key is computed here, independently of the Rust side, the way .NET's
-DistributedLock (MySqlDistributedLock) names it: what a Python service sharing a lock with
-lock-mysql's `?mode=get_lock` (or with .NET) would write.
+DistributedLock (MySqlDistributedLock) names an ASCII key, and with no Unicode case table for
+any other key (always hashed): what a Python service sharing a lock with lock-mysql's
+`?mode=get_lock` would write.
 """
 import hashlib
 import sys
@@ -22,13 +23,32 @@ import pymysql
 MAX_NAME = 64
 
 
+def ascii_lower(text):
+    return "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in text)
+
+
+def utf16_prefix(text, units):
+    """The first `units` UTF-16 code units of `text`; a cut pair becomes U+FFFD."""
+    out, used = [], 0
+    for c in text:
+        n = len(c.encode("utf-16-le")) // 2
+        if used >= units:
+            break
+        if used + n > units:
+            out.append("\ufffd")
+            break
+        used += n
+        out.append(c)
+    return "".join(out)
+
+
 def lock_name(key):
-    """The key itself if it is at most 64 UTF-16 units and has no upper case; else its
-    lower-cased start and 32 base32 characters of SHA-512 (first 160 bits, low bits first)."""
-    valid = key.lower() if key else "__empty__"
-    units = len(key.encode("utf-16-le")) // 2
-    if valid == key and units <= MAX_NAME:
+    """An ASCII key with no upper case and at most 64 characters is its own name; any other key
+    is its start (ASCII letters lower-cased, 32 UTF-16 units) and 32 base32 characters of
+    SHA-512 (first 160 bits, low bits first). Only ASCII is ever folded: no case table."""
+    if key and key.isascii() and key == ascii_lower(key) and len(key) <= MAX_NAME:
         return key
+    valid = ascii_lower(key) if key else "__empty__"
     digest = hashlib.sha512(key.encode("utf-8")).digest()
     alphabet = "abcdefghijklmnopqrstuvwxyz234567"
     out, buf, bits, i = [], 0, 0, 0
@@ -40,8 +60,7 @@ def lock_name(key):
         out.append(alphabet[buf & 31])
         buf >>= 5
         bits -= 5
-    # ASCII keys only here: the prefix counts characters as UTF-16 units.
-    return valid[: MAX_NAME - 32] + "".join(out)
+    return utf16_prefix(valid, MAX_NAME - 32) + "".join(out)
 
 
 def say(line):
