@@ -6,7 +6,8 @@ use std::pin::Pin;
 
 use crate::Result;
 
-type Undo = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = Result<()>> + Send>> + Send>;
+type Running = Pin<Box<dyn Future<Output = Result<()>> + Send>>;
+type Undo = Box<dyn FnOnce() -> Running + Send>;
 
 /// Undoes an attempt whose future was dropped midway.
 ///
@@ -15,6 +16,7 @@ type Undo = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = Result<()>> + Send>>
 /// current tokio runtime, so it runs after whatever the cancelled request left buffered. The
 /// undo must be idempotent and harmless when the request never reached the server. Without a
 /// runtime nothing can be sent: the lease or session frees the key, and a warning says so.
+/// [`run_now`](Cleanup::run_now) keeps the same promise while it runs.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -58,36 +60,59 @@ impl Cleanup {
         self.undo.is_some()
     }
 
-    /// Run the undo now and disarm. A drop while this runs spawns nothing more: the undo is
-    /// idempotent, and the lease or session is the backstop.
+    /// Run the undo now and disarm. If this future is dropped before the undo finished (the
+    /// caller was cancelled, or bounded the wait with a timeout), the undo goes on where it
+    /// stopped in a task spawned on the current runtime, exactly as a dropped armed guard's
+    /// would: taking the undo out of the guard must not turn a cancellation into a key that
+    /// only the lease or session can free. So a caller may bound how long it waits for the
+    /// undo without giving it up.
     ///
     /// # Errors
     /// The undo's error.
     pub async fn run_now(mut self) -> Result<()> {
-        match self.undo.take() {
-            Some(undo) => undo().await,
-            None => Ok(()),
+        let Some(undo) = self.undo.take() else { return Ok(()) };
+        let mut running = Unfinished { what: self.what, undo: Some(undo()) };
+        let Some(undo) = running.undo.as_mut() else { return Ok(()) };
+        let done = undo.as_mut().await;
+        running.undo = None;
+        done
+    }
+}
+
+/// An undo started by [`Cleanup::run_now`]: finished in the background if dropped before it
+/// completed.
+struct Unfinished {
+    what: &'static str,
+    undo: Option<Running>,
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(undo) = self.undo.take() {
+            spawn_undo(self.what, undo);
         }
     }
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let Some(undo) = self.undo.take() else { return };
-        let what = self.what;
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(
-                what,
-                "abandoned lock attempt without a runtime; its lease or session frees the key"
-            );
-            return;
-        };
-        rt.spawn(async move {
-            if let Err(e) = undo().await {
-                tracing::debug!(what, error = %e, "cleanup of an abandoned lock attempt failed; the lease frees it");
-            }
-        });
+        if let Some(undo) = self.undo.take() {
+            spawn_undo(self.what, undo());
+        }
     }
+}
+
+/// Finish `undo` in a task of the current runtime; without one, nothing can be sent.
+fn spawn_undo(what: &'static str, undo: Running) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(what, "abandoned lock attempt without a runtime; its lease or session frees the key");
+        return;
+    };
+    rt.spawn(async move {
+        if let Err(e) = undo.await {
+            tracing::debug!(what, error = %e, "cleanup of an abandoned lock attempt failed; the lease frees it");
+        }
+    });
 }
 
 #[cfg(test)]
@@ -123,6 +148,28 @@ mod tests {
         drop(guard);
         rx.await.expect("the dropped guard's undo ran");
         assert_eq!(n.load(Ordering::SeqCst), 2);
+    }
+
+    /// A `run_now` dropped while its undo awaits lets the undo finish in the background.
+    #[tokio::test]
+    async fn run_now_dropped_midway_finishes_in_the_background() {
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+        let guard = Cleanup::arm("test", move || async move {
+            let _ = started_tx.send(());
+            let _ = go_rx.await;
+            let _ = done_tx.send(());
+            Ok(())
+        });
+        let mut run = Box::pin(guard.run_now());
+        tokio::select! {
+            _ = &mut run => panic!("the undo cannot finish before it is let go"),
+            r = started_rx => r.expect("the undo started"),
+        }
+        drop(run);
+        go_tx.send(()).expect("the dropped undo is still alive");
+        done_rx.await.expect("the dropped undo finished");
     }
 
     #[test]
