@@ -152,6 +152,23 @@ impl Drop for Pinned {
     }
 }
 
+/// `fut`, a request to the server, answered by `bound`: a server that has not answered by then
+/// (paused, partitioned) is a temporary error, and the request's connection is dropped with the
+/// future (closed, unless it was clean).
+async fn answered_by<T>(
+    bound: Instant,
+    fut: impl std::future::Future<Output = std::result::Result<T, sqlx::Error>>,
+) -> Result<T> {
+    match tokio::time::timeout_at(bound, fut).await {
+        Ok(r) => r.map_err(classify),
+        Err(_) => Err(no_answer()),
+    }
+}
+
+fn no_answer() -> LockError {
+    LockError::temporary(NAME, "no answer from the server in time")
+}
+
 /// End the lock wait of backend `pid` from another pooled connection.
 async fn cancel_backend(pool: PgPool, pid: i32, trips: Trips) -> Result<()> {
     trips.add();
@@ -293,18 +310,23 @@ impl Sessions {
     async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Option<Locked>> {
         let key = advisory_key(req.key);
         let name = req.key.as_bytes();
+        // The try answers by the caller's deadline (with the grace a wait gets), or without one
+        // within the server's idle bound: a silent server is a temporary error, not a hang.
+        let bound = match req.wait_until {
+            Some(deadline) => deadline + CANCEL_GRACE,
+            None => Instant::now() + self.server_idle,
+        };
         // Dropped anywhere below before the hold is recorded, `pinned` closes its connection:
         // the server ends the session and any lock it got.
-        let mut pinned = Pinned::new(self.pool.acquire().await.map_err(classify)?);
+        let mut pinned = Pinned::new(answered_by(bound, self.pool.acquire()).await?);
         let sent = Instant::now();
         self.trips.add();
-        let row = sqlx::query(AssertSqlSafe(self.sql.try_lock.as_str()))
+        let tried = sqlx::query(AssertSqlSafe(self.sql.try_lock.as_str()))
             .bind(key)
             .bind(name)
             .bind(&self.server_idle_text)
-            .fetch_one(&mut **pinned.conn)
-            .await
-            .map_err(classify)?;
+            .fetch_one(&mut **pinned.conn);
+        let row = answered_by(bound, tried).await?;
         let Granted { ok, fence, pid, idle_before } = granted(&row)?;
         if ok {
             return Ok(Some(Locked {
@@ -343,18 +365,24 @@ impl Sessions {
                 .fetch_one(&mut **pinned.conn);
             tokio::pin!(fut);
             tokio::select! {
-                r = &mut fut => r,
+                r = &mut fut => Some(r),
                 _ = tokio::time::sleep_until(deadline + CANCEL_GRACE) => {
                     tracing::debug!(pid, "server did not end the lock wait at the deadline; cancelling it");
                     cancelled = true;
-                    if let Err(e) = cancel_backend(self.pool.clone(), pid, self.trips.clone()).await {
-                        tracing::debug!(pid, error = %e, "pg_cancel_backend of a lock wait failed");
+                    // Both steps bounded: a server that answers neither is given up, and the
+                    // waiting connection closed (a grant that raced goes with the session).
+                    let cancel = cancel_backend(self.pool.clone(), pid, self.trips.clone());
+                    match tokio::time::timeout(CANCEL_GRACE, cancel).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => tracing::debug!(pid, error = %e, "pg_cancel_backend of a lock wait failed"),
+                        Err(_) => tracing::debug!(pid, "no answer to pg_cancel_backend of a lock wait"),
                     }
-                    fut.await
+                    tokio::time::timeout(CANCEL_GRACE, fut).await.ok()
                 }
             }
         };
         canceller.disarm();
+        let Some(waited) = waited else { return Err(no_answer()) };
         match waited {
             Ok(row) => {
                 let Granted { fence, pid, idle_before, .. } = granted(&row)?;
@@ -451,9 +479,8 @@ impl Sessions {
             .bind(classid)
             .bind(objid)
             .bind(key.as_bytes())
-            .fetch_one(&self.pool)
-            .await
-            .map_err(classify)?;
+            .fetch_one(&self.pool);
+        let row = answered_by(Instant::now() + self.server_idle, row).await?;
         let holders: i64 = row.try_get(0).map_err(classify)?;
         let waiters: i64 = row.try_get(1).map_err(classify)?;
         let fence: Option<i64> = row.try_get(2).map_err(classify)?;
@@ -494,13 +521,12 @@ impl Sessions {
     pub(crate) async fn note(&self, key: &str) -> Result<Option<String>> {
         let (classid, objid) = lock_ids(advisory_key(key));
         self.trips.add();
-        sqlx::query_scalar(AssertSqlSafe(self.sql.notes_read.as_str()))
+        let read = sqlx::query_scalar(AssertSqlSafe(self.sql.notes_read.as_str()))
             .bind(classid)
             .bind(objid)
             .bind(key.as_bytes())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(classify)
+            .fetch_optional(&self.pool);
+        answered_by(Instant::now() + self.server_idle, read).await
     }
 }
 
@@ -657,11 +683,29 @@ impl Keeper {
         Some(out)
     }
 
-    /// Unlock (clearing the note when there is one) and hand the connection back.
-    async fn unlock(&mut self) -> Option<std::result::Result<bool, sqlx::Error>> {
-        let p = self.pinned.take()?;
-        let noted = self.noted.then_some((&self.unlock_noted, self.key.as_bytes()));
-        Some(p.unlock(self.advisory, &self.idle_before, noted, &self.trips).await)
+    /// Unlock (clearing the note when there is one) and hand the connection back, bounded as a
+    /// ping is: `Ok(false)` when the connection was gone, and a temporary error when the server
+    /// did not answer within its idle bound (the connection is then closed, so the server frees
+    /// the lock as it ends the session).
+    async fn unlock(&mut self) -> Result<bool> {
+        let Some(p) = self.pinned.take() else { return Ok(false) };
+        let sent = Instant::now();
+        let (give_up, uncertain_at) = (self.give_up_at(), sent + self.every);
+        let (signals, key) = (self.signals.clone(), self.key.clone());
+        let noted = self.noted.then_some((&self.unlock_noted, key.as_bytes()));
+        let unlocked = p.unlock(self.advisory, &self.idle_before, noted, &self.trips);
+        match bounded(&signals, &key, uncertain_at, give_up, unlocked).await {
+            Some(Ok(released)) => Ok(released),
+            Some(Err(e)) if is_connection_lost(&e) => {
+                self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
+                Ok(false)
+            }
+            Some(Err(e)) => Err(classify(e)),
+            None => {
+                self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
+                Err(no_answer())
+            }
+        }
     }
 
     async fn run(mut self) {
@@ -689,16 +733,7 @@ impl Keeper {
                         }
                     },
                     Some(Cmd::Release(reply)) => {
-                        let out = match self.unlock().await {
-                            Some(Ok(released)) => Ok(released),
-                            Some(Err(e)) if is_connection_lost(&e) => {
-                                self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
-                                Ok(false)
-                            }
-                            Some(Err(e)) => Err(classify(e)),
-                            None => Ok(false),
-                        };
-                        let _ = reply.send(out);
+                        let _ = reply.send(self.unlock().await);
                         return;
                     }
                     None => {
