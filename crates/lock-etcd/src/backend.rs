@@ -14,7 +14,7 @@ use lock_core::{FencingToken, LockError, LostReason, OwnerToken, Result, async_t
 use tokio::runtime::Handle;
 
 use crate::builder::{Config, EtcdLockBuilder};
-use crate::cleanup::{delete_if_ours, spawn_delete};
+use crate::cleanup::{delete_if_ours, releasing};
 use crate::error::{NAME, bounded, is_temporary, lock_error};
 use crate::session::Inner;
 
@@ -163,25 +163,25 @@ impl LockBackend for EtcdLock {
             inner.delete_lost(hold);
             return Ok(false);
         }
-        match delete_if_ours(&inner.client, &hold.name, hold.fence, inner.cfg.request_timeout).await {
-            Ok(true) => Ok(true),
+        let timeout = inner.cfg.request_timeout;
+        let pending = releasing(&inner.client, &hold.name, hold.fence, timeout, session.life());
+        match delete_if_ours(&inner.client, &hold.name, hold.fence, timeout).await {
+            Ok(true) => {
+                pending.disarm();
+                Ok(true)
+            }
             Ok(false) => {
+                pending.disarm();
                 hold.mark_lost(LostReason::NotOwner);
                 Ok(false)
             }
             Err(e) if is_temporary(&e) => {
-                // Still ours: keep deleting in the background until it is gone (or the lease
-                // ends), instead of failing a release that will happen.
+                // Still ours: `pending` keeps deleting in the background until it is gone (or
+                // the lease ends), instead of failing a release that will happen.
                 tracing::debug!(error = %e, "lock release delayed; deleting in the background");
-                spawn_delete(
-                    &inner.runtime,
-                    inner.client.clone(),
-                    hold.name,
-                    hold.fence,
-                    inner.cfg.request_timeout,
-                );
                 Ok(true)
             }
+            // `pending` keeps trying while the lease lives: the key is ours either way.
             Err(e) => Err(lock_error(e)),
         }
     }

@@ -4,6 +4,12 @@
 //! A key is named exactly (`<prefix>/<key>/<lease>_<n>`, unique per attempt) and deleted only
 //! while its create revision is the one we were granted, so a late cleanup can only remove its
 //! own attempt's key, never a later grant.
+//!
+//! A key of ours blocks its lock's queue for as long as it and its lease live, so every delete
+//! is retried for exactly that long: until it succeeds, or the lease it lives under ended (the
+//! key went with it) or its client is gone (the lease is revoked, or expires unrenewed). No
+//! fixed give-up: a delete abandoned while the lease is still kept alive would block the lock
+//! until the process exits.
 
 use std::future::Future;
 use std::time::Duration;
@@ -11,18 +17,69 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
 use lock_core::backend::{Backoff, Cleanup};
 use tokio::runtime::Handle;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::error::{bounded, lease_gone, lock_error};
+use crate::error::{bounded, lease_gone};
 
-/// First and longest pause between retries of a delete that failed on a connection error. The
-/// key blocks the lock's queue until it goes or its lease ends, so the delete is retried (the
-/// core retries acquisitions, not cleanups), without hammering a server that is coming back.
+/// First and longest pause between retries of a delete that failed. The key blocks the lock's
+/// queue until it goes or its lease ends, so the delete is retried (the core retries
+/// acquisitions, not cleanups), without hammering a server that is coming back.
 const RETRY_MIN: Duration = Duration::from_millis(20);
 const RETRY_MAX: Duration = Duration::from_secs(1);
-/// How long a background delete keeps trying: past this the lease (revoked or expiring with
-/// the client) is the backstop.
-const RETRY_FOR: Duration = Duration::from_secs(30);
+
+/// The life of one lease as its keys' cleanups see it: over once the lease ended, or once its
+/// session is dropped with the client.
+#[derive(Clone)]
+pub(crate) struct Life(watch::Receiver<bool>);
+
+impl Life {
+    pub fn new(over: watch::Receiver<bool>) -> Life {
+        Life(over)
+    }
+
+    pub fn is_over(&self) -> bool {
+        *self.0.borrow() || self.0.has_changed().is_err()
+    }
+
+    /// Returns once the lease's life is over.
+    pub async fn over(&self) {
+        // An error: the session is gone, which is an end too.
+        let _ = self.0.clone().wait_for(|ended| *ended).await;
+    }
+
+    /// `op` until it succeeds, or until the lease's life is over: then the key went (or goes)
+    /// with the lease, and waiting for `op` would only keep a task and a connection alive.
+    async fn retry<F, Fut>(&self, what: &'static str, mut op: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), etcd_client::Error>>,
+    {
+        let mut backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
+        while !self.is_over() {
+            let failed = tokio::select! {
+                r = op() => match r {
+                    Ok(()) => return,
+                    Err(e) => e,
+                },
+                () = self.over() => return,
+            };
+            tracing::debug!(error = %failed, what, "etcd cleanup failed; retrying while the lease lives");
+            tokio::select! {
+                () = tokio::time::sleep(backoff.next_delay()) => {}
+                () = self.over() => return,
+            }
+        }
+    }
+
+    /// Sleep for `d`, or less if the lease's life ends first.
+    async fn sleep(&self, d: Duration) {
+        tokio::select! {
+            () = tokio::time::sleep(d) => {}
+            () = self.over() => {}
+        }
+    }
+}
 
 /// The keys of one acquisition attempt.
 #[derive(Clone)]
@@ -36,41 +93,21 @@ pub(crate) struct AttemptKeys {
     pub lease: i64,
 }
 
-/// Repeat `op` until it succeeds or [`RETRY_FOR`] has passed.
-async fn retry<F, Fut>(what: &'static str, mut op: F) -> lock_core::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(), etcd_client::Error>>,
-{
-    let mut backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
-    let started = Instant::now();
-    loop {
-        match op().await {
-            Ok(()) => return Ok(()),
-            Err(e) if started.elapsed() > RETRY_FOR => return Err(lock_error(e)),
-            Err(e) => {
-                tracing::debug!(error = %e, what, "etcd cleanup failed; retrying");
-                tokio::time::sleep(backoff.next_delay()).await;
-            }
-        }
-    }
-}
-
 /// The cancel guard of an attempt whose put may be on its way: armed before the put is sent,
 /// so a dropped (cancelled) attempt never leaves a key in the queue. etcd applies concurrent
 /// requests in no fixed order, so a plain delete could overtake the put; instead one
 /// transaction deletes the key and creates the attempt's marker, which makes a put arriving
 /// later fail its comparison. The marker lives under the lease and is deleted once the put
 /// can no longer arrive (twice the request timeout).
-pub(crate) fn guard(client: &Client, keys: AttemptKeys, timeout: Duration) -> Cleanup {
+pub(crate) fn guard(client: &Client, keys: AttemptKeys, timeout: Duration, life: Life) -> Cleanup {
     let client = client.clone();
     Cleanup::arm("etcd lock attempt", move || async move {
-        let mut kv = client.kv_client();
+        let kv = client.kv_client();
         let fence = Txn::new().and_then([
             TxnOp::put(keys.marker.as_str(), "", Some(PutOptions::new().with_lease(keys.lease))),
             TxnOp::delete(keys.name.as_str(), None),
         ]);
-        retry("fence off a cancelled attempt", || {
+        life.retry("fence off a cancelled attempt", || {
             let (mut kv, fence) = (kv.clone(), fence.clone());
             async move {
                 match bounded(timeout, kv.txn(fence)).await {
@@ -80,25 +117,31 @@ pub(crate) fn guard(client: &Client, keys: AttemptKeys, timeout: Duration) -> Cl
                 }
             }
         })
-        .await?;
-        tokio::time::sleep(timeout.saturating_mul(2)).await;
-        let _ = bounded(timeout, kv.delete(keys.marker.as_str(), None)).await;
+        .await;
+        life.sleep(timeout.saturating_mul(2)).await;
+        life.retry("delete a cancel marker", || {
+            let mut kv = kv.clone();
+            let marker = keys.marker.clone();
+            async move { bounded(timeout, kv.delete(marker, None)).await.map(drop) }
+        })
+        .await;
         Ok(())
     })
 }
 
 /// The attempt's put was answered: from now on `cleanup` deletes the key with one plain
 /// delete (nothing of this attempt is still on its way).
-pub(crate) fn answered(cleanup: &mut Cleanup, client: &Client, name: String, timeout: Duration) {
+pub(crate) fn answered(cleanup: &mut Cleanup, client: &Client, name: String, timeout: Duration, life: Life) {
     let client = client.clone();
     let plain = Cleanup::arm("etcd lock attempt", move || async move {
         let kv = client.kv_client();
-        retry("delete an attempt's key", || {
+        life.retry("delete an attempt's key", || {
             let mut kv = kv.clone();
             let name = name.clone();
             async move { bounded(timeout, kv.delete(name, None)).await.map(drop) }
         })
-        .await
+        .await;
+        Ok(())
     });
     std::mem::replace(cleanup, plain).disarm();
 }
@@ -117,15 +160,33 @@ pub(crate) async fn delete_if_ours(
     Ok(bounded(timeout, client.kv_client().txn(txn)).await?.succeeded())
 }
 
-/// Delete `name` (while its create revision is `fence`) in the background until it is gone.
-pub(crate) fn spawn_delete(runtime: &Handle, client: Client, name: String, fence: i64, timeout: Duration) {
-    runtime.spawn(async move {
-        let delete = || async { delete_if_ours(&client, &name, fence, timeout).await.map(drop) };
-        let done = retry("delete a lock key", delete).await;
-        if let Err(e) = done {
-            tracing::warn!(error = %e, "lock key delete failed; its lease will free it");
-        }
-    });
+/// Delete `name` (while its create revision is `fence`) until it is gone or its lease's
+/// `life` is over.
+async fn delete_until_gone(client: Client, name: String, fence: i64, timeout: Duration, life: Life) {
+    let delete = || async { delete_if_ours(&client, &name, fence, timeout).await.map(drop) };
+    life.retry("delete a lock key", delete).await;
+}
+
+/// [`delete_until_gone`] in the background.
+pub(crate) fn spawn_delete(
+    runtime: &Handle,
+    client: Client,
+    name: String,
+    fence: i64,
+    timeout: Duration,
+    life: Life,
+) {
+    runtime.spawn(delete_until_gone(client, name, fence, timeout, life));
+}
+
+/// Armed while a release's delete of `name` is on its way: the hold is out of the table by
+/// then, so a release cancelled there (or failed) leaves the delete to this guard's drop.
+pub(crate) fn releasing(client: &Client, name: &str, fence: i64, timeout: Duration, life: Life) -> Cleanup {
+    let (client, name) = (client.clone(), name.to_owned());
+    Cleanup::arm("etcd lock release", move || async move {
+        delete_until_gone(client, name, fence, timeout, life).await;
+        Ok(())
+    })
 }
 
 /// Revoke `lease` in the background (every key under it goes with it) until that succeeds, the

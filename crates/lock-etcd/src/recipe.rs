@@ -110,7 +110,7 @@ impl Inner {
                 name: name.clone(),
                 lease: session.lease,
             };
-            let mut cleanup = cleanup::guard(&self.client, keys.clone(), timeout);
+            let mut cleanup = cleanup::guard(&self.client, keys.clone(), timeout, session.life());
             let txn = Txn::new()
                 .when([
                     Compare::create_revision(name.as_str(), CompareOp::Equal, 0),
@@ -123,7 +123,7 @@ impl Inner {
                 ]);
             match bounded(timeout, kv.txn(txn)).await {
                 Ok(resp) => {
-                    cleanup::answered(&mut cleanup, &self.client, name.clone(), timeout);
+                    cleanup::answered(&mut cleanup, &self.client, name.clone(), timeout, session.life());
                     if !resp.succeeded() {
                         return Err(temporary("lock key or its cancel marker exists already"));
                     }
@@ -154,8 +154,11 @@ impl Inner {
             };
             if let Some(held) = held {
                 // Our key goes before the answer: left queued a moment longer, it would be
-                // taken for the holder by the next client to look.
-                cleanup.run_now().await?;
+                // taken for the holder by the next client to look. But the answer waits for
+                // one request at most, like the put: past that (the server unreachable, or
+                // this future dropped) the delete goes on in the background while the lease
+                // lives, and the caller gets its answer in time.
+                let _ = tokio::time::timeout(timeout, cleanup.run_now()).await;
                 return Ok(held);
             }
         }

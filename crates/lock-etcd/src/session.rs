@@ -3,24 +3,23 @@
 //! failures mean for the holds taken on it (uncertain, held again, lost).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use etcd_client::{Client, GetOptions, Txn, TxnOp, TxnOpResponse};
-use lock_core::backend::{Backoff, Mutex};
+use lock_core::backend::Mutex;
 use lock_core::{LeaseSignal, LostReason, OwnerToken, Result};
 use tokio::runtime::Handle;
+use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::builder::Config;
 use crate::cleanup;
-use crate::error::{bounded, lease_gone, lock_error};
-
-/// Shortest keep-alive period and idle re-check of the deadline keeper: a tiny TTL must not
-/// turn either into a busy loop.
-const MIN_PERIOD: Duration = Duration::from_millis(10);
+use crate::cleanup::Life;
+use crate::error::{bounded, lock_error};
+use crate::keeper::{Watch, keep_alive, keep_deadline};
 
 /// One lease. Its generation tells its holds from those of an earlier lease.
 pub(crate) struct Session {
@@ -33,6 +32,9 @@ pub(crate) struct Session {
     confirmed: Arc<Mutex<Instant>>,
     /// The lease is gone (revoked, expired) or given up: the next acquisition grants a new one.
     ended: Arc<AtomicBool>,
+    /// Tells the cleanups of this lease's keys when it ended; dropped with the session (the
+    /// client is gone, so the lease is revoked or expires unrenewed), which tells them too.
+    over: watch::Sender<bool>,
     clock_drift: (f64, Duration),
     /// The keep-alive and the deadline keeper of this lease.
     tasks: Mutex<Vec<AbortHandle>>,
@@ -44,7 +46,7 @@ impl Drop for Session {
     }
 }
 
-fn confirm(confirmed: &Mutex<Instant>, sent: Instant) {
+pub(crate) fn confirm(confirmed: &Mutex<Instant>, sent: Instant) {
     let mut c = confirmed.lock();
     if sent > *c {
         *c = sent;
@@ -54,6 +56,18 @@ fn confirm(confirmed: &Mutex<Instant>, sent: Instant) {
 impl Session {
     pub fn is_ended(&self) -> bool {
         self.ended.load(Ordering::Acquire)
+    }
+
+    /// Mark the lease ended; `true` for the first caller.
+    fn end(&self) -> bool {
+        let first = !self.ended.swap(true, Ordering::AcqRel);
+        self.over.send_replace(true);
+        first
+    }
+
+    /// How long the keys put under this lease need their cleanups.
+    pub fn life(&self) -> Life {
+        Life::new(self.over.subscribe())
     }
 
     /// When the holds of this lease must be given up: a TTL after the last confirmed send, less
@@ -69,7 +83,11 @@ impl Session {
     }
 }
 
-fn give_up_at(confirmed: &Mutex<Instant>, ttl: Duration, (rate, floor): (f64, Duration)) -> Instant {
+pub(crate) fn give_up_at(
+    confirmed: &Mutex<Instant>,
+    ttl: Duration,
+    (rate, floor): (f64, Duration),
+) -> Instant {
     *confirmed.lock() + ttl.saturating_sub(lock_core::drift_margin(ttl, rate, floor))
 }
 
@@ -92,10 +110,10 @@ impl Hold {
     pub fn mark_lost(&self, reason: LostReason) {
         self.signals.iter().for_each(|s| s.mark_lost(reason));
     }
-    fn mark_uncertain(&self) {
+    pub(crate) fn mark_uncertain(&self) {
         self.signals.iter().for_each(LeaseSignal::mark_uncertain);
     }
-    fn mark_held(&self) {
+    pub(crate) fn mark_held(&self) {
         self.signals.iter().for_each(LeaseSignal::mark_held);
     }
 }
@@ -193,11 +211,11 @@ impl Inner {
         Ok(session)
     }
 
-    fn for_holds(&self, generation: u64, f: impl Fn(&Hold)) {
+    pub(crate) fn for_holds(&self, generation: u64, f: impl Fn(&Hold)) {
         self.holds.lock().values().filter(|h| h.generation == generation).for_each(f);
     }
 
-    fn has_holds(&self, generation: u64) -> bool {
+    pub(crate) fn has_holds(&self, generation: u64) -> bool {
         self.holds.lock().values().any(|h| h.generation == generation)
     }
 
@@ -218,7 +236,7 @@ impl Inner {
     pub fn lease_ended(&self, generation: u64) {
         let session = self.current();
         if session.generation == generation {
-            session.ended.store(true, Ordering::Release);
+            session.end();
         }
         self.take_holds(generation, LostReason::SessionEnded);
     }
@@ -226,9 +244,9 @@ impl Inner {
     /// The holds of a lease that could not be kept alive in time are lost. The lease may still
     /// live on the server (we may only be cut off), so it is revoked in the background, which
     /// deletes every key under it; until then, or until it expires, the keys stay.
-    fn give_up(&self, generation: u64) {
+    pub(crate) fn give_up(&self, generation: u64) {
         let session = self.current();
-        if session.generation == generation && !session.ended.swap(true, Ordering::AcqRel) {
+        if session.generation == generation && session.end() {
             cleanup::spawn_revoke(
                 &self.runtime,
                 self.client.clone(),
@@ -251,6 +269,7 @@ impl Inner {
                 h.name,
                 h.fence,
                 self.cfg.request_timeout,
+                session.life(),
             );
         }
     }
@@ -259,7 +278,7 @@ impl Inner {
     /// transaction of reads per 100 holds); a hold whose key was deleted behind our back is
     /// lost. Run after each confirmed keep-alive: a hold taken with an explicit lease gets no
     /// renewals from the core's watchdog, so this is what notices a foreign delete.
-    async fn verify(&self, generation: u64) {
+    pub(crate) async fn verify(&self, generation: u64) {
         let holds: Vec<(HoldKey, String, i64)> = self
             .holds
             .lock()
@@ -313,6 +332,7 @@ impl Session {
             ttl,
             confirmed: Arc::new(Mutex::new(sent)),
             ended: Arc::new(AtomicBool::new(false)),
+            over: watch::Sender::new(false),
             clock_drift,
             tasks: Mutex::default(),
         })
@@ -336,136 +356,5 @@ impl Session {
             inner.runtime.spawn(keep_deadline(watch())).abort_handle(),
         ];
         self.tasks.lock().extend(tasks);
-    }
-}
-
-/// What the lease's tasks need: the backend (weakly) and the lease they keep.
-struct Watch {
-    inner: Weak<Inner>,
-    generation: u64,
-    lease: i64,
-    ttl: Duration,
-    client: Client,
-    confirmed: Arc<Mutex<Instant>>,
-    ended: Arc<AtomicBool>,
-    clock_drift: (f64, Duration),
-}
-
-impl Watch {
-    async fn confirmed(&self, sent: Instant) {
-        confirm(&self.confirmed, sent);
-        if let Some(inner) = self.inner.upgrade() {
-            inner.for_holds(self.generation, Hold::mark_held);
-            // Bounded by the keep-alive period, so that the next keep-alive is never late.
-            if inner.has_holds(self.generation) {
-                let _ = tokio::time::timeout(self.ttl / 3, inner.verify(self.generation)).await;
-            }
-        }
-    }
-
-    fn failed(&self, why: &dyn std::fmt::Display) {
-        tracing::debug!(generation = self.generation, error = %why, "etcd lease keep-alive failed; locks uncertain");
-        if let Some(inner) = self.inner.upgrade() {
-            inner.for_holds(self.generation, Hold::mark_uncertain);
-        }
-    }
-
-    fn gone(&self) {
-        tracing::warn!(generation = self.generation, "etcd lease revoked or expired; its locks are lost");
-        if let Some(inner) = self.inner.upgrade() {
-            inner.lease_ended(self.generation);
-        }
-    }
-}
-
-/// Keep the lease alive: one keep-alive every third of the TTL on one stream, each answer
-/// awaited at most a sixth of the TTL (so a frozen server shows as uncertain at most half a TTL
-/// after the last answer, well before the deadline makes it lost). A failure makes the holds uncertain at once and opens a
-/// new stream (whose first answer is unambiguous: a late answer on the old stream could not
-/// be told from the answer to a later request). An answer with TTL 0 means the lease is gone.
-async fn keep_alive(w: Watch) {
-    let period = (w.ttl / 3).max(MIN_PERIOD);
-    let answer = (w.ttl / 6).max(MIN_PERIOD);
-    let mut lease = w.client.lease_client();
-    let mut backoff = Backoff::new(MIN_PERIOD, period);
-    loop {
-        if w.ended.load(Ordering::Acquire) {
-            return;
-        }
-        let sent = Instant::now();
-        let (mut keeper, mut stream) = match tokio::time::timeout(answer, lease.keep_alive(w.lease)).await {
-            Ok(Ok(opened)) => opened,
-            Ok(Err(e)) if lease_gone(&e) => return w.gone(),
-            Ok(Err(e)) => {
-                w.failed(&e);
-                tokio::time::sleep(backoff.next_delay()).await;
-                continue;
-            }
-            Err(_) => {
-                w.failed(&"no answer within a sixth of the ttl");
-                continue;
-            }
-        };
-        w.confirmed(sent).await;
-        backoff = Backoff::new(MIN_PERIOD, period);
-        loop {
-            tokio::time::sleep(period).await;
-            // Given up (its holds were told lost): keeping it alive would keep its keys, and
-            // with them the locks, for as long as this client lives.
-            if w.ended.load(Ordering::Acquire) {
-                return;
-            }
-            let sent = Instant::now();
-            if let Err(e) = keeper.keep_alive().await {
-                w.failed(&e);
-                break;
-            }
-            match tokio::time::timeout(answer, stream.message()).await {
-                Ok(Ok(Some(r))) if r.ttl() > 0 => w.confirmed(sent).await,
-                Ok(Ok(Some(_))) => return w.gone(),
-                Ok(Ok(None)) => {
-                    w.failed(&"keep-alive stream closed");
-                    break;
-                }
-                Ok(Err(e)) => {
-                    w.failed(&e);
-                    break;
-                }
-                Err(_) => {
-                    w.failed(&"no answer within a sixth of the ttl");
-                    break;
-                }
-            }
-        }
-    }
-}
-
-/// When nothing has been confirmed for a TTL less the drift margin (disconnected, server
-/// paused, partitioned), give the holds of the lease up: the server may expire it from then on
-/// and let another client in. Its own task on its own timer, so that a keep-alive awaiting an
-/// answer cannot delay it.
-async fn keep_deadline(w: Watch) {
-    let idle = (w.ttl / 3).max(MIN_PERIOD);
-    loop {
-        let at = give_up_at(&w.confirmed, w.ttl, w.clock_drift);
-        {
-            let Some(inner) = w.inner.upgrade() else { return };
-            if !inner.has_holds(w.generation) {
-                drop(inner);
-                // A grant checks the deadline itself, so an idle re-check is enough here.
-                tokio::time::sleep(idle).await;
-                continue;
-            }
-            if Instant::now() >= at {
-                tracing::warn!(
-                    generation = w.generation,
-                    "etcd lease not confirmed within its ttl; locks given up"
-                );
-                inner.give_up(w.generation);
-                return;
-            }
-        }
-        // Confirmations only move the deadline later: recompute it on waking.
-        tokio::time::sleep_until(at).await;
     }
 }
