@@ -93,6 +93,14 @@ impl EtcdLock {
         self.inner.current().confirmed_at().elapsed()
     }
 
+    /// Test hook (feature `testing`, not for production): make the current lease's holds due to
+    /// be given up `after` from now, as if its keep-alives had gone unconfirmed since then
+    /// minus the ttl (a later confirmed keep-alive moves the deadline again).
+    #[cfg(feature = "testing")]
+    pub fn set_lease_deadline(&self, after: Duration) {
+        self.inner.current().set_give_up_at(tokio::time::Instant::now() + after);
+    }
+
     /// Test hook (feature `testing`, not for production): how many predecessor-watch wake-ups
     /// this client's waiters had (with no herd effect, one release causes at most one).
     #[cfg(feature = "testing")]

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use etcd_client::Client;
 use lock_core::backend::{Backoff, Mutex};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::lease_gone;
 use crate::session::{Hold, Inner, confirm, give_up_at};
 
-/// Shortest keep-alive period and idle re-check of the deadline keeper: a tiny TTL must not
-/// turn either into a busy loop.
+/// Shortest keep-alive period: a tiny TTL must not turn it into a busy loop.
 const MIN_PERIOD: Duration = Duration::from_millis(10);
 
 /// What the lease's tasks need: the backend (weakly) and the lease they keep.
@@ -25,6 +25,7 @@ pub(crate) struct Watch {
     pub(crate) client: Client,
     pub(crate) confirmed: Arc<Mutex<Instant>>,
     pub(crate) ended: Arc<AtomicBool>,
+    pub(crate) new_hold: Arc<Notify>,
     pub(crate) clock_drift: (f64, Duration),
 }
 
@@ -122,15 +123,16 @@ pub(crate) async fn keep_alive(w: Watch) {
 /// and let another client in. Its own task on its own timer, so that a keep-alive awaiting an
 /// answer cannot delay it.
 pub(crate) async fn keep_deadline(w: Watch) {
-    let idle = (w.ttl / 3).max(MIN_PERIOD);
     loop {
         let at = give_up_at(&w.confirmed, w.ttl, w.clock_drift);
         {
             let Some(inner) = w.inner.upgrade() else { return };
             if !inner.has_holds(w.generation) {
                 drop(inner);
-                // A grant checks the deadline itself, so an idle re-check is enough here.
-                tokio::time::sleep(idle).await;
+                // Every new hold wakes it (a stored wake-up if it comes before this wait): a
+                // grant made close to the deadline must be given up at the deadline, not at
+                // the next periodic look.
+                w.new_hold.notified().await;
                 continue;
             }
             if Instant::now() >= at {

@@ -172,6 +172,7 @@ impl Inner {
         let hold =
             Hold { name, fence, count: 1, generation: session.generation, signals: vec![req.signal.clone()] };
         let old = self.holds.lock().insert(hk, hold);
+        session.held();
         if let Some(old) = old {
             // Only a lost hold can be replaced (a live one nests): its key goes, by its name.
             self.delete_lost(old);

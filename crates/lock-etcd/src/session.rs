@@ -11,7 +11,7 @@ use etcd_client::{Client, GetOptions, Txn, TxnOp, TxnOpResponse};
 use lock_core::backend::Mutex;
 use lock_core::{LeaseSignal, LostReason, OwnerToken, Result};
 use tokio::runtime::Handle;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -35,6 +35,8 @@ pub(crate) struct Session {
     /// Tells the cleanups of this lease's keys when it ended; dropped with the session (the
     /// client is gone, so the lease is revoked or expires unrenewed), which tells them too.
     over: watch::Sender<bool>,
+    /// Wakes the deadline keeper for a new hold: it sleeps while there is none.
+    new_hold: Arc<Notify>,
     clock_drift: (f64, Duration),
     /// The keep-alive and the deadline keeper of this lease.
     tasks: Mutex<Vec<AbortHandle>>,
@@ -70,6 +72,11 @@ impl Session {
         Life::new(self.over.subscribe())
     }
 
+    /// A hold was taken on this lease: its deadline now matters.
+    pub fn held(&self) {
+        self.new_hold.notify_one();
+    }
+
     /// When the holds of this lease must be given up: a TTL after the last confirmed send, less
     /// the drift margin.
     /// Send time of the last confirmed keep-alive (or the grant).
@@ -80,6 +87,17 @@ impl Session {
 
     pub fn give_up_at(&self) -> Instant {
         give_up_at(&self.confirmed, self.ttl, self.clock_drift)
+    }
+
+    /// Move the give-up deadline to `at`, as if the last confirmed keep-alive had been sent
+    /// that much earlier (or later).
+    #[cfg(feature = "testing")]
+    pub fn set_give_up_at(&self, at: Instant) {
+        let (rate, floor) = self.clock_drift;
+        let span = self.ttl.saturating_sub(lock_core::drift_margin(self.ttl, rate, floor));
+        if let Some(sent) = at.checked_sub(span) {
+            *self.confirmed.lock() = sent;
+        }
     }
 }
 
@@ -333,6 +351,7 @@ impl Session {
             confirmed: Arc::new(Mutex::new(sent)),
             ended: Arc::new(AtomicBool::new(false)),
             over: watch::Sender::new(false),
+            new_hold: Arc::new(Notify::new()),
             clock_drift,
             tasks: Mutex::default(),
         })
@@ -349,6 +368,7 @@ impl Session {
             client: inner.client.clone(),
             confirmed: self.confirmed.clone(),
             ended: self.ended.clone(),
+            new_hold: self.new_hold.clone(),
             clock_drift: self.clock_drift,
         };
         let tasks = [

@@ -1,14 +1,14 @@
 //! Cancelled and abandoned attempts: no key of a client outlives its purpose while its lease
 //! lives (cut-off `try_lock`s, a semaphore and a read-write lock under random cut-offs), no
-//! task outlives its client, and a refused attempt answers within its request timeout when
-//! the server is cut off.
+//! task outlives its client, a refused attempt answers within its request timeout when the
+//! server is cut off, and a grant close to the lease's deadline is given up at the deadline.
 //!
 //! Tests that kill a server or read its metrics start their own; the others share this
 //! binary's server. Cut-off offsets are a fixed spread, not random, so a run repeats the last.
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{LockBackend, Locker, RwLock, Semaphore};
+use lock_core::{LeaseState, LockBackend, Locker, LostReason, RwLock, Semaphore};
 use lock_etcd::EtcdLock;
 use lock_etcd::etcd_client::{self as etcd, GetOptions};
 use lock_testkit::{eventually, key, server, within};
@@ -241,6 +241,33 @@ async fn refused_attempt_answers_in_time_when_the_server_is_cut_off() {
     proxy.blackhole(false);
     eventually(CLEANED, "the waiter's key went", || async { queued(&observer, &prefix).await == 1 }).await;
     g.release().await.expect("release");
+}
+
+/// A grant made shortly before the lease's give-up deadline (its keep-alives unconfirmed since,
+/// as set by the test hook) is told lost at that deadline, not at the deadline keeper's next
+/// periodic look. The long TTL only spaces keep-alives (and idle looks) 10 s apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grant_near_the_lease_deadline_is_given_up_at_the_deadline() {
+    let e =
+        etcd_lock_at(server::shared_etcd().endpoint(), Duration::from_secs(30), Duration::from_secs(2)).await;
+    // The keep-alive confirms once right after the grant; a confirmation landing after the
+    // hook would move the deadline again, so wait for it.
+    let confirmed = || Instant::now() - e.lease_confirmed_age();
+    let granted = confirmed();
+    eventually(CLEANED, "the first keep-alive confirmed", || async {
+        confirmed() > granted + Duration::from_micros(20)
+    })
+    .await;
+    let due = Duration::from_millis(400);
+    e.set_lease_deadline(due);
+    let at = Instant::now() + due;
+    let k = key("near-deadline");
+    let g = locker(&e).try_lock(&k).await.expect("try").expect("free");
+    within(Duration::from_secs(2), "the grant given up at the lease deadline", g.lost()).await;
+    let late = Instant::now().saturating_duration_since(at);
+    println!("grant near the deadline told lost {late:?} after it");
+    assert_eq!(g.state(), LeaseState::Lost(LostReason::DeadlinePassed));
+    assert!(late < Duration::from_millis(300), "told {late:?} late");
 }
 
 /// A release while the server is down for longer than a background delete once kept trying
