@@ -13,9 +13,12 @@
 -- trip ('' for none): such a hold is nested, not claimed
 -- Returns {1, fence, 0} when acquired, {0, ms until worth retrying (-1: unknown), the waiter
 -- deadline it set or 0} otherwise. Running it twice with the same arguments does what running
--- it once did.
+-- it once did; after the attempt's cleanup (cancel_hash.lua) it does nothing.
 local lock, queue, deadlines = KEYS[1], KEYS[3], KEYS[4]
 local owner, lease, wait_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+if cancelled(lock, ARGV[3]) then
+  return {0, -1, 0}
+end
 
 local held = redis.call('HEXISTS', lock, owner) == 1
 if held and handed_here(ARGV[7], redis.call('HGET', lock, 'n'), redis.call('HGET', lock, 'f'), ARGV[8]) then

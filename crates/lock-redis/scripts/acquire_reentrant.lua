@@ -6,8 +6,12 @@
 -- (client id and inbox), ARGV[6] the fence of a hand-over of this key this client took for
 -- this owner without a round trip ('' for none): such a hold is nested, not claimed
 -- Returns {1, fence, 0} when acquired or nested, {0, holder's PTTL in ms, the waiter deadline it
--- set or 0} otherwise. Running it twice with the same arguments does what running it once did.
+-- set or 0} otherwise. Running it twice with the same arguments does what running it once did;
+-- after the attempt's cleanup (cancel_hash.lua) it does nothing.
 local lock, deadlines, owner, lease, wait_ms = KEYS[1], KEYS[3], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+if cancelled(lock, ARGV[3]) then
+  return {0, -1, 0}
+end
 local held = redis.call('HEXISTS', lock, owner) == 1
 if held and handed_here(ARGV[5], redis.call('HGET', lock, 'n'), redis.call('HGET', lock, 'f'), ARGV[6]) then
   -- Handed over to this waiter (handoff.lua) and not taken: claimed with this attempt's nonce

@@ -8,8 +8,12 @@
 -- (client id and inbox), ARGV[6] the fence of a hand-over of this key this client took for this
 -- owner without a round trip ('' for none): that hold is not claimed a second time
 -- Returns {1, fence, 0} when acquired, {0, holder's PTTL in ms, the waiter deadline it set or 0}
--- otherwise. Running it twice with the same arguments does what running it once did.
+-- otherwise. Running it twice with the same arguments does what running it once did; after the
+-- attempt's cleanup (cancel_simple.lua) it does nothing.
 local lock, deadlines, owner, wait_ms = KEYS[1], KEYS[3], ARGV[3], tonumber(ARGV[4])
+if cancelled(lock, string.sub(ARGV[1], #owner + 1)) then
+  return {0, -1, 0}
+end
 if redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
   if wait_ms > 0 then
     leave(KEYS[4], deadlines, owner, ARGV[5])

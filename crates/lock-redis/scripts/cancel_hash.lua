@@ -3,7 +3,8 @@
 -- dropped, the request failed). It undoes the hold only if this very attempt made it (its nonce
 -- is the last one recorded), so an outer hold of the same owner survives, and a lock it freed
 -- goes to the next waiter. It touches nothing else: the waiter's place and a hold handed to it
--- are its acquisition's to give up, which may still be going on.
+-- are its acquisition's to give up, which may still be going on. A copy of the attempt that
+-- runs after it (sent on a connection since replaced, or resent) does nothing (handoff.lua).
 -- Without a nonce: the end of a wait without a grant. Leaves the wait set; a lock handed over
 -- to the leaver and neither taken nor claimed, or a free lock with waiters in line, goes to the
 -- next waiter. A hand-over this client took (ARGV[6]), or one to another client of the same
@@ -16,6 +17,8 @@
 local lock, queue, deadlines, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local freed = false
 if ARGV[2] ~= '' then
+  -- A copy of the attempt still on its way (an old connection, a resend) will find this.
+  mark_cancelled(lock, ARGV[2])
   if redis.call('HGET', lock, 'n') == ARGV[2] and redis.call('HEXISTS', lock, owner) == 1 then
     redis.call('HDEL', lock, 'n')
     if redis.call('HINCRBY', lock, owner, -1) <= 0 then

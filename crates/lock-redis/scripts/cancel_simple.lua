@@ -13,6 +13,8 @@ local lock, deadlines, owner = KEYS[1], KEYS[2], ARGV[1]
 local v = redis.call('GET', lock)
 local undo
 if ARGV[2] ~= '' then
+  -- A copy of the attempt still on its way (an old connection, a resend) will find this.
+  mark_cancelled(lock, ARGV[2])
   undo = v == owner .. ARGV[2]
 else
   leave(KEYS[3], deadlines, owner, ARGV[5])

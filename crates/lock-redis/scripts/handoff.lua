@@ -21,6 +21,22 @@
 -- (a new nonce, the full lease). Without a registered waiter the payload is empty and wakes
 -- anyone (waiters that do not register, such as Redlock members).
 
+-- How long (ms) the nonce of an attempt whose answer never came is remembered: a copy of that
+-- attempt that reaches the server after its cleanup ran (sent on a connection the driver has
+-- since replaced, or resent) must not grant or register what nobody waits for.
+local CANCELLED_MS = 300000
+
+-- cancelled(lock, nonce): whether the attempt with `nonce` on `lock` was cleaned up already.
+-- The mark shares the lock's hash tag, so it lives in the lock's slot.
+local function cancelled(lock, nonce)
+  return redis.call('EXISTS', lock .. ':x:' .. nonce) == 1
+end
+
+-- mark_cancelled(lock, nonce): see cancelled().
+local function mark_cancelled(lock, nonce)
+  redis.call('SET', lock .. ':x:' .. nonce, 1, 'PX', CANCELLED_MS)
+end
+
 -- client_of(tag): the client id at the head of a waiter's tag (see above).
 local function client_of(tag)
   return string.sub(tag, 1, 32)

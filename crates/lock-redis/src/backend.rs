@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, Cleanup, Grant, LockBackend, LockInfo, RENEW_BATCH, RenewItem,
+    AcquireRequest, Attempt, Backoff, Capability, Cleanup, Grant, LockBackend, LockInfo, RENEW_BATCH, RenewItem,
     Subscription, jitter, millis,
 };
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
@@ -191,8 +191,8 @@ impl RedisLock {
         let names = Arc::new(self.inner.layout.names(key));
         let nonce = OwnerToken::random().to_string();
         let cleanup = match self.inner.mode {
-            Mode::Simple => self.arm_simple(names, format!("{owner}{nonce}"), 32),
-            _ => self.arm_hash(names, owner.to_string(), nonce),
+            Mode::Simple => self.arm_simple(names, format!("{owner}{nonce}"), 32, Duration::from_secs(1)),
+            _ => self.arm_hash(names, owner.to_string(), nonce, Duration::from_secs(1)),
         };
         cleanup.run_now().await
     }
@@ -309,21 +309,21 @@ impl RedisLock {
     /// compare-and-delete of this attempt's value only (owner token and nonce), so it never
     /// frees a later grant to the same owner. The waiter's place is its acquisition's to leave.
     /// `value` is the owner token (its first `owner_len` bytes) and the nonce.
-    fn arm_simple(&self, names: Arc<KeyNames>, value: String, owner_len: usize) -> Cleanup {
+    fn arm_simple(&self, names: Arc<KeyNames>, value: String, owner_len: usize, lease: Duration) -> Cleanup {
         let conn = self.inner.conn.clone();
         let claim = millis(self.claim_window());
         Cleanup::arm("redis lock attempt", move || async move {
             let (owner, nonce) = value.split_at(owner_len);
-            cancel(Mode::Simple, conn, &names, owner, nonce, claim, "", "").await
+            undo_attempt(lease, || cancel(Mode::Simple, conn.clone(), &names, owner, nonce, claim, "", "")).await
         })
     }
 
     /// Undoes a reentrant or fair attempt whose answer never came (see [`cancel`]).
-    fn arm_hash(&self, names: Arc<KeyNames>, owner: String, nonce: String) -> Cleanup {
+    fn arm_hash(&self, names: Arc<KeyNames>, owner: String, nonce: String, lease: Duration) -> Cleanup {
         let (conn, mode) = (self.inner.conn.clone(), self.inner.mode);
         let claim = millis(self.claim_window());
         Cleanup::arm("redis lock attempt", move || async move {
-            cancel(mode, conn, &names, &owner, &nonce, claim, "", "").await
+            undo_attempt(lease, || cancel(mode, conn.clone(), &names, &owner, &nonce, claim, "", "")).await
         })
     }
 
@@ -406,7 +406,7 @@ impl RedisLock {
             .arg(wait_ms)
             .arg(&self.inner.tag)
             .arg(&taken);
-        let cleanup = self.arm_simple(names, value, owner_len);
+        let cleanup = self.arm_simple(names, value, owner_len, req.lease);
         let sent = Instant::now();
         let (ok, reply, deadline): (i64, i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
         cleanup.disarm();
@@ -458,7 +458,7 @@ impl RedisLock {
         // Armed only around the request: a place kept in the queue afterwards is the core's to
         // leave (`leave_queue`), a request dropped midway is ours to undo. The invocation holds
         // copies of its arguments, so the cleanup can take the originals.
-        let cleanup = self.arm_hash(names, owner, nonce);
+        let cleanup = self.arm_hash(names, owner, nonce, req.lease);
         let sent = Instant::now();
         let (ok, value, deadline): (i64, i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
         cleanup.disarm();
@@ -500,6 +500,28 @@ async fn release_plain(mut conn: RedisConnection, names: &KeyNames, token: &str)
     }
     inv.arg(token).arg(&names.channel).arg(millis(PRL_SIGNAL_EXPIRE));
     inv.invoke_async(&mut conn).await.map_err(classify)
+}
+
+/// Runs `undo`, the cleanup of an attempt whose answer never came, until it succeeds, a
+/// permanent error, or `lease` has passed (what the attempt may have granted has expired by
+/// then, and its wait-set entry much sooner): the same fault that lost the answer (a paused or
+/// failing-over server) usually fails the first try too, and a grant left behind would block
+/// the key for its whole lease.
+async fn undo_attempt<F, Fut>(lease: Duration, mut undo: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let give_up = Instant::now() + lease;
+    let mut backoff = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
+    loop {
+        match undo().await {
+            Err(e) if e.is_temporary() && Instant::now() < give_up => {
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+            r => return r,
+        }
+    }
 }
 
 /// The mode's cancel script (`cancel_simple.lua`, `cancel_hash.lua`) for `owner`: with a
