@@ -18,7 +18,10 @@ use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
 use crate::name::lock_name;
-use crate::session::{Granted, MIN_WAIT, Pinned, SessionNotes, Sessions, killable_wait, server_idle};
+use crate::session::{
+    Granted, MIN_WAIT, Pinned, SessionNotes, Sessions, answered_by, bounded_attempt, killable_wait,
+    server_idle,
+};
 use crate::sql::{Flavor, NamedSql, NoteKind, hex_literal};
 use crate::trips::Trips;
 
@@ -133,6 +136,11 @@ impl Named {
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        bounded_attempt(self.sessions.attempt_bound(req.wait_until), self.try_once(req)).await
+    }
+
+    /// One attempt, unbounded: [`Named::try_acquire`] bounds it.
+    async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         // One hold is one GET_LOCK on the server: a nested acquisition is counted here only.
         if let Some(fence) = self.sessions.reenter(req.key, req.owner, req.signal) {
             return Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None }));
@@ -250,11 +258,10 @@ impl Named {
     pub(crate) async fn inspect(&self, key: &str) -> Result<LockInfo> {
         self.trips.add();
         // BIGINT on MariaDB, BIGINT UNSIGNED on MySQL: read either as a number.
-        let holder: Option<i64> = sqlx::query_scalar(AssertSqlSafe(self.sql.inspect.clone()))
+        let asked = sqlx::query_scalar(AssertSqlSafe(self.sql.inspect.clone()))
             .bind(lock_name(key))
-            .fetch_one(&self.pool)
-            .await
-            .map_err(classify)?;
+            .fetch_one(&self.pool);
+        let holder: Option<i64> = answered_by(self.sessions.response_bound(), asked).await?;
         Ok(match holder {
             Some(id) => {
                 let mut info = LockInfo::held();

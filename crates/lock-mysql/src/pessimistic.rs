@@ -20,7 +20,9 @@ use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
-use crate::session::{Granted, MIN_WAIT, Pinned, SessionNotes, Sessions, Warm, killable_wait, server_idle};
+use crate::session::{
+    Granted, MIN_WAIT, Pinned, SessionNotes, Sessions, Warm, bounded_attempt, killable_wait, server_idle,
+};
 use crate::sql::{Flavor, NoteKind, PessimisticSql, hex_literal};
 use crate::trips::Trips;
 
@@ -117,6 +119,11 @@ impl Pessimistic {
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        bounded_attempt(self.sessions.attempt_bound(req.wait_until), self.try_once(req)).await
+    }
+
+    /// One attempt, unbounded: [`Pessimistic::try_acquire`] bounds it.
+    async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         if let Some(fence) = self.sessions.reenter(req.key, req.owner, req.signal) {
             return Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None }));
         }

@@ -155,10 +155,35 @@ impl Warm {
 }
 
 /// End the lock wait running on connection `conn_id`. Our own user's threads may always be
-/// killed; an "unknown thread" error just means the wait is over.
+/// killed; an "unknown thread" error just means the wait is over. Bounded: a wait the kill does
+/// not reach in time still ends, with the server's own timeout or with its closed session.
 async fn kill_query(pool: MySqlPool, conn_id: u64, trips: Trips) -> Result<()> {
     trips.add();
-    sqlx::query("KILL QUERY ?").bind(conn_id).execute(&pool).await.map(drop).map_err(classify)
+    let kill = sqlx::query("KILL QUERY ?").bind(conn_id).execute(&pool);
+    answered_by(Instant::now() + KILL_BOUND, kill).await.map(drop)
+}
+
+/// How long a `KILL QUERY` may take, its pool checkout included.
+const KILL_BOUND: Duration = Duration::from_secs(2);
+
+/// `fut`, requests to the server, answered by `bound`: a server that has not answered by then
+/// (paused, partitioned) is a temporary error, and the future is dropped, which closes any
+/// connection it had pinned (and kills its lock wait, `killable_wait`), as for any attempt
+/// dropped by its caller.
+pub(crate) async fn answered_by<T>(
+    bound: Instant,
+    fut: impl Future<Output = std::result::Result<T, sqlx::Error>>,
+) -> Result<T> {
+    bounded_attempt(bound, async { fut.await.map_err(classify) }).await
+}
+
+/// As [`answered_by`], for a future that classifies its own errors.
+pub(crate) async fn bounded_attempt<T>(bound: Instant, fut: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout_at(bound, fut).await.unwrap_or_else(|_| Err(no_answer()))
+}
+
+fn no_answer() -> LockError {
+    LockError::temporary(NAME, "no answer from the server in time")
 }
 
 /// Run `wait`, a lock wait on connection `conn_id` that the server ends by itself at `deadline`.
@@ -334,6 +359,21 @@ impl Sessions {
         }
     }
 
+    /// When an attempt must have answered: its caller's deadline plus room for the server's own
+    /// timeout and the `KILL QUERY` after it (`killable_wait`), or without a deadline, the
+    /// server's idle bound (a server silent that long is treated as gone by the keepers too).
+    pub(crate) fn attempt_bound(&self, wait_until: Option<Instant>) -> Instant {
+        match wait_until {
+            Some(deadline) => deadline + KILL_GRACE * 4,
+            None => self.response_bound(),
+        }
+    }
+
+    /// When a single request sent now must have answered: the server's idle bound.
+    pub(crate) fn response_bound(&self) -> Instant {
+        Instant::now() + self.server_idle
+    }
+
     /// Keep cleanly released connections in `warm` instead of returning them to their pool.
     pub(crate) fn with_warm(mut self, warm: Arc<Warm>) -> Self {
         self.warm = Some(warm);
@@ -426,18 +466,26 @@ impl Sessions {
         drop(cmd);
         let Some(held) = held else { return Ok(false) }; // the keeper saw the connection die
         let end = held.ending(&self.notes, self.release);
-        match held.pinned.end(end, &self.trips).await {
-            Ok(clean) => {
+        // Bounded by the server's idle bound: without an answer by then the connection is
+        // closed (dropped with the statement), and the server frees the lock as it ends the
+        // session.
+        let ended = held.pinned.end(end, &self.trips);
+        match tokio::time::timeout(self.server_idle, ended).await {
+            Ok(Ok(clean)) => {
                 if let Some(warm) = &self.warm {
                     warm.put(clean);
                 }
                 Ok(true)
             }
-            Err(e) if is_connection_lost(&e) => {
+            Ok(Err(e)) if is_connection_lost(&e) => {
                 each(&signals, |s| s.mark_lost(LostReason::SessionEnded));
                 Ok(false)
             }
-            Err(e) => Err(classify(e)),
+            Ok(Err(e)) => Err(classify(e)),
+            Err(_) => {
+                each(&signals, |s| s.mark_lost(LostReason::SessionEnded));
+                Err(no_answer())
+            }
         }
     }
 
@@ -482,7 +530,8 @@ impl Sessions {
     pub(crate) async fn note(&self, pool: &MySqlPool, key: &str) -> Result<Option<String>> {
         let read = self.notes.read.replace("{key}", &hex_literal(key.as_bytes()));
         self.trips.add();
-        let rows = sqlx::raw_sql(AssertSqlSafe(read)).fetch_all(pool).await.map_err(classify)?;
+        let read = sqlx::raw_sql(AssertSqlSafe(read)).fetch_all(pool);
+        let rows = answered_by(self.response_bound(), read).await?;
         note_of(rows.first())
     }
 }
@@ -724,7 +773,9 @@ impl Keeper {
                         let held = self.slot.lock().await.take();
                         if let Some(held) = held {
                             let end = held.ending(&self.notes, self.abandon);
-                            let _ = held.pinned.end(end, &self.trips).await;
+                            // Unanswered within the idle bound, the connection is closed.
+                            let ended = held.pinned.end(end, &self.trips);
+                            let _ = tokio::time::timeout(self.server_idle, ended).await;
                         }
                         return;
                     }

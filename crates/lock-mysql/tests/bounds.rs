@@ -1,0 +1,54 @@
+//! Every statement has a client-side bound: against a paused (SIGSTOPped) server, a release,
+//! an acquisition with a deadline and a try answer by the deadline or within the server's idle
+//! bound, not when the server wakes up; in both session-bound modes.
+//!
+//! Run: `cargo test -p lock-mysql --test bounds`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{Locker, OwnerToken};
+use lock_mysql::{Mode, MySqlLock};
+use lock_testkit::server::MariaDbServer;
+use lock_testkit::stall::{Bounds, paused_server_answers_in_time};
+
+async fn locker(url: &str, mode: Mode) -> Locker {
+    let lock = MySqlLock::builder()
+        .url(url)
+        .mode(mode)
+        .keepalive(Duration::from_millis(100))
+        .acquire_timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .expect("build");
+    Locker::new(Arc::new(lock))
+}
+
+async fn paused_server(mode: Mode) {
+    let server = Arc::new(MariaDbServer::start().expect("start private mariadbd"));
+    let url = server.url();
+    let (a, b) = (locker(&url, mode).await, locker(&url, mode).await);
+    // The test keeps its own handle: the server must outlive the helper's last `stall`.
+    let s = server.clone();
+    let stall = move |on: bool| if on { s.pause() } else { s.resume() }.expect("SIGSTOP / SIGCONT");
+    // The response bound is the server's idle bound for a 100 ms keep-alive (three periods, at
+    // least 2 s); a wait answers within 1 s of its deadline (the server's own timeout, then
+    // `KILL QUERY` 250 ms after it).
+    let bounds = Bounds {
+        response: Duration::from_secs(2),
+        wait_grace: Duration::from_secs(1),
+        slack: Duration::from_millis(750),
+    };
+    let key = format!("bounds-{mode:?}-{}", OwnerToken::random());
+    paused_server_answers_in_time(&a, &b, &key, Arc::new(stall), bounds).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_server_pessimistic_release_wait_and_try_answer_in_time() {
+    paused_server(Mode::Pessimistic).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_server_named_release_wait_and_try_answer_in_time() {
+    paused_server(Mode::NamedLock).await;
+}
