@@ -61,6 +61,16 @@ pub enum LockError {
         /// The key.
         key: String,
     },
+    /// The caller already holds a side of the read-write lock `key` that the side it asks for
+    /// would wait on (a read to be upgraded to a write, or a write asked to read): it would
+    /// wait for itself, forever without a deadline. Release the hold first.
+    #[error("would wait for itself on read-write lock {key:?}: {reason}")]
+    WouldDeadlock {
+        /// The read-write lock's name.
+        key: String,
+        /// What the caller holds and asked for.
+        reason: &'static str,
+    },
     /// The backend cannot do what was asked.
     #[error("backend {backend} does not support {what}")]
     Unsupported {

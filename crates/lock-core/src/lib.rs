@@ -23,6 +23,7 @@
 #![warn(missing_debug_implementations)]
 
 pub mod backend;
+mod caller;
 mod error;
 mod guard;
 mod hold;

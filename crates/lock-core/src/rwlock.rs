@@ -12,6 +12,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::caller::{HolderMark, Holders};
 use crate::semaphore::validate_permits;
 use crate::{FencingToken, LockError, LockGuard, Locker, Permit, Result, Semaphore, validate_wait};
 
@@ -54,7 +55,9 @@ const READER_SUFFIX: &str = "#rw-r";
 /// [`lost`](WriteGuard::lost) fires when any of its parts is lost. A writer's fencing token is
 /// the gate's: strictly increasing across writers. Readers get none (see
 /// [`ReadGuard`]). A reader cannot upgrade to a writer: release the read lock and take the
-/// write lock (a reader waiting for the write lock while holding a slot would wait for itself).
+/// write lock. A caller (a tokio task, or a thread outside any task) that asks this handle or a
+/// clone for a side its own hold would block (the write side while it reads, either side while
+/// it writes) gets [`LockError::WouldDeadlock`] at once instead of waiting for itself.
 ///
 /// The suffixes `#rw-gate` and `#rw-r` followed by digits are reserved; the name may be at
 /// most [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) minus 8 bytes.
@@ -86,6 +89,8 @@ pub struct RwLock {
     readers: Semaphore,
     /// The backend answered `inspect` with `Unsupported`: check the gate by a single attempt.
     no_inspect: Arc<AtomicBool>,
+    /// Who holds which side through this handle and its clones.
+    holders: Arc<Holders>,
 }
 
 impl fmt::Debug for RwLock {
@@ -117,6 +122,7 @@ impl RwLock {
             gate: gate.into(),
             readers,
             no_inspect: Arc::default(),
+            holders: Arc::default(),
         })
     }
 
@@ -193,7 +199,21 @@ impl RwLock {
         }
     }
 
+    /// Refuses a request the caller's own hold would block for good.
+    fn not_blocked_by_caller(&self, write: bool) -> Result<()> {
+        let held = self.holders.of_caller();
+        let reason = match (write, held.reads > 0, held.writes > 0) {
+            (true, true, _) => "it holds a read lock and asks to write (a read lock is not upgraded)",
+            (true, false, true) => "it holds the write lock and asks for it again",
+            (false, _, true) => "it holds the write lock and asks to read",
+            _ => return Ok(()),
+        };
+        Err(LockError::WouldDeadlock { key: self.name.to_string(), reason })
+    }
+
     async fn read_inner(&self, once: bool, opts: Opts) -> Result<Option<ReadGuard>> {
+        self.not_blocked_by_caller(false)?;
+        let marked = |permit| ReadGuard { permit, _mark: self.holders.mark(false) };
         let started = Instant::now();
         let deadline = opts.deadline(started)?;
         let permit = match self.readers.take(once, deadline, opts.lease).await {
@@ -210,7 +230,7 @@ impl RwLock {
             }
         };
         if !busy {
-            return Ok(Some(ReadGuard { permit }));
+            return Ok(Some(marked(permit)));
         }
         // A writer holds or waits: step aside and queue at the gate behind it. Once through,
         // take the slot while still holding the gate, so that the writers queued after this
@@ -232,7 +252,7 @@ impl RwLock {
         let permit = self.readers.take(false, deadline, opts.lease).await;
         release_quietly(gate.release()).await;
         match permit {
-            Ok(Some(permit)) => Ok(Some(ReadGuard { permit })),
+            Ok(Some(permit)) => Ok(Some(marked(permit))),
             Ok(None) => unreachable!("take(false) returns a permit or an error"),
             Err(LockError::Timeout { .. }) => Err(self.timeout(started)),
             Err(e) => Err(e),
@@ -240,6 +260,7 @@ impl RwLock {
     }
 
     async fn write_inner(&self, once: bool, opts: Opts) -> Result<Option<WriteGuard>> {
+        self.not_blocked_by_caller(true)?;
         let started = Instant::now();
         let deadline = opts.deadline(started)?;
         let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -302,7 +323,7 @@ impl RwLock {
             };
         }
         slots.sort_by_key(Permit::slot);
-        Ok(Some(WriteGuard { gate, slots }))
+        Ok(Some(WriteGuard { gate, slots, _mark: self.holders.mark(true) }))
     }
 }
 
@@ -428,6 +449,7 @@ impl WriteRequest<'_> {
 #[must_use = "dropping the guard releases the read lock in the background"]
 pub struct ReadGuard {
     permit: Permit,
+    _mark: HolderMark,
 }
 
 impl ReadGuard {
@@ -466,6 +488,7 @@ impl ReadGuard {
 pub struct WriteGuard {
     gate: LockGuard,
     slots: Vec<Permit>,
+    _mark: HolderMark,
 }
 
 impl WriteGuard {

@@ -223,17 +223,36 @@ pub async fn rw_crashed_writer_frees_lock<F: Factory + ?Sized>(f: &F) {
     g.release().await.expect("release");
 }
 
-/// A reader cannot upgrade: a write request while holding a read lock times out (typed, naming
-/// the lock) and leaves nothing behind.
+/// A reader cannot upgrade: a write request of the caller holding a read lock is refused at
+/// once with a typed error naming the lock (also without a deadline, where it used to wait for
+/// itself for good), while another task's write waits for the reader as usual; nothing is left
+/// behind.
 pub async fn rw_reader_cannot_upgrade<F: Factory + ?Sized>(f: &F) {
     let name = key("rw_upgrade");
     let r = rw(f, &name, 2).await;
     let g = r.read().try_acquire().await.expect("try").expect("free");
-    match r.write().wait(Duration::from_millis(300)).acquire().await {
-        Err(LockError::Timeout { key, .. }) => assert_eq!(key, name),
-        other => panic!("an upgrade must time out, got {other:?}"),
+    // Without a deadline too: the caller is told at once, instead of waiting for itself.
+    for wait in [None, Some(Duration::from_millis(300))] {
+        let mut req = r.write();
+        if let Some(w) = wait {
+            req = req.wait(w);
+        }
+        match within(Duration::from_secs(2), "an upgrade is refused at once", req.acquire()).await {
+            Err(LockError::WouldDeadlock { key, .. }) => assert_eq!(key, name),
+            other => panic!("an upgrade must be refused, got {other:?}"),
+        }
     }
+    assert!(matches!(r.write().try_acquire().await, Err(LockError::WouldDeadlock { .. })));
+    // Another task of the same process is another caller: it waits for the reader as usual.
+    let (r2, n) = (r.clone(), name.clone());
+    let writer = tokio::spawn(async move {
+        let w = r2.write().wait(Duration::from_secs(10)).acquire().await.expect("another task writes");
+        // The writer may not read through its own handle either.
+        assert!(matches!(r2.read().try_acquire().await, Err(LockError::WouldDeadlock { .. })), "{n}");
+        w.release().await.expect("release");
+    });
     g.release().await.expect("release");
+    within(Duration::from_secs(10), "the other task's write", writer).await.expect("task");
     let other = rw(f, &name, 2).await;
     let w = other.write().wait(Duration::from_secs(5)).acquire().await.expect("nothing left behind");
     w.release().await.expect("release");
