@@ -93,6 +93,13 @@ impl EtcdLock {
         self.inner.current().confirmed_at().elapsed()
     }
 
+    /// Test hook (feature `testing`, not for production): when the last confirmed keep-alive of
+    /// the current lease (or its grant) was sent.
+    #[cfg(feature = "testing")]
+    pub fn lease_confirmed_at(&self) -> tokio::time::Instant {
+        self.inner.current().confirmed_at()
+    }
+
     /// Test hook (feature `testing`, not for production): make the current lease's holds due to
     /// be given up `after` from now, as if its keep-alives had gone unconfirmed since then
     /// minus the ttl (a later confirmed keep-alive moves the deadline again).
