@@ -19,8 +19,7 @@ use tokio::time::Instant;
 use crate::error::{NAME, classify, is_contention};
 use crate::name::lock_name;
 use crate::session::{
-    Granted, MIN_WAIT, Pinned, SessionNotes, Sessions, answered_by, bounded_attempt, killable_wait,
-    server_idle,
+    Granted, MIN_WAIT, Pinned, SessionNotes, Sessions, answered_by, killable_wait, server_idle,
 };
 use crate::sql::{Flavor, NamedSql, NoteKind, hex_literal};
 use crate::trips::Trips;
@@ -136,7 +135,8 @@ impl Named {
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        bounded_attempt(self.sessions.attempt_bound(req.wait_until), self.try_once(req)).await
+        let checkout = self.pool.options().get_acquire_timeout();
+        self.sessions.bounded_attempt(req.wait_until, checkout, self.try_once(req)).await
     }
 
     /// One attempt, unbounded: [`Named::try_acquire`] bounds it.

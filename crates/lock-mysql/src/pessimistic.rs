@@ -20,9 +20,7 @@ use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
-use crate::session::{
-    Granted, MIN_WAIT, Pinned, SessionNotes, Sessions, Warm, bounded_attempt, killable_wait, server_idle,
-};
+use crate::session::{Granted, MIN_WAIT, Pinned, SessionNotes, Sessions, Warm, killable_wait, server_idle};
 use crate::sql::{Flavor, NoteKind, PessimisticSql, hex_literal};
 use crate::trips::Trips;
 
@@ -119,7 +117,8 @@ impl Pessimistic {
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        bounded_attempt(self.sessions.attempt_bound(req.wait_until), self.try_once(req)).await
+        let checkout = self.holders.options().get_acquire_timeout();
+        self.sessions.bounded_attempt(req.wait_until, checkout, self.try_once(req)).await
     }
 
     /// One attempt, unbounded: [`Pessimistic::try_acquire`] bounds it.

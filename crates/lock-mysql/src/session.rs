@@ -174,11 +174,11 @@ pub(crate) async fn answered_by<T>(
     bound: Instant,
     fut: impl Future<Output = std::result::Result<T, sqlx::Error>>,
 ) -> Result<T> {
-    bounded_attempt(bound, async { fut.await.map_err(classify) }).await
+    by(bound, async { fut.await.map_err(classify) }).await
 }
 
 /// As [`answered_by`], for a future that classifies its own errors.
-pub(crate) async fn bounded_attempt<T>(bound: Instant, fut: impl Future<Output = Result<T>>) -> Result<T> {
+async fn by<T>(bound: Instant, fut: impl Future<Output = Result<T>>) -> Result<T> {
     tokio::time::timeout_at(bound, fut).await.unwrap_or_else(|_| Err(no_answer()))
 }
 
@@ -359,13 +359,25 @@ impl Sessions {
         }
     }
 
-    /// When an attempt must have answered: its caller's deadline plus room for the server's own
-    /// timeout and the `KILL QUERY` after it (`killable_wait`), or without a deadline, the
-    /// server's idle bound (a server silent that long is treated as gone by the keepers too).
-    pub(crate) fn attempt_bound(&self, wait_until: Option<Instant>) -> Instant {
-        match wait_until {
-            Some(deadline) => deadline + KILL_GRACE * 4,
-            None => self.response_bound(),
+    /// Run `attempt`, bounded: by its caller's deadline plus room for the server's own timeout
+    /// and the `KILL QUERY` after it (`killable_wait`), past which it is "held" (the caller's
+    /// timeout); or without a deadline, by the pool's `checkout` timeout (waiting for a
+    /// connection under load is no silence of the server) plus the server's idle bound (a server
+    /// silent that long is treated as gone by the keepers too), past which it is a temporary
+    /// error. Cut off, the attempt is dropped as a cancelled one is: its connection closed, its
+    /// wait killed.
+    pub(crate) async fn bounded_attempt(
+        &self,
+        wait_until: Option<Instant>,
+        checkout: Duration,
+        attempt: impl Future<Output = Result<Attempt>>,
+    ) -> Result<Attempt> {
+        let Some(deadline) = wait_until else {
+            return by(self.response_bound() + checkout, attempt).await;
+        };
+        match tokio::time::timeout_at(deadline + KILL_GRACE * 4, attempt).await {
+            Ok(answer) => answer,
+            Err(_) => Ok(Attempt::Held { retry_after: None }),
         }
     }
 

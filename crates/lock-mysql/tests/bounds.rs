@@ -31,11 +31,12 @@ async fn paused_server(mode: Mode) {
     // The test keeps its own handle: the server must outlive the helper's last `stall`.
     let s = server.clone();
     let stall = move |on: bool| if on { s.pause() } else { s.resume() }.expect("SIGSTOP / SIGCONT");
-    // The response bound is the server's idle bound for a 100 ms keep-alive (three periods, at
-    // least 2 s); a wait answers within 1 s of its deadline (the server's own timeout, then
-    // `KILL QUERY` 250 ms after it).
+    // A release answers within the server's idle bound for a 100 ms keep-alive (three periods,
+    // at least 2 s), a try within the pool's checkout timeout (2 s here) plus that; a wait within
+    // 1 s of its deadline (the server's own timeout, then `KILL QUERY` 250 ms after it).
     let bounds = Bounds {
-        response: Duration::from_secs(2),
+        release: Duration::from_secs(2),
+        attempt: Duration::from_secs(4),
         wait_grace: Duration::from_secs(1),
         slack: Duration::from_millis(750),
     };

@@ -156,17 +156,19 @@ impl Drop for Pinned {
 /// (paused, partitioned) is a temporary error, and the request's connection is dropped with the
 /// future (closed, unless it was clean).
 async fn answered_by<T>(
+    what: &'static str,
     bound: Instant,
     fut: impl std::future::Future<Output = std::result::Result<T, sqlx::Error>>,
 ) -> Result<T> {
     match tokio::time::timeout_at(bound, fut).await {
         Ok(r) => r.map_err(classify),
-        Err(_) => Err(no_answer()),
+        Err(_) => Err(no_answer(what)),
     }
 }
 
-fn no_answer() -> LockError {
-    LockError::temporary(NAME, "no answer from the server in time")
+/// `what` (a request) went unanswered within its bound.
+fn no_answer(what: &str) -> LockError {
+    LockError::temporary(NAME, format!("no answer from the server in time ({what})"))
 }
 
 /// End the lock wait of backend `pid` from another pooled connection.
@@ -311,14 +313,23 @@ impl Sessions {
         let key = advisory_key(req.key);
         let name = req.key.as_bytes();
         // The try answers by the caller's deadline (with the grace a wait gets), or without one
-        // within the server's idle bound: a silent server is a temporary error, not a hang.
-        let bound = match req.wait_until {
-            Some(deadline) => deadline + CANCEL_GRACE,
-            None => Instant::now() + self.server_idle,
+        // within the server's idle bound from when it is sent: a silent server is no hang. Past
+        // a deadline the attempt is "not acquired" (the caller's timeout); without one, a
+        // temporary error. The pool bounds its checkout itself (its acquire timeout: waiting for
+        // a connection under load is no silence of the server); a deadline comes first.
+        let by_deadline = req.wait_until.map(|deadline| deadline + CANCEL_GRACE);
+        let late = |what| if by_deadline.is_some() { Ok(None) } else { Err(no_answer(what)) };
+        let conn = match by_deadline {
+            Some(bound) => match tokio::time::timeout_at(bound, self.pool.acquire()).await {
+                Ok(conn) => conn.map_err(classify)?,
+                Err(_) => return late("a pooled connection"),
+            },
+            None => self.pool.acquire().await.map_err(classify)?,
         };
+        let bound = by_deadline.unwrap_or_else(|| Instant::now() + self.server_idle);
         // Dropped anywhere below before the hold is recorded, `pinned` closes its connection:
         // the server ends the session and any lock it got.
-        let mut pinned = Pinned::new(answered_by(bound, self.pool.acquire()).await?);
+        let mut pinned = Pinned::new(conn);
         let sent = Instant::now();
         self.trips.add();
         let tried = sqlx::query(AssertSqlSafe(self.sql.try_lock.as_str()))
@@ -326,7 +337,10 @@ impl Sessions {
             .bind(name)
             .bind(&self.server_idle_text)
             .fetch_one(&mut **pinned.conn);
-        let row = answered_by(bound, tried).await?;
+        let row = match tokio::time::timeout_at(bound, tried).await {
+            Ok(row) => row.map_err(classify)?,
+            Err(_) => return late("the lock statement"),
+        };
         let Granted { ok, fence, pid, idle_before } = granted(&row)?;
         if ok {
             return Ok(Some(Locked {
@@ -382,7 +396,8 @@ impl Sessions {
             }
         };
         canceller.disarm();
-        let Some(waited) = waited else { return Err(no_answer()) };
+        // Unanswered even after the cancel: past the deadline, not acquired.
+        let Some(waited) = waited else { return Ok(None) };
         match waited {
             Ok(row) => {
                 let Granted { fence, pid, idle_before, .. } = granted(&row)?;
@@ -480,7 +495,7 @@ impl Sessions {
             .bind(objid)
             .bind(key.as_bytes())
             .fetch_one(&self.pool);
-        let row = answered_by(Instant::now() + self.server_idle, row).await?;
+        let row = answered_by("inspect", Instant::now() + self.server_idle, row).await?;
         let holders: i64 = row.try_get(0).map_err(classify)?;
         let waiters: i64 = row.try_get(1).map_err(classify)?;
         let fence: Option<i64> = row.try_get(2).map_err(classify)?;
@@ -526,7 +541,7 @@ impl Sessions {
             .bind(objid)
             .bind(key.as_bytes())
             .fetch_optional(&self.pool);
-        answered_by(Instant::now() + self.server_idle, read).await
+        answered_by("note", Instant::now() + self.server_idle, read).await
     }
 }
 
@@ -703,7 +718,7 @@ impl Keeper {
             Some(Err(e)) => Err(classify(e)),
             None => {
                 self.each_signal(|s| s.mark_lost(LostReason::SessionEnded));
-                Err(no_answer())
+                Err(no_answer("release"))
             }
         }
     }

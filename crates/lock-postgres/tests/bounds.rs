@@ -23,10 +23,11 @@ async fn paused_server_release_wait_and_try_answer_in_time() {
     // The test keeps its own handle: the server must outlive the helper's last `stall`.
     let s = server.clone();
     let stall = move |on: bool| if on { s.pause() } else { s.resume() }.expect("SIGSTOP / SIGCONT");
-    // The response bound is the server's idle bound for the tests' 100 ms keep-alive (three
-    // periods, at least 2 s); a try with a deadline answers 250 ms after it.
+    // A release and a try answer within the server's idle bound for the tests' 100 ms
+    // keep-alive (three periods, at least 2 s); a try with a deadline 250 ms after it.
     let bounds = Bounds {
-        response: Duration::from_secs(2),
+        release: Duration::from_secs(2),
+        attempt: Duration::from_secs(2),
         wait_grace: Duration::from_millis(250),
         slack: Duration::from_millis(750),
     };

@@ -13,8 +13,10 @@ use crate::poll::within;
 /// How long each request may take against the stalled server.
 #[derive(Clone, Copy, Debug)]
 pub struct Bounds {
-    /// The bound of a request without a deadline (a release, a try).
-    pub response: Duration,
+    /// The bound of a release.
+    pub release: Duration,
+    /// The bound of a try (no deadline).
+    pub attempt: Duration,
     /// How long after its deadline an acquisition may answer.
     pub wait_grace: Duration,
     /// What a loaded machine may add to a bound.
@@ -33,7 +35,7 @@ pub async fn paused_server_answers_in_time(
     stall: Arc<dyn Fn(bool) + Send + Sync>,
     bounds: Bounds,
 ) {
-    let Bounds { response, wait_grace, slack } = bounds;
+    let Bounds { release, attempt, wait_grace, slack } = bounds;
     let g = a.try_lock(key).await.expect("try").expect("free");
     let (x, y) = (format!("{key}-warm-x"), format!("{key}-warm-y"));
     let (gx, gy) = (b.try_lock(&x).await.expect("try"), b.try_lock(&y).await.expect("try"));
@@ -44,10 +46,10 @@ pub async fn paused_server_answers_in_time(
     tokio::task::spawn_blocking(move || s(true)).await.expect("join");
 
     let t = Instant::now();
-    let released = within(response + slack * 2, "release", g.release()).await;
+    let released = within(release + slack * 2, "release", g.release()).await;
     let took = t.elapsed();
     assert!(released.is_err(), "a release the server never answered: {released:?}");
-    assert!(took < response + slack, "release answered after {took:?}");
+    assert!(took < release + slack, "release answered after {took:?}");
 
     let wait = Duration::from_secs(1);
     let t = Instant::now();
@@ -60,10 +62,10 @@ pub async fn paused_server_answers_in_time(
     assert!(took < wait + wait_grace + slack, "acquire().wait(1s) answered after {took:?}");
 
     let t = Instant::now();
-    let tried = within(response + slack * 2, "try", b.try_lock(key)).await;
+    let tried = within(attempt + slack * 2, "try", b.try_lock(key)).await;
     let took = t.elapsed();
     assert!(tried.is_err(), "a try the server never answered: {tried:?}");
-    assert!(took < response + slack, "try answered after {took:?}");
+    assert!(took < attempt + slack, "try answered after {took:?}");
 
     tokio::task::spawn_blocking(move || stall(false)).await.expect("join");
     let g =
