@@ -171,11 +171,16 @@ fn no_answer(what: &str) -> LockError {
     LockError::temporary(NAME, format!("no answer from the server in time ({what})"))
 }
 
-/// End the lock wait of backend `pid` from another pooled connection.
+/// End the lock wait of backend `pid` from another pooled connection. Bounded: a wait the
+/// cancel does not reach in time still ends, with `lock_timeout` or with its closed session.
 async fn cancel_backend(pool: PgPool, pid: i32, trips: Trips) -> Result<()> {
     trips.add();
-    sqlx::query(include_str!("../sql/cancel.sql")).bind(pid).execute(&pool).await.map(drop).map_err(classify)
+    let cancel = sqlx::query(include_str!("../sql/cancel.sql")).bind(pid).execute(&pool);
+    answered_by("pg_cancel_backend", Instant::now() + CANCEL_BOUND, cancel).await.map(drop)
 }
+
+/// How long a `pg_cancel_backend` may take, its pool checkout included.
+const CANCEL_BOUND: Duration = Duration::from_secs(2);
 
 enum Cmd {
     /// Is the holding connection alive? (renew)
