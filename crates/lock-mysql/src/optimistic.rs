@@ -15,6 +15,7 @@ use sqlx::{AssertSqlSafe, MySql};
 use tokio::time::Instant;
 
 use crate::error::classify;
+use crate::session::{KILL_GRACE, answered_by, no_answer};
 use crate::sql::{OptimisticSql, hex_literal};
 use crate::trips::Trips;
 use crate::waiters::{Turn, Waiters};
@@ -273,8 +274,18 @@ impl Optimistic {
         // One attempt per key at a time through this backend, and none while the undo of a cut-off
         // one is still running: a statement of that attempt may still be in its connection's
         // buffer and land (and be undone) later, so a new attempt would see its brief grant.
+        // Bounded: by the caller's deadline (with the grace a session-bound wait gets), else by
+        // the response bound. Past a deadline the attempt is "held" (the caller's timeout).
+        let bound = match req.wait_until {
+            Some(deadline) => deadline.max(sent) + KILL_GRACE,
+            None => self.response_bound(),
+        };
+        let late = || {
+            if req.wait_until.is_some() { Ok(Attempt::Held { retry_after: None }) } else { Err(no_answer()) }
+        };
         let gate = self.gates.lock().entry(req.key.to_owned()).or_default().clone();
-        let turn = gate.lock_owned().await;
+        // The undo of a cut-off attempt may hold the gate for its own bounds.
+        let Ok(turn) = tokio::time::timeout_at(bound, gate.lock_owned()).await else { return late() };
         let conn: AttemptConn =
             Arc::new(tokio::sync::Mutex::new(self.pool.acquire().await.map_err(classify)?));
         let undo = {
@@ -287,7 +298,12 @@ impl Optimistic {
             })
         };
         let ids = Ids { sent, key, owner, nonce, lease };
-        let out = self.attempt(req, &ids, &mut **conn.lock().await).await;
+        // Cut off at the bound, the outcome is open: the undo runs, as for a broken connection.
+        let attempt = async { self.attempt(req, &ids, &mut **conn.lock().await).await };
+        let (out, cut) = match tokio::time::timeout_at(bound, attempt).await {
+            Ok(out) => (out, false),
+            Err(_) => (Err(no_answer()), true),
+        };
         // A definite answer (acquired, held, or a statement the server refused) needs no undo;
         // a broken connection leaves the outcome open, so the undo runs (in the background).
         if matches!(&out, Err(e) if e.is_temporary()) {
@@ -314,7 +330,16 @@ impl Optimistic {
             gates.remove(req.key);
         }
         drop(gates);
+        if cut {
+            return late();
+        }
         out
+    }
+
+    /// When a request sent now must have answered: the pool's acquire timeout, the longest this
+    /// backend waits for the server to give it a connection at all.
+    fn response_bound(&self) -> Instant {
+        Instant::now() + self.pool.options().get_acquire_timeout()
     }
 
     async fn attempt(
@@ -424,21 +449,22 @@ impl Optimistic {
         let Some((version, count)) = self.local.lock().get(&id).map(|l| (l.version, l.count)) else {
             return Ok(false);
         };
+        // Each statement bounded: a compare-and-set on this hold's version that lands after its
+        // future was given up only ends this hold, never a later one.
         let cas = |sql: &Arc<str>| {
             self.trips.add();
-            sqlx::query(AssertSqlSafe(sql.clone()))
+            let stmt = sqlx::query(AssertSqlSafe(sql.clone()))
                 .bind(key.as_bytes())
                 .bind(owner_bytes(owner).to_vec())
                 .bind(version)
-                .execute(&self.pool)
+                .execute(&self.pool);
+            answered_by(self.response_bound(), stmt)
         };
         // The last hold on MariaDB deletes the row (per-key state does not pile up); a row with
         // more holds than this client knows of (a nesting by another client) falls back to the
         // update.
-        let deleted = self.reclaim
-            && count == 1
-            && cas(&self.sql.release_delete).await.map_err(classify)?.rows_affected() == 1;
-        let released = deleted || cas(&self.sql.release).await.map_err(classify)?.rows_affected() == 1;
+        let deleted = self.reclaim && count == 1 && cas(&self.sql.release_delete).await?.rows_affected() == 1;
+        let released = deleted || cas(&self.sql.release).await?.rows_affected() == 1;
         let mut local = self.local.lock();
         match local.get_mut(&id) {
             // Another grant was recorded meanwhile: not ours to touch.
@@ -464,12 +490,13 @@ impl Optimistic {
     /// The row as it stands: held while `owner` is set and the lease runs by the DB clock.
     pub(crate) async fn inspect(&self, key: &str) -> Result<LockInfo> {
         self.trips.add();
-        let row: Option<(Option<Vec<u8>>, u64, Option<i64>)> =
+        let row: Option<(Option<Vec<u8>>, u64, Option<i64>)> = answered_by(
+            self.response_bound(),
             sqlx::query_as(AssertSqlSafe(self.sql.probe.clone()))
                 .bind(key.as_bytes())
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(classify)?;
+                .fetch_optional(&self.pool),
+        )
+        .await?;
         Ok(match row {
             Some((Some(owner), version, Some(left))) if left > 0 => {
                 let mut info = LockInfo::held();
@@ -494,9 +521,8 @@ impl Optimistic {
             .bind(note.as_bytes())
             .bind(key.as_bytes())
             .bind(&owner_bytes(owner)[..])
-            .execute(&self.pool)
-            .await
-            .map_err(classify)?;
+            .execute(&self.pool);
+        let set = answered_by(self.response_bound(), set).await?;
         // 1 inserted, 2 replaced (1 if unchanged: sqlx counts matched rows); 0: not held.
         Ok(set.rows_affected() > 0)
     }
@@ -505,11 +531,10 @@ impl Optimistic {
     /// live lease. One round trip.
     pub(crate) async fn note(&self, key: &str) -> Result<Option<String>> {
         self.trips.add();
-        let row = sqlx::query(AssertSqlSafe(self.sql.notes.optimistic_read.clone()))
+        let read = sqlx::query(AssertSqlSafe(self.sql.notes.optimistic_read.clone()))
             .bind(key.as_bytes())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(classify)?;
+            .fetch_optional(&self.pool);
+        let row = answered_by(self.response_bound(), read).await?;
         crate::session::note_of(row.as_ref())
     }
 
@@ -528,9 +553,8 @@ impl Optimistic {
                 .bind(it.key.as_bytes())
                 .bind(&owner_bytes(it.owner)[..])
                 .bind(version)
-                .execute(&self.pool)
-                .await
-                .map_err(classify)?;
+                .execute(&self.pool);
+            let res = answered_by(self.response_bound(), res).await?;
             let renewed = res.rows_affected() == 1;
             let mut local = self.local.lock();
             match local.get_mut(&id) {

@@ -182,7 +182,7 @@ async fn by<T>(bound: Instant, fut: impl Future<Output = Result<T>>) -> Result<T
     tokio::time::timeout_at(bound, fut).await.unwrap_or_else(|_| Err(no_answer()))
 }
 
-fn no_answer() -> LockError {
+pub(crate) fn no_answer() -> LockError {
     LockError::temporary(NAME, "no answer from the server in time")
 }
 
