@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use lock_core::async_trait;
+use lock_testkit::history::nemesis::{Blackhole, Cut, KillRestart, Pause};
 use lock_testkit::history::{Nemesis, Report, Workload, run};
 use lock_testkit::proxy::Proxy;
 use lock_testkit::server::{
@@ -31,67 +32,6 @@ impl Factory for UrlFactory {
     async fn client(&self) -> Client {
         Client::new(dlock::from_url(&self.url).await.expect("client"))
     }
-}
-
-/// The server process paused (SIGSTOP) for a while: requests hang, connections stay open.
-struct Pause<'a>(&'a (dyn FaultControl + Sync), Duration);
-/// The server SIGKILLed, restarted when healing.
-struct KillRestart<'a>(&'a (dyn FaultControl + Sync));
-/// Bytes stop flowing through the proxy (a partition), connections stay open.
-struct Blackhole<'a>(&'a Proxy);
-/// Every connection through the proxy closed at once.
-struct Cut<'a>(&'a Proxy);
-
-#[async_trait]
-impl Nemesis for Pause<'_> {
-    fn name(&self) -> String {
-        format!("server paused {:?}", self.1)
-    }
-    async fn strike(&self) {
-        self.0.pause().expect("pause");
-    }
-    async fn heal(&self) {
-        self.0.resume().expect("resume");
-    }
-}
-
-#[async_trait]
-impl Nemesis for KillRestart<'_> {
-    fn name(&self) -> String {
-        "server killed and restarted".into()
-    }
-    async fn strike(&self) {
-        self.0.kill().expect("kill");
-    }
-    async fn heal(&self) {
-        let s = self.0;
-        // Restarting waits for readiness: off the runtime's worker threads.
-        tokio::task::block_in_place(|| s.restart().expect("restart"));
-    }
-}
-
-#[async_trait]
-impl Nemesis for Blackhole<'_> {
-    fn name(&self) -> String {
-        "network blackholed".into()
-    }
-    async fn strike(&self) {
-        self.0.blackhole(true);
-    }
-    async fn heal(&self) {
-        self.0.blackhole(false);
-    }
-}
-
-#[async_trait]
-impl Nemesis for Cut<'_> {
-    fn name(&self) -> String {
-        "connections cut".into()
-    }
-    async fn strike(&self) {
-        self.0.cut();
-    }
-    async fn heal(&self) {}
 }
 
 fn workload() -> Workload {

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::backend::{
-    AcquireRequest, Attempt, Backoff, Capability, Cleanup, Grant, LockBackend, LockInfo, RENEW_BATCH, RenewItem,
-    Subscription, jitter, millis,
+    AcquireRequest, Attempt, Backoff, Capability, Cleanup, Grant, LockBackend, LockInfo, RENEW_BATCH,
+    RenewItem, Subscription, jitter, millis,
 };
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use redis::ConnectionInfo;
@@ -314,7 +314,8 @@ impl RedisLock {
         let claim = millis(self.claim_window());
         Cleanup::arm("redis lock attempt", move || async move {
             let (owner, nonce) = value.split_at(owner_len);
-            undo_attempt(lease, || cancel(Mode::Simple, conn.clone(), &names, owner, nonce, claim, "", "")).await
+            undo_attempt(lease, || cancel(Mode::Simple, conn.clone(), &names, owner, nonce, claim, "", ""))
+                .await
         })
     }
 

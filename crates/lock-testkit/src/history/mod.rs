@@ -21,6 +21,9 @@ use tokio::time::Instant;
 
 use crate::Factory;
 
+pub mod generative;
+pub mod nemesis;
+
 /// What the register answered to a write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteOutcome {

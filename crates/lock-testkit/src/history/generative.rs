@@ -1,0 +1,512 @@
+//! The generative history checker: every client runs a random mix of what users do with a
+//! lock (waits and single attempts with random waits and leases, nested acquisitions of the
+//! same owner through the same and through another client, renewals, releases, guards dropped
+//! unreleased, and futures cut off at random points) while a nemesis breaks servers and
+//! connections; the whole history is then checked.
+//!
+//! The checks:
+//! - no two overlapping holds both had a write accepted by the fenced register, no lost update,
+//!   no accepted token that failed to increase (as [`super::run`]);
+//! - no hold that still believed it held was refused by the register (a newer holder existed
+//!   while the older one had not been told it lost the lock); faults in which the server takes
+//!   a hold away without notice (a killed connection under a session lock) are exempt, as only
+//!   the fence can protect the resource there;
+//! - no release found its hold gone while the holder had every reason to believe it held
+//!   (no renewal had failed, its deadline had not passed): the server freed it behind the
+//!   holder's back (the same exemption);
+//! - liveness: after the run every client can take the key (nothing the mix left behind
+//!   blocks it).
+//!
+//! Every run prints its seed; `DLOCK_HISTORY_SEED=<seed>` runs the same operations again (the
+//! same choices per client; the interleaving still depends on the scheduler and the servers).
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use lock_core::backend::Mutex;
+use lock_core::{LeaseState, LockError, LockGuard, Locker, OwnerToken};
+use tokio::time::{Instant, timeout};
+
+use super::{Nemesis, Register, WriteOutcome};
+use crate::Factory;
+
+/// The seed of a run: `DLOCK_HISTORY_SEED` when set, else a random one.
+pub fn seed() -> u64 {
+    std::env::var("DLOCK_HISTORY_SEED")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..))
+}
+
+/// The shape of a generative run.
+#[derive(Clone, Debug)]
+pub struct Mix {
+    /// Concurrent clients; each also has a second client of its own, for nesting through
+    /// another instance.
+    pub clients: usize,
+    /// Stop after this many operations in all...
+    pub operations: u64,
+    /// ...or after this long.
+    pub max_time: Duration,
+    /// The watchdog lease; explicit leases are drawn from one to three times it.
+    pub lease: Duration,
+    /// Longest pause inside a hold.
+    pub hold_max: Duration,
+    /// Quiet time before each strike, and how long a fault lasts.
+    pub fault_period: (Duration, Duration),
+    /// Longest the key may stay blocked after the run.
+    pub liveness: Duration,
+}
+
+impl Default for Mix {
+    fn default() -> Self {
+        Mix {
+            clients: 4,
+            operations: 2_500,
+            max_time: Duration::from_secs(6),
+            lease: Duration::from_millis(300),
+            hold_max: Duration::from_millis(3),
+            fault_period: (Duration::from_millis(1200), Duration::from_millis(700)),
+            liveness: Duration::from_secs(15),
+        }
+    }
+}
+
+impl Mix {
+    /// `DLOCK_SOAK_OPERATIONS=N` makes a run of `N` operations (the time cap lifted): the
+    /// documented soak. CI runs the short default.
+    pub fn from_env(self) -> Self {
+        match std::env::var("DLOCK_SOAK_OPERATIONS").ok().and_then(|v| v.parse::<u64>().ok()) {
+            Some(n) => Mix { operations: n, max_time: Duration::from_secs(4 * 3600), ..self },
+            None => self,
+        }
+    }
+}
+
+/// What the mix did, by kind.
+#[derive(Debug, Default)]
+struct Counts {
+    waits: AtomicU64,
+    tries: AtomicU64,
+    cut_offs: AtomicU64,
+    nested: AtomicU64,
+    nested_other: AtomicU64,
+    renewals: AtomicU64,
+    drops: AtomicU64,
+    errors: AtomicU64,
+}
+
+/// One outer hold as its holder saw it.
+#[derive(Clone, Debug)]
+struct Hold {
+    client: usize,
+    acquired: Instant,
+    /// What the register said to the write, if one was made.
+    write: Option<(Instant, WriteOutcome)>,
+    /// The holder did not know of a loss when it wrote.
+    believed: bool,
+    lost: bool,
+    /// The release answered `LeaseLost` before the hold's local deadline while the hold was
+    /// still `Held` (no renewal had failed): the server freed it behind its holder's back.
+    unseen: bool,
+    released: Instant,
+}
+
+struct Shared {
+    register: Register,
+    holds: Mutex<Vec<Hold>>,
+    ops: AtomicU64,
+    next_hold: AtomicU64,
+    counts: Counts,
+    /// Permanent errors seen (each one fails the run).
+    permanent: Mutex<Vec<String>>,
+}
+
+/// The result of one generative run.
+#[derive(Clone, Debug, Default)]
+pub struct GenReport {
+    /// Backend and fault.
+    pub label: String,
+    /// The seed to rerun it with.
+    pub seed: u64,
+    /// Operations run, and the acquisitions (outer holds) among them.
+    pub operations: u64,
+    /// Outer holds.
+    pub acquisitions: usize,
+    /// `waits/tries/cut-offs/nested/nested through another client/renewals/drops/errors`.
+    pub mix: String,
+    /// Overlapping holds whose writes were both accepted (must be 0).
+    pub violations: usize,
+    /// Holds refused by the register while they believed they held (0 unless the fault
+    /// revokes holds without notice).
+    pub untold: usize,
+    /// Holds the server freed while the holder still had every reason to believe it held them
+    /// (found at the release; 0 unless the fault revokes holds without notice).
+    pub unseen: usize,
+    /// Lost updates and non-increasing accepted tokens (must be 0).
+    pub lost_updates: u64,
+    /// Accepted tokens that did not increase (must be 0).
+    pub non_increasing: u64,
+    /// Holds that turned out lost.
+    pub lost_holds: usize,
+    /// Permanent errors (must be none).
+    pub permanent: Vec<String>,
+    /// How long a fresh client took to get the key after the run (`None`: it never did).
+    pub liveness: Option<Duration>,
+    /// Nemesis strikes.
+    pub strikes: usize,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+impl fmt::Display for GenReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "[{} seed={}] {} operations, {} holds in {:.1?} ({} strikes; mix {}): violations {}, untold {}, \
+             unseen {}, lost updates {}, non-increasing {}, lost holds {}, permanent errors {}, key free again after {:?}",
+            self.label,
+            self.seed,
+            self.operations,
+            self.acquisitions,
+            self.elapsed,
+            self.strikes,
+            self.mix,
+            self.violations,
+            self.untold,
+            self.unseen,
+            self.lost_updates,
+            self.non_increasing,
+            self.lost_holds,
+            self.permanent.len(),
+            self.liveness,
+        )
+    }
+}
+
+impl GenReport {
+    /// Panic unless the history is safe and live. `revokes`: the fault takes holds away without
+    /// notice, so a holder may be refused by the fence before it learns of the loss.
+    pub fn assert_ok(&self, revokes: bool) {
+        let rerun = format!("{self}\nrerun with DLOCK_HISTORY_SEED={}", self.seed);
+        assert!(self.acquisitions > 0, "nothing acquired: {rerun}");
+        assert!(self.permanent.is_empty(), "permanent errors {:?}: {rerun}", self.permanent);
+        assert_eq!((self.lost_updates, self.non_increasing), (0, 0), "{rerun}");
+        assert_eq!(self.violations, 0, "two holders wrote: {rerun}");
+        if !revokes {
+            assert_eq!(self.untold, 0, "a holder was overtaken before it was told: {rerun}");
+            assert_eq!(self.unseen, 0, "a hold was freed behind its holder's back: {rerun}");
+        }
+        assert!(self.liveness.is_some(), "the key stayed blocked after the run: {rerun}");
+    }
+}
+
+/// Run `mix` on `factory`'s clients with `seed` while `nemesis` strikes, and check it.
+pub async fn run<F: Factory + ?Sized>(
+    factory: &F,
+    mix: &Mix,
+    nemesis: Option<&dyn Nemesis>,
+    seed: u64,
+) -> GenReport {
+    let shared = Arc::new(Shared {
+        register: Register::default(),
+        holds: Mutex::default(),
+        ops: AtomicU64::new(0),
+        next_hold: AtomicU64::new(0),
+        counts: Counts::default(),
+        permanent: Mutex::default(),
+    });
+    let key: Arc<str> = crate::key("generative").into();
+    let mut clients = Vec::with_capacity(mix.clients);
+    for _ in 0..mix.clients {
+        clients.push((locker(factory, mix.lease).await, locker(factory, mix.lease).await));
+    }
+    let started = Instant::now();
+    let stop_at = started + mix.max_time;
+    let mut tasks = Vec::new();
+    for (c, (mine, other)) in clients.into_iter().enumerate() {
+        let rng = fastrand::Rng::with_seed(seed ^ (c as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let (shared, key, mix) = (shared.clone(), key.clone(), mix.clone());
+        tasks.push(tokio::spawn(client(c, mine, other, key, shared, mix, rng, stop_at)));
+    }
+    let mut strikes = 0;
+    let nemesis_done = async {
+        let Some(n) = nemesis else { return };
+        let (quiet, fault) = mix.fault_period;
+        while shared.ops.load(Ordering::Relaxed) < mix.operations && Instant::now() < stop_at {
+            tokio::time::sleep(quiet).await;
+            if Instant::now() >= stop_at {
+                break;
+            }
+            n.strike().await;
+            strikes += 1;
+            tokio::time::sleep(fault).await;
+            n.heal().await;
+        }
+    };
+    let all = async {
+        for t in tasks {
+            t.await.expect("a client of the mix panicked");
+        }
+    };
+    tokio::join!(nemesis_done, all);
+    let label = format!("{} / {}", factory.label(), nemesis.map_or("no faults".into(), |n| n.name()));
+    if nemesis.is_some() {
+        assert!(strikes > 0, "{label} seed={seed}: the nemesis never struck");
+    }
+    let elapsed = started.elapsed();
+    let liveness = free_again(factory, &key, mix).await;
+    check(label, seed, &shared, strikes, elapsed, liveness)
+}
+
+async fn locker<F: Factory + ?Sized>(factory: &F, lease: Duration) -> Locker {
+    factory.client().await.locker().with_watchdog_lease(lease).expect("lease")
+}
+
+/// How long a fresh client takes to get the key, within the mix's bound.
+async fn free_again<F: Factory + ?Sized>(factory: &F, key: &str, mix: &Mix) -> Option<Duration> {
+    let l = locker(factory, mix.lease).await;
+    let started = Instant::now();
+    while started.elapsed() < mix.liveness {
+        let left = mix.liveness.saturating_sub(started.elapsed());
+        match l.lock(key).wait(left).acquire().await {
+            Ok(g) => {
+                let took = started.elapsed();
+                let _ = g.release().await;
+                return Some(took);
+            }
+            Err(LockError::Timeout { .. }) => return None,
+            // A server still coming back: ask again.
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    None
+}
+
+/// A lease for one request: the watchdog's (`None`), one to three times the mix's, or a long
+/// one (2 to 4 s: long enough for a Redis waiter to take a hand-over without a round trip,
+/// which it does only when the lease outlasts the claim window).
+fn lease(rng: &mut fastrand::Rng, base: Duration) -> Option<Duration> {
+    match rng.u8(0..4) {
+        0 | 1 => None,
+        2 => Some(base.mul_f64(1.0 + 2.0 * rng.f64())),
+        _ => Some(Duration::from_secs(2).mul_f64(1.0 + rng.f64())),
+    }
+}
+
+/// Runs `fut`, or cuts it off after a random fraction of `limit` (a caller going away): `None`.
+async fn maybe_cut<T>(
+    rng: &mut fastrand::Rng,
+    odds: u8,
+    limit: Duration,
+    c: &Counts,
+    fut: impl Future<Output = T>,
+) -> Option<T> {
+    if rng.u8(0..100) >= odds {
+        return Some(fut.await);
+    }
+    c.cut_offs.fetch_add(1, Ordering::Relaxed);
+    timeout(limit.mul_f64(rng.f64()), fut).await.ok()
+}
+
+fn note_error(shared: &Shared, e: &LockError) {
+    shared.counts.errors.fetch_add(1, Ordering::Relaxed);
+    if !e.is_temporary() && !matches!(e, LockError::Timeout { .. } | LockError::LeaseLost { .. }) {
+        shared.permanent.lock().push(e.to_string());
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // one call site, the run's task
+async fn client(
+    c: usize,
+    mine: Locker,
+    other: Locker,
+    key: Arc<str>,
+    shared: Arc<Shared>,
+    mix: Mix,
+    mut rng: fastrand::Rng,
+    stop_at: Instant,
+) {
+    let counts = &shared.counts;
+    while shared.ops.fetch_add(1, Ordering::Relaxed) < mix.operations && Instant::now() < stop_at {
+        let mut req = mine.lock(&*key);
+        if let Some(l) = lease(&mut rng, mix.lease) {
+            req = req.lease(l);
+        }
+        let wait = (rng.u8(0..4) != 0).then(|| Duration::from_millis(rng.u64(20..1_000)));
+        let attempt = async {
+            match wait {
+                None => {
+                    counts.tries.fetch_add(1, Ordering::Relaxed);
+                    req.try_acquire().await
+                }
+                Some(w) => {
+                    counts.waits.fetch_add(1, Ordering::Relaxed);
+                    req.wait(w).acquire().await.map(Some)
+                }
+            }
+        };
+        let cut_limit = Duration::from_millis(3);
+        let g = match maybe_cut(&mut rng, 10, cut_limit, counts, attempt).await {
+            Some(Ok(Some(g))) => g,
+            Some(Ok(None)) | None => continue,
+            Some(Err(e)) => {
+                note_error(&shared, &e);
+                continue;
+            }
+        };
+        hold(c, g, &mine, &other, &key, &shared, &mix, &mut rng).await;
+    }
+}
+
+/// One outer hold: read, a few random steps, write, and a release or a drop.
+#[allow(clippy::too_many_arguments)]
+async fn hold(
+    c: usize,
+    g: LockGuard,
+    mine: &Locker,
+    other: &Locker,
+    key: &str,
+    shared: &Shared,
+    mix: &Mix,
+    rng: &mut fastrand::Rng,
+) {
+    let counts = &shared.counts;
+    let acquired = Instant::now();
+    let id = shared.next_hold.fetch_add(1, Ordering::Relaxed);
+    let fence = g.fence();
+    let read = shared.register.read(id, fence);
+    for _ in 0..rng.usize(0..4) {
+        match rng.u8(0..4) {
+            0 => nest(mine, key, g.owner(), shared, mix, rng, &counts.nested).await,
+            1 => nest(other, key, g.owner(), shared, mix, rng, &counts.nested_other).await,
+            2 => {
+                counts.renewals.fetch_add(1, Ordering::Relaxed);
+                let l = mix.lease.mul_f64(1.0 + 2.0 * rng.f64());
+                if let Err(e) = g.renew(l).await {
+                    note_error(shared, &e);
+                }
+            }
+            _ => tokio::time::sleep(mix.hold_max.mul_f64(rng.f64())).await,
+        }
+    }
+    let believed = !g.is_lost();
+    let write = match read {
+        Some(v) if believed => Some((Instant::now(), shared.register.increment(id, fence, v))),
+        Some(_) => None,
+        None => Some((Instant::now(), WriteOutcome::Rejected)),
+    };
+    let mut unseen = false;
+    let lost = if rng.u8(0..10) == 0 {
+        // Dropped unreleased: the core releases it in the background.
+        counts.drops.fetch_add(1, Ordering::Relaxed);
+        let lost = g.is_lost();
+        drop(g);
+        lost
+    } else {
+        let was_lost = g.is_lost();
+        let held = g.state() == LeaseState::Held;
+        let deadline = g.lease_deadline();
+        match g.release().await {
+            Ok(()) => was_lost,
+            Err(LockError::LeaseLost { .. }) => {
+                // Answered before the local deadline, which comes before the server's expiry:
+                // the server freed a hold its holder still had.
+                unseen = held && deadline.is_some_and(|d| Instant::now() < d);
+                true
+            }
+            Err(e) => {
+                note_error(shared, &e);
+                was_lost
+            }
+        }
+    };
+    let released = Instant::now();
+    shared.holds.lock().push(Hold { client: c, acquired, write, believed, lost, unseen, released });
+}
+
+/// A nested acquisition of `owner` through `l` (the holder's client or its other one): a
+/// single attempt, maybe cut off, then released or dropped.
+async fn nest(
+    l: &Locker,
+    key: &str,
+    owner: OwnerToken,
+    shared: &Shared,
+    mix: &Mix,
+    rng: &mut fastrand::Rng,
+    count: &AtomicU64,
+) {
+    count.fetch_add(1, Ordering::Relaxed);
+    let mut req = l.lock(key).owner(owner);
+    if let Some(lease) = lease(rng, mix.lease) {
+        req = req.lease(lease);
+    }
+    match maybe_cut(rng, 25, Duration::from_millis(2), &shared.counts, req.try_acquire()).await {
+        Some(Ok(Some(n))) if rng.u8(0..4) == 0 => drop(n),
+        Some(Ok(Some(n))) => {
+            if let Err(e) = n.release().await {
+                note_error(shared, &e);
+            }
+        }
+        Some(Err(e)) => note_error(shared, &e),
+        Some(Ok(None)) | None => {}
+    }
+}
+
+fn check(
+    label: String,
+    seed: u64,
+    shared: &Shared,
+    strikes: usize,
+    elapsed: Duration,
+    liveness: Option<Duration>,
+) -> GenReport {
+    let mut holds = shared.holds.lock().clone();
+    holds.sort_by_key(|h| h.acquired);
+    let mut violations = 0;
+    for (i, a) in holds.iter().enumerate() {
+        let Some((wa, WriteOutcome::Accepted)) = a.write else { continue };
+        for b in holds[i + 1..].iter().take_while(|b| b.acquired < a.released) {
+            let Some((wb, WriteOutcome::Accepted)) = b.write else { continue };
+            let (start, end) = (b.acquired, a.released.min(b.released));
+            if b.client != a.client && (start..=end).contains(&wa) && (start..=end).contains(&wb) {
+                violations += 1;
+            }
+        }
+    }
+    let reg = shared.register.state.lock();
+    let c = &shared.counts;
+    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    GenReport {
+        label,
+        seed,
+        operations: n(&shared.ops),
+        acquisitions: holds.len(),
+        mix: format!(
+            "{}/{}/{}/{}/{}/{}/{}/{}",
+            n(&c.waits),
+            n(&c.tries),
+            n(&c.cut_offs),
+            n(&c.nested),
+            n(&c.nested_other),
+            n(&c.renewals),
+            n(&c.drops),
+            n(&c.errors)
+        ),
+        violations,
+        untold: holds
+            .iter()
+            .filter(|h| h.believed && matches!(h.write, Some((_, WriteOutcome::Rejected))))
+            .count(),
+        unseen: holds.iter().filter(|h| h.unseen).count(),
+        lost_updates: reg.lost_updates,
+        non_increasing: reg.non_increasing,
+        lost_holds: holds.iter().filter(|h| h.lost).count(),
+        permanent: shared.permanent.lock().clone(),
+        liveness,
+        strikes,
+        elapsed,
+    }
+}

@@ -1,0 +1,188 @@
+//! The generative history checker (`lock_testkit::history::generative`) on every backend and
+//! mode: random mixes of waits, single attempts, nested acquisitions (through the same and
+//! another client), renewals, releases, dropped guards and cut-off futures, under a fault per
+//! seed (none, the server paused past the lease, the network blackholed, every connection
+//! cut, the server killed and restarted). Each run prints its seed and figures (kept in
+//! `target/tmp/generative.txt`, which `.ci/run` prints).
+//!
+//! CI runs a fixed set of seeds (one per fault); `DLOCK_HISTORY_SEED=<seed>` reruns one (its
+//! fault and its operations), and the soak is `DLOCK_SOAK_OPERATIONS=1000000 cargo test
+//! --release --all-features --test generative -- --nocapture --test-threads 1` (random seeds
+//! unless one is given).
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use lock_core::async_trait;
+use lock_testkit::history::Nemesis;
+use lock_testkit::history::generative::{GenReport, Mix, run, seed};
+use lock_testkit::history::nemesis::{Blackhole, Cut, KillRestart, Pause};
+use lock_testkit::proxy::Proxy;
+use lock_testkit::server::{
+    EtcdServer, FaultControl, MariaDbServer, PgServer, RedisServer, ZkServer, or_skip,
+};
+use lock_testkit::{Client, Factory};
+
+/// Clients built from a URL (each a separate connection or session).
+struct UrlFactory {
+    label: String,
+    url: String,
+}
+
+#[async_trait]
+impl Factory for UrlFactory {
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+    async fn client(&self) -> Client {
+        Client::new(dlock::from_url(&self.url).await.expect("client"))
+    }
+}
+
+/// The faults, in the order a seed picks them (`seed % 5`).
+const FAULTS: [&str; 5] = ["none", "pause", "blackhole", "cut", "kill"];
+/// CI's seeds: one per fault.
+const CI_SEEDS: [u64; 5] = [5_000, 5_001, 5_002, 5_003, 5_004];
+
+/// Which faults make the server drop holds at once, without notice to the holder.
+#[derive(Clone, Copy)]
+struct Revokes {
+    on_cut: bool,
+    on_restart: bool,
+}
+
+fn mix() -> Mix {
+    Mix { max_time: Duration::from_secs(3), operations: 1_500, ..Mix::default() }.from_env()
+}
+
+/// The seeds to run: the one given, random ones in a soak, else CI's.
+fn seeds() -> Vec<u64> {
+    if std::env::var_os("DLOCK_HISTORY_SEED").is_some() {
+        return vec![seed()];
+    }
+    if std::env::var_os("DLOCK_SOAK_OPERATIONS").is_some() {
+        return (0..FAULTS.len()).map(|_| seed()).collect();
+    }
+    CI_SEEDS.to_vec()
+}
+
+fn record(r: &GenReport) {
+    eprintln!("{r}");
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("generative.txt");
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = writeln!(f, "{r}");
+    }
+}
+
+/// Runs every seed on clients made by `url_of` (given the proxy's port), each under the fault
+/// its seed picks.
+async fn generative(
+    label: &str,
+    server: &(dyn FaultControl + Sync),
+    port: u16,
+    revokes: Revokes,
+    url_of: impl Fn(u16) -> String,
+) {
+    let proxy = Proxy::start(SocketAddr::from(([127, 0, 0, 1], port))).await.expect("proxy");
+    let f = UrlFactory { label: label.to_owned(), url: url_of(proxy.port()) };
+    let m = mix();
+    for seed in seeds() {
+        let pause = Pause(server, m.fault_period.1);
+        let (blackhole, cut, kill) = (Blackhole(&proxy), Cut(&proxy), KillRestart(server));
+        let (nemesis, revoked): (Option<&dyn Nemesis>, bool) = match FAULTS[(seed % 5) as usize] {
+            "none" => (None, false),
+            "pause" => (Some(&pause), false),
+            "blackhole" => (Some(&blackhole), false),
+            "cut" => (Some(&cut), revokes.on_cut),
+            _ => (Some(&kill), revokes.on_restart || revokes.on_cut),
+        };
+        let r = run(&f, &m, nemesis, seed).await;
+        record(&r);
+        r.assert_ok(revoked);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_generative() {
+    let f = lock_testkit::MemoryFactory::new();
+    for seed in seeds() {
+        let r = run(&f, &mix(), None, seed).await;
+        record(&r);
+        r.assert_ok(false);
+    }
+}
+
+async fn redis(mode: &str) {
+    let Some(srv) = or_skip("redis", RedisServer::start()) else { return };
+    let url = move |p: u16| format!("redis://127.0.0.1:{p}/?mode={mode}");
+    generative(&format!("redis/{mode}"), &srv, srv.port(), Revokes { on_cut: false, on_restart: true }, url)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_simple_generative() {
+    redis("simple").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_reentrant_generative() {
+    redis("reentrant").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_fair_generative() {
+    redis("fair").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_py_interop_generative() {
+    redis("redis-py").await;
+}
+
+async fn mysql(mode: &str) {
+    let Some(srv) = or_skip("mariadb", MariaDbServer::start()) else { return };
+    let (base, port) = (srv.url(), srv.port());
+    let url =
+        move |p: u16| format!("{}?mode={mode}", base.replacen(&format!(":{port}/"), &format!(":{p}/"), 1));
+    let session = mode != "optimistic";
+    generative(&format!("mysql/{mode}"), &srv, port, Revokes { on_cut: session, on_restart: false }, url)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_pessimistic_generative() {
+    mysql("pessimistic").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_optimistic_generative() {
+    mysql("optimistic").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_get_lock_generative() {
+    mysql("get_lock").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_generative() {
+    let Some(srv) = or_skip("postgres", PgServer::start()) else { return };
+    let (base, port) = (srv.url(), srv.port());
+    let url = move |p: u16| base.replacen(&format!(":{port}/"), &format!(":{p}/"), 1);
+    generative("postgres", &srv, port, Revokes { on_cut: true, on_restart: false }, url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_generative() {
+    let Some(srv) = or_skip("zookeeper", ZkServer::start()) else { return };
+    let url = |p: u16| format!("zk://127.0.0.1:{p}/generative?session_timeout_ms=600");
+    generative("zk", &srv, srv.port(), Revokes { on_cut: false, on_restart: false }, url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_generative() {
+    let Some(srv) = or_skip("etcd", EtcdServer::start()) else { return };
+    let url = |p: u16| format!("etcd://127.0.0.1:{p}/generative?lease_ttl=1s");
+    generative("etcd", &srv, srv.port(), Revokes { on_cut: false, on_restart: false }, url).await;
+}
