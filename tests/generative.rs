@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use lock_core::async_trait;
 use lock_testkit::history::Nemesis;
-use lock_testkit::history::generative::{GenReport, Mix, run, seed};
+use lock_testkit::history::generative::{GenReport, Mix, Primitive, run, run_primitive, seed};
 use lock_testkit::history::nemesis::{Blackhole, Cut, KillRestart, Pause};
 use lock_testkit::proxy::Proxy;
 use lock_testkit::server::{
@@ -69,9 +69,13 @@ fn seeds() -> Vec<u64> {
 
 fn record(r: &GenReport) {
     eprintln!("{r}");
+    record_line(&r.to_string());
+}
+
+fn record_line(line: &str) {
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("generative.txt");
     if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
-        let _ = writeln!(f, "{r}");
+        let _ = writeln!(f, "{line}");
     }
 }
 
@@ -100,6 +104,24 @@ async fn generative(
         let r = run(&f, &m, nemesis, seed).await;
         record(&r);
         r.assert_ok(revoked);
+    }
+    primitives(&f, &proxy).await;
+}
+
+/// The semaphore (3 permits) and read-write lock (4 reader slots) schedules, without faults
+/// and with the network blackholed (CI's two seeds, or the seed given).
+async fn primitives(f: &UrlFactory, proxy: &Proxy) {
+    let m = Mix { max_time: Duration::from_secs(2), ..mix() };
+    let seeds = if std::env::var_os("DLOCK_HISTORY_SEED").is_some() { seeds() } else { vec![5_000, 5_002] };
+    for seed in seeds {
+        let blackhole = Blackhole(proxy);
+        let nemesis: Option<&dyn Nemesis> = (seed % 2 == 0 && seed % 5 != 0).then_some(&blackhole);
+        for (p, limit) in [(Primitive::Semaphore, 3), (Primitive::RwLock, 4)] {
+            let r = run_primitive(f, p, &m, nemesis, seed).await;
+            eprintln!("{r}");
+            record_line(&r.to_string());
+            r.assert_ok(limit);
+        }
     }
 }
 

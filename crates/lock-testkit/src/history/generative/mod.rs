@@ -20,7 +20,6 @@
 //! Every run prints its seed; `DLOCK_HISTORY_SEED=<seed>` runs the same operations again (the
 //! same choices per client; the interleaving still depends on the scheduler and the servers).
 
-use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -30,7 +29,14 @@ use lock_core::{LeaseState, LockError, LockGuard, Locker, OwnerToken};
 use tokio::time::{Instant, timeout};
 
 use super::{Nemesis, Register, WriteOutcome};
+
+mod primitives;
+mod report;
+
 use crate::Factory;
+pub use primitives::{Primitive, PrimitivesReport, run_primitive};
+pub use report::GenReport;
+use report::check;
 
 /// The seed of a run: `DLOCK_HISTORY_SEED` when set, else a random one.
 pub fn seed() -> u64 {
@@ -87,7 +93,7 @@ impl Mix {
 
 /// What the mix did, by kind.
 #[derive(Debug, Default)]
-struct Counts {
+pub(crate) struct Counts {
     waits: AtomicU64,
     tries: AtomicU64,
     cut_offs: AtomicU64,
@@ -100,7 +106,7 @@ struct Counts {
 
 /// One outer hold as its holder saw it.
 #[derive(Clone, Debug)]
-struct Hold {
+pub(crate) struct Hold {
     client: usize,
     acquired: Instant,
     /// What the register said to the write, if one was made.
@@ -114,7 +120,7 @@ struct Hold {
     released: Instant,
 }
 
-struct Shared {
+pub(crate) struct Shared {
     register: Register,
     holds: Mutex<Vec<Hold>>,
     ops: AtomicU64,
@@ -122,85 +128,6 @@ struct Shared {
     counts: Counts,
     /// Permanent errors seen (each one fails the run).
     permanent: Mutex<Vec<String>>,
-}
-
-/// The result of one generative run.
-#[derive(Clone, Debug, Default)]
-pub struct GenReport {
-    /// Backend and fault.
-    pub label: String,
-    /// The seed to rerun it with.
-    pub seed: u64,
-    /// Operations run, and the acquisitions (outer holds) among them.
-    pub operations: u64,
-    /// Outer holds.
-    pub acquisitions: usize,
-    /// `waits/tries/cut-offs/nested/nested through another client/renewals/drops/errors`.
-    pub mix: String,
-    /// Overlapping holds whose writes were both accepted (must be 0).
-    pub violations: usize,
-    /// Holds refused by the register while they believed they held (0 unless the fault
-    /// revokes holds without notice).
-    pub untold: usize,
-    /// Holds the server freed while the holder still had every reason to believe it held them
-    /// (found at the release; 0 unless the fault revokes holds without notice).
-    pub unseen: usize,
-    /// Lost updates and non-increasing accepted tokens (must be 0).
-    pub lost_updates: u64,
-    /// Accepted tokens that did not increase (must be 0).
-    pub non_increasing: u64,
-    /// Holds that turned out lost.
-    pub lost_holds: usize,
-    /// Permanent errors (must be none).
-    pub permanent: Vec<String>,
-    /// How long a fresh client took to get the key after the run (`None`: it never did).
-    pub liveness: Option<Duration>,
-    /// Nemesis strikes.
-    pub strikes: usize,
-    /// Wall time.
-    pub elapsed: Duration,
-}
-
-impl fmt::Display for GenReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "[{} seed={}] {} operations, {} holds in {:.1?} ({} strikes; mix {}): violations {}, untold {}, \
-             unseen {}, lost updates {}, non-increasing {}, lost holds {}, permanent errors {}, key free again after {:?}",
-            self.label,
-            self.seed,
-            self.operations,
-            self.acquisitions,
-            self.elapsed,
-            self.strikes,
-            self.mix,
-            self.violations,
-            self.untold,
-            self.unseen,
-            self.lost_updates,
-            self.non_increasing,
-            self.lost_holds,
-            self.permanent.len(),
-            self.liveness,
-        )
-    }
-}
-
-impl GenReport {
-    /// Panic unless the history is safe and live. `revokes`: the fault takes holds away without
-    /// notice, so a holder may be refused by the fence before it learns of the loss.
-    pub fn assert_ok(&self, revokes: bool) {
-        let rerun = format!("{self}\nrerun with DLOCK_HISTORY_SEED={}", self.seed);
-        assert!(self.acquisitions > 0, "nothing acquired: {rerun}");
-        assert!(self.permanent.is_empty(), "permanent errors {:?}: {rerun}", self.permanent);
-        assert_eq!((self.lost_updates, self.non_increasing), (0, 0), "{rerun}");
-        assert_eq!(self.violations, 0, "two holders wrote: {rerun}");
-        if !revokes {
-            assert_eq!(self.untold, 0, "a holder was overtaken before it was told: {rerun}");
-            assert_eq!(self.unseen, 0, "a hold was freed behind its holder's back: {rerun}");
-        }
-        assert!(self.liveness.is_some(), "the key stayed blocked after the run: {rerun}");
-    }
 }
 
 /// Run `mix` on `factory`'s clients with `seed` while `nemesis` strikes, and check it.
@@ -247,11 +174,15 @@ pub async fn run<F: Factory + ?Sized>(
         }
     };
     let all = async {
+        let mut alive = Vec::new();
         for t in tasks {
-            t.await.expect("a client of the mix panicked");
+            alive.push(t.await.expect("a client of the mix panicked"));
         }
+        alive
     };
-    tokio::join!(nemesis_done, all);
+    // The clients stay alive (their sessions and leases with them) until the liveness check:
+    // what they left behind must not outlive its purpose while they live.
+    let (_, _alive) = tokio::join!(nemesis_done, all);
     let label = format!("{} / {}", factory.label(), nemesis.map_or("no faults".into(), |n| n.name()));
     if nemesis.is_some() {
         assert!(strikes > 0, "{label} seed={seed}: the nemesis never struck");
@@ -328,7 +259,7 @@ async fn client(
     mix: Mix,
     mut rng: fastrand::Rng,
     stop_at: Instant,
-) {
+) -> (Locker, Locker) {
     let counts = &shared.counts;
     while shared.ops.fetch_add(1, Ordering::Relaxed) < mix.operations && Instant::now() < stop_at {
         let mut req = mine.lock(&*key);
@@ -359,6 +290,7 @@ async fn client(
         };
         hold(c, g, &mine, &other, &key, &shared, &mix, &mut rng).await;
     }
+    (mine, other)
 }
 
 /// One outer hold: read, a few random steps, write, and a release or a drop.
@@ -452,61 +384,5 @@ async fn nest(
         }
         Some(Err(e)) => note_error(shared, &e),
         Some(Ok(None)) | None => {}
-    }
-}
-
-fn check(
-    label: String,
-    seed: u64,
-    shared: &Shared,
-    strikes: usize,
-    elapsed: Duration,
-    liveness: Option<Duration>,
-) -> GenReport {
-    let mut holds = shared.holds.lock().clone();
-    holds.sort_by_key(|h| h.acquired);
-    let mut violations = 0;
-    for (i, a) in holds.iter().enumerate() {
-        let Some((wa, WriteOutcome::Accepted)) = a.write else { continue };
-        for b in holds[i + 1..].iter().take_while(|b| b.acquired < a.released) {
-            let Some((wb, WriteOutcome::Accepted)) = b.write else { continue };
-            let (start, end) = (b.acquired, a.released.min(b.released));
-            if b.client != a.client && (start..=end).contains(&wa) && (start..=end).contains(&wb) {
-                violations += 1;
-            }
-        }
-    }
-    let reg = shared.register.state.lock();
-    let c = &shared.counts;
-    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    GenReport {
-        label,
-        seed,
-        operations: n(&shared.ops),
-        acquisitions: holds.len(),
-        mix: format!(
-            "{}/{}/{}/{}/{}/{}/{}/{}",
-            n(&c.waits),
-            n(&c.tries),
-            n(&c.cut_offs),
-            n(&c.nested),
-            n(&c.nested_other),
-            n(&c.renewals),
-            n(&c.drops),
-            n(&c.errors)
-        ),
-        violations,
-        untold: holds
-            .iter()
-            .filter(|h| h.believed && matches!(h.write, Some((_, WriteOutcome::Rejected))))
-            .count(),
-        unseen: holds.iter().filter(|h| h.unseen).count(),
-        lost_updates: reg.lost_updates,
-        non_increasing: reg.non_increasing,
-        lost_holds: holds.iter().filter(|h| h.lost).count(),
-        permanent: shared.permanent.lock().clone(),
-        liveness,
-        strikes,
-        elapsed,
     }
 }
