@@ -20,7 +20,8 @@ use lock_testkit::history::generative::{GenReport, Mix, Primitive, run, run_prim
 use lock_testkit::history::nemesis::{Blackhole, Cut, KillRestart, Pause};
 use lock_testkit::proxy::Proxy;
 use lock_testkit::server::{
-    EtcdServer, FaultControl, MariaDbServer, PgServer, RedisServer, ZkServer, or_skip,
+    EtcdServer, FaultControl, MariaDbServer, PgServer, RedisCluster, RedisSentinelSet, RedisServer, ZkServer,
+    or_skip,
 };
 use lock_testkit::{Client, Factory};
 
@@ -207,4 +208,67 @@ async fn etcd_generative() {
     let Some(srv) = or_skip("etcd", EtcdServer::start()) else { return };
     let url = |p: u16| format!("etcd://127.0.0.1:{p}/generative?lease_ttl=1s");
     generative("etcd", &srv, srv.port(), Revokes { on_cut: false, on_restart: false }, url).await;
+}
+
+/// Topologies without a proxy in front (several servers): CI's first two seeds, without faults
+/// and under `fault`; `revokes`: the fault takes holds away without notice.
+async fn without_proxy(f: &UrlFactory, fault: &dyn Nemesis, revokes: bool) {
+    let seeds = if std::env::var_os("DLOCK_HISTORY_SEED").is_some() { seeds() } else { vec![5_000, 5_001] };
+    for seed in seeds {
+        let nemesis = (seed % 5 != 0).then_some(fault);
+        let r = run(f, &mix(), nemesis, seed).await;
+        record(&r);
+        r.assert_ok(revokes && nemesis.is_some());
+    }
+}
+
+/// Several servers paused and resumed together.
+struct PauseAll<'a>(Vec<&'a (dyn FaultControl + Sync)>, Duration);
+
+#[async_trait]
+impl Nemesis for PauseAll<'_> {
+    fn name(&self) -> String {
+        format!("{} servers paused {:?}", self.0.len(), self.1)
+    }
+    async fn strike(&self) {
+        self.0.iter().for_each(|s| s.pause().expect("pause"));
+    }
+    async fn heal(&self) {
+        self.0.iter().for_each(|s| s.resume().expect("resume"));
+    }
+}
+
+/// Redis Cluster (3 masters), reentrant: every master paused past the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_generative() {
+    let Some(cluster) = or_skip("redis cluster", RedisCluster::start(3, 0)) else { return };
+    let f = UrlFactory {
+        label: "redis-cluster/reentrant".into(),
+        url: format!("{}?mode=reentrant", cluster.url()),
+    };
+    let nodes: Vec<&(dyn FaultControl + Sync)> = cluster.nodes().iter().map(|n| n as _).collect();
+    without_proxy(&f, &PauseAll(nodes, mix().fault_period.1), false).await;
+}
+
+/// Redis through Sentinel (a primary and a replica), fair mode: the primary paused past the
+/// lease (shorter than the sentinels' failover).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_sentinel_generative() {
+    let Some(set) = or_skip("redis sentinel", RedisSentinelSet::start()) else { return };
+    let primary = &set.servers()[set.primary().expect("primary")];
+    let f = UrlFactory { label: "redis-sentinel/fair".into(), url: format!("{}?mode=fair", set.url()) };
+    without_proxy(&f, &Pause(primary, mix().fault_period.1), false).await;
+}
+
+/// Redlock over three masters: one of them killed and restarted empty. A hold granted by a
+/// bare majority that included it is then held by one master only: lost without notice until
+/// the next renewal or the release (Redlock's documented limit without delayed restarts), so
+/// only the fence protects the resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_generative() {
+    let Some(a) = or_skip("redis", RedisServer::start()) else { return };
+    let (b, c) = (RedisServer::start().expect("redis"), RedisServer::start().expect("redis"));
+    let hosts = [&a, &b, &c].map(|s| format!("127.0.0.1:{}", s.port())).join(",");
+    let f = UrlFactory { label: "redlock/3 masters".into(), url: format!("redlock://{hosts}/?mode=simple") };
+    without_proxy(&f, &KillRestart(&c), true).await;
 }
