@@ -7,8 +7,8 @@
 //!
 //! CI runs a fixed set of seeds (one per fault); `DLOCK_HISTORY_SEED=<seed>` reruns one (its
 //! fault and its operations), and the soak is `DLOCK_SOAK_OPERATIONS=1000000 cargo test
-//! --release --all-features --test generative -- --nocapture --test-threads 1` (random seeds
-//! unless one is given).
+//! --release --all-features --test generative -- --nocapture --test-threads 1` (that many
+//! operations per backend and mode, over the five faults, random seeds unless one is given).
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -53,8 +53,15 @@ struct Revokes {
     on_restart: bool,
 }
 
+/// The mix of one run; in a soak, `DLOCK_SOAK_OPERATIONS` is the total per backend and mode,
+/// spread over the five faults.
 fn mix() -> Mix {
-    Mix { max_time: Duration::from_secs(3), operations: 1_500, ..Mix::default() }.from_env()
+    let m = Mix { max_time: Duration::from_secs(3), operations: 1_500, ..Mix::default() }.from_env();
+    if std::env::var_os("DLOCK_SOAK_OPERATIONS").is_some() {
+        Mix { operations: m.operations.div_ceil(FAULTS.len() as u64), ..m }
+    } else {
+        m
+    }
 }
 
 /// The seeds to run: the one given, random ones in a soak, else CI's.
