@@ -115,6 +115,42 @@ async fn a_taken_hand_over_is_not_claimed_by_another_client_of_its_owner() {
     assert!(free(&url, mode, key).await);
 }
 
+/// A hand-over taken without a round trip whose hold was then lost unseen (abandoned and
+/// deleted) leaves a stale mark; the owner's next hand-over, which it cannot take without a
+/// round trip (its lease is shorter than the claim window), is still claimed at once (issue 26,
+/// point 11), not skipped until the claim window runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_taken_mark_does_not_skip_a_claim() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    let url = srv.url();
+    let (mode, key) = (Mode::Simple, "stale-mark");
+    let b = backend(&url, mode).await;
+    let owner = OwnerToken::random();
+    let first = taken_hand_over(&url, mode, key, &b, owner).await;
+    first.abandon();
+    let mut admin = lock_redis::redis::Client::open(url.as_str())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("admin");
+    let _: () =
+        lock_redis::redis::cmd("DEL").arg(b.key_names(key).lock).query_async(&mut admin).await.expect("del");
+    let holder = locker(&backend(&url, mode).await);
+    let g = holder.lock(key).lease(LONG).try_acquire().await.expect("try").expect("free");
+    let (l, k) = (locker(&b), key.to_owned());
+    let before = b.attempts();
+    let short = Duration::from_secs(2);
+    let waiter = tokio::spawn(async move { l.lock(k).owner(owner).lease(short).wait(short).acquire().await });
+    eventually(Duration::from_secs(10), "waiter blocked", || {
+        let n = b.attempts();
+        async move { n == before + 2 }
+    })
+    .await;
+    g.release().await.expect("release");
+    let w = waiter.await.expect("task").expect("the hand-over is claimed within the wait, not skipped");
+    w.release().await.expect("release");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_script_is_idempotent_per_attempt() {
     let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
