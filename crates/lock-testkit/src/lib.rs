@@ -16,6 +16,7 @@ mod poll;
 pub mod primitives;
 pub mod proxy;
 pub mod server;
+pub mod slow_link;
 pub mod stall;
 
 pub use factory::{Client, ClientFaults, Factory, FaultResult, LoseBy, Loss, Unsupported, key, skip};
