@@ -180,7 +180,7 @@ impl Named {
         match waited {
             // The server's idle clock started when it sent the answer, so no earlier than when
             // the wait was sent: the keeper counts from that send and, after a short wait, needs
-            // no re-anchoring ping, so the new holder's first command is its own (a release
+            // no confirming ping, so the new holder's first command is its own (a release
             // right away is not queued behind a ping). See `session::Granted::answered`.
             Ok(Some(row)) => match self.answer(&row)? {
                 Answer::Granted(fence) => {
@@ -234,7 +234,7 @@ impl Named {
         if fence == 0 {
             return Err(LockError::permanent(NAME, "fence counter returned no value"));
         }
-        Ok(self.sessions.hold(req, Granted { pinned, conn_id, fence, confirmed, answered }))
+        self.sessions.hold(req, Granted { pinned, conn_id, fence, confirmed, answered }).await
     }
 
     pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {

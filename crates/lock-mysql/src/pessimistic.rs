@@ -204,7 +204,7 @@ impl Pessimistic {
         match waited {
             // The server's idle clock started when it sent this answer, so no earlier than when
             // the waiting statement was sent: the keeper counts from that send, and after a
-            // short wait needs no re-anchoring ping, so the new holder's release is not queued
+            // short wait needs no confirming ping, so the new holder's release is not queued
             // behind one (see `session::Granted::answered`).
             Ok(Some(row)) => {
                 Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?, wait_sent, Some(Instant::now())))
@@ -322,7 +322,7 @@ impl Pessimistic {
         if fence == 0 {
             return Err(LockError::permanent(NAME, "fence counter returned no value"));
         }
-        Ok(self.sessions.hold(req, Granted { pinned, conn_id, fence, confirmed, answered }))
+        self.sessions.hold(req, Granted { pinned, conn_id, fence, confirmed, answered }).await
     }
 
     pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {

@@ -19,7 +19,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use lock_core::backend::{AcquireRequest, Attempt, Cleanup, DropInRuntime, Grant, Mutex, RenewItem};
+use lock_core::backend::{
+    AcquireRequest, Attempt, Cleanup, DropInRuntime, Grant, Mutex, RenewItem, session_give_up,
+    waited_grant_anchor,
+};
 use lock_core::{FencingToken, LeaseSignal, LockError, LostReason, OwnerToken, Result};
 use sqlx::mysql::MySqlPool;
 use sqlx::pool::PoolConnection;
@@ -305,11 +308,10 @@ pub(crate) struct Granted {
     /// `wait_timeout`, counted from when it sent its last answer) started no earlier. After a
     /// wait in the server's queue too: the grant is the waiting statement's answer.
     pub(crate) confirmed: Instant,
-    /// Granted after a wait in the server's queue: when the answer arrived. The keeper then
-    /// counts from `confirmed` as usual, its first ping one keepalive after it, so a short wait
-    /// costs no extra ping and a release right after the grant is not queued behind one. A
-    /// wait that lasted a keepalive period or longer leaves too little of the bound after
-    /// `confirmed`: the keeper then anchors at the answer's arrival and pings at once.
+    /// Granted after a wait in the server's queue: when the answer arrived. A wait answered
+    /// within a keep-alive period counts from `confirmed` (no extra ping, so a release right
+    /// after the grant is not queued behind one); a longer one is confirmed by a ping before
+    /// it is handed out (`lock_core::backend::waited_grant_anchor`).
     pub(crate) answered: Option<Instant>,
 }
 
@@ -416,8 +418,22 @@ impl Sessions {
         Some(h.fence)
     }
 
-    /// Record a granted lock as the hold of `req.owner` and start its keeper.
-    pub(crate) fn hold(&self, req: &AcquireRequest<'_>, g: Granted) -> Attempt {
+    /// Record a granted lock as the hold of `req.owner` and start its keeper; a grant after a
+    /// long wait is first confirmed by a ping (no answer: an error, and the connection closes
+    /// with `g`, taking the lock with the session).
+    pub(crate) async fn hold(&self, req: &AcquireRequest<'_>, mut g: Granted) -> Result<Attempt> {
+        let anchor = g
+            .answered
+            .map_or(Some(g.confirmed), |arrived| waited_grant_anchor(g.confirmed, arrived, self.keepalive));
+        let confirmed = match anchor {
+            Some(sent) => sent,
+            None => {
+                let sent = Instant::now();
+                self.trips.add();
+                answered_by(session_give_up(sent, self.server_idle), g.pinned.conn.ping()).await?;
+                sent
+            }
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(KEEPER_QUEUE);
         let signals = Arc::new(Mutex::new(vec![req.signal.clone()]));
@@ -428,8 +444,7 @@ impl Sessions {
             rx,
             signals: signals.clone(),
             every: self.keepalive,
-            confirmed: g.confirmed,
-            answered: g.answered,
+            confirmed,
             server_idle: self.server_idle,
             abandon: self.abandon,
             notes: self.notes.clone(),
@@ -452,7 +467,7 @@ impl Sessions {
             },
         );
         tokio::spawn(keeper.run());
-        Attempt::Acquired(Grant { fence: FencingToken(g.fence), lease: None })
+        Ok(Attempt::Acquired(Grant { fence: FencingToken(g.fence), lease: None }))
     }
 
     pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
@@ -601,8 +616,6 @@ struct Keeper {
     every: Duration,
     /// Send time of the last request the server answered on this connection.
     confirmed: Instant,
-    /// Granted after a wait in the server's queue: when the answer arrived ([`Granted::answered`]).
-    answered: Option<Instant>,
     server_idle: Duration,
     abandon: &'static str,
     notes: Arc<SessionNotes>,
@@ -617,15 +630,9 @@ impl Keeper {
         each(&self.signals, f);
     }
 
-    /// When the hold must be given up without a confirmation: the server's idle bound from
-    /// the last confirmed send, less the core's drift margin for that span.
+    /// When the hold must be given up without a confirmation.
     fn give_up_at(&self) -> Instant {
-        let margin = lock_core::drift_margin(
-            self.server_idle,
-            lock_core::DRIFT_MARGIN_RATE,
-            lock_core::DRIFT_MARGIN_FLOOR,
-        );
-        self.confirmed + self.server_idle.saturating_sub(margin)
+        session_give_up(self.confirmed, self.server_idle)
     }
 
     /// One bounded ping: `Some(true)` when the server answered, `None` when the hold was
@@ -739,17 +746,7 @@ impl Keeper {
 
     async fn run(mut self) {
         // The first ping is due one keepalive after the confirming send, as after any ping.
-        // That send may be a wait's: the server could not have started the session's idle
-        // clock before the request reached it, so counting from the send is safe however long
-        // the server took to grant (the rule for every deadline here: from when the request was
-        // sent, less the drift margin). A wait that outlasted a keepalive period would leave
-        // too little of the bound: anchor at the answer's arrival then (the one-way delay must
-        // stay under the drift margin) and re-anchor on a ping's send at once, as before.
         let mut next = self.confirmed + self.every;
-        if let Some(answered) = self.answered.filter(|&a| a >= next) {
-            self.confirmed = answered;
-            next = Instant::now();
-        }
         loop {
             tokio::select! {
                 cmd = self.rx.recv() => match cmd {

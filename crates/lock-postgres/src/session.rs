@@ -13,7 +13,8 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use lock_core::backend::{
-    AcquireRequest, Attempt, Cleanup, DropInRuntime, Grant, LockInfo, Mutex, RenewItem,
+    AcquireRequest, Attempt, Cleanup, DropInRuntime, Grant, LockInfo, Mutex, RenewItem, session_give_up,
+    waited_grant_anchor,
 };
 use lock_core::{FencingToken, LeaseSignal, LockError, LostReason, OwnerToken, Result};
 use sqlx::pool::PoolConnection;
@@ -211,10 +212,9 @@ struct Locked {
     pinned: Pinned,
     fence: i64,
     pid: i32,
-    /// The send time of the request the server confirmed last (its idle clock started no
-    /// earlier); for a grant after a wait, the answer's arrival.
+    /// The send time of the request the server answered last: its idle clock started no
+    /// earlier (see `lock_core::backend::waited_grant_anchor` for a grant after a wait).
     confirmed: Instant,
-    waited: bool,
     /// The session's `idle_session_timeout` before the grant set it.
     idle_before: String,
 }
@@ -348,14 +348,7 @@ impl Sessions {
         };
         let Granted { ok, fence, pid, idle_before } = granted(&row)?;
         if ok {
-            return Ok(Some(Locked {
-                pinned,
-                fence: fence?,
-                pid,
-                confirmed: sent,
-                waited: false,
-                idle_before,
-            }));
+            return Ok(Some(Locked { pinned, fence: fence?, pid, confirmed: sent, idle_before }));
         }
         let Some(deadline) = req.wait_until else {
             pinned.clean();
@@ -374,6 +367,7 @@ impl Sessions {
         let (pool, trips) = (self.pool.clone(), self.trips.clone());
         let canceller = Cleanup::arm("postgres lock wait", move || cancel_backend(pool, pid, trips));
         let mut cancelled = false;
+        let wait_sent = Instant::now();
         let waited = {
             self.trips.add();
             let fut = sqlx::query(AssertSqlSafe(self.sql.lock_wait.as_str()))
@@ -406,10 +400,12 @@ impl Sessions {
         match waited {
             Ok(row) => {
                 let Granted { fence, pid, idle_before, .. } = granted(&row)?;
-                // The server's idle clock started when it answered, possibly long after the
-                // wait was sent: take the answer's arrival, and the keeper pings at once.
-                let confirmed = Instant::now();
-                Ok(Some(Locked { pinned, fence: fence?, pid, confirmed, waited: true, idle_before }))
+                let fence = fence?;
+                let confirmed = match waited_grant_anchor(wait_sent, Instant::now(), self.keepalive) {
+                    Some(sent) => sent,
+                    None => self.confirm(&mut pinned).await?,
+                };
+                Ok(Some(Locked { pinned, fence, pid, confirmed, idle_before }))
             }
             Err(e) if is_contention(&e) => {
                 // A cancel of ours may still be in flight to this backend: never reuse it then.
@@ -422,9 +418,20 @@ impl Sessions {
         }
     }
 
+    /// A ping on a connection just granted a lock after a long wait, bounded as a keeper's ping
+    /// is: its send time, or an error (the connection then closes with `pinned`'s drop, and the
+    /// lock goes with the session).
+    async fn confirm(&self, pinned: &mut Pinned) -> Result<Instant> {
+        let sent = Instant::now();
+        self.trips.add();
+        let give_up = session_give_up(sent, self.server_idle);
+        answered_by("the ping confirming a grant", give_up, pinned.conn.ping()).await?;
+        Ok(sent)
+    }
+
     /// Record the hold and start its keeper.
     fn finish(&self, req: &AcquireRequest<'_>, locked: Locked) -> Attempt {
-        let Locked { pinned, fence, pid, confirmed, waited, idle_before } = locked;
+        let Locked { pinned, fence, pid, confirmed, idle_before } = locked;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(KEEPER_QUEUE);
         let signals = Arc::new(Mutex::new(vec![req.signal.clone()]));
@@ -434,7 +441,6 @@ impl Sessions {
             signals: signals.clone(),
             every: self.keepalive,
             confirmed,
-            waited,
             server_idle: self.server_idle,
             holds: Arc::downgrade(&self.holds),
             key: req.key.to_owned(),
@@ -617,8 +623,6 @@ struct Keeper {
     every: Duration,
     /// Send time of the last request the server answered on this connection.
     confirmed: Instant,
-    /// Granted after a wait in the server's queue (`confirmed` is the answer's arrival).
-    waited: bool,
     server_idle: Duration,
     holds: Weak<Holds>,
     key: String,
@@ -639,15 +643,9 @@ impl Keeper {
         each(&self.signals, f);
     }
 
-    /// When the hold must be given up without a confirmation: the server's idle bound from
-    /// the last confirmed send, less the core's drift margin for that span.
+    /// When the hold must be given up without a confirmation.
     fn give_up_at(&self) -> Instant {
-        let margin = lock_core::drift_margin(
-            self.server_idle,
-            lock_core::DRIFT_MARGIN_RATE,
-            lock_core::DRIFT_MARGIN_FLOOR,
-        );
-        self.confirmed + self.server_idle.saturating_sub(margin)
+        session_give_up(self.confirmed, self.server_idle)
     }
 
     /// One bounded ping (a protocol Sync, which also restarts the server's idle clock):
@@ -729,8 +727,8 @@ impl Keeper {
     }
 
     async fn run(mut self) {
-        // A lock granted after a wait was confirmed by an answer, not by a send: ping at once.
-        let mut next = if self.waited { Instant::now() } else { Instant::now() + self.every };
+        // One period after the confirming send, as after any ping.
+        let mut next = self.confirmed + self.every;
         loop {
             tokio::select! {
                 cmd = self.rx.recv() => match cmd {

@@ -39,6 +39,31 @@ pub fn millis(d: Duration) -> u64 {
     u64::try_from(ms).unwrap_or(u64::MAX).max(1)
 }
 
+/// When a session-bound hold must be given up unless a later request has been answered: the
+/// server ends a session `server_idle` after the last request it answered, and that request was
+/// sent no earlier than `confirmed` (its send time); the core's drift margin covers the rates
+/// of the two clocks.
+pub fn session_give_up(confirmed: Instant, server_idle: Duration) -> Instant {
+    let margin = crate::drift_margin(server_idle, crate::DRIFT_MARGIN_RATE, crate::DRIFT_MARGIN_FLOOR);
+    confirmed + server_idle.saturating_sub(margin)
+}
+
+/// What a session-bound hold granted after a wait in the server's queue counts from: the
+/// waiting request's send (`wait_sent`), or `None` when the grant must first be confirmed by a
+/// request sent after it arrived (then that request's send is the anchor).
+///
+/// The server starts its idle clock when it sends the grant, somewhere between `wait_sent` and
+/// the grant's arrival (`arrived`). The arrival is later than the server's send by the link's
+/// one-way delay, which no drift margin covers: counting from it, a holder behind a slow link
+/// would be told of the loss after the server freed the lock. `wait_sent` is the latest time
+/// known to precede the server's clock, so it is the anchor. Answered within one keep-alive
+/// period of it, the hold keeps the budget of any hold (its first ping due one period after
+/// its anchor). A longer wait would leave little or nothing of the server's idle bound, so
+/// the grant is handed out only once confirmed.
+pub fn waited_grant_anchor(wait_sent: Instant, arrived: Instant, keepalive: Duration) -> Option<Instant> {
+    (arrived < wait_sent + keepalive).then_some(wait_sent)
+}
+
 /// The error of a backend that cannot do `what` (such as inspecting a lock without taking it).
 pub fn unsupported(backend: &'static str, what: &'static str) -> LockError {
     LockError::Unsupported { backend, what }
