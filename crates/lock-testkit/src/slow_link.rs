@@ -15,10 +15,10 @@ use crate::proxy::Proxy;
 
 /// How late the grant reaches the slow client: far over any drift margin, well under the
 /// server's idle bound.
-const TO_CLIENT: Duration = Duration::from_millis(600);
+pub const TO_CLIENT: Duration = Duration::from_millis(600);
 /// How late anything the slow client sends after its grant reaches the server: past the
 /// server's idle bound, so its session ends however the client counts.
-const TO_SERVER: Duration = Duration::from_secs(10);
+pub const TO_SERVER: Duration = Duration::from_secs(10);
 /// How long the observer waits in the server's queue.
 const WAIT: Duration = Duration::from_secs(10);
 

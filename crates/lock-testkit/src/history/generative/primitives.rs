@@ -131,9 +131,9 @@ impl State {
 /// Which primitive a schedule drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Primitive {
-    /// A semaphore of [`PERMITS`] permits.
+    /// A semaphore of 3 permits.
     Semaphore,
-    /// A read-write lock of [`READERS`] reader slots, one operation in four a write.
+    /// A read-write lock of 4 reader slots, one operation in four a write.
     RwLock,
 }
 
