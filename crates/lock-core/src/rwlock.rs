@@ -66,16 +66,20 @@ const READER_SUFFIX: &str = "#rw-r";
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), lock_core::LockError> {
 /// use std::{sync::Arc, time::Duration};
-/// use lock_core::{Locker, MemoryBackend, RwLock};
+/// use lock_core::{LockError, Locker, MemoryBackend, RwLock};
 ///
 /// let locker = Locker::new(Arc::new(MemoryBackend::new()));
 /// let config = RwLock::new(&locker, "config")?.with_reader_slots(4)?;
 /// let r1 = config.read().wait(Duration::from_secs(1)).acquire().await?;
 /// let r2 = config.read().wait(Duration::from_secs(1)).acquire().await?;
-/// assert!(config.write().try_acquire().await?.is_none(), "readers hold it");
+/// // This caller reads: its own write would wait for itself, and is refused at once.
+/// assert!(matches!(config.write().try_acquire().await, Err(LockError::WouldDeadlock { .. })));
+/// // Another task waits for the readers.
+/// let other = config.clone();
+/// let writer = tokio::spawn(async move { other.write().wait(Duration::from_secs(1)).acquire().await });
 /// r1.release().await?;
 /// r2.release().await?;
-/// let w = config.write().wait(Duration::from_secs(1)).acquire().await?;
+/// let w = writer.await.expect("writer task")?;
 /// // Hand w.fence() to the store being written.
 /// assert!(config.read().try_acquire().await?.is_none(), "the writer holds it");
 /// w.release().await?;
