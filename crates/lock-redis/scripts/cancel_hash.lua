@@ -19,8 +19,13 @@ local freed = false
 if ARGV[2] ~= '' then
   -- A copy of the attempt still on its way (an old connection, a resend) will find this.
   mark_cancelled(lock, ARGV[2])
-  if redis.call('HGET', lock, 'n') == ARGV[2] and redis.call('HEXISTS', lock, owner) == 1 then
-    redis.call('HDEL', lock, 'n')
+  local nested = redis.call('DEL', nested_mark(lock, ARGV[2])) == 1
+  local last = redis.call('HGET', lock, 'n') == ARGV[2]
+  -- A nesting this attempt made (its mark), or the first hold or claim (the last nonce).
+  if (nested or last) and redis.call('HEXISTS', lock, owner) == 1 then
+    if last then
+      redis.call('HDEL', lock, 'n')
+    end
     if redis.call('HINCRBY', lock, owner, -1) <= 0 then
       redis.call('DEL', lock)
       freed = true

@@ -32,6 +32,12 @@ local function cancelled(lock, nonce)
   return redis.call('EXISTS', lock .. ':x:' .. nonce) == 1
 end
 
+-- nested_mark(lock, nonce): the key marking the nesting made by the attempt with `nonce`
+-- (hold.lua), in the lock's slot.
+local function nested_mark(lock, nonce)
+  return lock .. ':a:' .. nonce
+end
+
 -- mark_cancelled(lock, nonce): see cancelled().
 local function mark_cancelled(lock, nonce)
   redis.call('SET', lock .. ':x:' .. nonce, 1, 'PX', CANCELLED_MS)

@@ -46,9 +46,9 @@ fn publishing(preludes: &[&str], body: &str) -> Publishing {
 pub(crate) static ACQUIRE_SIMPLE: LazyLock<Publishing> =
     LazyLock::new(|| publishing(&[FENCE, HANDOFF], include_str!("../scripts/acquire_simple.lua")));
 pub(crate) static ACQUIRE_REENTRANT: LazyLock<Publishing> =
-    LazyLock::new(|| publishing(&[FENCE, HOLD, HANDOFF], include_str!("../scripts/acquire_reentrant.lua")));
+    LazyLock::new(|| publishing(&[FENCE, HANDOFF, HOLD], include_str!("../scripts/acquire_reentrant.lua")));
 pub(crate) static ACQUIRE_FAIR: LazyLock<Publishing> =
-    LazyLock::new(|| publishing(&[FENCE, HOLD, HANDOFF], include_str!("../scripts/acquire_fair.lua")));
+    LazyLock::new(|| publishing(&[FENCE, HANDOFF, HOLD], include_str!("../scripts/acquire_fair.lua")));
 pub(crate) static ACQUIRE_PLAIN: LazyLock<Script> =
     LazyLock::new(|| with(&[FENCE], include_str!("../scripts/acquire_plain.lua")));
 pub(crate) static RELEASE_PLAIN: LazyLock<Script> =
