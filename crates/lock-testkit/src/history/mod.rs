@@ -367,28 +367,15 @@ pub async fn run<F: Factory + ?Sized>(
             }
         }));
     }
-    let mut strikes = 0;
-    let nemesis_done = async {
-        let Some(n) = nemesis else { return };
-        let (quiet, fault) = workload.fault_period;
-        while shared.taken.load(Ordering::Relaxed) < workload.acquisitions as u64 && Instant::now() < stop_at
-        {
-            tokio::time::sleep(quiet).await;
-            if Instant::now() >= stop_at {
-                break;
-            }
-            n.strike().await;
-            strikes += 1;
-            tokio::time::sleep(fault).await;
-            n.heal().await;
-        }
-    };
+    let nemesis_done = strike_until(nemesis, workload.fault_period, stop_at, || {
+        shared.taken.load(Ordering::Relaxed) >= workload.acquisitions as u64
+    });
     let all_tasks = async {
         for t in tasks {
             t.await.expect("workload client panicked");
         }
     };
-    tokio::join!(nemesis_done, all_tasks);
+    let (strikes, ()) = tokio::join!(nemesis_done, all_tasks);
     // A schedule whose fault never happened proved nothing about that fault.
     if let Some(n) = nemesis {
         assert!(
@@ -405,6 +392,30 @@ pub async fn run<F: Factory + ?Sized>(
         None => format!("{} / no faults", factory.label()),
     };
     check(label, &shared, strikes, started.elapsed())
+}
+
+/// Strikes with `nemesis` (if any) every `period.0`, healing after `period.1`, until `done()`
+/// or `stop_at`; returns the number of strikes. The one fault loop of every checker.
+pub(crate) async fn strike_until(
+    nemesis: Option<&dyn Nemesis>,
+    period: (Duration, Duration),
+    stop_at: Instant,
+    done: impl Fn() -> bool,
+) -> usize {
+    let Some(n) = nemesis else { return 0 };
+    let (quiet, fault) = period;
+    let mut strikes = 0;
+    while !done() && Instant::now() < stop_at {
+        tokio::time::sleep(quiet).await;
+        if Instant::now() >= stop_at {
+            break;
+        }
+        n.strike().await;
+        strikes += 1;
+        tokio::time::sleep(fault).await;
+        n.heal().await;
+    }
+    strikes
 }
 
 async fn new_locker<F: Factory + ?Sized>(factory: &F, lease: Duration) -> Locker {

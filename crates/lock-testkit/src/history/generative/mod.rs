@@ -28,7 +28,7 @@ use lock_core::backend::Mutex;
 use lock_core::{LeaseState, LockError, LockGuard, Locker, OwnerToken};
 use tokio::time::{Instant, timeout};
 
-use super::{Nemesis, Register, WriteOutcome};
+use super::{Nemesis, Register, WriteOutcome, strike_until};
 
 mod primitives;
 mod report;
@@ -158,21 +158,9 @@ pub async fn run<F: Factory + ?Sized>(
         let (shared, key, mix) = (shared.clone(), key.clone(), mix.clone());
         tasks.push(tokio::spawn(client(c, mine, other, key, shared, mix, rng, stop_at)));
     }
-    let mut strikes = 0;
-    let nemesis_done = async {
-        let Some(n) = nemesis else { return };
-        let (quiet, fault) = mix.fault_period;
-        while shared.ops.load(Ordering::Relaxed) < mix.operations && Instant::now() < stop_at {
-            tokio::time::sleep(quiet).await;
-            if Instant::now() >= stop_at {
-                break;
-            }
-            n.strike().await;
-            strikes += 1;
-            tokio::time::sleep(fault).await;
-            n.heal().await;
-        }
-    };
+    let nemesis_done = strike_until(nemesis, mix.fault_period, stop_at, || {
+        shared.ops.load(Ordering::Relaxed) >= mix.operations
+    });
     let all = async {
         let mut alive = Vec::new();
         for t in tasks {
@@ -182,7 +170,7 @@ pub async fn run<F: Factory + ?Sized>(
     };
     // The clients stay alive (their sessions and leases with them) until the liveness check:
     // what they left behind must not outlive its purpose while they live.
-    let (_, _alive) = tokio::join!(nemesis_done, all);
+    let (strikes, _alive) = tokio::join!(nemesis_done, all);
     let label = format!("{} / {}", factory.label(), nemesis.map_or("no faults".into(), |n| n.name()));
     if nemesis.is_some() {
         assert!(strikes > 0, "{label} seed={seed}: the nemesis never struck");

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::{Mix, Nemesis, lease, locker, maybe_cut};
 use crate::Factory;
 use crate::history::Register;
+use crate::history::strike_until;
 
 /// Permits of the semaphore schedule.
 const PERMITS: u32 = 3;
@@ -176,21 +177,9 @@ pub async fn run_primitive<F: Factory + ?Sized>(
             l
         }));
     }
-    let mut strikes = 0;
-    let nemesis_done = async {
-        let Some(n) = nemesis else { return };
-        let (quiet, fault) = mix.fault_period;
-        while state.ops.load(Ordering::Relaxed) < mix.operations && Instant::now() < stop_at {
-            tokio::time::sleep(quiet).await;
-            if Instant::now() >= stop_at {
-                break;
-            }
-            n.strike().await;
-            strikes += 1;
-            tokio::time::sleep(fault).await;
-            n.heal().await;
-        }
-    };
+    let nemesis_done = strike_until(nemesis, mix.fault_period, stop_at, || {
+        state.ops.load(Ordering::Relaxed) >= mix.operations
+    });
     let all = async {
         let mut alive = Vec::new();
         for t in tasks {
@@ -199,7 +188,7 @@ pub async fn run_primitive<F: Factory + ?Sized>(
         alive
     };
     // The clients stay alive until the liveness check (see `run`).
-    let (_, _alive) = tokio::join!(nemesis_done, all);
+    let (strikes, _alive) = tokio::join!(nemesis_done, all);
     let label =
         format!("{} {primitive:?} / {}", factory.label(), nemesis.map_or("no faults".into(), |n| n.name()));
     let liveness = all_free_again(factory, primitive, &name, mix).await;
