@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lock_core::{LockError, RwLock, Semaphore};
+use lock_core::{LockError, Permit, ReadGuard, RwLock, Semaphore, WriteGuard};
 use tokio::time::Instant;
 
 use super::{Mix, Nemesis, lease, locker, maybe_cut};
@@ -246,11 +246,7 @@ async fn permit(
         reg.increment(id, p.fence(), v);
     }
     state.leave(false);
-    if rng.u8(0..10) == 0 {
-        drop(p);
-    } else if let Err(e) = p.release().await {
-        state.error(&e);
-    }
+    end(rng, state, p, Permit::release).await;
 }
 
 /// One read or write (one in four) of the read-write lock.
@@ -286,11 +282,7 @@ async fn rw_op(
             reg.increment(id, w.fence(), v);
         }
         state.leave(true);
-        if rng.u8(0..10) == 0 {
-            drop(w);
-        } else if let Err(e) = w.release().await {
-            state.error(&e);
-        }
+        end(rng, state, w, WriteGuard::release).await;
     } else {
         let mut req = rw.read();
         if let Some(l) = lease {
@@ -307,11 +299,19 @@ async fn rw_op(
         state.enter(false);
         tokio::time::sleep(nap).await;
         state.leave(false);
-        if rng.u8(0..10) == 0 {
-            drop(r);
-        } else if let Err(e) = r.release().await {
-            state.error(&e);
-        }
+        end(rng, state, r, ReadGuard::release).await;
+    }
+}
+
+/// Ends a hold: released, or one time in ten dropped unreleased (released in the background).
+async fn end<G, Fut>(rng: &mut fastrand::Rng, state: &State, guard: G, release: impl FnOnce(G) -> Fut)
+where
+    Fut: Future<Output = Result<(), LockError>>,
+{
+    if rng.u8(0..10) == 0 {
+        drop(guard);
+    } else if let Err(e) = release(guard).await {
+        state.error(&e);
     }
 }
 
