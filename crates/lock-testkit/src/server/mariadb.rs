@@ -54,21 +54,49 @@ fn template() -> Result<&'static Path, ServerError> {
             };
             let root = canonical(&dir);
             let data = root.join("data");
-            let mut datadir = OsString::from("--datadir=");
-            datadir.push(&data);
-            run_command(
-                "mariadb-install-db",
-                Command::new(install).args(COMMON).arg(datadir).args([
-                    "--auth-root-authentication-method=normal",
-                    "--skip-test-db",
-                    "--skip-name-resolve",
-                ]),
-            )?;
+            install_template(&install, &root, &data)?;
             Ok(Template { root, data, _reaper: Mutex::new(reaper) })
         })
         .as_ref()
         .map(|t| t.data.as_path())
         .map_err(Clone::clone)
+}
+
+/// Runs `mariadb-install-db` into `data`, with a private tmpdir under `root`.
+///
+/// The bootstrap server has been seen to crash (signal 11 while creating an internal temporary
+/// table) once in a CI run, which failed a whole test binary: a crash or failure is retried into
+/// a fresh datadir, and only the third failure is reported, with every attempt's output.
+fn install_template(install: &Path, root: &Path, data: &Path) -> Result<(), ServerError> {
+    const ATTEMPTS: usize = 3;
+    let tmp = root.join("tmp");
+    std::fs::create_dir_all(&tmp).map_err(|e| ServerError::io("creating the install tmpdir", e))?;
+    let flag = |name: &str, value: &Path| {
+        let mut s = OsString::from(name);
+        s.push(value);
+        s
+    };
+    let (datadir, tmpdir) = (flag("--datadir=", data), flag("--tmpdir=", &tmp));
+    let mut failures = Vec::new();
+    for _ in 0..ATTEMPTS {
+        let _ = std::fs::remove_dir_all(data);
+        let run = run_command(
+            "mariadb-install-db",
+            Command::new(install).args(COMMON).arg(&datadir).arg(&tmpdir).args([
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--skip-name-resolve",
+            ]),
+        );
+        match run {
+            Ok(_) => return Ok(()),
+            Err(e) => failures.push(e.to_string()),
+        }
+    }
+    Err(ServerError::Command {
+        what: "mariadb-install-db".into(),
+        detail: format!("failed {ATTEMPTS} times:\n{}", failures.join("\n---\n")),
+    })
 }
 
 /// The directory holding the per-process template datadir, once it has been built.
@@ -173,6 +201,8 @@ impl MariaDbServer {
             opt("--datadir=", &datadir);
             opt("--socket=", &socket);
             opt("--pid-file=", &base.join("mysqld.pid"));
+            // temporary tables and sort files stay in the instance's directory, not a shared /tmp
+            opt("--tmpdir=", &base);
             args.extend(
                 [
                     format!("--port={port}"),
