@@ -6,7 +6,8 @@
 //! retries, deadlines, guards, the watchdog and the lost signal come from the core. The
 //! toolkit below is what every backend otherwise writes again: [`Cleanup`] for cancelled
 //! attempts, the poison-tolerant [`Mutex`], [`UrlOptions`], [`redact`], [`NotifyHub`],
-//! [`Backoff`] and [`millis`]. `docs/ARCHITECTURE.md` has the recipe for a new backend.
+//! [`Backoff`] and [`millis`], and for session-bound stores the keeper and hold table of
+//! [`session`]. `docs/ARCHITECTURE.md` has the recipe for a new backend.
 
 use std::fmt;
 use std::time::Duration;
@@ -22,6 +23,7 @@ mod notify;
 mod options;
 pub mod redact;
 mod runtime;
+pub mod session;
 mod sync;
 
 pub use crate::renewer::RENEW_BATCH;

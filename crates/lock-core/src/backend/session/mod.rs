@@ -1,0 +1,32 @@
+//! For session-bound stores, where a hold lives exactly as long as one server session on a
+//! connection taken out of the pool for the hold's life (MySQL's row locks and `GET_LOCK`,
+//! PostgreSQL's advisory locks): what every such backend needs, written once so that a fix to
+//! it is made once.
+//!
+//! - [`Sessions`]: the hold table (nesting of one owner without a round trip, every guard's
+//!   lost signal), renewal as a ping, notes through the keeper, and release.
+//! - The keeper, a task per hold: bounded pings, `Uncertain` at the first unanswered period,
+//!   `Lost` at the last confirmed request's *send* plus the server's idle bound less the drift
+//!   margin ([`Link`] bounds every request on a holding connection by that rule).
+//! - [`Granted`]: what a grant counts from, a waited one included
+//!   ([`waited_grant_anchor`](super::waited_grant_anchor)).
+//! - [`Trips`]: round trips, counted for tests.
+//!
+//! The backend supplies only its driver calls through [`SessionDriver`]: a ping, the end of a
+//! hold, and storing a note.
+
+mod driver;
+mod grant;
+mod holds;
+mod keeper;
+mod link;
+mod trips;
+
+#[cfg(test)]
+mod tests;
+
+pub use driver::{Ending, Noted, SessionDriver};
+pub use grant::Granted;
+pub use holds::Sessions;
+pub use link::Link;
+pub use trips::Trips;
