@@ -14,8 +14,8 @@ mod options;
 mod pessimistic;
 mod session;
 mod sql;
-mod trips;
 mod waiters;
+mod warm;
 
 pub use backend::MySqlLock;
 pub use builder::MySqlLockBuilder;

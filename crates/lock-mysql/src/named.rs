@@ -10,8 +10,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lock_core::backend::session::Trips;
 use lock_core::backend::{AcquireRequest, Attempt, Grant, LockInfo, RenewItem};
-use lock_core::{FencingToken, LockError, OwnerToken, Result};
+use lock_core::{LockError, OwnerToken, Result};
 use sqlx::mysql::{MySqlPool, MySqlRow};
 use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
@@ -19,10 +20,10 @@ use tokio::time::Instant;
 use crate::error::{NAME, classify, is_contention};
 use crate::name::lock_name;
 use crate::session::{
-    Granted, MIN_WAIT, Pinned, SessionNotes, Sessions, answered_by, killable_wait, server_idle,
+    Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, SessionsExt, answered_by, granted, killable_wait,
+    server_idle,
 };
 use crate::sql::{Flavor, NamedSql, NoteKind, hex_literal};
-use crate::trips::Trips;
 
 /// Release every named lock of the session and restore its server-wide timeouts: the end of a
 /// hold, and of an attempt that got no grant.
@@ -84,7 +85,8 @@ fn name_literal(name: &str) -> String {
 impl Named {
     pub(crate) fn new(pool: MySqlPool, sql: NamedSql, flavor: Flavor, keepalive: Duration) -> Self {
         let trips = Trips::default();
-        let idle = server_idle(keepalive).as_secs().to_string();
+        let idle_bound = server_idle(keepalive);
+        let idle = idle_bound.as_secs().to_string();
         let notes = SessionNotes {
             kind: NoteKind::Named,
             insert: sql.notes.session_insert.clone(),
@@ -96,7 +98,8 @@ impl Named {
                 Flavor::MySql => END_NOTED_MYSQL,
             },
         };
-        let sessions = Sessions::new(keepalive, RELEASE, RELEASE, notes, trips.clone());
+        let sessions =
+            Sessions::new(Driver::new(RELEASE, RELEASE, notes, trips.clone()), keepalive, idle_bound);
         let bounds = sql.bounds.replace("{idle}", &idle).into();
         Named { pool, sql, flavor, bounds, sessions, trips }
     }
@@ -116,7 +119,7 @@ impl Named {
 
     #[cfg(feature = "testing")]
     pub(crate) fn held_connection_id(&self, key: &str) -> Option<u64> {
-        self.sessions.held_connection_id(key)
+        self.sessions.held_session(key)
     }
 
     /// The statement taking `name`, waiting up to `secs` (0: try once).
@@ -143,7 +146,7 @@ impl Named {
     async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         // One hold is one GET_LOCK on the server: a nested acquisition is counted here only.
         if let Some(fence) = self.sessions.reenter(req.key, req.owner, req.signal) {
-            return Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None }));
+            return Ok(Attempt::Acquired(Grant { fence, lease: None }));
         }
         let name = lock_name(req.key);
         let mut pinned = Pinned::new(self.pool.acquire().await.map_err(classify)?);
@@ -181,7 +184,8 @@ impl Named {
             // The server's idle clock started when it sent the answer, so no earlier than when
             // the wait was sent: the keeper counts from that send and, after a short wait, needs
             // no confirming ping, so the new holder's first command is its own (a release
-            // right away is not queued behind a ping). See `session::Granted::answered`.
+            // right away is not queued behind a ping). See
+            // `lock_core::backend::session::Granted::answered`.
             Ok(Some(row)) => match self.answer(&row)? {
                 Answer::Granted(fence) => {
                     self.finish(req, pinned, conn_id, fence, (wait_sent, Some(Instant::now()))).await
@@ -234,7 +238,7 @@ impl Named {
         if fence == 0 {
             return Err(LockError::permanent(NAME, "fence counter returned no value"));
         }
-        self.sessions.hold(req, Granted { pinned, conn_id, fence, confirmed, answered }).await
+        self.sessions.hold(req, granted(pinned, conn_id, fence, (confirmed, answered))).await
     }
 
     pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {

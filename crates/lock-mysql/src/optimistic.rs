@@ -17,8 +17,8 @@ use tokio::time::Instant;
 use crate::error::classify;
 use crate::session::{KILL_GRACE, answered_by, no_answer};
 use crate::sql::{OptimisticSql, hex_literal};
-use crate::trips::Trips;
 use crate::waiters::{Turn, Waiters};
+use lock_core::backend::session::Trips;
 
 /// One acquisition attempt's connection, shared by the attempt and its cleanup: every statement
 /// of the attempt goes through it, and if the attempt's future is dropped, the cleanup is sent

@@ -13,16 +13,19 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lock_core::backend::session::Trips;
 use lock_core::backend::{AcquireRequest, Attempt, Grant, RenewItem, jitter};
-use lock_core::{FencingToken, LockError, OwnerToken, Result};
+use lock_core::{LockError, OwnerToken, Result};
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
-use crate::session::{Granted, MIN_WAIT, Pinned, SessionNotes, Sessions, Warm, killable_wait, server_idle};
+use crate::session::{
+    Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, SessionsExt, granted, killable_wait, server_idle,
+};
 use crate::sql::{Flavor, NoteKind, PessimisticSql, hex_literal};
-use crate::trips::Trips;
+use crate::warm::Warm;
 
 /// End the holding transaction (release): the connection goes back to the holders' pool with
 /// its session settings, which are the pool's own.
@@ -90,8 +93,8 @@ impl Pessimistic {
         // bound since its last statement was sent: far from being ended by the server.
         let fresh = idle / 3;
         let warm = Warm::new(fresh);
-        let sessions =
-            Sessions::new(keepalive, COMMIT, ROLLBACK, notes, trips.clone()).with_warm(warm.clone());
+        let driver = Driver::new(COMMIT, ROLLBACK, notes, trips.clone()).with_warm(warm.clone());
+        let sessions = Sessions::new(driver, keepalive, idle);
         let setup: Arc<str> = sql.session.replace("{idle}", &idle.as_secs().to_string()).into();
         let holders = holders_pool(&pool, setup, fresh);
         Pessimistic { pool, holders, warm, sql, flavor, sessions, trips }
@@ -113,7 +116,7 @@ impl Pessimistic {
     /// Connection id (`CONNECTION_ID()`) of the connection holding `key`, if held here.
     #[cfg(feature = "testing")]
     pub(crate) fn held_connection_id(&self, key: &str) -> Option<u64> {
-        self.sessions.held_connection_id(key)
+        self.sessions.held_session(key)
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
@@ -124,7 +127,7 @@ impl Pessimistic {
     /// One attempt, unbounded: [`Pessimistic::try_acquire`] bounds it.
     async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         if let Some(fence) = self.sessions.reenter(req.key, req.owner, req.signal) {
-            return Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None }));
+            return Ok(Attempt::Acquired(Grant { fence, lease: None }));
         }
         // The row may have to be created first (once per key). An insert can also give way to
         // another transaction's short-lived gap lock (a NOWAIT probe of a missing neighbour key),
@@ -205,7 +208,7 @@ impl Pessimistic {
             // The server's idle clock started when it sent this answer, so no earlier than when
             // the waiting statement was sent: the keeper counts from that send, and after a
             // short wait needs no confirming ping, so the new holder's release is not queued
-            // behind one (see `session::Granted::answered`).
+            // behind one (see `lock_core::backend::session::Granted::answered`).
             Ok(Some(row)) => {
                 Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?, wait_sent, Some(Instant::now())))
             }
@@ -322,7 +325,7 @@ impl Pessimistic {
         if fence == 0 {
             return Err(LockError::permanent(NAME, "fence counter returned no value"));
         }
-        self.sessions.hold(req, Granted { pinned, conn_id, fence, confirmed, answered }).await
+        self.sessions.hold(req, granted(pinned, conn_id, fence, (confirmed, answered))).await
     }
 
     pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {

@@ -13,7 +13,8 @@ use sqlx::postgres::{PgConnection, PgPool};
 
 use crate::builder::PgLockBuilder;
 use crate::error::{NAME, classify};
-use crate::session::{Sessions, Sql};
+use crate::session::Sessions;
+use crate::sql::Sql;
 
 /// PostgreSQL lock backend: session advisory locks, fencing tokens from a counter table. Cheap
 /// to clone; clones share the pool and the held locks.

@@ -11,7 +11,8 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use crate::backend::{PgLock, migrate_on};
 use crate::error::{NAME, classify};
 use crate::options::{parse_url, validate_table_name};
-use crate::session::{Sessions, Sql};
+use crate::session::Sessions;
+use crate::sql::Sql;
 
 /// The fence table unless [`PgLockBuilder::table`] names another.
 const DEFAULT_TABLE: &str = "dlock_fence";

@@ -9,8 +9,9 @@ mod builder;
 mod error;
 mod key;
 mod options;
+mod pinned;
 mod session;
-mod trips;
+mod sql;
 
 pub use backend::PgLock;
 pub use builder::PgLockBuilder;

@@ -1,0 +1,171 @@
+//! The holding connection: [`Pinned`] closes a connection that was not handed back cleanly,
+//! and [`Driver`] is what `lock_core::backend::session` sends on it (ping, unlock, note).
+//!
+//! A note is stored in the name's fence row with the hold's fence and backend pid
+//! (`sql/notes_set.sql`), and read back only while that pid holds the advisory key and the
+//! name's fence is still that hold's (`sql/notes_read.sql`).
+
+use std::sync::Arc;
+
+use lock_core::LockError;
+use lock_core::backend::DropInRuntime;
+use lock_core::backend::session::{Ending, Link, Noted, SessionDriver, Trips};
+use sqlx::pool::PoolConnection;
+use sqlx::{AssertSqlSafe, Connection, Postgres, Row};
+
+use crate::error::{NAME, classify, is_connection_lost};
+use crate::key::lock_ids;
+use crate::session::CANCEL_GRACE;
+
+/// A pooled connection that may carry a session lock. Unless it was released cleanly, it is
+/// closed on drop instead of going back to the pool: the server then ends the session, and
+/// with it every advisory lock and any wait the session still had.
+///
+/// Not a [`Cleanup`](lock_core::backend::Cleanup): nothing is sent on drop (closing the socket is the undo, and it needs
+/// no runtime), and the connection is in use until then, so no undo closure could own it.
+pub(crate) struct Pinned {
+    pub(crate) conn: DropInRuntime<PoolConnection<Postgres>>,
+    dirty: bool,
+}
+
+impl Pinned {
+    pub(crate) fn new(conn: PoolConnection<Postgres>) -> Self {
+        Pinned { conn: DropInRuntime::new(conn), dirty: true }
+    }
+
+    /// Nothing of ours is left on the session: it may go back to the pool.
+    pub(crate) fn clean(mut self) {
+        self.dirty = false;
+    }
+
+    /// `pg_advisory_unlock` and the session's idle bound restored; `Ok(true)` when the session
+    /// held the lock (then the connection may go back to the pool). With `noted` (the statement
+    /// and the lock name), the hold's note is cleared in the same statement.
+    async fn unlock(
+        mut self,
+        key: i64,
+        idle_before: &str,
+        noted: Option<(&Arc<str>, &[u8])>,
+        trips: &Trips,
+    ) -> std::result::Result<bool, sqlx::Error> {
+        trips.add();
+        let query = match noted {
+            None => sqlx::query(include_str!("../sql/unlock.sql")).bind(key).bind(idle_before),
+            Some((stmt, name)) => {
+                sqlx::query(AssertSqlSafe(stmt.clone())).bind(key).bind(idle_before).bind(name.to_vec())
+            }
+        };
+        let row = query.fetch_one(&mut **self.conn).await?;
+        let released: bool = row.try_get(0)?;
+        if released {
+            self.clean();
+        }
+        Ok(released)
+    }
+
+    /// After a lock wait that failed: a 55P03 or 57014 may have ended the statement after
+    /// `pg_advisory_lock` granted the key (the fence write waited for a locked row or table), and
+    /// the grant outlives the statement. Undo it, bounded; the connection is clean only when the
+    /// server answered, else it is closed on drop.
+    pub(crate) async fn unlock_stray(mut self, key: i64, trips: &Trips) {
+        let (classid, objid) = lock_ids(key);
+        trips.add();
+        let undo = sqlx::query(include_str!("../sql/unlock_stray.sql"))
+            .bind(key)
+            .bind(classid)
+            .bind(objid)
+            .fetch_optional(&mut **self.conn);
+        match tokio::time::timeout(CANCEL_GRACE, undo).await {
+            Ok(Ok(undone)) => {
+                if undone.is_some() {
+                    tracing::debug!(key, "a failed lock wait had been granted; unlocked");
+                }
+                self.clean();
+            }
+            Ok(Err(e)) => tracing::debug!(key, error = %e, "checking a failed lock wait's session failed"),
+            Err(_) => tracing::debug!(key, "no answer checking a failed lock wait's session"),
+        }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if self.dirty {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+/// The connection of one hold and what its end restores.
+pub(crate) struct Held {
+    pub(crate) pinned: Pinned,
+    pub(crate) advisory: i64,
+    /// The hold's fence: a note names the hold by it.
+    pub(crate) fence: i64,
+    /// The session's `idle_session_timeout` before the grant set it.
+    pub(crate) idle_before: String,
+    /// A note was stored: the release clears it.
+    pub(crate) noted: bool,
+}
+
+/// The PostgreSQL side of the holds.
+#[derive(Debug)]
+pub(crate) struct Driver {
+    pub(crate) notes_set: Arc<str>,
+    pub(crate) unlock_noted: Arc<str>,
+    pub(crate) trips: Trips,
+}
+
+impl SessionDriver for Driver {
+    type Held = Held;
+    type Error = sqlx::Error;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    /// A protocol Sync, which also restarts the server's idle clock.
+    async fn ping(&self, held: &mut Held) -> Result<(), sqlx::Error> {
+        self.trips.add();
+        held.pinned.conn.ping().await
+    }
+
+    /// Unlock (clearing the note when there is one) and hand the connection back; the same at
+    /// release and when the backend was dropped.
+    async fn end(&self, key: &str, held: Held, _why: Ending) -> Result<bool, sqlx::Error> {
+        let Held { pinned, advisory, idle_before, noted, .. } = held;
+        let noted = noted.then_some((&self.unlock_noted, key.as_bytes()));
+        pinned.unlock(advisory, &idle_before, noted, &self.trips).await
+    }
+
+    /// Store `note` in the name's fence row. A statement error (no note columns, no privilege)
+    /// leaves the session lock as it was: advisory locks are not transactional.
+    async fn note(&self, key: &str, held: &mut Held, note: &str, link: &mut Link<'_>) -> Noted {
+        self.trips.add();
+        let set = sqlx::query(AssertSqlSafe(self.notes_set.clone()))
+            .bind(key.as_bytes())
+            .bind(held.fence)
+            .bind(note)
+            .execute(&mut **held.pinned.conn);
+        match link.send(set).await {
+            None => Noted::Lost,
+            Some(Err(e)) if is_connection_lost(&e) => {
+                tracing::warn!(%key, error = %e, "connection holding a lock died");
+                Noted::Lost
+            }
+            Some(Err(e)) => Noted::Answered(Err(classify(e))),
+            Some(Ok(done)) => {
+                held.noted |= done.rows_affected() > 0;
+                Noted::Answered(Ok(done.rows_affected() > 0))
+            }
+        }
+    }
+
+    fn connection_lost(&self, e: &sqlx::Error) -> bool {
+        is_connection_lost(e)
+    }
+
+    fn classify(&self, e: sqlx::Error) -> LockError {
+        classify(e)
+    }
+}

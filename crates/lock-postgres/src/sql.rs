@@ -1,0 +1,34 @@
+//! The statements, loaded from `sql/*.sql` with the validated table name filled in.
+
+use std::sync::Arc;
+
+/// The statements, with the validated table name filled in.
+#[derive(Debug)]
+pub(crate) struct Sql {
+    pub(crate) schema: String,
+    /// The note columns for a fence table of an older version.
+    pub(crate) notes_schema: String,
+    pub(crate) try_lock: String,
+    pub(crate) lock_wait: String,
+    pub(crate) inspect: String,
+    pub(crate) notes_read: String,
+    /// Shared with the keepers.
+    pub(crate) notes_set: Arc<str>,
+    pub(crate) unlock_noted: Arc<str>,
+}
+
+impl Sql {
+    pub(crate) fn new(table: &str) -> Self {
+        let render = |s: &str| s.replace("{table}", table);
+        Sql {
+            schema: render(include_str!("../sql/schema.sql")),
+            try_lock: render(include_str!("../sql/try_lock.sql")),
+            lock_wait: render(include_str!("../sql/lock_wait.sql")),
+            inspect: render(include_str!("../sql/inspect.sql")),
+            notes_schema: render(include_str!("../sql/notes_schema.sql")),
+            notes_read: render(include_str!("../sql/notes_read.sql")),
+            notes_set: render(include_str!("../sql/notes_set.sql")).into(),
+            unlock_noted: render(include_str!("../sql/unlock_noted.sql")).into(),
+        }
+    }
+}
