@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use lock_core::backend::session::Trips;
 use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Grant, LockInfo, Mutex, RenewItem, Subscription};
 use lock_core::{FencingToken, LeaseSignal, LockError, LostReason, OwnerToken, Result};
 use sqlx::mysql::{MySqlConnection, MySqlPool};
@@ -18,7 +19,6 @@ use crate::error::classify;
 use crate::session::{KILL_GRACE, answered_by, no_answer};
 use crate::sql::{OptimisticSql, hex_literal};
 use crate::waiters::{Turn, Waiters};
-use lock_core::backend::session::Trips;
 
 /// One acquisition attempt's connection, shared by the attempt and its cleanup: every statement
 /// of the attempt goes through it, and if the attempt's future is dropped, the cleanup is sent
