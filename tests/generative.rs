@@ -2,13 +2,15 @@
 //! mode: random mixes of waits, single attempts, nested acquisitions (through the same and
 //! another client), renewals, releases, dropped guards and cut-off futures, under a fault per
 //! seed (none, the server paused past the lease, the network blackholed, every connection
-//! cut, the server killed and restarted). Each run prints its seed and figures (kept in
-//! `target/tmp/generative.txt`, which `.ci/run` prints).
+//! cut, the server killed and restarted, latency added, the sessions killed by the server);
+//! leader failover on the replicated topologies. Each run prints its seed and figures (kept
+//! in `target/tmp/generative.txt`, which `.ci/run` prints).
 //!
 //! CI runs a fixed set of seeds (one per fault); `DLOCK_HISTORY_SEED=<seed>` reruns one (its
 //! fault and its operations), and the soak is `DLOCK_SOAK_OPERATIONS=1000000 cargo test
 //! --release --all-features --test generative -- --nocapture --test-threads 1` (that many
-//! operations per backend and mode, over the five faults, random seeds unless one is given).
+//! operations per backend and mode, over every fault, on `DLOCK_SOAK_LANES` keys at once (8
+//! unless given), random seeds unless one is given).
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -17,11 +19,13 @@ use std::time::Duration;
 use lock_core::async_trait;
 use lock_testkit::history::Nemesis;
 use lock_testkit::history::generative::{GenReport, Mix, Primitive, run, run_primitive, seed};
-use lock_testkit::history::nemesis::{Blackhole, Cut, KillRestart, Pause};
+use lock_testkit::history::nemesis::{
+    Blackhole, Cut, Failover, KillLeader, KillRestart, KillSessions, Latency, Pause,
+};
 use lock_testkit::proxy::Proxy;
 use lock_testkit::server::{
-    EtcdServer, FaultControl, MariaDbServer, PgServer, RedisCluster, RedisSentinelSet, RedisServer, ZkServer,
-    or_skip,
+    EtcdCluster, EtcdServer, FaultControl, MariaDbServer, PgServer, RedisCluster, RedisSentinelSet,
+    RedisServer, ZkEnsemble, ZkServer, or_skip,
 };
 use lock_testkit::{Client, Factory};
 
@@ -41,16 +45,20 @@ impl Factory for UrlFactory {
     }
 }
 
-/// The faults, in the order a seed picks them (`seed % 5`).
-const FAULTS: [&str; 5] = ["none", "pause", "blackhole", "cut", "kill"];
+/// The faults, in the order a seed picks them (`seed % 7`).
+const FAULTS: [&str; 7] = ["none", "pause", "blackhole", "cut", "kill", "latency", "session"];
 /// CI's seeds: one per fault.
-const CI_SEEDS: [u64; 5] = [5_000, 5_001, 5_002, 5_003, 5_004];
+const CI_SEEDS: [u64; 7] = [5_000, 5_001, 5_002, 5_003, 5_004, 5_005, 5_006];
+/// The latency fault: a third of the mix's lease each way, so a renewal's round trip eats most
+/// of the lease's safety margin.
+const LATENCY: Duration = Duration::from_millis(50);
 
 /// Which faults make the server drop holds at once, without notice to the holder.
 #[derive(Clone, Copy)]
 struct Revokes {
     on_cut: bool,
     on_restart: bool,
+    on_session_kill: bool,
 }
 
 /// The mix of one run; in a soak, `DLOCK_SOAK_OPERATIONS` is the total per backend and mode,
@@ -64,13 +72,19 @@ fn mix() -> Mix {
     }
 }
 
+/// Whether `seed` picks a fault (schedules with one fault of their own strike it then).
+fn faulted(seed: u64) -> bool {
+    FAULTS[(seed % FAULTS.len() as u64) as usize] != "none"
+}
+
 /// The seeds to run: the one given, random ones in a soak, else CI's.
 fn seeds() -> Vec<u64> {
     if std::env::var_os("DLOCK_HISTORY_SEED").is_some() {
         return vec![seed()];
     }
     if std::env::var_os("DLOCK_SOAK_OPERATIONS").is_some() {
-        return (0..FAULTS.len()).map(|_| seed()).collect();
+        let n = FAULTS.len() as u64;
+        return (0..n).map(|i| seed() / n * n + i).collect();
     }
     CI_SEEDS.to_vec()
 }
@@ -88,12 +102,14 @@ fn record_line(line: &str) {
 }
 
 /// Runs every seed on clients made by `url_of` (given the proxy's port), each under the fault
-/// its seed picks.
+/// its seed picks; `session` ends the clients' sessions from the server (`None`: the store
+/// has no such command, and the network is blackholed instead).
 async fn generative(
     label: &str,
     server: &(dyn FaultControl + Sync),
     port: u16,
     revokes: Revokes,
+    session: Option<KillSessions<'_>>,
     url_of: impl Fn(u16) -> String,
 ) {
     let proxy = Proxy::start(SocketAddr::from(([127, 0, 0, 1], port))).await.expect("proxy");
@@ -102,13 +118,20 @@ async fn generative(
     for seed in seeds() {
         let pause = Pause(server, m.fault_period.1);
         let (blackhole, cut, kill) = (Blackhole(&proxy), Cut(&proxy), KillRestart(server));
-        let (nemesis, revoked): (Option<&dyn Nemesis>, bool) = match FAULTS[(seed % 5) as usize] {
-            "none" => (None, false),
-            "pause" => (Some(&pause), false),
-            "blackhole" => (Some(&blackhole), false),
-            "cut" => (Some(&cut), revokes.on_cut),
-            _ => (Some(&kill), revokes.on_restart || revokes.on_cut),
-        };
+        let latency = Latency(&proxy, LATENCY);
+        let (nemesis, revoked): (Option<&dyn Nemesis>, bool) =
+            match FAULTS[(seed % FAULTS.len() as u64) as usize] {
+                "none" => (None, false),
+                "pause" => (Some(&pause), false),
+                "blackhole" => (Some(&blackhole), false),
+                "cut" => (Some(&cut), revokes.on_cut),
+                "kill" => (Some(&kill), revokes.on_restart || revokes.on_cut),
+                "latency" => (Some(&latency), false),
+                _ => match &session {
+                    Some(s) => (Some(s), revokes.on_session_kill),
+                    None => (Some(&blackhole), false),
+                },
+            };
         let r = run(&f, &m, nemesis, seed).await;
         record(&r);
         r.assert_ok(revoked);
@@ -120,10 +143,10 @@ async fn generative(
 /// and with the network blackholed (CI's two seeds, or the seed given).
 async fn primitives(f: &UrlFactory, proxy: &Proxy) {
     let m = Mix { max_time: Duration::from_secs(2), ..mix() };
-    let seeds = if std::env::var_os("DLOCK_HISTORY_SEED").is_some() { seeds() } else { vec![5_000, 5_002] };
+    let seeds = if std::env::var_os("DLOCK_HISTORY_SEED").is_some() { seeds() } else { vec![5_005, 5_000] };
     for seed in seeds {
         let blackhole = Blackhole(proxy);
-        let nemesis: Option<&dyn Nemesis> = (seed % 2 == 0 && seed % 5 != 0).then_some(&blackhole);
+        let nemesis: Option<&dyn Nemesis> = faulted(seed).then_some(&blackhole);
         for (p, limit) in [(Primitive::Semaphore, 3), (Primitive::RwLock, 4)] {
             let r = run_primitive(f, p, &m, nemesis, seed).await;
             eprintln!("{r}");
@@ -146,8 +169,10 @@ async fn memory_generative() {
 async fn redis(mode: &str) {
     let Some(srv) = or_skip("redis", RedisServer::start()) else { return };
     let url = move |p: u16| format!("redis://127.0.0.1:{p}/?mode={mode}");
-    generative(&format!("redis/{mode}"), &srv, srv.port(), Revokes { on_cut: false, on_restart: true }, url)
-        .await;
+    // Holds are leases, not sessions: killing the connections only drops requests in flight.
+    let revokes = Revokes { on_cut: false, on_restart: true, on_session_kill: false };
+    let session = KillSessions::Redis(&srv);
+    generative(&format!("redis/{mode}"), &srv, srv.port(), revokes, Some(session), url).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,9 +200,10 @@ async fn mysql(mode: &str) {
     let (base, port) = (srv.url(), srv.port());
     let url =
         move |p: u16| format!("{}?mode={mode}", base.replacen(&format!(":{port}/"), &format!(":{p}/"), 1));
-    let session = mode != "optimistic";
-    generative(&format!("mysql/{mode}"), &srv, port, Revokes { on_cut: session, on_restart: false }, url)
-        .await;
+    let held_by_session = mode != "optimistic";
+    let revokes = Revokes { on_cut: held_by_session, on_restart: false, on_session_kill: held_by_session };
+    let session = KillSessions::MariaDb(&srv);
+    generative(&format!("mysql/{mode}"), &srv, port, revokes, Some(session), url).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,30 +226,43 @@ async fn postgres_generative() {
     let Some(srv) = or_skip("postgres", PgServer::start()) else { return };
     let (base, port) = (srv.url(), srv.port());
     let url = move |p: u16| base.replacen(&format!(":{port}/"), &format!(":{p}/"), 1);
-    generative("postgres", &srv, port, Revokes { on_cut: true, on_restart: false }, url).await;
+    let revokes = Revokes { on_cut: true, on_restart: false, on_session_kill: true };
+    let session = KillSessions::Postgres(&srv);
+    generative("postgres", &srv, port, revokes, Some(session), url).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_generative() {
     let Some(srv) = or_skip("zookeeper", ZkServer::start()) else { return };
     let url = |p: u16| format!("zk://127.0.0.1:{p}/generative?session_timeout_ms=600");
-    generative("zk", &srv, srv.port(), Revokes { on_cut: false, on_restart: false }, url).await;
+    // No command ends a session from the server side: the blackhole outlasts the session
+    // timeout (700 ms against 600 ms), so the sessions expire under it.
+    let revokes = Revokes { on_cut: false, on_restart: false, on_session_kill: false };
+    generative("zk", &srv, srv.port(), revokes, None, url).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_generative() {
     let Some(srv) = or_skip("etcd", EtcdServer::start()) else { return };
     let url = |p: u16| format!("etcd://127.0.0.1:{p}/generative?lease_ttl=1s");
-    generative("etcd", &srv, srv.port(), Revokes { on_cut: false, on_restart: false }, url).await;
+    // A revoked lease deletes its keys at once; the holder hears of it at its next keep-alive.
+    let revokes = Revokes { on_cut: false, on_restart: false, on_session_kill: true };
+    let session = KillSessions::Etcd(&srv);
+    generative("etcd", &srv, srv.port(), revokes, Some(session), url).await;
 }
 
-/// Topologies without a proxy in front (several servers): CI's first two seeds, without faults
+/// Topologies without a proxy in front (several servers): two seeds of CI's, one without faults
 /// and under `fault`; `revokes`: the fault takes holds away without notice.
 async fn without_proxy(f: &UrlFactory, fault: &dyn Nemesis, revokes: bool) {
-    let seeds = if std::env::var_os("DLOCK_HISTORY_SEED").is_some() { seeds() } else { vec![5_000, 5_001] };
+    without_proxy_mix(f, &mix(), fault, revokes).await;
+}
+
+/// [`without_proxy`] with a mix of its own.
+async fn without_proxy_mix(f: &UrlFactory, m: &Mix, fault: &dyn Nemesis, revokes: bool) {
+    let seeds = if std::env::var_os("DLOCK_HISTORY_SEED").is_some() { seeds() } else { vec![5_005, 5_006] };
     for seed in seeds {
-        let nemesis = (seed % 5 != 0).then_some(fault);
-        let r = run(f, &mix(), nemesis, seed).await;
+        let nemesis = faulted(seed).then_some(fault);
+        let r = run(f, m, nemesis, seed).await;
         record(&r);
         r.assert_ok(revokes && nemesis.is_some());
     }
@@ -278,4 +317,44 @@ async fn redlock_generative() {
     let hosts = [&a, &b, &c].map(|s| format!("127.0.0.1:{}", s.port())).join(",");
     let f = UrlFactory { label: "redlock/3 masters".into(), url: format!("redlock://{hosts}/?mode=simple") };
     without_proxy(&f, &KillRestart(&c), true).await;
+}
+
+/// Redis through Sentinel, fair mode, each grant acknowledged by the replica: the primary
+/// paused until the sentinels promote the replica. Renewals and releases are not acknowledged,
+/// so the promoted replica may expire a hold sooner than its holder believes (only the fence
+/// protects then), but no grant and no fence is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_sentinel_failover_generative() {
+    let Some(set) = or_skip("redis sentinel", RedisSentinelSet::start()) else { return };
+    let f = UrlFactory {
+        label: "redis-sentinel/fair, replica_ack=1".into(),
+        url: format!("{}?mode=fair&replica_ack=1&replica_ack_timeout=500ms", set.url()),
+    };
+    let m = Mix { max_time: Duration::from_secs(6), ..mix() };
+    without_proxy_mix(&f, &m, &Failover(&set, Duration::from_secs(20)), true).await;
+}
+
+/// ZooKeeper, a 3-node ensemble: the leader killed, restarted when healing. Sessions outlive
+/// the election, so no hold is taken away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_ensemble_failover_generative() {
+    let Some(e) = or_skip("zookeeper ensemble", ZkEnsemble::start()) else { return };
+    e.wait_for_quorum(Duration::from_secs(30)).expect("quorum");
+    let url = format!("zk://{}/generative?session_timeout_ms=4000", e.connect_string());
+    let f = UrlFactory { label: "zk/3-node ensemble".into(), url };
+    let m = Mix { max_time: Duration::from_secs(5), ..mix() };
+    without_proxy_mix(&f, &m, &KillLeader(&e), false).await;
+}
+
+/// etcd, a 3-member cluster: the leader killed, restarted when healing. The new leader
+/// extends every lease, so no hold is taken away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_cluster_failover_generative() {
+    let Some(c) = or_skip("etcd cluster", EtcdCluster::start()) else { return };
+    let f = UrlFactory {
+        label: "etcd/3-member cluster".into(),
+        url: format!("{}?lease_ttl=2s", c.url("generative")),
+    };
+    let m = Mix { max_time: Duration::from_secs(5), ..mix() };
+    without_proxy_mix(&f, &m, &KillLeader(&c), false).await;
 }

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use lock_core::async_trait;
-use lock_testkit::history::nemesis::{Blackhole, Cut, KillRestart, Pause};
+use lock_testkit::history::nemesis::{Blackhole, Cut, KillLeader, KillRestart, KillSessions, Pause};
 use lock_testkit::history::{Nemesis, Report, Workload, run};
 use lock_testkit::proxy::Proxy;
 use lock_testkit::server::{
@@ -430,30 +430,6 @@ async fn zk_holder_processes() {
 // ---------------------------------------------------------------------------------------------
 // Backend-specific faults: a ZooKeeper leader killed in an ensemble, MySQL `KILL CONNECTION`.
 
-/// The current leader of a 3-node ensemble SIGKILLed, restarted when healing.
-struct KillLeader<'a>(&'a ZkEnsemble);
-
-#[async_trait]
-impl Nemesis for KillLeader<'_> {
-    fn name(&self) -> String {
-        "leader killed".into()
-    }
-    async fn strike(&self) {
-        let e = self.0;
-        if let Some(i) = tokio::task::block_in_place(|| e.leader_index()) {
-            e.node(i).kill().expect("kill leader");
-        }
-    }
-    async fn heal(&self) {
-        let e = self.0;
-        tokio::task::block_in_place(|| {
-            for n in e.nodes().iter().filter(|n| !n.is_running()) {
-                n.restart().expect("restart node");
-            }
-        });
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_ensemble_leader_killed_history() {
     let Some(e) = or_skip("zookeeper ensemble", ZkEnsemble::start()) else { return };
@@ -466,29 +442,6 @@ async fn zk_ensemble_leader_killed_history() {
     report(&run(&f, &w, Some(&KillLeader(&e))).await);
 }
 
-/// `KILL CONNECTION` for every connection of the lock user (the holders' and the pools').
-struct KillConnections<'a>(&'a MariaDbServer);
-
-#[async_trait]
-impl Nemesis for KillConnections<'_> {
-    fn name(&self) -> String {
-        "KILL CONNECTION of every client".into()
-    }
-    async fn strike(&self) {
-        let s = self.0;
-        tokio::task::block_in_place(|| {
-            let ids = s
-                .exec_as_root("SELECT id FROM information_schema.PROCESSLIST WHERE user = 'lock'")
-                .expect("processlist");
-            for id in ids.lines().filter_map(|l| l.trim().parse::<u64>().ok()) {
-                // A connection may be gone already: such an error is expected.
-                let _ = s.exec_as_root(&format!("KILL CONNECTION {id}"));
-            }
-        });
-    }
-    async fn heal(&self) {}
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_kill_connection_history() {
     let Some(srv) = or_skip("mariadb", MariaDbServer::start()) else { return };
@@ -497,6 +450,6 @@ async fn mysql_kill_connection_history() {
         let f = UrlFactory { label: format!("mysql/{mode}"), url };
         let w =
             Workload { fault_period: (Duration::from_millis(700), Duration::from_millis(100)), ..workload() };
-        report(&run(&f, &w, Some(&KillConnections(&srv))).await);
+        report(&run(&f, &w, Some(&KillSessions::MariaDb(&srv))).await);
     }
 }

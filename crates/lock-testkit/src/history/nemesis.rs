@@ -1,5 +1,6 @@
 //! The faults the history checkers inject, each a [`Nemesis`]: a server paused or killed and
-//! restarted, the network through a [`Proxy`] blackholed or cut.
+//! restarted, the network through a [`Proxy`] blackholed, cut or slowed down, the clients'
+//! sessions ended by the server.
 
 use std::time::Duration;
 
@@ -7,7 +8,10 @@ use async_trait::async_trait;
 
 use super::Nemesis;
 use crate::proxy::Proxy;
-use crate::server::FaultControl;
+use crate::server::{
+    EtcdCluster, EtcdServer, FaultControl, MARIADB_USER, MariaDbServer, POSTGRES_USER, PgServer,
+    RedisSentinelSet, RedisServer, ServerError, ZkEnsemble,
+};
 
 /// The server process paused (SIGSTOP) for a while: requests hang, connections stay open.
 pub struct Pause<'a>(pub &'a (dyn FaultControl + Sync), pub Duration);
@@ -17,6 +21,36 @@ pub struct KillRestart<'a>(pub &'a (dyn FaultControl + Sync));
 pub struct Blackhole<'a>(pub &'a Proxy);
 /// Every connection through the proxy closed at once.
 pub struct Cut<'a>(pub &'a Proxy);
+/// Every byte through the proxy delivered this much later, both ways.
+pub struct Latency<'a>(pub &'a Proxy, pub Duration);
+
+/// The server ends its clients' sessions from its side: what an operator or a server-side
+/// timeout does, unlike [`Cut`], which the client's own network does.
+pub enum KillSessions<'a> {
+    /// `CLIENT KILL TYPE normal` and `TYPE pubsub`.
+    Redis(&'a RedisServer),
+    /// `KILL CONNECTION` of every connection of the lock user.
+    MariaDb(&'a MariaDbServer),
+    /// `pg_terminate_backend` of every backend of the lock user.
+    Postgres(&'a PgServer),
+    /// Every lease revoked (their keys go with them).
+    Etcd(&'a EtcdServer),
+}
+
+/// A replicated store whose leader [`KillLeader`] kills.
+pub trait Replicated: Sync {
+    /// The member leading now, if one answers so.
+    fn leader(&self) -> Option<usize>;
+    /// Every member.
+    fn members(&self) -> Vec<&(dyn FaultControl + Sync)>;
+}
+
+/// The leader SIGKILLed (the others elect a new one), restarted when healing.
+pub struct KillLeader<'a>(pub &'a dyn Replicated);
+
+/// The Sentinel primary paused until the sentinels promote its replica (at most the given
+/// time), resumed when healing, and healed once the sentinels have made it a replica in sync.
+pub struct Failover<'a>(pub &'a RedisSentinelSet, pub Duration);
 
 #[async_trait]
 impl Nemesis for Pause<'_> {
@@ -70,6 +104,136 @@ impl Nemesis for Cut<'_> {
     async fn heal(&self) {}
 }
 
+#[async_trait]
+impl Nemesis for Latency<'_> {
+    fn name(&self) -> String {
+        format!("{:?} latency each way", self.1)
+    }
+    async fn strike(&self) {
+        self.0.delay(self.1, self.1);
+    }
+    async fn heal(&self) {
+        self.0.delay(Duration::ZERO, Duration::ZERO);
+    }
+}
+
+impl KillSessions<'_> {
+    fn kill(&self) -> Result<(), ServerError> {
+        match self {
+            KillSessions::Redis(s) => {
+                s.command(&["CLIENT", "KILL", "TYPE", "normal"])?;
+                s.command(&["CLIENT", "KILL", "TYPE", "pubsub"]).map(drop)
+            }
+            KillSessions::MariaDb(s) => {
+                let ids = s.exec_as_root(&format!(
+                    "SELECT id FROM information_schema.processlist WHERE user = '{MARIADB_USER}'"
+                ))?;
+                for id in ids.split_whitespace() {
+                    // a connection may end on its own before its turn: "Unknown thread id"
+                    let _ = s.exec_as_root(&format!("KILL CONNECTION {id}"));
+                }
+                Ok(())
+            }
+            KillSessions::Postgres(s) => s
+                .exec_as_admin(&[&format!(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = '{POSTGRES_USER}'"
+                )])
+                .map(drop),
+            KillSessions::Etcd(s) => {
+                let leases = s.etcdctl(&["lease", "list"])?;
+                // "found N leases", then one hexadecimal id per line
+                for id in leases.lines().skip(1).map(str::trim).filter(|l| !l.is_empty()) {
+                    // a lease may expire or be revoked by its holder before its turn
+                    let _ = s.etcdctl(&["lease", "revoke", id]);
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Nemesis for KillSessions<'_> {
+    fn name(&self) -> String {
+        let how = match self {
+            KillSessions::Redis(_) => "CLIENT KILL",
+            KillSessions::MariaDb(_) => "KILL CONNECTION",
+            KillSessions::Postgres(_) => "pg_terminate_backend",
+            KillSessions::Etcd(_) => "leases revoked",
+        };
+        format!("sessions killed ({how})")
+    }
+    async fn strike(&self) {
+        tokio::task::block_in_place(|| self.kill()).expect("kill the sessions");
+    }
+    async fn heal(&self) {}
+}
+
+impl Replicated for ZkEnsemble {
+    fn leader(&self) -> Option<usize> {
+        self.leader_index()
+    }
+    fn members(&self) -> Vec<&(dyn FaultControl + Sync)> {
+        self.nodes().iter().map(|n| n as _).collect()
+    }
+}
+
+impl Replicated for EtcdCluster {
+    fn leader(&self) -> Option<usize> {
+        self.leader_index()
+    }
+    fn members(&self) -> Vec<&(dyn FaultControl + Sync)> {
+        self.nodes().iter().map(|n| n as _).collect()
+    }
+}
+
+#[async_trait]
+impl Nemesis for KillLeader<'_> {
+    fn name(&self) -> String {
+        "leader killed".into()
+    }
+    async fn strike(&self) {
+        let r = self.0;
+        tokio::task::block_in_place(|| {
+            if let Some(i) = r.leader() {
+                r.members()[i].kill().expect("kill leader");
+            }
+        });
+    }
+    async fn heal(&self) {
+        let r = self.0;
+        tokio::task::block_in_place(|| {
+            for m in r.members().into_iter().filter(|m| !m.is_running()) {
+                m.restart().expect("restart member");
+            }
+        });
+    }
+}
+
+#[async_trait]
+impl Nemesis for Failover<'_> {
+    fn name(&self) -> String {
+        "primary paused until its replica is promoted".into()
+    }
+    async fn strike(&self) {
+        let Failover(set, limit) = *self;
+        tokio::task::block_in_place(|| {
+            let old = set.primary().expect("primary");
+            set.servers()[old].pause().expect("pause primary");
+            set.wait_for_failover(old, limit).expect("promotion");
+        });
+    }
+    async fn heal(&self) {
+        let Failover(set, limit) = *self;
+        for s in set.servers().iter().filter(|s| s.process().is_paused()) {
+            s.resume().expect("resume the old primary");
+        }
+        // Until the old primary is a replica in sync again, grants that ask for a replica's
+        // acknowledgement are refused: the fault lasts until then.
+        tokio::task::block_in_place(|| set.wait_for_replica(limit)).expect("the old primary rejoins");
+    }
+}
+
 macro_rules! debug_by_name {
     ($($t:ident),*) => {
         $(impl std::fmt::Debug for $t<'_> {
@@ -80,4 +244,4 @@ macro_rules! debug_by_name {
     };
 }
 
-debug_by_name!(Pause, KillRestart, Blackhole, Cut);
+debug_by_name!(Pause, KillRestart, Blackhole, Cut, Latency, KillSessions, KillLeader, Failover);

@@ -126,6 +126,23 @@ impl RedisServer {
     pub fn is_tls(&self) -> bool {
         self.tls
     }
+
+    /// One command over a fresh plain TCP connection (after `AUTH` when the server has a
+    /// password), one reply (not arrays): fault injection such as `CLIENT KILL TYPE normal`.
+    /// Not for a [`start_tls`](Self::start_tls) server.
+    pub fn command(&self, args: &[&str]) -> Result<String, ServerError> {
+        let timeout = Some(Duration::from_secs(1));
+        let port = self.port();
+        let stream = TcpStream::connect_timeout(&loopback(port), Duration::from_millis(250))
+            .map_err(|e| ServerError::io(format!("connecting to 127.0.0.1:{port}"), e))?;
+        let _ = stream.set_read_timeout(timeout);
+        let _ = stream.set_write_timeout(timeout);
+        let mut stream = BufReader::new(stream);
+        if let Some(pw) = &self.password {
+            command(&mut stream, &["AUTH", pw])?;
+        }
+        command(&mut stream, args)
+    }
 }
 
 fault_hooks!(RedisServer, proc);

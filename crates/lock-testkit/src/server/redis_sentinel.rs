@@ -79,10 +79,9 @@ impl RedisSentinelSet {
         let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()])?;
         // Sentinels learn the replicas from the primary's INFO when they connect and then only
         // every 10 s: the replica must be attached before they start.
-        wait_for("the replica to attach", Duration::from_secs(15), || {
-            let info = query(primary.port(), &["INFO", "replication"])?;
-            Ok(info.lines().any(|l| l.trim() == "connected_slaves:1"))
-        })?;
+        // Online, not only attached: a client asking for a replica's acknowledgement (`WAIT`)
+        // is refused until the first sync ends.
+        wait_for("the replica to sync", Duration::from_secs(15), || replica_online(primary.port()))?;
         let mut sentinels = Vec::new();
         for _ in 0..3 {
             sentinels.push(SentinelNode::start(primary.port())?);
@@ -134,6 +133,17 @@ impl RedisSentinelSet {
             .ok_or_else(|| ServerError::Protocol { what: "INFO sentinel".into(), detail: info })
     }
 
+    /// Waits until the primary has its replica in sync again (after a failover, the old
+    /// primary once the sentinels have turned it into a replica); returns the primary's index.
+    pub fn wait_for_replica(&self, timeout: Duration) -> Result<usize, ServerError> {
+        let mut primary = 0;
+        wait_for("the replica to sync", timeout, || {
+            primary = self.primary()?;
+            replica_online(self.servers[primary].port())
+        })?;
+        Ok(primary)
+    }
+
     /// Waits until the sentinels name a primary other than server `old` and it answers as a
     /// master (after `old` was killed: the replica's promotion).
     pub fn wait_for_failover(&self, old: usize, timeout: Duration) -> Result<usize, ServerError> {
@@ -151,6 +161,13 @@ impl RedisSentinelSet {
         })?;
         Ok(new)
     }
+}
+
+/// Whether the server on `port` is a primary with a replica in sync.
+fn replica_online(port: u16) -> Result<bool, ServerError> {
+    let info = query(port, &["INFO", "replication"])?;
+    Ok(info.lines().any(|l| l.trim() == "role:master")
+        && info.lines().any(|l| l.starts_with("slave0:") && l.contains("state=online")))
 }
 
 /// Polls `check` every 20 ms until it says yes (probe errors count as no), at most `timeout`.

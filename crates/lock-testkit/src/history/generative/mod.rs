@@ -64,6 +64,9 @@ pub struct Mix {
     pub fault_period: (Duration, Duration),
     /// Longest the key may stay blocked after the run.
     pub liveness: Duration,
+    /// Keys run side by side, each with its own clients and history (one fault for all): a
+    /// soak's throughput grows with them, as one key's is bounded by its contention.
+    pub lanes: usize,
 }
 
 impl Default for Mix {
@@ -76,16 +79,23 @@ impl Default for Mix {
             hold_max: Duration::from_millis(3),
             fault_period: (Duration::from_millis(1200), Duration::from_millis(700)),
             liveness: Duration::from_secs(15),
+            lanes: 1,
         }
     }
 }
 
 impl Mix {
-    /// `DLOCK_SOAK_OPERATIONS=N` makes a run of `N` operations (the time cap lifted): the
-    /// documented soak. CI runs the short default.
+    /// `DLOCK_SOAK_OPERATIONS=N` makes a run of `N` operations (the time cap lifted) over
+    /// `DLOCK_SOAK_LANES` keys (8 unless given): the documented soak. CI runs the short default.
     pub fn from_env(self) -> Self {
-        match std::env::var("DLOCK_SOAK_OPERATIONS").ok().and_then(|v| v.parse::<u64>().ok()) {
-            Some(n) => Mix { operations: n, max_time: Duration::from_secs(4 * 3600), ..self },
+        let env = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok());
+        match env("DLOCK_SOAK_OPERATIONS") {
+            Some(n) => Mix {
+                operations: n,
+                max_time: Duration::from_secs(4 * 3600),
+                lanes: env("DLOCK_SOAK_LANES").map_or(8, |l| l.max(1) as usize),
+                ..self
+            },
             None => self,
         }
     }
@@ -120,6 +130,7 @@ pub(crate) struct Hold {
     released: Instant,
 }
 
+#[derive(Default)]
 pub(crate) struct Shared {
     register: Register,
     holds: Mutex<Vec<Hold>>,
@@ -130,6 +141,13 @@ pub(crate) struct Shared {
     permanent: Mutex<Vec<String>>,
 }
 
+/// One key of a run: its history and its clients (each with its second client).
+struct Lane {
+    shared: Arc<Shared>,
+    key: Arc<str>,
+    clients: Vec<(Locker, Locker)>,
+}
+
 /// Run `mix` on `factory`'s clients with `seed` while `nemesis` strikes, and check it.
 pub async fn run<F: Factory + ?Sized>(
     factory: &F,
@@ -137,29 +155,29 @@ pub async fn run<F: Factory + ?Sized>(
     nemesis: Option<&dyn Nemesis>,
     seed: u64,
 ) -> GenReport {
-    let shared = Arc::new(Shared {
-        register: Register::default(),
-        holds: Mutex::default(),
-        ops: AtomicU64::new(0),
-        next_hold: AtomicU64::new(0),
-        counts: Counts::default(),
-        permanent: Mutex::default(),
-    });
-    let key: Arc<str> = crate::key("generative").into();
-    let mut clients = Vec::with_capacity(mix.clients);
-    for _ in 0..mix.clients {
-        clients.push((locker(factory, mix.lease).await, locker(factory, mix.lease).await));
+    let per_lane = Mix { operations: mix.operations.div_ceil(mix.lanes.max(1) as u64), ..mix.clone() };
+    let mut lanes = Vec::with_capacity(mix.lanes.max(1));
+    for _ in 0..mix.lanes.max(1) {
+        let mut clients = Vec::with_capacity(mix.clients);
+        for _ in 0..mix.clients {
+            clients.push((locker(factory, mix.lease).await, locker(factory, mix.lease).await));
+        }
+        lanes.push(Lane { shared: Arc::default(), key: crate::key("generative").into(), clients });
     }
     let started = Instant::now();
     let stop_at = started + mix.max_time;
     let mut tasks = Vec::new();
-    for (c, (mine, other)) in clients.into_iter().enumerate() {
-        let rng = fastrand::Rng::with_seed(seed ^ (c as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let (shared, key, mix) = (shared.clone(), key.clone(), mix.clone());
-        tasks.push(tokio::spawn(client(c, mine, other, key, shared, mix, rng, stop_at)));
+    for (l, lane) in lanes.iter_mut().enumerate() {
+        for (c, (mine, other)) in lane.clients.drain(..).enumerate() {
+            // Lane 0 draws what a single-key run of the same seed draws.
+            let stream = (l * mix.clients + c) as u64 + 1;
+            let rng = fastrand::Rng::with_seed(seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let (shared, key, mix) = (lane.shared.clone(), lane.key.clone(), per_lane.clone());
+            tasks.push(tokio::spawn(client(c, mine, other, key, shared, mix, rng, stop_at)));
+        }
     }
     let nemesis_done = strike_until(nemesis, mix.fault_period, stop_at, || {
-        shared.ops.load(Ordering::Relaxed) >= mix.operations
+        lanes.iter().all(|l| l.shared.ops.load(Ordering::Relaxed) >= per_lane.operations)
     });
     let all = async {
         let mut alive = Vec::new();
@@ -171,13 +189,20 @@ pub async fn run<F: Factory + ?Sized>(
     // The clients stay alive (their sessions and leases with them) until the liveness check:
     // what they left behind must not outlive its purpose while they live.
     let (strikes, _alive) = tokio::join!(nemesis_done, all);
-    let label = format!("{} / {}", factory.label(), nemesis.map_or("no faults".into(), |n| n.name()));
+    let mut label = format!("{} / {}", factory.label(), nemesis.map_or("no faults".into(), |n| n.name()));
+    if lanes.len() > 1 {
+        label.push_str(&format!(" / {} keys", lanes.len()));
+    }
     if nemesis.is_some() {
         assert!(strikes > 0, "{label} seed={seed}: the nemesis never struck");
     }
     let elapsed = started.elapsed();
-    let liveness = free_again(factory, &key, mix).await;
-    check(label, seed, &shared, strikes, elapsed, liveness)
+    let mut reports = Vec::with_capacity(lanes.len());
+    for lane in &lanes {
+        let liveness = free_again(factory, &lane.key, mix).await;
+        reports.push(check(label.clone(), seed, &lane.shared, strikes, elapsed, liveness));
+    }
+    GenReport::merge(reports)
 }
 
 async fn locker<F: Factory + ?Sized>(factory: &F, lease: Duration) -> Locker {

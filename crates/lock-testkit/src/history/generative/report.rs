@@ -19,7 +19,7 @@ pub struct GenReport {
     /// Outer holds.
     pub acquisitions: usize,
     /// `waits/tries/cut-offs/nested/nested through another client/renewals/drops/errors`.
-    pub mix: String,
+    pub mix: [u64; 8],
     /// Overlapping holds whose writes were both accepted (must be 0).
     pub violations: usize,
     /// Holds refused by the register while they believed they held (0 unless the fault
@@ -56,7 +56,7 @@ impl fmt::Display for GenReport {
             self.acquisitions,
             self.elapsed,
             self.strikes,
-            self.mix,
+            self.mix.map(|n| n.to_string()).join("/"),
             self.violations,
             self.untold,
             self.unseen,
@@ -70,6 +70,27 @@ impl fmt::Display for GenReport {
 }
 
 impl GenReport {
+    /// One report for the keys of one run (the lanes of a soak): counts added up, the slowest
+    /// liveness (none if any key stayed blocked); label, seed, strikes and time from the first.
+    pub fn merge(reports: Vec<GenReport>) -> GenReport {
+        let mut it = reports.into_iter();
+        let mut all = it.next().unwrap_or_default();
+        for r in it {
+            all.operations += r.operations;
+            all.acquisitions += r.acquisitions;
+            all.mix.iter_mut().zip(r.mix).for_each(|(a, b)| *a += b);
+            all.violations += r.violations;
+            all.untold += r.untold;
+            all.unseen += r.unseen;
+            all.lost_updates += r.lost_updates;
+            all.non_increasing += r.non_increasing;
+            all.lost_holds += r.lost_holds;
+            all.permanent.extend(r.permanent);
+            all.liveness = all.liveness.zip(r.liveness).map(|(a, b)| a.max(b));
+        }
+        all
+    }
+
     /// Panic unless the history is safe and live. `revokes`: the fault takes holds away without
     /// notice, so a holder may be refused by the fence before it learns of the loss.
     pub fn assert_ok(&self, revokes: bool) {
@@ -115,17 +136,8 @@ pub(super) fn check(
         seed,
         operations: n(&shared.ops),
         acquisitions: holds.len(),
-        mix: format!(
-            "{}/{}/{}/{}/{}/{}/{}/{}",
-            n(&c.waits),
-            n(&c.tries),
-            n(&c.cut_offs),
-            n(&c.nested),
-            n(&c.nested_other),
-            n(&c.renewals),
-            n(&c.drops),
-            n(&c.errors)
-        ),
+        mix: [&c.waits, &c.tries, &c.cut_offs, &c.nested, &c.nested_other, &c.renewals, &c.drops, &c.errors]
+            .map(n),
         violations,
         untold: holds
             .iter()
