@@ -1,0 +1,295 @@
+//! The quorum's `LockBackend` impl: one attempt in two phases, release, renew and subscribe
+//! across the members.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::future::join_all;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::watch;
+use tokio::time::{Instant, timeout};
+
+use super::attempt::{Tally, Undo};
+use super::failure::{Failure, NoQuorum, member_result};
+use super::{NAME, QuorumBackend, drift_allowance};
+use crate::backend::{AcquireRequest, Attempt, Capability, Grant, LockBackend, RenewItem, Subscription};
+use crate::{FencingToken, LockError, OwnerToken, Result};
+
+#[async_trait]
+impl LockBackend for QuorumBackend {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capability {
+        let caps: Vec<Capability> = self.members.iter().map(|m| m.capabilities()).collect();
+        // Everything else stays off: no reentrancy (type docs); a member restarted without a
+        // synced append-only file forgets its grants and counter, so not failover_safe; members
+        // are asked one attempt at a time, so no native wait or queue.
+        let mut c = Capability::NONE;
+        c.renew = caps.iter().all(|c| c.renew);
+        c.notify = caps.iter().any(|c| c.notify);
+        c.fencing = self.fencing();
+        c
+    }
+
+    // Unsupported: a note would need its own quorum write and read; leader election over Redlock has no identity.
+    async fn set_note(&self, _key: &str, _owner: OwnerToken, _note: &str) -> Result<bool> {
+        Err(crate::backend::unsupported(self.name(), "notes on a hold"))
+    }
+
+    async fn note(&self, _key: &str) -> Result<Option<String>> {
+        Err(crate::backend::unsupported(self.name(), "notes on a hold"))
+    }
+
+    // Unsupported: a quorum hands out its own token; raising it on members is its own job.
+    async fn raise_fence(&self, _key: &str, _owner: OwnerToken, _floor: crate::FencingToken) -> Result<bool> {
+        Err(crate::backend::unsupported(self.name(), "raising the fence counter"))
+    }
+
+    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
+        Ok(())
+    }
+
+    async fn inspect(&self, key: &str) -> Result<crate::LockInfo> {
+        // Held when a quorum of the members that answer says so; the shortest remaining lease.
+        let t = self.other_timeout();
+        let answers = join_all(self.members.iter().map(|m| timeout(t, m.inspect(key)))).await;
+        let infos: Vec<crate::LockInfo> = answers.into_iter().filter_map(|a| a.ok()?.ok()).collect();
+        if infos.len() < self.quorum {
+            return Err(LockError::temporary(
+                NAME,
+                format!("only {} of {} members answered", infos.len(), self.members.len()),
+            ));
+        }
+        let held: Vec<&crate::LockInfo> = infos.iter().filter(|i| i.held).collect();
+        if held.len() < self.quorum {
+            return Ok(crate::LockInfo::free());
+        }
+        let mut info = crate::LockInfo::held();
+        info.remaining = held.iter().filter_map(|i| i.remaining).min();
+        info.owner = held.first().and_then(|i| i.owner.clone());
+        Ok(info)
+    }
+
+    fn identity(&self) -> String {
+        let mut ids: Vec<String> = self.members.iter().map(|m| m.identity()).collect();
+        ids.sort();
+        format!("quorum({})", ids.join(","))
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let start = Instant::now();
+        let n = self.members.len();
+        let t = self.attempt_timeout(req.lease);
+        let member_req = AcquireRequest {
+            key: req.key,
+            owner: req.owner,
+            lease: req.lease,
+            wait_until: None,
+            signal: req.signal,
+        };
+        let undo = Undo::arm(&self.members, req.key, req.owner, self.other_timeout());
+        undo.set_all(false);
+        let mut tally = Tally::default();
+        // Phase 1: the probe member alone. A refusal there ends the attempt at the cost of one
+        // request and nothing to undo; contenders meet at the probe first, so they rarely split
+        // the other members' votes between them.
+        let probe = self.probe.load(Ordering::Relaxed) % n;
+        undo.set(probe, true);
+        let first = timeout(t, self.members[probe].try_acquire(&member_req)).await;
+        tally.record(probe, member_result(first, t), &undo);
+        if tally.refused == 1 && n > 1 {
+            return Ok(Attempt::Held { retry_after: tally.hint });
+        }
+        if tally.failures.len() == 1 {
+            // Next time, probe a member that may be alive.
+            let _ = self.probe.compare_exchange(probe, (probe + 1) % n, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        // Phase 2: every other member at once.
+        let mut calls: FuturesUnordered<_> = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != probe)
+            .map(|(i, m)| {
+                undo.set(i, true);
+                let r = &member_req;
+                async move { (i, timeout(t, m.try_acquire(r)).await) }
+            })
+            .collect();
+        while let Some((i, r)) = calls.next().await {
+            tally.record(i, member_result(r, t), &undo);
+        }
+        drop(calls);
+        let Tally { granted, refused, top, grants, min_lease, mut hint, failures } = tally;
+        let elapsed = start.elapsed();
+        let drift = drift_allowance(req.lease);
+        let basis = min_lease.unwrap_or(req.lease);
+        if granted >= self.quorum && elapsed + drift < basis {
+            let (top, i) = top.unwrap_or_default();
+            if !self.fencing() {
+                undo.disarm();
+                let number = top.saturating_mul(n as u64).saturating_add(i as u64);
+                return Ok(Attempt::Acquired(Grant {
+                    fence: FencingToken(number),
+                    lease: min_lease.map(|l| l - drift),
+                }));
+            }
+            // The undo stays armed through the write-back: a drop there releases every member.
+            let (confirmed, failures) = self.write_back(req.key, req.owner, &grants, top, t).await;
+            let elapsed = start.elapsed();
+            if confirmed >= self.quorum && elapsed + drift < basis {
+                undo.disarm();
+                return Ok(Attempt::Acquired(Grant {
+                    fence: FencingToken(top),
+                    lease: min_lease.map(|l| l - drift),
+                }));
+            }
+            tracing::debug!(
+                key = req.key,
+                confirmed,
+                ?elapsed,
+                "fence write-back short of a quorum in time; undoing"
+            );
+            undo.run().await;
+            return Err(LockError::temporary(
+                NAME,
+                NoQuorum { what: "the fence write-back".to_owned(), answered: confirmed, n, failures },
+            ));
+        }
+        if granted >= self.quorum {
+            tracing::debug!(key = req.key, ?elapsed, lease = ?basis, "quorum reached too late; undoing");
+        }
+        undo.run().await;
+        let answered = granted + refused;
+        if answered < self.quorum {
+            return Err(self.no_quorum("acquire", answered, failures));
+        }
+        if refused < self.quorum {
+            // A split vote (or a quorum reached too late): retry after a short random delay, in
+            // the order of one attempt, so that competing clients fall out of step.
+            let jitter = start.elapsed().mul_f64(0.5 + fastrand::f64()).clamp(Duration::from_millis(1), t);
+            hint = Some(hint.map_or(jitter, |h| h.min(jitter)));
+        }
+        Ok(Attempt::Held { retry_after: hint })
+    }
+
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let t = self.other_timeout();
+        let calls = self.members.iter().map(|m| timeout(t, m.release(key, owner)));
+        let (mut released, mut answered) = (0, 0);
+        let mut failures = Vec::new();
+        for r in join_all(calls).await {
+            match member_result(r, t) {
+                Ok(true) => (released, answered) = (released + 1, answered + 1),
+                Ok(false) => answered += 1,
+                Err(f) => failures.push(f),
+            }
+        }
+        if released >= self.quorum {
+            Ok(true)
+        } else if released + failures.len() >= self.quorum {
+            Err(self.no_quorum("release", answered, failures))
+        } else {
+            Ok(false)
+        }
+    }
+
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        let Some(shortest) = items.iter().map(|it| it.lease).min() else { return Ok(Vec::new()) };
+        let t = self.attempt_timeout(shortest);
+        let padded: Vec<RenewItem<'_>> =
+            items.iter().map(|it| RenewItem { lease: it.lease + drift_allowance(it.lease), ..*it }).collect();
+        let calls = self.members.iter().map(|m| timeout(t, m.renew(&padded)));
+        let mut confirmed = vec![0usize; items.len()];
+        let mut answered = 0;
+        let mut failures = Vec::new();
+        for r in join_all(calls).await {
+            match member_result(r, t) {
+                Ok(flags) if flags.len() == items.len() => {
+                    answered += 1;
+                    for (c, held) in confirmed.iter_mut().zip(flags) {
+                        *c += usize::from(held);
+                    }
+                }
+                Ok(flags) => failures.push(Failure::Error(LockError::permanent(
+                    NAME,
+                    format!("member renew answered {} flags for {} items", flags.len(), items.len()),
+                ))),
+                Err(f) => failures.push(f),
+            }
+        }
+        let unknown = failures.len();
+        // Renewed: a quorum confirmed. Lost: not even the unknown members could make a quorum.
+        // Anything in between is unknown, which fails the whole batch (the watchdog retries).
+        if confirmed.iter().any(|c| *c < self.quorum && c + unknown >= self.quorum) {
+            return Err(self.no_quorum("renew", answered, failures));
+        }
+        Ok(confirmed.into_iter().map(|c| c >= self.quorum).collect())
+    }
+
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        // A release of the lock reaches at least a quorum of members, so any n - q + 1 members
+        // include one that publishes it. Listen on that many (starting at the probe member,
+        // which every winner holds), replacing members that cannot subscribe by the next ones.
+        let t = self.other_timeout();
+        let n = self.members.len();
+        let start = self.probe.load(Ordering::Relaxed) % n;
+        let mut order =
+            (0..n).map(|k| (start + k) % n).filter(|i| self.members[*i].capabilities().notify).peekable();
+        let mut want = n - self.quorum + 1;
+        let mut subs = Vec::new();
+        let mut failures = Vec::new();
+        while want > 0 && order.peek().is_some() {
+            let batch: Vec<usize> = order.by_ref().take(want).collect();
+            let calls = batch.iter().map(|i| {
+                let m = &self.members[*i];
+                async move { member_result(timeout(t, m.subscribe(key)).await, t) }
+            });
+            for r in join_all(calls).await {
+                match r {
+                    Ok(Some(s)) => {
+                        subs.push(s);
+                        want -= 1;
+                    }
+                    Ok(None) => {}
+                    Err(f) => failures.push(f),
+                }
+            }
+        }
+        if subs.is_empty() {
+            return match failures.into_iter().next() {
+                Some(f) => Err(LockError::temporary(NAME, f.to_string())),
+                None => Ok(None),
+            };
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return Ok(None) };
+        let (tx, rx) = watch::channel(0u64);
+        rt.spawn(forward(subs, tx));
+        Ok(Some(Subscription::from_watch(rx)))
+    }
+}
+
+/// Wake the merged subscription on any member's notification, until the waiter goes away (or
+/// every member source is gone: dropping `tx` then tells the waiter to poll).
+async fn forward(mut subs: Vec<Subscription>, tx: watch::Sender<u64>) {
+    while !subs.is_empty() {
+        let event = {
+            let mut any: FuturesUnordered<_> =
+                subs.iter_mut().enumerate().map(|(i, s)| async move { (i, s.notified().await) }).collect();
+            tokio::select! {
+                _ = tx.closed() => None,
+                ev = any.next() => ev,
+            }
+        };
+        match event {
+            None => return,
+            Some((_, true)) => tx.send_modify(|n| *n = n.wrapping_add(1)),
+            Some((i, false)) => {
+                subs.swap_remove(i);
+            }
+        }
+    }
+}
