@@ -1,0 +1,143 @@
+//! Taking either side: a reader's slot and gate check, a writer's gate and every slot.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
+
+use super::request::Opts;
+use super::{ReadGuard, RwLock, WriteGuard};
+use crate::{LockError, LockGuard, Permit, Result};
+
+impl RwLock {
+    pub(super) async fn read_inner(&self, once: bool, opts: Opts) -> Result<Option<ReadGuard>> {
+        self.not_blocked_by_caller(false)?;
+        let marked = |permit| ReadGuard { permit, _mark: self.holders.mark(false) };
+        let started = Instant::now();
+        let deadline = opts.deadline(started)?;
+        let permit = match self.readers.take(once, deadline, opts.lease).await {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(None),
+            Err(LockError::Timeout { .. }) => return Err(self.timeout(started)),
+            Err(e) => return Err(e),
+        };
+        let busy = match self.gate_busy(opts.lease).await {
+            Ok(b) => b,
+            Err(e) => {
+                release_quietly(permit.release()).await;
+                return Err(e);
+            }
+        };
+        if !busy {
+            return Ok(Some(marked(permit)));
+        }
+        // A writer holds or waits: step aside and queue at the gate behind it. Once through,
+        // take the slot while still holding the gate, so that the writers queued after this
+        // reader cannot turn it away again (readers would starve under a stream of writers).
+        release_quietly(permit.release()).await;
+        if once {
+            return Ok(None);
+        }
+        let mut req = self.gate_request(opts.lease);
+        if let Some(d) = deadline {
+            req = req.wait(d.saturating_duration_since(Instant::now()));
+        }
+        let gate = match req.acquire().await {
+            Ok(g) => g,
+            Err(LockError::Timeout { .. }) => return Err(self.timeout(started)),
+            Err(e) => return Err(e),
+        };
+        // Only readers hold slots while the gate is held here: they leave in time.
+        let permit = self.readers.take(false, deadline, opts.lease).await;
+        release_quietly(gate.release()).await;
+        match permit {
+            Ok(Some(permit)) => Ok(Some(marked(permit))),
+            Ok(None) => unreachable!("take(false) returns a permit or an error"),
+            Err(LockError::Timeout { .. }) => Err(self.timeout(started)),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) async fn write_inner(&self, once: bool, opts: Opts) -> Result<Option<WriteGuard>> {
+        self.not_blocked_by_caller(true)?;
+        let started = Instant::now();
+        let deadline = opts.deadline(started)?;
+        let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let gate = if once {
+            match self.gate_request(opts.lease).try_acquire().await? {
+                Some(g) => g,
+                None => return Ok(None),
+            }
+        } else {
+            let mut req = self.gate_request(opts.lease);
+            if let Some(w) = remaining() {
+                req = req.wait(w);
+            }
+            match req.acquire().await {
+                Ok(g) => g,
+                Err(LockError::Timeout { .. }) => return Err(self.timeout(started)),
+                Err(e) => return Err(e),
+            }
+        };
+        // Holding the gate, this writer now takes every reader slot at once: new readers step
+        // aside (they see the gate held), current ones finish and release.
+        let k = self.readers.permits();
+        let mut parts: FuturesUnordered<_> = (0..k)
+            .map(|slot| {
+                let mut req = self.readers.slot_request(slot, opts.lease);
+                let w = if once { Some(Duration::ZERO) } else { remaining() };
+                if let Some(w) = w {
+                    req = req.wait(w);
+                }
+                async move { (slot, req.try_acquire_or_wait(once).await) }
+            })
+            .collect();
+        let mut slots = Vec::with_capacity(k as usize);
+        let mut failure: Option<Option<LockError>> = None;
+        while let Some((slot, result)) = parts.next().await {
+            match result {
+                Ok(Some(guard)) => slots.push(Permit::new(slot, guard)),
+                // Let the other single attempts finish rather than cut them off: a cut-off
+                // attempt is undone in the background, and until then it can stand in the way
+                // of the next acquisition.
+                Ok(None) => failure = Some(None),
+                Err(LockError::Timeout { .. }) => {
+                    failure = Some(Some(self.timeout(started)));
+                    break;
+                }
+                Err(e) => {
+                    failure = Some(Some(e));
+                    break;
+                }
+            }
+        }
+        // Dropping the unfinished acquisitions leaves nothing held.
+        drop(parts);
+        if let Some(failure) = failure {
+            join_all(slots.into_iter().map(|p| release_quietly(p.release()))).await;
+            release_quietly(gate.release()).await;
+            return match failure {
+                None => Ok(None),
+                Some(e) => Err(e),
+            };
+        }
+        slots.sort_by_key(Permit::slot);
+        Ok(Some(WriteGuard { gate, slots, _mark: self.holders.mark(true) }))
+    }
+}
+
+/// Release a part, logging (not returning) a failure: its lease frees it anyway.
+async fn release_quietly(release: impl Future<Output = Result<()>>) {
+    if let Err(e) = release.await {
+        tracing::debug!(error = %e, "releasing part of a read-write lock failed; its lease frees it");
+    }
+}
+
+impl crate::LockRequest<'_> {
+    /// One attempt when `once`, else an acquisition with the request's wait.
+    async fn try_acquire_or_wait(self, once: bool) -> Result<Option<LockGuard>> {
+        if once { self.try_acquire().await } else { self.acquire().await.map(Some) }
+    }
+}
