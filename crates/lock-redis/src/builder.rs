@@ -11,12 +11,13 @@ use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{Client, ConnectionInfo, IntoConnectionInfo, RedisError};
 
-use crate::backend::{ClusterSpec, RedisLock, Target, manager_config};
+use crate::backend::{RedisLock, manager_config};
 use crate::conn::{Kind, RedisConnection, SentinelConn};
 use crate::error::{NAME, classify, is_temporary};
 use crate::keys::{DEFAULT_KEY_PREFIX, KeyLayout};
 use crate::options::{self, Mode};
 use crate::replica::{DEFAULT_REPLICA_ACK_TIMEOUT, ReplicaAck};
+use crate::target::{ClusterSpec, Target};
 use crate::topology::{self, Topology};
 
 /// Default time allowed to open a connection.

@@ -14,6 +14,7 @@ mod notify;
 mod options;
 mod replica;
 mod scripts;
+mod target;
 mod topology;
 
 pub use backend::RedisLock;
