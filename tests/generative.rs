@@ -20,7 +20,7 @@ use lock_core::async_trait;
 use lock_testkit::history::Nemesis;
 use lock_testkit::history::generative::{GenReport, Mix, Primitive, run, run_primitive, seed};
 use lock_testkit::history::nemesis::{
-    Blackhole, Cut, Failover, KillLeader, KillRestart, KillSessions, Latency, Pause,
+    Blackhole, Cut, Failover, KillLeader, KillRestart, KillSessions, Latency, Pause, RowsLocked,
 };
 use lock_testkit::proxy::Proxy;
 use lock_testkit::server::{
@@ -249,6 +249,23 @@ async fn etcd_generative() {
     let revokes = Revokes { on_cut: false, on_restart: false, on_session_kill: true };
     let session = KillSessions::Etcd(&srv);
     generative("etcd", &srv, srv.port(), revokes, Some(session), url).await;
+}
+
+/// PostgreSQL with every fence row locked by another transaction 700 ms at a time: grants
+/// whose fence write waits past the wait's deadline or a cut-off, after the advisory lock was
+/// granted. Nothing may stay locked on a pooled connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_fence_rows_locked_generative() {
+    let Some(srv) = or_skip("postgres", PgServer::start()) else { return };
+    let f = UrlFactory { label: "postgres".into(), url: srv.url() };
+    let m = Mix { max_time: Duration::from_secs(6), ..mix() };
+    let seeds = if std::env::var_os("DLOCK_HISTORY_SEED").is_some() { seeds() } else { vec![5_013, 5_020] };
+    let nemesis = RowsLocked::new(&srv, "dlock_fence", m.fault_period.1);
+    for seed in seeds {
+        let r = run(&f, &m, Some(&nemesis), seed).await;
+        record(&r);
+        r.assert_ok(false);
+    }
 }
 
 /// Topologies without a proxy in front (several servers): two seeds of CI's, one without faults

@@ -37,6 +37,23 @@ pub enum KillSessions<'a> {
     Etcd(&'a EtcdServer),
 }
 
+/// Every row of a PostgreSQL table locked by another transaction (`FOR UPDATE`) for a while:
+/// a statement that writes one of them (a grant's fence write) waits past its bounds and is
+/// cancelled, after the advisory lock was granted.
+pub struct RowsLocked<'a> {
+    server: &'a PgServer,
+    table: &'static str,
+    hold: Duration,
+    open: lock_core::backend::Mutex<Option<std::process::Child>>,
+}
+
+impl<'a> RowsLocked<'a> {
+    /// `table`'s rows locked for `hold` at each strike.
+    pub fn new(server: &'a PgServer, table: &'static str, hold: Duration) -> Self {
+        RowsLocked { server, table, hold, open: Default::default() }
+    }
+}
+
 /// A replicated store whose leader [`KillLeader`] kills.
 pub trait Replicated: Sync {
     /// The member leading now, if one answers so.
@@ -169,6 +186,31 @@ impl Nemesis for KillSessions<'_> {
     async fn heal(&self) {}
 }
 
+#[async_trait]
+impl Nemesis for RowsLocked<'_> {
+    fn name(&self) -> String {
+        format!("{} rows locked {:?}", self.table, self.hold)
+    }
+    async fn strike(&self) {
+        let tx = format!(
+            "BEGIN; SELECT count(*) FROM (SELECT 1 FROM {} FOR UPDATE) r; SELECT pg_sleep({}); COMMIT;",
+            self.table,
+            self.hold.as_secs_f64()
+        );
+        let child = self.server.spawn_as_admin(&[&tx]).expect("start the locking transaction");
+        *self.open.lock() = Some(child);
+    }
+    async fn heal(&self) {
+        let Some(child) = self.open.lock().take() else { return };
+        let out = tokio::task::block_in_place(|| child.wait_with_output()).expect("the locking transaction");
+        assert!(
+            out.status.success(),
+            "the locking transaction failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 impl Replicated for ZkEnsemble {
     fn leader(&self) -> Option<usize> {
         self.leader_index()
@@ -244,4 +286,4 @@ macro_rules! debug_by_name {
     };
 }
 
-debug_by_name!(Pause, KillRestart, Blackhole, Cut, Latency, KillSessions, KillLeader, Failover);
+debug_by_name!(Pause, KillRestart, Blackhole, Cut, Latency, KillSessions, KillLeader, Failover, RowsLocked);

@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -146,6 +146,11 @@ pub(crate) fn psql(
     database: &str,
     statements: &[&str],
 ) -> Result<String, ServerError> {
+    run_command("psql", &mut psql_command(bin, port, database, statements))
+}
+
+/// `psql` as the superuser, each statement a `-c`, stopping at the first error.
+fn psql_command(bin: &Path, port: u16, database: &str, statements: &[&str]) -> Command {
     let mut cmd = Command::new(bin.join("psql"));
     cmd.env("PGPASSWORD", ADMIN_PASSWORD)
         .env("PGCONNECT_TIMEOUT", "2")
@@ -157,7 +162,7 @@ pub(crate) fn psql(
     for s in statements {
         cmd.arg("-c").arg(s);
     }
-    run_command("psql", &mut cmd)
+    cmd
 }
 
 /// A private PostgreSQL on `127.0.0.1:port()` with database `locktest` owned by the login role
@@ -282,6 +287,18 @@ impl PgServer {
     /// transaction each; returns the rows, `|`-separated.
     pub fn exec_as_admin(&self, statements: &[&str]) -> Result<String, ServerError> {
         psql(&self.bin, self.port(), DATABASE, statements)
+    }
+
+    /// Starts `psql` as the superuser on `statements` and returns at once: a transaction held
+    /// open across a fault (`BEGIN; ... FOR UPDATE; SELECT pg_sleep(..); COMMIT`); wait for the
+    /// child to know it ended.
+    pub fn spawn_as_admin(&self, statements: &[&str]) -> Result<Child, ServerError> {
+        psql_command(&self.bin, self.port(), DATABASE, statements)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| ServerError::io("starting psql", e))
     }
 
     /// The postmaster's children (backends and helpers), by `/proc`.
