@@ -10,7 +10,6 @@ use lock_core::backend::{
 use lock_core::{LockError, OwnerToken, Result, validate_key, validate_note};
 use sqlx::mysql::MySqlPool;
 
-use crate::builder::MySqlLockBuilder;
 use crate::error::{self, NAME};
 use crate::named::Named;
 use crate::optimistic::Optimistic;
@@ -51,26 +50,14 @@ impl fmt::Debug for MySqlLock {
 }
 
 impl MySqlLock {
-    /// Start building: `MySqlLock::builder().url("mysql://...").mode(Mode::Optimistic).build().await`.
-    pub fn builder() -> MySqlLockBuilder {
-        MySqlLockBuilder::default()
-    }
-
-    /// A pessimistic lock backend on `url` with default settings.
-    ///
-    /// # Errors
-    /// As [`MySqlLockBuilder::build`].
-    pub async fn from_url(url: &str) -> Result<Self> {
-        Self::builder().url(url).build().await
-    }
-
     /// Create the tables (and sequence) of this mode if they do not exist
     /// (`sql/*_schema.sql`). Idempotent; when everything exists it sends no DDL at all.
     ///
     /// # Errors
     /// Backend errors (permanent when the user may not create tables);
     /// [`LockError::InvalidConfig`](lock_core::LockError::InvalidConfig) for an optimistic
-    /// table of an older version (see [`MySqlLockBuilder::upgrade_table`]).
+    /// table of an older version (see
+    /// [`MySqlLockBuilder::upgrade_table`](crate::MySqlLockBuilder::upgrade_table)).
     pub async fn migrate(&self) -> Result<()> {
         self.migrate_with(false, true).await
     }
@@ -318,6 +305,6 @@ mod tests {
     fn public_types_are_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<MySqlLock>();
-        check::<MySqlLockBuilder>();
+        check::<crate::MySqlLockBuilder>();
     }
 }

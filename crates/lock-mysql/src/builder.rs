@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::LockError;
+use lock_core::{LockError, Result};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
 use lock_core::backend::redact::redact_url;
@@ -17,6 +17,21 @@ use crate::options::{Mode, parse_url};
 use crate::pessimistic::Pessimistic;
 use crate::sql::{Flavor, NamedSql, OptimisticSql, PessimisticSql, validate_table_name};
 use crate::waiters::Waiters;
+
+impl MySqlLock {
+    /// Start building: `MySqlLock::builder().url("mysql://...").mode(Mode::Optimistic).build().await`.
+    pub fn builder() -> MySqlLockBuilder {
+        MySqlLockBuilder::default()
+    }
+
+    /// A pessimistic lock backend on `url` with default settings.
+    ///
+    /// # Errors
+    /// As [`MySqlLockBuilder::build`].
+    pub async fn from_url(url: &str) -> Result<Self> {
+        Self::builder().url(url).build().await
+    }
+}
 
 /// Table of the pessimistic mode (plus `dlock_rows_fence`) unless [`MySqlLockBuilder::table`]
 /// names another.

@@ -11,7 +11,6 @@ use lock_core::{LockError, OwnerToken, Result, validate_key, validate_note};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnection, PgPool};
 
-use crate::builder::PgLockBuilder;
 use crate::error::{NAME, classify};
 use crate::session::Sessions;
 use crate::sql::Sql;
@@ -34,20 +33,6 @@ impl fmt::Debug for PgLock {
 }
 
 impl PgLock {
-    /// Start building: `PgLock::builder().url("postgres://...").build().await`, or
-    /// `PgLock::builder().pool(pool)` with your own `PgPool`.
-    pub fn builder() -> PgLockBuilder {
-        PgLockBuilder::default()
-    }
-
-    /// A lock backend on `url` with default settings.
-    ///
-    /// # Errors
-    /// As [`PgLockBuilder::build`].
-    pub async fn from_url(url: &str) -> Result<Self> {
-        Self::builder().url(url).build().await
-    }
-
     /// Create the fence table if it does not exist (`sql/schema.sql`), or add the note columns
     /// to a fence table of an older version (`sql/notes_schema.sql`, needs the table's owner).
     /// Idempotent; when everything exists it sends no DDL at all.
@@ -201,6 +186,6 @@ mod tests {
     fn public_types_are_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<PgLock>();
-        check::<PgLockBuilder>();
+        check::<crate::PgLockBuilder>();
     }
 }

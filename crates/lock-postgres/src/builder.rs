@@ -4,8 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::LockError;
 use lock_core::backend::redact::redact_url;
+use lock_core::{LockError, Result};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::backend::{PgLock, migrate_on};
@@ -13,6 +13,22 @@ use crate::error::{NAME, classify};
 use crate::options::{parse_url, validate_table_name};
 use crate::session::Sessions;
 use crate::sql::Sql;
+
+impl PgLock {
+    /// Start building: `PgLock::builder().url("postgres://...").build().await`, or
+    /// `PgLock::builder().pool(pool)` with your own `PgPool`.
+    pub fn builder() -> PgLockBuilder {
+        PgLockBuilder::default()
+    }
+
+    /// A lock backend on `url` with default settings.
+    ///
+    /// # Errors
+    /// As [`PgLockBuilder::build`].
+    pub async fn from_url(url: &str) -> Result<Self> {
+        Self::builder().url(url).build().await
+    }
+}
 
 /// The fence table unless [`PgLockBuilder::table`] names another.
 const DEFAULT_TABLE: &str = "dlock_fence";
