@@ -15,18 +15,11 @@ use std::future::Future;
 use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
-use lock_core::backend::{Backoff, Cleanup};
+use lock_core::backend::{Cleanup, retry_cleanup};
 use tokio::runtime::Handle;
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 use crate::error::{bounded, lease_gone};
-
-/// First and longest pause between retries of a delete that failed. The key blocks the lock's
-/// queue until it goes or its lease ends, so the delete is retried (the core retries
-/// acquisitions, not cleanups), without hammering a server that is coming back.
-const RETRY_MIN: Duration = Duration::from_millis(20);
-const RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// The life of one lease as its keys' cleanups see it: over once the lease ended, or once its
 /// session is dropped with the client.
@@ -38,10 +31,6 @@ impl Life {
         Life(over)
     }
 
-    pub fn is_over(&self) -> bool {
-        *self.0.borrow() || self.0.has_changed().is_err()
-    }
-
     /// Returns once the lease's life is over.
     pub async fn over(&self) {
         // An error: the session is gone, which is an end too.
@@ -50,26 +39,16 @@ impl Life {
 
     /// `op` until it succeeds, or until the lease's life is over: then the key went (or goes)
     /// with the lease, and waiting for `op` would only keep a task and a connection alive.
-    async fn retry<F, Fut>(&self, what: &'static str, mut op: F)
+    async fn retry<F, Fut>(&self, what: &'static str, op: F)
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<(), etcd_client::Error>>,
     {
-        let mut backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
-        while !self.is_over() {
-            let failed = tokio::select! {
-                r = op() => match r {
-                    Ok(()) => return,
-                    Err(e) => e,
-                },
-                () = self.over() => return,
-            };
-            tracing::debug!(error = %failed, what, "etcd cleanup failed; retrying while the lease lives");
-            tokio::select! {
-                () = tokio::time::sleep(backoff.next_delay()) => {}
-                () = self.over() => return,
-            }
-        }
+        let failing = |e: &etcd_client::Error| {
+            tracing::debug!(error = %e, what, "etcd cleanup failed; retrying while the lease lives");
+            true
+        };
+        let _ = retry_cleanup(op, failing, self.over()).await;
     }
 
     /// Sleep for `d`, or less if the lease's life ends first.
@@ -193,19 +172,20 @@ pub(crate) fn releasing(client: &Client, name: &str, fence: i64, timeout: Durati
 /// lease is already gone, or it must have expired on its own (no keep-alive is sent any more).
 pub(crate) fn spawn_revoke(runtime: &Handle, client: Client, lease: i64, ttl: Duration, timeout: Duration) {
     runtime.spawn(async move {
-        let mut leases = client.lease_client();
-        let mut backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
-        let started = Instant::now();
-        loop {
-            match bounded(timeout, leases.revoke(lease)).await {
-                Ok(_) => return,
-                Err(e) if lease_gone(&e) => return,
-                Err(_) if started.elapsed() > ttl.saturating_mul(2) => return,
-                Err(e) => {
-                    tracing::debug!(error = %e, "lease revoke failed; retrying");
-                    tokio::time::sleep(backoff.next_delay()).await;
+        let leases = client.lease_client();
+        let revoke = || {
+            let mut leases = leases.clone();
+            async move {
+                match bounded(timeout, leases.revoke(lease)).await {
+                    Err(e) if lease_gone(&e) => Ok(()),
+                    r => r.map(drop),
                 }
             }
-        }
+        };
+        let failing = |e: &etcd_client::Error| {
+            tracing::debug!(error = %e, "lease revoke failed; retrying");
+            true
+        };
+        let _ = retry_cleanup(revoke, failing, tokio::time::sleep(ttl.saturating_mul(2))).await;
     });
 }

@@ -7,19 +7,15 @@
 
 use std::time::Duration;
 
-use lock_core::backend::{Backoff, Cleanup};
+use lock_core::backend::{Cleanup, retry_cleanup};
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::error::session_ended;
 
-/// First and longest pause between retries of a delete that failed on a connection error. The
-/// node blocks the key's queue until it goes or the session ends, so the delete is retried
-/// until one of them happens (the core retries acquisitions, not cleanups), without hammering
-/// a server that is coming back.
-const RETRY_MIN: Duration = Duration::from_millis(20);
-const RETRY_MAX: Duration = Duration::from_secs(1);
+/// How often a retried delete looks at its session's state.
+const SESSION_CHECK: Duration = Duration::from_millis(50);
 
 /// Which node to delete.
 pub(crate) enum Node {
@@ -48,49 +44,55 @@ pub(crate) fn found(cleanup: &mut Cleanup, client: &zk::Client, path: String) {
 pub(crate) fn spawn_delete(runtime: &Handle, client: zk::Client, path: String) {
     let first = client.delete(&path, None);
     runtime.spawn(async move {
-        if !gone(first.await) {
+        if settled(first.await).is_err() {
             let _ = delete_until_gone(client, Node::Path(path)).await;
         }
     });
 }
 
-/// Whether a delete's outcome leaves the node gone (deleted, already gone, or its session over).
-fn gone(result: Result<(), zk::Error>) -> bool {
+/// A delete's outcome with "the node is gone" as `Ok`: deleted, already gone, or its session
+/// over (the node went with it).
+fn settled(result: Result<(), zk::Error>) -> Result<(), zk::Error> {
     match result {
-        Ok(()) | Err(zk::Error::NoNode) => true,
-        Err(e) if session_ended(&e) => true,
-        Err(e) => {
-            tracing::debug!(error = %e, "lock node delete failed; retrying");
-            false
-        }
+        Err(zk::Error::NoNode) => Ok(()),
+        Err(e) if session_ended(&e) => Ok(()),
+        r => r,
     }
 }
 
 /// Delete `node` until it is gone or its session ends (either frees the lock).
 async fn delete_until_gone(client: zk::Client, node: Node) -> lock_core::Result<()> {
-    let mut backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
-    let mut disconnected_since: Option<Instant> = None;
-    loop {
+    let delete = || async {
         let result = match &node {
             Node::Path(p) => client.delete(p, None).await,
             Node::Prefix { dir, unique } => find_and_delete(&client, dir, unique).await,
         };
-        if gone(result) {
-            return Ok(());
-        }
-        tokio::time::sleep(backoff.next_delay()).await;
+        settled(result)
+    };
+    let failing = |e: &zk::Error| {
+        tracing::debug!(error = %e, "lock node delete failed; retrying");
+        true
+    };
+    let _ = retry_cleanup(delete, failing, session_over(&client)).await;
+    Ok(())
+}
+
+/// Returns once the session is over: closed or expired, or disconnected for a whole session
+/// timeout (the server has expired it, and the node with it; no need to keep the client open).
+async fn session_over(client: &zk::Client) {
+    let mut disconnected_since: Option<Instant> = None;
+    loop {
         match client.state() {
-            s if s.is_terminated() => return Ok(()),
-            // Disconnected for a whole session timeout: the server has expired the session
-            // (and the node with it); stop holding the client open.
+            s if s.is_terminated() => return,
             zk::SessionState::Disconnected => {
                 let since = *disconnected_since.get_or_insert_with(Instant::now);
                 if since.elapsed() > client.session_timeout() {
-                    return Ok(());
+                    return;
                 }
             }
             _ => disconnected_since = None,
         }
+        tokio::time::sleep(SESSION_CHECK).await;
     }
 }
 

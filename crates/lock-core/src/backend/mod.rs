@@ -27,7 +27,7 @@ pub mod session;
 mod sync;
 
 pub use crate::renewer::RENEW_BATCH;
-pub use backoff::{Backoff, jitter};
+pub use backoff::{Backoff, jitter, retry_cleanup};
 pub use cleanup::Cleanup;
 pub use notify::{NotifyHub, Subscription};
 pub use options::UrlOptions;

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::backend::{AcquireRequest, Attempt, Backoff, Cleanup, Grant, LockBackend, jitter, millis};
+use lock_core::backend::{
+    AcquireRequest, Attempt, Cleanup, Grant, LockBackend, jitter, millis, retry_cleanup,
+};
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use tokio::time::Instant;
 
@@ -230,23 +232,13 @@ impl RedisLock {
 }
 
 /// Runs `undo`, the cleanup of an attempt whose answer never came, until it succeeds, a
-/// permanent error, or `lease` has passed (what the attempt may have granted has expired by
-/// then, and its wait-set entry much sooner): the same fault that lost the answer (a paused or
-/// failing-over server) usually fails the first try too, and a grant left behind would block
-/// the key for its whole lease.
-async fn undo_attempt<F, Fut>(lease: Duration, mut undo: F) -> Result<()>
+/// permanent error, or `lease` has passed: what the attempt may have granted has expired by
+/// then, and its wait-set entry much sooner.
+async fn undo_attempt<F, Fut>(lease: Duration, undo: F) -> Result<()>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    let give_up = Instant::now() + lease;
-    let mut backoff = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
-    loop {
-        match undo().await {
-            Err(e) if e.is_temporary() && Instant::now() < give_up => {
-                tokio::time::sleep(backoff.next_delay()).await;
-            }
-            r => return r,
-        }
-    }
+    let expired = tokio::time::sleep(lease);
+    retry_cleanup(undo, LockError::is_temporary, expired).await.unwrap_or(Ok(()))
 }
