@@ -465,10 +465,10 @@ async fn zk(url: &str, n: usize) -> Result<Floor> {
     let hosts = hosts.split_once('/').map_or(hosts, |(h, _)| h);
     let client = zkc::Client::connector().connect(hosts).await.map_err(BenchError::driver(WHAT))?;
     let opts = zkc::CreateMode::EphemeralSequential.with_acls(zkc::Acls::anyone_all());
-    // A fresh ZooKeeper is a cold JVM: p50 of its first 1,000 requests 1.3-1.5x, of the next
-    // several thousand 1.1-1.2x those after 10,000 (examples/zk_profile.rs warmup), and the zk
-    // target is the first on its server while Curator comes after it. Untimed requests first, so
-    // that both are timed on a warm server.
+    // A fresh ZooKeeper is a cold JVM whose first thousands of requests are slower (figures in
+    // docs/BENCH.md, from examples/zk_profile.rs), and the zk target is the first on its server
+    // while Curator comes after it. Untimed requests first, so that both are timed on a warm
+    // server.
     for _ in 0..2 * n {
         client.check_stat("/").await.map_err(BenchError::driver(WHAT))?;
         let (_, seq) = client.create("/dlock-floor-", b"", &opts).await.map_err(BenchError::driver(WHAT))?;

@@ -5,9 +5,10 @@
 //! Holding connections come from a private pool opened with the same connect options and size
 //! as the backend's pool, whose connections carry the holder's session settings from the start
 //! (`sql/pessimistic_session*.sql`: autocommit off and the server-side idle bound), so that an
-//! acquisition is one prepared statement and a release one `COMMIT`. Setting those per
-//! acquisition (and restoring the server-wide timeouts per release, as a shared pool needs) cost
-//! ~100 µs of a ~290 µs pair. The shared pool never sees a holder's settings.
+//! acquisition is one prepared statement and a release one `COMMIT`, instead of setting them
+//! per acquisition and restoring the server-wide timeouts per release, as a shared pool would
+//! need (a third of an uncontended acquire-release pair; figures in `docs/BENCH.md`). The
+//! shared pool never sees a holder's settings.
 
 use std::fmt;
 use std::sync::Arc;
@@ -186,9 +187,8 @@ impl Pessimistic {
         // Only a held key pays for the connection id (`KILL QUERY` needs it to end the wait), so
         // `acquire()` on a free key costs what `try_lock` costs. This trip is made while another
         // client holds the key, so it does not delay the hand-over; asking in the first batch
-        // instead (`SELECT CONNECTION_ID();` before the lock) made every `acquire()` on a free key
-        // ~8% slower (1.10x try_acquire instead of 1.02x, 13 interleaved lock-bench runs) and
-        // contended throughput no better.
+        // instead (`SELECT CONNECTION_ID();` before the lock) would slow every `acquire()` on a
+        // free key for no gain under contention (see `docs/BENCH.md`).
         self.trips.add();
         let conn_id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
             .fetch_one(&mut **pinned.conn)
