@@ -23,6 +23,8 @@ use std::sync::Arc;
 pub use lock_core::*;
 #[cfg(feature = "etcd")]
 pub use lock_etcd;
+#[cfg(feature = "file")]
+pub use lock_file;
 #[cfg(feature = "mysql")]
 pub use lock_mysql;
 #[cfg(feature = "postgres")]

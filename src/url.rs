@@ -31,6 +31,7 @@ macro_rules! connect {
 /// | `zk://host:port[,host:port]/root` | ZooKeeper | `zk` |
 /// | `postgres://`, `postgresql://` (`?table=`, `keepalive=`) | PostgreSQL session advisory locks | `postgres` |
 /// | `etcd://[user:pw@]h1:p1[,h2:p2]/prefix` (`?lease_ttl=`) | etcd v3 | `etcd` |
+/// | `file:///absolute/dir` (`?check_every=`) | advisory file locks (`flock`) of one host, not on NFS | `file` |
 ///
 /// # Errors
 /// [`LockError::FeatureNotEnabled`] for a known scheme compiled out, [`LockError::InvalidConfig`]
@@ -53,9 +54,10 @@ pub async fn from_url(url: &str) -> Result<DynBackend, LockError> {
             connect!("postgres", &scheme, lock_postgres::PgLock::builder().url(url).build())
         }
         "etcd" => connect!("etcd", &scheme, lock_etcd::EtcdLock::from_url(url)),
+        "file" => connect!("file", &scheme, async { lock_file::FileLock::from_url(url) }),
         other => Err(LockError::InvalidConfig {
             reason: format!(
-                "unknown scheme {other:?} (expected memory, redis, rediss, redis+cluster, rediss+cluster, redis+sentinel, redlock, mysql, mariadb, zk, etcd, postgres or postgresql)"
+                "unknown scheme {other:?} (expected memory, redis, rediss, redis+cluster, rediss+cluster, redis+sentinel, redlock, mysql, mariadb, zk, etcd, postgres, postgresql or file)"
             ),
         }),
     }

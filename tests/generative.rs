@@ -268,6 +268,35 @@ async fn postgres_fence_rows_locked_generative() {
     }
 }
 
+/// Every lock file of a directory removed, as an operator might: a holder keeps its lock on
+/// a file nobody else opens, and learns of it at its next check.
+struct RemoveLockFiles<'a>(&'a std::path::Path);
+
+#[async_trait]
+impl Nemesis for RemoveLockFiles<'_> {
+    fn name(&self) -> String {
+        "lock files removed".into()
+    }
+    async fn strike(&self) {
+        for e in std::fs::read_dir(self.0).expect("lock dir").flatten() {
+            if e.path().extension().is_some_and(|x| x == "lock") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    async fn heal(&self) {}
+}
+
+/// File locks: without faults, and with every lock file removed behind its holder (taken
+/// away without notice until the holder's next check: only the fence protects then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_generative() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("file://{}?check_every=50ms", dir.path().display());
+    let f = UrlFactory { label: "file".into(), url };
+    without_proxy(&f, &RemoveLockFiles(dir.path()), true).await;
+}
+
 /// Topologies without a proxy in front (several servers): two seeds of CI's, one without faults
 /// and under `fault`; `revokes`: the fault takes holds away without notice.
 async fn without_proxy(f: &UrlFactory, fault: &dyn Nemesis, revokes: bool) {

@@ -120,6 +120,14 @@ async fn memory_history() {
     report(&run(&f, &workload(), None).await);
 }
 
+/// File locks: holders crash (their `FileLock` dropped, the files closed) through the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_history() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let f = UrlFactory { label: "file".into(), url: format!("file://{}", dir.path().display()) };
+    report(&run(&f, &workload(), None).await);
+}
+
 async fn redis_history(mode: &str) {
     let Some(srv) = or_skip("redis", RedisServer::start()) else { return };
     let url = move |p: u16| format!("redis://127.0.0.1:{p}/?mode={mode}");
@@ -409,6 +417,28 @@ async fn redis_holder_processes() {
     let Some(srv) = or_skip("redis", RedisServer::start()) else { return };
     holder_processes("redis/simple", &format!("{}?mode=simple", srv.url()), LEASE + Duration::from_secs(1))
         .await;
+}
+
+/// A file lock whose holder process is SIGKILLed is free at once (the kernel closes the
+/// process's files). A paused holder keeps it, as `flock(1)`'s would: nothing times out, so
+/// the paused half of [`holder_processes`] does not apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_killed_holder_process() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("file://{}", dir.path().display());
+    let key = lock_testkit::conformance::key("process");
+    let other = Locker::new(dlock::from_url(&url).await.expect("client"));
+    let mut h = Holder::spawn(&url, &key);
+    h.expect("ACQUIRED", Duration::from_secs(20));
+    assert!(other.try_lock(&key).await.expect("try").is_none(), "the holder process holds it");
+    kill(h.pid(), Signal::SIGKILL).expect("SIGKILL holder");
+    let killed = Instant::now();
+    let g =
+        other.lock(&key).wait(Duration::from_secs(5)).acquire().await.expect("taken from the killed holder");
+    let recovery = killed.elapsed();
+    g.release().await.expect("release");
+    eprintln!("[file / holder processes] SIGKILLed holder: lock taken after {recovery:?}");
+    assert!(recovery < Duration::from_secs(1), "recovery {recovery:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -73,7 +73,8 @@ enum Cmd {
     Run {
         /// Backend URL: memory://name, redis://host:port/?mode=simple|reentrant|fair|redis-py|python-redis-lock,
         /// mysql://user:pass@host:port/db?mode=pessimistic|optimistic|get_lock, zk://host:port/root,
-        /// postgres://user:pass@host:port/db, etcd://host1:port,host2:port/prefix
+        /// postgres://user:pass@host:port/db, etcd://host1:port,host2:port/prefix,
+        /// file:///var/lock/dir (one host)
         #[arg(long, env = "DLOCK_URL")]
         url: String,
         /// Lock name.

@@ -77,7 +77,7 @@ pub(crate) fn prepare(
     if url.get(..9).is_some_and(|s| s.eq_ignore_ascii_case("memory://")) {
         eprintln!(
             "dlock: memory:// locks live inside one process, so another dlock process would never see \
-             this one; use redis://, mysql://, zk://, postgres://, etcd:// or redlock://"
+             this one; use redis://, mysql://, zk://, postgres://, etcd://, redlock:// or file://"
         );
         return Err(ExitCode::from(EXIT_CONFIG));
     }

@@ -1,0 +1,226 @@
+//! [`FileLock`]: the `LockBackend` over a directory of lock files.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::backend::session::{Granted, Sessions};
+use lock_core::backend::{
+    AcquireRequest, Attempt, Capability, Grant, LockBackend, LockInfo, RenewItem, Subscription, UrlOptions,
+    unsupported,
+};
+use lock_core::{FencingToken, LockError, OwnerToken, Result};
+use tokio::time::Instant;
+
+use crate::NAME;
+use crate::driver::Files;
+use crate::files::{KeyFiles, grab, probe};
+use crate::names::stem;
+
+/// How often a hold checks that its lock file is still the one at its path: how soon a holder
+/// learns that someone removed or replaced it.
+pub const DEFAULT_CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// A lock file has no idle bound: it is held until released, or until its process exits (the
+/// kernel closes the file). The toolkit's give-up clock is set past any lease.
+const NO_IDLE_BOUND: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Locks as advisory file locks (`flock`) in one directory of one host.
+///
+/// A key's lock is an exclusive `flock` on `<dir>/<key>.lock`, held by an open file until
+/// release; the kernel drops it when the process exits, however it exits. Fencing tokens come
+/// from `<dir>/<key>.fence`, raised and synced to disk under the lock before each grant. The
+/// lost signal fires when the lock file is removed or replaced behind the holder. Waiters poll
+/// with jittered backoff (the core's). Holds are session-bound: the lease asked for is not a
+/// timeout, the process is. Not for network file systems: NFS does not keep `flock`s
+/// exclusive across hosts.
+pub struct FileLock {
+    dir: PathBuf,
+    sessions: Sessions<Files>,
+}
+
+impl fmt::Debug for FileLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileLock").field("dir", &self.dir).field("holds", &self.sessions).finish()
+    }
+}
+
+impl FileLock {
+    /// Locks in `dir`, created if missing.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] when `dir` is not absolute; backend errors when it cannot
+    /// be created or is not a directory.
+    pub fn new(dir: impl Into<PathBuf>) -> Result<Self> {
+        Self::with_check_every(dir, DEFAULT_CHECK_EVERY)
+    }
+
+    /// [`new`](Self::new), each hold checking its lock file every `every`.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new); [`LockError::InvalidConfig`] for a zero period.
+    pub fn with_check_every(dir: impl Into<PathBuf>, every: Duration) -> Result<Self> {
+        let dir = dir.into();
+        if !dir.is_absolute() {
+            return Err(LockError::InvalidConfig {
+                reason: format!("the lock directory must be an absolute path, not {:?}", dir.display()),
+            });
+        }
+        if every.is_zero() {
+            return Err(LockError::InvalidConfig { reason: "check_every must be above zero".into() });
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| io_error(e, &dir))?;
+        if !dir.is_dir() {
+            return Err(LockError::permanent(NAME, format!("{} is not a directory", dir.display())));
+        }
+        Ok(FileLock { dir, sessions: Sessions::new(Files, every, NO_IDLE_BOUND) })
+    }
+
+    /// From `file:///absolute/dir[?check_every=250ms]`.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] for another scheme, a host, a relative path or an unknown
+    /// option; as [`new`](Self::new).
+    pub fn from_url(url: &str) -> Result<Self> {
+        let mut o = UrlOptions::parse(url)?;
+        let every = o.take_duration("check_every")?.unwrap_or(DEFAULT_CHECK_EVERY);
+        let base = o.finish()?;
+        let Some(path) = base.strip_prefix("file://") else {
+            return Err(LockError::InvalidConfig { reason: format!("not a file:// url: {base:?}") });
+        };
+        if !path.starts_with('/') {
+            return Err(LockError::InvalidConfig {
+                reason: format!(
+                    "file:// urls name an absolute directory and no host: file:///var/lock/app, not {base:?}"
+                ),
+            });
+        }
+        Self::with_check_every(percent_decoded(path), every)
+    }
+
+    /// The lock directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn files(&self, key: &str) -> KeyFiles {
+        KeyFiles::new(&self.dir, &stem(key))
+    }
+}
+
+/// `%XX` escapes of a URL path decoded (a directory with a space is `%20` in a URL).
+fn percent_decoded(path: &str) -> String {
+    let mut o = UrlOptions::parse(&format!("x://?p={path}")).expect("one option");
+    o.take::<String>("p").ok().flatten().unwrap_or_else(|| path.to_owned())
+}
+
+fn io_error(e: io::Error, path: &Path) -> LockError {
+    let what = format!("{}: {e}", path.display());
+    match e.kind() {
+        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => {
+            LockError::permission_denied(NAME, what)
+        }
+        io::ErrorKind::InvalidData | io::ErrorKind::NotADirectory => LockError::permanent(NAME, what),
+        _ => LockError::temporary(NAME, what),
+    }
+}
+
+/// Runs a blocking file operation off the runtime's workers.
+async fn blocking<T: Send + 'static>(
+    files: &KeyFiles,
+    op: impl FnOnce(&KeyFiles) -> io::Result<T> + Send + 'static,
+) -> Result<T> {
+    let owned = files.clone();
+    match tokio::task::spawn_blocking(move || op(&owned)).await {
+        Ok(r) => r.map_err(|e| io_error(e, &files.lock)),
+        Err(e) => Err(LockError::temporary(NAME, e)),
+    }
+}
+
+#[async_trait]
+impl LockBackend for FileLock {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capability {
+        let mut c = Capability::NONE;
+        c.renew = true;
+        c.fencing = true;
+        c.reentrant = true;
+        c.session_bound = true;
+        c.notes = true;
+        c
+    }
+
+    fn identity(&self) -> String {
+        format!("file://{}", self.dir.display())
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        if let Some(fence) = self.sessions.reenter(req.key, req.owner, req.signal) {
+            return Ok(Attempt::Acquired(Grant { fence, lease: None }));
+        }
+        let sent = Instant::now();
+        // A cancelled attempt leaves nothing behind: the blocking grab finishes on its own and
+        // its result, the locked file, is dropped (closed, so unlocked) with the join handle.
+        match blocking(&self.files(req.key), grab).await? {
+            None => Ok(Attempt::Held { retry_after: None }),
+            Some((held, fence)) => {
+                let granted = Granted { held, session: 0, fence, sent, answered: None };
+                self.sessions.hold(req, granted).await
+            }
+        }
+    }
+
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        self.sessions.release(key, owner).await
+    }
+
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        self.sessions.renew(items).await
+    }
+
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        Ok(match blocking(&self.files(key), probe).await? {
+            None => LockInfo::free(),
+            Some(fence) => {
+                let mut held = LockInfo::held();
+                held.fence = Some(FencingToken(fence));
+                held
+            }
+        })
+    }
+
+    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
+        Ok(())
+    }
+
+    async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
+        Ok(None)
+    }
+
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        self.sessions.set_note(key, owner, note).await
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        let read = |f: &KeyFiles| -> io::Result<Option<String>> {
+            if probe(f)?.is_none() {
+                return Ok(None);
+            }
+            match std::fs::read_to_string(&f.note) {
+                Ok(s) => Ok(Some(s)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            }
+        };
+        blocking(&self.files(key), read).await
+    }
+
+    async fn raise_fence(&self, _key: &str, _owner: OwnerToken, _floor: FencingToken) -> Result<bool> {
+        Err(unsupported(NAME, "raise_fence"))
+    }
+}
