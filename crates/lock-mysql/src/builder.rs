@@ -7,7 +7,10 @@ use std::time::Duration;
 use lock_core::{LockError, Result};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
-use lock_core::backend::redact::redact_url;
+use lock_core::backend::session::{
+    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_CONNECTIONS, MIN_KEEPALIVE, Source,
+    connect_first, endpoint, no_source,
+};
 
 use crate::backend::{Inner, MySqlLock};
 use crate::error::{NAME, classify};
@@ -42,29 +45,10 @@ const DEFAULT_PESSIMISTIC_TABLE: &str = "dlock_rows";
 const DEFAULT_NAMED_TABLE: &str = DEFAULT_PESSIMISTIC_TABLE;
 /// Table of the optimistic mode (plus `dlock_leases_fence` on MariaDB).
 const DEFAULT_OPTIMISTIC_TABLE: &str = "dlock_leases";
-/// Size of a pool the builder opens itself (and, in pessimistic mode, of the private pool of
-/// holding connections): every held lock pins one connection for its whole life.
-const DEFAULT_MAX_CONNECTIONS: u32 = 32;
-/// Keep-alive period of a held pessimistic lock's connection: a failed ping fires the lost
-/// signal at most this long after the connection died, and the server's idle bound is three
-/// of these (6 s), short enough for a crashed holder, long enough for a busy client.
-const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(2);
-/// Time to wait for a pooled connection (after which the error is temporary): past a few
-/// seconds the server is down or the pool too small, and the core's retry is the better wait.
-const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Shortest keep-alive accepted: below it the pings themselves load the server.
-const MIN_KEEPALIVE: Duration = Duration::from_millis(10);
-
-enum Source {
-    None,
-    Url(String),
-    Options(Box<MySqlConnectOptions>),
-    Pool(MySqlPool),
-}
 
 /// Builder of a [`MySqlLock`]; start with [`MySqlLock::builder`].
 pub struct MySqlLockBuilder {
-    source: Source,
+    source: Source<MySqlConnectOptions, MySqlPool>,
     mode: Option<Mode>,
     table: Option<String>,
     max_connections: u32,
@@ -75,17 +59,9 @@ pub struct MySqlLockBuilder {
 }
 
 impl fmt::Debug for MySqlLockBuilder {
-    // Hand-written: the URL is shown redacted and connect options (which carry the password)
-    // are not shown at all.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let source = match &self.source {
-            Source::None => "none".to_owned(),
-            Source::Url(u) => redact_url(u),
-            Source::Options(_) => "connect options".to_owned(),
-            Source::Pool(_) => "existing pool".to_owned(),
-        };
         f.debug_struct("MySqlLockBuilder")
-            .field("source", &source)
+            .field("source", &self.source)
             .field("mode", &self.mode)
             .field("table", &self.table)
             .field("max_connections", &self.max_connections)
@@ -205,15 +181,12 @@ impl MySqlLockBuilder {
     /// server is unreachable, permanent for bad credentials).
     pub async fn build(self) -> Result<MySqlLock, LockError> {
         let (mut mode, mut table) = (self.mode, self.table.clone());
-        let source = match self.source {
-            Source::Url(url) => {
-                let parsed = parse_url(&url)?;
-                mode = mode.or(parsed.mode);
-                table = table.or(parsed.table);
-                Source::Options(Box::new(parsed.connect))
-            }
-            other => other,
-        };
+        let source = self.source.parse_url(|url| {
+            let parsed = parse_url(url)?;
+            mode = mode.or(parsed.mode);
+            table = table.take().or(parsed.table);
+            Ok(parsed.connect)
+        })?;
         let mode = mode.unwrap_or_default();
         let table = table.unwrap_or_else(|| match mode {
             Mode::Pessimistic => DEFAULT_PESSIMISTIC_TABLE.to_owned(),
@@ -230,36 +203,15 @@ impl MySqlLockBuilder {
                 .test_before_acquire(false)
         };
         let pool = match source {
-            Source::None | Source::Url(_) => {
-                return Err(LockError::InvalidConfig {
-                    reason: "no url, connect options or pool given".into(),
-                });
-            }
+            Source::None | Source::Url(_) => return Err(no_source()),
             // A waiter in `SELECT ... FOR UPDATE` for seconds is normal here: no slow-statement
             // warnings (sqlx logs every statement over 1 s at WARN by default).
             Source::Options(opts) => {
                 use sqlx::{ConnectOptions, Connection};
                 let opts = opts.disable_statement_logging();
-                // One direct connection first: it fails at once with the server's or the
-                // network's own words, where the pool retries until its acquire timeout and
-                // then says only "pool timed out".
-                match tokio::time::timeout(
-                    self.acquire_timeout,
-                    sqlx::mysql::MySqlConnection::connect_with(&opts),
-                )
-                .await
-                {
-                    Ok(Ok(c)) => {
-                        let _ = c.close().await;
-                    }
-                    Ok(Err(e)) => return Err(classify(e)),
-                    Err(_) => {
-                        return Err(LockError::temporary(
-                            NAME,
-                            format!("no answer from the server within {:?}", self.acquire_timeout),
-                        ));
-                    }
-                }
+                // One direct connection first, for the server's own words on failure.
+                let first = sqlx::mysql::MySqlConnection::connect_with(&opts);
+                let _ = connect_first(NAME, self.acquire_timeout, first, classify).await?.close().await;
                 pool_options().connect_with(opts).await.map_err(classify)?
             }
             Source::Pool(pool) => pool,
@@ -268,11 +220,7 @@ impl MySqlLockBuilder {
             sqlx::query_scalar("SELECT VERSION()").fetch_one(&pool).await.map_err(classify)?;
         let flavor = Flavor::of_version(&version);
         let opts = pool.connect_options();
-        // Host names compare case-insensitively; user and password are not part of the space.
-        let endpoint = match opts.get_socket() {
-            Some(sock) => sock.display().to_string(),
-            None => format!("{}:{}", opts.get_host().to_ascii_lowercase(), opts.get_port()),
-        };
+        let endpoint = endpoint(opts.get_socket().map(|p| p.as_path()), opts.get_host(), opts.get_port());
         let identity =
             format!("mysql://{endpoint}/{}/{table}?mode={mode}", opts.get_database().unwrap_or(""));
         let inner = match mode {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use lock_core::backend::UrlOptions;
-use lock_core::backend::redact::{percent_decode, redact_url, scrub, split_userinfo, url_password};
+use lock_core::backend::redact::{DriverUrl, expect_scheme};
 use lock_core::{LockError, Result};
 use sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
 
@@ -73,44 +73,25 @@ fn invalid(reason: String) -> LockError {
     LockError::InvalidConfig { reason }
 }
 
-/// An option the driver accepts under two spellings: either one, not both.
-fn take_either<T>(o: &mut UrlOptions, name: &'static str, alias: &'static str) -> Result<Option<T>>
-where
-    T: FromStr,
-    T::Err: fmt::Display,
-{
-    match (o.take::<T>(name)?, o.take::<T>(alias)?) {
-        (Some(_), Some(_)) => {
-            Err(invalid(format!("url options {name} and {alias} are one option, given twice")))
-        }
-        (a, b) => Ok(a.or(b)),
-    }
-}
-
 /// Parse a `mysql://` (or `mariadb://`) URL: our options `mode=` and `table=`, the driver's
 /// (`ssl-mode`, `ssl-ca`, `ssl-cert`, `ssl-key`, `charset`, `collation`,
 /// `statement-cache-capacity`, `socket`, `timezone`, with sqlx's alternative spellings), and
 /// nothing else. TLS asked for without the `tls` feature is refused. Errors never echo the
 /// password.
 pub(crate) fn parse_url(url: &str) -> Result<UrlConfig> {
-    let Some(rest) = url.strip_prefix("mysql://").or_else(|| url.strip_prefix("mariadb://")) else {
-        return Err(invalid(format!("expected a mysql:// url, got {}", redact_url(url))));
-    };
-    // The userinfo goes to the driver through setters, never through its URL parser: a raw
-    // password may hold `/ ? # @ %`, which that parser would split, and its errors quote URLs.
-    let (userinfo, _) = split_userinfo(rest);
+    expect_scheme(url, &["mysql", "mariadb"])?;
     let mut o = UrlOptions::parse(url)?;
     let mode = o.take::<Mode>("mode")?;
     let table = o.take::<String>("table")?;
-    let ssl_mode = take_either::<MySqlSslMode>(&mut o, "ssl-mode", "sslmode")?;
-    let ssl_ca = take_either::<PathBuf>(&mut o, "ssl-ca", "sslca")?;
-    let ssl_cert = take_either::<PathBuf>(&mut o, "ssl-cert", "sslcert")?;
-    let ssl_key = take_either::<PathBuf>(&mut o, "ssl-key", "sslkey")?;
+    let ssl_mode = o.take_either::<MySqlSslMode>("ssl-mode", "sslmode")?;
+    let ssl_ca = o.take_either::<PathBuf>("ssl-ca", "sslca")?;
+    let ssl_cert = o.take_either::<PathBuf>("ssl-cert", "sslcert")?;
+    let ssl_key = o.take_either::<PathBuf>("ssl-key", "sslkey")?;
     let charset = o.take::<String>("charset")?;
     let collation = o.take::<String>("collation")?;
     let cache = o.take::<usize>("statement-cache-capacity")?;
     let socket = o.take::<PathBuf>("socket")?;
-    let timezone = take_either::<String>(&mut o, "timezone", "time-zone")?;
+    let timezone = o.take_either::<String>("timezone", "time-zone")?;
     let base = o.finish()?;
 
     let wants_tls = matches!(
@@ -120,22 +101,11 @@ pub(crate) fn parse_url(url: &str) -> Result<UrlConfig> {
     if wants_tls && !cfg!(feature = "tls") {
         return Err(invalid("the url asks for TLS; enable the `tls` feature of lock-mysql".into()));
     }
-    let after_scheme = base.split_once("://").map_or(base.as_str(), |(_, r)| r);
-    let (_, host_and_path) = split_userinfo(after_scheme);
-    let mut connect = format!("mysql://{host_and_path}").parse::<MySqlConnectOptions>().map_err(|e| {
-        // No credentials went in, but scrub anyway: the message is the driver's.
-        let secrets: Vec<&str> = url_password(url).into_iter().collect();
-        invalid(scrub(&format!("cannot parse mysql url {}: {e}", redact_url(url)), &secrets))
-    })?;
-    if let Some(userinfo) = userinfo {
-        let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
-        if !user.is_empty() {
-            connect = connect.username(&percent_decode(user));
-        }
-        if !password.is_empty() {
-            connect = connect.password(&percent_decode(password));
-        }
-    }
+    let mut connect = DriverUrl::split(&base, "mysql").options(
+        url,
+        MySqlConnectOptions::username,
+        MySqlConnectOptions::password,
+    )?;
     if let Some(m) = ssl_mode {
         connect = connect.ssl_mode(m);
     }
@@ -169,6 +139,7 @@ pub(crate) fn parse_url(url: &str) -> Result<UrlConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lock_core::backend::redact::redact_url;
 
     fn err(url: &str) -> String {
         parse_url(url).err().map(|e| e.to_string()).unwrap_or_default()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription,
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, session,
 };
 use lock_core::{LockError, OwnerToken, Result, validate_key, validate_note};
 use sqlx::AssertSqlSafe;
@@ -115,14 +115,7 @@ impl LockBackend for PgLock {
     fn capabilities(&self) -> Capability {
         // Not failover_safe: advisory locks live in one server's memory and are not
         // replicated; a promoted standby knows none of them (see the README).
-        let mut c = Capability::NONE;
-        c.renew = true;
-        c.fencing = true;
-        c.reentrant = true;
-        c.notes = true;
-        c.native_wait = true;
-        c.session_bound = true;
-        c
+        session::capabilities()
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {

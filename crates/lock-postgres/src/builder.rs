@@ -4,7 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::backend::redact::redact_url;
+use lock_core::backend::session::{
+    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_CONNECTIONS, MIN_KEEPALIVE, Source,
+    connect_first, endpoint, no_source,
+};
 use lock_core::{LockError, Result};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
@@ -32,29 +35,10 @@ impl PgLock {
 
 /// The fence table unless [`PgLockBuilder::table`] names another.
 const DEFAULT_TABLE: &str = "dlock_fence";
-/// Size of a pool the builder opens itself: every held lock pins one connection for its whole
-/// life, and acquiring one briefly needs a second.
-const DEFAULT_MAX_CONNECTIONS: u32 = 32;
-/// Keep-alive period of a held lock's connection: a failed ping fires the lost signal at most
-/// this long after the connection died, and the server's idle bound is three of these (6 s),
-/// short enough for a crashed holder, long enough for a busy client.
-const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(2);
-/// Time to wait for a pooled connection (after which the error is temporary): past a few
-/// seconds the server is down or the pool too small, and the core's retry is the better wait.
-const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Shortest keep-alive accepted: below it the pings themselves load the server.
-const MIN_KEEPALIVE: Duration = Duration::from_millis(10);
-
-enum Source {
-    None,
-    Url(String),
-    Options(Box<PgConnectOptions>),
-    Pool(PgPool),
-}
 
 /// Builder of a [`PgLock`]; start with [`PgLock::builder`].
 pub struct PgLockBuilder {
-    source: Source,
+    source: Source<PgConnectOptions, PgPool>,
     table: Option<String>,
     max_connections: u32,
     acquire_timeout: Duration,
@@ -63,17 +47,9 @@ pub struct PgLockBuilder {
 }
 
 impl fmt::Debug for PgLockBuilder {
-    // Hand-written: the URL is shown redacted and connect options (which carry the password)
-    // are not shown at all.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let source = match &self.source {
-            Source::None => "none".to_owned(),
-            Source::Url(u) => redact_url(u),
-            Source::Options(_) => "connect options".to_owned(),
-            Source::Pool(_) => "existing pool".to_owned(),
-        };
         f.debug_struct("PgLockBuilder")
-            .field("source", &source)
+            .field("source", &self.source)
             .field("table", &self.table)
             .field("max_connections", &self.max_connections)
             .field("keepalive", &self.keepalive)
@@ -167,25 +143,18 @@ impl PgLockBuilder {
     /// credentials).
     pub async fn build(self) -> Result<PgLock, LockError> {
         let (mut table, mut keepalive) = (self.table.clone(), self.keepalive);
-        let source = match self.source {
-            Source::Url(url) => {
-                let parsed = parse_url(&url)?;
-                table = table.or(parsed.table);
-                keepalive = keepalive.or(parsed.keepalive.map(|k| k.max(MIN_KEEPALIVE)));
-                Source::Options(Box::new(parsed.connect))
-            }
-            other => other,
-        };
+        let source = self.source.parse_url(|url| {
+            let parsed = parse_url(url)?;
+            table = table.take().or(parsed.table);
+            keepalive = keepalive.or(parsed.keepalive.map(|k| k.max(MIN_KEEPALIVE)));
+            Ok(parsed.connect)
+        })?;
         let table = table.unwrap_or_else(|| DEFAULT_TABLE.to_owned());
         validate_table_name(&table)?;
         let keepalive = keepalive.unwrap_or(DEFAULT_KEEPALIVE);
         let sql = Sql::new(&table);
         let pool = match source {
-            Source::None | Source::Url(_) => {
-                return Err(LockError::InvalidConfig {
-                    reason: "no url, connect options or pool given".into(),
-                });
-            }
+            Source::None | Source::Url(_) => return Err(no_source()),
             Source::Options(opts) => {
                 use sqlx::{ConnectOptions, Connection};
                 // A waiter in pg_advisory_lock for seconds is normal here: no slow-statement
@@ -195,26 +164,11 @@ impl PgLockBuilder {
                 // a client that died leaves the queue within a second, not at its deadline (set
                 // at startup: a SET inside the waiting statement would not arm it for it).
                 let opts = opts.options([("client_connection_check_interval", "1s")]);
-                // One direct connection first: it fails at once with the server's or the
-                // network's own words, where the pool retries a refused connection until its
-                // acquire timeout and then says only "pool timed out". It also does the schema
-                // check, and the pool connects lazily: one handshake per build (SCRAM's key
-                // derivation is the dearest part of connecting).
-                let mut conn = match tokio::time::timeout(
-                    self.acquire_timeout,
-                    sqlx::postgres::PgConnection::connect_with(&opts),
-                )
-                .await
-                {
-                    Ok(Ok(c)) => c,
-                    Ok(Err(e)) => return Err(classify(e)),
-                    Err(_) => {
-                        return Err(LockError::temporary(
-                            NAME,
-                            format!("no answer from the server within {:?}", self.acquire_timeout),
-                        ));
-                    }
-                };
+                // One direct connection first, for the server's own words on failure. It also
+                // does the schema check, and the pool connects lazily: one handshake per build
+                // (SCRAM's key derivation is the dearest part of connecting).
+                let first = sqlx::postgres::PgConnection::connect_with(&opts);
+                let mut conn = connect_first(NAME, self.acquire_timeout, first, classify).await?;
                 if self.create_schema {
                     migrate_on(&mut conn, &table, &sql, false).await?;
                 }
@@ -236,11 +190,7 @@ impl PgLockBuilder {
             }
         };
         let opts = pool.connect_options();
-        // Host names compare case-insensitively; user and password are not part of the space.
-        let endpoint = match opts.get_socket() {
-            Some(sock) => sock.display().to_string(),
-            None => format!("{}:{}", opts.get_host().to_ascii_lowercase(), opts.get_port()),
-        };
+        let endpoint = endpoint(opts.get_socket().map(|p| p.as_path()), opts.get_host(), opts.get_port());
         let database = opts.get_database().unwrap_or(opts.get_username()).to_owned();
         let identity = format!("postgres://{endpoint}/{database}?table={table}");
         let lock =

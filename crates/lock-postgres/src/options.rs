@@ -2,13 +2,11 @@
 //! connection options, each parsed by name and type. A typo'd or repeated option is an error,
 //! never ignored.
 
-use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use lock_core::backend::UrlOptions;
-use lock_core::backend::redact::{percent_decode, redact_url, scrub, split_userinfo, url_password};
+use lock_core::backend::redact::{DriverUrl, expect_scheme};
 use lock_core::{LockError, Result};
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
 
@@ -49,37 +47,18 @@ fn invalid(reason: String) -> LockError {
     LockError::InvalidConfig { reason }
 }
 
-/// An option the driver accepts under two spellings: either one, not both.
-fn take_either<T>(o: &mut UrlOptions, name: &'static str, alias: &'static str) -> Result<Option<T>>
-where
-    T: FromStr,
-    T::Err: fmt::Display,
-{
-    match (o.take::<T>(name)?, o.take::<T>(alias)?) {
-        (Some(_), Some(_)) => {
-            Err(invalid(format!("url options {name} and {alias} are one option, given twice")))
-        }
-        (a, b) => Ok(a.or(b)),
-    }
-}
-
 /// Parse a `postgres://` (or `postgresql://`) URL: our options `table=` and `keepalive=`, the
 /// driver's `sslmode` (`ssl-mode`), `sslrootcert` (`ssl-root-cert`), `application_name`
 /// (`application-name`) and `statement-cache-capacity`, and nothing else. TLS asked for
 /// without the `tls` feature is refused. Errors never echo the password.
 pub(crate) fn parse_url(url: &str) -> Result<UrlConfig> {
-    let Some(rest) = url.strip_prefix("postgres://").or_else(|| url.strip_prefix("postgresql://")) else {
-        return Err(invalid(format!("expected a postgres:// url, got {}", redact_url(url))));
-    };
-    // The userinfo goes to the driver through setters, never through its URL parser: a raw
-    // password may hold `/ ? # @ %`, which that parser would split, and its errors quote URLs.
-    let (userinfo, _) = split_userinfo(rest);
+    expect_scheme(url, &["postgres", "postgresql"])?;
     let mut o = UrlOptions::parse(url)?;
     let table = o.take::<String>("table")?;
     let keepalive = o.take_duration("keepalive")?;
-    let ssl_mode = take_either::<PgSslMode>(&mut o, "sslmode", "ssl-mode")?;
-    let ssl_root = take_either::<PathBuf>(&mut o, "sslrootcert", "ssl-root-cert")?;
-    let app = take_either::<String>(&mut o, "application_name", "application-name")?;
+    let ssl_mode = o.take_either::<PgSslMode>("sslmode", "ssl-mode")?;
+    let ssl_root = o.take_either::<PathBuf>("sslrootcert", "ssl-root-cert")?;
+    let app = o.take_either::<String>("application_name", "application-name")?;
     let cache = o.take::<usize>("statement-cache-capacity")?;
     let base = o.finish()?;
 
@@ -88,22 +67,11 @@ pub(crate) fn parse_url(url: &str) -> Result<UrlConfig> {
     if wants_tls && !cfg!(feature = "tls") {
         return Err(invalid("the url asks for TLS; enable the `tls` feature of lock-postgres".into()));
     }
-    let after_scheme = base.split_once("://").map_or(base.as_str(), |(_, r)| r);
-    let (_, host_and_path) = split_userinfo(after_scheme);
-    let mut connect = format!("postgres://{host_and_path}").parse::<PgConnectOptions>().map_err(|e| {
-        // No credentials went in, but scrub anyway: the message is the driver's.
-        let secrets: Vec<&str> = url_password(url).into_iter().collect();
-        invalid(scrub(&format!("cannot parse postgres url {}: {e}", redact_url(url)), &secrets))
-    })?;
-    if let Some(userinfo) = userinfo {
-        let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
-        if !user.is_empty() {
-            connect = connect.username(&percent_decode(user));
-        }
-        if !password.is_empty() {
-            connect = connect.password(&percent_decode(password));
-        }
-    }
+    let mut connect = DriverUrl::split(&base, "postgres").options(
+        url,
+        PgConnectOptions::username,
+        PgConnectOptions::password,
+    )?;
     if let Some(m) = ssl_mode {
         connect = connect.ssl_mode(m);
     }

@@ -121,6 +121,24 @@ impl UrlOptions {
         })
     }
 
+    /// Take an option the driver accepts under two spellings, `name` or `alias`: either one,
+    /// not both.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] when both are given or the value does not parse.
+    pub fn take_either<T>(&mut self, name: &'static str, alias: &'static str) -> Result<Option<T>>
+    where
+        T: FromStr,
+        T::Err: fmt::Display,
+    {
+        match (self.take::<T>(name)?, self.take::<T>(alias)?) {
+            (Some(_), Some(_)) => {
+                Err(invalid(format!("url options {name} and {alias} are one option, given twice")))
+            }
+            (a, b) => Ok(a.or(b)),
+        }
+    }
+
     /// Take a duration option: `250ms`, `2s`, `1m`, or a whole number of milliseconds.
     ///
     /// # Errors
@@ -227,6 +245,11 @@ mod tests {
         assert_eq!(o.take_flag("flag").expect("flag"), Some(true));
         assert_eq!(o.take_flag("off").expect("off"), Some(false));
         assert_eq!(o.take_duration("absent").expect("absent"), None);
+        let mut o = UrlOptions::parse("x://h?ssl-mode=a&sslmode=b&tz=c").expect("parse");
+        assert!(
+            o.take_either::<String>("ssl-mode", "sslmode").expect_err("both").to_string().contains("twice")
+        );
+        assert_eq!(o.take_either::<String>("time-zone", "tz").expect("tz").as_deref(), Some("c"));
         assert_eq!(
             UrlOptions::parse("x://h?t=1500").expect("p").take_duration("t").expect("t"),
             Some(Duration::from_millis(1500))

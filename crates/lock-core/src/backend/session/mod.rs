@@ -10,23 +10,32 @@
 //!   margin ([`Link`] bounds every request on a holding connection by that rule).
 //! - [`Granted`]: what a grant counts from, a waited one included
 //!   ([`waited_grant_anchor`](super::waited_grant_anchor)).
+//! - [`capabilities`]: what such a store can do.
 //! - [`Trips`]: round trips, counted for tests.
+//! - Building a pooled store: [`Source`], the defaults, [`connect_first`], [`endpoint`].
 //!
 //! The backend supplies only its driver calls through [`SessionDriver`]: a ping, the end of a
 //! hold, and storing a note.
 
+mod capability;
 mod driver;
 mod grant;
 mod holds;
 mod keeper;
 mod link;
+mod setup;
 mod trips;
 
 #[cfg(test)]
 mod tests;
 
+pub use capability::capabilities;
 pub use driver::{Ending, Noted, SessionDriver};
 pub use grant::Granted;
 pub use holds::Sessions;
 pub use link::Link;
+pub use setup::{
+    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_CONNECTIONS, MIN_KEEPALIVE, Source,
+    connect_first, endpoint, no_source,
+};
 pub use trips::Trips;

@@ -3,6 +3,12 @@
 //! Users write passwords into URLs raw as often as percent-encoded, so a password may contain
 //! `/ ? # @ %` where a URL parser would not expect them. The userinfo is therefore taken to end
 //! at the last `@` that is followed by something shaped like a host list, not at the first `/`.
+//! For the same reason a database driver gets the credentials through its setters, never
+//! through its own URL parser ([`DriverUrl`]).
+
+mod driver;
+
+pub use driver::{DriverUrl, expect_scheme};
 
 /// Where the userinfo of `rest` (the URL after `scheme://`) ends: the last `@` followed by a
 /// plausible host list (letters, digits, `- . _ : [ ] ,`) up to the next `/`, `?` or `#`.
