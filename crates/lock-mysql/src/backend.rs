@@ -1,32 +1,26 @@
-//! [`MySqlLock`]: the backend handle, dispatching to the pessimistic or optimistic recipe.
+//! [`MySqlLock`]: the backend handle, forwarding to the backend of its mode.
 
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, unsupported,
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription,
 };
-use lock_core::{LockError, OwnerToken, Result, validate_key, validate_note};
+use lock_core::{FencingToken, LockError, OwnerToken, Result, validate_key, validate_note};
 use sqlx::mysql::MySqlPool;
 
 use crate::error::{self, NAME};
-use crate::named::Named;
-use crate::optimistic::Optimistic;
+use crate::mode::ModeBackend;
 use crate::options::Mode;
-use crate::pessimistic::Pessimistic;
 use crate::sql::Flavor;
-
-pub(crate) enum Inner {
-    Pessimistic(Pessimistic),
-    Optimistic(Optimistic),
-    Named(Named),
-}
 
 /// MySQL / MariaDB lock backend. Cheap to clone; clones share the pool and the held locks.
 #[derive(Clone)]
 pub struct MySqlLock {
-    pub(crate) inner: Arc<Inner>,
+    /// The mode's own backend: pessimistic and named through the session toolkit, optimistic
+    /// through its lease table.
+    pub(crate) inner: Arc<dyn ModeBackend>,
     pub(crate) pool: MySqlPool,
     pub(crate) mode: Mode,
     pub(crate) table: String,
@@ -38,14 +32,12 @@ pub struct MySqlLock {
 
 impl fmt::Debug for MySqlLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut d = f.debug_struct("MySqlLock");
-        d.field("mode", &self.mode).field("table", &self.table).field("server", &self.server_version);
-        match &*self.inner {
-            Inner::Pessimistic(p) => d.field("state", p),
-            Inner::Optimistic(o) => d.field("state", o),
-            Inner::Named(n) => d.field("state", n),
-        };
-        d.finish()
+        f.debug_struct("MySqlLock")
+            .field("mode", &self.mode)
+            .field("table", &self.table)
+            .field("server", &self.server_version)
+            .field("state", &self.inner)
+            .finish()
     }
 }
 
@@ -78,12 +70,10 @@ impl MySqlLock {
             _ => 2,
         };
         if present < expected {
-            let schema = match &*self.inner {
-                Inner::Pessimistic(p) => p.schema().clone(),
-                Inner::Optimistic(o) => o.schema().clone(),
-                Inner::Named(n) => n.schema().clone(),
-            };
-            sqlx::raw_sql(sqlx::AssertSqlSafe(schema)).execute(&self.pool).await.map_err(error::classify)?;
+            sqlx::raw_sql(sqlx::AssertSqlSafe(self.inner.schema()))
+                .execute(&self.pool)
+                .await
+                .map_err(error::classify)?;
         }
         self.check_table_shape(upgrade).await?;
         self.migrate_notes(strict).await
@@ -103,12 +93,11 @@ impl MySqlLock {
         if present > 0 {
             return Ok(());
         }
-        let schema = match &*self.inner {
-            Inner::Pessimistic(p) => p.notes_schema(),
-            Inner::Optimistic(o) => o.notes_schema(),
-            Inner::Named(n) => n.notes_schema(),
-        };
-        match sqlx::raw_sql(sqlx::AssertSqlSafe(schema)).execute(&self.pool).await.map_err(error::classify) {
+        match sqlx::raw_sql(sqlx::AssertSqlSafe(self.inner.notes_schema()))
+            .execute(&self.pool)
+            .await
+            .map_err(error::classify)
+        {
             Err(LockError::PermissionDenied { .. }) if !strict => {
                 tracing::warn!(table = %notes, "may not create the notes table: set_note/note fail until it exists");
                 Ok(())
@@ -119,10 +108,7 @@ impl MySqlLock {
 
     /// Optimistic mode: refuse (or, with `upgrade`, upgrade) a lease table of an older version.
     pub(crate) async fn check_table_shape(&self, upgrade: bool) -> Result<()> {
-        match &*self.inner {
-            Inner::Optimistic(o) => o.check_shape(&self.table, upgrade).await,
-            Inner::Pessimistic(_) | Inner::Named(_) => Ok(()),
-        }
+        self.inner.check_shape(&self.table, upgrade).await
     }
 
     /// The mode.
@@ -159,11 +145,7 @@ impl MySqlLock {
     /// not for production: the id lets anyone with `PROCESS` or `SUPER` end the hold.
     #[cfg(feature = "testing")]
     pub fn held_connection_id(&self, key: &str) -> Option<u64> {
-        match &*self.inner {
-            Inner::Pessimistic(p) => p.held_connection_id(key),
-            Inner::Named(n) => n.held_connection_id(key),
-            Inner::Optimistic(_) => None,
-        }
+        self.inner.held_connection_id(key)
     }
 
     /// Requests this backend sent and waited on the server's answer for (a batch sent as one
@@ -171,14 +153,11 @@ impl MySqlLock {
     /// count, which tests can assert (durations they cannot). Only with the `testing` feature.
     #[cfg(feature = "testing")]
     pub fn round_trips(&self) -> u64 {
-        match &*self.inner {
-            Inner::Pessimistic(p) => p.trips().get(),
-            Inner::Optimistic(o) => o.trips().get(),
-            Inner::Named(n) => n.trips().get(),
-        }
+        self.inner.round_trips()
     }
 }
 
+// Every step is the mode's; the handle adds the checks that guard direct callers.
 #[async_trait]
 impl LockBackend for MySqlLock {
     fn name(&self) -> &'static str {
@@ -190,110 +169,52 @@ impl LockBackend for MySqlLock {
     }
 
     fn capabilities(&self) -> Capability {
-        // Not failover_safe: replicas apply the binlog asynchronously, so a promoted replica can
-        // miss the latest grants (and its sequence can lag): see the README.
-        let mut c = Capability::NONE;
-        c.renew = true;
-        c.fencing = true;
-        c.reentrant = true;
-        c.notes = true;
-        if matches!(self.mode, Mode::Pessimistic | Mode::NamedLock) {
-            // Waiters queue in the server (row lock or GET_LOCK), in no promised order.
-            c.native_wait = true;
-            c.session_bound = true;
-        } else {
-            // Releases in this process wake the head of this process's queue for the key (the
-            // queue is kept here, not on the server: see `waiters.rs`).
-            c.notify = true;
-            c.queue = true;
-        }
-        c
+        // Not failover_safe in any mode: replicas apply the binlog asynchronously, so a
+        // promoted replica can miss the latest grants (and its sequence can lag): see the README.
+        self.inner.capabilities()
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         // The core validates keys already; this guards direct callers. A longer key would be
         // truncated to VARBINARY(255) by INSERT IGNORE and alias another key.
         validate_key(req.key)?;
-        match &*self.inner {
-            Inner::Pessimistic(p) => p.try_acquire(req).await,
-            Inner::Optimistic(o) => o.try_acquire(req).await,
-            Inner::Named(n) => n.try_acquire(req).await,
-        }
+        self.inner.try_acquire(req).await
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        match &*self.inner {
-            Inner::Pessimistic(p) => p.release(key, owner).await,
-            Inner::Optimistic(o) => o.release(key, owner).await,
-            Inner::Named(n) => n.release(key, owner).await,
-        }
+        self.inner.release(key, owner).await
     }
 
     async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
-        match &*self.inner {
-            Inner::Pessimistic(p) => p.renew(items).await,
-            Inner::Optimistic(o) => o.renew(items).await,
-            Inner::Named(n) => n.renew(items).await,
-        }
+        self.inner.renew(items).await
     }
 
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
-        match &*self.inner {
-            // A row lock is not visible without taking it (or waiting behind it): say so.
-            Inner::Pessimistic(_) => Err(unsupported(
-                NAME,
-                "inspecting a pessimistic lock without taking the row (use optimistic mode, or try_lock)",
-            )),
-            Inner::Optimistic(o) => o.inspect(key).await,
-            Inner::Named(n) => n.inspect(key).await,
-        }
+        self.inner.inspect(key).await
     }
 
-    // Unsupported: the fence is the store's own (a revision, a sequence, a counter row); only
-    // a quorum over Redis members needs to raise it.
-    async fn raise_fence(
-        &self,
-        _key: &str,
-        _owner: OwnerToken,
-        _floor: lock_core::FencingToken,
-    ) -> Result<bool> {
-        Err(lock_core::backend::unsupported(self.name(), "raising the fence counter"))
+    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
+        self.inner.raise_fence(key, owner, floor).await
     }
 
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
-        match &*self.inner {
-            // A pessimistic waiter's place in the server's lock queue ends with its statement.
-            Inner::Pessimistic(_) | Inner::Named(_) => {}
-            Inner::Optimistic(o) => o.leave_queue(key, owner),
-        }
-        Ok(())
+        self.inner.leave_queue(key, owner).await
     }
 
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
-        Ok(match &*self.inner {
-            Inner::Pessimistic(_) | Inner::Named(_) => None,
-            Inner::Optimistic(o) => Some(o.subscribe(key)),
-        })
+        self.inner.subscribe(key).await
     }
 
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         // The core validates both; this guards direct callers (a longer note would not fit).
         validate_key(key)?;
         validate_note(note)?;
-        match &*self.inner {
-            Inner::Pessimistic(p) => p.set_note(key, owner, note).await,
-            Inner::Optimistic(o) => o.set_note(key, owner, note).await,
-            Inner::Named(n) => n.set_note(key, owner, note).await,
-        }
+        self.inner.set_note(key, owner, note).await
     }
 
     async fn note(&self, key: &str) -> Result<Option<String>> {
         validate_key(key)?;
-        match &*self.inner {
-            Inner::Pessimistic(p) => p.note(key).await,
-            Inner::Optimistic(o) => o.note(key).await,
-            Inner::Named(n) => n.note(key).await,
-        }
+        self.inner.note(key).await
     }
 }
 

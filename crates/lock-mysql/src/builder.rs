@@ -12,12 +12,14 @@ use lock_core::backend::session::{
     connect_first, endpoint, no_source,
 };
 
-use crate::backend::{Inner, MySqlLock};
+use crate::backend::MySqlLock;
 use crate::error::{NAME, classify};
+use crate::mode::ModeBackend;
 use crate::named::Named;
 use crate::optimistic::Optimistic;
 use crate::options::{Mode, parse_url};
 use crate::pessimistic::Pessimistic;
+use crate::session_mode::SessionMode;
 use crate::sql::{Flavor, NamedSql, OptimisticSql, PessimisticSql, validate_table_name};
 use crate::waiters::Waiters;
 
@@ -223,32 +225,30 @@ impl MySqlLockBuilder {
         let endpoint = endpoint(opts.get_socket().map(|p| p.as_path()), opts.get_host(), opts.get_port());
         let identity =
             format!("mysql://{endpoint}/{}/{table}?mode={mode}", opts.get_database().unwrap_or(""));
-        let inner = match mode {
-            Mode::Pessimistic => Inner::Pessimistic(Pessimistic::new(
-                pool.clone(),
-                PessimisticSql::new(&table, flavor),
-                flavor,
-                self.keepalive,
-            )),
+        let inner: Arc<dyn ModeBackend> = match mode {
+            Mode::Pessimistic => {
+                let sql = PessimisticSql::new(&table, flavor);
+                Arc::new(SessionMode::new(
+                    Pessimistic::new(pool.clone(), sql, flavor, self.keepalive),
+                    identity.clone(),
+                ))
+            }
             Mode::Optimistic => {
                 let sql = OptimisticSql::new(&table, flavor);
                 // Waiters queue per lock space, across every backend of it in this process.
                 let waiters = Waiters::shared(&identity);
-                Inner::Optimistic(Optimistic::new(pool.clone(), sql, flavor == Flavor::MariaDb, waiters))
+                let mariadb = flavor == Flavor::MariaDb;
+                Arc::new(Optimistic::new(pool.clone(), sql, mariadb, waiters, identity.clone()))
             }
             Mode::NamedLock => {
-                Inner::Named(Named::new(pool.clone(), NamedSql::new(&table, flavor), flavor, self.keepalive))
+                let sql = NamedSql::new(&table, flavor);
+                Arc::new(SessionMode::new(
+                    Named::new(pool.clone(), sql, flavor, self.keepalive),
+                    identity.clone(),
+                ))
             }
         };
-        let lock = MySqlLock {
-            inner: Arc::new(inner),
-            pool,
-            mode,
-            table,
-            flavor,
-            server_version: version,
-            identity,
-        };
+        let lock = MySqlLock { inner, pool, mode, table, flavor, server_version: version, identity };
         if self.create_schema {
             lock.migrate_with(self.upgrade_table, false).await?;
         } else if mode == Mode::Optimistic {

@@ -7,12 +7,14 @@
 mod backend;
 mod builder;
 mod error;
+mod mode;
 mod name;
 mod named;
 mod optimistic;
 mod options;
 mod pessimistic;
 mod session;
+mod session_mode;
 mod sql;
 mod waiters;
 mod warm;

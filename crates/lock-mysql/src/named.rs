@@ -10,9 +10,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use lock_core::backend::session::Trips;
-use lock_core::backend::{AcquireRequest, Attempt, Grant, LockInfo, RenewItem};
-use lock_core::{LockError, OwnerToken, Result};
+use lock_core::backend::{AcquireRequest, Attempt, Grant, LockInfo};
+use lock_core::{LockError, Result};
 use sqlx::mysql::{MySqlPool, MySqlRow};
 use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
@@ -23,6 +24,7 @@ use crate::session::{
     Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, SessionsExt, answered_by, granted, killable_wait,
     server_idle,
 };
+use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NamedSql, NoteKind, hex_literal};
 
 /// Release every named lock of the session and restore its server-wide timeouts: the end of a
@@ -60,19 +62,17 @@ enum Answer {
 
 /// The named-lock backend state.
 pub(crate) struct Named {
-    pool: MySqlPool,
+    parts: Parts,
     sql: NamedSql,
     flavor: Flavor,
     /// `SET SESSION wait_timeout = ..` for the holds' idle bound (the GET_LOCK follows in the
     /// same batch).
     bounds: Arc<str>,
-    sessions: Sessions,
-    trips: Trips,
 }
 
 impl fmt::Debug for Named {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Named").field("flavor", &self.flavor).field("sessions", &self.sessions).finish()
+        f.debug_struct("Named").field("flavor", &self.flavor).field("sessions", &self.parts.sessions).finish()
     }
 }
 
@@ -101,25 +101,8 @@ impl Named {
         let sessions =
             Sessions::new(Driver::new(RELEASE, RELEASE, notes, trips.clone()), keepalive, idle_bound);
         let bounds = sql.bounds.replace("{idle}", &idle).into();
-        Named { pool, sql, flavor, bounds, sessions, trips }
-    }
-
-    pub(crate) fn schema(&self) -> &Arc<str> {
-        &self.sql.schema
-    }
-
-    pub(crate) fn notes_schema(&self) -> Arc<str> {
-        self.sql.notes.schema.clone()
-    }
-
-    #[cfg(feature = "testing")]
-    pub(crate) fn trips(&self) -> &Trips {
-        &self.trips
-    }
-
-    #[cfg(feature = "testing")]
-    pub(crate) fn held_connection_id(&self, key: &str) -> Option<u64> {
-        self.sessions.held_session(key)
+        let parts = Parts::new(pool, sessions, trips, &sql.schema, &sql.notes.schema);
+        Named { parts, sql, flavor, bounds }
     }
 
     /// The statement taking `name`, waiting up to `secs` (0: try once).
@@ -137,24 +120,19 @@ impl Named {
         })
     }
 
-    pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let checkout = self.pool.options().get_acquire_timeout();
-        self.sessions.bounded_attempt(req.wait_until, checkout, self.try_once(req)).await
-    }
-
-    /// One attempt, unbounded: [`Named::try_acquire`] bounds it.
+    /// One attempt, unbounded: [`Recipe::try_acquire`] bounds it.
     async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         // One hold is one GET_LOCK on the server: a nested acquisition is counted here only.
-        if let Some(fence) = self.sessions.reenter(req.key, req.owner, req.signal) {
+        if let Some(fence) = self.parts.sessions.reenter(req.key, req.owner, req.signal) {
             return Ok(Attempt::Acquired(Grant { fence, lease: None }));
         }
         let name = lock_name(req.key);
-        let mut pinned = Pinned::new(self.pool.acquire().await.map_err(classify)?);
+        let mut pinned = Pinned::new(self.parts.pool.acquire().await.map_err(classify)?);
         let sent = Instant::now();
         // One round trip: the session bounds and GET_LOCK(name, 0), which answers the fencing
         // token of a grant (MariaDB) and the connection id.
         let batch = format!("{};\n{}", self.bounds, self.get_lock(&name, 0.0));
-        self.trips.add();
+        self.parts.trips.add();
         let rows =
             sqlx::raw_sql(AssertSqlSafe(batch)).fetch_all(&mut **pinned.conn).await.map_err(classify)?;
         let row = rows.first().ok_or_else(|| LockError::permanent(NAME, "GET_LOCK answered no row"))?;
@@ -177,9 +155,9 @@ impl Named {
         // goes with the connection, which `pinned` closes.
         let stmt = self.get_lock(&name, remaining.as_secs_f64().min(MAX_WAIT_SECS));
         let wait_sent = Instant::now();
-        self.trips.add();
+        self.parts.trips.add();
         let wait = sqlx::raw_sql(AssertSqlSafe(stmt)).fetch_optional(&mut **pinned.conn);
-        let waited = killable_wait(&self.pool, conn_id, deadline, &self.trips, wait).await;
+        let waited = killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, wait).await;
         match waited {
             // The server's idle clock started when it sent the answer, so no earlier than when
             // the wait was sent: the keeper counts from that send and, after a short wait, needs
@@ -201,7 +179,7 @@ impl Named {
     /// Give the connection of an attempt without a grant back to the pool (every named lock of
     /// the session released, the timeouts restored), or close it.
     async fn end(&self, pinned: Pinned) {
-        if let Err(e) = pinned.end(RELEASE, &self.trips).await {
+        if let Err(e) = pinned.end(RELEASE, &self.parts.trips).await {
             tracing::debug!(error = %e, "ending a GET_LOCK attempt failed; connection closed");
         }
     }
@@ -226,7 +204,7 @@ impl Named {
             // open there), after the grant. If this fails or the future is dropped, `pinned`
             // closes the connection and the lock goes with the session.
             None => {
-                self.trips.add();
+                self.parts.trips.add();
                 sqlx::query(AssertSqlSafe(self.sql.fence_next.clone()))
                     .bind(req.key.as_bytes())
                     .execute(&mut **pinned.conn)
@@ -235,37 +213,30 @@ impl Named {
                     .last_insert_id()
             }
         };
-        if fence == 0 {
-            return Err(LockError::permanent(NAME, "fence counter returned no value"));
-        }
-        self.sessions.hold(req, granted(pinned, conn_id, fence, (confirmed, answered))).await
+        self.parts.sessions.hold(req, granted(pinned, conn_id, fence, (confirmed, answered))?).await
+    }
+}
+
+#[async_trait]
+impl Recipe for Named {
+    fn parts(&self) -> &Parts {
+        &self.parts
     }
 
-    pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        self.sessions.release(key, owner).await
-    }
-
-    pub(crate) async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
-        self.sessions.renew(items).await
-    }
-
-    pub(crate) async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
-        self.sessions.set_note(key, owner, note).await
-    }
-
-    pub(crate) async fn note(&self, key: &str) -> Result<Option<String>> {
-        self.sessions.note(&self.pool, key).await
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let checkout = self.parts.pool.options().get_acquire_timeout();
+        self.parts.sessions.bounded_attempt(req.wait_until, checkout, self.try_once(req)).await
     }
 
     /// Whether some session holds the key's name (`IS_USED_LOCK`), without taking it. Neither
     /// the holder's token nor its fence is on the server: only its connection id.
-    pub(crate) async fn inspect(&self, key: &str) -> Result<LockInfo> {
-        self.trips.add();
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        self.parts.trips.add();
         // BIGINT on MariaDB, BIGINT UNSIGNED on MySQL: read either as a number.
         let asked = sqlx::query_scalar(AssertSqlSafe(self.sql.inspect.clone()))
             .bind(lock_name(key))
-            .fetch_one(&self.pool);
-        let holder: Option<i64> = answered_by(self.sessions.response_bound(), asked).await?;
+            .fetch_one(&self.parts.pool);
+        let holder: Option<i64> = answered_by(self.parts.sessions.response_bound(), asked).await?;
         Ok(match holder {
             Some(id) => {
                 let mut info = LockInfo::held();

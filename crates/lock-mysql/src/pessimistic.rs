@@ -14,9 +14,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use lock_core::backend::session::Trips;
-use lock_core::backend::{AcquireRequest, Attempt, Grant, RenewItem, jitter};
-use lock_core::{LockError, OwnerToken, Result};
+use lock_core::backend::{AcquireRequest, Attempt, Grant, LockInfo, jitter, unsupported};
+use lock_core::{LockError, Result};
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
@@ -25,6 +26,7 @@ use crate::error::{NAME, classify, is_contention};
 use crate::session::{
     Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, SessionsExt, granted, killable_wait, server_idle,
 };
+use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NoteKind, PessimisticSql, hex_literal};
 use crate::warm::Warm;
 
@@ -56,8 +58,8 @@ enum Step {
 
 /// The pessimistic backend state.
 pub(crate) struct Pessimistic {
-    /// The backend's pool: row creation, MySQL's fence counter, `KILL QUERY`, note reads.
-    pool: MySqlPool,
+    /// The backend's pool, the holds (nesting, keepers, renewal, release with `COMMIT`).
+    parts: Parts,
     /// Private pool of holding connections, each set up once with autocommit off and the
     /// holds' idle bound (the server ends a holding session silent that long, and frees the row).
     holders: MySqlPool,
@@ -65,14 +67,14 @@ pub(crate) struct Pessimistic {
     warm: Arc<Warm>,
     sql: PessimisticSql,
     flavor: Flavor,
-    /// The holds: nesting, keepers, renewal, release (`COMMIT`).
-    sessions: Sessions,
-    trips: Trips,
 }
 
 impl fmt::Debug for Pessimistic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pessimistic").field("flavor", &self.flavor).field("sessions", &self.sessions).finish()
+        f.debug_struct("Pessimistic")
+            .field("flavor", &self.flavor)
+            .field("sessions", &self.parts.sessions)
+            .finish()
     }
 }
 
@@ -98,36 +100,13 @@ impl Pessimistic {
         let sessions = Sessions::new(driver, keepalive, idle);
         let setup: Arc<str> = sql.session.replace("{idle}", &idle.as_secs().to_string()).into();
         let holders = holders_pool(&pool, setup, fresh);
-        Pessimistic { pool, holders, warm, sql, flavor, sessions, trips }
+        let parts = Parts::new(pool, sessions, trips, &sql.schema, &sql.notes.schema);
+        Pessimistic { parts, holders, warm, sql, flavor }
     }
 
-    pub(crate) fn schema(&self) -> &Arc<str> {
-        &self.sql.schema
-    }
-
-    pub(crate) fn notes_schema(&self) -> Arc<str> {
-        self.sql.notes.schema.clone()
-    }
-
-    #[cfg(feature = "testing")]
-    pub(crate) fn trips(&self) -> &Trips {
-        &self.trips
-    }
-
-    /// Connection id (`CONNECTION_ID()`) of the connection holding `key`, if held here.
-    #[cfg(feature = "testing")]
-    pub(crate) fn held_connection_id(&self, key: &str) -> Option<u64> {
-        self.sessions.held_session(key)
-    }
-
-    pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let checkout = self.holders.options().get_acquire_timeout();
-        self.sessions.bounded_attempt(req.wait_until, checkout, self.try_once(req)).await
-    }
-
-    /// One attempt, unbounded: [`Pessimistic::try_acquire`] bounds it.
+    /// One attempt, unbounded: [`Recipe::try_acquire`] bounds it.
     async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        if let Some(fence) = self.sessions.reenter(req.key, req.owner, req.signal) {
+        if let Some(fence) = self.parts.sessions.reenter(req.key, req.owner, req.signal) {
             return Ok(Attempt::Acquired(Grant { fence, lease: None }));
         }
         // The row may have to be created first (once per key). An insert can also give way to
@@ -166,7 +145,7 @@ impl Pessimistic {
         // One round trip: the NOWAIT lock, which opens the holding transaction itself (autocommit
         // is off on holding connections); a grant answers the fencing token and the connection
         // id. Prepared and cached per connection (no one-off CLOSE to trip Nagle, see `wait_sql`).
-        self.trips.add();
+        self.parts.trips.add();
         let first = sqlx::query(AssertSqlSafe(self.sql.lock_nowait.clone()))
             .bind(key)
             .fetch_optional(&mut **pinned.conn)
@@ -189,7 +168,7 @@ impl Pessimistic {
         // client holds the key, so it does not delay the hand-over; asking in the first batch
         // instead (`SELECT CONNECTION_ID();` before the lock) would slow every `acquire()` on a
         // free key for no gain under contention (see `docs/BENCH.md`).
-        self.trips.add();
+        self.parts.trips.add();
         let conn_id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
             .fetch_one(&mut **pinned.conn)
             .await
@@ -200,10 +179,10 @@ impl Pessimistic {
         // dropped future kills it (`killable_wait`).
         // Text protocol, one packet: see `sql/pessimistic_lock_wait_mariadb.sql`.
         let wait_sent = Instant::now();
-        self.trips.add();
+        self.parts.trips.add();
         let wait =
             sqlx::raw_sql(AssertSqlSafe(self.wait_sql(remaining, key))).fetch_optional(&mut **pinned.conn);
-        let waited = killable_wait(&self.pool, conn_id, deadline, &self.trips, wait).await;
+        let waited = killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, wait).await;
         match waited {
             // The server's idle clock started when it sent this answer, so no earlier than when
             // the waiting statement was sent: the keeper counts from that send, and after a
@@ -259,7 +238,7 @@ impl Pessimistic {
 
     async fn held(&self, pinned: Pinned) -> Result<Step> {
         // After a lock-wait timeout the transaction is still open: end it, keep the connection.
-        match pinned.end(ROLLBACK, &self.trips).await {
+        match pinned.end(ROLLBACK, &self.parts.trips).await {
             Ok(clean) => self.warm.put(clean),
             Err(e) => {
                 tracing::debug!(error = %e, "rollback after a lost lock race failed; connection closed")
@@ -270,16 +249,16 @@ impl Pessimistic {
 
     async fn no_row(&self, pinned: Pinned) -> Result<Step> {
         // The FOR UPDATE on a missing row may have taken a gap lock: end it before inserting.
-        pinned.end(ROLLBACK, &self.trips).await.map_err(classify)?;
+        pinned.end(ROLLBACK, &self.parts.trips).await.map_err(classify)?;
         Ok(Step::NoRow)
     }
 
     /// Create the lock row outside any transaction, without ever waiting behind a holder.
     async fn create_row(&self, key: &str) -> Result<()> {
-        self.trips.add();
+        self.parts.trips.add();
         let exists = sqlx::query(AssertSqlSafe(self.sql.row_exists.clone()))
             .bind(key.as_bytes())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.parts.pool)
             .await
             .map_err(classify)?;
         if exists.is_some() {
@@ -289,8 +268,8 @@ impl Pessimistic {
             Flavor::MariaDb => self.sql.row_insert_mariadb.clone(),
             Flavor::MySql => self.sql.row_insert.clone(),
         };
-        self.trips.add();
-        match sqlx::query(AssertSqlSafe(insert)).bind(key.as_bytes()).execute(&self.pool).await {
+        self.parts.trips.add();
+        match sqlx::query(AssertSqlSafe(insert)).bind(key.as_bytes()).execute(&self.parts.pool).await {
             Ok(_) => Ok(()),
             // Someone created and locked it in between: it exists now.
             Err(e) if is_contention(&e) => Ok(()),
@@ -313,35 +292,36 @@ impl Pessimistic {
             // survives the holder's rollback). If this future is dropped here, `pinned` closes
             // its connection and the lock goes with it.
             None => {
-                self.trips.add();
+                self.parts.trips.add();
                 sqlx::query(AssertSqlSafe(self.sql.fence_next.clone()))
                     .bind(req.key.as_bytes())
-                    .execute(&self.pool)
+                    .execute(&self.parts.pool)
                     .await
                     .map_err(classify)?
                     .last_insert_id()
             }
         };
-        if fence == 0 {
-            return Err(LockError::permanent(NAME, "fence counter returned no value"));
-        }
-        self.sessions.hold(req, granted(pinned, conn_id, fence, (confirmed, answered))).await
+        self.parts.sessions.hold(req, granted(pinned, conn_id, fence, (confirmed, answered))?).await
+    }
+}
+
+#[async_trait]
+impl Recipe for Pessimistic {
+    fn parts(&self) -> &Parts {
+        &self.parts
     }
 
-    pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        self.sessions.release(key, owner).await
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let checkout = self.holders.options().get_acquire_timeout();
+        self.parts.sessions.bounded_attempt(req.wait_until, checkout, self.try_once(req)).await
     }
 
-    pub(crate) async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
-        self.sessions.renew(items).await
-    }
-
-    pub(crate) async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
-        self.sessions.set_note(key, owner, note).await
-    }
-
-    pub(crate) async fn note(&self, key: &str) -> Result<Option<String>> {
-        self.sessions.note(&self.pool, key).await
+    async fn inspect(&self, _key: &str) -> Result<LockInfo> {
+        // A row lock is not visible without taking it (or waiting behind it): say so.
+        Err(unsupported(
+            NAME,
+            "inspecting a pessimistic lock without taking the row (use optimistic mode, or try_lock)",
+        ))
     }
 }
 

@@ -176,16 +176,22 @@ pub(crate) struct Held {
     noted: bool,
 }
 
-/// A lock granted on `pinned` (session `conn_id`), by a request sent at `sent` and, after a wait
-/// in the server's queue, answered at `answered`.
+/// A lock granted on `pinned` (session `conn_id`) with the fencing token `fence`, by a request
+/// sent at `sent` and, after a wait in the server's queue, answered at `answered`.
+///
+/// # Errors
+/// Permanent when the fence counter answered no value (0).
 pub(crate) fn granted(
     pinned: Pinned,
     conn_id: u64,
     fence: u64,
     (sent, answered): (Instant, Option<Instant>),
-) -> session::Granted<Held> {
+) -> Result<session::Granted<Held>> {
+    if fence == 0 {
+        return Err(LockError::permanent(NAME, "fence counter returned no value"));
+    }
     let held = Held { pinned, in_tx: false, noted: false };
-    session::Granted { held, session: conn_id, fence, sent, answered }
+    Ok(session::Granted { held, session: conn_id, fence, sent, answered })
 }
 
 /// The MySQL side of a mode's holds.

@@ -103,7 +103,7 @@ struct Ids<'a> {
 }
 
 impl Optimistic {
-    pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+    pub(crate) async fn acquire_lease(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let key = req.key.as_bytes();
         let owner = owner_bytes(req.owner);
         let lease = micros(req.lease);

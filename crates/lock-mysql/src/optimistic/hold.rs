@@ -13,7 +13,7 @@ use super::{Optimistic, micros, owner_bytes};
 use crate::session::answered_by;
 
 impl Optimistic {
-    pub(crate) async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+    pub(crate) async fn release_lease(&self, key: &str, owner: OwnerToken) -> Result<bool> {
         let id = (key.to_owned(), owner);
         let Some((version, count)) = self.local.lock().get(&id).map(|l| (l.version, l.count)) else {
             return Ok(false);
@@ -57,7 +57,7 @@ impl Optimistic {
     }
 
     /// The row as it stands: held while `owner` is set and the lease runs by the DB clock.
-    pub(crate) async fn inspect(&self, key: &str) -> Result<LockInfo> {
+    pub(crate) async fn inspect_lease(&self, key: &str) -> Result<LockInfo> {
         self.trips.add();
         let row: Option<(Option<Vec<u8>>, u64, Option<i64>)> = answered_by(
             self.response_bound(),
@@ -84,7 +84,7 @@ impl Optimistic {
     /// autocommit statement (`sql/notes_optimistic_set.sql`). One round trip. A dropped future
     /// may leave the statement to run later: it then stores the note with the hold live at that
     /// moment, or nothing (a row naming an ended hold is never read back).
-    pub(crate) async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+    pub(crate) async fn set_lease_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         self.trips.add();
         let set = sqlx::query(AssertSqlSafe(self.sql.notes.optimistic_set.clone()))
             .bind(note.as_bytes())
@@ -98,7 +98,7 @@ impl Optimistic {
 
     /// The current hold's note: the note row must name the lock row's owner and version, on a
     /// live lease. One round trip.
-    pub(crate) async fn note(&self, key: &str) -> Result<Option<String>> {
+    pub(crate) async fn lease_note(&self, key: &str) -> Result<Option<String>> {
         self.trips.add();
         let read = sqlx::query(AssertSqlSafe(self.sql.notes.optimistic_read.clone()))
             .bind(key.as_bytes())
@@ -107,7 +107,7 @@ impl Optimistic {
         crate::session::note_of(row.as_ref())
     }
 
-    pub(crate) async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+    pub(crate) async fn renew_leases(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
         let mut out = Vec::with_capacity(items.len());
         for it in items {
             let id = (it.key.to_owned(), it.owner);

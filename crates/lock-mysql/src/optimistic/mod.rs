@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use lock_core::backend::session::Trips;
-use lock_core::backend::{AcquireRequest, Attempt, Grant, Mutex, Subscription};
+use lock_core::backend::{AcquireRequest, Attempt, Grant, Mutex};
 use lock_core::{FencingToken, LeaseSignal, LockError, LostReason, OwnerToken, Result};
 use sqlx::AssertSqlSafe;
 use sqlx::mysql::MySqlPool;
@@ -19,6 +19,7 @@ use crate::sql::OptimisticSql;
 use crate::waiters::Waiters;
 
 mod acquire;
+mod backend;
 mod hold;
 
 /// What this client holds of one (key, owner): the version it acquired (CAS operand), its
@@ -64,6 +65,8 @@ pub(crate) struct Optimistic {
     /// Per key, held by an attempt (and by its undo, if it was cut off).
     gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     trips: Trips,
+    /// The lock space (`MySqlLock::identity`).
+    identity: String,
 }
 
 impl fmt::Debug for Optimistic {
@@ -81,7 +84,13 @@ fn micros(d: Duration) -> u64 {
 }
 
 impl Optimistic {
-    pub(crate) fn new(pool: MySqlPool, sql: OptimisticSql, reclaim: bool, waiters: Arc<Waiters>) -> Self {
+    pub(crate) fn new(
+        pool: MySqlPool,
+        sql: OptimisticSql,
+        reclaim: bool,
+        waiters: Arc<Waiters>,
+        identity: String,
+    ) -> Self {
         Optimistic {
             pool,
             sql: Arc::new(sql),
@@ -91,36 +100,14 @@ impl Optimistic {
             waiters,
             gates: Mutex::default(),
             trips: Trips::default(),
+            identity,
         }
-    }
-
-    #[cfg(feature = "testing")]
-    pub(crate) fn trips(&self) -> &Trips {
-        &self.trips
-    }
-
-    /// Release notifications of `key`: fed by every release in this process.
-    pub(crate) fn subscribe(&self, key: &str) -> Subscription {
-        self.waiters.subscribe(key)
-    }
-
-    /// A queued acquisition ended without a grant.
-    pub(crate) fn leave_queue(&self, key: &str, owner: OwnerToken) {
-        self.waiters.leave(key, owner);
-    }
-
-    pub(crate) fn schema(&self) -> &Arc<str> {
-        &self.sql.schema
-    }
-
-    pub(crate) fn notes_schema(&self) -> Arc<str> {
-        self.sql.notes.schema.clone()
     }
 
     /// A table created before UTC leases (no `attempt` column) is refused, or upgraded when
     /// the caller says every old client has stopped: its expiry times were written in session
     /// time zones, so old and new clients would disagree about who holds a key.
-    pub(crate) async fn check_shape(&self, table: &str, upgrade: bool) -> Result<()> {
+    async fn check_table(&self, table: &str, upgrade: bool) -> Result<()> {
         let (columns, has_attempt): (i64, i64) =
             sqlx::query_as(include_str!("../../sql/optimistic_has_attempt.sql"))
                 .bind(table)

@@ -1,0 +1,103 @@
+//! The optimistic mode as a backend: its steps are in `acquire.rs` and `hold.rs`, its waiters
+//! in this process's queue (`waiters.rs`).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lock_core::backend::{
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, unsupported,
+};
+use lock_core::{FencingToken, OwnerToken, Result};
+
+use super::Optimistic;
+use crate::error::NAME;
+use crate::mode::ModeBackend;
+
+#[async_trait]
+impl LockBackend for Optimistic {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn identity(&self) -> String {
+        self.identity.clone()
+    }
+
+    fn capabilities(&self) -> Capability {
+        let mut c = Capability::NONE;
+        c.renew = true;
+        c.fencing = true;
+        c.reentrant = true;
+        c.notes = true;
+        // Releases in this process wake the head of this process's queue for the key (the
+        // queue is kept here, not on the server: see `waiters.rs`).
+        c.notify = true;
+        c.queue = true;
+        c
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.acquire_lease(req).await
+    }
+
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        self.release_lease(key, owner).await
+    }
+
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        self.renew_leases(items).await
+    }
+
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        self.inspect_lease(key).await
+    }
+
+    // Unsupported: the fence is the store's own (a counter row, a sequence); only a quorum over
+    // Redis members needs to raise it.
+    async fn raise_fence(&self, _key: &str, _owner: OwnerToken, _floor: FencingToken) -> Result<bool> {
+        Err(unsupported(NAME, "raising the fence counter"))
+    }
+
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        self.waiters.leave(key, owner);
+        Ok(())
+    }
+
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        // Fed by every release in this process.
+        Ok(Some(self.waiters.subscribe(key)))
+    }
+
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        self.set_lease_note(key, owner, note).await
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        self.lease_note(key).await
+    }
+}
+
+#[async_trait]
+impl ModeBackend for Optimistic {
+    fn schema(&self) -> Arc<str> {
+        self.sql.schema.clone()
+    }
+
+    fn notes_schema(&self) -> Arc<str> {
+        self.sql.notes.schema.clone()
+    }
+
+    async fn check_shape(&self, table: &str, upgrade: bool) -> Result<()> {
+        self.check_table(table, upgrade).await
+    }
+
+    #[cfg(feature = "testing")]
+    fn held_connection_id(&self, _key: &str) -> Option<u64> {
+        None
+    }
+
+    #[cfg(feature = "testing")]
+    fn round_trips(&self) -> u64 {
+        self.trips.get()
+    }
+}

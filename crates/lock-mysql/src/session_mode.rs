@@ -1,0 +1,154 @@
+//! A session-bound mode (pessimistic, named) as a backend: the holds, their renewal, notes and
+//! release are the session toolkit's, so the modes differ only in their [`Recipe`]: how a lock
+//! is taken, and what can be seen of it without taking it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lock_core::backend::session::{self, Trips};
+use lock_core::backend::{
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, unsupported,
+};
+use lock_core::{FencingToken, OwnerToken, Result};
+use sqlx::mysql::MySqlPool;
+
+use crate::error::NAME;
+use crate::mode::ModeBackend;
+use crate::session::{Sessions, SessionsExt};
+
+/// What every session-bound mode keeps: the backend's pool (row creation, fence counters,
+/// `KILL QUERY`, note reads), the holds, its schema and its round trips.
+pub(crate) struct Parts {
+    pub(crate) pool: MySqlPool,
+    pub(crate) sessions: Sessions,
+    pub(crate) schema: Arc<str>,
+    pub(crate) notes_schema: Arc<str>,
+    pub(crate) trips: Trips,
+}
+
+impl Parts {
+    pub(crate) fn new(
+        pool: MySqlPool,
+        sessions: Sessions,
+        trips: Trips,
+        schema: &Arc<str>,
+        notes_schema: &Arc<str>,
+    ) -> Self {
+        Parts { pool, sessions, trips, schema: schema.clone(), notes_schema: notes_schema.clone() }
+    }
+}
+
+/// How a session-bound mode takes a lock.
+#[async_trait]
+pub(crate) trait Recipe: fmt::Debug + Send + Sync + 'static {
+    /// What the mode shares with the other session-bound modes.
+    fn parts(&self) -> &Parts;
+
+    /// One attempt: a nesting in the holds, or the lock taken on a pinned connection and
+    /// handed to the holds.
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt>;
+
+    /// What the server shows of `key` without taking it.
+    async fn inspect(&self, key: &str) -> Result<LockInfo>;
+}
+
+/// A session-bound mode's backend.
+pub(crate) struct SessionMode<R> {
+    recipe: R,
+    identity: String,
+}
+
+impl<R: Recipe> SessionMode<R> {
+    pub(crate) fn new(recipe: R, identity: String) -> Self {
+        SessionMode { recipe, identity }
+    }
+}
+
+impl<R: Recipe> fmt::Debug for SessionMode<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.recipe.fmt(f)
+    }
+}
+
+#[async_trait]
+impl<R: Recipe> LockBackend for SessionMode<R> {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn identity(&self) -> String {
+        self.identity.clone()
+    }
+
+    fn capabilities(&self) -> Capability {
+        // Waiters queue in the server (row lock or GET_LOCK), in no promised order.
+        session::capabilities()
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.recipe.try_acquire(req).await
+    }
+
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        self.recipe.parts().sessions.release(key, owner).await
+    }
+
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        self.recipe.parts().sessions.renew(items).await
+    }
+
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        self.recipe.inspect(key).await
+    }
+
+    // Unsupported: the fence is the store's own (a revision, a sequence, a counter row); only
+    // a quorum over Redis members needs to raise it.
+    async fn raise_fence(&self, _key: &str, _owner: OwnerToken, _floor: FencingToken) -> Result<bool> {
+        Err(unsupported(NAME, "raising the fence counter"))
+    }
+
+    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
+        // A waiter's place in the server's lock queue ends with its statement.
+        Ok(())
+    }
+
+    async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
+        Ok(None)
+    }
+
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        self.recipe.parts().sessions.set_note(key, owner, note).await
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        // Read uncommitted on a pooled connection: only a live hold's transaction carries one.
+        let parts = self.recipe.parts();
+        parts.sessions.note(&parts.pool, key).await
+    }
+}
+
+#[async_trait]
+impl<R: Recipe> ModeBackend for SessionMode<R> {
+    fn schema(&self) -> Arc<str> {
+        self.recipe.parts().schema.clone()
+    }
+
+    fn notes_schema(&self) -> Arc<str> {
+        self.recipe.parts().notes_schema.clone()
+    }
+
+    async fn check_shape(&self, _table: &str, _upgrade: bool) -> Result<()> {
+        Ok(())
+    }
+
+    #[cfg(feature = "testing")]
+    fn held_connection_id(&self, key: &str) -> Option<u64> {
+        self.recipe.parts().sessions.held_session(key)
+    }
+
+    #[cfg(feature = "testing")]
+    fn round_trips(&self) -> u64 {
+        self.recipe.parts().trips.get()
+    }
+}
