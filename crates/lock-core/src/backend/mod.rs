@@ -6,8 +6,9 @@
 //! retries, deadlines, guards, the watchdog and the lost signal come from the core. The
 //! toolkit below is what every backend otherwise writes again: [`Cleanup`] for cancelled
 //! attempts, the poison-tolerant [`Mutex`], [`UrlOptions`], [`redact`], [`NotifyHub`],
-//! [`Backoff`] and [`millis`], and for session-bound stores the keeper and hold table of
-//! [`session`]. `docs/ARCHITECTURE.md` has the recipe for a new backend.
+//! [`Backoff`] and [`millis`], for session-bound stores the keeper and hold table of
+//! [`session`], and for stores that queue waiters by a sequence or revision the recipe of
+//! [`queue`]. `docs/ARCHITECTURE.md` has the recipe for a new backend.
 
 use std::fmt;
 use std::time::Duration;
@@ -21,6 +22,7 @@ mod backoff;
 mod cleanup;
 mod notify;
 mod options;
+pub mod queue;
 pub mod redact;
 mod runtime;
 pub mod session;

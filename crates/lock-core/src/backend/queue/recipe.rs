@@ -1,0 +1,123 @@
+//! The predecessor-queue recipe: create an entry with the next sequence number, hold when it is
+//! first, else watch only the entry just before it until that is deleted or the wait ends.
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use super::holds::{Nest, QueueHolds};
+use crate::backend::{AcquireRequest, Attempt, Grant};
+use crate::{FencingToken, Result};
+
+/// Where an entry stands in its lock's queue.
+#[derive(Debug)]
+pub enum Place<P> {
+    /// First: the lock is held.
+    Head,
+    /// Behind this entry (or what the store knows of it), the one created just before ours.
+    Behind(P),
+}
+
+/// What [`QueueStore::watch`] found.
+#[derive(Debug)]
+pub enum Watched<W, P> {
+    /// A watch on the predecessor, set while it still existed: its deletion comes through it.
+    Armed(W),
+    /// No watch needed: the queue moved before the watch could be set (the predecessor went).
+    Moved(Place<P>),
+}
+
+/// The store calls of the recipe. One value serves one acquisition attempt at a time; the
+/// entry carries what the attempt needs (its session, its cleanup, its name and fence).
+#[async_trait]
+pub trait QueueStore: Send + Sync {
+    /// One attempt's entry in the queue, with the cleanup that deletes it if the attempt ends
+    /// without a grant (dropped at any `.await`, `Held`, or an error).
+    type Entry: Send;
+    /// What the store knows of a predecessor.
+    type Predecessor: Send;
+    /// A watch on a predecessor.
+    type Watch: Send;
+
+    /// The holds of this client.
+    fn holds(&self) -> &QueueHolds;
+
+    /// Delete the entry of a hold already out of the table (lost), by its exact name, if its
+    /// session may still live.
+    fn delete_lost(&self, hold: super::QueueHold);
+
+    /// Create this attempt's entry with the next sequence number (its cleanup armed before
+    /// the create is sent), and its place as read with the create.
+    async fn enqueue(&self, req: &AcquireRequest<'_>) -> Result<(Self::Entry, Place<Self::Predecessor>)>;
+
+    /// Set a watch on `predecessor`'s deletion, or find the queue moved.
+    async fn watch(
+        &self,
+        entry: &mut Self::Entry,
+        predecessor: Self::Predecessor,
+    ) -> Result<Watched<Self::Watch, Self::Predecessor>>;
+
+    /// Wait on `watch` until the predecessor is deleted; then the entry's place where the
+    /// store knows it without a request, or `None` to [`look`](QueueStore::look) (a request
+    /// sent after the wake-up is not cut short by the end of the wait).
+    async fn deleted(
+        &self,
+        entry: &mut Self::Entry,
+        watch: Self::Watch,
+    ) -> Result<Option<Place<Self::Predecessor>>>;
+
+    /// Read the entry's place in the queue.
+    async fn look(&self, entry: &mut Self::Entry) -> Result<Place<Self::Predecessor>>;
+
+    /// The wait ended without a grant: give the entry up and say `Held`.
+    async fn leave(&self, entry: Self::Entry) -> Result<Attempt>;
+
+    /// The entry is first: record the hold (disarming its cleanup) and return its fence.
+    ///
+    /// # Errors
+    /// The grant cannot be trusted (its session was not confirmed in time); the entry goes.
+    fn hold(&self, req: &AcquireRequest<'_>, entry: Self::Entry) -> Result<i64>;
+}
+
+/// A grant with fence `fence` (a store's creation number, never negative for a created entry).
+pub fn granted(fence: i64) -> Attempt {
+    Attempt::Acquired(Grant { fence: FencingToken(u64::try_from(fence).unwrap_or(0)), lease: None })
+}
+
+/// One acquisition attempt through `store`: nest into the owner's hold, or queue an entry and
+/// wait (until `req.wait_until`, the backend's native wait) to be first. Each waiter watches
+/// only its predecessor, so a release wakes one waiter, not the herd.
+///
+/// # Errors
+/// Whatever the store's calls answer; the entry's cleanup then deletes it.
+pub async fn acquire<S: QueueStore>(store: &S, req: &AcquireRequest<'_>) -> Result<Attempt> {
+    match store.holds().nest(req.key, req.owner, req.signal) {
+        Nest::Nested(fence) => return Ok(granted(fence)),
+        Nest::Lost(old) => store.delete_lost(old),
+        Nest::Free => {}
+    }
+    let (mut entry, mut place) = store.enqueue(req).await?;
+    loop {
+        let predecessor = match place {
+            Place::Head => break,
+            Place::Behind(p) => p,
+        };
+        let Some(deadline) = req.wait_until.filter(|d| Instant::now() < *d) else {
+            return store.leave(entry).await;
+        };
+        place = match store.watch(&mut entry, predecessor).await? {
+            Watched::Moved(next) => next,
+            Watched::Armed(watch) => {
+                let woke = tokio::select! {
+                    next = store.deleted(&mut entry, watch) => Some(next?),
+                    () = tokio::time::sleep_until(deadline) => None,
+                };
+                match woke {
+                    None => return store.leave(entry).await,
+                    Some(Some(next)) => next,
+                    Some(None) => store.look(&mut entry).await?,
+                }
+            }
+        };
+    }
+    store.hold(req, entry).map(granted)
+}
