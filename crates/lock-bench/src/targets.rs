@@ -154,6 +154,17 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
         }
         Err(e) => notes.push(format!("etcd skipped: {e}")),
     }
+    #[cfg(feature = "file")]
+    match tempfile::Builder::new().prefix("dlock-bench-").tempdir() {
+        // Every grant syncs its fence to disk (file, then directory).
+        Ok(dir) => {
+            targets.push(
+                Target::new("file", format!("file://{}", dir.path().display())).with_watchdog_locks(1_000),
+            );
+            servers.push(Box::new(dir));
+        }
+        Err(e) => notes.push(format!("file skipped: {e}")),
+    }
     if cfg!(not(all(feature = "redis", feature = "mysql", feature = "zk"))) {
         notes.push("built without some backend features; build with --features full for all".into());
     }
