@@ -22,7 +22,7 @@ use crate::error::{NAME, classify, is_contention};
 use crate::name::lock_name;
 use crate::session::{
     Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, SessionsExt, answered_by, granted, killable_wait,
-    server_idle,
+    next_fence, server_idle,
 };
 use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NamedSql, NoteKind, hex_literal};
@@ -203,15 +203,7 @@ impl Named {
             // MySQL: the counter row in autocommit on the holding connection (no transaction is
             // open there), after the grant. If this fails or the future is dropped, `pinned`
             // closes the connection and the lock goes with the session.
-            None => {
-                self.parts.trips.add();
-                sqlx::query(AssertSqlSafe(self.sql.fence_next.clone()))
-                    .bind(req.key.as_bytes())
-                    .execute(&mut **pinned.conn)
-                    .await
-                    .map_err(classify)?
-                    .last_insert_id()
-            }
+            None => next_fence(&mut **pinned.conn, &self.sql.fence_next, req.key, &self.parts.trips).await?,
         };
         self.parts.sessions.hold(req, granted(pinned, conn_id, fence, (confirmed, answered))?).await
     }

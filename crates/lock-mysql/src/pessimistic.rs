@@ -24,7 +24,8 @@ use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
 use crate::session::{
-    Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, SessionsExt, granted, killable_wait, server_idle,
+    Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, SessionsExt, granted, killable_wait, next_fence,
+    server_idle,
 };
 use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NoteKind, PessimisticSql, hex_literal};
@@ -291,15 +292,7 @@ impl Pessimistic {
             // MySQL: autocommit, on another pooled connection, after the grant (grant order;
             // survives the holder's rollback). If this future is dropped here, `pinned` closes
             // its connection and the lock goes with it.
-            None => {
-                self.parts.trips.add();
-                sqlx::query(AssertSqlSafe(self.sql.fence_next.clone()))
-                    .bind(req.key.as_bytes())
-                    .execute(&self.parts.pool)
-                    .await
-                    .map_err(classify)?
-                    .last_insert_id()
-            }
+            None => next_fence(&self.parts.pool, &self.sql.fence_next, req.key, &self.parts.trips).await?,
         };
         self.parts.sessions.hold(req, granted(pinned, conn_id, fence, (confirmed, answered))?).await
     }

@@ -194,6 +194,17 @@ pub(crate) fn granted(
     Ok(session::Granted { held, session: conn_id, fence, sent, answered })
 }
 
+/// MySQL: the next fencing token of `key`, drawn after the grant from the counter row by
+/// `fence_next` in autocommit on `on` (MariaDB draws it with the lock itself).
+pub(crate) async fn next_fence<'c, E>(on: E, fence_next: &Arc<str>, key: &str, trips: &Trips) -> Result<u64>
+where
+    E: sqlx::Executor<'c, Database = sqlx::MySql>,
+{
+    trips.add();
+    let drawn = sqlx::query(AssertSqlSafe(fence_next.clone())).bind(key.as_bytes()).execute(on).await;
+    Ok(drawn.map_err(classify)?.last_insert_id())
+}
+
 /// The MySQL side of a mode's holds.
 pub(crate) struct Driver {
     /// Ends a hold cleanly (and restores the session's timeouts): at release.
