@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::backend::session::Trips;
-use lock_core::backend::{AcquireRequest, Attempt, Grant, LockInfo};
+use lock_core::backend::{AcquireRequest, Attempt, LockInfo};
 use lock_core::{LockError, Result};
 use sqlx::mysql::{MySqlPool, MySqlRow};
 use sqlx::{AssertSqlSafe, Row};
@@ -120,12 +120,9 @@ impl Named {
         })
     }
 
-    /// One attempt, unbounded: [`Recipe::try_acquire`] bounds it.
+    /// One attempt, unbounded: [`SessionMode`](crate::session_mode::SessionMode) bounds it (a
+    /// nesting never reaches it).
     async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        // One hold is one GET_LOCK on the server: a nested acquisition is counted here only.
-        if let Some(fence) = self.parts.sessions.reenter(req.key, req.owner, req.signal) {
-            return Ok(Attempt::Acquired(Grant { fence, lease: None }));
-        }
         let name = lock_name(req.key);
         let mut pinned = Pinned::new(self.parts.pool.acquire().await.map_err(classify)?);
         let sent = Instant::now();
@@ -215,9 +212,12 @@ impl Recipe for Named {
         &self.parts
     }
 
-    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let checkout = self.parts.pool.options().get_acquire_timeout();
-        self.parts.sessions.bounded_attempt(req.wait_until, checkout, self.try_once(req)).await
+    fn checkout(&self) -> Duration {
+        self.parts.pool.options().get_acquire_timeout()
+    }
+
+    async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.try_once(req).await
     }
 
     /// Whether some session holds the key's name (`IS_USED_LOCK`), without taking it. Neither

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::backend::session::Trips;
-use lock_core::backend::{AcquireRequest, Attempt, Grant, LockInfo, jitter, unsupported};
+use lock_core::backend::{AcquireRequest, Attempt, LockInfo, jitter, unsupported};
 use lock_core::{LockError, Result};
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
@@ -24,8 +24,7 @@ use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
 use crate::session::{
-    Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, SessionsExt, granted, killable_wait, next_fence,
-    server_idle,
+    Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, granted, killable_wait, next_fence, server_idle,
 };
 use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NoteKind, PessimisticSql, hex_literal};
@@ -105,11 +104,9 @@ impl Pessimistic {
         Pessimistic { parts, holders, warm, sql, flavor }
     }
 
-    /// One attempt, unbounded: [`Recipe::try_acquire`] bounds it.
+    /// One attempt, unbounded: [`SessionMode`](crate::session_mode::SessionMode) bounds it (a
+    /// nesting never reaches it).
     async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        if let Some(fence) = self.parts.sessions.reenter(req.key, req.owner, req.signal) {
-            return Ok(Attempt::Acquired(Grant { fence, lease: None }));
-        }
         // The row may have to be created first (once per key). An insert can also give way to
         // another transaction's short-lived gap lock (a NOWAIT probe of a missing neighbour key),
         // so it is tried a few times, briefly apart; misses beyond that mean someone deletes rows under us: a
@@ -304,9 +301,12 @@ impl Recipe for Pessimistic {
         &self.parts
     }
 
-    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let checkout = self.holders.options().get_acquire_timeout();
-        self.parts.sessions.bounded_attempt(req.wait_until, checkout, self.try_once(req)).await
+    fn checkout(&self) -> Duration {
+        self.holders.options().get_acquire_timeout()
+    }
+
+    async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.try_once(req).await
     }
 
     async fn inspect(&self, _key: &str) -> Result<LockInfo> {

@@ -4,11 +4,12 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::backend::session::{self, Trips};
 use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, unsupported,
+    AcquireRequest, Attempt, Capability, Grant, LockBackend, LockInfo, RenewItem, Subscription, unsupported,
 };
 use lock_core::{FencingToken, OwnerToken, Result};
 use sqlx::mysql::MySqlPool;
@@ -45,9 +46,12 @@ pub(crate) trait Recipe: fmt::Debug + Send + Sync + 'static {
     /// What the mode shares with the other session-bound modes.
     fn parts(&self) -> &Parts;
 
-    /// One attempt: a nesting in the holds, or the lock taken on a pinned connection and
-    /// handed to the holds.
-    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt>;
+    /// How long the pool the mode takes its holding connections from may take to hand one out.
+    fn checkout(&self) -> Duration;
+
+    /// One attempt to take the lock on a pinned connection and hand it to the holds,
+    /// unbounded (a nesting is answered by the holds before it).
+    async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Attempt>;
 
     /// What the server shows of `key` without taking it.
     async fn inspect(&self, key: &str) -> Result<LockInfo>;
@@ -87,7 +91,12 @@ impl<R: Recipe> LockBackend for SessionMode<R> {
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        self.recipe.try_acquire(req).await
+        let parts = self.recipe.parts();
+        // One hold is one lock on the server: a nested acquisition is counted in the holds only.
+        if let Some(fence) = parts.sessions.reenter(req.key, req.owner, req.signal) {
+            return Ok(Attempt::Acquired(Grant { fence, lease: None }));
+        }
+        parts.sessions.bounded_attempt(req.wait_until, self.recipe.checkout(), self.recipe.attempt(req)).await
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
