@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use etcd_client::{Client, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse};
+use lock_core::backend::queue::{self, Released};
 use lock_core::backend::{
     AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RENEW_BATCH, RenewItem, Subscription,
 };
@@ -38,7 +39,7 @@ impl fmt::Debug for EtcdLock {
             .field("config", &self.inner.cfg)
             .field("lease", &format_args!("{:016x}", s.lease))
             .field("lease_ttl", &s.ttl)
-            .field("holds", &self.inner.holds.lock().len())
+            .field("holds", &self.inner.holds.len())
             .finish()
     }
 }
@@ -119,7 +120,7 @@ impl EtcdLock {
     /// this client (reentrant holds count once).
     #[cfg(feature = "testing")]
     pub fn held_count(&self) -> usize {
-        self.inner.holds.lock().len()
+        self.inner.holds.len()
     }
 }
 
@@ -136,18 +137,11 @@ impl LockBackend for EtcdLock {
     }
 
     fn capabilities(&self) -> Capability {
-        let mut c = Capability::NONE;
-        c.renew = true;
-        c.fencing = true;
-        c.native_wait = true;
+        // The holder's own key carries its note (see `note.rs`).
+        let mut c = queue::capabilities();
         // Every put and delete is a Raft entry committed by a majority before the answer, and
         // revisions are cluster-wide: a leader failover neither loses a grant nor repeats one.
         c.failover_safe = true;
-        c.reentrant = true;
-        c.fair = true;
-        c.session_bound = true;
-        // The holder's own key carries its note (see `note.rs`).
-        c.notes = true;
         c
     }
 
@@ -157,19 +151,11 @@ impl LockBackend for EtcdLock {
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
         let inner = &self.inner;
-        let hold = {
-            let mut holds = inner.holds.lock();
-            let hk = (key.to_owned(), owner);
-            match holds.get_mut(&hk) {
-                None => return Ok(false),
-                Some(h) if h.count > 1 && !h.is_lost() => {
-                    h.count -= 1;
-                    return Ok(true);
-                }
-                Some(_) => holds.remove(&hk),
-            }
+        let hold = match inner.holds.release(key, owner) {
+            Released::NotHeld => return Ok(false),
+            Released::Nested => return Ok(true),
+            Released::Ended(hold) => hold,
         };
-        let Some(hold) = hold else { return Ok(false) };
         let session = inner.current();
         if session.generation != hold.generation || session.is_ended() {
             return Ok(false); // the lease that held it is gone, and its key with it
@@ -206,18 +192,15 @@ impl LockBackend for EtcdLock {
     async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
         let inner = &self.inner;
         let session = inner.current();
-        let names: Vec<Option<(String, i64)>> = {
-            let holds = inner.holds.lock();
-            items
-                .iter()
-                .map(|it| {
-                    holds
-                        .get(&(it.key.to_owned(), it.owner))
-                        .filter(|h| h.generation == session.generation && !h.is_lost() && !session.is_ended())
-                        .map(|h| (h.name.clone(), h.fence))
+        let names: Vec<Option<(String, i64)>> = items
+            .iter()
+            .map(|it| {
+                inner.holds.get(it.key, it.owner, |h| {
+                    (h.generation == session.generation && !h.is_lost() && !session.is_ended())
+                        .then(|| (h.name.clone(), h.fence))
                 })
-                .collect()
-        };
+            })
+            .collect();
         let live: Vec<&(String, i64)> = names.iter().flatten().collect();
         let mut found = Vec::with_capacity(live.len());
         // etcd caps the operations of one transaction (128 by default).
@@ -244,7 +227,7 @@ impl LockBackend for EtcdLock {
         // release will come for it.
         for ((it, name), ours) in items.iter().zip(&names).zip(&out) {
             if let (Some((name, _)), false) = (name, ours) {
-                inner.lose(&(it.key.to_owned(), it.owner), name, LostReason::NotOwner);
+                inner.holds.lose(&(it.key.to_owned(), it.owner), name, LostReason::NotOwner);
             }
         }
         Ok(out)

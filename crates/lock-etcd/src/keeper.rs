@@ -1,17 +1,17 @@
-//! The two tasks of each lease: the keep-alive, and the deadline keeper that gives the
-//! lease's holds up when nothing was confirmed in time.
+//! The keep-alive of each lease (its other task, the deadline keeper that gives the lease's
+//! holds up when nothing was confirmed in time, is `lock_core::backend::queue::DeadlineKeeper`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use etcd_client::Client;
-use lock_core::backend::{Backoff, Mutex};
-use tokio::sync::Notify;
+use lock_core::backend::Backoff;
+use lock_core::backend::queue::{Confirmed, QueueHold};
 use tokio::time::Instant;
 
 use crate::error::lease_gone;
-use crate::session::{Hold, Inner, confirm, give_up_at};
+use crate::session::Inner;
 
 /// Shortest keep-alive period: a tiny TTL must not turn it into a busy loop.
 const MIN_PERIOD: Duration = Duration::from_millis(10);
@@ -23,19 +23,17 @@ pub(crate) struct Watch {
     pub(crate) lease: i64,
     pub(crate) ttl: Duration,
     pub(crate) client: Client,
-    pub(crate) confirmed: Arc<Mutex<Instant>>,
+    pub(crate) confirmed: Confirmed,
     pub(crate) ended: Arc<AtomicBool>,
-    pub(crate) new_hold: Arc<Notify>,
-    pub(crate) clock_drift: (f64, Duration),
 }
 
 impl Watch {
     async fn confirmed(&self, sent: Instant) {
-        confirm(&self.confirmed, sent);
+        self.confirmed.confirm(sent);
         if let Some(inner) = self.inner.upgrade() {
-            inner.for_holds(self.generation, Hold::mark_held);
+            inner.holds.each(self.generation, QueueHold::mark_held);
             // Bounded by the keep-alive period, so that the next keep-alive is never late.
-            if inner.has_holds(self.generation) {
+            if inner.holds.has(self.generation) {
                 let _ = tokio::time::timeout(self.ttl / 3, inner.verify(self.generation)).await;
             }
         }
@@ -44,7 +42,7 @@ impl Watch {
     fn failed(&self, why: &dyn std::fmt::Display) {
         tracing::debug!(generation = self.generation, error = %why, "etcd lease keep-alive failed; locks uncertain");
         if let Some(inner) = self.inner.upgrade() {
-            inner.for_holds(self.generation, Hold::mark_uncertain);
+            inner.holds.each(self.generation, QueueHold::mark_uncertain);
         }
     }
 
@@ -115,36 +113,5 @@ pub(crate) async fn keep_alive(w: Watch) {
                 }
             }
         }
-    }
-}
-
-/// When nothing has been confirmed for a TTL less the drift margin (disconnected, server
-/// paused, partitioned), give the holds of the lease up: the server may expire it from then on
-/// and let another client in. Its own task on its own timer, so that a keep-alive awaiting an
-/// answer cannot delay it.
-pub(crate) async fn keep_deadline(w: Watch) {
-    loop {
-        let at = give_up_at(&w.confirmed, w.ttl, w.clock_drift);
-        {
-            let Some(inner) = w.inner.upgrade() else { return };
-            if !inner.has_holds(w.generation) {
-                drop(inner);
-                // Every new hold wakes it (a stored wake-up if it comes before this wait): a
-                // grant made close to the deadline must be given up at the deadline, not at
-                // the next periodic look.
-                w.new_hold.notified().await;
-                continue;
-            }
-            if Instant::now() >= at {
-                tracing::warn!(
-                    generation = w.generation,
-                    "etcd lease not confirmed within its ttl; locks given up"
-                );
-                inner.give_up(w.generation);
-                return;
-            }
-        }
-        // Confirmations only move the deadline later: recompute it on waking.
-        tokio::time::sleep_until(at).await;
     }
 }

@@ -7,23 +7,16 @@
 //! `None`, and an empty note as `Some("")`.
 
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp};
+use lock_core::backend::queue::{QueueHold, stored_note};
 use lock_core::{LostReason, OwnerToken, Result, validate_note};
 
 use crate::error::{bounded, lock_error};
 use crate::session::Inner;
 
 /// The note in a lock key's value, if one was set: a value put after the grant (version above
-/// 1), UTF-8, and a valid note. Anything else (a foreign writer's value) is no note: a reader
-/// must never show it as the holder's.
+/// 1), UTF-8, and a valid note.
 fn decode(value: &[u8], version: i64) -> Option<String> {
-    if version <= 1 {
-        return None;
-    }
-    let note = std::str::from_utf8(value).ok().filter(|n| validate_note(n).is_ok()).map(str::to_owned);
-    if note.is_none() {
-        tracing::debug!("lock key value is not a note; read as none");
-    }
-    note
+    stored_note(value, version > 1)
 }
 
 impl Inner {
@@ -35,12 +28,11 @@ impl Inner {
         validate_note(note)?;
         let hk = (key.to_owned(), owner);
         let session = self.current();
-        let (name, fence) = match self.holds.lock().get(&hk) {
-            Some(h) if !h.is_lost() && h.generation == session.generation && !session.is_ended() => {
-                (h.name.clone(), h.fence)
-            }
-            _ => return Ok(false),
+        let live = |h: &QueueHold| {
+            (!h.is_lost() && h.generation == session.generation && !session.is_ended())
+                .then(|| (h.name.clone(), h.fence))
         };
+        let Some((name, fence)) = self.holds.get(key, owner, live) else { return Ok(false) };
         let txn = Txn::new()
             .when([Compare::create_revision(name.as_str(), CompareOp::Equal, fence)])
             .and_then([TxnOp::put(name.as_str(), note, Some(PutOptions::new().with_ignore_lease()))]);
@@ -48,7 +40,7 @@ impl Inner {
         let resp = bounded(self.cfg.request_timeout, kv.txn(txn)).await.map_err(lock_error)?;
         if !resp.succeeded() {
             // Deleted behind our back: the hold is over (the keep-alive's check would say so).
-            self.lose(&hk, &name, LostReason::NotOwner);
+            self.holds.lose(&hk, &name, LostReason::NotOwner);
         }
         Ok(resp.succeeded())
     }

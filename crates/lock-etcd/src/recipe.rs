@@ -8,16 +8,17 @@ use std::sync::atomic::Ordering;
 
 use etcd_client::{
     Compare, CompareOp, EventType, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
-    TxnOpResponse, TxnResponse, WatchFilterType, WatchOptions,
+    TxnOpResponse, TxnResponse, WatchFilterType, WatchOptions, WatchStream,
 };
-use lock_core::backend::{AcquireRequest, Attempt, Grant};
-use lock_core::{FencingToken, LeaseSignal, OwnerToken, Result};
+use lock_core::backend::queue::{self, Place, QueueHold, QueueHolds, QueueStore, Watched};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup};
+use lock_core::{Result, async_trait};
 use tokio::time::Instant;
 
 use crate::cleanup;
 use crate::cleanup::AttemptKeys;
 use crate::error::{bounded, lease_gone, lock_error, temporary};
-use crate::session::{Hold, Inner, Session};
+use crate::session::{Inner, Session};
 
 /// `key` as one segment of an etcd key: `%` and `/` percent-encoded, so that no key's prefix
 /// `<prefix>/<key>/` can contain another key's (`a` and `a/b` stay apart), and the encoding is
@@ -32,10 +33,6 @@ pub fn encode_key(key: &str) -> String {
         }
     }
     out
-}
-
-fn granted(fence: i64) -> Attempt {
-    Attempt::Acquired(Grant { fence: FencingToken(u64::try_from(fence).unwrap_or(0)), lease: None })
 }
 
 /// The key ranges of a transaction's answer, in the order of its operations.
@@ -67,225 +64,9 @@ impl Inner {
         format!("{}/{}/", self.cfg.prefix, encode_key(key))
     }
 
-    /// A nested acquisition by a current holder: the outer hold's fence.
-    fn nest(&self, key: &str, owner: OwnerToken, signal: &LeaseSignal) -> Option<i64> {
-        let mut holds = self.holds.lock();
-        let hk = (key.to_owned(), owner);
-        let h = holds.get_mut(&hk)?;
-        if h.is_lost() {
-            // Told lost by the core (a refused renewal), not by us: no release will come for
-            // it, and its key would stay queued ahead of the new attempt.
-            let old = holds.remove(&hk);
-            drop(holds);
-            if let Some(old) = old {
-                self.delete_lost(old);
-            }
-            return None;
-        }
-        h.count += 1;
-        if !h.signals.iter().any(|s| s.same_as(signal)) {
-            h.signals.push(signal.clone());
-        }
-        Some(h.fence)
-    }
-
     /// One acquisition: nest, or put our key and wait (until `req.wait_until`) to be first.
     pub async fn acquire(self: &Arc<Self>, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        if let Some(fence) = self.nest(req.key, req.owner, req.signal) {
-            return Ok(granted(fence));
-        }
-        let mut session = self.session().await?;
-        let dir = self.dir(req.key);
-        let mut kv = self.client.kv_client();
-        let timeout = self.cfg.request_timeout;
-        let mut regranted = false;
-        // Put our key under the lease unless it or its cancel marker exists, and read the
-        // holder in the same transaction: one round trip for a free lock. The operations apply
-        // in order, so the last key created before the put is our predecessor in the queue.
-        let (name, fence, cleanup, holder, predecessor) = loop {
-            let n = self.nonce.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let name = format!("{dir}{:016x}_{n:x}", session.lease);
-            let keys = AttemptKeys {
-                marker: format!("{}/%cancelled/{:016x}_{n:x}", self.cfg.prefix, session.lease),
-                name: name.clone(),
-                lease: session.lease,
-            };
-            let mut cleanup = cleanup::guard(&self.client, keys.clone(), timeout, session.life());
-            let txn = Txn::new()
-                .when([
-                    Compare::create_revision(name.as_str(), CompareOp::Equal, 0),
-                    Compare::create_revision(keys.marker.as_str(), CompareOp::Equal, 0),
-                ])
-                .and_then([
-                    last_created(&dir),
-                    TxnOp::put(name.as_str(), "", Some(PutOptions::new().with_lease(session.lease))),
-                    first_created(&dir),
-                ]);
-            match bounded(timeout, kv.txn(txn)).await {
-                Ok(resp) => {
-                    cleanup::answered(&mut cleanup, &self.client, name.clone(), timeout, session.life());
-                    if !resp.succeeded() {
-                        return Err(temporary("lock key or its cancel marker exists already"));
-                    }
-                    let fence = resp.header().map_or(0, |h| h.revision());
-                    let mut rs =
-                        ranges(&resp).into_iter().map(|r| r.into_iter().next().map(|kv| kv.key().to_vec()));
-                    let predecessor = rs.next().flatten();
-                    let holder = rs.nth(1).flatten();
-                    break (name, fence, cleanup, holder, predecessor);
-                }
-                // The lease ended under us (revoked, expired): once more under a new one.
-                Err(e) if lease_gone(&e) && !regranted => {
-                    cleanup.disarm();
-                    self.lease_ended(session.generation);
-                    session = self.session().await?;
-                    regranted = true;
-                }
-                Err(e) => return Err(lock_error(e)),
-            }
-        };
-        if fence <= 0 {
-            return Err(temporary("lock key put answered without a revision"));
-        }
-        if holder.as_deref() != Some(name.as_bytes()) {
-            let held = match req.wait_until {
-                None => Some(Attempt::Held { retry_after: None }),
-                Some(_) => self.wait_turn(req, &session, &dir, (&name, fence), predecessor).await?,
-            };
-            if let Some(held) = held {
-                // Our key goes before the answer: left queued a moment longer, it would be
-                // taken for the holder by the next client to look. But the answer waits for
-                // one request at most, like the put: past that (the server unreachable, or
-                // this future dropped) the delete goes on in the background while the lease
-                // lives, and the caller gets its answer in time.
-                let _ = tokio::time::timeout(timeout, cleanup.run_now()).await;
-                return Ok(held);
-            }
-        }
-        // A grant on a lease whose last confirmation is too old is no grant: give it up, and
-        // let the next attempt run on a new lease.
-        if Instant::now() >= session.give_up_at() {
-            return Err(temporary("etcd lease not confirmed within its ttl"));
-        }
-        cleanup.disarm();
-        let hk = (req.key.to_owned(), req.owner);
-        let hold =
-            Hold { name, fence, count: 1, generation: session.generation, signals: vec![req.signal.clone()] };
-        let old = self.holds.lock().insert(hk, hold);
-        session.held();
-        if let Some(old) = old {
-            // Only a lost hold can be replaced (a live one nests): its key goes, by its name.
-            self.delete_lost(old);
-        }
-        Ok(granted(fence))
-    }
-
-    /// Wait until no key created before ours is left: `Ok(None)` once ours is first,
-    /// `Ok(Some(Held))` at the deadline. Each round watches only the last key created before
-    /// ours (and ours, should the lease end) for a delete. `known`: that predecessor as the
-    /// put's own transaction read it.
-    async fn wait_turn(
-        &self,
-        req: &AcquireRequest<'_>,
-        session: &Session,
-        dir: &str,
-        (name, fence): (&str, i64),
-        known: Option<Vec<u8>>,
-    ) -> Result<Option<Attempt>> {
-        let timeout = self.cfg.request_timeout;
-        let mut watcher = self.client.watch_client();
-        let mut candidate = known;
-        loop {
-            let Some(deadline) = req.wait_until.filter(|d| Instant::now() < *d) else {
-                return Ok(Some(Attempt::Held { retry_after: None }));
-            };
-            if session.is_ended() {
-                return Err(temporary("etcd lease ended while waiting"));
-            }
-            let predecessor = match candidate.take() {
-                Some(p) => p,
-                None => match self.predecessor(dir, name, fence).await? {
-                    Some((p, _)) => p,
-                    None => return Ok(None),
-                },
-            };
-            // Watch from now, then read. (A watch from a past revision is served by the
-            // server's catch-up loop, every 100 ms: a slow hand-over.) A delete before the
-            // watch started shows in the read, one after it in the watch.
-            let opts = || WatchOptions::new().with_filters([WatchFilterType::NoPut]);
-            let watch = watcher.watch(predecessor.clone(), Some(opts()));
-            let mut stream = bounded(timeout, watch).await.map_err(lock_error)?;
-            stream.watch(name, Some(opts())).await.map_err(lock_error)?;
-            let mut created = 0;
-            let mut woke = false;
-            let started = async {
-                while created < 2 && !woke {
-                    match stream.message().await.map_err(lock_error)? {
-                        Some(m) => {
-                            created += usize::from(m.created());
-                            woke = m.canceled()
-                                || m.events().iter().any(|e| e.event_type() == EventType::Delete);
-                        }
-                        None => return Err(temporary("watch stream closed while waiting")),
-                    }
-                }
-                Ok(())
-            };
-            match tokio::time::timeout(timeout, started).await {
-                Ok(r) => r?,
-                Err(_) => return Err(temporary("watch not created in time")),
-            }
-            if woke {
-                continue;
-            }
-            let head = match self.predecessor(dir, name, fence).await? {
-                None => return Ok(None),
-                Some((p, _)) if p != predecessor => {
-                    candidate = Some(p);
-                    continue;
-                }
-                Some((_, head)) => head,
-            };
-            // `Ok(true)`: the predecessor was deleted; `Ok(false)`: look again (watch cancelled).
-            let woke = async {
-                loop {
-                    match stream.message().await {
-                        Ok(Some(m)) if m.canceled() => return Ok(false),
-                        Ok(Some(m)) => {
-                            let deleted = |key: &[u8]| {
-                                m.events().iter().any(|e| {
-                                    e.event_type() == EventType::Delete
-                                        && e.kv().is_some_and(|kv| kv.key() == key)
-                                })
-                            };
-                            if deleted(name.as_bytes()) {
-                                return Err(temporary("own lock key vanished while waiting"));
-                            }
-                            if deleted(&predecessor) {
-                                return Ok(true);
-                            }
-                        }
-                        Ok(None) => return Err(temporary("watch stream closed while waiting")),
-                        Err(e) => return Err(lock_error(e)),
-                    }
-                }
-            };
-            tokio::select! {
-                r = woke => {
-                    let predecessor_gone = r?;
-                    #[cfg(feature = "testing")]
-                    self.wakeups.fetch_add(1, Ordering::Relaxed);
-                    // The holder itself was our predecessor: nothing older is left, and a key
-                    // created later queues behind ours. Our own key's delete, had it come
-                    // first, would have come first on this stream (events are sent in revision
-                    // order): the lock is ours without another read.
-                    if predecessor_gone && head {
-                        return Ok(None);
-                    }
-                }
-                _ = tokio::time::sleep_until(deadline) => return Ok(Some(Attempt::Held { retry_after: None })),
-            }
-        }
+        queue::acquire(&Queue(self), req).await
     }
 
     /// The last key created before ours (`fence`) under `dir` and whether it is the holder (the
@@ -310,6 +91,228 @@ impl Inner {
         }
         let head = rs.get(2).and_then(|r| r.first()).map(KeyValue::key);
         Ok(rs.get(1).and_then(|r| r.first()).map(|k| (k.key().to_vec(), Some(k.key()) == head)))
+    }
+}
+
+/// The store calls of the shared queue recipe, for one acquisition.
+struct Queue<'a>(&'a Arc<Inner>);
+
+/// One attempt's key: the lease it was put under, its name and create revision, and the
+/// cleanup that deletes it unless the attempt ends in a grant.
+struct Entry {
+    session: Arc<Session>,
+    dir: String,
+    name: String,
+    fence: i64,
+    cleanup: Cleanup,
+}
+
+/// A watch on the predecessor (and on our own key, should the lease end), and whether the
+/// predecessor is the holder.
+struct PredecessorWatch {
+    stream: WatchStream,
+    predecessor: Vec<u8>,
+    head: bool,
+}
+
+#[async_trait]
+impl QueueStore for Queue<'_> {
+    type Entry = Entry;
+    /// The predecessor's key, when known without another read.
+    type Predecessor = Option<Vec<u8>>;
+    type Watch = PredecessorWatch;
+
+    fn holds(&self) -> &QueueHolds {
+        &self.0.holds
+    }
+
+    fn delete_lost(&self, hold: QueueHold) {
+        self.0.delete_lost(hold);
+    }
+
+    /// Put our key under the lease unless it or its cancel marker exists, and read the holder
+    /// in the same transaction: one round trip for a free lock. The operations apply in order,
+    /// so the last key created before the put is our predecessor in the queue.
+    async fn enqueue(&self, req: &AcquireRequest<'_>) -> Result<(Entry, Place<Option<Vec<u8>>>)> {
+        let inner = self.0;
+        let mut session = inner.session().await?;
+        let dir = inner.dir(req.key);
+        let mut kv = inner.client.kv_client();
+        let timeout = inner.cfg.request_timeout;
+        let mut regranted = false;
+        let (name, fence, cleanup, holder, predecessor) = loop {
+            let n = inner.nonce.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let name = format!("{dir}{:016x}_{n:x}", session.lease);
+            let keys = AttemptKeys {
+                marker: format!("{}/%cancelled/{:016x}_{n:x}", inner.cfg.prefix, session.lease),
+                name: name.clone(),
+                lease: session.lease,
+            };
+            let mut cleanup = cleanup::guard(&inner.client, keys.clone(), timeout, session.life());
+            let txn = Txn::new()
+                .when([
+                    Compare::create_revision(name.as_str(), CompareOp::Equal, 0),
+                    Compare::create_revision(keys.marker.as_str(), CompareOp::Equal, 0),
+                ])
+                .and_then([
+                    last_created(&dir),
+                    TxnOp::put(name.as_str(), "", Some(PutOptions::new().with_lease(session.lease))),
+                    first_created(&dir),
+                ]);
+            match bounded(timeout, kv.txn(txn)).await {
+                Ok(resp) => {
+                    cleanup::answered(&mut cleanup, &inner.client, name.clone(), timeout, session.life());
+                    if !resp.succeeded() {
+                        return Err(temporary("lock key or its cancel marker exists already"));
+                    }
+                    let fence = resp.header().map_or(0, |h| h.revision());
+                    let mut rs =
+                        ranges(&resp).into_iter().map(|r| r.into_iter().next().map(|kv| kv.key().to_vec()));
+                    let predecessor = rs.next().flatten();
+                    let holder = rs.nth(1).flatten();
+                    break (name, fence, cleanup, holder, predecessor);
+                }
+                // The lease ended under us (revoked, expired): once more under a new one.
+                Err(e) if lease_gone(&e) && !regranted => {
+                    cleanup.disarm();
+                    inner.lease_ended(session.generation);
+                    session = inner.session().await?;
+                    regranted = true;
+                }
+                Err(e) => return Err(lock_error(e)),
+            }
+        };
+        if fence <= 0 {
+            return Err(temporary("lock key put answered without a revision"));
+        }
+        let place =
+            if holder.as_deref() == Some(name.as_bytes()) { Place::Head } else { Place::Behind(predecessor) };
+        Ok((Entry { session, dir, name, fence, cleanup }, place))
+    }
+
+    /// Watch only the last key created before ours (and ours, should the lease end) for a
+    /// delete.
+    async fn watch(
+        &self,
+        entry: &mut Entry,
+        candidate: Option<Vec<u8>>,
+    ) -> Result<Watched<PredecessorWatch, Option<Vec<u8>>>> {
+        let inner = self.0;
+        let (dir, name, fence) = (entry.dir.as_str(), entry.name.as_str(), entry.fence);
+        if entry.session.is_ended() {
+            return Err(temporary("etcd lease ended while waiting"));
+        }
+        let predecessor = match candidate {
+            Some(p) => p,
+            None => match inner.predecessor(dir, name, fence).await? {
+                Some((p, _)) => p,
+                None => return Ok(Watched::Moved(Place::Head)),
+            },
+        };
+        // Watch from now, then read. (A watch from a past revision is served by the server's
+        // catch-up loop, every 100 ms: a slow hand-over.) A delete before the watch started
+        // shows in the read, one after it in the watch.
+        let timeout = inner.cfg.request_timeout;
+        let mut watcher = inner.client.watch_client();
+        let opts = || WatchOptions::new().with_filters([WatchFilterType::NoPut]);
+        let watch = watcher.watch(predecessor.clone(), Some(opts()));
+        let mut stream = bounded(timeout, watch).await.map_err(lock_error)?;
+        stream.watch(name, Some(opts())).await.map_err(lock_error)?;
+        let mut created = 0;
+        let mut woke = false;
+        let started = async {
+            while created < 2 && !woke {
+                match stream.message().await.map_err(lock_error)? {
+                    Some(m) => {
+                        created += usize::from(m.created());
+                        woke = m.canceled() || m.events().iter().any(|e| e.event_type() == EventType::Delete);
+                    }
+                    None => return Err(temporary("watch stream closed while waiting")),
+                }
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(timeout, started).await {
+            Ok(r) => r?,
+            Err(_) => return Err(temporary("watch not created in time")),
+        }
+        if woke {
+            return Ok(Watched::Moved(Place::Behind(None)));
+        }
+        match inner.predecessor(dir, name, fence).await? {
+            None => Ok(Watched::Moved(Place::Head)),
+            Some((p, _)) if p != predecessor => Ok(Watched::Moved(Place::Behind(Some(p)))),
+            Some((_, head)) => Ok(Watched::Armed(PredecessorWatch { stream, predecessor, head })),
+        }
+    }
+
+    async fn deleted(
+        &self,
+        entry: &mut Entry,
+        w: PredecessorWatch,
+    ) -> Result<Option<Place<Option<Vec<u8>>>>> {
+        let PredecessorWatch { mut stream, predecessor, head } = w;
+        let name = entry.name.as_bytes();
+        // `Ok(true)`: the predecessor was deleted; `Ok(false)`: look again (watch cancelled).
+        let predecessor_gone = loop {
+            match stream.message().await {
+                Ok(Some(m)) if m.canceled() => break false,
+                Ok(Some(m)) => {
+                    let deleted = |key: &[u8]| {
+                        m.events().iter().any(|e| {
+                            e.event_type() == EventType::Delete && e.kv().is_some_and(|kv| kv.key() == key)
+                        })
+                    };
+                    if deleted(name) {
+                        return Err(temporary("own lock key vanished while waiting"));
+                    }
+                    if deleted(&predecessor) {
+                        break true;
+                    }
+                }
+                Ok(None) => return Err(temporary("watch stream closed while waiting")),
+                Err(e) => return Err(lock_error(e)),
+            }
+        };
+        #[cfg(feature = "testing")]
+        self.0.wakeups.fetch_add(1, Ordering::Relaxed);
+        // The holder itself was our predecessor: nothing older is left, and a key created later
+        // queues behind ours. Our own key's delete, had it come first, would have come first on
+        // this stream (events are sent in revision order): the lock is ours without another
+        // read.
+        Ok(Some(if predecessor_gone && head { Place::Head } else { Place::Behind(None) }))
+    }
+
+    /// The next round reads the predecessor together with setting its watch.
+    async fn look(&self, _entry: &mut Entry) -> Result<Place<Option<Vec<u8>>>> {
+        Ok(Place::Behind(None))
+    }
+
+    /// Our key goes before the answer: left queued a moment longer, it would be taken for the
+    /// holder by the next client to look. But the answer waits for one request at most, like
+    /// the put: past that (the server unreachable, or this future dropped) the delete goes on
+    /// in the background while the lease lives, and the caller gets its answer in time.
+    async fn leave(&self, entry: Entry) -> Result<Attempt> {
+        let _ = tokio::time::timeout(self.0.cfg.request_timeout, entry.cleanup.run_now()).await;
+        Ok(Attempt::Held { retry_after: None })
+    }
+
+    fn hold(&self, req: &AcquireRequest<'_>, entry: Entry) -> Result<i64> {
+        let Entry { session, name, fence, cleanup, .. } = entry;
+        // A grant on a lease whose last confirmation is too old is no grant: give it up, and
+        // let the next attempt run on a new lease.
+        if Instant::now() >= session.give_up_at() {
+            return Err(temporary("etcd lease not confirmed within its ttl"));
+        }
+        cleanup.disarm();
+        let hold = QueueHold::new(name, fence, session.generation, req.signal);
+        let old = self.0.holds.insert(req.key, req.owner, hold, || None);
+        session.held();
+        if let Some(old) = old {
+            // Only a lost hold can be replaced (a live one nests): its key goes, by its name.
+            self.0.delete_lost(old);
+        }
+        Ok(fence)
     }
 }
 

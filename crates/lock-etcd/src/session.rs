@@ -2,14 +2,14 @@
 //! generation, the send time of its last confirmed keep-alive, and what the keep-alive's
 //! failures mean for the holds taken on it (uncertain, held again, lost).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use etcd_client::{Client, GetOptions, Txn, TxnOp, TxnOpResponse};
 use lock_core::backend::Mutex;
-use lock_core::{LeaseSignal, LostReason, OwnerToken, Result};
+use lock_core::backend::queue::{Confirmed, DeadlineKeeper, HoldKey, Holder, Idle, QueueHold, QueueHolds};
+use lock_core::{LostReason, Result};
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, watch};
 use tokio::task::AbortHandle;
@@ -19,7 +19,7 @@ use crate::builder::Config;
 use crate::cleanup;
 use crate::cleanup::Life;
 use crate::error::{bounded, lock_error};
-use crate::keeper::{Watch, keep_alive, keep_deadline};
+use crate::keeper::{Watch, keep_alive};
 
 /// One lease. Its generation tells its holds from those of an earlier lease.
 pub(crate) struct Session {
@@ -29,7 +29,7 @@ pub(crate) struct Session {
     pub ttl: Duration,
     /// Send time of the last keep-alive (or the grant) the server answered: the server expires
     /// the lease a TTL after it last renewed it, which is no earlier.
-    confirmed: Arc<Mutex<Instant>>,
+    confirmed: Confirmed,
     /// The lease is gone (revoked, expired) or given up: the next acquisition grants a new one.
     ended: Arc<AtomicBool>,
     /// Tells the cleanups of this lease's keys when it ended; dropped with the session (the
@@ -45,13 +45,6 @@ pub(crate) struct Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.tasks.lock().drain(..).for_each(|h| h.abort());
-    }
-}
-
-pub(crate) fn confirm(confirmed: &Mutex<Instant>, sent: Instant) {
-    let mut c = confirmed.lock();
-    if sent > *c {
-        *c = sent;
     }
 }
 
@@ -82,61 +75,22 @@ impl Session {
     /// Send time of the last confirmed keep-alive (or the grant).
     #[cfg(feature = "testing")]
     pub fn confirmed_at(&self) -> Instant {
-        *self.confirmed.lock()
+        self.confirmed.at()
     }
 
     pub fn give_up_at(&self) -> Instant {
-        give_up_at(&self.confirmed, self.ttl, self.clock_drift)
+        self.confirmed.give_up_at(self.ttl, self.clock_drift)
     }
 
     /// Move the give-up deadline to `at`, as if the last confirmed keep-alive had been sent
     /// that much earlier (or later).
     #[cfg(feature = "testing")]
     pub fn set_give_up_at(&self, at: Instant) {
-        let (rate, floor) = self.clock_drift;
-        let span = self.ttl.saturating_sub(lock_core::drift_margin(self.ttl, rate, floor));
-        if let Some(sent) = at.checked_sub(span) {
-            *self.confirmed.lock() = sent;
+        if let Some(sent) = at.checked_sub(lock_core::backend::queue::span(self.ttl, self.clock_drift)) {
+            self.confirmed.set(sent);
         }
     }
 }
-
-pub(crate) fn give_up_at(
-    confirmed: &Mutex<Instant>,
-    ttl: Duration,
-    (rate, floor): (f64, Duration),
-) -> Instant {
-    *confirmed.lock() + ttl.saturating_sub(lock_core::drift_margin(ttl, rate, floor))
-}
-
-/// One held lock (reentrant holds of one owner share it).
-pub(crate) struct Hold {
-    /// The etcd key of the grant: `<prefix>/<key>/<lease>_<n>`.
-    pub name: String,
-    /// Its create revision: the fencing token, and what a delete compares.
-    pub fence: i64,
-    pub count: u32,
-    pub generation: u64,
-    /// The lost signal of every acquisition of this hold.
-    pub signals: Vec<LeaseSignal>,
-}
-
-impl Hold {
-    pub fn is_lost(&self) -> bool {
-        self.signals.iter().any(LeaseSignal::is_lost)
-    }
-    pub fn mark_lost(&self, reason: LostReason) {
-        self.signals.iter().for_each(|s| s.mark_lost(reason));
-    }
-    pub(crate) fn mark_uncertain(&self) {
-        self.signals.iter().for_each(LeaseSignal::mark_uncertain);
-    }
-    pub(crate) fn mark_held(&self) {
-        self.signals.iter().for_each(LeaseSignal::mark_held);
-    }
-}
-
-pub(crate) type HoldKey = (String, OwnerToken);
 
 /// Everything an `EtcdLock` and its clones share.
 pub(crate) struct Inner {
@@ -146,7 +100,7 @@ pub(crate) struct Inner {
     pub cluster_id: u64,
     session: Mutex<Arc<Session>>,
     regrant: tokio::sync::Mutex<()>,
-    pub holds: Mutex<HashMap<HoldKey, Hold>>,
+    pub holds: QueueHolds,
     next_generation: AtomicU64,
     /// Makes every attempt's key unique under the lease (several owners share one lease).
     pub nonce: AtomicU64,
@@ -194,7 +148,7 @@ impl Inner {
             cluster_id,
             session: Mutex::new(session.clone()),
             regrant: tokio::sync::Mutex::new(()),
-            holds: Mutex::default(),
+            holds: QueueHolds::default(),
             next_generation: AtomicU64::new(1),
             nonce: AtomicU64::new(0),
             #[cfg(feature = "testing")]
@@ -229,26 +183,6 @@ impl Inner {
         Ok(session)
     }
 
-    pub(crate) fn for_holds(&self, generation: u64, f: impl Fn(&Hold)) {
-        self.holds.lock().values().filter(|h| h.generation == generation).for_each(f);
-    }
-
-    pub(crate) fn has_holds(&self, generation: u64) -> bool {
-        self.holds.lock().values().any(|h| h.generation == generation)
-    }
-
-    /// Take every hold of `generation` out of the table, telling each of its guards.
-    fn take_holds(&self, generation: u64, reason: LostReason) {
-        let taken: Vec<Hold> = {
-            let mut holds = self.holds.lock();
-            let keys: Vec<HoldKey> =
-                holds.iter().filter(|(_, h)| h.generation == generation).map(|(k, _)| k.clone()).collect();
-            keys.iter().filter_map(|k| holds.remove(k)).collect()
-        };
-        // Outside the table's lock: a guard woken by the loss finds the table clean.
-        taken.iter().for_each(|h| h.mark_lost(reason));
-    }
-
     /// The lease of `generation` is gone (revoked or expired on the server): its keys are gone
     /// too. (The core sends no release for a lost guard, so the table is cleaned here.)
     pub fn lease_ended(&self, generation: u64) {
@@ -256,7 +190,7 @@ impl Inner {
         if session.generation == generation {
             session.end();
         }
-        self.take_holds(generation, LostReason::SessionEnded);
+        self.holds.take(generation, LostReason::SessionEnded);
     }
 
     /// The holds of a lease that could not be kept alive in time are lost. The lease may still
@@ -273,12 +207,12 @@ impl Inner {
                 self.cfg.request_timeout,
             );
         }
-        self.take_holds(generation, LostReason::DeadlinePassed);
+        self.holds.take(generation, LostReason::DeadlinePassed);
     }
 
     /// Delete the key of a hold already out of the table, by name and create revision (never
     /// a later grant), if its lease may still be alive.
-    pub fn delete_lost(&self, h: Hold) {
+    pub fn delete_lost(&self, h: QueueHold) {
         let session = self.current();
         if session.generation == h.generation && !session.is_ended() {
             cleanup::spawn_delete(
@@ -299,11 +233,7 @@ impl Inner {
     pub(crate) async fn verify(&self, generation: u64) {
         let holds: Vec<(HoldKey, String, i64)> = self
             .holds
-            .lock()
-            .iter()
-            .filter(|(_, h)| h.generation == generation && !h.is_lost())
-            .map(|(k, h)| (k.clone(), h.name.clone(), h.fence))
-            .collect();
+            .each_of(generation, |k, h| (!h.is_lost()).then(|| (k.clone(), h.name.clone(), h.fence)));
         let mut kv = self.client.kv_client();
         for chunk in holds.chunks(100) {
             let ops: Vec<TxnOp> = chunk
@@ -316,23 +246,22 @@ impl Inner {
             for (op, (hk, name, fence)) in resp.op_responses().into_iter().zip(chunk) {
                 let present = matches!(op, TxnOpResponse::Get(g) if g.kvs().iter().any(|k| k.create_revision() == *fence));
                 if !present {
-                    self.lose(hk, name, LostReason::NotOwner);
+                    self.holds.lose(hk, name, LostReason::NotOwner);
                 }
             }
         }
     }
+}
 
-    /// The hold `(key, owner)` with key `name` is lost: out of the table first (no release
-    /// follows), then every guard is told. A later grant to the same owner has another name and
-    /// is left alone.
-    pub fn lose(&self, hk: &HoldKey, name: &str, reason: LostReason) {
-        let hold = {
-            let mut holds = self.holds.lock();
-            if holds.get(hk).is_some_and(|h| h.name == name) { holds.remove(hk) } else { None }
-        };
-        if let Some(h) = hold {
-            h.mark_lost(reason);
-        }
+impl Holder for Inner {
+    fn holds(&self) -> &QueueHolds {
+        &self.holds
+    }
+
+    /// The lease ends with it: later grants go on a new lease.
+    fn give_up(&self, generation: u64) -> bool {
+        Inner::give_up(self, generation);
+        false
     }
 }
 
@@ -348,7 +277,7 @@ impl Session {
             lease,
             generation,
             ttl,
-            confirmed: Arc::new(Mutex::new(sent)),
+            confirmed: Confirmed::new(sent),
             ended: Arc::new(AtomicBool::new(false)),
             over: watch::Sender::new(false),
             new_hold: Arc::new(Notify::new()),
@@ -360,7 +289,7 @@ impl Session {
     /// Start the keep-alive and the deadline keeper. Only once `inner` exists: a task that
     /// found its backend gone (a `Weak` not yet upgradable) would end for good.
     fn watch(&self, inner: &Arc<Inner>) {
-        let watch = || Watch {
+        let watch = Watch {
             inner: Arc::downgrade(inner),
             generation: self.generation,
             lease: self.lease,
@@ -368,12 +297,22 @@ impl Session {
             client: inner.client.clone(),
             confirmed: self.confirmed.clone(),
             ended: self.ended.clone(),
-            new_hold: self.new_hold.clone(),
+        };
+        // Every new hold wakes the deadline keeper (a stored wake-up if it comes before its
+        // wait): a grant made close to the deadline must be given up at the deadline, not at
+        // the next periodic look.
+        let deadline = DeadlineKeeper {
+            backend: Arc::downgrade(inner),
+            generation: self.generation,
+            confirmed: self.confirmed.clone(),
+            ttl: self.ttl,
             clock_drift: self.clock_drift,
+            idle: Idle::Notified(self.new_hold.clone()),
+            what: "etcd lease not confirmed within its ttl",
         };
         let tasks = [
-            inner.runtime.spawn(keep_alive(watch())).abort_handle(),
-            inner.runtime.spawn(keep_deadline(watch())).abort_handle(),
+            inner.runtime.spawn(keep_alive(watch)).abort_handle(),
+            inner.runtime.spawn(deadline.run()).abort_handle(),
         ];
         self.tasks.lock().extend(tasks);
     }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use lock_core::backend::queue::{self as lock_queue, Released};
 use lock_core::backend::{
     AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription,
 };
@@ -38,7 +39,7 @@ impl fmt::Debug for ZkLock {
             .field("config", &self.inner.cfg)
             .field("session", &format_args!("{:#x}", s.client.session_id().0))
             .field("state", &s.client.state())
-            .field("holds", &self.inner.holds.lock().len())
+            .field("holds", &self.inner.holds.len())
             .finish()
     }
 }
@@ -161,7 +162,7 @@ impl ZkLock {
     /// this client (reentrant holds count once).
     #[cfg(feature = "testing")]
     pub fn held_count(&self) -> usize {
-        self.inner.holds.lock().len()
+        self.inner.holds.len()
     }
 }
 
@@ -176,18 +177,11 @@ impl LockBackend for ZkLock {
     }
 
     fn capabilities(&self) -> Capability {
-        let mut c = Capability::NONE;
-        c.renew = true;
-        c.fencing = true;
-        c.native_wait = true;
+        // The holder's own node carries its note (see `note.rs`).
+        let mut c = lock_queue::capabilities();
         // Every grant is a quorum write in the ensemble: a leader failover neither loses it nor
         // repeats a czxid (see the README).
         c.failover_safe = true;
-        c.reentrant = true;
-        c.fair = true;
-        c.session_bound = true;
-        // The holder's own node carries its note (see `note.rs`).
-        c.notes = true;
         c
     }
 
@@ -197,19 +191,11 @@ impl LockBackend for ZkLock {
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
         let inner = &self.inner;
-        let hold = {
-            let mut holds = inner.holds.lock();
-            let hk = (key.to_owned(), owner);
-            match holds.get_mut(&hk) {
-                None => return Ok(false),
-                Some(h) if h.count > 1 && !h.is_lost() => {
-                    h.count -= 1;
-                    return Ok(true);
-                }
-                Some(_) => holds.remove(&hk),
-            }
+        let mut hold = match inner.holds.release(key, owner) {
+            Released::NotHeld => return Ok(false),
+            Released::Nested => return Ok(true),
+            Released::Ended(hold) => hold,
         };
-        let Some(mut hold) = hold else { return Ok(false) };
         let session = inner.current();
         if session.generation != hold.generation || session.client.state().is_terminated() {
             hold.stop_watch();
@@ -217,14 +203,14 @@ impl LockBackend for ZkLock {
         }
         if hold.is_lost() {
             hold.stop_watch();
-            spawn_delete(&inner.runtime, session.client.clone(), hold.path);
+            spawn_delete(&inner.runtime, session.client.clone(), hold.name);
             return Ok(false);
         }
         // The watch stops only once the delete is answered: out of the table, the hold is not
         // taken for lost by its watch, and the delete's own event (which the server sends ahead
         // of the answer) consumes the watch, where stopping it first would make the client send
         // a request to remove it.
-        let deleted = session.client.delete(&hold.path, None).await;
+        let deleted = session.client.delete(&hold.name, None).await;
         hold.stop_watch();
         match deleted {
             Ok(()) => Ok(true),
@@ -240,7 +226,7 @@ impl LockBackend for ZkLock {
                 // Still ours: keep deleting in the background until it is gone or the session
                 // ends (either frees the lock), instead of failing a release that will happen.
                 tracing::debug!(error = %e, "lock release delayed; deleting in the background");
-                spawn_delete(&inner.runtime, session.client.clone(), hold.path);
+                spawn_delete(&inner.runtime, session.client.clone(), hold.name);
                 Ok(true)
             }
             Err(e) => Err(lock_error(e)),
@@ -251,18 +237,14 @@ impl LockBackend for ZkLock {
         let inner = &self.inner;
         let session = inner.current();
         let sid = session.client.session_id().0;
-        let paths: Vec<Option<String>> = {
-            let holds = inner.holds.lock();
-            items
-                .iter()
-                .map(|it| {
-                    holds
-                        .get(&(it.key.to_owned(), it.owner))
-                        .filter(|h| h.generation == session.generation && !h.is_lost())
-                        .map(|h| h.path.clone())
+        let paths: Vec<Option<String>> = items
+            .iter()
+            .map(|it| {
+                inner.holds.get(it.key, it.owner, |h| {
+                    (h.generation == session.generation && !h.is_lost()).then(|| h.name.clone())
                 })
-                .collect()
-        };
+            })
+            .collect();
         // One pipelined batch: every check is sent before the first answer is awaited.
         let sent = Instant::now();
         let checks: Vec<_> =

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use lock_core::backend::queue::{QueueHold, stored_note};
 use lock_core::{LostReason, OwnerToken, Result, validate_note};
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -22,17 +23,9 @@ use crate::session::Inner;
 const NOTE_READS: usize = 8;
 
 /// The note in a lock node's data, if one was set: data written after the create (version
-/// above 0), UTF-8, and a valid note. Anything else (a foreign client's own data, garbage
-/// written by hand) is no note: a reader must never show it as the holder's.
+/// above 0), UTF-8, and a valid note.
 fn decode(data: Vec<u8>, version: i32) -> Option<String> {
-    if version == 0 {
-        return None;
-    }
-    let note = String::from_utf8(data).ok().filter(|n| validate_note(n).is_ok());
-    if note.is_none() {
-        tracing::debug!("lock node data is not a note; read as none");
-    }
-    note
+    stored_note(&data, version != 0)
 }
 
 impl Inner {
@@ -44,10 +37,8 @@ impl Inner {
     pub async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         validate_note(note)?;
         let hk = (key.to_owned(), owner);
-        let (path, generation) = match self.holds.lock().get(&hk) {
-            Some(h) if !h.is_lost() => (h.path.clone(), h.generation),
-            _ => return Ok(false),
-        };
+        let live = |h: &QueueHold| (!h.is_lost()).then(|| (h.name.clone(), h.generation));
+        let Some((path, generation)) = self.holds.get(key, owner, live) else { return Ok(false) };
         let session = self.current();
         if session.generation != generation || session.client.state().is_terminated() {
             return Ok(false); // the session that held it is gone, and its node with it
@@ -60,7 +51,7 @@ impl Inner {
             }
             Err(zk::Error::NoNode) => {
                 // Deleted behind our back: the hold is over (its watch would say so too).
-                self.lose(&hk, &path, LostReason::NotOwner);
+                self.holds.lose(&hk, &path, LostReason::NotOwner);
                 Ok(false)
             }
             Err(e) if session_ended(&e) => Ok(false),

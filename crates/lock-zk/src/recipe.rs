@@ -7,15 +7,18 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use lock_core::backend::{AcquireRequest, Attempt, Grant};
-use lock_core::{FencingToken, LeaseSignal, LostReason, OwnerToken, Result};
+use lock_core::backend::queue::{
+    self as lock_queue, HoldKey, Place, QueueHold, QueueHolds, QueueStore, Watched,
+};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup};
+use lock_core::{LostReason, Result, async_trait};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::cleanup::{self, Node};
 use crate::error::{lock_error, outcome_unknown, session_ended, temporary};
-use crate::session::{Hold, HoldKey, Inner};
+use crate::session::{Inner, Session};
 
 /// Curator's lock-node name between the `_c_<uuid>-` protection prefix and the sequence.
 const LOCK_NAME: &str = "lock-";
@@ -30,10 +33,6 @@ const RESEND_RETRIES: usize = 5;
 /// Pause before watching our own node again after a request failed (the connection is down;
 /// the session monitor handles the state, this only re-arms the watch).
 const WATCH_RETRY: Duration = Duration::from_millis(100);
-
-fn granted(fence: u64) -> Attempt {
-    Attempt::Acquired(Grant { fence: FencingToken(fence), lease: None })
-}
 
 /// What precedes the sequence number in the name of a node that contends for the lock:
 /// Curator's `InterProcessMutex` and ours (`_c_<uuid>-lock-<seq>`), kazoo's `Lock`/`WriteLock`
@@ -81,50 +80,163 @@ pub(crate) fn queue(children: Vec<String>) -> Vec<(i64, String)> {
 }
 
 impl Inner {
-    /// A nested acquisition by a current holder: the outer hold's fence.
-    fn nest(&self, key: &str, owner: OwnerToken, signal: &LeaseSignal) -> Option<u64> {
-        let mut holds = self.holds.lock();
-        let hk = (key.to_owned(), owner);
-        let h = holds.get_mut(&hk)?;
-        if h.is_lost() {
-            // Told lost by the core (a refused renewal), not by us: no release will come for
-            // it, and its node would stay queued ahead of the new attempt.
-            let old = holds.remove(&hk);
-            drop(holds);
-            if let Some(old) = old {
-                self.delete_lost(old);
-            }
-            return None;
-        }
-        h.count += 1;
-        // Nesting through the same `Locker` brings the hold's own signal again: keep one copy,
-        // so a long hold nested in a loop does not grow. (A release does not say which guard
-        // it ends, so a signal from another `Locker` stays until the hold ends.)
-        if !h.signals.iter().any(|s| s.same_as(signal)) {
-            h.signals.push(signal.clone());
-        }
-        Some(h.fence)
-    }
-
     /// One acquisition: nest, or queue a node and wait (until `req.wait_until`) to be first.
     pub async fn acquire(self: &Arc<Self>, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        if let Some(fence) = self.nest(req.key, req.owner, req.signal) {
-            return Ok(granted(fence));
+        lock_queue::acquire(&Queue(self), req).await
+    }
+
+    /// Where `name` stands among `children` of `dir`: first, or behind the path of the node
+    /// just before it.
+    fn place(dir: &str, name: &str, children: Vec<String>) -> Result<Place<String>> {
+        warn_of_kazoo(dir, &children);
+        let queue = queue(children);
+        let Some(pos) = queue.iter().position(|(_, c)| *c == name) else {
+            // Deleted behind our back, or the session ended; nothing left to clean up.
+            return Err(temporary("own lock node vanished while waiting"));
+        };
+        // Lowest sequence holds; otherwise watch only the immediate predecessor.
+        Ok(match pos {
+            0 => Place::Head,
+            _ => Place::Behind(format!("{dir}/{}", queue[pos - 1].1)),
+        })
+    }
+
+    /// Watch our own node while held: deleted behind our back, or the session ended -> lost.
+    /// Holds no `Client` between requests, so dropping every `ZkLock` still closes the session.
+    ///
+    /// `dir_watch`, the child watch the grant's listing set, comes first: it fires on any change
+    /// in the directory, our node's deletion among them, so only then is our node watched by
+    /// itself. Uncontended, the first change is our own release's delete; its event reaches the
+    /// client before the delete's answer, so the release leaves no watch for the client to
+    /// remove with another request.
+    fn watch_own_node(
+        self: &Arc<Self>,
+        generation: u64,
+        hk: HoldKey,
+        path: String,
+        mut dir_watch: Option<zk::OneshotWatcher>,
+    ) -> AbortHandle {
+        let weak = Arc::downgrade(self);
+        let (guarded, held) = (path.clone(), hk.clone());
+        let lose = move |reason: LostReason| {
+            if let Some(inner) = weak.upgrade() {
+                inner.holds.lose(&hk, &guarded, reason);
+            }
+        };
+        let weak = Arc::downgrade(self);
+        let task = self.runtime.spawn(async move {
+            loop {
+                if let Some(watch) = dir_watch.take() {
+                    let event = watch.changed().await;
+                    if event.event_type == zk::EventType::Session && event.session_state.is_terminated() {
+                        return lose(LostReason::SessionEnded);
+                    }
+                    // Released (or lost) meanwhile: nothing left to watch, and no request to send.
+                    let Some(inner) = weak.upgrade() else { return };
+                    if !inner.holds.holds_name(&held, &path) {
+                        return;
+                    }
+                }
+                let result = {
+                    let Some(inner) = weak.upgrade() else { return };
+                    let session = inner.current();
+                    drop(inner);
+                    if session.generation != generation {
+                        return lose(LostReason::SessionEnded);
+                    }
+                    let sid = session.client.session_id().0;
+                    session.client.check_and_watch_stat(&path).await.map(|(stat, w)| (stat, w, sid))
+                };
+                match result {
+                    Ok((Some(stat), watcher, sid)) if stat.ephemeral_owner == sid => {
+                        let event = watcher.changed().await;
+                        match event.event_type {
+                            zk::EventType::NodeDeleted => return lose(LostReason::NotOwner),
+                            zk::EventType::Session if event.session_state.is_terminated() => {
+                                return lose(LostReason::SessionEnded);
+                            }
+                            _ => {}
+                        }
+                        if weak.upgrade().is_none_or(|inner| !inner.holds.holds_name(&held, &path)) {
+                            return;
+                        }
+                    }
+                    Ok(_) => return lose(LostReason::NotOwner),
+                    Err(e) if session_ended(&e) => return lose(LostReason::SessionEnded),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "watching own lock node failed; retrying");
+                        tokio::time::sleep(WATCH_RETRY).await;
+                    }
+                }
+            }
+        });
+        task.abort_handle()
+    }
+
+    /// Create `dir` as a CONTAINER node (the server reaps it once empty), and the root if a
+    /// create finds it missing.
+    async fn ensure_dir(&self, client: &zk::Client, dir: &str) -> std::result::Result<(), zk::Error> {
+        let container = zk::CreateMode::Container.with_acls(self.acls());
+        match client.create(dir, &[], &container).await {
+            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+            Err(zk::Error::NoNode) if !self.cfg.root.is_empty() => {
+                client.mkdir(&self.cfg.root, &zk::CreateMode::Persistent.with_acls(self.acls())).await?;
+                match client.create(dir, &[], &container).await {
+                    Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
         }
-        let session = self.session().await?;
+    }
+}
+
+/// The store calls of the shared queue recipe, for one acquisition.
+struct Queue<'a>(&'a Arc<Inner>);
+
+/// One attempt's node, on the session it was created in, with the cleanup that deletes it
+/// unless the attempt ends in a grant.
+struct Entry {
+    /// The child watch the create's listing set on the directory: a holder's first watch of its
+    /// own node (see `watch_own_node`). Declared first, so that it goes before the cleanup runs.
+    dir_watch: Option<zk::OneshotWatcher>,
+    session: Arc<Session>,
+    dir: String,
+    name: String,
+    czxid: i64,
+    cleanup: Cleanup,
+}
+
+#[async_trait]
+impl QueueStore for Queue<'_> {
+    type Entry = Entry;
+    /// The predecessor's path.
+    type Predecessor = String;
+    type Watch = zk::OneshotWatcher;
+
+    fn holds(&self) -> &QueueHolds {
+        &self.0.holds
+    }
+
+    fn delete_lost(&self, hold: QueueHold) {
+        self.0.delete_lost(hold);
+    }
+
+    /// Create our node; the child listing is pipelined behind it (one round trip: both go out
+    /// in one write, and the server answers them in order, so the listing has our node). The
+    /// listing also sets a child watch on the directory: a holder's first watch of its own node
+    /// (see `watch_own_node`), so an uncontended grant costs no request of its own.
+    async fn enqueue(&self, req: &AcquireRequest<'_>) -> Result<(Entry, Place<String>)> {
+        let inner = self.0;
+        let session = inner.session().await?;
         let client = &session.client;
-        let dir = self.dir(req.key);
+        let dir = inner.dir(req.key);
         let unique = format!("_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
         let prefix = format!("{dir}/{unique}");
         let mut cleanup = cleanup::guard(client, Node::Prefix { dir: dir.clone(), unique: unique.clone() });
-        let options = zk::CreateMode::EphemeralSequential.with_acls(self.acls());
-
-        // Create our node; the child listing is pipelined behind it (one round trip: both go out
-        // in one write, and the server answers them in order, so the listing has our node). The
-        // listing also sets a child watch on the directory: a holder's first watch of its own
-        // node (see `watch_own_node`), so an uncontended grant costs no request of its own.
+        let options = zk::CreateMode::EphemeralSequential.with_acls(inner.acls());
         let (mut dir_attempts, mut resent) = (0, 0);
-        let (name, fence, mut children, mut dir_watch) = loop {
+        let (name, czxid, children, dir_watch) = loop {
             let sent = Instant::now();
             let created = client.create(&prefix, &[], &options);
             let listed = client.list_and_watch_children(&dir);
@@ -139,7 +251,7 @@ impl Inner {
                 Err(zk::Error::NoNode) if dir_attempts < DIR_RETRIES => {
                     drop(listed);
                     dir_attempts += 1;
-                    self.ensure_dir(client, &dir).await.map_err(lock_error)?;
+                    inner.ensure_dir(client, &dir).await.map_err(lock_error)?;
                 }
                 // The reply was lost, not necessarily the create: find our node by its unique
                 // prefix before creating another (a second node would queue behind the first
@@ -165,167 +277,72 @@ impl Inner {
                 Err(e) => return Err(lock_error(e)),
             }
         };
-        let path = format!("{dir}/{name}");
+        let place = Inner::place(&dir, &name, children)?;
+        Ok((Entry { dir_watch, session, dir, name, czxid, cleanup }, place))
+    }
 
-        // Lowest sequence holds; otherwise watch only the immediate predecessor.
-        loop {
-            warn_of_kazoo(&dir, &children);
-            let queue = queue(children);
-            let Some(pos) = queue.iter().position(|(_, c)| *c == name) else {
-                // Deleted behind our back, or the session ended; nothing left to clean up.
-                return Err(temporary("own lock node vanished while waiting"));
-            };
-            if pos == 0 {
-                break;
-            }
-            // A waiter watches its predecessor only (no herd): dropping the directory's watch
-            // asks the server to remove it.
-            dir_watch = None;
-            let Some(deadline) = req.wait_until.filter(|d| Instant::now() < *d) else {
-                return Ok(Attempt::Held { retry_after: None }); // the cleanup deletes our node
-            };
-            let predecessor = format!("{dir}/{}", queue[pos - 1].1);
-            let sent = Instant::now();
-            let (stat, watcher) = client.check_and_watch_stat(&predecessor).await.map_err(lock_error)?;
-            session.confirm(sent);
-            if stat.is_some() {
-                tokio::select! {
-                    event = watcher.changed() => {
-                        #[cfg(feature = "testing")]
-                        self.wakeups.fetch_add(1, Ordering::Relaxed);
-                        if event.event_type == zk::EventType::Session && event.session_state.is_terminated() {
-                            return Err(lock_error(zk::Error::SessionExpired));
-                        }
-                    }
-                    _ = tokio::time::sleep_until(deadline) => return Ok(Attempt::Held { retry_after: None }),
-                }
-            }
-            // A grant after a long wait must not start from an old confirmation: the listing's
-            // send time is one too.
-            let sent = Instant::now();
-            children = client.list_children(&dir).await.map_err(lock_error)?;
-            session.confirm(sent);
+    async fn watch(
+        &self,
+        entry: &mut Entry,
+        predecessor: String,
+    ) -> Result<Watched<zk::OneshotWatcher, String>> {
+        // A waiter watches its predecessor only (no herd): dropping the directory's watch asks
+        // the server to remove it.
+        entry.dir_watch = None;
+        let sent = Instant::now();
+        let (stat, watcher) =
+            entry.session.client.check_and_watch_stat(&predecessor).await.map_err(lock_error)?;
+        entry.session.confirm(sent);
+        if stat.is_some() {
+            return Ok(Watched::Armed(watcher));
         }
+        let place = self.look(entry).await;
+        drop(watcher);
+        Ok(Watched::Moved(place?))
+    }
 
+    async fn deleted(
+        &self,
+        _entry: &mut Entry,
+        watcher: zk::OneshotWatcher,
+    ) -> Result<Option<Place<String>>> {
+        let event = watcher.changed().await;
+        #[cfg(feature = "testing")]
+        self.0.wakeups.fetch_add(1, Ordering::Relaxed);
+        if event.event_type == zk::EventType::Session && event.session_state.is_terminated() {
+            return Err(lock_error(zk::Error::SessionExpired));
+        }
+        Ok(None)
+    }
+
+    async fn look(&self, entry: &mut Entry) -> Result<Place<String>> {
+        // A grant after a long wait must not start from an old confirmation: the listing's send
+        // time is one too.
+        let sent = Instant::now();
+        let children = entry.session.client.list_children(&entry.dir).await.map_err(lock_error)?;
+        entry.session.confirm(sent);
+        Inner::place(&entry.dir, &entry.name, children)
+    }
+
+    /// Our node goes with the attempt's cleanup.
+    async fn leave(&self, _entry: Entry) -> Result<Attempt> {
+        Ok(Attempt::Held { retry_after: None })
+    }
+
+    fn hold(&self, req: &AcquireRequest<'_>, entry: Entry) -> Result<i64> {
+        let Entry { dir_watch, session, dir, name, czxid, cleanup } = entry;
         cleanup.disarm();
+        let path = format!("{dir}/{name}");
+        let generation = session.generation;
+        let hold = QueueHold::new(path.clone(), czxid, generation, req.signal);
         let hk = (req.key.to_owned(), req.owner);
-        let hold = Hold {
-            path: path.clone(),
-            fence: fence as u64,
-            count: 1,
-            generation: session.generation,
-            signals: vec![req.signal.clone()],
-            watch: None,
-        };
-        let old = {
-            let mut holds = self.holds.lock();
-            let old = holds.insert(hk.clone(), hold);
-            // The watch starts with the hold in the table, where it looks after each event.
-            let watch = self.watch_own_node(session.generation, hk.clone(), path, dir_watch);
-            if let Some(h) = holds.get_mut(&hk) {
-                h.watch = Some(watch);
-            }
-            old
-        };
-        if let Some(old) = old {
+        // The watch starts with the hold in the table, where it looks after each event.
+        let start = || Some(self.0.watch_own_node(generation, hk, path, dir_watch));
+        if let Some(old) = self.0.holds.insert(req.key, req.owner, hold, start) {
             // Only a lost hold can be replaced (a live one nests): its node goes, by its path.
-            self.delete_lost(old);
+            self.0.delete_lost(old);
         }
-        Ok(granted(fence as u64))
-    }
-
-    /// Watch our own node while held: deleted behind our back, or the session ended -> lost.
-    /// Holds no `Client` between requests, so dropping every `ZkLock` still closes the session.
-    ///
-    /// `dir_watch`, the child watch the grant's listing set, comes first: it fires on any change
-    /// in the directory, our node's deletion among them, so only then is our node watched by
-    /// itself. Uncontended, the first change is our own release's delete; its event reaches the
-    /// client before the delete's answer, so the release leaves no watch for the client to
-    /// remove with another request.
-    fn watch_own_node(
-        self: &Arc<Self>,
-        generation: u64,
-        hk: HoldKey,
-        path: String,
-        mut dir_watch: Option<zk::OneshotWatcher>,
-    ) -> AbortHandle {
-        let weak = Arc::downgrade(self);
-        let (guarded, held) = (path.clone(), hk.clone());
-        let lose = move |reason: LostReason| {
-            if let Some(inner) = weak.upgrade() {
-                inner.lose(&hk, &guarded, reason);
-            }
-        };
-        let weak = Arc::downgrade(self);
-        let task = self.runtime.spawn(async move {
-            loop {
-                if let Some(watch) = dir_watch.take() {
-                    let event = watch.changed().await;
-                    if event.event_type == zk::EventType::Session && event.session_state.is_terminated() {
-                        return lose(LostReason::SessionEnded);
-                    }
-                    // Released (or lost) meanwhile: nothing left to watch, and no request to send.
-                    let Some(inner) = weak.upgrade() else { return };
-                    if !inner.holds_path(&held, &path) {
-                        return;
-                    }
-                }
-                let result = {
-                    let Some(inner) = weak.upgrade() else { return };
-                    let session = inner.current();
-                    drop(inner);
-                    if session.generation != generation {
-                        return lose(LostReason::SessionEnded);
-                    }
-                    let sid = session.client.session_id().0;
-                    session.client.check_and_watch_stat(&path).await.map(|(stat, w)| (stat, w, sid))
-                };
-                match result {
-                    Ok((Some(stat), watcher, sid)) if stat.ephemeral_owner == sid => {
-                        let event = watcher.changed().await;
-                        match event.event_type {
-                            zk::EventType::NodeDeleted => return lose(LostReason::NotOwner),
-                            zk::EventType::Session if event.session_state.is_terminated() => {
-                                return lose(LostReason::SessionEnded);
-                            }
-                            _ => {}
-                        }
-                        if weak.upgrade().is_none_or(|inner| !inner.holds_path(&held, &path)) {
-                            return;
-                        }
-                    }
-                    Ok(_) => return lose(LostReason::NotOwner),
-                    Err(e) if session_ended(&e) => return lose(LostReason::SessionEnded),
-                    Err(e) => {
-                        tracing::debug!(error = %e, "watching own lock node failed; retrying");
-                        tokio::time::sleep(WATCH_RETRY).await;
-                    }
-                }
-            }
-        });
-        task.abort_handle()
-    }
-
-    /// Whether the hold `hk` is still in the table with its node at `path`.
-    fn holds_path(&self, hk: &HoldKey, path: &str) -> bool {
-        self.holds.lock().get(hk).is_some_and(|h| h.path == path)
-    }
-
-    /// Create `dir` as a CONTAINER node (the server reaps it once empty), and the root if a
-    /// create finds it missing.
-    async fn ensure_dir(&self, client: &zk::Client, dir: &str) -> std::result::Result<(), zk::Error> {
-        let container = zk::CreateMode::Container.with_acls(self.acls());
-        match client.create(dir, &[], &container).await {
-            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-            Err(zk::Error::NoNode) if !self.cfg.root.is_empty() => {
-                client.mkdir(&self.cfg.root, &zk::CreateMode::Persistent.with_acls(self.acls())).await?;
-                match client.create(dir, &[], &container).await {
-                    Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-                    Err(e) => Err(e),
-                }
-            }
-            Err(e) => Err(e),
-        }
+        Ok(czxid)
     }
 }
 

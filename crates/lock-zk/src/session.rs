@@ -2,13 +2,13 @@
 //! generation, the send time of its last confirmed request, and what its state changes mean
 //! for the holds taken on it (uncertain, held again, lost).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use lock_core::backend::Mutex;
-use lock_core::{LeaseSignal, LockError, LostReason, OwnerToken, Result};
+use lock_core::backend::queue::{Confirmed, DeadlineKeeper, HoldKey, Holder, Idle, QueueHold, QueueHolds};
+use lock_core::{LeaseSignal, LockError, LostReason, Result};
 use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
@@ -31,14 +31,7 @@ pub(crate) struct Session {
     tasks: Mutex<Vec<AbortHandle>>,
     /// Send time of the last request the server answered in this session: the server expires
     /// the session a session timeout after it last heard from us, which is no earlier.
-    confirmed: Arc<Mutex<Instant>>,
-}
-
-fn confirm(confirmed: &Mutex<Instant>, sent: Instant) {
-    let mut c = confirmed.lock();
-    if sent > *c {
-        *c = sent;
-    }
+    confirmed: Confirmed,
 }
 
 impl Drop for Session {
@@ -47,49 +40,13 @@ impl Drop for Session {
     }
 }
 
-/// One held lock (reentrant holds of one owner share it).
-pub(crate) struct Hold {
-    pub path: String,
-    pub fence: u64,
-    pub count: u32,
-    pub generation: u64,
-    /// The lost signal of every acquisition of this hold: nested ones taken through another
-    /// `Locker` come with their own, and each must hear of a loss.
-    pub signals: Vec<LeaseSignal>,
-    /// The task watching our own node while held.
-    pub watch: Option<AbortHandle>,
-}
-
-impl Hold {
-    pub fn is_lost(&self) -> bool {
-        self.signals.iter().any(LeaseSignal::is_lost)
-    }
-    pub fn mark_lost(&self, reason: LostReason) {
-        self.signals.iter().for_each(|s| s.mark_lost(reason));
-    }
-    fn mark_uncertain(&self) {
-        self.signals.iter().for_each(LeaseSignal::mark_uncertain);
-    }
-    fn mark_held(&self) {
-        self.signals.iter().for_each(LeaseSignal::mark_held);
-    }
-    /// Stop watching the node (before deleting it ourselves, or once the hold is over).
-    pub fn stop_watch(&mut self) {
-        if let Some(w) = self.watch.take() {
-            w.abort();
-        }
-    }
-}
-
-pub(crate) type HoldKey = (String, OwnerToken);
-
 /// Everything a `ZkLock` and its clones share.
 pub(crate) struct Inner {
     pub cfg: Config,
     acls: Vec<zk::Acl>,
     session: Mutex<Arc<Session>>,
     reconnect: tokio::sync::Mutex<()>,
-    pub holds: Mutex<HashMap<HoldKey, Hold>>,
+    pub holds: QueueHolds,
     next_generation: AtomicU64,
     /// Predecessor-watch events received (tests count them to show there is no herd effect).
     #[cfg(feature = "testing")]
@@ -110,27 +67,37 @@ pub(crate) async fn open_client(cfg: &Config, connect: &str) -> Result<zk::Clien
 
 impl Session {
     fn new(generation: u64, client: zk::Client, opened: Instant) -> Arc<Session> {
-        let confirmed = Arc::new(Mutex::new(opened));
-        Arc::new(Session { client, generation, tasks: Mutex::default(), confirmed })
+        Arc::new(Session { client, generation, tasks: Mutex::default(), confirmed: Confirmed::new(opened) })
     }
 
     pub fn confirm(&self, sent: Instant) {
-        confirm(&self.confirmed, sent);
+        self.confirmed.confirm(sent);
     }
 
     /// Start the monitor and the deadline keeper. Only once `inner` exists: a task that found
     /// its backend gone (a `Weak` not yet upgradable) would end for good.
     fn watch(&self, inner: &Arc<Inner>) {
-        let watch = || Watch {
+        let watch = Watch {
             inner: Arc::downgrade(inner),
             generation: self.generation,
             client: self.client.clone(),
             confirmed: self.confirmed.clone(),
+        };
+        let timeout = self.client.session_timeout();
+        // A hold is granted with the send time of its last request confirmed, so its deadline
+        // is at least a session timeout less the margin away, far beyond an idle look.
+        let deadline = DeadlineKeeper {
+            backend: Arc::downgrade(inner),
+            generation: self.generation,
+            confirmed: self.confirmed.clone(),
+            ttl: timeout,
             clock_drift: inner.cfg.clock_drift,
+            idle: Idle::Every((timeout / 3).max(MIN_PERIOD)),
+            what: "nothing confirmed within the session timeout",
         };
         let tasks = [
-            inner.runtime.spawn(monitor(watch(), self.client.state_watcher())).abort_handle(),
-            inner.runtime.spawn(keep_deadline(watch())).abort_handle(),
+            inner.runtime.spawn(monitor(watch, self.client.state_watcher())).abort_handle(),
+            inner.runtime.spawn(deadline.run()).abort_handle(),
         ];
         self.tasks.lock().extend(tasks);
     }
@@ -141,34 +108,25 @@ struct Watch {
     inner: Weak<Inner>,
     generation: u64,
     client: zk::Client,
-    confirmed: Arc<Mutex<Instant>>,
-    clock_drift: (f64, Duration),
+    confirmed: Confirmed,
 }
 
 impl Watch {
-    /// When the holds of this session must be given up: a session timeout after the last
-    /// confirmed send, less the core's drift margin.
-    fn give_up_at(&self) -> Instant {
-        let timeout = self.client.session_timeout();
-        let (rate, floor) = self.clock_drift;
-        *self.confirmed.lock() + timeout.saturating_sub(lock_core::drift_margin(timeout, rate, floor))
-    }
-
     /// While this session holds locks: one request per third of the session timeout, so the
     /// confirmation is recent; an unanswered one makes the holds uncertain.
     async fn heartbeat(&self, inner: &Inner, period: Duration) {
-        if !inner.has_holds(self.generation) {
+        if !inner.holds.has(self.generation) {
             return;
         }
         let sent = Instant::now();
         let root = if inner.cfg.root.is_empty() { "/" } else { inner.cfg.root.as_str() };
         match tokio::time::timeout(period, self.client.check_stat(root)).await {
             Ok(Ok(_)) => {
-                confirm(&self.confirmed, sent);
-                inner.for_holds(self.generation, Hold::mark_held);
+                self.confirmed.confirm(sent);
+                inner.holds.each(self.generation, QueueHold::mark_held);
             }
             Ok(Err(e)) if session_ended(&e) => inner.end_session(self.generation),
-            _ => inner.for_holds(self.generation, Hold::mark_uncertain),
+            _ => inner.holds.each(self.generation, QueueHold::mark_uncertain),
         }
     }
 }
@@ -176,7 +134,7 @@ impl Watch {
 /// Follow the session: Disconnected makes every hold of the session uncertain (Curator's
 /// SUSPENDED), a reconnect re-checks the nodes, a terminal state loses them all. While locks are
 /// held, a heartbeat request every third of the session timeout keeps the time of the last
-/// confirmed *send* recent ([`keep_deadline`] gives the holds up when it gets too old).
+/// confirmed *send* recent (the `DeadlineKeeper` gives the holds up when it gets too old).
 async fn monitor(w: Watch, mut states: zk::StateWatcher) {
     let mut state = states.peek_state();
     let period = (w.client.session_timeout() / 3).max(MIN_PERIOD);
@@ -190,7 +148,7 @@ async fn monitor(w: Watch, mut states: zk::StateWatcher) {
                 match state {
                     zk::SessionState::Disconnected => {
                         tracing::debug!(generation = w.generation, "zookeeper session disconnected; locks uncertain");
-                        inner.for_holds(w.generation, Hold::mark_uncertain);
+                        inner.holds.each(w.generation, QueueHold::mark_uncertain);
                     }
                     zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
                         inner.verify(w.generation).await;
@@ -213,37 +171,6 @@ async fn monitor(w: Watch, mut states: zk::StateWatcher) {
     }
 }
 
-/// When nothing has been confirmed for a session timeout less the drift margin (disconnected,
-/// server paused, partitioned), give the holds of the session up: the server may expire the
-/// session from then on and let another client in. Its own task on its own timer, so that
-/// neither the tick of the heartbeat nor a request the monitor awaits can delay it.
-async fn keep_deadline(w: Watch) {
-    let idle = (w.client.session_timeout() / 3).max(MIN_PERIOD);
-    loop {
-        let at = w.give_up_at();
-        {
-            let Some(inner) = w.inner.upgrade() else { return };
-            if !inner.has_holds(w.generation) {
-                drop(inner);
-                // A hold is granted with the send time of its last request confirmed, so its
-                // deadline is at least a session timeout less the margin away, far beyond this.
-                tokio::time::sleep(idle).await;
-                continue;
-            }
-            if Instant::now() >= at {
-                tracing::warn!(
-                    generation = w.generation,
-                    "nothing confirmed within the session timeout; locks given up"
-                );
-                inner.give_up(w.generation);
-                continue;
-            }
-        }
-        // Confirmations only move the deadline later: recompute it on waking.
-        tokio::time::sleep_until(at).await;
-    }
-}
-
 impl Inner {
     /// The shared state over a first session, opened at `opened`; its tasks start at once.
     pub fn start(
@@ -259,7 +186,7 @@ impl Inner {
             acls,
             session: Mutex::new(session.clone()),
             reconnect: tokio::sync::Mutex::new(()),
-            holds: Mutex::default(),
+            holds: QueueHolds::default(),
             next_generation: AtomicU64::new(1),
             #[cfg(feature = "testing")]
             wakeups: AtomicU64::new(0),
@@ -308,65 +235,28 @@ impl Inner {
         zk::Acls::new(&self.acls)
     }
 
-    fn for_holds(&self, generation: u64, f: impl Fn(&Hold)) {
-        self.holds.lock().values().filter(|h| h.generation == generation).for_each(f);
-    }
-
-    fn has_holds(&self, generation: u64) -> bool {
-        self.holds.lock().values().any(|h| h.generation == generation)
-    }
-
-    /// Take every hold of `generation` out of the table, telling each of its guards.
-    fn take_holds(&self, generation: u64, reason: LostReason) -> Vec<Hold> {
-        let mut holds = self.holds.lock();
-        let keys: Vec<HoldKey> =
-            holds.iter().filter(|(_, h)| h.generation == generation).map(|(k, _)| k.clone()).collect();
-        keys.iter()
-            .filter_map(|k| holds.remove(k))
-            .map(|mut h| {
-                h.stop_watch();
-                h.mark_lost(reason);
-                h
-            })
-            .collect()
-    }
-
     /// The session ended: its nodes are gone with it. (The core sends no release for a lost
     /// guard, so the table is cleaned here.)
     fn end_session(&self, generation: u64) {
-        self.take_holds(generation, LostReason::SessionEnded);
+        self.holds.take(generation, LostReason::SessionEnded);
     }
 
     /// The holds of a session that could not be confirmed in time are lost; their nodes may
     /// still exist (the session may yet be alive), so they are deleted in the background, and
     /// the lock is free for others as soon as the server hears from us again or expires us.
     fn give_up(&self, generation: u64) {
-        for h in self.take_holds(generation, LostReason::DeadlinePassed) {
+        for h in self.holds.take(generation, LostReason::DeadlinePassed) {
             self.delete_lost(h);
         }
     }
 
     /// Delete the node of a hold already out of the table, by its exact path (never a later
     /// grant), if its session may still be alive.
-    pub fn delete_lost(&self, mut h: Hold) {
+    pub fn delete_lost(&self, mut h: QueueHold) {
         h.stop_watch();
         let session = self.current();
         if session.generation == h.generation && !session.client.state().is_terminated() {
-            cleanup::spawn_delete(&self.runtime, session.client.clone(), h.path);
-        }
-    }
-
-    /// The hold `(key, owner)` at `path` is lost: out of the table first (no release follows),
-    /// then every guard is told, so a guard woken by the loss finds the table clean. A later
-    /// grant to the same owner has another path and is left alone.
-    pub fn lose(&self, hk: &HoldKey, path: &str, reason: LostReason) {
-        let hold = {
-            let mut holds = self.holds.lock();
-            if holds.get(hk).is_some_and(|h| h.path == path) { holds.remove(hk) } else { None }
-        };
-        if let Some(mut h) = hold {
-            h.stop_watch();
-            h.mark_lost(reason);
+            cleanup::spawn_delete(&self.runtime, session.client.clone(), h.name);
         }
     }
 
@@ -376,13 +266,9 @@ impl Inner {
         if session.generation != generation {
             return;
         }
-        let holds: Vec<(HoldKey, String, Vec<LeaseSignal>)> = self
-            .holds
-            .lock()
-            .iter()
-            .filter(|(_, h)| h.generation == generation && !h.is_lost())
-            .map(|(k, h)| (k.clone(), h.path.clone(), h.signals.clone()))
-            .collect();
+        let holds: Vec<(HoldKey, String, Vec<LeaseSignal>)> = self.holds.each_of(generation, |k, h| {
+            (!h.is_lost()).then(|| (k.clone(), h.name.clone(), h.signals.clone()))
+        });
         let sid = session.client.session_id().0;
         // Requests are sent when called: issue them all, then collect the answers.
         let sent = Instant::now();
@@ -393,9 +279,21 @@ impl Inner {
                     session.confirm(sent);
                     signals.iter().for_each(LeaseSignal::mark_held);
                 }
-                Ok(_) => self.lose(hk, path, LostReason::NotOwner),
+                Ok(_) => self.holds.lose(hk, path, LostReason::NotOwner),
                 Err(e) => tracing::debug!(error = %e, "could not re-check a lock node after reconnect"),
             }
         }
+    }
+}
+
+impl Holder for Inner {
+    fn holds(&self) -> &QueueHolds {
+        &self.holds
+    }
+
+    /// The session may go on (it may only be cut off): later grants on it get a deadline anew.
+    fn give_up(&self, generation: u64) -> bool {
+        Inner::give_up(self, generation);
+        true
     }
 }
