@@ -134,6 +134,9 @@ impl Nemesis for Latency<'_> {
     }
 }
 
+/// How many times a session kill is tried before the run fails.
+const KILL_TRIES: u32 = 5;
+
 impl KillSessions<'_> {
     fn kill(&self) -> Result<(), ServerError> {
         match self {
@@ -181,7 +184,14 @@ impl Nemesis for KillSessions<'_> {
         format!("sessions killed ({how})")
     }
     async fn strike(&self) {
-        tokio::task::block_in_place(|| self.kill()).expect("kill the sessions");
+        // The admin client connects afresh each time: under a soak's load its connect can time
+        // out once, which says nothing about the lock.
+        let mut tries = 0;
+        while let Err(e) = tokio::task::block_in_place(|| self.kill()) {
+            tries += 1;
+            assert!(tries < KILL_TRIES, "kill the sessions ({tries} tries): {e}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
     async fn heal(&self) {}
 }
