@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use lock_core::backend::UrlOptions;
-use lock_core::backend::redact::{percent_decode, split_userinfo};
+use lock_core::backend::redact::{HostList, split_host_list};
 use lock_core::{LockError, Result};
 
 /// What an `etcd://` URL sets; `None` leaves the builder's value (or its default).
@@ -44,27 +44,8 @@ impl EtcdUrl {
             ..EtcdUrl::default()
         };
         let base = o.finish()?;
-        // Userinfo first: a raw password may hold `/` (it must never be taken for the path).
-        let (userinfo, rest) = split_userinfo(&base[SCHEME.len()..]);
-        let (hosts, prefix) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
-        let endpoints: Vec<String> = hosts.split(',').map(str::to_owned).collect();
-        if hosts.is_empty() {
-            return Err(invalid("etcd url has no host"));
-        }
-        let auth = match userinfo {
-            Some(u) => {
-                let (user, pw) =
-                    u.split_once(':').ok_or_else(|| invalid("url credentials need user:password"))?;
-                Some((percent_decode(user), percent_decode(pw)))
-            }
-            None => None,
-        };
-        Ok(EtcdUrl {
-            endpoints,
-            prefix: (!prefix.is_empty() && prefix != "/").then(|| percent_decode(prefix)),
-            auth,
-            ..parsed
-        })
+        let HostList { auth, hosts, path } = split_host_list(&base[SCHEME.len()..], "etcd")?;
+        Ok(EtcdUrl { endpoints: hosts.split(',').map(str::to_owned).collect(), prefix: path, auth, ..parsed })
     }
 }
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use lock_core::backend::UrlOptions;
-use lock_core::backend::redact::{percent_decode, split_userinfo};
+use lock_core::backend::redact::{HostList, split_host_list};
 use lock_core::{LockError, Result};
 
 /// What a `zk://` URL sets; `None` leaves the builder's value (or its default).
@@ -58,26 +58,8 @@ impl ZkUrl {
             ..ZkUrl::default()
         };
         let base = o.finish()?;
-        // Userinfo first: a raw password may hold `/` (it must never be taken for the path).
-        let (userinfo, rest) = split_userinfo(&base[scheme.len()..]);
-        let (hosts, root) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
-        if hosts.is_empty() {
-            return Err(invalid("zookeeper url has no host"));
-        }
-        let auth = match userinfo {
-            Some(u) => {
-                let (user, pw) =
-                    u.split_once(':').ok_or_else(|| invalid("url credentials need user:password"))?;
-                Some((percent_decode(user), percent_decode(pw)))
-            }
-            None => None,
-        };
-        Ok(ZkUrl {
-            connect: format!("{hosts}{chroot}"),
-            root: (!root.is_empty() && root != "/").then(|| percent_decode(root)),
-            auth,
-            ..parsed
-        })
+        let HostList { auth, hosts, path } = split_host_list(&base[scheme.len()..], "zookeeper")?;
+        Ok(ZkUrl { connect: format!("{hosts}{chroot}"), root: path, auth, ..parsed })
     }
 }
 

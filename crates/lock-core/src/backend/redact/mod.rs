@@ -7,8 +7,10 @@
 //! through its own URL parser ([`DriverUrl`]).
 
 mod driver;
+mod hosts;
 
 pub use driver::{DriverUrl, expect_scheme};
+pub use hosts::{HostList, split_host_list};
 
 /// Where the userinfo of `rest` (the URL after `scheme://`) ends: the last `@` followed by a
 /// plausible host list (letters, digits, `- . _ : [ ] ,`) up to the next `/`, `?` or `#`.
