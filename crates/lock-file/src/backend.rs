@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::backend::session::{Granted, Sessions};
+use lock_core::backend::session::{self, Granted, Sessions};
 use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, Grant, LockBackend, LockInfo, RenewItem, Subscription, UrlOptions,
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, UrlOptions,
     unsupported,
 };
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
@@ -146,12 +146,9 @@ impl LockBackend for FileLock {
     }
 
     fn capabilities(&self) -> Capability {
-        let mut c = Capability::NONE;
-        c.renew = true;
-        c.fencing = true;
-        c.reentrant = true;
-        c.session_bound = true;
-        c.notes = true;
+        let mut c = session::capabilities();
+        // No queue to wait in: waiters poll with the core's jittered backoff.
+        c.native_wait = false;
         c
     }
 
@@ -160,19 +157,14 @@ impl LockBackend for FileLock {
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        if let Some(fence) = self.sessions.reenter(req.key, req.owner, req.signal) {
-            return Ok(Attempt::Acquired(Grant { fence, lease: None }));
-        }
-        let sent = Instant::now();
-        // A cancelled attempt leaves nothing behind: the blocking grab finishes on its own and
-        // its result, the locked file, is dropped (closed, so unlocked) with the join handle.
-        match blocking(&self.files(req.key), grab).await? {
-            None => Ok(Attempt::Held { retry_after: None }),
-            Some((held, fence)) => {
-                let granted = Granted { held, session: 0, fence, sent, answered: None };
-                self.sessions.hold(req, granted).await
-            }
-        }
+        let attempt = || async {
+            let sent = Instant::now();
+            // A cancelled attempt leaves nothing behind: the blocking grab finishes on its own
+            // and its result, the locked file, is dropped (closed, so unlocked) with the handle.
+            let grabbed = blocking(&self.files(req.key), grab).await?;
+            Ok(grabbed.map(|(held, fence)| Granted { held, session: 0, fence, sent, answered: None }))
+        };
+        self.sessions.acquire(req, attempt).await
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::backend::session::{self, Trips};
 use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, Grant, LockBackend, LockInfo, RenewItem, Subscription, unsupported,
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, unsupported,
 };
 use lock_core::{FencingToken, OwnerToken, Result};
 use sqlx::mysql::MySqlPool;
@@ -93,8 +93,8 @@ impl<R: Recipe> LockBackend for SessionMode<R> {
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let parts = self.recipe.parts();
         // One hold is one lock on the server: a nested acquisition is counted in the holds only.
-        if let Some(fence) = parts.sessions.reenter(req.key, req.owner, req.signal) {
-            return Ok(Attempt::Acquired(Grant { fence, lease: None }));
+        if let Some(nested) = parts.sessions.nested(req) {
+            return Ok(nested);
         }
         parts.sessions.bounded_attempt(req.wait_until, self.recipe.checkout(), self.recipe.attempt(req)).await
     }

@@ -8,7 +8,7 @@ use std::fmt;
 use std::time::Duration;
 
 use lock_core::backend::session::{self, Granted, Trips};
-use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Grant, LockInfo, RenewItem};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, LockInfo, RenewItem};
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{AssertSqlSafe, Row};
@@ -127,13 +127,7 @@ impl Sessions {
     }
 
     pub(crate) async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        if let Some(fence) = self.holds.reenter(req.key, req.owner, req.signal) {
-            return Ok(Attempt::Acquired(Grant { fence, lease: None }));
-        }
-        match self.attempt(req).await? {
-            Some(granted) => self.holds.hold(req, granted).await,
-            None => Ok(Attempt::Held { retry_after: None }),
-        }
+        self.holds.acquire(req, || self.attempt(req)).await
     }
 
     /// Try the lock on a pooled connection, then (with a deadline) wait for it in the server's

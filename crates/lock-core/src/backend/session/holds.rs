@@ -110,6 +110,33 @@ impl<D: SessionDriver> Sessions<D> {
         Some(FencingToken(h.fence))
     }
 
+    /// A nested acquisition by the holder of `req.key`, answered from the hold table with no
+    /// round trip (the hold stays one lock on the server). `None` when `req.owner` holds no live
+    /// hold of it here.
+    pub fn nested(&self, req: &AcquireRequest<'_>) -> Option<Attempt> {
+        let fence = self.reenter(req.key, req.owner, req.signal)?;
+        Some(Attempt::Acquired(Grant { fence, lease: None }))
+    }
+
+    /// One acquisition: a nesting from the hold table, else `attempt` (a lock taken on the
+    /// server, `None` when held elsewhere) recorded as a hold.
+    ///
+    /// # Errors
+    /// The attempt's, or the confirming ping's (see [`hold`](Self::hold)).
+    pub async fn acquire<F, Fut>(&self, req: &AcquireRequest<'_>, attempt: F) -> Result<Attempt>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<Option<Granted<D::Held>>>>,
+    {
+        if let Some(nested) = self.nested(req) {
+            return Ok(nested);
+        }
+        match attempt().await? {
+            Some(granted) => self.hold(req, granted).await,
+            None => Ok(Attempt::Held { retry_after: None }),
+        }
+    }
+
     /// Record a granted lock as the hold of `req.owner` and start its keeper; a grant after a
     /// long wait is first confirmed by a ping (see [`Granted::answered`]).
     ///
