@@ -6,6 +6,12 @@ cd "$(dirname "$0")/.."
 msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 [ -n "$msrv" ] || { echo "check-msrv: no rust-version in Cargo.toml" >&2; exit 1; }
 rustup toolchain list | grep -q "^$msrv" || rustup toolchain install "$msrv" --profile minimal
-packages=(-p dlock-rs -p dlock-cli -p lock-core -p lock-redis -p lock-mysql -p lock-zk -p lock-postgres -p lock-etcd -p lock-file)
+# Every published member (publish not false), from the manifests: a new crate is checked unasked.
+mapfile -t packages < <(cargo metadata --no-deps --format-version 1 |
+    python3 -c 'import json, sys
+for p in json.load(sys.stdin)["packages"]:
+    if p.get("publish") != []:
+        print("-p"); print(p["name"])')
+[ "${#packages[@]}" -gt 0 ] || { echo "check-msrv: no published package found" >&2; exit 1; }
 cargo "+$msrv" check -q "${packages[@]}" --all-features
-echo "check-msrv: Rust $msrv builds the published crates"
+echo "check-msrv: Rust $msrv builds the $(( ${#packages[@]} / 2 )) published crates"

@@ -1,7 +1,8 @@
 //! `dlock`: distributed locks with fencing tokens and a lost-lock signal on every backend.
 //!
-//! This facade re-exports [`lock_core`] and, by cargo feature, the backends: `memory`
-//! (default), `redis`, `mysql`, `zk` (`full` = all). [`from_url`] picks a backend at run time.
+//! This facade re-exports [`lock_core`] and, by cargo feature, the backend crates: `memory`
+//! (default), `redis`, `mysql`, `postgres`, `zk`, `etcd`, `file` (`full` = all). [`from_url`]
+//! picks a store at run time from the registered ones ([`stores`]).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -21,28 +22,18 @@
 use std::sync::Arc;
 
 pub use lock_core::*;
-#[cfg(feature = "etcd")]
-pub use lock_etcd;
-#[cfg(feature = "file")]
-pub use lock_file;
-#[cfg(feature = "mysql")]
-pub use lock_mysql;
-#[cfg(feature = "postgres")]
-pub use lock_postgres;
-#[cfg(feature = "redis")]
-pub use lock_redis;
-#[cfg(feature = "zk")]
-pub use lock_zk;
 
 #[cfg(feature = "blocking")]
 pub mod blocking;
 #[cfg(feature = "serde")]
 mod config;
+mod registry;
 mod url;
 
 #[cfg(feature = "serde")]
 pub use config::{ClockDrift, LockConfig, PollBounds};
 
+pub use registry::*;
 pub use url::{from_url, redact_url};
 
 /// The README's Rust examples run as doctests (with every feature: they use several).

@@ -156,13 +156,20 @@ async fn primitives(f: &UrlFactory, proxy: &Proxy) {
     }
 }
 
+/// Every registered store that needs no server (the in-process table, a lock directory):
+/// every seed's operations, without faults (no server to fault; a store's own faults, such as
+/// lock files removed, are its crate's tests).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_generative() {
-    let f = lock_testkit::MemoryFactory::new();
-    for seed in seeds() {
-        let r = run(&f, &mix(), None, seed).await;
-        record(&r);
-        r.assert_ok(false);
+async fn local_stores_generative() {
+    for store in dlock::stores() {
+        let Some(make) = store.local else { continue };
+        let local = make().expect("a local store");
+        let f = UrlFactory { label: store.name.into(), url: local.url.clone() };
+        for seed in seeds() {
+            let r = run(&f, &mix(), None, seed).await;
+            record(&r);
+            r.assert_ok(false);
+        }
     }
 }
 
@@ -266,35 +273,6 @@ async fn postgres_fence_rows_locked_generative() {
         record(&r);
         r.assert_ok(false);
     }
-}
-
-/// Every lock file of a directory removed, as an operator might: a holder keeps its lock on
-/// a file nobody else opens, and learns of it at its next check.
-struct RemoveLockFiles<'a>(&'a std::path::Path);
-
-#[async_trait]
-impl Nemesis for RemoveLockFiles<'_> {
-    fn name(&self) -> String {
-        "lock files removed".into()
-    }
-    async fn strike(&self) {
-        for e in std::fs::read_dir(self.0).expect("lock dir").flatten() {
-            if e.path().extension().is_some_and(|x| x == "lock") {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-    }
-    async fn heal(&self) {}
-}
-
-/// File locks: without faults, and with every lock file removed behind its holder (taken
-/// away without notice until the holder's next check: only the fence protects then).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn file_generative() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("file://{}?check_every=50ms", dir.path().display());
-    let f = UrlFactory { label: "file".into(), url };
-    without_proxy(&f, &RemoveLockFiles(dir.path()), true).await;
 }
 
 /// Topologies without a proxy in front (several servers): two seeds of CI's, one without faults

@@ -114,18 +114,16 @@ async fn schedules(
     pick(revokes.on_restart || revokes.on_cut)(&run(&f, &w, Some(&KillRestart(server))).await);
 }
 
+/// Every registered store that needs no server (the in-process table, a lock directory):
+/// holders crash through the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_history() {
-    let f = lock_testkit::MemoryFactory::new();
-    report(&run(&f, &workload(), None).await);
-}
-
-/// File locks: holders crash (their `FileLock` dropped, the files closed) through the run.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn file_history() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let f = UrlFactory { label: "file".into(), url: format!("file://{}", dir.path().display()) };
-    report(&run(&f, &workload(), None).await);
+async fn local_stores_history() {
+    for store in dlock::stores() {
+        let Some(make) = store.local else { continue };
+        let local = make().expect("a local store");
+        let f = UrlFactory { label: store.name.into(), url: local.url.clone() };
+        report(&run(&f, &workload(), None).await);
+    }
 }
 
 async fn redis_history(mode: &str) {
@@ -419,26 +417,33 @@ async fn redis_holder_processes() {
         .await;
 }
 
-/// A file lock whose holder process is SIGKILLed is free at once (the kernel closes the
-/// process's files). A paused holder keeps it, as `flock(1)`'s would: nothing times out, so
-/// the paused half of [`holder_processes`] does not apply.
+/// A lock of a registered store without a server, whose holder process is SIGKILLed, is free
+/// at once (the kernel closes the process's files). A paused holder keeps it, as `flock(1)`'s
+/// would: nothing times out, so the paused half of [`holder_processes`] does not apply. The
+/// in-process table is left out: another process never shares it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn file_killed_holder_process() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("file://{}", dir.path().display());
-    let key = lock_testkit::conformance::key("process");
-    let other = Locker::new(dlock::from_url(&url).await.expect("client"));
-    let mut h = Holder::spawn(&url, &key);
-    h.expect("ACQUIRED", Duration::from_secs(20));
-    assert!(other.try_lock(&key).await.expect("try").is_none(), "the holder process holds it");
-    kill(h.pid(), Signal::SIGKILL).expect("SIGKILL holder");
-    let killed = Instant::now();
-    let g =
-        other.lock(&key).wait(Duration::from_secs(5)).acquire().await.expect("taken from the killed holder");
-    let recovery = killed.elapsed();
-    g.release().await.expect("release");
-    eprintln!("[file / holder processes] SIGKILLed holder: lock taken after {recovery:?}");
-    assert!(recovery < Duration::from_secs(1), "recovery {recovery:?}");
+async fn local_stores_killed_holder_process() {
+    for store in dlock::stores().iter().filter(|d| d.name != "memory") {
+        let Some(make) = store.local else { continue };
+        let local = make().expect("a local store");
+        let key = lock_testkit::conformance::key("process");
+        let other = Locker::new(dlock::from_url(&local.url).await.expect("client"));
+        let mut h = Holder::spawn(&local.url, &key);
+        h.expect("ACQUIRED", Duration::from_secs(20));
+        assert!(other.try_lock(&key).await.expect("try").is_none(), "the holder process holds it");
+        kill(h.pid(), Signal::SIGKILL).expect("SIGKILL holder");
+        let killed = Instant::now();
+        let g = other
+            .lock(&key)
+            .wait(Duration::from_secs(5))
+            .acquire()
+            .await
+            .expect("taken from the killed holder");
+        let recovery = killed.elapsed();
+        g.release().await.expect("release");
+        eprintln!("[{} / holder processes] SIGKILLed holder: lock taken after {recovery:?}", store.name);
+        assert!(recovery < Duration::from_secs(1), "{}: recovery {recovery:?}", store.name);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

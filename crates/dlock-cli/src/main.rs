@@ -13,6 +13,7 @@ mod duration;
 mod hold;
 mod leader;
 mod run;
+mod stores;
 mod supervise;
 
 use duration::parse_duration;
@@ -34,7 +35,7 @@ pub const EXIT_UNSUPPORTED: u8 = 78;
 #[command(
     name = "dlock",
     version,
-    about = "Distributed locks, semaphores, read-write locks and leader election over Redis, MySQL/MariaDB, ZooKeeper, PostgreSQL and etcd",
+    about = "Distributed locks, semaphores, read-write locks and leader election over Redis, MySQL/MariaDB, PostgreSQL, ZooKeeper, etcd and lock files (`dlock run --help` lists the stores of this build)",
     after_help = "Examples:\n  \
                   dlock run --url redis://127.0.0.1:6379 --key nightly-report -- ./report.sh\n  \
                   dlock run --url zk://127.0.0.1:2181/locks --key deploy --wait 5m -- make deploy\n  \
@@ -71,10 +72,7 @@ enum Cmd {
     /// URL or missing feature; 69 backend unreachable; 75 lock not acquired within --wait;
     /// 76 lock lost (command stopped); 77 credentials or permission refused.
     Run {
-        /// Backend URL: memory://name, redis://host:port/?mode=simple|reentrant|fair|redis-py|python-redis-lock,
-        /// mysql://user:pass@host:port/db?mode=pessimistic|optimistic|get_lock, zk://host:port/root,
-        /// postgres://user:pass@host:port/db, etcd://host1:port,host2:port/prefix,
-        /// file:///var/lock/dir (one host)
+        /// Store URL, e.g. redis://127.0.0.1:6379 (--help lists the stores of this build)
         #[arg(long, env = "DLOCK_URL")]
         url: String,
         /// Lock name.
@@ -210,7 +208,7 @@ fn main() -> ExitCode {
         .with_ansi(ansi)
         .with_max_level(tracing::Level::WARN)
         .init();
-    let cli = Cli::parse();
+    let cli = stores::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -259,7 +257,7 @@ fn main() -> ExitCode {
                 .await
             }
             Cmd::Completions { shell } => {
-                let mut cmd = <Cli as clap::CommandFactory>::command();
+                let mut cmd = stores::command();
                 clap_complete::generate(shell, &mut cmd, "dlock", &mut std::io::stdout());
                 ExitCode::SUCCESS
             }

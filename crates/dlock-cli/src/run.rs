@@ -77,7 +77,8 @@ pub(crate) fn prepare(
     if url.get(..9).is_some_and(|s| s.eq_ignore_ascii_case("memory://")) {
         eprintln!(
             "dlock: memory:// locks live inside one process, so another dlock process would never see \
-             this one; use redis://, mysql://, zk://, postgres://, etcd://, redlock:// or file://"
+             this one; use one of {}",
+            crate::stores::shared_schemes()
         );
         return Err(ExitCode::from(EXIT_CONFIG));
     }

@@ -4,6 +4,7 @@ use std::any::Any;
 
 use dlock::DynBackend;
 use dlock::backend::UrlOptions;
+use dlock::backend::registry::Descriptor;
 
 use crate::BenchArgs;
 use crate::error::Result;
@@ -32,12 +33,6 @@ impl Target {
     #[cfg(feature = "peers")]
     fn peer(name: &str, url: impl Into<String>, peer: Peer) -> Self {
         Target { peer: Some(peer), ..Target::new(name, url) }
-    }
-
-    #[cfg_attr(not(any(feature = "mysql", feature = "zk")), allow(dead_code))]
-    fn with_watchdog_locks(mut self, n: usize) -> Self {
-        self.watchdog_locks = Some(n);
-        self
     }
 
     /// A new independent client of this library (its own connection or session).
@@ -69,7 +64,7 @@ pub async fn discover(args: &BenchArgs) -> (Vec<Target>, Vec<Box<dyn Any + Send>
     if !args.urls.is_empty() {
         targets.extend(args.urls.iter().map(|u| Target::new(name_of(u), u.clone())));
     } else {
-        targets.push(Target::new("memory", "memory://bench"));
+        make_local_stores(&mut targets, &mut servers, &mut notes);
         start_servers(&mut targets, &mut servers, &mut notes);
         start_topologies(args, &mut targets, &mut servers, &mut notes);
     }
@@ -79,15 +74,49 @@ pub async fn discover(args: &BenchArgs) -> (Vec<Target>, Vec<Box<dyn Any + Send>
     (targets, servers, notes)
 }
 
+/// Every registered store that needs no server (the in-process table, a lock directory): a
+/// target per mode, kept alive with the run.
+fn make_local_stores(
+    targets: &mut Vec<Target>,
+    keep: &mut Vec<Box<dyn Any + Send>>,
+    notes: &mut Vec<String>,
+) {
+    for store in dlock::stores() {
+        let Some(make) = store.local else { continue };
+        match make() {
+            Ok(local) => {
+                targets.extend(per_mode(store, &local.url));
+                keep.push(local.keep);
+            }
+            Err(e) => notes.push(format!("{} skipped: {e}", store.name)),
+        }
+    }
+}
+
+/// The targets of `store` at `url`: one per mode (`name/mode`), or one named by the store.
+fn per_mode(store: &Descriptor, url: &str) -> Vec<Target> {
+    let target =
+        |name: String, url: String| Target { watchdog_locks: store.watchdog_locks, ..Target::new(name, url) };
+    if store.modes.is_empty() {
+        return vec![target(store.name.to_owned(), url.to_owned())];
+    }
+    let sep = if url.contains('?') { '&' } else { '?' };
+    store.modes.iter().map(|m| target(format!("{}/{m}", store.name), format!("{url}{sep}mode={m}"))).collect()
+}
+
+/// The targets of the registered store `name` at `url` (its modes, its watchdog bound).
+#[cfg(any(feature = "redis", feature = "mysql", feature = "zk", feature = "postgres", feature = "etcd"))]
+fn registered(name: &str, url: &str) -> Vec<Target> {
+    dlock::stores().iter().find(|d| d.name == name).map_or_else(Vec::new, |d| per_mode(d, url))
+}
+
 // Without backend features nothing is pushed, which these lints would flag.
 #[allow(unused_variables, clippy::ptr_arg)]
 fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send>>, notes: &mut Vec<String>) {
     #[cfg(feature = "redis")]
     match lock_testkit::server::RedisServer::start() {
         Ok(s) => {
-            for mode in ["simple", "reentrant", "fair"] {
-                targets.push(Target::new(format!("redis/{mode}"), format!("{}?mode={mode}", s.url())));
-            }
+            targets.extend(registered("redis", &s.url()));
             #[cfg(feature = "peers")]
             {
                 targets.push(Target::peer("rslock (redis)", s.url(), Peer::Rslock));
@@ -100,20 +129,7 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
     #[cfg(feature = "mysql")]
     match lock_testkit::server::MariaDbServer::start() {
         Ok(s) => {
-            // A held pessimistic lock pins one of the pool's 32 connections: leave the
-            // watchdog's renewals room. An optimistic hold is an InnoDB commit each.
-            targets.push(
-                Target::new("mysql/pessimistic", format!("{}?mode=pessimistic", s.url()))
-                    .with_watchdog_locks(24),
-            );
-            targets.push(
-                Target::new("mysql/optimistic", format!("{}?mode=optimistic", s.url()))
-                    .with_watchdog_locks(1_000),
-            );
-            // A held GET_LOCK pins a connection too, as a pessimistic hold does.
-            targets.push(
-                Target::new("mysql/get_lock", format!("{}?mode=get_lock", s.url())).with_watchdog_locks(24),
-            );
+            targets.extend(registered("mysql", &s.url()));
             #[cfg(feature = "peers")]
             targets.push(Target::peer("distributed-lock (mysql)", s.url(), Peer::DistributedLockMysql));
             servers.push(Box::new(s));
@@ -124,11 +140,7 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
     // The default fsync setting: the figures compare with Curator's on a real disk write path.
     match lock_testkit::server::ZkServer::start_with(&["forceSync=yes"]) {
         Ok(s) => {
-            // Every lock is a create with an fsync.
-            targets.push(
-                Target::new("zk", format!("zk://{}/dlock-bench", s.connect_string()))
-                    .with_watchdog_locks(1_000),
-            );
+            targets.extend(registered("zk", &format!("zk://{}/dlock-bench", s.connect_string())));
             // Curator on the same server (a JVM; its scenarios say n/a without a JDK).
             let curator = Target::new("curator (zk)", format!("zk://{}/dlock-bench", s.connect_string()));
             targets.push(Target { peer: Some(Peer::Curator), ..curator });
@@ -138,34 +150,27 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
     }
     #[cfg(feature = "postgres")]
     match lock_testkit::server::PgServer::start() {
-        // A held lock pins one of the pool's 32 connections, as a pessimistic MySQL hold does.
         Ok(s) => {
-            targets.push(Target::new("postgres", s.url()).with_watchdog_locks(24));
+            targets.extend(registered("postgres", &s.url()));
             servers.push(Box::new(s));
         }
         Err(e) => notes.push(format!("postgres skipped: {e}")),
     }
     #[cfg(feature = "etcd")]
     match lock_testkit::server::EtcdServer::start() {
-        // Every lock is a Raft commit with a WAL fsync (on tmpfs here, as every test server).
         Ok(s) => {
-            targets.push(Target::new("etcd", s.url("dlock-bench")).with_watchdog_locks(1_000));
+            targets.extend(registered("etcd", &s.url("dlock-bench")));
             servers.push(Box::new(s));
         }
         Err(e) => notes.push(format!("etcd skipped: {e}")),
     }
-    #[cfg(feature = "file")]
-    match tempfile::Builder::new().prefix("dlock-bench-").tempdir() {
-        // Every grant syncs its fence to disk (file, then directory).
-        Ok(dir) => {
-            targets.push(
-                Target::new("file", format!("file://{}", dir.path().display())).with_watchdog_locks(1_000),
-            );
-            servers.push(Box::new(dir));
-        }
-        Err(e) => notes.push(format!("file skipped: {e}")),
-    }
-    if cfg!(not(all(feature = "redis", feature = "mysql", feature = "zk"))) {
+    if cfg!(not(all(
+        feature = "redis",
+        feature = "mysql",
+        feature = "zk",
+        feature = "postgres",
+        feature = "etcd"
+    ))) {
         notes.push("built without some backend features; build with --features full for all".into());
     }
     if cfg!(not(feature = "peers")) {
@@ -245,7 +250,7 @@ fn start_topologies(
 
 #[cfg(test)]
 mod tests {
-    use super::{TOPOLOGIES, name_of, wanted};
+    use super::{TOPOLOGIES, name_of, per_mode, wanted};
     use crate::BenchArgs;
 
     fn args(topologies: bool, only: &[&str]) -> BenchArgs {
@@ -271,6 +276,21 @@ mod tests {
         assert_eq!(families(&args(false, &["redis-sentinel", "redlock-5/simple"])), [false, true, true]);
         // Each target name contains its family, so the --only filter keeps what was started.
         assert!(TOPOLOGIES.iter().all(|(family, name)| name.contains(family)));
+    }
+
+    #[test]
+    fn registered_stores_give_a_target_per_mode() {
+        let names = |store: &str, url: &str| {
+            let store = dlock::stores().iter().find(|d| d.name == store).expect("registered");
+            per_mode(store, url).into_iter().map(|t| (t.name, t.url)).collect::<Vec<_>>()
+        };
+        assert_eq!(names("memory", "memory://bench"), [("memory".into(), "memory://bench".into())]);
+        let mysql = names("mysql", "mysql://h/db?ssl-mode=disabled");
+        assert_eq!(
+            mysql[1],
+            ("mysql/optimistic".into(), "mysql://h/db?ssl-mode=disabled&mode=optimistic".into())
+        );
+        assert_eq!(mysql.len(), 3);
     }
 
     #[test]

@@ -222,3 +222,23 @@ impl MemoryBackend {
         self.locks().holds.get(key).filter(|h| h.expires > now).map(|h| h.expires - now)
     }
 }
+
+/// The in-process store in the registry: `memory://<table>`, one table per name, so every
+/// "client" of `memory://x` in this process shares the locks of x.
+pub static DESCRIPTOR: crate::backend::registry::Descriptor = crate::backend::registry::Descriptor {
+    name: "memory",
+    schemes: &["memory"],
+    urls: "`memory://<table>`",
+    summary: "in-process table, shared by every `from_url` with the same name",
+    connect: |url| Box::pin(async move { Ok(named_table(url) as crate::backend::registry::Connected) }),
+    modes: &[],
+    local: Some(|| Ok(crate::backend::registry::Local { url: "memory://bench".into(), keep: Box::new(()) })),
+    watchdog_locks: None,
+};
+
+fn named_table(url: &str) -> Arc<MemoryBackend> {
+    static TABLES: std::sync::LazyLock<Mutex<HashMap<String, MemoryBackend>>> =
+        std::sync::LazyLock::new(Mutex::default);
+    let name = url.split_once("://").map_or(url, |(_, name)| name);
+    Arc::new(TABLES.lock().entry(name.trim_end_matches('/').to_owned()).or_default().clone())
+}

@@ -23,3 +23,16 @@ pub use builder::{
 /// version.
 pub use etcd_client;
 pub use recipe::encode_key;
+
+/// etcd in the registry.
+pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::backend::registry::Descriptor {
+    name: "etcd",
+    schemes: &["etcd"],
+    urls: "`etcd://[user:pw@]h1:p1[,h2:p2]/prefix` (`?lease_ttl=`)",
+    summary: "etcd v3: keys on a lease, each waiter watching its predecessor's revision",
+    connect: |url| Box::pin(async move { Ok(std::sync::Arc::new(EtcdLock::from_url(url).await?) as _) }),
+    modes: &[],
+    local: None,
+    // Every lock is a Raft commit with a WAL fsync.
+    watchdog_locks: Some(1_000),
+};

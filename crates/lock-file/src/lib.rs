@@ -17,5 +17,24 @@ pub fn lock_file_name(key: &str) -> String {
     format!("{}.lock", names::stem(key))
 }
 
+/// The file store in the registry: `file:///absolute/dir`.
+pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::backend::registry::Descriptor {
+    name: NAME,
+    schemes: &["file"],
+    urls: "`file:///absolute/dir` (`?check_every=`)",
+    summary: "advisory file locks (`flock`) of one host, not on NFS",
+    connect: |url| Box::pin(async move { Ok(std::sync::Arc::new(FileLock::from_url(url)?) as _) }),
+    modes: &[],
+    local: Some(|| {
+        let dir = tempfile::Builder::new().prefix("dlock-file-").tempdir()?;
+        Ok(lock_core::backend::registry::Local {
+            url: format!("file://{}", dir.path().display()),
+            keep: Box::new(dir),
+        })
+    }),
+    // Every grant syncs its fence to disk (file, then directory).
+    watchdog_locks: Some(1_000),
+};
+
 /// The backend's name in errors and metrics.
 const NAME: &str = "file";

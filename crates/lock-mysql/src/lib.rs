@@ -26,3 +26,17 @@ pub use options::Mode;
 pub use sql::{MAX_TABLE_NAME, validate_table_name};
 /// The driver, re-exported so callers build pools and downcast error sources with one version.
 pub use sqlx;
+
+/// MySQL / MariaDB in the registry.
+pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::backend::registry::Descriptor {
+    name: "mysql",
+    schemes: &["mysql", "mariadb"],
+    urls: "`mysql://`, `mariadb://` (`?mode=pessimistic\\|optimistic\\|get_lock`)",
+    summary: "MySQL / MariaDB: row locks, an optimistic lease row judged by the server's clock, or `GET_LOCK`",
+    connect: |url| Box::pin(async move { Ok(std::sync::Arc::new(MySqlLock::from_url(url).await?) as _) }),
+    modes: &["pessimistic", "optimistic", "get_lock"],
+    local: None,
+    // A held pessimistic or GET_LOCK lock pins one of the pool's connections; an optimistic
+    // hold is an InnoDB commit each: leave the watchdog's renewals room.
+    watchdog_locks: Some(24),
+};

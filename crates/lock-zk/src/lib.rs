@@ -21,3 +21,18 @@ pub use key::encode_key;
 /// The ZooKeeper client this backend is built on, so error sources can be downcast and tests
 /// can talk to the server with the same version.
 pub use zookeeper_client;
+
+/// ZooKeeper in the registry.
+pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::backend::registry::Descriptor {
+    name: "zk",
+    schemes: &["zk", "zookeeper"],
+    urls: "`zk://host:port[,host:port]/root`",
+    summary: "ZooKeeper: ephemeral sequential nodes, each waiter watching its predecessor",
+    connect: |url| {
+        Box::pin(async move { Ok(std::sync::Arc::new(ZkLock::builder().url(url).build().await?) as _) })
+    },
+    modes: &[],
+    local: None,
+    // Every lock is a create with an fsync.
+    watchdog_locks: Some(1_000),
+};

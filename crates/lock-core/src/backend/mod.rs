@@ -8,7 +8,8 @@
 //! attempts, the poison-tolerant [`Mutex`], [`UrlOptions`], [`redact`], [`NotifyHub`],
 //! [`Backoff`] and [`millis`], for session-bound stores the keeper and hold table of
 //! [`session`], and for stores that queue waiters by a sequence or revision the recipe of
-//! [`queue`]. `docs/ARCHITECTURE.md` has the recipe for a new backend.
+//! [`queue`]; and the [`registry::Descriptor`] through which the facade, the command, the bench
+//! and the docs know a store. `docs/ARCHITECTURE.md` has the recipe for a new backend.
 
 use std::fmt;
 use std::time::Duration;
@@ -24,6 +25,7 @@ mod notify;
 mod options;
 pub mod queue;
 pub mod redact;
+pub mod registry;
 mod runtime;
 pub mod session;
 mod sync;

@@ -1,0 +1,57 @@
+//! The stores this build of `dlock` can reach, from the library's registry: what `--url`'s
+//! help lists, so that a store compiled in is documented and one compiled out is not.
+
+use clap::{Command, CommandFactory, FromArgMatches};
+
+use crate::Cli;
+
+/// The command line, its `--url` help made from the registered stores.
+pub(crate) fn command() -> Command {
+    let long = url_help();
+    let with_help = |arg: clap::Arg| arg.long_help(long.clone());
+    Cli::command().mut_subcommand("run", |run| run.mut_arg("url", with_help))
+}
+
+/// Parse the process's arguments against [`command`] (exits on `--help` and bad arguments).
+pub(crate) fn parse() -> Cli {
+    let matches = command().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// `--url`'s long help: one line per registered store.
+fn url_help() -> String {
+    let lines: Vec<String> = dlock::stores()
+        .iter()
+        .map(|d| format!("  {}: {}\n      {}", d.name, plain(d.summary), plain(d.urls)))
+        .collect();
+    format!("Store URL; this build reaches:\n{}", lines.join("\n"))
+}
+
+/// Markdown of the table cell as terminal text: no backticks, no escaped bars.
+fn plain(cell: &str) -> String {
+    cell.replace("\\|", "|").replace('`', "")
+}
+
+/// The schemes that reach another process (every store but the in-process one), for the
+/// message that refuses `memory://` where another process must see the lock.
+pub(crate) fn shared_schemes() -> String {
+    let schemes: Vec<String> = dlock::stores()
+        .iter()
+        .filter(|d| d.name != "memory")
+        .flat_map(|d| d.schemes.iter().map(|s| format!("{s}://")))
+        .collect();
+    schemes.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn url_help_names_every_registered_store() {
+        let help = super::url_help();
+        for store in dlock::stores() {
+            assert!(help.contains(store.schemes[0]), "{} missing from:\n{help}", store.name);
+        }
+        assert!(!help.contains('`') && !help.contains("\\|"), "{help}");
+        assert!(!super::shared_schemes().contains("memory"));
+    }
+}

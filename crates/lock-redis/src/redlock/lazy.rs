@@ -1,0 +1,108 @@
+//! A Redis master that was down at start: connects on first use.
+
+use crate::RedisLock;
+use lock_core::async_trait;
+use lock_core::backend::{AcquireRequest, Attempt, Capability, LockBackend, RenewItem, Subscription};
+use lock_core::{OwnerToken, Result};
+use tokio::sync::OnceCell;
+
+#[derive(Debug)]
+pub(crate) struct LazyRedis {
+    url: String,
+    identity: String,
+    conn: OnceCell<RedisLock>,
+}
+
+impl LazyRedis {
+    pub(crate) fn new(url: String) -> Self {
+        LazyRedis { identity: identity(&url), url, conn: OnceCell::new() }
+    }
+
+    async fn get(&self) -> Result<&RedisLock> {
+        self.conn.get_or_try_init(|| RedisLock::from_url(&self.url)).await
+    }
+}
+
+/// What `RedisLock::identity` will say once connected: `redis://host:port/db?prefix=...`.
+fn identity(url: &str) -> String {
+    use lock_core::backend::{UrlOptions, redact::split_userinfo};
+    // The prefix as the connected backend reads it: percent-decoded, through UrlOptions.
+    let (base, prefix) = match UrlOptions::parse(url) {
+        Ok(mut o) => {
+            let prefix = o.take::<String>("key_prefix").ok().flatten();
+            (o.base().to_owned(), prefix)
+        }
+        Err(_) => (url.to_owned(), None),
+    };
+    let prefix = prefix.unwrap_or_else(|| crate::DEFAULT_KEY_PREFIX.to_owned());
+    let rest = base.split_once("://").map_or(base.as_str(), |(_, r)| r);
+    let (_, hostpath) = split_userinfo(rest);
+    let (host, path) = hostpath.split_once('/').unwrap_or((hostpath, ""));
+    let db = path.trim_matches('/').parse::<i64>().unwrap_or(0);
+    format!("redis://{host}/{db}?prefix={prefix}")
+}
+
+#[test]
+fn identity_matches_the_connected_backend() {
+    assert_eq!(
+        identity("redis://:p@w@127.0.0.1:6379/2?key_prefix=a%3Ab"),
+        "redis://127.0.0.1:6379/2?prefix=a:b"
+    );
+    let default = format!("redis://h:1/0?prefix={}", crate::DEFAULT_KEY_PREFIX);
+    assert_eq!(identity("redis://h:1"), default);
+}
+
+#[async_trait]
+impl LockBackend for LazyRedis {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+    fn capabilities(&self) -> Capability {
+        match self.conn.get() {
+            Some(c) => c.capabilities(),
+            None => {
+                let mut c = Capability::NONE;
+                c.renew = true;
+                c.fencing = true;
+                c.notify = true;
+                c
+            }
+        }
+    }
+    fn identity(&self) -> String {
+        self.identity.clone()
+    }
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        self.get().await?.try_acquire(req).await
+    }
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        self.get().await?.release(key, owner).await
+    }
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        self.get().await?.renew(items).await
+    }
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        self.get().await?.leave_queue(key, owner).await
+    }
+
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        self.get().await?.subscribe(key).await
+    }
+    async fn inspect(&self, key: &str) -> Result<lock_core::LockInfo> {
+        self.get().await?.inspect(key).await
+    }
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        self.get().await?.set_note(key, owner, note).await
+    }
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        self.get().await?.note(key).await
+    }
+    async fn raise_fence(
+        &self,
+        key: &str,
+        owner: OwnerToken,
+        floor: lock_core::FencingToken,
+    ) -> Result<bool> {
+        self.get().await?.raise_fence(key, owner, floor).await
+    }
+}
