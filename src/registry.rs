@@ -61,15 +61,7 @@ pub(crate) fn known_schemes() -> Vec<&'static str> {
     KNOWN.iter().flat_map(|(_, schemes)| schemes.iter().copied()).collect()
 }
 
-#[cfg(all(
-    test,
-    feature = "redis",
-    feature = "mysql",
-    feature = "postgres",
-    feature = "zk",
-    feature = "etcd",
-    feature = "file"
-))]
+#[cfg(all(test, feature = "stores"))]
 mod tests {
     use super::*;
 
