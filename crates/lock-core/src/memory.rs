@@ -162,10 +162,6 @@ impl LockBackend for MemoryBackend {
             .collect())
     }
 
-    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
-        Ok(())
-    }
-
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         Ok(Some(self.inner.hub.subscribe(key).0))
     }

@@ -122,13 +122,6 @@ impl LockBackend for Faulty {
         self.gate().await?;
         self.mem.inspect(key).await
     }
-    async fn set_note(&self, _key: &str, _owner: OwnerToken, _note: &str) -> Result<bool> {
-        Err(lock_core::backend::unsupported(self.name(), "notes on a hold"))
-    }
-
-    async fn note(&self, _key: &str) -> Result<Option<String>> {
-        Err(lock_core::backend::unsupported(self.name(), "notes on a hold"))
-    }
 
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
         self.mem.leave_queue(key, owner).await

@@ -63,22 +63,6 @@ impl LockBackend for Flaky {
     async fn inspect(&self, key: &str) -> Result<lock_core::LockInfo> {
         self.inner.inspect(key).await
     }
-    async fn set_note(&self, _key: &str, _owner: OwnerToken, _note: &str) -> Result<bool> {
-        Err(lock_core::backend::unsupported(self.name(), "notes on a hold"))
-    }
-
-    async fn note(&self, _key: &str) -> Result<Option<String>> {
-        Err(lock_core::backend::unsupported(self.name(), "notes on a hold"))
-    }
-
-    async fn raise_fence(
-        &self,
-        _key: &str,
-        _owner: OwnerToken,
-        _floor: lock_core::FencingToken,
-    ) -> Result<bool> {
-        Err(lock_core::backend::unsupported(self.name(), "raising the fence counter"))
-    }
 
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
         self.inner.leave_queue(key, owner).await

@@ -9,7 +9,7 @@ use std::time::Duration;
 use etcd_client::{Client, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse};
 use lock_core::backend::queue::{self, Released};
 use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RENEW_BATCH, RenewItem, Subscription,
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RENEW_BATCH, RenewItem,
 };
 use lock_core::{FencingToken, LockError, LostReason, OwnerToken, Result, async_trait};
 use tokio::runtime::Handle;
@@ -257,27 +257,6 @@ impl LockBackend for EtcdLock {
 
     async fn note(&self, key: &str) -> Result<Option<String>> {
         self.inner.note(key).await
-    }
-
-    // Unsupported: the fence is the store's own (a revision, a sequence, a counter row); only
-    // a quorum over Redis members needs to raise it.
-    async fn raise_fence(
-        &self,
-        _key: &str,
-        _owner: OwnerToken,
-        _floor: lock_core::FencingToken,
-    ) -> Result<bool> {
-        Err(lock_core::backend::unsupported(self.name(), "raising the fence counter"))
-    }
-
-    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
-        // Not a `queue` backend: a waiter's key is deleted by its own attempt's cleanup.
-        Ok(())
-    }
-
-    async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
-        // Waiting happens in the server's queue (native_wait), not through notifications.
-        Ok(None)
     }
 }
 

@@ -7,10 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::backend::session::{self, Granted, Sessions};
-use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, UrlOptions,
-    unsupported,
-};
+use lock_core::backend::{AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, UrlOptions};
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use tokio::time::Instant;
 
@@ -186,14 +183,6 @@ impl LockBackend for FileLock {
         })
     }
 
-    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
-        Ok(())
-    }
-
-    async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
-        Ok(None)
-    }
-
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         self.sessions.set_note(key, owner, note).await
     }
@@ -210,9 +199,5 @@ impl LockBackend for FileLock {
             }
         };
         blocking(&self.files(key), read).await
-    }
-
-    async fn raise_fence(&self, _key: &str, _owner: OwnerToken, _floor: FencingToken) -> Result<bool> {
-        Err(unsupported(NAME, "raise_fence"))
     }
 }

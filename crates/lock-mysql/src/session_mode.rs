@@ -8,10 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::backend::session::{self, Trips};
-use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, unsupported,
-};
-use lock_core::{FencingToken, OwnerToken, Result};
+use lock_core::backend::{AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem};
+use lock_core::{OwnerToken, Result};
 use sqlx::mysql::MySqlPool;
 
 use crate::error::NAME;
@@ -109,21 +107,6 @@ impl<R: Recipe> LockBackend for SessionMode<R> {
 
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
         self.recipe.inspect(key).await
-    }
-
-    // Unsupported: the fence is the store's own (a revision, a sequence, a counter row); only
-    // a quorum over Redis members needs to raise it.
-    async fn raise_fence(&self, _key: &str, _owner: OwnerToken, _floor: FencingToken) -> Result<bool> {
-        Err(unsupported(NAME, "raising the fence counter"))
-    }
-
-    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
-        // A waiter's place in the server's lock queue ends with its statement.
-        Ok(())
-    }
-
-    async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
-        Ok(None)
     }
 
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {

@@ -4,9 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, session,
-};
+use lock_core::backend::{AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, session};
 use lock_core::{LockError, OwnerToken, Result, validate_key, validate_note};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnection, PgPool};
@@ -135,27 +133,6 @@ impl LockBackend for PgLock {
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
         validate_key(key)?;
         self.sessions.inspect(key).await
-    }
-
-    // Unsupported: the fence is the store's own (a revision, a sequence, a counter row); only
-    // a quorum over Redis members needs to raise it.
-    async fn raise_fence(
-        &self,
-        _key: &str,
-        _owner: OwnerToken,
-        _floor: lock_core::FencingToken,
-    ) -> Result<bool> {
-        Err(lock_core::backend::unsupported(self.name(), "raising the fence counter"))
-    }
-
-    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
-        // A waiter's place in the server's lock queue ends with its statement.
-        Ok(())
-    }
-
-    async fn subscribe(&self, _key: &str) -> Result<Option<Subscription>> {
-        // Waiters wait in the server's queue (native_wait), not on notifications.
-        Ok(None)
     }
 
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {

@@ -306,7 +306,10 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// Backend failures (the waiter's place then expires by its own timeout).
-    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()>;
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        let _ = (key, owner);
+        Ok(())
+    }
 
     /// Subscribe to release notifications for `key`, before an acquisition attempt, so a
     /// release between the attempt and the wait is not missed. `None` when the backend has no
@@ -314,7 +317,10 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     /// Backend failures.
-    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>>;
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        let _ = key;
+        Ok(None)
+    }
 
     /// Attach `note` to `owner`'s current hold of `key`, replacing any earlier note; anyone can
     /// read it with [`note`](Self::note) while that hold lasts (a leader's identity, for
@@ -330,7 +336,10 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// [`LockError::Unsupported`] (see [`unsupported`]) when the backend has no place for notes
     /// ([`Capability::notes`] is `false`); backend failures.
-    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool>;
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        let _ = (key, owner, note);
+        Err(unsupported(self.name(), "notes on a hold"))
+    }
 
     /// The note the current holder of `key` attached with [`set_note`](Self::set_note);
     /// `None` when the key is free or its holder attached none.
@@ -338,7 +347,10 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// [`LockError::Unsupported`] (see [`unsupported`]) without [`Capability::notes`]; backend
     /// failures.
-    async fn note(&self, key: &str) -> Result<Option<String>>;
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        let _ = key;
+        Err(unsupported(self.name(), "notes on a hold"))
+    }
 
     /// Raise `key`'s fence counter to at least `floor`, so that the next grant's fencing token
     /// is greater than `floor` (a counter already at or above it is left alone). Only a holder
@@ -352,5 +364,8 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// [`LockError::Unsupported`] (see [`unsupported`]) without [`Capability::raise_fence`]; backend
     /// failures.
-    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool>;
+    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
+        let _ = (key, owner, floor);
+        Err(unsupported(self.name(), "raising the fence counter"))
+    }
 }

@@ -34,24 +34,6 @@ impl LockBackend for QuorumBackend {
         c
     }
 
-    // Unsupported: a note would need its own quorum write and read; leader election over Redlock has no identity.
-    async fn set_note(&self, _key: &str, _owner: OwnerToken, _note: &str) -> Result<bool> {
-        Err(crate::backend::unsupported(self.name(), "notes on a hold"))
-    }
-
-    async fn note(&self, _key: &str) -> Result<Option<String>> {
-        Err(crate::backend::unsupported(self.name(), "notes on a hold"))
-    }
-
-    // Unsupported: a quorum hands out its own token; raising it on members is its own job.
-    async fn raise_fence(&self, _key: &str, _owner: OwnerToken, _floor: crate::FencingToken) -> Result<bool> {
-        Err(crate::backend::unsupported(self.name(), "raising the fence counter"))
-    }
-
-    async fn leave_queue(&self, _key: &str, _owner: OwnerToken) -> Result<()> {
-        Ok(())
-    }
-
     async fn inspect(&self, key: &str) -> Result<crate::LockInfo> {
         // Held when a quorum of the members that answer says so; the shortest remaining lease.
         let t = self.other_timeout();

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, unsupported,
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription,
 };
-use lock_core::{FencingToken, OwnerToken, Result};
+use lock_core::{OwnerToken, Result};
 
 use super::Optimistic;
 use crate::error::NAME;
@@ -50,12 +50,6 @@ impl LockBackend for Optimistic {
 
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
         self.inspect_lease(key).await
-    }
-
-    // Unsupported: the fence is the store's own (a counter row, a sequence); only a quorum over
-    // Redis members needs to raise it.
-    async fn raise_fence(&self, _key: &str, _owner: OwnerToken, _floor: FencingToken) -> Result<bool> {
-        Err(unsupported(NAME, "raising the fence counter"))
     }
 
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {

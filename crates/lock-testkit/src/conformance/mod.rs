@@ -18,6 +18,7 @@ pub use cancellation::{
     CLEANUP_BOUND, cancel_on_free_key, cancelled_acquire_leaves_nothing, dropped_guard_releases,
     late_cleanup_spares_later_grant,
 };
+pub use capabilities::capabilities_are_honest;
 pub use exclusion::{
     foreign_release_rejected, inspect_without_acquiring, keys_independent_multilock, mutual_exclusion,
     reentrant_nesting, round_trip, wait_times_out, waiter_wakes_on_release,
@@ -29,6 +30,7 @@ pub use leases::{
 };
 
 mod cancellation;
+mod capabilities;
 mod exclusion;
 mod input;
 mod leases;
@@ -103,7 +105,7 @@ macro_rules! conformance_tests {
             cancelled_acquire_leaves_nothing, dropped_guard_releases, reentrant_nesting,
             bad_input, keys_independent_multilock, renew_only_extends, lost_reaches_nested_guards,
             lost_before_successor, cancel_on_free_key, late_cleanup_spares_later_grant,
-            inspect_without_acquiring);
+            inspect_without_acquiring, capabilities_are_honest);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
