@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::backend::session::{self, Granted, Sessions};
-use lock_core::backend::{AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, UrlOptions};
+use lock_core::backend::{
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, UrlOptions,
+};
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use tokio::time::Instant;
 
@@ -15,6 +17,7 @@ use crate::NAME;
 use crate::driver::Files;
 use crate::files::{KeyFiles, grab, probe};
 use crate::names::stem;
+use crate::wakeups::Wakeups;
 
 /// How often a hold checks that its lock file is still the one at its path: how soon a holder
 /// learns that someone removed or replaced it.
@@ -29,18 +32,24 @@ const NO_IDLE_BOUND: Duration = Duration::from_secs(365 * 24 * 3600);
 /// A key's lock is an exclusive `flock` on `<dir>/<key>.lock`, held by an open file until
 /// release; the kernel drops it when the process exits, however it exits. Fencing tokens come
 /// from `<dir>/<key>.fence`, raised and synced to disk under the lock before each grant. The
-/// lost signal fires when the lock file is removed or replaced behind the holder. Waiters poll
-/// with jittered backoff (the core's). Holds are session-bound: the lease asked for is not a
+/// lost signal fires when the lock file is removed or replaced behind the holder. Waiters are
+/// woken when a holder closes its lock file (inotify on Linux; elsewhere, or where the
+/// directory cannot be watched, they poll with the core's jittered backoff). Holds are session-bound: the lease asked for is not a
 /// timeout, the process is. Not for network file systems: NFS does not keep `flock`s
 /// exclusive across hosts.
 pub struct FileLock {
     dir: PathBuf,
     sessions: Sessions<Files>,
+    wakeups: Wakeups,
 }
 
 impl fmt::Debug for FileLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FileLock").field("dir", &self.dir).field("holds", &self.sessions).finish()
+        f.debug_struct("FileLock")
+            .field("dir", &self.dir)
+            .field("holds", &self.sessions)
+            .field("wakeups", &self.wakeups)
+            .finish()
     }
 }
 
@@ -72,7 +81,8 @@ impl FileLock {
         if !dir.is_dir() {
             return Err(LockError::permanent(NAME, format!("{} is not a directory", dir.display())));
         }
-        Ok(FileLock { dir, sessions: Sessions::new(Files, every, NO_IDLE_BOUND) })
+        let wakeups = Wakeups::new(dir.clone());
+        Ok(FileLock { dir, sessions: Sessions::new(Files, every, NO_IDLE_BOUND), wakeups })
     }
 
     /// From `file:///absolute/dir[?check_every=250ms]`.
@@ -144,8 +154,9 @@ impl LockBackend for FileLock {
 
     fn capabilities(&self) -> Capability {
         let mut c = session::capabilities();
-        // No queue to wait in: waiters poll with the core's jittered backoff.
+        // No queue to wait in: waiters sleep until a holder's lock file closes.
         c.native_wait = false;
+        c.notify = Wakeups::SUPPORTED;
         c
     }
 
@@ -181,6 +192,10 @@ impl LockBackend for FileLock {
                 held
             }
         })
+    }
+
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        Ok(self.wakeups.subscribe(&stem(key)))
     }
 
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {

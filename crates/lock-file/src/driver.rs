@@ -16,6 +16,8 @@ use crate::NAME;
 #[derive(Debug)]
 pub(crate) struct Held {
     pub(crate) file: File,
+    /// The same file open for writing, closed after the lock is released: the waiters' wake-up.
+    pub(crate) wakes: Option<File>,
     pub(crate) path: PathBuf,
     pub(crate) note: PathBuf,
 }
@@ -81,6 +83,8 @@ impl SessionDriver for Files {
         // Closing the file releases the lock too; unlocking first makes the release not wait
         // for a duplicate of the descriptor (a forked child) to close.
         held.file.unlock().map_err(FileError::Io)?;
+        // Then the waiters are woken, by the close of the file the holder opened for writing.
+        drop(held.wakes);
         Ok(ours)
     }
 

@@ -37,8 +37,7 @@ impl KeyFiles {
 /// when another open file holds it.
 pub(crate) fn grab(files: &KeyFiles) -> io::Result<Option<(Held, u64)>> {
     for _ in 0..REOPENS {
-        let file =
-            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&files.lock)?;
+        let file = open_lock(&files.lock)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => return Ok(None),
@@ -50,10 +49,24 @@ pub(crate) fn grab(files: &KeyFiles) -> io::Result<Option<(Held, u64)>> {
             continue;
         }
         let fence = next_fence(files)?;
-        let held = Held { file, path: files.lock.clone(), note: files.note.clone() };
+        // Open for writing by the holder alone: its close (at release, or when the process
+        // exits) is what wakes the waiters. Without write permission they poll.
+        let wakes = OpenOptions::new().write(true).open(&files.lock).ok();
+        let held = Held { file, wakes, path: files.lock.clone(), note: files.note.clone() };
         return Ok(Some((held, fence)));
     }
     Ok(None)
+}
+
+/// The lock file, opened read-only when it exists: closing a file opened for writing is a
+/// holder's signal to the waiters (`wakeups`), which an attempt must not send.
+fn open_lock(path: &Path) -> io::Result<File> {
+    match File::open(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)
+        }
+        opened => opened,
+    }
 }
 
 /// The counter after the last grant (0 before the first).
