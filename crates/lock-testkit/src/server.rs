@@ -54,7 +54,9 @@ pub use error::ServerError;
 pub use etcd::{EtcdCluster, EtcdNode, EtcdServer};
 pub use fault::FaultControl;
 pub(crate) use fault::fault_hooks;
-pub(crate) use host::{canonical, find_binary, loopback, make_temp_dir, require_file, run_command};
+pub(crate) use host::{
+    canonical, find_binary, loopback, make_temp_dir, require_file, run_command, running_as_root,
+};
 pub use host::{free_port, is_installed};
 pub use mariadb::{
     DATABASE as MARIADB_DATABASE, MariaDbServer, PASSWORD as MARIADB_PASSWORD, USER as MARIADB_USER,
@@ -66,7 +68,7 @@ pub use postgres::{
 };
 pub(crate) use probe::Probe;
 pub use process::ManagedProcess;
-pub(crate) use process::{Spec, spawn_exit_reaper, with_port_retries};
+pub(crate) use process::{Spec, process_lifetime_dir, with_port_retries};
 pub use redis::RedisServer;
 pub use redis_cluster::{CLUSTER_NODE_TIMEOUT_MS, RedisCluster};
 pub use redis_replica::RedisReplicaPair;

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -127,6 +127,11 @@ pub(crate) fn make_temp_dir(kind: &str) -> Result<tempfile::TempDir, ServerError
         .prefix(&format!("lktk-{kind}-"))
         .tempdir_in(temp_base())
         .map_err(|e| ServerError::io(format!("creating a temp dir for {kind}"), e))
+}
+
+/// True when this process runs as root (some servers refuse to, or need telling).
+pub(crate) fn running_as_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 pub(crate) fn canonical(path: &Path) -> PathBuf {

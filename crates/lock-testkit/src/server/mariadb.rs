@@ -1,7 +1,6 @@
 //! A private `mariadbd` with a fresh datadir copied from a per-process template.
 
 use std::ffi::OsString;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::{Mutex, OnceLock};
@@ -9,7 +8,7 @@ use std::time::Duration;
 
 use super::{
     ManagedProcess, Probe, ServerError, Spec, TlsFiles, canonical, fault_hooks, find_binary, free_port,
-    make_temp_dir, run_command, spawn_exit_reaper,
+    make_temp_dir, process_lifetime_dir, run_command, running_as_root,
 };
 
 /// The database created in every instance.
@@ -44,15 +43,7 @@ fn template() -> Result<&'static Path, ServerError> {
     TEMPLATE
         .get_or_init(|| {
             let install = find_binary("mariadb-install-db", "mariadb-server")?;
-            let dir = make_temp_dir("mdbtpl")?.keep();
-            let reaper = match spawn_exit_reaper(&dir) {
-                Ok(r) => r,
-                Err(e) => {
-                    let _ = std::fs::remove_dir_all(&dir);
-                    return Err(e);
-                }
-            };
-            let root = canonical(&dir);
+            let (root, reaper) = process_lifetime_dir("mdbtpl")?;
             let data = root.join("data");
             install_template(&install, &root, &data)?;
             Ok(Template { root, data, _reaper: Mutex::new(reaper) })
@@ -102,10 +93,6 @@ fn install_template(install: &Path, root: &Path, data: &Path) -> Result<(), Serv
 /// The directory holding the per-process template datadir, once it has been built.
 pub fn template_dir() -> Option<&'static Path> {
     TEMPLATE.get().and_then(|t| t.as_ref().ok()).map(|t| t.root.as_path())
-}
-
-fn running_as_root() -> bool {
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// Runs one SQL batch as root with the `mariadb` CLI, over TCP or, when `socket` is given, over

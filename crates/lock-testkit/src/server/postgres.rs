@@ -9,7 +9,6 @@
 //! `/proc`.
 
 use std::ffi::OsString;
-use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,8 +19,8 @@ use nix::sys::signal::{Signal, kill as send_signal};
 use nix::unistd::Pid;
 
 use super::{
-    ManagedProcess, Probe, ServerError, Spec, canonical, free_port, make_temp_dir, run_command,
-    spawn_exit_reaper,
+    ManagedProcess, Probe, ServerError, Spec, canonical, free_port, make_temp_dir, process_lifetime_dir,
+    run_command, running_as_root,
 };
 
 /// The database created in every instance, owned by [`USER`].
@@ -49,10 +48,6 @@ fn bin_dir() -> Result<PathBuf, ServerError> {
         .collect();
     majors.sort();
     majors.pop().map(|(_, bin)| bin).ok_or_else(missing)
-}
-
-fn running_as_root() -> bool {
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// uid and gid of the `postgres` user, from `/etc/passwd`.
@@ -96,15 +91,7 @@ fn template() -> Result<&'static Path, ServerError> {
         .get_or_init(|| {
             let bin = bin_dir()?;
             let user = server_user()?;
-            let dir = make_temp_dir("pgtpl")?.keep();
-            let reaper = match spawn_exit_reaper(&dir) {
-                Ok(r) => r,
-                Err(e) => {
-                    let _ = std::fs::remove_dir_all(&dir);
-                    return Err(e);
-                }
-            };
-            let root = canonical(&dir);
+            let (root, reaper) = process_lifetime_dir("pgtpl")?;
             chown(&root, user)?;
             let pwfile = root.join("pw");
             std::fs::write(&pwfile, ADMIN_PASSWORD)

@@ -15,7 +15,7 @@ use nix::sys::signal::{Signal, kill as send_signal};
 use nix::unistd::Pid;
 
 use super::ServerError;
-use super::host::{file_tail, port_accepts};
+use super::host::{canonical, file_tail, make_temp_dir, port_accepts};
 use super::probe::Probe;
 
 /// Runs `script` under `/bin/sh` with `args` and a stdin pipe held only by this process: the
@@ -39,6 +39,20 @@ fn spawn_on_exit(script: &str, name: &str, args: &[&OsStr], what: &str) -> Resul
 /// The returned child must be kept alive (never dropped) for as long as `dir` should live.
 pub(crate) fn spawn_exit_reaper(dir: &Path) -> Result<Child, ServerError> {
     spawn_on_exit(r#"read _eof; rm -rf "$1""#, "lktk-reaper", &[dir.as_os_str()], "temp-dir reaper")
+}
+
+/// A fresh directory (`make_temp_dir(kind)`, canonicalised) that lasts until this process ends
+/// in any way, for a per-process template: removed by the returned reaper, which must be kept
+/// (never dropped) for as long as the directory should live.
+pub(crate) fn process_lifetime_dir(kind: &str) -> Result<(PathBuf, Child), ServerError> {
+    let dir = make_temp_dir(kind)?.keep();
+    match spawn_exit_reaper(&dir) {
+        Ok(reaper) => Ok((canonical(&dir), reaper)),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Err(e)
+        }
+    }
 }
 
 /// Waits for the server with `pid` to die (or become a zombie) after the SIGKILL, at most 5 s,
