@@ -166,12 +166,14 @@ pub async fn run_primitive<F: Factory + ?Sized>(
         let rw = RwLock::new(&l, &*name).expect("rwlock").with_reader_slots(READERS).expect("slots");
         tasks.push(tokio::spawn(async move {
             while state.ops.fetch_add(1, Ordering::Relaxed) < mix.operations && Instant::now() < stop_at {
-                let lease = lease(&mut rng, mix.lease);
-                let wait = Duration::from_millis(rng.u64(20..1_000));
-                let once = rng.u8(0..4) == 0;
+                let ask = Ask {
+                    lease: lease(&mut rng, mix.lease),
+                    wait: Duration::from_millis(rng.u64(20..1_000)),
+                    once: rng.u8(0..4) == 0,
+                };
                 match primitive {
-                    Primitive::Semaphore => permit(&sem, &state, &mix, &mut rng, lease, wait, once).await,
-                    Primitive::RwLock => rw_op(&rw, &state, &mix, &mut rng, lease, wait, once).await,
+                    Primitive::Semaphore => permit(&sem, &state, &mix, &mut rng, ask).await,
+                    Primitive::RwLock => rw_op(&rw, &state, &mix, &mut rng, ask).await,
                 }
             }
             l
@@ -210,30 +212,36 @@ pub async fn run_primitive<F: Factory + ?Sized>(
     }
 }
 
+/// How one operation asks for its hold.
+#[derive(Clone, Copy)]
+struct Ask {
+    /// The lease, when not the default.
+    lease: Option<Duration>,
+    /// How long it waits, unless `once`.
+    wait: Duration,
+    /// A single try instead of a wait.
+    once: bool,
+}
+
+/// The attempt of a request (the semaphore's, or either side of the read-write lock's: their
+/// builders share these methods but no trait) as `ask` says.
+macro_rules! attempt {
+    ($request:expr, $ask:expr) => {{
+        let ask: Ask = $ask;
+        let req = match ask.lease {
+            Some(l) => $request.lease(l),
+            None => $request,
+        };
+        async move {
+            if ask.once { req.try_acquire().await } else { req.wait(ask.wait).acquire().await.map(Some) }
+        }
+    }};
+}
+
 /// One permit: taken, its slot's register read and written with its fence, maybe renewed,
 /// then released or dropped.
-async fn permit(
-    sem: &Semaphore,
-    state: &State,
-    mix: &Mix,
-    rng: &mut fastrand::Rng,
-    lease: Option<Duration>,
-    wait: Duration,
-    once: bool,
-) {
-    let mut req = sem.acquire();
-    if let Some(l) = lease {
-        req = req.lease(l);
-    }
-    let attempt =
-        async { if once { req.try_acquire().await } else { req.wait(wait).acquire().await.map(Some) } };
-    let counts = super::Counts::default();
-    let p = match maybe_cut(rng, 10, Duration::from_millis(3), &counts, attempt).await {
-        Some(Ok(Some(p))) => p,
-        Some(Err(e)) => return state.error(&e),
-        _ => return,
-    };
-    state.acquisitions.fetch_add(1, Ordering::Relaxed);
+async fn permit(sem: &Semaphore, state: &State, mix: &Mix, rng: &mut fastrand::Rng, ask: Ask) {
+    let Some(p) = granted(rng, state, attempt!(sem.acquire(), ask)).await else { return };
     state.enter(false);
     let reg = &state.registers[p.slot() as usize];
     let id = state.next_hold.fetch_add(1, Ordering::Relaxed);
@@ -250,30 +258,10 @@ async fn permit(
 }
 
 /// One read or write (one in four) of the read-write lock.
-async fn rw_op(
-    rw: &RwLock,
-    state: &State,
-    mix: &Mix,
-    rng: &mut fastrand::Rng,
-    lease: Option<Duration>,
-    wait: Duration,
-    once: bool,
-) {
-    let counts = super::Counts::default();
+async fn rw_op(rw: &RwLock, state: &State, mix: &Mix, rng: &mut fastrand::Rng, ask: Ask) {
     let nap = mix.hold_max.mul_f64(rng.f64());
     if rng.u8(0..4) == 0 {
-        let mut req = rw.write();
-        if let Some(l) = lease {
-            req = req.lease(l);
-        }
-        let attempt =
-            async { if once { req.try_acquire().await } else { req.wait(wait).acquire().await.map(Some) } };
-        let w = match maybe_cut(rng, 10, Duration::from_millis(3), &counts, attempt).await {
-            Some(Ok(Some(w))) => w,
-            Some(Err(e)) => return state.error(&e),
-            _ => return,
-        };
-        state.acquisitions.fetch_add(1, Ordering::Relaxed);
+        let Some(w) = granted(rng, state, attempt!(rw.write(), ask)).await else { return };
         state.enter(true);
         let (reg, id) = (&state.registers[0], state.next_hold.fetch_add(1, Ordering::Relaxed));
         let read = reg.read(id, w.fence());
@@ -284,22 +272,32 @@ async fn rw_op(
         state.leave(true);
         end(rng, state, w, WriteGuard::release).await;
     } else {
-        let mut req = rw.read();
-        if let Some(l) = lease {
-            req = req.lease(l);
-        }
-        let attempt =
-            async { if once { req.try_acquire().await } else { req.wait(wait).acquire().await.map(Some) } };
-        let r = match maybe_cut(rng, 10, Duration::from_millis(3), &counts, attempt).await {
-            Some(Ok(Some(r))) => r,
-            Some(Err(e)) => return state.error(&e),
-            _ => return,
-        };
-        state.acquisitions.fetch_add(1, Ordering::Relaxed);
+        let Some(r) = granted(rng, state, attempt!(rw.read(), ask)).await else { return };
         state.enter(false);
         tokio::time::sleep(nap).await;
         state.leave(false);
         end(rng, state, r, ReadGuard::release).await;
+    }
+}
+
+/// The outcome of one attempt, cut off one time in ten: the hold (counted), or nothing when it
+/// was refused, cut off or failed (the error noted).
+async fn granted<G>(
+    rng: &mut fastrand::Rng,
+    state: &State,
+    attempt: impl Future<Output = Result<Option<G>, LockError>>,
+) -> Option<G> {
+    let counts = super::Counts::default();
+    match maybe_cut(rng, 10, Duration::from_millis(3), &counts, attempt).await {
+        Some(Ok(Some(hold))) => {
+            state.acquisitions.fetch_add(1, Ordering::Relaxed);
+            Some(hold)
+        }
+        Some(Err(e)) => {
+            state.error(&e);
+            None
+        }
+        _ => None,
     }
 }
 
