@@ -17,7 +17,7 @@ use lock_testkit::server::{RedisCluster, try_shared_redis_cluster};
 
 mod support;
 
-use support::redis::{PREFIX, RedisFactory, backend};
+use support::redis::{PREFIX, RedisFactory, assert_held_after_failover, backend, wait_for_replica};
 
 fn shared() -> &'static RedisCluster {
     try_shared_redis_cluster().unwrap_or_else(|e| panic!("shared redis cluster: {e}"))
@@ -137,20 +137,6 @@ async fn wait_for_waiters(locker: &Locker, key: &str, n: usize) {
     panic!("{key}: {n} waiter(s) never registered");
 }
 
-/// `WAIT 1 10000` on node `i`: the replica acknowledged everything written so far.
-async fn wait_for_replica(cluster: &RedisCluster, i: usize) {
-    let url = format!("redis://127.0.0.1:{}/", cluster.node(i).port());
-    let mut conn = redis::Client::open(url)
-        .expect("url")
-        .get_multiplexed_async_connection_with_config(
-            &redis::AsyncConnectionConfig::new().set_response_timeout(None),
-        )
-        .await
-        .expect("node connection");
-    let acked: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query_async(&mut conn).await.expect("wait");
-    assert_eq!(acked, 1, "the replica did not acknowledge the grant");
-}
-
 /// A direct connection to node `i` (admin commands that address one node).
 async fn node(cluster: &RedisCluster, i: usize) -> ConnectionManager {
     let url = format!("redis://127.0.0.1:{}/", cluster.node(i).port());
@@ -243,7 +229,7 @@ async fn a_killed_master_fails_over_to_its_replica() {
     let held =
         la.lock(key).lease(Duration::from_secs(60)).try_acquire().await.expect("acquire").expect("free");
     let first = held.fence().expect("fence");
-    wait_for_replica(&cluster, master).await;
+    wait_for_replica(&cluster.node(master).url()).await;
 
     cluster.node(master).kill().expect("kill master");
     let (mut refused, mut attempts) = (0, 0);
@@ -273,18 +259,7 @@ async fn a_killed_master_fails_over_to_its_replica() {
     .await
     .expect("join");
     // Still held on the promoted replica: refused, not an error, once the map is new.
-    let mut answered = None;
-    for _ in 0..200 {
-        match lb.try_lock(key).await {
-            Ok(r) => {
-                answered = Some(r.is_none());
-                break;
-            }
-            Err(e) => assert!(e.is_temporary(), "{e:?}"),
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(answered, Some(true), "the promoted replica lost the replicated grant, or never answered");
+    assert_held_after_failover(&lb, key, 200).await;
     held.release().await.expect("release on the new master");
     let g = lb.lock(key).lease(Duration::from_secs(5)).try_acquire().await.expect("acquire").expect("free");
     assert!(g.fence().expect("fence") > first);

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::async_trait;
+use lock_core::{Locker, async_trait};
 use lock_redis::redis::{self, aio::ConnectionLike};
 use lock_redis::{Mode, RedisLock};
 use lock_testkit::{Client, ClientFaults, Factory, FaultResult, Unsupported};
@@ -26,6 +26,38 @@ pub async fn backend(url: &str, mode: Mode) -> RedisLock {
         .build()
         .await
         .unwrap_or_else(|e| panic!("redis backend on {url}: {e}"))
+}
+
+/// `WAIT 1 10000` on the server at `url` (a primary, or a cluster's master): its replica
+/// acknowledged everything written so far, so a failover keeps it.
+pub async fn wait_for_replica(url: &str) {
+    let mut conn = redis::Client::open(url)
+        .expect("url")
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new().set_response_timeout(None),
+        )
+        .await
+        .expect("connection to the primary");
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query_async(&mut conn).await.expect("wait");
+    assert_eq!(acked, 1, "the replica did not acknowledge");
+}
+
+/// After a failover: `locker`'s attempts on `key` fail temporarily until the backend has found
+/// the new primary (at most `attempts`, 20 ms apart); the first answer must refuse the lock,
+/// which the promoted replica still holds.
+pub async fn assert_held_after_failover(locker: &Locker, key: &str, attempts: usize) {
+    let mut refused = None;
+    for _ in 0..attempts {
+        match locker.try_lock(key).await {
+            Ok(r) => {
+                refused = Some(r.is_none());
+                break;
+            }
+            Err(e) => assert!(e.is_temporary(), "{e:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(refused, Some(true), "the promoted replica lost the replicated grant, or never answered");
 }
 
 /// Clients of one Redis topology, each with the administrator's connection `admin` (a
