@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use lock_core::{Locker, OwnerToken};
 use lock_postgres::sqlx;
+use lock_testkit::runtime_gone::{dropped_after_the_runtime, runtime};
 use lock_testkit::{eventually, within};
 
 mod common;
@@ -85,39 +86,13 @@ async fn wait_failing_after_the_grant_pools_no_lock() {
     assert_eq!(left, (0, 0));
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime")
-}
-
 /// A `Locker` holding a lock (and its guard), or one whose lock was released, dropped after its
 /// runtime shut down: no panic, and another client then takes the key.
 fn drop_after_the_runtime(release_first: bool) {
     let Some((url, _)) = shared() else { return };
     let k = format!("runtime-gone-{}", OwnerToken::random());
-    let rt = runtime();
-    let (locker, guard) = rt.block_on(async {
-        let l = Locker::new(backend(&url).await);
-        let g = l.try_lock(&k).await.expect("try").expect("free");
-        if release_first {
-            g.release().await.expect("release");
-            return (l, None);
-        }
-        (l, Some(g))
-    });
-    drop(rt);
-    drop(guard);
-    drop(locker);
-
-    runtime().block_on(async {
-        let other = Locker::new(backend(&url).await);
-        eventually(ANSWER, "the key is free again", || async {
-            match other.try_lock(&k).await.expect("try") {
-                Some(g) => g.release().await.is_ok(),
-                None => false,
-            }
-        })
-        .await;
-    });
+    let locker = || async { Locker::new(backend(&url).await) };
+    dropped_after_the_runtime(locker, &k, release_first, ANSWER);
 }
 
 #[test]

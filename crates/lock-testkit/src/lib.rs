@@ -15,6 +15,7 @@ mod memory;
 mod poll;
 pub mod primitives;
 pub mod proxy;
+pub mod runtime_gone;
 pub mod server;
 pub mod slow_link;
 pub mod stall;
