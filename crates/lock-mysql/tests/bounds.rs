@@ -8,20 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{Locker, OwnerToken};
-use lock_mysql::{Mode, MySqlLock};
+use lock_mysql::Mode;
 use lock_testkit::server::MariaDbServer;
 use lock_testkit::stall::{Bounds, paused_server_answers_in_time};
 
+mod common;
+
 async fn locker(url: &str, mode: Mode) -> Locker {
-    let lock = MySqlLock::builder()
-        .url(url)
-        .mode(mode)
-        .keepalive(Duration::from_millis(100))
-        .acquire_timeout(Duration::from_secs(2))
-        .build()
-        .await
-        .expect("build");
-    let locker = Locker::new(Arc::new(lock));
+    let locker = Locker::new(common::backend(url, mode).await);
     if mode != Mode::Optimistic {
         return locker;
     }

@@ -13,31 +13,13 @@ use lock_core::backend::{AcquireRequest, LockBackend};
 use lock_core::{LeaseSignal, LeaseState, LockError, Locker, OwnerToken};
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use lock_mysql::{Mode, MySqlLock, validate_table_name};
-use lock_testkit::server::{MariaDbServer, external_url, shared_mariadb};
+use lock_testkit::server::MariaDbServer;
 use lock_testkit::{cut_after, within};
 use tokio::time::Instant;
 
-const KEEPALIVE: Duration = Duration::from_millis(100);
+mod common;
 
-fn shared_url() -> String {
-    external_url("mysql").unwrap_or_else(|| shared_mariadb().url())
-}
-
-async fn backend(url: &str, mode: Mode) -> Arc<MySqlLock> {
-    let lock = MySqlLock::builder()
-        .url(url)
-        .mode(mode)
-        .keepalive(KEEPALIVE)
-        .acquire_timeout(Duration::from_secs(2))
-        .build()
-        .await
-        .expect("build");
-    Arc::new(lock)
-}
-
-async fn admin(url: &str) -> MySqlPool {
-    MySqlPoolOptions::new().max_connections(2).connect(url).await.expect("admin pool")
-}
+use common::{KEEPALIVE, admin, backend, builder, shared_url, statements_like};
 
 fn key(case: &str) -> String {
     format!("faults-{case}-{}", OwnerToken::random())
@@ -251,14 +233,7 @@ async fn queued_waiters_carry_hostile_keys_and_release_promptly() {
         // Wait until the waiter is queued in the server.
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let n: i64 = lock_mysql::sqlx::query_scalar(
-                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%'",
-            )
-            .bind(&queued)
-            .fetch_one(&admin)
-            .await
-            .expect("processlist");
-            if n > 0 {
+            if statements_like(&admin, &queued).await > 0 {
                 break;
             }
             assert!(Instant::now() < deadline, "{k:?}: waiter never queued in the server");
@@ -540,14 +515,7 @@ async fn paused_server(mode: Mode) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_pool_never_carries_a_holders_session_settings() {
     let url = shared_url();
-    let b = MySqlLock::builder()
-        .url(&url)
-        .mode(Mode::Pessimistic)
-        .keepalive(KEEPALIVE)
-        .max_connections(1)
-        .build()
-        .await
-        .expect("build");
+    let b = builder(&url, Mode::Pessimistic).max_connections(1).build().await.expect("build");
     let l = Locker::new(Arc::new(b.clone()));
     let k = key("idlebound");
     let g = l.lock(&k).try_acquire().await.expect("try").expect("free");
@@ -896,14 +864,7 @@ async fn killed_connection_reaches_every_guard_within_one_keepalive_of_the_succe
     let pool = admin(&url).await;
     let queued = format!("%WHERE name = {}%FOR UPDATE", "X'");
     until(Duration::from_secs(10), "waiter queued in the server", || async {
-        let n: i64 = lock_mysql::sqlx::query_scalar(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%'",
-        )
-        .bind(&queued)
-        .fetch_one(&pool)
-        .await
-        .expect("processlist");
-        n > 0
+        statements_like(&pool, &queued).await > 0
     })
     .await;
     let id = ba.held_connection_id(&k).expect("held here");
@@ -1016,14 +977,7 @@ async fn cut_off_while_blocked(l: &Locker, k: &str, owner: OwnerToken, admin: &M
     let t = Instant::now();
     loop {
         assert!(matches!(futures_util::poll!(fut.as_mut()), Poll::Pending), "acquired through a row lock");
-        let n: i64 = lock_mysql::sqlx::query_scalar(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%@dlock_attempt%' \
-             AND INFO NOT LIKE '%PROCESSLIST%'",
-        )
-        .fetch_one(admin)
-        .await
-        .expect("processlist");
-        if n > 0 {
+        if statements_like(admin, "%@dlock_attempt%").await > 0 {
             break;
         }
         assert!(t.elapsed() < Duration::from_secs(10), "the attempt never reached the server");
@@ -1138,14 +1092,7 @@ async fn late_cleanup_of_a_blocked_attempt_undoes_only_that_attempt() {
         n
     });
     until(Duration::from_secs(10), "second administrator queued", || async {
-        let n: i64 = lock_mysql::sqlx::query_scalar(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT 1 FROM%FOR UPDATE' \
-             AND INFO NOT LIKE '%PROCESSLIST%'",
-        )
-        .fetch_one(&pool)
-        .await
-        .expect("processlist");
-        n > 0
+        statements_like(&pool, "SELECT 1 FROM%FOR UPDATE").await > 0
     })
     .await;
     tx.commit().await.expect("commit");
@@ -1168,12 +1115,7 @@ async fn late_cleanup_of_a_blocked_attempt_undoes_only_that_attempt() {
 
 /// How many sessions wait in `GET_LOCK` on the server now.
 async fn get_lock_waits(admin: &MySqlPool) -> i64 {
-    lock_mysql::sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%GET_LOCK(%' AND INFO NOT LIKE '%PROCESSLIST%'",
-    )
-    .fetch_one(admin)
-    .await
-    .expect("processlist")
+    statements_like(admin, "%GET_LOCK(%").await
 }
 
 /// A named acquisition dropped while it waits in the server's GET_LOCK queue is killed there

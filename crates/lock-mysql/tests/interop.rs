@@ -15,26 +15,18 @@ use lock_core::{LockError, Locker, OwnerToken};
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use lock_mysql::{Mode, MySqlLock, lock_name};
 use lock_testkit::interop::{Peer, python};
-use lock_testkit::server::{external_url, shared_mariadb};
 use lock_testkit::{eventually, within};
 use tokio::process::Command;
+
+mod common;
+
+use common::{builder, hex, shared_url as url, statements_like};
 
 /// Long enough for a loaded CI machine, far shorter than anything that would hide a hang.
 const ANSWER: Duration = Duration::from_secs(10);
 
-fn url() -> String {
-    external_url("mysql").unwrap_or_else(|| shared_mariadb().url())
-}
-
 async fn backend(url: &str) -> Arc<MySqlLock> {
-    let lock = MySqlLock::builder()
-        .url(url)
-        .mode(Mode::NamedLock)
-        .keepalive(Duration::from_millis(100))
-        .build()
-        .await
-        .expect("build");
-    Arc::new(lock)
+    Arc::new(builder(url, Mode::NamedLock).build().await.expect("build"))
 }
 
 /// A PyMySQL peer on `url`, connected (`READY`); `None` when Python is unavailable (skipped).
@@ -51,18 +43,7 @@ async fn peer(url: &str) -> Option<Peer> {
 /// Whether a statement matching `pattern` (LIKE) runs on the server now: a client waiting in
 /// GET_LOCK for a name.
 async fn waits(admin: &MySqlPool, pattern: &str) -> bool {
-    let n: i64 = lock_mysql::sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%'",
-    )
-    .bind(pattern)
-    .fetch_one(admin)
-    .await
-    .expect("processlist");
-    n > 0
-}
-
-fn hex(key: &str) -> String {
-    key.bytes().map(|b| format!("{b:02x}")).collect()
+    statements_like(admin, pattern).await > 0
 }
 
 /// The four kinds of key: a name as it is, one over 64 characters (hashed), one with upper
@@ -117,7 +98,7 @@ async fn pymysql_and_this_library_exclude_each_other_and_hand_over_both_ways() {
         let (us2, key2) = (us.clone(), key.clone());
         let waiter =
             tokio::spawn(async move { us2.lock(&key2).wait(Duration::from_secs(20)).acquire().await });
-        let ours = format!("%GET_LOCK(CONVERT(X'{}'%", hex(&lock_name(&key)));
+        let ours = format!("%GET_LOCK(CONVERT(X'{}'%", hex(lock_name(&key)));
         eventually(ANSWER, "our acquire() waits in GET_LOCK", || waits(&admin, &ours)).await;
         assert_eq!(py.call(&format!("release {k}"), "RELEASED", ANSWER).await, "RELEASED 1", "{what}");
         let g = within(ANSWER, "our waiter after pymysql's release", waiter)

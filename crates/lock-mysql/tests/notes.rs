@@ -9,28 +9,18 @@ use std::time::Duration;
 
 use lock_core::backend::LockBackend;
 use lock_core::{LockError, Locker, OwnerToken};
-use lock_mysql::sqlx::mysql::MySqlPoolOptions;
-use lock_mysql::{Mode, MySqlLock};
+use lock_mysql::Mode;
 use lock_testkit::server::{external_url, or_skip, try_shared_mariadb};
 use lock_testkit::within;
 
-const KEEPALIVE: Duration = Duration::from_millis(100);
+mod common;
+
+use common::{admin, backend, builder};
+
 const MODES: [Mode; 3] = [Mode::Pessimistic, Mode::NamedLock, Mode::Optimistic];
 
 fn shared_url() -> Option<String> {
     external_url("mysql").or_else(|| or_skip("mariadb", try_shared_mariadb()).map(|s| s.url()))
-}
-
-async fn backend(url: &str, mode: Mode) -> Arc<MySqlLock> {
-    let lock = MySqlLock::builder()
-        .url(url)
-        .mode(mode)
-        .keepalive(KEEPALIVE)
-        .acquire_timeout(Duration::from_secs(2))
-        .build()
-        .await
-        .expect("build");
-    Arc::new(lock)
 }
 
 fn key(case: &str) -> String {
@@ -110,7 +100,7 @@ async fn next_holder_never_shows_the_earlier_note() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_holder_note_is_never_the_successors() {
     let Some(url) = shared_url() else { return };
-    let admin = MySqlPoolOptions::new().max_connections(2).connect(&url).await.expect("admin pool");
+    let admin = admin(&url).await;
     for mode in [Mode::Pessimistic, Mode::NamedLock] {
         let (ba, bb) = (backend(&url, mode).await, backend(&url, mode).await);
         let (a, b) = (Locker::new(ba.clone()), Locker::new(bb.clone()));
@@ -171,14 +161,7 @@ async fn bad_notes_are_typed_errors() {
 async fn noted_session_holds_commit_nothing_and_pool_their_connection_clean() {
     let Some(url) = shared_url() else { return };
     for mode in [Mode::Pessimistic, Mode::NamedLock] {
-        let b = MySqlLock::builder()
-            .url(&url)
-            .mode(mode)
-            .keepalive(KEEPALIVE)
-            .max_connections(1)
-            .build()
-            .await
-            .expect("build");
+        let b = builder(&url, mode).max_connections(1).build().await.expect("build");
         let l = Locker::new(Arc::new(b.clone()));
         let k = key("clean");
         let g = l.lock(&k).try_acquire().await.expect("try").expect("free");

@@ -13,14 +13,15 @@ use std::time::Duration;
 use lock_core::{Locker, OwnerToken};
 use lock_mysql::{Mode, MySqlLock};
 use lock_testkit::eventually;
-use lock_testkit::server::{external_url, shared_mariadb};
+
+mod common;
 
 const ROUNDS: u64 = 10;
 
 async fn backend(mode: Mode) -> Arc<MySqlLock> {
-    let url = external_url("mysql").unwrap_or_else(|| shared_mariadb().url());
     // A keep-alive far longer than the test: no ping is counted.
-    let lock = MySqlLock::builder().url(url).mode(mode).keepalive(Duration::from_secs(60)).build();
+    let lock =
+        MySqlLock::builder().url(common::shared_url()).mode(mode).keepalive(Duration::from_secs(60)).build();
     Arc::new(lock.await.expect("build"))
 }
 

@@ -7,65 +7,25 @@ use std::time::Duration;
 
 use lock_core::{Locker, OwnerToken};
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
-use lock_mysql::{Mode, MySqlLock, lock_name};
+use lock_mysql::{Mode, lock_name};
 use lock_testkit::eventually;
-use lock_testkit::server::{external_url, shared_mariadb};
+use lock_testkit::runtime_gone::{dropped_after_the_runtime, runtime, taken_again};
 
-fn url() -> String {
-    external_url("mysql").unwrap_or_else(|| shared_mariadb().url())
-}
+mod common;
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime")
-}
+use common::{builder, hex, shared_url as url, statements_like};
 
 async fn new_locker(url: &str, mode: Mode) -> Locker {
-    let lock = MySqlLock::builder()
-        .url(url)
-        .mode(mode)
-        .keepalive(Duration::from_millis(100))
-        .build()
-        .await
-        .expect("build");
-    Locker::new(std::sync::Arc::new(lock))
+    Locker::new(std::sync::Arc::new(builder(url, mode).build().await.expect("build")))
 }
 
-/// Another client, on a runtime of its own, takes `k` (once the server has seen the dropped
-/// connections go).
-fn taken_again(url: &str, mode: Mode, k: &str) {
-    runtime().block_on(async {
-        let other = new_locker(url, mode).await;
-        eventually(Duration::from_secs(10), "the key is free again", || async {
-            match other.try_lock(k).await.expect("try") {
-                Some(g) => g.release().await.is_ok(),
-                None => false,
-            }
-        })
-        .await;
-    });
-}
-
-/// Take a key on a runtime of its own (releasing it again with `release_first`: the connection
-/// is then kept for the next hold), shut that runtime down, then drop the guard and the
-/// `Locker`. Another client then takes the key.
+/// A `Locker` holding a lock (and its guard), or one whose lock was released (its connection
+/// then kept for the next hold), dropped after its runtime shut down; another client then takes
+/// the key.
 fn drop_after_the_runtime(mode: Mode, release_first: bool) {
     let url = url();
     let k = format!("runtime-gone-{}", OwnerToken::random());
-    let rt = runtime();
-    let (locker, guard) = rt.block_on(async {
-        let l = new_locker(&url, mode).await;
-        let g = l.try_lock(&k).await.expect("try").expect("free");
-        if release_first {
-            g.release().await.expect("release");
-            return (l, None);
-        }
-        (l, Some(g))
-    });
-    drop(rt);
-    drop(guard);
-    drop(locker);
-
-    taken_again(&url, mode, &k);
+    dropped_after_the_runtime(|| new_locker(&url, mode), &k, release_first, Duration::from_secs(10));
 }
 
 #[test]
@@ -90,14 +50,7 @@ fn named_locker_dropped_after_its_runtime() {
 
 /// How many statements naming `name` (as a hex literal) run on the server now.
 async fn statements_naming(admin: &MySqlPool, name: &str) -> i64 {
-    let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
-    lock_mysql::sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%'",
-    )
-    .bind(format!("%X'{hex}'%"))
-    .fetch_one(admin)
-    .await
-    .expect("processlist")
+    statements_like(admin, &format!("%X'{}'%", hex(name))).await
 }
 
 /// An acquisition waiting in the server's queue, dropped after its runtime shut down (the future
@@ -122,7 +75,7 @@ fn waiting_acquisition_dropped_after_the_runtime(mode: Mode) {
     drop(rt);
     drop(waiting);
     drop(held);
-    taken_again(&url, mode, &k);
+    taken_again(|| new_locker(&url, mode), &k, Duration::from_secs(10));
 }
 
 #[test]

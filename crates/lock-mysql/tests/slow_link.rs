@@ -4,39 +4,29 @@
 //!
 //! Run: `cargo test -p lock-mysql --test slow_link`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{Locker, OwnerToken};
 use lock_mysql::sqlx::mysql::MySqlPoolOptions;
-use lock_mysql::{Mode, MySqlLock, lock_name};
-use lock_testkit::server::{external_url, shared_mariadb};
+use lock_mysql::{Mode, lock_name};
 use lock_testkit::slow_link::{proxied, waited_grant_over_a_slow_link};
 
-async fn locker(url: &str, mode: Mode) -> Locker {
-    let lock = MySqlLock::builder()
-        .url(url)
-        .mode(mode)
-        .keepalive(Duration::from_millis(100))
-        .acquire_timeout(Duration::from_secs(2))
-        .build()
-        .await
-        .expect("build");
-    Locker::new(Arc::new(lock))
-}
+mod common;
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+use common::{backend, hex, shared_url, statements_like};
+
+async fn locker(url: &str, mode: Mode) -> Locker {
+    Locker::new(backend(url, mode).await)
 }
 
 async fn slow_link(mode: Mode) {
-    let url = external_url("mysql").unwrap_or_else(|| shared_mariadb().url());
+    let url = shared_url();
     let (proxy, slow_url) = proxied(&url).await;
     let (first, observer) = (locker(&url, mode).await, locker(&url, mode).await);
     let slow = locker(&slow_url, mode).await;
     let key = format!("slow-link-{mode:?}-{}", OwnerToken::random());
     // A waiting statement names the key (pessimistic) or its lock name (get_lock) as a hex
-    // literal; the same user's threads are visible without the PROCESS privilege.
+    // literal.
     let named = match mode {
         Mode::NamedLock => hex(lock_name(&key).as_bytes()),
         _ => hex(key.as_bytes()),
@@ -45,16 +35,7 @@ async fn slow_link(mode: Mode) {
     let pool = MySqlPoolOptions::new().max_connections(1).connect(&url).await.expect("pool");
     let queued = || {
         let (pool, waiting) = (pool.clone(), waiting.clone());
-        async move {
-            let n: i64 = lock_mysql::sqlx::query_scalar(
-                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%'",
-            )
-            .bind(waiting)
-            .fetch_one(&pool)
-            .await
-            .expect("processlist");
-            usize::try_from(n).unwrap_or(0)
-        }
+        async move { usize::try_from(statements_like(&pool, &waiting).await).unwrap_or(0) }
     };
     // The 100 ms keep-alive: the server's idle bound (wait_timeout) is its floor, 2 s.
     let server_idle = Duration::from_secs(2);
