@@ -7,19 +7,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::Locker;
 use lock_testkit::server::{PgServer, or_skip};
 use lock_testkit::stall::{Bounds, paused_server_answers_in_time};
 
 mod common;
-use common::{backend, key};
+use common::{key, lockers};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_server_release_wait_and_try_answer_in_time() {
     let Some(server) = or_skip("postgres", PgServer::start()) else { return };
     let server = Arc::new(server);
     let url = server.url();
-    let (a, b) = (Locker::new(backend(&url).await), Locker::new(backend(&url).await));
+    let [a, b] = lockers(&url).await;
     // The test keeps its own handle: the server must outlive the helper's last `stall`.
     let s = server.clone();
     let stall = move |on: bool| if on { s.pause() } else { s.resume() }.expect("SIGSTOP / SIGCONT");

@@ -16,7 +16,7 @@ use lock_testkit::{eventually, within};
 use tokio::time::Instant;
 
 mod common;
-use common::{KEEPALIVE, admin, advisory_locks, backend, key, shared};
+use common::{KEEPALIVE, admin, advisory_locks, backend, key, lockers, shared};
 
 /// Terminating the holder's backend fires its lost signal, and a waiter queued in the server
 /// gets the lock at once, with a larger fence.
@@ -66,8 +66,7 @@ async fn paused_server_makes_the_hold_uncertain_then_lost_before_anyone_else_hol
     let Some(server) = or_skip("postgres", PgServer::start()) else { return };
     let server = Arc::new(server);
     let url = server.url();
-    let a = Locker::new(backend(&url).await);
-    let b = Locker::new(backend(&url).await);
+    let [a, b] = lockers(&url).await;
     let k = key("pause");
     let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
     let mut states = g.state_changes();
@@ -94,11 +93,7 @@ async fn paused_server_makes_the_hold_uncertain_then_lost_before_anyone_else_hol
 async fn dropped_waiter_leaves_no_grant() {
     let Some((url, admin_url)) = shared() else { return };
     let admin = admin(&admin_url).await;
-    let (a, b, c) = (
-        Locker::new(backend(&url).await),
-        Locker::new(backend(&url).await),
-        Locker::new(backend(&url).await),
-    );
+    let [a, b, c] = lockers(&url).await;
     let k = key("dropped");
     let g = a.lock(&k).lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
     let k2 = k.clone();
@@ -124,7 +119,7 @@ async fn dropped_waiter_leaves_no_grant() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_one_character_apart_do_not_collide() {
     let Some((url, _)) = shared() else { return };
-    let (a, b) = (Locker::new(backend(&url).await), Locker::new(backend(&url).await));
+    let [a, b] = lockers(&url).await;
     let base = key("near");
     let names: Vec<String> = ["a", "b", "A", "aa", "a ", "é"].iter().map(|s| format!("{base}{s}")).collect();
     let mut keys: Vec<i64> = names.iter().map(|n| advisory_key(n)).collect();

@@ -12,7 +12,7 @@ use lock_testkit::runtime_gone::{dropped_after_the_runtime, runtime};
 use lock_testkit::{eventually, within};
 
 mod common;
-use common::{admin, advisory_locks, backend, key, lock_ids, shared};
+use common::{admin, advisory_locks, backend, key, lock_ids, lockers, shared};
 
 const ANSWER: Duration = Duration::from_secs(10);
 
@@ -39,11 +39,7 @@ async fn blocked_holder(admin: &sqlx::PgPool, name: &str) -> Option<i32> {
 async fn wait_failing_after_the_grant_pools_no_lock() {
     let Some((url, admin_url)) = shared() else { return };
     let admin = admin(&admin_url).await;
-    let (a, b, c) = (
-        Locker::new(backend(&url).await),
-        Locker::new(backend(&url).await),
-        Locker::new(backend(&url).await),
-    );
+    let [a, b, c] = lockers(&url).await;
     let k = key("fence-write-fails");
     let g = a.try_lock(&k).await.expect("try").expect("free");
 

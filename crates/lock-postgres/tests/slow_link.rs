@@ -10,13 +10,13 @@ use lock_core::Locker;
 use lock_testkit::slow_link::{proxied, waited_grant_over_a_slow_link};
 
 mod common;
-use common::{admin, advisory_locks, backend, key, shared};
+use common::{admin, advisory_locks, backend, key, lockers, shared};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waited_grant_over_a_slow_link_is_never_held_past_the_session() {
     let Some((url, admin_url)) = shared() else { return };
     let (proxy, slow_url) = proxied(&url).await;
-    let (first, observer) = (Locker::new(backend(&url).await), Locker::new(backend(&url).await));
+    let [first, observer] = lockers(&url).await;
     let slow = Locker::new(backend(&slow_url).await);
     let admin = admin(&admin_url).await;
     let k = key("slow-link");

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::OwnerToken;
+use lock_core::{Locker, OwnerToken};
 use lock_postgres::sqlx::postgres::{PgPool, PgPoolOptions};
 use lock_postgres::{PgLock, advisory_key};
 use lock_testkit::server::{external_url, require_servers, try_shared_postgres};
@@ -38,6 +38,15 @@ pub async fn backend(url: &str) -> Arc<PgLock> {
         .await
         .expect("build");
     Arc::new(lock)
+}
+
+/// `N` clients of [`backend`]s on `url`, each with its own pool.
+pub async fn lockers<const N: usize>(url: &str) -> [Locker; N] {
+    let mut all = Vec::with_capacity(N);
+    for _ in 0..N {
+        all.push(Locker::new(backend(url).await));
+    }
+    all.try_into().unwrap_or_else(|_| unreachable!("N lockers made"))
 }
 
 pub async fn admin(url: &str) -> PgPool {
