@@ -20,7 +20,7 @@ macro_rules! stores {
         /// Every store compiled into this build, the in-process one first.
         static STORES: &[&Descriptor] = &[
             #[cfg(feature = "memory")]
-            &lock_core::backend::registry::MEMORY,
+            &lock_core::MemoryBackend::DESCRIPTOR,
             $(
                 #[cfg(feature = $feature)]
                 &$krate::DESCRIPTOR,

@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use tokio::time::Instant;
 
 use crate::error::{BenchError, Result};
-use crate::scenarios::{hist, us};
+use crate::micros::{hist, us};
 use crate::targets::Target;
 
 /// The floor of one target.

@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 mod alloc;
 mod error;
 mod floor;
+mod micros;
 mod peers;
 mod report;
 mod scenarios;

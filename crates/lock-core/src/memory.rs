@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+use crate::backend::registry::{Connected, Descriptor, Local};
 use crate::backend::{
     AcquireRequest, Attempt, Capability, Grant, LockBackend, LockInfo, Mutex, NotifyHub, RenewItem,
     Subscription,
@@ -219,18 +220,20 @@ impl MemoryBackend {
     }
 }
 
-/// The in-process store in the registry: `memory://<table>`, one table per name, so every
-/// "client" of `memory://x` in this process shares the locks of x.
-pub static DESCRIPTOR: crate::backend::registry::Descriptor = crate::backend::registry::Descriptor {
-    name: "memory",
-    schemes: &["memory"],
-    urls: "`memory://<table>`",
-    summary: "in-process table, shared by every `from_url` with the same name",
-    connect: |url| Box::pin(async move { Ok(named_table(url) as crate::backend::registry::Connected) }),
-    modes: &[],
-    local: Some(|| Ok(crate::backend::registry::Local { url: "memory://bench".into(), keep: Box::new(()) })),
-    watchdog_locks: None,
-};
+impl MemoryBackend {
+    /// The in-process store in the registry: `memory://<table>`, one table per name, so every
+    /// "client" of `memory://x` in this process shares the locks of x.
+    pub const DESCRIPTOR: Descriptor = Descriptor {
+        name: "memory",
+        schemes: &["memory"],
+        urls: "`memory://<table>`",
+        summary: "in-process table, shared by every `from_url` with the same name",
+        connect: |url| Box::pin(async move { Ok(named_table(url) as Connected) }),
+        modes: &[],
+        local: Some(|| Ok(Local { url: "memory://bench".into(), keep: Box::new(()) })),
+        watchdog_locks: None,
+    };
+}
 
 fn named_table(url: &str) -> Arc<MemoryBackend> {
     static TABLES: std::sync::LazyLock<Mutex<HashMap<String, MemoryBackend>>> =

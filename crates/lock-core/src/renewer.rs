@@ -17,12 +17,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::backend::RENEW_BATCH;
 use crate::backend::{Mutex, RenewItem};
 use crate::observe;
 use crate::{LeaseSignal, LockBackend, LockError, LostReason, OwnerToken};
-
-/// Most leases sent in one renew call (Redisson renews up to 100 keys per script call).
-pub const RENEW_BATCH: usize = 100;
 
 /// Longest sleep of the task: a table emptied by releases (which do not wake it) is noticed
 /// within this, and the task then exits, dropping its handle on the backend.

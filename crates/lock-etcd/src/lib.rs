@@ -8,7 +8,6 @@ mod backend;
 mod builder;
 mod cleanup;
 mod error;
-mod keeper;
 mod note;
 mod options;
 mod recipe;

@@ -17,7 +17,6 @@ mod session;
 mod session_mode;
 mod sql;
 mod waiters;
-mod warm;
 
 pub use backend::MySqlLock;
 pub use builder::MySqlLockBuilder;

@@ -23,12 +23,12 @@ use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
+use crate::session::Warm;
 use crate::session::{
     Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, granted, killable_wait, next_fence, server_idle,
 };
 use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NoteKind, PessimisticSql, hex_literal};
-use crate::warm::Warm;
 
 /// End the holding transaction (release): the connection goes back to the holders' pool with
 /// its session settings, which are the pool's own.

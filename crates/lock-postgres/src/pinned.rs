@@ -15,7 +15,11 @@ use sqlx::{AssertSqlSafe, Connection, Postgres, Row};
 
 use crate::error::{NAME, classify, is_connection_lost};
 use crate::key::lock_ids;
-use crate::session::CANCEL_GRACE;
+
+/// How long past the caller's deadline the client waits for the server's own `lock_timeout`
+/// before it cancels the wait itself with `pg_cancel_backend`: long enough for a loaded server
+/// to answer its own timeout, short enough that a caller's deadline stays honest.
+pub(crate) const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A pooled connection that may carry a session lock. Unless it was released cleanly, it is
 /// closed on drop instead of going back to the pool: the server then ends the session, and

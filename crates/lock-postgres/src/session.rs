@@ -16,13 +16,9 @@ use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
 use crate::key::{advisory_key, lock_ids};
-use crate::pinned::{Driver, Held, Pinned};
+use crate::pinned::{CANCEL_GRACE, Driver, Held, Pinned};
 use crate::sql::Sql;
 
-/// How long past the caller's deadline the client waits for the server's own `lock_timeout`
-/// before it cancels the wait itself with `pg_cancel_backend`: long enough for a loaded server
-/// to answer its own timeout, short enough that a caller's deadline stays honest.
-pub(crate) const CANCEL_GRACE: Duration = Duration::from_millis(250);
 /// Waits shorter than this are sent as a plain try (a `lock_timeout` of 0 means "no limit").
 const MIN_WAIT: Duration = Duration::from_millis(1);
 /// Shortest server-side idle bound: below it a scheduling stall of a loaded client (its task

@@ -11,8 +11,9 @@ use std::time::Duration;
 use dlock::lock_zk::zookeeper_client as zkc;
 use lock_testkit::interop::{Peer as Jvm, curator_peer};
 
-use super::{Ctx, hist};
+use super::Ctx;
 use crate::error::{BenchError, Result};
+use crate::micros::hist;
 use crate::report::Row;
 
 /// The session Curator asks for: `ZkLock`'s default, so both sides are clamped alike.

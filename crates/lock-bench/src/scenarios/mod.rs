@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use dlock::backend::Capability;
 use dlock::{Locker, OwnerToken};
-use hdrhistogram::Histogram;
 
 use crate::error::Result;
 use crate::floor::Floor;
@@ -199,16 +198,6 @@ pub static SCENARIOS: &[Scenario] = &[
         run: |cx| Box::pin(seeds::seeds(cx)),
     },
 ];
-
-/// A latency histogram in µs, up to two minutes.
-pub fn hist() -> Result<Histogram<u64>> {
-    Ok(Histogram::new_with_bounds(1, 120_000_000, 3)?)
-}
-
-/// Whole µs, at least 1 (the histogram's lowest value).
-pub fn us(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
-}
 
 #[cfg(test)]
 mod tests {

@@ -8,8 +8,9 @@ use std::time::Duration;
 use dlock::{RwLock, Semaphore};
 use tokio::time::Instant;
 
-use super::{Ctx, hist, us};
+use super::Ctx;
 use crate::error::{BenchError, Result};
+use crate::micros::{hist, us};
 use crate::report::Row;
 
 /// Lease of every part: long enough never to expire during a measurement.

@@ -10,10 +10,11 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use tokio::time::Instant;
 
+use super::Ctx;
 use super::client::Client;
-use super::{Ctx, hist, us};
 use crate::alloc::{Allocs, PerOp};
 use crate::error::{BenchError, Result};
+use crate::micros::{hist, us};
 use crate::report::Row;
 
 /// Lease of every lock a scenario takes: long enough never to expire during a measurement.

@@ -30,13 +30,15 @@ mod runtime;
 pub mod session;
 mod sync;
 
-pub use crate::renewer::RENEW_BATCH;
 pub use backoff::{Backoff, jitter, retry_cleanup};
 pub use cleanup::Cleanup;
 pub use notify::{NotifyHub, Subscription};
 pub use options::UrlOptions;
 pub use runtime::DropInRuntime;
 pub use sync::Mutex;
+
+/// Most leases sent in one renew call (Redisson renews up to 100 keys per script call).
+pub const RENEW_BATCH: usize = 100;
 
 /// `d` in whole milliseconds, rounded up and at least 1 (for `PX`/`PEXPIRE` arguments, where 0
 /// means "no expiry" or an error, and rounding down would shorten a lease).

@@ -14,10 +14,6 @@ use std::sync::Arc;
 use crate::Result;
 use crate::backend::LockBackend;
 
-/// The in-process store (`memory://<table>`).
-#[cfg(feature = "memory")]
-pub use crate::memory::DESCRIPTOR as MEMORY;
-
 /// A connected backend, as every caller that picks the store at run time holds it.
 pub type Connected = Arc<dyn LockBackend>;
 

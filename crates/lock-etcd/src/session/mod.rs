@@ -2,6 +2,8 @@
 //! generation, the send time of its last confirmed keep-alive, and what the keep-alive's
 //! failures mean for the holds taken on it (uncertain, held again, lost).
 
+mod keeper;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -19,7 +21,7 @@ use crate::builder::Config;
 use crate::cleanup;
 use crate::cleanup::Life;
 use crate::error::{bounded, lock_error};
-use crate::keeper::{Watch, keep_alive};
+use keeper::{Watch, keep_alive};
 
 /// One lease. Its generation tells its holds from those of an earlier lease.
 pub(crate) struct Session {

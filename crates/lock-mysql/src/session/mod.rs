@@ -13,6 +13,8 @@
 //! ([`SessionsExt::note`]) see them with `READ UNCOMMITTED`, and every end of the hold rolls them
 //! back before the key is free (`sql/notes_session_insert.sql`).
 
+mod warm;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +29,7 @@ use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_connection_lost, is_refused};
 use crate::sql::{NoteKind, hex_literal};
-use crate::warm::Warm;
+pub(crate) use warm::Warm;
 
 /// How long past the caller's deadline the client waits for the server's own timeout of a lock
 /// wait before it cancels the wait itself with `KILL QUERY`: long enough for a loaded server to
@@ -58,7 +60,7 @@ impl Pinned {
 
     /// End the hold with `stmt` (which, on a shared pool's connection, also gives the session
     /// its server-wide timeouts back); on success the connection is clean: dropped, it goes
-    /// back to the pool, or it may be kept for the next hold ([`Warm`](crate::warm::Warm)).
+    /// back to the pool, or it may be kept for the next hold ([`Warm`](warm::Warm)).
     pub(crate) async fn end(
         mut self,
         stmt: &'static str,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use lock_core::backend::Mutex;
 use tokio::time::Instant;
 
-use crate::session::Pinned;
+use super::Pinned;
 
 /// Clean holding connections kept for the next acquisition (pessimistic mode, whose holding
 /// connections come from a private pool and carry the holder's session settings): taking one

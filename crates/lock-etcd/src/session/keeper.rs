@@ -10,8 +10,8 @@ use lock_core::backend::Backoff;
 use lock_core::backend::queue::{Confirmed, QueueHold};
 use tokio::time::Instant;
 
+use super::Inner;
 use crate::error::lease_gone;
-use crate::session::Inner;
 
 /// Shortest keep-alive period: a tiny TTL must not turn it into a busy loop.
 const MIN_PERIOD: Duration = Duration::from_millis(10);
