@@ -9,20 +9,14 @@
 //! leaders' commands running at once show up as status 99.
 
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
-use lock_testkit::server::{external_url, shared_redis};
 use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 
-fn redis_url() -> String {
-    external_url("redis").unwrap_or_else(|| shared_redis().url())
-}
+mod common;
 
-fn key(case: &str) -> String {
-    lock_testkit::conformance::key(case)
-}
+use common::{delete_lock_behind_the_holder, dlock, key, pid, pid_of, redis_url, wait_exit, wait_for};
 
 /// `dlock leader` of a shell command that holds `$D/mutex`, writes its pid to `$D/pid.<tag>`
 /// and appends its term to `$D/terms`, then sleeps (exit 143 on SIGTERM).
@@ -44,18 +38,6 @@ fn dlock_leader(dir: &Path, key: &str, tag: &str, extra: &[&str]) -> Child {
         .expect("spawn dlock leader")
 }
 
-fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn pid_of(dir: &Path, tag: &str) -> Option<i32> {
-    std::fs::read_to_string(dir.join(format!("pid.{tag}"))).ok()?.trim().parse().ok()
-}
-
 /// The terms written by the commands, in order: (tag, fencing token).
 fn terms(dir: &Path) -> Vec<(String, u64)> {
     let text = std::fs::read_to_string(dir.join("terms")).unwrap_or_default();
@@ -65,38 +47,6 @@ fn terms(dir: &Path) -> Vec<(String, u64)> {
             (tag.to_owned(), t.parse().unwrap_or_else(|_| panic!("a numeric DLOCK_FENCING_TOKEN, got {l:?}")))
         })
         .collect()
-}
-
-fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(s) = child.try_wait().expect("try_wait") {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "dlock did not exit within {limit:?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn pid(c: &Child) -> Pid {
-    Pid::from_raw(i32::try_from(c.id()).expect("pid"))
-}
-
-fn dlock(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dlock")).args(args).stdin(Stdio::null()).output().expect("run dlock")
-}
-
-/// Delete `key`'s lock behind its holder's back, as an operator or a failover would.
-fn delete_lock_behind_the_holder(url: &str, key: &str) {
-    use dlock::lock_redis::{RedisLock, redis};
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
-    rt.block_on(async {
-        let lock = RedisLock::from_url(url).await.expect("redis").key_names(key).lock;
-        let client = redis::Client::open(url).expect("client");
-        let mut con = client.get_multiplexed_async_connection().await.expect("admin");
-        let n: i64 = redis::cmd("DEL").arg(&lock).query_async(&mut con).await.expect("DEL");
-        assert_eq!(n, 1, "the lock key {lock} is not there");
-    });
 }
 
 #[test]
@@ -155,7 +105,7 @@ fn lost_leadership_stops_the_command_and_the_next_term_starts_it_again() {
     let mut a = dlock_leader(dir.path(), &k, "a", &[]);
     wait_for("a's command starts", Duration::from_secs(20), || pid_of(dir.path(), "a").is_some());
     let first = pid_of(dir.path(), "a").expect("pid");
-    delete_lock_behind_the_holder(&redis_url(), &k);
+    delete_lock_behind_the_holder(&redis_url(), &k, Duration::ZERO);
     // The watchdog finds the lock gone, the command is stopped, and a campaigns again: the key
     // is free, so it leads again with a new term and a new command.
     wait_for("a's command runs again", Duration::from_secs(20), || {
@@ -174,7 +124,7 @@ fn with_once_lost_leadership_exits_76() {
     let k = key("leader-once");
     let mut a = dlock_leader(dir.path(), &k, "a", &["--once"]);
     wait_for("a's command starts", Duration::from_secs(20), || pid_of(dir.path(), "a").is_some());
-    delete_lock_behind_the_holder(&redis_url(), &k);
+    delete_lock_behind_the_holder(&redis_url(), &k, Duration::ZERO);
     assert_eq!(wait_exit(&mut a, Duration::from_secs(10)).code(), Some(76), "leadership lost with --once");
     assert_eq!(terms(dir.path()).len(), 1, "no second term with --once");
 }

@@ -7,16 +7,14 @@
 //! (its background `sleep`), shows up as status 99.
 
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lock_testkit::server::{external_url, shared_redis};
 use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 
-fn redis_url() -> String {
-    external_url("redis").unwrap_or_else(|| shared_redis().url())
-}
+mod common;
+
+use common::{delete_lock_behind_the_holder, dlock, key, pid, pid_of, redis_url, wait_exit, wait_for};
 
 /// `dlock run` of a shell command that holds `$D/mutex` while it sleeps `secs`, recording its
 /// pid in `$D/pid.<tag>`; with `trap`, it exits 143 on SIGTERM.
@@ -45,67 +43,10 @@ fn start_holder(dir: &Path, key: &str, trap: bool, extra: &[&str]) -> (Child, i3
     (a, pid_of(dir, "a").expect("pid"))
 }
 
-fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn pid_of(dir: &Path, tag: &str) -> Option<i32> {
-    std::fs::read_to_string(dir.join(format!("pid.{tag}"))).ok()?.trim().parse().ok()
-}
-
 /// Alive and not a zombie.
 fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
-}
-
-fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(s) = child.try_wait().expect("try_wait") {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "dlock did not exit within {limit:?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Delete `key`'s lock behind its holder's back, as an operator or a failover would, once the
-/// holder has it.
-fn delete_lock_behind_the_holder(url: &str, key: &str) {
-    use dlock::lock_redis::{RedisLock, redis};
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
-    rt.block_on(async {
-        let lock = RedisLock::from_url(url).await.expect("redis").key_names(key).lock;
-        let client = redis::Client::open(url).expect("client");
-        let mut con = client.get_multiplexed_async_connection().await.expect("admin");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let n: i64 = redis::cmd("DEL").arg(&lock).query_async(&mut con).await.expect("DEL");
-            if n == 1 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "the lock key {lock} never appeared");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
-}
-
-/// `dlock <args>`, its output collected.
-fn dlock(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dlock")).args(args).stdin(Stdio::null()).output().expect("run dlock")
-}
-
-fn key(case: &str) -> String {
-    lock_testkit::conformance::key(case)
-}
-
-fn pid(c: &Child) -> Pid {
-    Pid::from_raw(i32::try_from(c.id()).expect("pid"))
 }
 
 #[test]
@@ -146,7 +87,7 @@ fn a_lost_lock_stops_the_command_with_status_76() {
     let dir = tempfile::tempdir().expect("tmp");
     let k = key("lost");
     let (mut a, cmd) = start_holder(dir.path(), &k, false, &["--lease", "600ms", "--on-lost", "TERM:200ms"]);
-    delete_lock_behind_the_holder(&redis_url(), &k);
+    delete_lock_behind_the_holder(&redis_url(), &k, Duration::from_secs(10));
     let s = wait_exit(&mut a, Duration::from_secs(10));
     assert_eq!(s.code(), Some(76), "a lost lock exits 76");
     assert!(!alive(cmd), "command still running after the lock was lost");
@@ -294,7 +235,7 @@ fn logs_carry_no_colour_codes_off_a_terminal() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("dlock run");
-    delete_lock_behind_the_holder(&url, &k);
+    delete_lock_behind_the_holder(&url, &k, Duration::from_secs(10));
     let out = child.wait_with_output().expect("wait");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(76), "{err}");

@@ -1,0 +1,75 @@
+//! Helpers of the test binaries that run `dlock` as a real process against a real Redis
+//! (`mod common;` in each; cargo builds only the files directly under `tests/`).
+
+// Each test binary uses its own subset.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lock_testkit::server::{external_url, shared_redis};
+use nix::unistd::Pid;
+
+/// `LOCK_TEST_REDIS_URL`, else the private redis-server this test process shares.
+pub fn redis_url() -> String {
+    external_url("redis").unwrap_or_else(|| shared_redis().url())
+}
+
+pub fn key(case: &str) -> String {
+    lock_testkit::conformance::key(case)
+}
+
+/// `dlock <args>`, its output collected.
+pub fn dlock(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dlock")).args(args).stdin(Stdio::null()).output().expect("run dlock")
+}
+
+pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The pid a command wrote to `$D/pid.<tag>`, once it has.
+pub fn pid_of(dir: &Path, tag: &str) -> Option<i32> {
+    std::fs::read_to_string(dir.join(format!("pid.{tag}"))).ok()?.trim().parse().ok()
+}
+
+pub fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "dlock did not exit within {limit:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+pub fn pid(c: &Child) -> Pid {
+    Pid::from_raw(i32::try_from(c.id()).expect("pid"))
+}
+
+/// Delete `key`'s lock behind its holder's back, as an operator or a failover would: at once
+/// (`appear` zero: the lock must be there already), or once the holder has it, within `appear`.
+pub fn delete_lock_behind_the_holder(url: &str, key: &str, appear: Duration) {
+    use dlock::lock_redis::{RedisLock, redis};
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+    rt.block_on(async {
+        let lock = RedisLock::from_url(url).await.expect("redis").key_names(key).lock;
+        let client = redis::Client::open(url).expect("client");
+        let mut con = client.get_multiplexed_async_connection().await.expect("admin");
+        let deadline = Instant::now() + appear;
+        loop {
+            let n: i64 = redis::cmd("DEL").arg(&lock).query_async(&mut con).await.expect("DEL");
+            if n == 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the lock key {lock} is not there (waited {appear:?})");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
