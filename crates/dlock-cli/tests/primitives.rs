@@ -16,7 +16,9 @@ use nix::sys::signal::{Signal, kill};
 
 mod common;
 
-use common::{delete_lock_behind_the_holder, dlock, key, pid, pid_of, redis_url, wait_exit, wait_for};
+use common::{
+    delete_lock_behind_the_holder, dlock, key, pid, pid_of, redis_url, spawn_flocked, wait_exit, wait_for,
+};
 
 /// `dlock leader` of a shell command that holds `$D/mutex`, writes its pid to `$D/pid.<tag>`
 /// and appends its term to `$D/terms`, then sleeps (exit 143 on SIGTERM).
@@ -25,17 +27,11 @@ fn dlock_leader(dir: &Path, key: &str, tag: &str, extra: &[&str]) -> Child {
         "trap 'exit 143' TERM; echo $$ > \"$D/pid.{tag}\"; echo \"{tag} $DLOCK_FENCING_TOKEN\" >> \"$D/terms\"; \
          sleep 30 & wait $!"
     );
-    Command::new(env!("CARGO_BIN_EXE_dlock"))
-        .args(["leader", "--url", &redis_url(), "--key", key, "--identity", tag])
-        .args(["--lease", "1s", "--on-lost", "TERM:500ms"])
-        .args(extra)
-        .args(["--", "flock", "-n", "-E", "99"])
-        .arg(dir.join("mutex"))
-        .args(["sh", "-c", &body])
-        .env("D", dir)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn dlock leader")
+    let url = redis_url();
+    let mut args = vec!["leader", "--url", &url, "--key", key, "--identity", tag];
+    args.extend(["--lease", "1s", "--on-lost", "TERM:500ms"]);
+    args.extend(extra);
+    spawn_flocked(dir, &args, &body)
 }
 
 /// The terms written by the commands, in order: (tag, fencing token).

@@ -14,7 +14,9 @@ use nix::sys::signal::{Signal, kill};
 
 mod common;
 
-use common::{delete_lock_behind_the_holder, dlock, key, pid, pid_of, redis_url, wait_exit, wait_for};
+use common::{
+    delete_lock_behind_the_holder, dlock, key, pid, pid_of, redis_url, spawn_flocked, wait_exit, wait_for,
+};
 
 /// `dlock run` of a shell command that holds `$D/mutex` while it sleeps `secs`, recording its
 /// pid in `$D/pid.<tag>`; with `trap`, it exits 143 on SIGTERM.
@@ -23,16 +25,10 @@ fn dlock_run(dir: &Path, key: &str, tag: &str, secs: f64, trap: bool, extra: &[&
         "echo $$ > \"$D/pid.{tag}\"; {} sleep {secs} & wait $!",
         if trap { "trap 'exit 143' TERM;" } else { "" }
     );
-    Command::new(env!("CARGO_BIN_EXE_dlock"))
-        .args(["run", "--url", &redis_url(), "--key", key])
-        .args(extra)
-        .args(["--", "flock", "-n", "-E", "99"])
-        .arg(dir.join("mutex"))
-        .args(["sh", "-c", &body])
-        .env("D", dir)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn dlock run")
+    let url = redis_url();
+    let mut args = vec!["run", "--url", &url, "--key", key];
+    args.extend(extra);
+    spawn_flocked(dir, &args, &body)
 }
 
 /// A first `dlock run` (tag `a`) holding `key` while its command sleeps 30 s, returned once

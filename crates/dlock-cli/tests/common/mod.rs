@@ -25,6 +25,20 @@ pub fn dlock(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dlock")).args(args).stdin(Stdio::null()).output().expect("run dlock")
 }
 
+/// `dlock <args> -- flock -n -E 99 $D/mutex sh -c <body>` with `D` = `dir`: the command holds the
+/// shared file `$D/mutex` while it runs, and exits 99 when another command holds it.
+pub fn spawn_flocked(dir: &Path, args: &[&str], body: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args(args)
+        .args(["--", "flock", "-n", "-E", "99"])
+        .arg(dir.join("mutex"))
+        .args(["sh", "-c", body])
+        .env("D", dir)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn dlock {}: {e}", args[0]))
+}
+
 pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !cond() {
