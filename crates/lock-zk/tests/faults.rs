@@ -6,38 +6,23 @@
 //! Tests that stop or kill a server start their own; the others share this binary's server.
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{LeaseState, LockBackend, LockError, LockGuard, Locker, LostReason, OwnerToken};
+use lock_core::{LeaseState, LockBackend, LockError, LockGuard, LostReason, OwnerToken};
 use lock_testkit::proxy::Proxy;
 use lock_testkit::server::{self, ZkEnsemble, ZkServer};
 use lock_testkit::{cut_after, eventually};
 use lock_zk::{ZkLock, zookeeper_client as zk};
 use tokio::time::{Instant, timeout};
 
+mod common;
+
+use common::{children, close_session, locker, run_id};
+
 const SESSION: Duration = Duration::from_millis(1000);
 
-fn run_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..8].to_owned()
-}
-
 async fn zk_lock(connect: &str, session: Duration) -> ZkLock {
-    ZkLock::builder()
-        .connect_string(connect)
-        .root("/faults")
-        .session_timeout(session)
-        .build()
-        .await
-        .expect("connect to zookeeper")
-}
-
-fn locker(z: &ZkLock) -> Locker {
-    Locker::new(Arc::new(z.clone()) as Arc<dyn LockBackend>)
-}
-
-async fn children(client: &zk::Client, dir: &str) -> usize {
-    client.list_children(dir).await.map(|c| c.len()).unwrap_or(0)
+    common::zk_lock(connect, "/faults", session).await
 }
 
 /// 20 waiters queue behind a holder; every release wakes exactly one waiter (counted on the
@@ -465,13 +450,7 @@ async fn killed_session_reaches_every_nested_guard() {
     assert_eq!(z.held_count(), 1, "one hold, counted four times");
 
     proxy.blackhole(true);
-    let killer = zk::Client::connector()
-        .with_session(z.client().session().clone())
-        .with_session_timeout(SESSION)
-        .connect(&connect)
-        .await
-        .expect("take the session over");
-    drop(killer); // closes the session: its nodes go with it
+    close_session(&connect, z.client().session(), SESSION).await;
     let observer = zk::Client::connect(&connect).await.expect("observer");
     let dir = z.lock_dir(&key);
     eventually(Duration::from_secs(5), "session closed", || async { children(&observer, &dir).await == 0 })

@@ -5,16 +5,19 @@
 //! The scenarios (exclusion, FIFO hand-over, a holder killed mid-hold, fences, notes) are written
 //! once and run against Curator and against kazoo configured with `extra_lock_patterns=["-lock-"]`.
 //! Two more tests pin the unsafe mixes the README warns about. All share this binary's server.
-use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{LockBackend, LockError, LockGuard, Locker};
+use lock_core::{LockBackend, LockError, LockGuard};
 use lock_testkit::interop::{self, Peer};
 use lock_testkit::{eventually, server, within};
 use lock_zk::{ZkLock, zookeeper_client as zk};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+mod common;
+
+use common::{locker, run_id};
 
 /// Session timeout of our clients (nothing here waits for one to expire).
 const SESSION: Duration = Duration::from_secs(2);
@@ -92,10 +95,6 @@ async fn release(peer: &mut Peer) {
     peer.call("release", "RELEASED", ANSWER).await;
 }
 
-fn run_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..8].to_owned()
-}
-
 async fn zk_lock() -> ZkLock {
     ZkLock::builder()
         .connect_string(server::shared_zk().connect_string())
@@ -104,10 +103,6 @@ async fn zk_lock() -> ZkLock {
         .build()
         .await
         .expect("connect to zookeeper")
-}
-
-fn locker(z: &ZkLock) -> Locker {
-    Locker::new(Arc::new(z.clone()) as Arc<dyn LockBackend>)
 }
 
 async fn children(client: &zk::Client, dir: &str) -> Vec<String> {

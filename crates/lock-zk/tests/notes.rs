@@ -3,43 +3,28 @@
 //! release, the session closed): readers then see no note or the next holder's, never the old.
 //!
 //! All share this binary's server.
-use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{LeaseState, LockBackend, LockError, Locker, OwnerToken};
+use lock_core::{LeaseState, LockBackend, LockError, OwnerToken};
 use lock_testkit::proxy::Proxy;
 use lock_testkit::{eventually, server, within};
-use lock_zk::{ZkLock, zookeeper_client as zk};
+use lock_zk::ZkLock;
 use tokio::sync::mpsc;
+
+mod common;
+
+use common::{children, close_session, locker, run_id};
 
 const SESSION: Duration = Duration::from_millis(1000);
 /// How long any answer may take on a loaded 2-core machine.
 const ANSWER: Duration = Duration::from_secs(10);
 
-fn run_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..8].to_owned()
-}
-
 async fn zk_lock(connect: &str) -> ZkLock {
-    ZkLock::builder()
-        .connect_string(connect)
-        .root("/notes")
-        .session_timeout(SESSION)
-        .build()
-        .await
-        .expect("connect to zookeeper")
+    common::zk_lock(connect, "/notes", SESSION).await
 }
 
 async fn shared_lock() -> ZkLock {
     zk_lock(&server::shared_zk().connect_string()).await
-}
-
-fn locker(z: &ZkLock) -> Locker {
-    Locker::new(Arc::new(z.clone()) as Arc<dyn LockBackend>)
-}
-
-async fn queue_len(client: &zk::Client, dir: &str) -> usize {
-    client.list_children(dir).await.map(|c| c.len()).unwrap_or(0)
 }
 
 /// A waiter on `key` through `z`, reporting its guard on the channel once granted; returns when
@@ -52,7 +37,7 @@ async fn queue_waiter(z: &ZkLock, key: &str, ahead: usize) -> mpsc::UnboundedRec
         let _ = tx.send(g);
     });
     let (observer, dir) = (z.client(), z.lock_dir(key));
-    eventually(ANSWER, "waiter queued", || async { queue_len(&observer, &dir).await == ahead + 1 }).await;
+    eventually(ANSWER, "waiter queued", || async { children(&observer, &dir).await == ahead + 1 }).await;
     rx
 }
 
@@ -153,7 +138,7 @@ async fn note_ends_with_the_hold() {
     }
     assert_eq!(reader.note(&key).await.expect("note").as_deref(), Some("first 4"));
     assert!(granted.try_recv().is_err(), "the waiter is not granted while the first holds");
-    assert_eq!(queue_len(&reader.client(), &first.lock_dir(&key)).await, 2, "the waiter still queued");
+    assert_eq!(children(&reader.client(), &first.lock_dir(&key)).await, 2, "the waiter still queued");
 
     g.release().await.expect("release");
     let next = within(ANSWER, "the waiter is granted", granted.recv()).await.expect("granted");
@@ -180,13 +165,7 @@ async fn note_dies_with_the_session() {
     let mut granted = queue_waiter(&waiter, &key, 1).await;
 
     proxy.blackhole(true);
-    let killer = zk::Client::connector()
-        .with_session(holder.client().session().clone())
-        .with_session_timeout(SESSION)
-        .connect(&connect)
-        .await
-        .expect("take the session over");
-    drop(killer); // closes the session: its node goes with it
+    close_session(&connect, holder.client().session(), SESSION).await;
     let next = within(ANSWER, "the waiter is granted", granted.recv()).await.expect("granted");
     assert_eq!(reader.note(&key).await.expect("note"), None, "never the dead holder's note");
     proxy.blackhole(false);

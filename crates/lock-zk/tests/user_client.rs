@@ -3,22 +3,17 @@
 //! URL on the same root, reports the session's troubles on its guards, fails every acquisition
 //! with a typed error once the session is gone, and leaves the client usable for the caller.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{LeaseState, LockBackend, LockError, Locker, LostReason};
+use lock_core::{LeaseState, LockBackend, LockError, LostReason};
 use lock_testkit::proxy::Proxy;
 use lock_testkit::server;
 use lock_testkit::{eventually, within};
 use lock_zk::{SessionEnded, ZkLock, encode_key, zookeeper_client as zk};
 
-fn run_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..8].to_owned()
-}
+mod common;
 
-fn locker(z: &ZkLock) -> Locker {
-    Locker::new(Arc::new(z.clone()) as Arc<dyn LockBackend>)
-}
+use common::{close_session, locker, run_id};
 
 /// A persistent node at `path` (test setup through a plain client).
 async fn mkdir(client: &zk::Client, path: &str) {
@@ -122,6 +117,20 @@ async fn user_client_keeps_working_for_the_users_znodes() {
     user.delete(&own, None).await.expect("cleanup");
 }
 
+/// The user's client, with a `session` timeout, connected to the shared server through a proxy
+/// of its own, and a lock on it under `/user-client`.
+async fn proxied_user_lock(session: Duration) -> (Proxy, zk::Client, ZkLock) {
+    let port = server::shared_zk().port();
+    let proxy = Proxy::start(format!("127.0.0.1:{port}").parse().expect("addr")).await.expect("proxy");
+    let user = zk::Client::connector()
+        .with_session_timeout(session)
+        .connect(&format!("127.0.0.1:{}", proxy.port()))
+        .await
+        .expect("user's client");
+    let z = ZkLock::builder().client(user.clone()).root("/user-client").build().await.expect("lock");
+    (proxy, user, z)
+}
+
 /// The user's session is cut off (Uncertain), then closed behind its back as the fault tests
 /// do (the session taken over and closed by another connection): the held guard is Lost, every
 /// later acquisition fails at once with the typed `SessionEnded` (no hang to the deadline, no
@@ -130,14 +139,7 @@ async fn user_client_keeps_working_for_the_users_znodes() {
 async fn user_client_session_expiry_loses_guards_and_fails_later_acquires() {
     const SESSION: Duration = Duration::from_millis(2000);
     let connect = server::shared_zk().connect_string();
-    let port = server::shared_zk().port();
-    let proxy = Proxy::start(format!("127.0.0.1:{port}").parse().expect("addr")).await.expect("proxy");
-    let user = zk::Client::connector()
-        .with_session_timeout(SESSION)
-        .connect(&format!("127.0.0.1:{}", proxy.port()))
-        .await
-        .expect("user's client");
-    let z = ZkLock::builder().client(user.clone()).root("/user-client").build().await.expect("lock");
+    let (proxy, user, z) = proxied_user_lock(SESSION).await;
     let l = locker(&z);
     let key = format!("expire-{}", run_id());
     let g = l.try_lock(&key).await.expect("try").expect("free");
@@ -147,13 +149,7 @@ async fn user_client_session_expiry_loses_guards_and_fails_later_acquires() {
     within(SESSION, "uncertain while cut off", states.wait_for(|s| *s == LeaseState::Uncertain))
         .await
         .expect("state channel");
-    let killer = zk::Client::connector()
-        .with_session(user.session().clone())
-        .with_session_timeout(SESSION)
-        .connect(&connect)
-        .await
-        .expect("take the session over");
-    drop(killer); // closes the session: its nodes go with it
+    close_session(&connect, user.session(), SESSION).await;
     let observer = zk::Client::connect(&connect).await.expect("observer");
     let dir = z.lock_dir(&key);
     eventually(Duration::from_secs(5), "session closed", || async {
@@ -236,14 +232,7 @@ async fn user_client_refuses_connection_settings() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_client_cut_off_gives_holds_up_at_the_deadline() {
     const SESSION: Duration = Duration::from_millis(2000);
-    let port = server::shared_zk().port();
-    let proxy = Proxy::start(format!("127.0.0.1:{port}").parse().expect("addr")).await.expect("proxy");
-    let user = zk::Client::connector()
-        .with_session_timeout(SESSION)
-        .connect(&format!("127.0.0.1:{}", proxy.port()))
-        .await
-        .expect("user's client");
-    let z = ZkLock::builder().client(user.clone()).root("/user-client").build().await.expect("lock");
+    let (proxy, user, z) = proxied_user_lock(SESSION).await;
     let l = locker(&z);
     let key = format!("cut-{}", run_id());
     let g = l.try_lock(&key).await.expect("try").expect("free");
