@@ -5,11 +5,14 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use lock_core::backend::Mutex;
 use lock_etcd::EtcdLock;
 use lock_etcd::etcd_client::{self as etcd, GetOptions, SortOrder, SortTarget};
 use lock_testkit::proxy::Proxy;
-use lock_testkit::{Client, ClientFaults, Factory, FaultResult, Unsupported, server};
+use lock_testkit::{Client, ClientFaults, Factory, FaultResult, server};
+
+mod support;
+
+use support::proxied::{Proxies, cut};
 
 /// Lease TTL of every test client: etcd's floor with the test kit's Raft timings.
 const TTL: Duration = Duration::from_secs(1);
@@ -18,39 +21,30 @@ const TTL: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct EtcdFactory {
     endpoints: Vec<String>,
-    /// `Some`: every client connects through a proxy of its own (kept here, for as long as the
-    /// test runs), which its `cut_connection` hook uses.
-    proxies: Option<Mutex<Vec<Arc<Proxy>>>>,
+    /// Used by the clients' `cut_connection` hooks.
+    proxies: Proxies,
 }
 
 /// A factory on the shared server.
 pub async fn factory() -> EtcdFactory {
     let endpoints = server::external_url("etcd").unwrap_or_else(|| server::shared_etcd().endpoint());
-    EtcdFactory { endpoints: endpoints.split(',').map(str::to_owned).collect(), proxies: None }
+    EtcdFactory { endpoints: endpoints.split(',').map(str::to_owned).collect(), proxies: Proxies::direct() }
 }
 
 /// A factory whose clients connect through proxies of their own, on the shared server.
 pub async fn proxied() -> EtcdFactory {
-    EtcdFactory { proxies: Some(Mutex::default()), ..factory().await }
+    EtcdFactory { proxies: Proxies::each(), ..factory().await }
 }
 
 #[lock_core::async_trait]
 impl Factory for EtcdFactory {
     fn label(&self) -> String {
-        let proxied = if self.proxies.is_some() { "+proxied" } else { "" };
+        let proxied = if self.proxies.are_used() { "+proxied" } else { "" };
         format!("etcd{proxied}")
     }
 
     async fn client(&self) -> Client {
-        let proxy = match &self.proxies {
-            Some(all) => {
-                let server = self.endpoints[0].parse().expect("one host:port");
-                let proxy = Arc::new(Proxy::start(server).await.expect("proxy"));
-                all.lock().push(proxy.clone());
-                Some(proxy)
-            }
-            None => None,
-        };
+        let proxy = self.proxies.start(&self.endpoints[0]).await;
         let endpoints = match &proxy {
             Some(p) => vec![p.addr().to_string()],
             None => self.endpoints.clone(),
@@ -109,11 +103,7 @@ impl ClientFaults for Operator {
     /// Close the client's connection; the client reconnects and its lease, kept alive within
     /// its TTL, keeps its locks.
     async fn cut_connection(&self, _key: &str) -> FaultResult {
-        let Some(proxy) = &self.proxy else {
-            return Err(Unsupported::new("cut_connection", "clients connect directly (no proxy to cut)"));
-        };
-        proxy.cut();
-        Ok(())
+        cut(self.proxy.as_deref())
     }
 
     /// Revoke the client's lease from another client: every key under it goes.

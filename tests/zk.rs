@@ -5,10 +5,13 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use lock_core::backend::Mutex;
 use lock_testkit::proxy::Proxy;
-use lock_testkit::{Client, ClientFaults, Factory, FaultResult, Unsupported, eventually, server};
+use lock_testkit::{Client, ClientFaults, Factory, FaultResult, Unsupported, eventually, server, zk_queue};
 use lock_zk::{ZkLock, zookeeper_client as zk};
+
+mod support;
+
+use support::proxied::{Proxies, cut};
 
 /// Session timeout of every test client; the server (tickTime 50 ms) accepts it as is.
 const SESSION: Duration = Duration::from_millis(1000);
@@ -29,9 +32,8 @@ pub enum Mode {
 pub struct ZkFactory {
     mode: Mode,
     connect: String,
-    /// `Some`: every client connects through a proxy of its own (kept here, for as long as the
-    /// test runs), which its `cut_connection` and `expire_session` hooks use.
-    proxies: Option<Mutex<Vec<Arc<Proxy>>>>,
+    /// Used by the clients' `cut_connection` and `expire_session` hooks.
+    proxies: Proxies,
 }
 
 /// A factory for `mode` on the shared server.
@@ -41,32 +43,23 @@ pub async fn factory(mode: Mode) -> ZkFactory {
         Mode::Plain => hosts,
         Mode::Secured => format!("{hosts}/dlock-secured"),
     };
-    ZkFactory { mode, connect, proxies: None }
+    ZkFactory { mode, connect, proxies: Proxies::direct() }
 }
 
 /// A plain factory whose clients connect through proxies of their own, on the shared server.
 pub async fn proxied() -> ZkFactory {
-    ZkFactory { proxies: Some(Mutex::default()), ..factory(Mode::Plain).await }
+    ZkFactory { proxies: Proxies::each(), ..factory(Mode::Plain).await }
 }
 
 #[lock_core::async_trait]
 impl Factory for ZkFactory {
     fn label(&self) -> String {
-        let proxied = if self.proxies.is_some() { "+proxied" } else { "" };
+        let proxied = if self.proxies.are_used() { "+proxied" } else { "" };
         format!("zk/{:?}{proxied}", self.mode).to_lowercase()
     }
 
     async fn client(&self) -> Client {
-        let proxy = match &self.proxies {
-            Some(all) => {
-                let server =
-                    self.connect.split(',').next().and_then(|h| h.parse().ok()).expect("one host:port");
-                let proxy = Arc::new(Proxy::start(server).await.expect("proxy"));
-                all.lock().push(proxy.clone());
-                Some(proxy)
-            }
-            None => None,
-        };
+        let proxy = self.proxies.start(self.connect.split(',').next().unwrap_or_default()).await;
         let connect = match &proxy {
             Some(p) => p.addr().to_string(),
             None => self.connect.clone(),
@@ -126,26 +119,15 @@ impl ClientFaults for Operator {
         let dir = self.holder().lock_dir(key);
         let admin = self.admin().await;
         let children = admin.list_children(&dir).await.expect("list the lock directory");
-        let head = children
-            .iter()
-            .filter_map(|c| {
-                c.rsplit_once("-lock-").and_then(|(_, seq)| seq.parse::<u64>().ok()).map(|s| (s, c))
-            })
-            .min()
-            .map(|(_, c)| format!("{dir}/{c}"));
-        let head = head.unwrap_or_else(|| panic!("sever: no lock node under {dir}"));
-        admin.delete(&head, None).await.expect("delete the holder's node");
+        let head = zk_queue::head(&children).unwrap_or_else(|| panic!("sever: no lock node under {dir}"));
+        admin.delete(&format!("{dir}/{head}"), None).await.expect("delete the holder's node");
         Ok(())
     }
 
     /// Close the client's connection; ZooKeeper keeps the session, so the client reconnects
     /// and its locks survive.
     async fn cut_connection(&self, _key: &str) -> FaultResult {
-        let Some(proxy) = &self.proxy else {
-            return Err(Unsupported::new("cut_connection", "clients connect directly (no proxy to cut)"));
-        };
-        proxy.cut();
-        Ok(())
+        cut(self.proxy.as_deref())
     }
 
     /// Take the client's session over from another connection and close it, while the client's

@@ -1,4 +1,5 @@
 //! Fixtures shared by several test binaries (`mod support;` in each). Not a test target:
 //! cargo only builds the files directly under `tests/`.
 
+pub mod proxied;
 pub mod redis;

@@ -19,6 +19,7 @@ pub mod runtime_gone;
 pub mod server;
 pub mod slow_link;
 pub mod stall;
+pub mod zk_queue;
 
 pub use factory::{Client, ClientFaults, Factory, FaultResult, LoseBy, Loss, Unsupported, key, skip};
 pub use memory::MemoryFactory;

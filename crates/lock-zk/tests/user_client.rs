@@ -311,7 +311,7 @@ mod conformance {
 
     use lock_core::backend::Mutex;
     use lock_testkit::proxy::Proxy;
-    use lock_testkit::{Client, ClientFaults, Factory, FaultResult, eventually, server};
+    use lock_testkit::{Client, ClientFaults, Factory, FaultResult, eventually, server, zk_queue};
     use lock_zk::{ZkLock, zookeeper_client as zk};
 
     const SESSION: Duration = Duration::from_millis(1000);
@@ -383,15 +383,8 @@ mod conformance {
             let dir = self.holder().lock_dir(key);
             let admin = self.admin().await;
             let children = admin.list_children(&dir).await.expect("list the lock directory");
-            let head = children
-                .iter()
-                .filter_map(|c| {
-                    c.rsplit_once("-lock-").and_then(|(_, s)| s.parse::<u64>().ok()).map(|s| (s, c))
-                })
-                .min()
-                .map(|(_, c)| format!("{dir}/{c}"))
-                .unwrap_or_else(|| panic!("sever: no lock node under {dir}"));
-            admin.delete(&head, None).await.expect("delete the holder's node");
+            let head = zk_queue::head(&children).unwrap_or_else(|| panic!("sever: no lock node under {dir}"));
+            admin.delete(&format!("{dir}/{head}"), None).await.expect("delete the holder's node");
             Ok(())
         }
 
