@@ -27,23 +27,10 @@ use lock_testkit::server::{
     EtcdCluster, EtcdServer, FaultControl, MariaDbServer, PgServer, RedisCluster, RedisSentinelSet,
     RedisServer, ZkEnsemble, ZkServer, or_skip,
 };
-use lock_testkit::{Client, Factory};
 
-/// Clients built from a URL (each a separate connection or session).
-struct UrlFactory {
-    label: String,
-    url: String,
-}
+mod support;
 
-#[async_trait]
-impl Factory for UrlFactory {
-    fn label(&self) -> String {
-        self.label.clone()
-    }
-    async fn client(&self) -> Client {
-        Client::new(dlock::from_url(&self.url).await.expect("client"))
-    }
-}
+use support::url::{UrlFactory, through};
 
 /// The faults, in the order a seed picks them (`seed % 7`).
 const FAULTS: [&str; 7] = ["none", "pause", "blackhole", "cut", "kill", "latency", "session"];
@@ -205,8 +192,7 @@ async fn redis_py_interop_generative() {
 async fn mysql(mode: &str) {
     let Some(srv) = or_skip("mariadb", MariaDbServer::start()) else { return };
     let (base, port) = (srv.url(), srv.port());
-    let url =
-        move |p: u16| format!("{}?mode={mode}", base.replacen(&format!(":{port}/"), &format!(":{p}/"), 1));
+    let url = move |p: u16| format!("{}?mode={mode}", through(&base, port, p));
     let held_by_session = mode != "optimistic";
     let revokes = Revokes { on_cut: held_by_session, on_restart: false, on_session_kill: held_by_session };
     let session = KillSessions::MariaDb(&srv);
@@ -232,7 +218,7 @@ async fn mysql_get_lock_generative() {
 async fn postgres_generative() {
     let Some(srv) = or_skip("postgres", PgServer::start()) else { return };
     let (base, port) = (srv.url(), srv.port());
-    let url = move |p: u16| base.replacen(&format!(":{port}/"), &format!(":{p}/"), 1);
+    let url = move |p: u16| through(&base, port, p);
     let revokes = Revokes { on_cut: true, on_restart: false, on_session_kill: true };
     let session = KillSessions::Postgres(&srv);
     generative("postgres", &srv, port, revokes, Some(session), url).await;

@@ -10,29 +10,17 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use lock_core::async_trait;
+use lock_testkit::Factory;
 use lock_testkit::history::nemesis::{Blackhole, Cut, KillLeader, KillRestart, KillSessions, Pause};
 use lock_testkit::history::{Nemesis, Report, Workload, run};
 use lock_testkit::proxy::Proxy;
 use lock_testkit::server::{
     EtcdServer, FaultControl, MariaDbServer, PgServer, RedisServer, ZkEnsemble, ZkServer, or_skip,
 };
-use lock_testkit::{Client, Factory};
 
-/// Clients built from a URL (each a separate connection or session).
-struct UrlFactory {
-    label: String,
-    url: String,
-}
+mod support;
 
-#[async_trait]
-impl Factory for UrlFactory {
-    fn label(&self) -> String {
-        self.label.clone()
-    }
-    async fn client(&self) -> Client {
-        Client::new(dlock::from_url(&self.url).await.expect("client"))
-    }
-}
+use support::url::{UrlFactory, through};
 
 fn workload() -> Workload {
     let w = Workload { crash_every: Some(150), max_time: Duration::from_secs(5), ..Workload::default() }
@@ -146,8 +134,7 @@ async fn redis_fair_history() {
 async fn mysql_history(mode: &str) {
     let Some(srv) = or_skip("mariadb", MariaDbServer::start()) else { return };
     let (base, port) = (srv.url(), srv.port());
-    let url =
-        move |p: u16| format!("{}?mode={mode}", base.replacen(&format!(":{port}/"), &format!(":{p}/"), 1));
+    let url = move |p: u16| format!("{}?mode={mode}", through(&base, port, p));
     let revokes = Revokes { on_cut: mode == "pessimistic", on_restart: false };
     schedules(&format!("mysql/{mode}"), &srv, srv.port(), revokes, url).await;
 }
@@ -183,7 +170,7 @@ async fn etcd_history() {
 async fn postgres_history() {
     let Some(srv) = or_skip("postgres", PgServer::start()) else { return };
     let (base, port) = (srv.url(), srv.port());
-    let url = move |p: u16| base.replacen(&format!(":{port}/"), &format!(":{p}/"), 1);
+    let url = move |p: u16| through(&base, port, p);
     schedules("postgres", &srv, port, Revokes { on_cut: true, on_restart: false }, url).await;
 }
 

@@ -3,3 +3,4 @@
 
 pub mod proxied;
 pub mod redis;
+pub mod url;
