@@ -8,41 +8,25 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{LeaseState, LockBackend, Locker, LostReason, RwLock, Semaphore};
+use lock_core::{LeaseState, LostReason, RwLock, Semaphore};
 use lock_etcd::EtcdLock;
-use lock_etcd::etcd_client::{self as etcd, GetOptions};
+use lock_etcd::etcd_client as etcd;
 use lock_testkit::{eventually, key, server, within};
 use tokio::time::{Instant, timeout};
 
-/// etcd's shortest lease with the test kit's Raft timings.
-const TTL: Duration = Duration::from_secs(1);
+mod common;
+
+use common::{TTL, locker, queued};
+
 /// How long a leftover key may take to go: far under the life of the lease it lives under.
 const CLEANED: Duration = Duration::from_secs(3);
 
 async fn etcd_lock_at(endpoint: String, ttl: Duration, request_timeout: Duration) -> EtcdLock {
-    EtcdLock::builder()
-        .endpoints([endpoint])
-        .prefix("/cancel")
-        .lease_ttl(ttl)
-        .request_timeout(request_timeout)
-        .build()
-        .await
-        .expect("connect to etcd")
+    common::etcd_lock([endpoint], "/cancel", ttl, request_timeout).await
 }
 
 async fn etcd_lock() -> EtcdLock {
     etcd_lock_at(server::shared_etcd().endpoint(), TTL, Duration::from_secs(2)).await
-}
-
-fn locker(e: &EtcdLock) -> Locker {
-    Locker::new(Arc::new(e.clone()) as Arc<dyn LockBackend>)
-}
-
-/// How many keys are queued under `prefix`.
-async fn queued(client: &etcd::Client, prefix: &str) -> usize {
-    let opts = GetOptions::new().with_prefix().with_count_only();
-    let mut c = client.clone();
-    c.get(prefix, Some(opts)).await.map_or(usize::MAX, |r| usize::try_from(r.count()).unwrap_or(0))
 }
 
 /// The `i`-th cut-off offset, spread over `0..max_us` microseconds: on loopback a refused

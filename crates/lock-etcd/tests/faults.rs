@@ -6,35 +6,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lock_core::{LeaseState, LockBackend, LockError, LockGuard, Locker, LostReason};
+use lock_core::{LeaseState, LockBackend, LockError, LockGuard, LostReason};
 use lock_etcd::EtcdLock;
-use lock_etcd::etcd_client::{self as etcd, GetOptions};
+use lock_etcd::etcd_client as etcd;
 use lock_testkit::server::{self, EtcdCluster, EtcdServer};
 use lock_testkit::{eventually, key, within};
 use tokio::time::{Instant, timeout};
 
-/// etcd's shortest lease with the test kit's Raft timings.
-const TTL: Duration = Duration::from_secs(1);
+mod common;
+
+use common::{TTL, locker, queued};
 
 async fn etcd_lock(endpoints: &[String], ttl: Duration) -> EtcdLock {
-    EtcdLock::builder()
-        .endpoints(endpoints.iter().cloned())
-        .prefix("/faults")
-        .lease_ttl(ttl)
-        .request_timeout(Duration::from_secs(2))
-        .build()
-        .await
-        .expect("connect to etcd")
-}
-
-fn locker(e: &EtcdLock) -> Locker {
-    Locker::new(Arc::new(e.clone()) as Arc<dyn LockBackend>)
-}
-
-/// How many keys are queued under `prefix`.
-async fn queued(client: &mut etcd::Client, prefix: &str) -> usize {
-    let opts = GetOptions::new().with_prefix().with_count_only();
-    client.get(prefix, Some(opts)).await.map_or(usize::MAX, |r| usize::try_from(r.count()).unwrap_or(0))
+    common::etcd_lock(endpoints.iter().cloned(), "/faults", ttl, Duration::from_secs(2)).await
 }
 
 fn shared() -> Vec<String> {
@@ -51,7 +35,7 @@ async fn one_release_wakes_exactly_the_next_waiter() {
     let holder = etcd_lock(&endpoints, TTL).await;
     let prefix = holder.lock_prefix(&k);
     let g = locker(&holder).try_lock(&k).await.expect("try").expect("free");
-    let mut observer = holder.client();
+    let observer = holder.client();
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, LockGuard)>();
     let mut clients = Vec::new();
@@ -65,9 +49,9 @@ async fn one_release_wakes_exactly_the_next_waiter() {
         });
         // Queue strictly one after another, so arrival order is known.
         eventually(Duration::from_secs(5), "waiter queued", || {
-            let mut c = observer.clone();
+            let c = observer.clone();
             let prefix = prefix.clone();
-            async move { queued(&mut c, &prefix).await == i + 2 }
+            async move { queued(&c, &prefix).await == i + 2 }
         })
         .await;
     }
@@ -82,16 +66,12 @@ async fn one_release_wakes_exactly_the_next_waiter() {
         order.push(i);
         fences.push(g.fence());
         assert_eq!(wakeups(), step as u64 + 1, "release {step} woke more than one waiter");
-        assert_eq!(
-            queued(&mut observer, &prefix).await,
-            WAITERS - step,
-            "queue length after hand-over {step}"
-        );
+        assert_eq!(queued(&observer, &prefix).await, WAITERS - step, "queue length after hand-over {step}");
         g.release().await.expect("release");
     }
     assert_eq!(order, (0..WAITERS).collect::<Vec<_>>(), "waiters were not served in arrival order");
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "fences increase: {fences:?}");
-    assert_eq!(queued(&mut observer, &prefix).await, 0, "no key left behind");
+    assert_eq!(queued(&observer, &prefix).await, 0, "no key left behind");
 }
 
 /// The holder's lease is revoked from another client: every hold of that client is lost
@@ -196,9 +176,9 @@ async fn cluster_leader_killed_while_held_and_waited() {
     let observer = holder.client();
     let prefix = holder.lock_prefix(&k);
     eventually(Duration::from_secs(10), "both waiters queued", || {
-        let mut c = observer.clone();
+        let c = observer.clone();
         let prefix = prefix.clone();
-        async move { queued(&mut c, &prefix).await == 3 }
+        async move { queued(&c, &prefix).await == 3 }
     })
     .await;
 
@@ -230,9 +210,9 @@ async fn cluster_leader_killed_while_held_and_waited() {
     // as usize::MAX, which once failed this case): ask until it answers, and the answer is 0,
     // within 3 s (well under the 10 s lease a leftover key of a dead session would live).
     eventually(Duration::from_secs(3), "no key left behind", || {
-        let mut c = observer.clone();
+        let c = observer.clone();
         let prefix = prefix.clone();
-        async move { queued(&mut c, &prefix).await == 0 }
+        async move { queued(&c, &prefix).await == 0 }
     })
     .await;
 }
@@ -249,20 +229,20 @@ async fn dropped_acquire_mid_wait_leaves_no_key() {
         etcd_lock(&endpoints, TTL).await,
     );
     let prefix = a.lock_prefix(&k);
-    let mut observer = a.client();
+    let observer = a.client();
     let g = locker(&a).try_lock(&k).await.expect("try").expect("free");
     let lb = locker(&b);
     let waiting = lb.lock(&k).wait(Duration::from_secs(30)).acquire();
     let cut = timeout(Duration::from_millis(300), waiting).await;
     assert!(cut.is_err(), "the waiter cannot have acquired a held key");
     eventually(Duration::from_secs(2), "the dropped waiter's key is gone", || {
-        let mut c = observer.clone();
+        let c = observer.clone();
         let prefix = prefix.clone();
-        async move { queued(&mut c, &prefix).await == 1 }
+        async move { queued(&c, &prefix).await == 1 }
     })
     .await;
     g.release().await.expect("release");
-    assert_eq!(queued(&mut observer, &prefix).await, 0, "nothing queued after the release");
+    assert_eq!(queued(&observer, &prefix).await, 0, "nothing queued after the release");
     let t = Instant::now();
     let g = locker(&c).try_lock(&k).await.expect("try").expect("free at once");
     assert!(t.elapsed() < Duration::from_secs(1));

@@ -3,34 +3,24 @@
 //! release, the lease revoked): readers then see no note or the next holder's, never the old.
 //!
 //! All share this binary's server.
-use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{LeaseState, LockBackend, LockError, LockGuard, Locker, LostReason, OwnerToken};
+use lock_core::{LeaseState, LockBackend, LockError, LockGuard, LostReason, OwnerToken};
 use lock_etcd::EtcdLock;
 use lock_etcd::etcd_client::{self as etcd, GetOptions, SortOrder, SortTarget};
 use lock_testkit::server;
 use lock_testkit::{eventually, key, within};
 use tokio::sync::mpsc;
 
-/// etcd's shortest lease with the test kit's Raft timings.
-const TTL: Duration = Duration::from_secs(1);
+mod common;
+
+use common::{TTL, locker};
+
 /// How long any answer may take on a loaded 2-core machine.
 const ANSWER: Duration = Duration::from_secs(10);
 
 async fn etcd_lock() -> EtcdLock {
-    EtcdLock::builder()
-        .endpoints([server::shared_etcd().endpoint()])
-        .prefix("/notes")
-        .lease_ttl(TTL)
-        .request_timeout(Duration::from_secs(2))
-        .build()
-        .await
-        .expect("connect to etcd")
-}
-
-fn locker(e: &EtcdLock) -> Locker {
-    Locker::new(Arc::new(e.clone()) as Arc<dyn LockBackend>)
+    common::etcd_lock([server::shared_etcd().endpoint()], "/notes", TTL, Duration::from_secs(2)).await
 }
 
 /// Every key queued under `prefix` (first = holder) with its value and version.
