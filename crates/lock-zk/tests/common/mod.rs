@@ -18,13 +18,8 @@ pub fn run_id() -> String {
 
 /// A backend on `connect` (a session of its own) with lock directories under `root`.
 pub async fn zk_lock(connect: &str, root: &str, session: Duration) -> ZkLock {
-    ZkLock::builder()
-        .connect_string(connect)
-        .root(root)
-        .session_timeout(session)
-        .build()
-        .await
-        .expect("connect to zookeeper")
+    let builder = ZkLock::builder().connect_string(connect).root(root).session_timeout(session);
+    builder.build().await.expect("connect to zookeeper")
 }
 
 pub fn locker(z: &ZkLock) -> Locker {
