@@ -9,56 +9,24 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription,
-};
-use lock_core::{Locker, OwnerToken, Result, async_trait};
+use lock_core::Locker;
+use lock_core::backend::LockBackend;
 use lock_file::FileLock;
-
-/// A `FileLock` that counts its acquisition attempts.
-#[derive(Debug)]
-struct Counting {
-    inner: FileLock,
-    attempts: AtomicUsize,
-}
-
-#[async_trait]
-impl LockBackend for Counting {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> Capability {
-        self.inner.capabilities()
-    }
-    fn identity(&self) -> String {
-        self.inner.identity()
-    }
-    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        self.attempts.fetch_add(1, Ordering::SeqCst);
-        self.inner.try_acquire(req).await
-    }
-    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        self.inner.release(key, owner).await
-    }
-    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
-        self.inner.renew(items).await
-    }
-    async fn inspect(&self, key: &str) -> Result<LockInfo> {
-        self.inner.inspect(key).await
-    }
-    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
-        self.inner.subscribe(key).await
-    }
-}
+use lock_testkit::hooked::{Call, Hooked};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_the_waiter_without_polling() {
     let dir = tempfile::Builder::new().prefix("lock-file-wake-").tempdir().expect("temp dir");
     let holder = Locker::new(Arc::new(FileLock::new(dir.path()).expect("holder")));
-    let waiting = Arc::new(Counting {
-        inner: FileLock::new(dir.path()).expect("waiter"),
-        attempts: AtomicUsize::new(0),
-    });
+    // The waiter's backend counts its acquisition attempts.
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let counted = attempts.clone();
+    let waiting = Arc::new(Hooked::new(Arc::new(FileLock::new(dir.path()).expect("waiter")), move |call| {
+        if call == Call::TryAcquire {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }));
     assert!(waiting.capabilities().notify, "Linux wakes file-lock waiters with inotify");
     let waiter = Locker::new(waiting.clone());
     let g = holder.try_lock("wake").await.expect("try").expect("free");
@@ -67,6 +35,6 @@ async fn a_release_wakes_the_waiter_without_polling() {
     g.release().await.expect("release");
     let taken = wait.await.expect("waiter task").expect("the waiter takes the released lock");
     taken.release().await.expect("release");
-    let attempts = waiting.attempts.load(Ordering::SeqCst);
+    let attempts = attempts.load(Ordering::SeqCst);
     assert!(attempts <= 6, "{attempts} attempts in a one-second wait: the waiter polled");
 }

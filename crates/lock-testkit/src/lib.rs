@@ -10,6 +10,7 @@
 pub mod conformance;
 mod factory;
 pub mod history;
+pub mod hooked;
 pub mod interop;
 mod memory;
 mod poll;

@@ -11,16 +11,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use lock_core::backend::{AcquireRequest, Attempt, LockBackend, Mutex, RenewItem, Subscription};
+use lock_core::backend::{LockBackend, Mutex};
 use lock_core::{
-    CancellationToken, Candidate, Capability, FencingToken, LeaderElection, Leadership, LockError, LockInfo,
-    Locker, OwnerToken, Result,
+    CancellationToken, Candidate, Capability, FencingToken, LeaderElection, Leadership, LockError, Locker,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::factory::{Client, Factory, key, skip};
+use crate::hooked::Hooked;
 use crate::poll::within;
 
 /// How long any one step of a case may take before the case fails (liveness, not timing).
@@ -32,75 +31,20 @@ const MARGIN: Duration = Duration::from_millis(100);
 /// A backend whose every call fails with a temporary error while the partition is up: the
 /// client cannot reach the store, as in a network partition or a paused process.
 #[derive(Debug)]
-pub struct Partition {
-    inner: Arc<dyn LockBackend>,
-    cut: Arc<AtomicBool>,
-}
+pub struct Partition;
 
 impl Partition {
     /// `inner`, and the switch that cuts it off (`true`: cut).
     pub fn wrap(inner: Arc<dyn LockBackend>) -> (Arc<dyn LockBackend>, Arc<AtomicBool>) {
         let cut = Arc::new(AtomicBool::new(false));
-        (Arc::new(Partition { inner, cut: cut.clone() }), cut)
-    }
-
-    fn reach(&self) -> Result<()> {
-        if self.cut.load(Ordering::SeqCst) {
-            return Err(LockError::temporary(
-                self.inner.name(),
-                std::io::Error::other("partitioned by the test"),
-            ));
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl LockBackend for Partition {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> Capability {
-        self.inner.capabilities()
-    }
-    fn identity(&self) -> String {
-        self.inner.identity()
-    }
-    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        self.reach()?;
-        self.inner.try_acquire(req).await
-    }
-    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        self.reach()?;
-        self.inner.release(key, owner).await
-    }
-    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
-        self.reach()?;
-        self.inner.renew(items).await
-    }
-    async fn inspect(&self, key: &str) -> Result<LockInfo> {
-        self.reach()?;
-        self.inner.inspect(key).await
-    }
-    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
-        self.reach()?;
-        self.inner.leave_queue(key, owner).await
-    }
-    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
-        self.reach()?;
-        self.inner.subscribe(key).await
-    }
-    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
-        self.reach()?;
-        self.inner.set_note(key, owner, note).await
-    }
-    async fn note(&self, key: &str) -> Result<Option<String>> {
-        self.reach()?;
-        self.inner.note(key).await
-    }
-    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
-        self.reach()?;
-        self.inner.raise_fence(key, owner, floor).await
+        let (name, switch) = (inner.name(), cut.clone());
+        let partitioned = Hooked::new(inner, move |_| {
+            if switch.load(Ordering::SeqCst) {
+                return Err(LockError::temporary(name, std::io::Error::other("partitioned by the test")));
+            }
+            Ok(())
+        });
+        (Arc::new(partitioned), cut)
     }
 }
 

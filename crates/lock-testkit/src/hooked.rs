@@ -1,0 +1,106 @@
+//! A backend around another that shows each request to a hook first: the hook counts requests,
+//! or fails them (a client cut off from its store).
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lock_core::backend::{AcquireRequest, Attempt, LockBackend, RenewItem, Subscription};
+use lock_core::{Capability, FencingToken, LockInfo, OwnerToken, Result};
+
+/// The request a [`Hooked`] backend is about to forward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)] // the `LockBackend` methods of the same names
+pub enum Call {
+    TryAcquire,
+    Release,
+    /// A renewal of `items` holds.
+    Renew {
+        items: usize,
+    },
+    Inspect,
+    LeaveQueue,
+    Subscribe,
+    SetNote,
+    Note,
+    RaiseFence,
+}
+
+type Hook = dyn Fn(Call) -> Result<()> + Send + Sync;
+
+/// Forwards every request to `inner` once the hook has seen it and let it through (an error
+/// from the hook is the request's answer). Name, capabilities and identity are `inner`'s.
+pub struct Hooked {
+    inner: Arc<dyn LockBackend>,
+    hook: Box<Hook>,
+}
+
+impl Hooked {
+    /// `inner` behind `hook`.
+    pub fn new(
+        inner: Arc<dyn LockBackend>,
+        hook: impl Fn(Call) -> Result<()> + Send + Sync + 'static,
+    ) -> Self {
+        Hooked { inner, hook: Box::new(hook) }
+    }
+
+    /// The backend requests are forwarded to.
+    pub fn inner(&self) -> &Arc<dyn LockBackend> {
+        &self.inner
+    }
+}
+
+impl fmt::Debug for Hooked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hooked").field("inner", &self.inner).finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl LockBackend for Hooked {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capability {
+        self.inner.capabilities()
+    }
+    fn identity(&self) -> String {
+        self.inner.identity()
+    }
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        (self.hook)(Call::TryAcquire)?;
+        self.inner.try_acquire(req).await
+    }
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        (self.hook)(Call::Release)?;
+        self.inner.release(key, owner).await
+    }
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        (self.hook)(Call::Renew { items: items.len() })?;
+        self.inner.renew(items).await
+    }
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        (self.hook)(Call::Inspect)?;
+        self.inner.inspect(key).await
+    }
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        (self.hook)(Call::LeaveQueue)?;
+        self.inner.leave_queue(key, owner).await
+    }
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        (self.hook)(Call::Subscribe)?;
+        self.inner.subscribe(key).await
+    }
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        (self.hook)(Call::SetNote)?;
+        self.inner.set_note(key, owner, note).await
+    }
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        (self.hook)(Call::Note)?;
+        self.inner.note(key).await
+    }
+    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
+        (self.hook)(Call::RaiseFence)?;
+        self.inner.raise_fence(key, owner, floor).await
+    }
+}
