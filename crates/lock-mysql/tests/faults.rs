@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use lock_core::backend::{AcquireRequest, LockBackend};
 use lock_core::{LeaseSignal, LeaseState, LockError, Locker, OwnerToken};
+use lock_mysql::sqlx::AssertSqlSafe;
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use lock_mysql::{Mode, MySqlLock, validate_table_name};
 use lock_testkit::server::MariaDbServer;
@@ -19,7 +20,7 @@ use tokio::time::Instant;
 
 mod common;
 
-use common::{KEEPALIVE, admin, backend, builder, shared_url, statements_like};
+use common::{IDLE_BOUNDS_ARE_GLOBAL, KEEPALIVE, admin, backend, builder, shared_url, statements_like};
 
 fn key(case: &str) -> String {
     format!("faults-{case}-{}", OwnerToken::random())
@@ -523,14 +524,11 @@ async fn the_shared_pool_never_carries_a_holders_session_settings() {
     // Holders take their connections from a private pool set up for holding (autocommit off,
     // the idle bounds); the shared pool, which the application may use too, never sees them.
     let mut conn = b.pool().acquire().await.expect("pooled");
-    let restored: i64 = lock_mysql::sqlx::query_scalar(
-        "SELECT @@SESSION.autocommit = 1 AND @@SESSION.wait_timeout = @@GLOBAL.wait_timeout \
+    let restored: i64 = lock_mysql::sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT @@SESSION.autocommit = 1 AND {IDLE_BOUNDS_ARE_GLOBAL} \
             AND @@SESSION.net_read_timeout = @@GLOBAL.net_read_timeout \
-            AND @@SESSION.net_write_timeout = @@GLOBAL.net_write_timeout \
-            AND @@SESSION.idle_transaction_timeout = @@GLOBAL.idle_transaction_timeout \
-            AND @@SESSION.idle_write_transaction_timeout = @@GLOBAL.idle_write_transaction_timeout \
-            AND @@SESSION.idle_readonly_transaction_timeout = @@GLOBAL.idle_readonly_transaction_timeout",
-    )
+            AND @@SESSION.net_write_timeout = @@GLOBAL.net_write_timeout"
+    )))
     .fetch_one(&mut *conn)
     .await
     .expect("query");

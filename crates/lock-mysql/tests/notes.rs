@@ -15,7 +15,7 @@ use lock_testkit::within;
 
 mod common;
 
-use common::{admin, backend, builder};
+use common::{IDLE_BOUNDS_ARE_GLOBAL, admin, backend, builder};
 
 const MODES: [Mode; 3] = [Mode::Pessimistic, Mode::NamedLock, Mode::Optimistic];
 
@@ -170,13 +170,9 @@ async fn noted_session_holds_commit_nothing_and_pool_their_connection_clean() {
         g.release().await.expect("release");
         // One connection in the pool: the one that held the lock.
         let mut conn = b.pool().acquire().await.expect("pooled");
-        let clean: i64 = lock_mysql::sqlx::query_scalar(
-            "SELECT @@in_transaction = 0 \
-                AND @@SESSION.wait_timeout = @@GLOBAL.wait_timeout \
-                AND @@SESSION.idle_transaction_timeout = @@GLOBAL.idle_transaction_timeout \
-                AND @@SESSION.idle_write_transaction_timeout = @@GLOBAL.idle_write_transaction_timeout \
-                AND @@SESSION.idle_readonly_transaction_timeout = @@GLOBAL.idle_readonly_transaction_timeout",
-        )
+        let clean: i64 = lock_mysql::sqlx::query_scalar(lock_mysql::sqlx::AssertSqlSafe(format!(
+            "SELECT @@in_transaction = 0 AND {IDLE_BOUNDS_ARE_GLOBAL}"
+        )))
         .fetch_one(&mut *conn)
         .await
         .expect("query");

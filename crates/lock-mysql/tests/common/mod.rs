@@ -35,6 +35,13 @@ pub async fn admin(url: &str) -> MySqlPool {
     MySqlPoolOptions::new().max_connections(2).connect(url).await.expect("admin pool")
 }
 
+/// A condition true on a session whose idle bounds are the server's: a holding session sets its
+/// own, and a connection back in the pool must have them reset.
+pub const IDLE_BOUNDS_ARE_GLOBAL: &str = "@@SESSION.wait_timeout = @@GLOBAL.wait_timeout \
+    AND @@SESSION.idle_transaction_timeout = @@GLOBAL.idle_transaction_timeout \
+    AND @@SESSION.idle_write_transaction_timeout = @@GLOBAL.idle_write_transaction_timeout \
+    AND @@SESSION.idle_readonly_transaction_timeout = @@GLOBAL.idle_readonly_transaction_timeout";
+
 /// How many statements matching `pattern` (LIKE) run on the server now, the query itself not
 /// counted; the same user's threads are visible without the PROCESS privilege.
 pub async fn statements_like(pool: &MySqlPool, pattern: &str) -> i64 {
