@@ -45,10 +45,18 @@ pub const IDLE_BOUNDS_ARE_GLOBAL: &str = "@@SESSION.wait_timeout = @@GLOBAL.wait
 /// How many statements matching `pattern` (LIKE) run on the server now, the query itself not
 /// counted; the same user's threads are visible without the PROCESS privilege.
 pub async fn statements_like(pool: &MySqlPool, pattern: &str) -> i64 {
+    statements_like_except(pool, pattern, "%PROCESSLIST%").await
+}
+
+/// [`statements_like`], leaving out the statements that are also like `except` (and this
+/// count's own query).
+pub async fn statements_like_except(pool: &MySqlPool, pattern: &str, except: &str) -> i64 {
     lock_mysql::sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%'",
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+         WHERE INFO LIKE ? AND INFO NOT LIKE ? AND INFO NOT LIKE '%PROCESSLIST%'",
     )
     .bind(pattern)
+    .bind(except)
     .fetch_one(pool)
     .await
     .expect("processlist")
