@@ -100,7 +100,7 @@ impl Ctx<'_> {
         match self.target.peer {
             None => {
                 let counting = counting::Counting::new(self.target.client().await?);
-                Ok(client::Client::Dlock { locker: Locker::new(counting.clone()), counting })
+                Ok(client::Client::Dlock { locker: Locker::new(counting.backend()), counting })
             }
             #[cfg(feature = "peers")]
             Some(p) => Ok(client::Client::Peer(p.connect(&self.target.url).await?)),

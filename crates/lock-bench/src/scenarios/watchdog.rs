@@ -47,7 +47,7 @@ pub async fn watchdog(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     let key = cx.key("w");
     let k = lock_count(cx);
     let counting = Counting::new(cx.target.client().await?);
-    let l = Locker::new(counting.clone()).with_watchdog_lease(LEASE)?;
+    let l = Locker::new(counting.backend()).with_watchdog_lease(LEASE)?;
     let mut guards = Vec::with_capacity(k);
     for i in 0..k {
         let g = l.try_lock(format!("{key}-{i}")).await?;
