@@ -26,6 +26,23 @@
 -- since replaced, or resent) must not grant or register what nobody waits for.
 local CANCELLED_MS = 300000
 
+-- How long (ms) a release that freed a lock is remembered: a copy of it that runs later (a
+-- driver resends a request whose answer it did not get; a paused server runs both copies when
+-- it resumes) answers "released" instead of "not the owner", and never touches a hold the
+-- first copy handed to a waiter of the same owner. Copies follow within the client's retry
+-- window (its response timeout, a failover): seconds. One key per recently freed lock.
+local RELEASED_MS = 10000
+
+-- released_by(lock, nonce): whether the release with `nonce` freed `lock` already.
+local function released_by(lock, nonce)
+  return redis.call('GET', lock .. ':r') == nonce
+end
+
+-- mark_released(lock, nonce): remember that the release with `nonce` freed `lock`.
+local function mark_released(lock, nonce)
+  redis.call('SET', lock .. ':r', nonce, 'PX', RELEASED_MS)
+end
+
 -- cancelled(lock, nonce): whether the attempt with `nonce` on `lock` was cleaned up already.
 -- The mark shares the lock's hash tag, so it lives in the lock's slot.
 local function cancelled(lock, nonce)

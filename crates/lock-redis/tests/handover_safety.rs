@@ -178,6 +178,19 @@ async fn every_script_is_idempotent_per_attempt() {
         g.release().await.expect("release");
         assert!(free(&url, mode, &key).await, "{mode}: a resent acquisition counted twice");
     }
+    // A freeing release sent twice answers "released", not "not the owner" (the second copy
+    // finds the key freed, or already handed to a waiter), in every mode with a wait set.
+    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+        let b = backend(&url, mode).await;
+        let (l, conn) = (locker(&b), b.connection());
+        let key = format!("resend-final-release-{mode}");
+        let g = l.lock(&key).lease(LONG).try_acquire().await.expect("try").expect("free");
+        conn.resend_every_command(true);
+        let released = g.release().await;
+        conn.resend_every_command(false);
+        released.unwrap_or_else(|e| panic!("{mode}: a resent release that freed the key: {e}"));
+        assert!(free(&url, mode, &key).await, "{mode}: the key is free after the release");
+    }
     // Simple mode: an acquisition sent twice is granted, not refused by its own first run.
     let b = backend(&url, Mode::Simple).await;
     let conn = b.connection();

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use lock_core::Result;
 use lock_core::backend::millis;
+use lock_core::{OwnerToken, Result};
 
 use crate::conn::RedisConnection;
 use crate::error::classify;
@@ -17,7 +17,8 @@ use crate::scripts;
 const PRL_SIGNAL_EXPIRE: Duration = Duration::from_millis(1000);
 
 /// `release_simple.lua`: delete the lock if its value starts with `owner` and hand it over to
-/// one waiter; `(2, waiter named or "")` when deleted, `(0, "")` otherwise.
+/// one waiter; `(2, waiter named or "")` when deleted (or when a copy of this release already
+/// deleted it), `(0, "")` otherwise.
 pub(super) async fn release_simple(
     mut conn: RedisConnection,
     names: &KeyNames,
@@ -33,6 +34,7 @@ pub(super) async fn release_simple(
         .arg(owner)
         .arg(&names.channel)
         .arg(claim_ms)
+        .arg(OwnerToken::random().to_string())
         .invoke_async(&mut conn)
         .await
         .map_err(classify)
