@@ -250,6 +250,7 @@ async fn run(url: &str, n: usize) -> Result<(), Box<dyn std::error::Error>> {
                             lease: Duration::from_secs(10),
                             wait_until: None,
                             signal: &signal,
+                            shared: false,
                         };
                         match backend.try_acquire(&req).await? {
                             Attempt::Acquired(_) => {}

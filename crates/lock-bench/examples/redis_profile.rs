@@ -99,6 +99,7 @@ async fn main() -> R<()> {
                         lease: Duration::from_secs(10),
                         wait_until: None,
                         signal: &signal,
+                        shared: false,
                     };
                     b.try_acquire(&req).await?;
                     b.release("p-backend", o).await?;

@@ -62,7 +62,14 @@ impl Faulty {
         let signal = LeaseSignal::new();
         for _ in 0..n {
             let owner = OwnerToken::random();
-            let req = AcquireRequest { key: "bump", owner, lease: LEASE, wait_until: None, signal: &signal };
+            let req = AcquireRequest {
+                key: "bump",
+                owner,
+                lease: LEASE,
+                wait_until: None,
+                signal: &signal,
+                shared: false,
+            };
             grant(self.mem.try_acquire(&req).await.expect("bump"));
             assert!(self.mem.release("bump", owner).await.expect("release"));
         }
@@ -147,7 +154,8 @@ fn held_on(ms: &[Faulty], key: &str) -> usize {
 
 async fn attempt(q: &QuorumBackend, key: &str, owner: OwnerToken, lease: Duration) -> Result<Attempt> {
     let signal = LeaseSignal::new();
-    q.try_acquire(&AcquireRequest { key, owner, lease, wait_until: None, signal: &signal }).await
+    q.try_acquire(&AcquireRequest { key, owner, lease, wait_until: None, signal: &signal, shared: false })
+        .await
 }
 
 fn grant(a: Attempt) -> Grant {
@@ -162,7 +170,7 @@ async fn occupy(ms: &[Faulty], key: &str, lease: Duration) {
     let signal = LeaseSignal::new();
     let owner = OwnerToken::random();
     for m in ms {
-        let req = AcquireRequest { key, owner, lease, wait_until: None, signal: &signal };
+        let req = AcquireRequest { key, owner, lease, wait_until: None, signal: &signal, shared: false };
         grant(m.mem.try_acquire(&req).await.expect("occupy"));
     }
 }

@@ -199,6 +199,7 @@ async fn hostile_keys_are_bound_never_spliced() {
             lease: Duration::from_secs(1),
             wait_until: None,
             signal: &signal,
+            shared: false,
         };
         match ca.try_acquire(&req).await {
             Err(LockError::InvalidKey { .. }) => {}

@@ -112,8 +112,12 @@ impl LockBackend for PgLock {
 
     fn capabilities(&self) -> Capability {
         // Not failover_safe: advisory locks live in one server's memory and are not
-        // replicated; a promoted standby knows none of them (see the README).
-        session::capabilities()
+        // replicated; a promoted standby knows none of them (see the README). Shared holds are
+        // pg_advisory_lock_shared: the server queues a shared request behind a waiting
+        // exclusive one, so writers are not starved.
+        let mut caps = session::capabilities();
+        caps.shared = true;
+        caps
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {

@@ -48,12 +48,16 @@ impl Pinned {
     async fn unlock(
         mut self,
         key: i64,
+        shared: bool,
         idle_before: &str,
         noted: Option<(&Arc<str>, &[u8])>,
         trips: &Trips,
     ) -> std::result::Result<bool, sqlx::Error> {
         trips.add();
         let query = match noted {
+            None if shared => {
+                sqlx::query(include_str!("../sql/unlock_shared.sql")).bind(key).bind(idle_before)
+            }
             None => sqlx::query(include_str!("../sql/unlock.sql")).bind(key).bind(idle_before),
             Some((stmt, name)) => {
                 sqlx::query(AssertSqlSafe(stmt.clone())).bind(key).bind(idle_before).bind(name.to_vec())
@@ -104,7 +108,9 @@ impl Drop for Pinned {
 pub(crate) struct Held {
     pub(crate) pinned: Pinned,
     pub(crate) advisory: i64,
-    /// The hold's fence: a note names the hold by it.
+    /// A shared hold (`pg_advisory_lock_shared`): unlocked as one, and without notes.
+    pub(crate) shared: bool,
+    /// The hold's fence: a note names the hold by it (a shared hold's is the name's latest).
     pub(crate) fence: i64,
     /// The session's `idle_session_timeout` before the grant set it.
     pub(crate) idle_before: String,
@@ -137,14 +143,18 @@ impl SessionDriver for Driver {
     /// Unlock (clearing the note when there is one) and hand the connection back; the same at
     /// release and when the backend was dropped.
     async fn end(&self, key: &str, held: Held, _why: Ending) -> Result<bool, sqlx::Error> {
-        let Held { pinned, advisory, idle_before, noted, .. } = held;
+        let Held { pinned, advisory, shared, idle_before, noted, .. } = held;
         let noted = noted.then_some((&self.unlock_noted, key.as_bytes()));
-        pinned.unlock(advisory, &idle_before, noted, &self.trips).await
+        pinned.unlock(advisory, shared, &idle_before, noted, &self.trips).await
     }
 
     /// Store `note` in the name's fence row. A statement error (no note columns, no privilege)
     /// leaves the session lock as it was: advisory locks are not transactional.
     async fn note(&self, key: &str, held: &mut Held, note: &str, link: &mut Link<'_>) -> Noted {
+        if held.shared {
+            // Its fence is the latest writer's: a note would pass for that writer's.
+            return Noted::Answered(Ok(false));
+        }
         self.trips.add();
         let set = sqlx::query(AssertSqlSafe(self.notes_set.clone()))
             .bind(key.as_bytes())

@@ -151,7 +151,11 @@ impl Sessions {
         let mut pinned = Pinned::new(conn);
         let sent = Instant::now();
         self.trips.add();
-        let tried = sqlx::query(AssertSqlSafe(self.sql.try_lock.as_str()))
+        let (try_lock, lock_wait) = match req.shared {
+            false => (&self.sql.try_lock, &self.sql.lock_wait),
+            true => (&self.sql.try_lock_shared, &self.sql.lock_wait_shared),
+        };
+        let tried = sqlx::query(AssertSqlSafe(try_lock.as_str()))
             .bind(key)
             .bind(name)
             .bind(&self.server_idle_text)
@@ -160,9 +164,10 @@ impl Sessions {
             Ok(row) => row.map_err(classify)?,
             Err(_) => return late("the lock statement"),
         };
-        let Answer { ok, fence, pid, idle_before } = answer(&row)?;
+        let Answer { ok, fence, pid, idle_before } = answer(&row, req.shared)?;
         if ok {
-            return Ok(Some(held(key, pinned, fence?, pid, idle_before, (sent, None))));
+            let held = held(key, req.shared, pinned, fence?, pid, idle_before, (sent, None));
+            return Ok(Some(held));
         }
         let Some(deadline) = req.wait_until else {
             pinned.clean();
@@ -184,7 +189,7 @@ impl Sessions {
         let wait_sent = Instant::now();
         let waited = {
             self.trips.add();
-            let fut = sqlx::query(AssertSqlSafe(self.sql.lock_wait.as_str()))
+            let fut = sqlx::query(AssertSqlSafe(lock_wait.as_str()))
                 .bind(key)
                 .bind(name)
                 .bind(&self.server_idle_text)
@@ -214,8 +219,9 @@ impl Sessions {
         match waited {
             Ok(row) => {
                 let answered = Instant::now();
-                let Answer { fence, pid, idle_before, .. } = answer(&row)?;
-                Ok(Some(held(key, pinned, fence?, pid, idle_before, (wait_sent, Some(answered)))))
+                let Answer { fence, pid, idle_before, .. } = answer(&row, req.shared)?;
+                let timing = (wait_sent, Some(answered));
+                Ok(Some(held(key, req.shared, pinned, fence?, pid, idle_before, timing)))
             }
             Err(e) if is_contention(&e) => {
                 // A cancel of ours may still be in flight to this backend: never reuse it then.
@@ -245,14 +251,16 @@ impl Sessions {
             .bind(key.as_bytes())
             .fetch_one(&self.pool);
         let row = answered_by("inspect", Instant::now() + self.server_idle, row).await?;
-        let holders: i64 = row.try_get(0).map_err(classify)?;
-        let waiters: i64 = row.try_get(1).map_err(classify)?;
-        let fence: Option<i64> = row.try_get(2).map_err(classify)?;
+        let holders: i64 = row.try_get("holders").map_err(classify)?;
+        let readers: i64 = row.try_get("readers").map_err(classify)?;
+        let waiters: i64 = row.try_get("waiters").map_err(classify)?;
+        let fence: Option<i64> = row.try_get("fence").map_err(classify)?;
         if holders == 0 {
             return Ok(LockInfo::free());
         }
         let mut info = LockInfo::held();
         info.waiters = Some(usize::try_from(waiters).unwrap_or(0));
+        info.readers = (readers > 0).then(|| usize::try_from(readers).unwrap_or(0));
         // The latest grant's fence is the holder's (a name colliding with another shares the
         // lock, not the counter: then this is the name's last holder's).
         info.fence = fence.map(|f| FencingToken(f as u64));
@@ -277,17 +285,18 @@ impl Sessions {
     }
 }
 
-/// A lock granted on `pinned` to backend `pid` (advisory key `advisory`), by a request sent at
-/// `sent` and, after a wait in the server's queue, answered at `answered`.
+/// A lock granted on `pinned` to backend `pid` (advisory key `advisory`, shared or not), by a
+/// request sent at `sent` and, after a wait in the server's queue, answered at `answered`.
 fn held(
     advisory: i64,
+    shared: bool,
     pinned: Pinned,
     fence: i64,
     pid: i32,
     idle_before: String,
     (sent, answered): (Instant, Option<Instant>),
 ) -> Granted<Held> {
-    let held = Held { pinned, advisory, fence, idle_before, noted: false };
+    let held = Held { pinned, advisory, shared, fence, idle_before, noted: false };
     Granted { held, session: u64::from(pid.unsigned_abs()), fence: fence as u64, sent, answered }
 }
 
@@ -300,13 +309,14 @@ struct Answer {
     idle_before: String,
 }
 
-fn answer(row: &PgRow) -> Result<Answer> {
+/// A shared grant reads the name's latest fence, 0 when it never had one.
+fn answer(row: &PgRow, shared: bool) -> Result<Answer> {
     let ok: bool = row.try_get("ok").map_err(classify)?;
     let fence: Option<i64> = row.try_get("fence").map_err(classify)?;
     let pid: i32 = row.try_get("pid").map_err(classify)?;
     let idle_before: String = row.try_get("idle_before").map_err(classify)?;
     let fence = match fence {
-        Some(f) if f > 0 => Ok(f),
+        Some(f) if f > 0 || (shared && f == 0) => Ok(f),
         _ => Err(LockError::permanent(NAME, "fence counter returned no value")),
     };
     Ok(Answer { ok, fence, pid, idle_before })

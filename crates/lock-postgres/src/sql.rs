@@ -10,6 +10,9 @@ pub(crate) struct Sql {
     pub(crate) notes_schema: String,
     pub(crate) try_lock: String,
     pub(crate) lock_wait: String,
+    /// The same for a shared hold (the read side of a read-write lock).
+    pub(crate) try_lock_shared: String,
+    pub(crate) lock_wait_shared: String,
     pub(crate) inspect: String,
     pub(crate) notes_read: String,
     /// Shared with the keepers.
@@ -24,6 +27,8 @@ impl Sql {
             schema: render(include_str!("../sql/schema.sql")),
             try_lock: render(include_str!("../sql/try_lock.sql")),
             lock_wait: render(include_str!("../sql/lock_wait.sql")),
+            try_lock_shared: render(include_str!("../sql/try_lock_shared.sql")),
+            lock_wait_shared: render(include_str!("../sql/lock_wait_shared.sql")),
             inspect: render(include_str!("../sql/inspect.sql")),
             notes_schema: render(include_str!("../sql/notes_schema.sql")),
             notes_read: render(include_str!("../sql/notes_read.sql")),

@@ -121,6 +121,12 @@ pub struct Capability {
     /// tops it up to the lease asked for. Without it, a shorter lease is simply what the hold
     /// has (a quorum's validity after the time its members took).
     pub early_grants: bool,
+    /// `try_acquire` honours [`AcquireRequest::shared`]: a key is held by any number of shared
+    /// holds or by one exclusive hold, and an exclusive request that waits keeps new shared
+    /// holds out until it is granted or gives up (writers are not starved). Release, renewal
+    /// and loss work per owner as for exclusive holds; notes and `raise_fence` are for
+    /// exclusive holds only. The read-write lock is built on it where it is set.
+    pub shared: bool,
 }
 
 impl Capability {
@@ -138,6 +144,7 @@ impl Capability {
         notes: false,
         raise_fence: false,
         early_grants: false,
+        shared: false,
     };
 }
 
@@ -157,6 +164,10 @@ pub struct AcquireRequest<'a> {
     /// The holder's lost-lock signal; a backend that learns of a loss first (session expiry,
     /// connection death) calls [`LeaseSignal::mark_lost`] on it.
     pub signal: &'a LeaseSignal,
+    /// A shared hold (the read side of a read-write lock) instead of an exclusive one; only
+    /// ever `true` towards a backend with [`Capability::shared`]. The grant's fence is then the
+    /// key's latest exclusive grant's (a shared hold draws none).
+    pub shared: bool,
 }
 
 /// Outcome of [`LockBackend::try_acquire`].
@@ -208,6 +219,9 @@ pub struct LockInfo {
     /// capability: the first 8 hex digits of an owner token (the whole token would let anyone
     /// release the lock), or a ZooKeeper node name.
     pub owner: Option<String>,
+    /// How many shared holds (readers) hold the key, on a backend with
+    /// [`Capability::shared`]; `held` is then true and `owner` and `remaining` are empty.
+    pub readers: Option<usize>,
 }
 
 impl LockInfo {

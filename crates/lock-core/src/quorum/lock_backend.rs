@@ -71,6 +71,8 @@ impl LockBackend for QuorumBackend {
             lease: req.lease,
             wait_until: None,
             signal: req.signal,
+            // A quorum offers no shared holds (`Capability::shared` unset): never asked for one.
+            shared: false,
         };
         let undo = Undo::arm(&self.members, req.key, req.owner, self.other_timeout());
         undo.set_all(false);

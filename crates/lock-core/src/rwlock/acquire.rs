@@ -1,4 +1,5 @@
-//! Taking either side: a reader's slot and gate check, a writer's gate and every slot.
+//! Taking either side: natively a shared or exclusive hold of the gate; else a reader's slot
+//! and gate check, a writer's gate and every slot.
 
 use std::future::Future;
 use std::time::Duration;
@@ -7,6 +8,7 @@ use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
+use super::guard::ReadPart;
 use super::request::Opts;
 use super::{ReadGuard, RwLock, WriteGuard};
 use crate::{LockError, LockGuard, Permit, Result};
@@ -14,9 +16,15 @@ use crate::{LockError, LockGuard, Permit, Result};
 impl RwLock {
     pub(super) async fn read_inner(&self, once: bool, opts: Opts) -> Result<Option<ReadGuard>> {
         self.not_blocked_by_caller(false)?;
-        let marked = |permit| ReadGuard { permit, _mark: self.holders.mark(false) };
         let started = Instant::now();
         let deadline = opts.deadline(started)?;
+        if self.native {
+            let shared = self.gate_side(true, once, deadline, opts.lease, started).await?;
+            return Ok(
+                shared.map(|g| ReadGuard { part: ReadPart::Shared(g), _mark: self.holders.mark(false) })
+            );
+        }
+        let marked = |permit| ReadGuard { part: ReadPart::Slot(permit), _mark: self.holders.mark(false) };
         let permit = match self.readers.take(once, deadline, opts.lease).await {
             Ok(Some(p)) => p,
             Ok(None) => return Ok(None),
@@ -65,6 +73,14 @@ impl RwLock {
         let started = Instant::now();
         let deadline = opts.deadline(started)?;
         let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if self.native {
+            let gate = self.gate_side(false, once, deadline, opts.lease, started).await?;
+            return Ok(gate.map(|gate| WriteGuard {
+                gate,
+                slots: Vec::new(),
+                _mark: self.holders.mark(true),
+            }));
+        }
         let gate = if once {
             match self.gate_request(opts.lease).try_acquire().await? {
                 Some(g) => g,
@@ -125,6 +141,31 @@ impl RwLock {
         }
         slots.sort_by_key(Permit::slot);
         Ok(Some(WriteGuard { gate, slots, _mark: self.holders.mark(true) }))
+    }
+}
+
+impl RwLock {
+    /// Natively: a shared (read) or exclusive (write) hold of the gate, one attempt when
+    /// `once`, else waiting until `deadline`.
+    async fn gate_side(
+        &self,
+        shared: bool,
+        once: bool,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+        started: Instant,
+    ) -> Result<Option<LockGuard>> {
+        let mut req = self.gate_request(lease);
+        if shared {
+            req = req.shared();
+        }
+        if let Some(d) = deadline {
+            req = req.wait(d.saturating_duration_since(Instant::now()));
+        }
+        match req.try_acquire_or_wait(once).await {
+            Err(LockError::Timeout { .. }) => Err(self.timeout(started)),
+            other => other,
+        }
     }
 }
 

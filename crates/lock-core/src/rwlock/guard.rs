@@ -10,7 +10,8 @@ use crate::LockError;
 use crate::caller::HolderMark;
 use crate::{FencingToken, LockGuard, Permit, Result};
 
-/// A held read lock: one reader slot. Dropping it releases in the background.
+/// A held read lock: a shared hold of the gate ([`RwLock::is_native`](super::RwLock::is_native)),
+/// or one reader slot. Dropping it releases in the background.
 ///
 /// Readers have no fencing token: they do not exclude each other, so no number could order
 /// them, and a store cannot use a reader's token to refuse anything. Fence the writes with
@@ -18,24 +19,51 @@ use crate::{FencingToken, LockGuard, Permit, Result};
 #[derive(Debug)]
 #[must_use = "dropping the guard releases the read lock in the background"]
 pub struct ReadGuard {
-    pub(super) permit: Permit,
+    pub(super) part: ReadPart,
     pub(super) _mark: HolderMark,
 }
 
+/// What a reader holds.
+#[derive(Debug)]
+pub(super) enum ReadPart {
+    /// A shared hold of the gate.
+    Shared(LockGuard),
+    /// A reader slot.
+    Slot(Permit),
+}
+
 impl ReadGuard {
-    /// The reader slot held.
-    pub fn permit(&self) -> &Permit {
-        &self.permit
+    /// The reader slot held; `None` for a shared hold of the gate.
+    pub fn permit(&self) -> Option<&Permit> {
+        match &self.part {
+            ReadPart::Slot(p) => Some(p),
+            ReadPart::Shared(_) => None,
+        }
     }
 
-    /// Resolves when the read lock is known lost (its slot's lease).
+    /// The lock key held: the gate's (shared) or the reader slot's.
+    pub fn key(&self) -> &str {
+        match &self.part {
+            ReadPart::Slot(p) => p.key(),
+            ReadPart::Shared(g) => g.key(),
+        }
+    }
+
+    /// Resolves when the read lock is known lost (its lease or session).
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.permit.lost()
+        let token = match &self.part {
+            ReadPart::Slot(p) => p.lost_token(),
+            ReadPart::Shared(g) => g.lost_token(),
+        };
+        async move { token.cancelled_owned().await }
     }
 
     /// Whether the read lock is known lost.
     pub fn is_lost(&self) -> bool {
-        self.permit.is_lost()
+        match &self.part {
+            ReadPart::Slot(p) => p.is_lost(),
+            ReadPart::Shared(g) => g.is_lost(),
+        }
     }
 
     /// Release the read lock.
@@ -43,16 +71,23 @@ impl ReadGuard {
     /// # Errors
     /// [`LockError::LeaseLost`] when its lease had been lost; backend errors.
     pub async fn release(self) -> Result<()> {
-        self.permit.release().await
+        match self.part {
+            ReadPart::Slot(p) => p.release().await,
+            ReadPart::Shared(g) => g.release().await,
+        }
     }
 
     /// Forget the read lock without releasing it, as a crashed process would.
     pub fn abandon(self) {
-        self.permit.abandon();
+        match self.part {
+            ReadPart::Slot(p) => p.abandon(),
+            ReadPart::Shared(g) => g.abandon(),
+        }
     }
 }
 
-/// A held write lock: the gate and every reader slot. Dropping it releases in the background.
+/// A held write lock: the gate, exclusively, and (unless native) every reader slot. Dropping it
+/// releases in the background.
 #[derive(Debug)]
 #[must_use = "dropping the guard releases the write lock in the background"]
 pub struct WriteGuard {
@@ -73,7 +108,7 @@ impl WriteGuard {
         &self.gate
     }
 
-    /// The reader slots held, by slot number.
+    /// The reader slots held, by slot number (none when native).
     pub fn slots(&self) -> &[Permit] {
         &self.slots
     }

@@ -1,5 +1,6 @@
-//! A writer-preferring read-write lock built from a gate mutex and a semaphore of reader
-//! slots, so every backend has it.
+//! A writer-preferring read-write lock: the store's own shared holds where it has them
+//! ([`Capability::shared`](crate::Capability)), else built from a gate mutex and a semaphore of
+//! reader slots, so every backend has it.
 
 use std::fmt;
 use std::sync::Arc;
@@ -35,7 +36,12 @@ const READER_SUFFIX: &str = "#rw-r";
 /// A read-write lock: many readers or one writer, across processes.
 ///
 /// # How it works
-/// Two kinds of ordinary locks per name: a **gate** (`{name}#rw-gate`), a mutex that writers
+/// On a backend with [`Capability::shared`](crate::Capability) (see [`is_native`](Self::is_native))
+/// it is one key, the gate: a reader takes a shared hold of it and a writer an exclusive one,
+/// one acquisition each, and the store keeps new readers out while a writer waits. The reader
+/// slots below are then not used, and readers are not limited in number.
+///
+/// Elsewhere it is built from two kinds of ordinary locks per name: a **gate** (`{name}#rw-gate`), a mutex that writers
 /// take one at a time, and **K reader slots** (`{name}#rw-r0` .. `{name}#rw-r{K-1}`), a
 /// [`Semaphore`] of K permits.
 /// - A **reader** takes any free slot (waiting if all K are taken), then looks at the gate
@@ -99,6 +105,8 @@ pub struct RwLock {
     no_inspect: Arc<AtomicBool>,
     /// Who holds which side through this handle and its clones.
     holders: Arc<Holders>,
+    /// The backend has shared holds: the gate alone is the lock.
+    native: bool,
 }
 
 impl fmt::Debug for RwLock {
@@ -106,6 +114,7 @@ impl fmt::Debug for RwLock {
         f.debug_struct("RwLock")
             .field("backend", &self.locker.backend().name())
             .field("name", &self.name)
+            .field("native", &self.native)
             .field("reader_slots", &self.readers.permits())
             .finish()
     }
@@ -131,6 +140,7 @@ impl RwLock {
             readers,
             no_inspect: Arc::default(),
             holders: Arc::default(),
+            native: locker.backend().capabilities().shared,
         })
     }
 
@@ -151,13 +161,19 @@ impl RwLock {
         &self.name
     }
 
-    /// The number of reader slots.
+    /// Whether the lock is the store's own (readers share the gate key, a write is one
+    /// acquisition), rather than built from a gate and reader slots.
+    pub fn is_native(&self) -> bool {
+        self.native
+    }
+
+    /// The number of reader slots (not used when [`is_native`](Self::is_native)).
     pub fn reader_slots(&self) -> u32 {
         self.readers.permits()
     }
 
     /// The gate's lock key (`{name}#rw-gate`): held by the writer, and by a writer waiting
-    /// for readers to leave.
+    /// for readers to leave; when native, the one key, shared by the readers.
     pub fn gate_key(&self) -> &str {
         &self.gate
     }

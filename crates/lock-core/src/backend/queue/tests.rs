@@ -96,7 +96,7 @@ impl QueueStore for Store {
 
 fn req(owner: OwnerToken, signal: &LeaseSignal, wait: Option<Duration>) -> AcquireRequest<'_> {
     let wait_until = wait.map(|w| Instant::now() + w);
-    AcquireRequest { key: "k", owner, lease: Duration::from_secs(10), wait_until, signal }
+    AcquireRequest { key: "k", owner, lease: Duration::from_secs(10), wait_until, signal, shared: false }
 }
 
 fn fence(a: &Attempt) -> Option<u64> {

@@ -42,7 +42,32 @@ pub(crate) struct Hold<H> {
     signals: Signals,
 }
 
-pub(crate) type Holds<H> = Mutex<HashMap<String, Hold<H>>>;
+/// The holds by key: one per owner, so a key has several only while shared
+/// ([`AcquireRequest::shared`]).
+pub(crate) type Holds<H> = Mutex<HashMap<String, Vec<Hold<H>>>>;
+
+/// `owner`'s hold of `key` in `holds`.
+fn find<'a, H>(
+    holds: &'a mut HashMap<String, Vec<Hold<H>>>,
+    key: &str,
+    owner: OwnerToken,
+) -> Option<&'a mut Hold<H>> {
+    holds.get_mut(key)?.iter_mut().find(|h| h.owner == owner)
+}
+
+/// Take the hold that `pick` names out of `key`'s list (dropping an emptied list).
+pub(crate) fn take<H>(
+    holds: &mut HashMap<String, Vec<Hold<H>>>,
+    key: &str,
+    pick: impl Fn(&Hold<H>) -> bool,
+) -> Option<Hold<H>> {
+    let list = holds.get_mut(key)?;
+    let hold = list.iter().position(pick).map(|i| list.swap_remove(i));
+    if list.is_empty() {
+        holds.remove(key);
+    }
+    hold
+}
 
 /// The session-bound holds of one backend, kept by one [`SessionDriver`]: a keeper task per
 /// hold pings its connection (the lost signal, `Uncertain` then `Lost`), renewal is a ping, a
@@ -89,14 +114,14 @@ impl<D: SessionDriver> Sessions<D> {
 
     /// The server's id of the session holding `key`, if held here.
     pub fn held_session(&self, key: &str) -> Option<u64> {
-        self.holds.lock().get(key).filter(|h| !h.cmd.is_closed()).map(|h| h.session)
+        self.holds.lock().get(key)?.iter().find(|h| !h.cmd.is_closed()).map(|h| h.session)
     }
 
     /// A nested acquisition by the holder of `key`: the hold's fencing token, with no round
     /// trip. `None` when `owner` holds no live hold of `key` here.
     pub fn reenter(&self, key: &str, owner: OwnerToken, signal: &LeaseSignal) -> Option<FencingToken> {
         let mut holds = self.holds.lock();
-        let h = holds.get_mut(key).filter(|h| h.owner == owner && !h.cmd.is_closed())?;
+        let h = find(&mut holds, key, owner).filter(|h| !h.cmd.is_closed())?;
         // A hold already known lost is gone on the server: never nest into it.
         if h.signals.lock().iter().any(LeaseSignal::is_lost) {
             return None;
@@ -168,7 +193,12 @@ impl<D: SessionDriver> Sessions<D> {
             slot,
             signals,
         };
-        self.holds.lock().insert(req.key.to_owned(), hold);
+        let mut holds = self.holds.lock();
+        let list = holds.entry(req.key.to_owned()).or_default();
+        // A hold of this owner still listed is dead (else the grant would have nested).
+        list.retain(|h| h.owner != req.owner && !h.cmd.is_closed());
+        list.push(hold);
+        drop(holds);
         tokio::spawn(keeper.run(confirmed));
         Ok(Attempt::Acquired(Grant { fence: FencingToken(g.fence), lease: None }))
     }
@@ -182,15 +212,13 @@ impl<D: SessionDriver> Sessions<D> {
     pub async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
         let hold = {
             let mut holds = self.holds.lock();
-            match holds.get_mut(key) {
-                Some(h) if h.owner == owner => {
-                    if h.count > 1 {
-                        h.count -= 1;
-                        return Ok(true);
-                    }
-                    holds.remove(key)
+            match find(&mut holds, key, owner) {
+                Some(h) if h.count > 1 => {
+                    h.count -= 1;
+                    return Ok(true);
                 }
-                _ => None,
+                Some(_) => take(&mut holds, key, |h| h.owner == owner),
+                None => None,
             }
         };
         let Some(Hold { cmd, slot, signals, .. }) = hold else { return Ok(false) };
@@ -223,7 +251,7 @@ impl<D: SessionDriver> Sessions<D> {
     /// None: a failed ping is a lost hold (`false`).
     pub async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
         let pings = items.iter().map(|it| {
-            let cmd = self.holds.lock().get(it.key).filter(|h| h.owner == it.owner).map(|h| h.cmd.clone());
+            let cmd = find(&mut self.holds.lock(), it.key, it.owner).map(|h| h.cmd.clone());
             async move {
                 let Some(cmd) = cmd else { return false };
                 let (tx, rx) = oneshot::channel();
@@ -245,10 +273,9 @@ impl<D: SessionDriver> Sessions<D> {
     /// The server refused the note (the hold is untouched).
     pub async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         let cmd = {
-            let holds = self.holds.lock();
-            holds
-                .get(key)
-                .filter(|h| h.owner == owner && !h.cmd.is_closed())
+            let mut holds = self.holds.lock();
+            find(&mut holds, key, owner)
+                .filter(|h| !h.cmd.is_closed())
                 .filter(|h| !h.signals.lock().iter().any(LeaseSignal::is_lost))
                 .map(|h| h.cmd.clone())
         };

@@ -132,10 +132,7 @@ impl<D: SessionDriver> Keeper<D> {
         // Out of the table first: a guard woken by the signal may at once acquire again with
         // the same owner, and must not nest into this dead hold.
         if let Some(holds) = self.holds.upgrade() {
-            let mut holds = holds.lock();
-            if holds.get(&self.key).is_some_and(|h| h.id == self.id) {
-                holds.remove(&self.key);
-            }
+            super::holds::take(&mut holds.lock(), &self.key, |h| h.id == self.id);
         }
         each(&self.signals, |s| s.mark_lost(LostReason::SessionEnded));
         // Then the connection drops unended: the driver closes it, never pools it.

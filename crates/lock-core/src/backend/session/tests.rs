@@ -105,7 +105,14 @@ impl Setup {
     }
 
     fn req(&self) -> AcquireRequest<'_> {
-        AcquireRequest { key: "k", owner: self.owner, lease: IDLE, wait_until: None, signal: &self.signal }
+        AcquireRequest {
+            key: "k",
+            owner: self.owner,
+            lease: IDLE,
+            wait_until: None,
+            signal: &self.signal,
+            shared: false,
+        }
     }
 
     /// A grant sent at `sent` and, after a wait, answered at `answered`.

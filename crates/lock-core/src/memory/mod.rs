@@ -15,6 +15,10 @@ use crate::backend::{
 };
 use crate::{FencingToken, OwnerToken, Result};
 
+mod shared;
+
+use shared::{Readers, Shared};
+
 #[derive(Debug)]
 struct Hold {
     owner: OwnerToken,
@@ -32,6 +36,8 @@ const SWEEP_EVERY: u64 = 1024;
 #[derive(Debug, Default)]
 struct Table {
     holds: HashMap<String, Hold>,
+    /// Keys with shared holds, or a writer waiting for them to leave.
+    readers: HashMap<String, Readers>,
     inserts: u64,
 }
 
@@ -70,7 +76,11 @@ impl MemoryBackend {
     /// Fault hook: delete `key` behind its holder's back (as `DEL` would on a server).
     /// Returns whether a live lock was removed.
     pub fn sever(&self, key: &str) -> bool {
-        let removed = self.locks().holds.remove(key).is_some_and(|h| h.expires > Instant::now());
+        let now = Instant::now();
+        let mut table = self.locks();
+        let shared = table.readers.remove(key).is_some_and(|mut r| r.count(now) > 0);
+        let removed = table.holds.remove(key).is_some_and(|h| h.expires > now) || shared;
+        drop(table);
         self.inner.hub.notify(key);
         removed
     }
@@ -90,6 +100,7 @@ impl LockBackend for MemoryBackend {
             reentrant: true,
             notes: true,
             raise_fence: true,
+            shared: true,
             ..Capability::NONE
         }
     }
@@ -101,22 +112,41 @@ impl LockBackend for MemoryBackend {
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let now = Instant::now();
-        let mut table = self.locks();
+        let mut guard = self.locks();
+        let table = &mut *guard;
         if let Some(h) = table.holds.get_mut(req.key)
             && h.expires > now
         {
-            if h.owner != req.owner {
+            if h.owner != req.owner || req.shared {
                 return Ok(Attempt::Held { retry_after: Some(h.expires - now) });
             }
             h.count += 1;
             h.expires = h.expires.max(now + req.lease);
             return Ok(Attempt::Acquired(Grant { fence: FencingToken(h.fence), lease: Some(req.lease) }));
         }
+        if req.shared {
+            let readers = table.readers.entry(req.key.to_owned()).or_default();
+            return Ok(match readers.share(req.owner, req.lease, now) {
+                // A shared hold draws no fence: it carries the latest one drawn.
+                Shared::Granted => Attempt::Acquired(Grant {
+                    fence: FencingToken(self.inner.fence.load(Ordering::Relaxed)),
+                    lease: Some(req.lease),
+                }),
+                Shared::Refused(after) => Attempt::Held { retry_after: Some(after) },
+            });
+        }
+        if let Some(readers) = table.readers.get_mut(req.key) {
+            if let Some(after) = readers.exclude(now) {
+                return Ok(Attempt::Held { retry_after: Some(after) });
+            }
+            table.readers.remove(req.key);
+        }
         let fence = self.inner.fence.fetch_add(1, Ordering::Relaxed) + 1;
         table.inserts += 1;
         if table.inserts.is_multiple_of(SWEEP_EVERY) {
             // The fence is one global counter, so forgetting a key never lets its fence repeat.
             table.holds.retain(|_, h| h.expires > now);
+            table.readers.retain(|_, r| !r.is_idle(now));
         }
         table.holds.insert(
             req.key.to_owned(),
@@ -138,7 +168,11 @@ impl LockBackend for MemoryBackend {
                     table.holds.remove(key);
                     true
                 }
-                _ => return Ok(false),
+                _ => match table.readers.get_mut(key).and_then(|r| r.release(owner, now)) {
+                    // The last reader wakes the writer waiting for it.
+                    Some(last) => last,
+                    None => return Ok(false),
+                },
             }
         };
         if freed {
@@ -158,7 +192,7 @@ impl LockBackend for MemoryBackend {
                     h.expires = h.expires.max(now + it.lease);
                     true
                 }
-                _ => false,
+                _ => table.readers.get_mut(it.key).is_some_and(|r| r.renew(it.owner, it.lease, now)),
             })
             .collect())
     }
@@ -199,14 +233,18 @@ impl LockBackend for MemoryBackend {
 
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
         let now = Instant::now();
-        Ok(match self.locks().holds.get(key).filter(|h| h.expires > now) {
-            Some(h) => LockInfo {
+        let mut table = self.locks();
+        if let Some(h) = table.holds.get(key).filter(|h| h.expires > now) {
+            return Ok(LockInfo {
                 remaining: Some(h.expires - now),
                 fence: Some(FencingToken(h.fence)),
                 owner: Some(LockInfo::short_owner(&h.owner.to_string())),
                 ..LockInfo::held()
-            },
-            None => LockInfo::free(),
+            });
+        }
+        Ok(match table.readers.get_mut(key).map(|r| r.count(now)) {
+            Some(n) if n > 0 => LockInfo { readers: Some(n), ..LockInfo::held() },
+            _ => LockInfo::free(),
         })
     }
 }

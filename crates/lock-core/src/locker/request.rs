@@ -1,6 +1,5 @@
-//! The user API: acquire once, acquire with a deadline, run a closure under the lock.
+//! One acquisition: the request being built, and the attempts that take the lock or wait.
 
-use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,34 +8,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span};
 
+use super::{Locker, NATIVE_WAIT_SLICE, NOTIFY_FALLBACK, POLL_BOUND};
 use crate::backend::{AcquireRequest, Attempt, Backoff, Cleanup, Grant, RenewItem, Subscription};
-use crate::hold::Holds;
 use crate::observe::{self, Outcome};
-use crate::renewer::{NewLease, Renewer};
+use crate::renewer::NewLease;
 use crate::{
-    DEFAULT_WATCHDOG_LEASE, LockBackend, LockError, LockGuard, OwnerToken, Result, validate_key,
-    validate_lease, validate_wait,
+    LockBackend, LockError, LockGuard, OwnerToken, Result, validate_key, validate_lease, validate_wait,
 };
-
-/// How long a waiter subscribed to release notifications sleeps when the backend gave no
-/// remaining-lease hint: the most a lost notification can cost.
-const NOTIFY_FALLBACK: Duration = Duration::from_millis(500);
-/// First polling delay for backends without notifications.
-const POLL_MIN: Duration = Duration::from_millis(2);
-/// Longest polling delay for backends without notifications.
-const POLL_MAX: Duration = Duration::from_millis(100);
-/// A native wait with no deadline is issued as one wait of this length: slicing it would
-/// drop a fair backend's waiter to the back of the queue at every slice.
-const NATIVE_WAIT_SLICE: Duration = crate::MAX_WAIT;
-/// Longest polling delay accepted by [`Locker::with_poll_backoff`]: longer bounds are cut to
-/// this, so no user duration can overflow the deadline arithmetic.
-const POLL_BOUND: Duration = Duration::from_secs(3600);
-/// Default clock-drift rate: the local lease deadline comes 1 % of the lease early (Redlock's
-/// drift factor)...
-pub const DRIFT_MARGIN_RATE: f64 = 0.01;
-/// ...plus this much, for the expiry precision of the servers and the 1 ms resolution of
-/// timers.
-pub const DRIFT_MARGIN_FLOOR: Duration = Duration::from_millis(5);
 
 /// Shortest local validity (a short grant less the drift margin) left to the watchdog's top-up:
 /// below it, a loaded machine could miss the deadline before the renewal is answered, and tell
@@ -77,129 +55,6 @@ async fn top_up(
     Ok(Attempt::Acquired(Grant { lease: Some(lease), ..grant }))
 }
 
-/// The clock-drift margin for `lease`: `lease * rate + floor`, at most half the lease.
-pub fn drift_margin(lease: Duration, rate: f64, floor: Duration) -> Duration {
-    lease.mul_f64(rate.clamp(0.0, 0.5)).saturating_add(floor).min(lease / 2)
-}
-
-/// Locks over one backend. Cheap to clone; clones share the watchdog.
-#[derive(Clone)]
-pub struct Locker {
-    backend: Arc<dyn LockBackend>,
-    renewer: Renewer,
-    holds: Holds,
-    watchdog_lease: Duration,
-    poll: (Duration, Duration),
-    drift: (f64, Duration),
-}
-
-impl fmt::Debug for Locker {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Locker")
-            .field("backend", &self.backend)
-            .field("watchdog_lease", &self.watchdog_lease)
-            .field("drift", &self.drift)
-            .field("renewer", &self.renewer)
-            .finish()
-    }
-}
-
-impl Locker {
-    /// Locks over `backend`, with the default watchdog lease of 30 s.
-    pub fn new(backend: Arc<dyn LockBackend>) -> Self {
-        Locker {
-            renewer: Renewer::new(backend.clone()),
-            holds: Holds::default(),
-            backend,
-            watchdog_lease: DEFAULT_WATCHDOG_LEASE,
-            poll: (POLL_MIN, POLL_MAX),
-            drift: (DRIFT_MARGIN_RATE, DRIFT_MARGIN_FLOOR),
-        }
-    }
-
-    /// How much earlier than the server the holder considers a lease over: `lease * rate +
-    /// floor` (defaults [`DRIFT_MARGIN_RATE`], [`DRIFT_MARGIN_FLOOR`]; capped at half the lease). The lost
-    /// signal fires that long before the backend can grant the key to someone else, as long as
-    /// the two clocks drift apart by less.
-    ///
-    /// # Errors
-    /// [`LockError::InvalidConfig`] when `rate` is not within `0.0..=0.5`.
-    pub fn with_clock_drift(mut self, rate: f64, floor: Duration) -> Result<Self> {
-        if !(0.0..=0.5).contains(&rate) {
-            return Err(LockError::InvalidConfig {
-                reason: format!("clock drift rate {rate} is outside 0.0..=0.5"),
-            });
-        }
-        self.drift = (rate, floor.min(crate::MAX_LEASE));
-        Ok(self)
-    }
-
-    /// The drift margin this locker keeps for `lease` (see [`with_clock_drift`](Self::with_clock_drift)).
-    pub fn drift_margin(&self, lease: Duration) -> Duration {
-        drift_margin(lease, self.drift.0, self.drift.1)
-    }
-
-    /// Lease used (and renewed every third of it) when a request gives none.
-    ///
-    /// # Errors
-    /// [`LockError::InvalidLease`] outside the accepted range.
-    pub fn with_watchdog_lease(mut self, lease: Duration) -> Result<Self> {
-        validate_lease(lease)?;
-        self.watchdog_lease = lease;
-        Ok(self)
-    }
-
-    /// Polling backoff bounds for backends without notifications (each cut to an hour).
-    pub fn with_poll_backoff(mut self, min: Duration, max: Duration) -> Self {
-        let (min, max) = (min.min(POLL_BOUND), max.min(POLL_BOUND));
-        self.poll = (min, max.max(min));
-        self
-    }
-
-    /// The backend.
-    pub fn backend(&self) -> &Arc<dyn LockBackend> {
-        &self.backend
-    }
-
-    /// Number of leases the watchdog currently watches (0 after every guard is gone).
-    pub fn watched_leases(&self) -> usize {
-        self.renewer.len()
-    }
-
-    /// Whether the watchdog task is running (it exits when nothing is held).
-    pub fn watchdog_running(&self) -> bool {
-        self.renewer.is_running()
-    }
-
-    /// Start building a lock request for `key`.
-    pub fn lock(&self, key: impl Into<String>) -> LockRequest<'_> {
-        LockRequest { locker: self, key: key.into(), lease: None, wait: None, owner: None, max_hold: None }
-    }
-
-    /// One attempt with the watchdog lease: `Ok(None)` when someone else holds `key`.
-    ///
-    /// # Errors
-    /// Invalid keys and backend errors.
-    pub async fn try_lock(&self, key: impl Into<String>) -> Result<Option<LockGuard>> {
-        self.lock(key).try_acquire().await
-    }
-
-    /// Wait up to `wait` for `key`, run `work` while holding it, then release.
-    ///
-    /// `work` receives a token that is cancelled if the lease is lost.
-    ///
-    /// # Errors
-    /// [`LockError::Timeout`], backend errors, and [`LockError::LeaseLost`] when the lease was
-    /// lost while `work` ran (its result is then discarded: the work was not exclusive).
-    pub async fn with_lock<T, F, Fut>(&self, key: impl Into<String>, wait: Duration, work: F) -> Result<T>
-    where
-        F: FnOnce(CancellationToken) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.lock(key).wait(wait).run(work).await
-    }
-}
-
 /// A lock request being built: `locker.lock("k").lease(..).wait(..).acquire().await`.
 #[derive(Debug)]
 #[must_use = "a lock request does nothing until acquired"]
@@ -210,9 +65,21 @@ pub struct LockRequest<'a> {
     wait: Option<Duration>,
     owner: Option<OwnerToken>,
     max_hold: Option<Duration>,
+    shared: bool,
 }
 
-impl LockRequest<'_> {
+impl<'a> LockRequest<'a> {
+    pub(super) fn new(locker: &'a Locker, key: String) -> Self {
+        LockRequest { locker, key, lease: None, wait: None, owner: None, max_hold: None, shared: false }
+    }
+
+    /// A shared hold (the read side of a native read-write lock): many shared holds of the
+    /// key at once, or one exclusive one. Sent only to a backend with
+    /// [`Capability::shared`](crate::Capability).
+    pub(crate) fn shared(mut self) -> Self {
+        self.shared = true;
+        self
+    }
     /// A fixed lease: no watchdog; the lock expires after `lease` unless renewed by hand.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = Some(lease);
@@ -351,7 +218,14 @@ impl LockRequest<'_> {
             };
             // A nested acquisition joins the live hold's lost signal.
             let joined = locker.holds.join(&key, backend.name(), owner, !rotate);
-            let req = AcquireRequest { key: &key, owner, lease, wait_until, signal: &joined.signal };
+            let req = AcquireRequest {
+                key: &key,
+                owner,
+                lease,
+                wait_until,
+                signal: &joined.signal,
+                shared: self.shared,
+            };
             if queued && place.is_none() {
                 place = Some(leave_on_drop(backend, &key, owner));
             }

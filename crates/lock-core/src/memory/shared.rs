@@ -1,0 +1,101 @@
+//! The shared holds of the in-process table (the read side of a read-write lock), and the
+//! mark by which a waiting exclusive request keeps new ones out.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::OwnerToken;
+
+/// How long a refused exclusive request keeps new shared holds out. The table has no queue,
+/// so the waiting writer renews the mark with each attempt; it retries at least every half
+/// of this (its `retry_after`), and a writer that gave up blocks readers for at most this.
+pub(super) const WRITER_MARK: Duration = Duration::from_millis(500);
+
+#[derive(Debug)]
+struct Reader {
+    count: u32,
+    expires: Instant,
+}
+
+/// The shared holds of one key.
+#[derive(Debug, Default)]
+pub(super) struct Readers {
+    holds: HashMap<OwnerToken, Reader>,
+    /// An exclusive request was refused because of these holds and still waits until then.
+    writer_waits_until: Option<Instant>,
+}
+
+/// What a shared request found.
+pub(super) enum Shared {
+    Granted,
+    /// A writer waits: retry after this.
+    Refused(Duration),
+}
+
+impl Readers {
+    fn prune(&mut self, now: Instant) {
+        self.holds.retain(|_, r| r.expires > now);
+    }
+
+    /// Whether nothing in here matters any more: no live hold, no waiting writer.
+    pub(super) fn is_idle(&mut self, now: Instant) -> bool {
+        self.prune(now);
+        self.holds.is_empty() && self.writer_waits_until.is_none_or(|u| u <= now)
+    }
+
+    /// A shared hold for `owner` (nested when it has one), unless a writer waits.
+    pub(super) fn share(&mut self, owner: OwnerToken, lease: Duration, now: Instant) -> Shared {
+        self.prune(now);
+        if let Some(r) = self.holds.get_mut(&owner) {
+            r.count += 1;
+            r.expires = r.expires.max(now + lease);
+            return Shared::Granted;
+        }
+        if let Some(until) = self.writer_waits_until.filter(|u| *u > now) {
+            return Shared::Refused(until - now);
+        }
+        self.holds.insert(owner, Reader { count: 1, expires: now + lease });
+        Shared::Granted
+    }
+
+    /// An exclusive request: `None` when no shared hold is live (the writer may go ahead),
+    /// else the writer's mark is set and it should retry after the returned delay.
+    pub(super) fn exclude(&mut self, now: Instant) -> Option<Duration> {
+        self.prune(now);
+        let first_end = self.holds.values().map(|r| r.expires).min()?;
+        self.writer_waits_until = Some(now + WRITER_MARK);
+        Some((first_end - now).min(WRITER_MARK / 2))
+    }
+
+    /// `owner`'s release: `None` when it holds nothing here, else whether the last shared
+    /// hold left (a waiting writer should be woken).
+    pub(super) fn release(&mut self, owner: OwnerToken, now: Instant) -> Option<bool> {
+        self.prune(now);
+        let r = self.holds.get_mut(&owner)?;
+        r.count -= 1;
+        if r.count == 0 {
+            self.holds.remove(&owner);
+        }
+        Some(self.holds.is_empty())
+    }
+
+    /// Extend `owner`'s shared hold (only ever extended); whether it held one.
+    pub(super) fn renew(&mut self, owner: OwnerToken, lease: Duration, now: Instant) -> bool {
+        self.prune(now);
+        match self.holds.get_mut(&owner) {
+            Some(r) => {
+                r.expires = r.expires.max(now + lease);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The live shared holds.
+    pub(super) fn count(&mut self, now: Instant) -> usize {
+        self.prune(now);
+        self.holds.len()
+    }
+}
