@@ -202,7 +202,7 @@ impl Named {
             // closes the connection and the lock goes with the session.
             None => next_fence(&mut **pinned.conn, &self.sql.fence_next, req.key, &self.parts.trips).await?,
         };
-        self.parts.sessions.hold(req, granted(pinned, conn_id, fence, (confirmed, answered))?).await
+        self.parts.sessions.hold(req, granted(pinned, conn_id, (fence, false), (confirmed, answered))?).await
     }
 }
 

@@ -144,14 +144,13 @@ impl Pessimistic {
         // is off on holding connections); a grant answers the fencing token and the connection
         // id. Prepared and cached per connection (no one-off CLOSE to trip Nagle, see `wait_sql`).
         self.parts.trips.add();
-        let first = sqlx::query(AssertSqlSafe(self.sql.lock_nowait.clone()))
-            .bind(key)
-            .fetch_optional(&mut **pinned.conn)
-            .await;
+        let nowait = if req.shared { &self.sql.share_nowait } else { &self.sql.lock_nowait };
+        let first =
+            sqlx::query(AssertSqlSafe(nowait.clone())).bind(key).fetch_optional(&mut **pinned.conn).await;
         match first {
             Ok(Some(row)) => {
                 let conn_id: u64 = row.try_get(1).map_err(classify)?;
-                return Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?, sent, None));
+                return Ok(Step::Locked(pinned, conn_id, self.drawn_fence(req, &row)?, sent, None));
             }
             Ok(None) => return self.no_row(pinned).await,
             Err(e) if is_contention(&e) => {}
@@ -178,8 +177,8 @@ impl Pessimistic {
         // Text protocol, one packet: see `sql/pessimistic_lock_wait_mariadb.sql`.
         let wait_sent = Instant::now();
         self.parts.trips.add();
-        let wait =
-            sqlx::raw_sql(AssertSqlSafe(self.wait_sql(remaining, key))).fetch_optional(&mut **pinned.conn);
+        let wait = sqlx::raw_sql(AssertSqlSafe(self.wait_sql(req.shared, remaining, key)))
+            .fetch_optional(&mut **pinned.conn);
         let waited = killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, wait).await;
         match waited {
             // The server's idle clock started when it sent this answer, so no earlier than when
@@ -187,7 +186,8 @@ impl Pessimistic {
             // short wait needs no confirming ping, so the new holder's release is not queued
             // behind one (see `lock_core::backend::session::Granted::answered`).
             Ok(Some(row)) => {
-                Ok(Step::Locked(pinned, conn_id, self.drawn_fence(&row)?, wait_sent, Some(Instant::now())))
+                let fence = self.drawn_fence(req, &row)?;
+                Ok(Step::Locked(pinned, conn_id, fence, wait_sent, Some(Instant::now())))
             }
             Ok(None) => self.no_row(pinned).await,
             Err(e) if is_contention(&e) => self.held(pinned).await,
@@ -195,8 +195,12 @@ impl Pessimistic {
         }
     }
 
-    /// The fencing token drawn by the MariaDB lock statement (`None` on MySQL).
-    fn drawn_fence(&self, row: &sqlx::mysql::MySqlRow) -> Result<Option<u64>> {
+    /// The fencing token drawn by the MariaDB lock statement (`None` on MySQL: drawn after
+    /// the grant); 0 for a shared hold, which draws none.
+    fn drawn_fence(&self, req: &AcquireRequest<'_>, row: &sqlx::mysql::MySqlRow) -> Result<Option<u64>> {
+        if req.shared {
+            return Ok(Some(0));
+        }
         match self.flavor {
             Flavor::MariaDb => {
                 let v: i64 = row.try_get(0).map_err(classify)?;
@@ -211,25 +215,25 @@ impl Pessimistic {
     /// every call, so it is sent as one text-protocol query: a one-off prepared statement sends
     /// EXECUTE and CLOSE back to back, and Nagle then delays the holder's next command (its
     /// COMMIT, with the row still locked) until the server's delayed ACK, ~40 ms.
-    fn wait_sql(&self, remaining: Duration, key: &[u8]) -> String {
+    fn wait_sql(&self, shared: bool, remaining: Duration, key: &[u8]) -> String {
+        let (mariadb, mysql) = match shared {
+            false => (&self.sql.lock_wait_mariadb, &self.sql.lock_wait_mysql),
+            true => (&self.sql.share_wait_mariadb, &self.sql.share_wait_mysql),
+        };
         match self.flavor {
             Flavor::MariaDb => {
                 let secs = remaining.as_secs_f64().min(MAX_STATEMENT_SECS);
                 // The row-lock timeout is whole seconds: round up so max_statement_time, which is
                 // exact, always ends the wait first.
                 let whole = (secs.ceil() as u64).max(1);
-                self.sql
-                    .lock_wait_mariadb
+                mariadb
                     .replace("{max_statement_time}", &format!("{secs:.6}"))
                     .replace("{lock_wait_timeout}", &whole.to_string())
                     .replace("{key}", &hex_literal(key))
             }
             Flavor::MySql => {
                 let ms = remaining.as_millis().clamp(1, u128::from(u32::MAX));
-                self.sql
-                    .lock_wait_mysql
-                    .replace("{max_execution_ms}", &ms.to_string())
-                    .replace("{key}", &hex_literal(key))
+                mysql.replace("{max_execution_ms}", &ms.to_string()).replace("{key}", &hex_literal(key))
             }
         }
     }
@@ -291,7 +295,8 @@ impl Pessimistic {
             // its connection and the lock goes with it.
             None => next_fence(&self.parts.pool, &self.sql.fence_next, req.key, &self.parts.trips).await?,
         };
-        self.parts.sessions.hold(req, granted(pinned, conn_id, fence, (confirmed, answered))?).await
+        let granted = granted(pinned, conn_id, (fence, req.shared), (confirmed, answered))?;
+        self.parts.sessions.hold(req, granted).await
     }
 }
 
@@ -307,6 +312,11 @@ impl Recipe for Pessimistic {
 
     async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         self.try_once(req).await
+    }
+
+    /// Shared row locks: `FOR SHARE` / `LOCK IN SHARE MODE`.
+    fn shared(&self) -> bool {
+        true
     }
 
     async fn inspect(&self, _key: &str) -> Result<LockInfo> {

@@ -53,6 +53,11 @@ pub(crate) trait Recipe: fmt::Debug + Send + Sync + 'static {
 
     /// What the server shows of `key` without taking it.
     async fn inspect(&self, key: &str) -> Result<LockInfo>;
+
+    /// Whether the mode takes shared holds ([`Capability::shared`]).
+    fn shared(&self) -> bool {
+        false
+    }
 }
 
 /// A session-bound mode's backend.
@@ -85,7 +90,9 @@ impl<R: Recipe> LockBackend for SessionMode<R> {
 
     fn capabilities(&self) -> Capability {
         // Waiters queue in the server (row lock or GET_LOCK), in no promised order.
-        session::capabilities()
+        let mut caps = session::capabilities();
+        caps.shared = self.recipe.shared();
+        caps
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {

@@ -119,6 +119,11 @@ pub(crate) struct PessimisticSql {
     /// Template with `{max_execution_ms}` (a number) and `{key}` (a [`hex_literal`]) still to
     /// fill; sent as text.
     pub lock_wait_mysql: Arc<str>,
+    /// The same three for a shared lock of the row (the read side of a read-write lock),
+    /// which draws no fence.
+    pub share_nowait: Arc<str>,
+    pub share_wait_mariadb: Arc<str>,
+    pub share_wait_mysql: Arc<str>,
     pub row_exists: Arc<str>,
     pub row_insert: Arc<str>,
     pub row_insert_mariadb: Arc<str>,
@@ -129,14 +134,16 @@ pub(crate) struct PessimisticSql {
 
 impl PessimisticSql {
     pub fn new(table: &str, flavor: Flavor) -> Self {
-        let (schema, lock_nowait) = match flavor {
+        let (schema, lock_nowait, share_nowait) = match flavor {
             Flavor::MariaDb => (
                 include_str!("../sql/pessimistic_schema_mariadb.sql"),
                 include_str!("../sql/pessimistic_lock_nowait_mariadb.sql"),
+                include_str!("../sql/pessimistic_share_nowait_mariadb.sql"),
             ),
             Flavor::MySql => (
                 include_str!("../sql/pessimistic_schema.sql"),
                 include_str!("../sql/pessimistic_lock_nowait.sql"),
+                include_str!("../sql/pessimistic_share_nowait.sql"),
             ),
         };
         PessimisticSql {
@@ -148,6 +155,9 @@ impl PessimisticSql {
             lock_nowait: render(lock_nowait, table),
             lock_wait_mariadb: render(include_str!("../sql/pessimistic_lock_wait_mariadb.sql"), table),
             lock_wait_mysql: render(include_str!("../sql/pessimistic_lock_wait_mysql.sql"), table),
+            share_nowait: render(share_nowait, table),
+            share_wait_mariadb: render(include_str!("../sql/pessimistic_share_wait_mariadb.sql"), table),
+            share_wait_mysql: render(include_str!("../sql/pessimistic_share_wait_mysql.sql"), table),
             row_exists: render(include_str!("../sql/pessimistic_row_exists.sql"), table),
             row_insert: render(include_str!("../sql/pessimistic_row_insert.sql"), table),
             row_insert_mariadb: render(include_str!("../sql/pessimistic_row_insert_mariadb.sql"), table),

@@ -172,6 +172,8 @@ pub(crate) type Sessions = session::Sessions<Driver>;
 /// The connection of one hold with the state of its notes.
 pub(crate) struct Held {
     pinned: Pinned,
+    /// A shared hold (a read lock): it takes no note, its fence (0) naming no grant.
+    shared: bool,
     /// A transaction was opened for notes (named mode).
     in_tx: bool,
     /// The holding transaction carries a note row: the hold ends with `notes.end`.
@@ -182,17 +184,17 @@ pub(crate) struct Held {
 /// sent at `sent` and, after a wait in the server's queue, answered at `answered`.
 ///
 /// # Errors
-/// Permanent when the fence counter answered no value (0).
+/// Permanent when the fence counter answered no value (0) for an exclusive hold.
 pub(crate) fn granted(
     pinned: Pinned,
     conn_id: u64,
-    fence: u64,
+    (fence, shared): (u64, bool),
     (sent, answered): (Instant, Option<Instant>),
 ) -> Result<session::Granted<Held>> {
-    if fence == 0 {
+    if fence == 0 && !shared {
         return Err(LockError::permanent(NAME, "fence counter returned no value"));
     }
-    let held = Held { pinned, in_tx: false, noted: false };
+    let held = Held { pinned, shared, in_tx: false, noted: false };
     Ok(session::Granted { held, session: conn_id, fence, sent, answered })
 }
 
@@ -268,6 +270,10 @@ impl SessionDriver for Driver {
 
     /// Store `note` in the holding transaction (opening one first in named mode).
     async fn note(&self, key: &str, held: &mut Held, note: &str, link: &mut Link<'_>) -> Noted {
+        if held.shared {
+            // Readers share the row: a note would pass for the holder's.
+            return Noted::Answered(Ok(false));
+        }
         let notes = &self.notes;
         if !held.in_tx
             && let Some(begin) = &notes.begin
