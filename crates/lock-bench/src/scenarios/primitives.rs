@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dlock::{RwLock, Semaphore};
+use dlock::{Locker, RwLock, Semaphore};
 use tokio::time::Instant;
 
 use super::Ctx;
+use super::counting::Counting;
 use crate::error::{BenchError, Result};
 use crate::micros::{hist, us};
 use crate::report::Row;
@@ -34,9 +35,23 @@ struct Counted {
     h_write: hdrhistogram::Histogram<u64>,
 }
 
-/// 8 clients on one read-write lock (8 reader slots), one operation in ten a write.
+/// Backend attempts of one uncontended write acquisition: 1 for a native read-write lock, the
+/// gate and every reader slot for the composite.
+async fn write_attempts(cx: &Ctx<'_>, name: &str) -> Result<(u64, bool)> {
+    let counting = Counting::new(cx.target.client().await?);
+    let rw = RwLock::new(&Locker::new(counting.backend()), name)?.with_reader_slots(READER_SLOTS)?;
+    let g = rw.write().lease(LEASE).try_acquire().await?;
+    let g = g.ok_or(BenchError::UnexpectedlyHeld { what: "fresh read-write lock" })?;
+    let attempts = counting.attempts();
+    g.release().await?;
+    Ok((attempts, rw.is_native()))
+}
+
+/// 8 clients on one read-write lock (8 reader slots unless native), one operation in ten a
+/// write.
 pub async fn rwlock(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     let name = cx.key("rw");
+    let (attempts, native) = write_attempts(cx, &format!("{name}-probe")).await?;
     let (readers, writers) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let mut locks = Vec::new();
     for _ in 0..CLIENTS {
@@ -92,7 +107,7 @@ pub async fn rwlock(cx: &Ctx<'_>) -> Result<Vec<Row>> {
         writes += c.writes;
     }
     let secs = started.elapsed().max(cx.sizes.contended_for).as_secs_f64();
-    let scenario = format!("rwlock x{CLIENTS} (1 write in {WRITE_EVERY}, {READER_SLOTS} slots)");
+    let scenario = format!("rwlock x{CLIENTS} (1 write in {WRITE_EVERY})");
     let mut r =
         Row::latency(cx.target, &scenario, "read acquire wait", &h_read, Some(reads as f64 / secs), None);
     let mut w =
@@ -100,7 +115,9 @@ pub async fn rwlock(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     for row in [&mut r, &mut w] {
         row.extra.insert("ops_per_s".into(), ((reads + writes) as f64 / secs).into());
         row.extra.insert("exclusion_ok".into(), true.into());
+        row.extra.insert("native".into(), native.into());
     }
+    w.extra.insert("attempts_per_write".into(), attempts.into());
     Ok(vec![r, w])
 }
 
