@@ -97,10 +97,16 @@ struct Admin<C> {
 #[async_trait]
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> ClientFaults for Admin<C> {
     async fn sever(&self, key: &str) -> FaultResult {
+        // The lock, or its readers (`<lock>:s`, a native read-write lock's shared holds).
         let lock = self.holder.key_names(key).lock;
-        let deleted: i64 =
-            redis::cmd("DEL").arg(&lock).query_async(&mut self.admin.clone()).await.expect("del");
-        assert_eq!(deleted, 1, "sever: {lock} does not exist");
+        let readers = format!("{lock}:s");
+        let deleted: i64 = redis::cmd("DEL")
+            .arg(&lock)
+            .arg(&readers)
+            .query_async(&mut self.admin.clone())
+            .await
+            .expect("del");
+        assert_eq!(deleted, 1, "sever: neither {lock} nor its readers exist");
         Ok(())
     }
 

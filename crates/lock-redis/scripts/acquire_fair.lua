@@ -37,6 +37,10 @@ if nested then
 end
 
 local now = now_ms()
+local refused = redis.call('EXISTS', lock) == 0 and readers_refusal(lock, queue, deadlines, owner, ARGV[7], wait_ms)
+if refused then
+  return refused
+end
 if redis.call('EXISTS', lock) == 0 then
   -- Free: the first live waiter in line, if any, goes first.
   while true do

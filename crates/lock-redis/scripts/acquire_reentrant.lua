@@ -34,6 +34,10 @@ if redis.call('EXISTS', lock) == 1 then
   end
   return {0, redis.call('PTTL', lock), d}
 end
+local refused = readers_refusal(lock, KEYS[4], deadlines, owner, ARGV[5], wait_ms)
+if refused then
+  return refused
+end
 if wait_ms > 0 then
   leave(KEYS[4], deadlines, owner, ARGV[5])
 end

@@ -14,6 +14,10 @@ local lock, deadlines, owner, wait_ms = KEYS[1], KEYS[3], ARGV[3], tonumber(ARGV
 if cancelled(lock, string.sub(ARGV[1], #owner + 1)) then
   return {0, -1, 0}
 end
+local refused = readers_refusal(lock, KEYS[4], deadlines, owner, ARGV[5], wait_ms)
+if refused then
+  return refused
+end
 if redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2]) then
   if wait_ms > 0 then
     leave(KEYS[4], deadlines, owner, ARGV[5])

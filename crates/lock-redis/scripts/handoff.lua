@@ -85,6 +85,40 @@ local function next_waiter(queue, deadlines, now)
   end
 end
 
+-- Shared holds (the read side of a read-write lock, acquire_shared.lua) live in '<lock>:s', a hash of
+-- owner token -> expiry in server ms, which expires with its last hold. Readers never register
+-- in the wait set, so a live registered waiter is an exclusive request waiting: it keeps new
+-- readers out (writers are not starved), and a freed lock is handed to it. Readers refused
+-- with a wait mark '<lock>:sw' (for twice their retry interval): while it lives, every freeing
+-- of the lock also publishes '' on the lock's channel, which wakes them all (readers do not
+-- exclude each other, so there is no herd to avoid).
+
+-- readers_left(lock): ms until the first live shared hold of `lock` ends and the server time,
+-- or nil for none (one EXISTS when there are none). Expired holds met on the way are dropped.
+-- A lock and shared holds of it never exist together: each refuses the other.
+local function readers_left(lock)
+  local s = lock .. ':s'
+  if redis.call('EXISTS', s) == 0 then return nil end
+  local now = now_ms()
+  local first = nil
+  local kv = redis.call('HGETALL', s)
+  for i = 1, #kv, 2 do
+    local left = tonumber(kv[i + 1]) - now
+    if left > 0 then
+      if not first or left < first then first = left end
+    else
+      redis.call('HDEL', s, kv[i])
+    end
+  end
+  if first then return first, now end
+  return nil
+end
+
+-- writer_waits(deadlines, now): whether a live waiter is registered (an exclusive request).
+local function writer_waits(deadlines, now)
+  return #redis.call('ZRANGEBYSCORE', deadlines, '(' .. now, '+inf', 'LIMIT', 0, 1) > 0
+end
+
 -- hand_over(lock, counter, queue, deadlines, channel, claim_ms, hash): after `lock` was
 -- deleted, grants it to the next live waiter (for at most claim_ms, and never past the
 -- waiter's own deadline) and publishes the grant; publishes '' when nobody is registered.
@@ -95,10 +129,19 @@ local function hand_over(lock, counter, queue, deadlines, channel, claim_ms, has
     return ''
   end
   local now = now_ms()
+  -- Never an exclusive grant while readers hold (they cannot: a held lock refuses them, and
+  -- the last of them hands over only when it leaves), checked all the same.
+  if readers_left(lock) then
+    redis.call('PUBLISH', channel, '')
+    return ''
+  end
   local w, d, tag = next_waiter(queue, deadlines, now)
   if not w then
     redis.call('PUBLISH', channel, '')
     return ''
+  end
+  if redis.call('EXISTS', lock .. ':sw') == 1 then
+    redis.call('PUBLISH', channel, '')
   end
   local claim = math.max(1, math.min(claim_ms, d - now))
   local f = next_fence(counter)
@@ -148,4 +191,18 @@ local function register(queue, deadlines, owner, tag, now, wait_ms)
     end
   end
   return now + wait_ms
+end
+
+-- readers_refusal(lock, queue, deadlines, owner, tag, wait_ms): the answer of an exclusive
+-- attempt while readers hold (then the lock does not exist), registering a waiting one, which
+-- keeps new readers out and is handed the lock by the last reader to leave; nil without
+-- readers.
+local function readers_refusal(lock, queue, deadlines, owner, tag, wait_ms)
+  local readers, now = readers_left(lock)
+  if not readers then return nil end
+  local d = 0
+  if wait_ms > 0 then
+    d = register(queue, deadlines, owner, tag, now, wait_ms)
+  end
+  return {0, readers, d}
 end

@@ -69,6 +69,14 @@ pub(crate) static SET_NOTE: LazyLock<Script> =
     LazyLock::new(|| with(&[HOLDER], include_str!("../scripts/set_note.lua")));
 pub(crate) static RAISE_FENCE: LazyLock<Script> =
     LazyLock::new(|| with(&[FENCE, HOLDER], include_str!("../scripts/raise_fence.lua")));
+pub(crate) static ACQUIRE_SHARED: LazyLock<Script> =
+    LazyLock::new(|| with(&[FENCE, HANDOFF], include_str!("../scripts/acquire_shared.lua")));
+pub(crate) static RELEASE_SHARED: LazyLock<Publishing> =
+    LazyLock::new(|| publishing(&[FENCE, HANDOFF], include_str!("../scripts/release_shared.lua")));
+pub(crate) static RENEW_SHARED: LazyLock<Script> =
+    LazyLock::new(|| with(&[FENCE, HANDOFF], include_str!("../scripts/renew_shared.lua")));
+pub(crate) static INSPECT_SHARED: LazyLock<Script> =
+    LazyLock::new(|| with(&[FENCE, HANDOFF], include_str!("../scripts/inspect_shared.lua")));
 pub(crate) static INSPECT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/inspect.lua")));
 
@@ -86,6 +94,7 @@ mod tests {
             &*ACQUIRE_FAIR,
             &*RELEASE_SIMPLE,
             &*RELEASE_HASH,
+            &*RELEASE_SHARED,
             &*CANCEL_SIMPLE,
             &*CANCEL_HASH,
         ] {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::backend::LockBackend;
-use lock_core::{LeaseState, LockGuard, Locker, OwnerToken};
+use lock_core::{LeaseState, LockGuard, Locker, OwnerToken, RwLock};
 use lock_redis::{Mode, RedisLock};
 use lock_testkit::eventually;
 use lock_testkit::server::{RedisServer, or_skip};
@@ -201,4 +201,25 @@ async fn every_script_is_idempotent_per_attempt() {
     assert!(!free(&url, Mode::Simple, "resend-simple").await);
     g.release().await.expect("release");
     assert!(free(&url, Mode::Simple, "resend-simple").await);
+}
+
+/// Shared holds (a native read-write lock's readers) are idempotent per attempt too: a read
+/// acquisition and its release each sent twice leave the lock free (no phantom reader keeping
+/// writers out), and the release answers released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_holds_are_idempotent_per_attempt() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    let url = srv.url();
+    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+        let b = backend(&url, mode).await;
+        let (l, conn) = (locker(&b), b.connection());
+        let rw = RwLock::new(&l, format!("resend-shared-{mode}")).expect("rwlock");
+        assert!(rw.is_native(), "{mode}: redis read-write locks are native");
+        conn.resend_every_command(true);
+        let r = rw.read().lease(LONG).try_acquire().await.expect("try").expect("free");
+        let released = r.release().await;
+        conn.resend_every_command(false);
+        released.unwrap_or_else(|e| panic!("{mode}: a read release sent twice: {e}"));
+        assert!(free(&url, mode, rw.gate_key()).await, "{mode}: a reader is left after its release");
+    }
 }

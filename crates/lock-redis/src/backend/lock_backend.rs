@@ -57,6 +57,9 @@ impl LockBackend for RedisLock {
         c.raise_fence = true;
         // A release grants the next waiter its hold in advance (handoffs.rs).
         c.early_grants = !self.inner.mode.is_interop();
+        // Readers in a hash next to the lock (shared.rs); the other library's clients would
+        // not respect them.
+        c.shared = !self.inner.mode.is_interop();
         c
     }
 
@@ -64,6 +67,7 @@ impl LockBackend for RedisLock {
         #[cfg(feature = "testing")]
         self.inner.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let attempt = match self.inner.mode {
+            _ if req.shared => self.acquire_shared(req).await?,
             Mode::Simple => self.acquire_simple(req).await?,
             Mode::Reentrant | Mode::Fair => self.acquire_hash(req).await?,
             Mode::RedisPy | Mode::PythonRedisLock => self.acquire_plain(req).await?,
@@ -75,6 +79,9 @@ impl LockBackend for RedisLock {
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        if self.is_shared(key, owner) {
+            return self.release_shared(key, owner).await;
+        }
         let names = self.inner.layout.names(key);
         let mut conn = self.inner.conn.clone();
         let token = owner.to_string();
@@ -103,58 +110,26 @@ impl LockBackend for RedisLock {
             // A hold taken from a hand-over ends with its last release (or was not ours).
             self.inner.handoffs.released(key, owner);
         }
-        if r == 2
-            && let Some(n) = self.inner.notifier.get()
-        {
-            // This client's own waiters need not wait for the message to come back; only the
-            // one the lock was handed to wakes, and takes the hold if it waits here.
-            let next = match handoffs::parse(&next) {
-                Some((waiter, handed, _)) => {
-                    self.inner.handoffs.handed_if_waiting(key, waiter, handed);
-                    next.get(..32)
-                }
-                None => None,
-            };
-            n.notify_next(key, next);
+        if r == 2 {
+            self.freed(key, &next);
         }
         Ok(r > 0)
     }
 
     async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
-        let script = match self.inner.mode {
-            // A plain string whose value starts with the owner token, in the interop modes too.
-            Mode::Simple | Mode::RedisPy | Mode::PythonRedisLock => &*scripts::RENEW_SIMPLE,
-            Mode::Reentrant | Mode::Fair => &*scripts::RENEW_HASH,
-        };
+        if self.inner.shared.lock().is_empty() {
+            return self.renew_exclusive(items).await;
+        }
+        let (shared, exclusive): (Vec<usize>, Vec<usize>) =
+            (0..items.len()).partition(|&i| self.is_shared(items[i].key, items[i].owner));
+        let renewed = self.renew_shared(&shared.iter().map(|&i| &items[i]).collect::<Vec<_>>()).await?;
+        let picked: Vec<RenewItem<'_>> = exclusive.iter().map(|&i| items[i]).collect();
         let mut out = vec![false; items.len()];
-        let mut conn = self.inner.conn.clone();
-        let locks: Vec<String> = items.iter().map(|it| self.inner.layout.lock(it.key)).collect();
-        // On a cluster one script runs in one slot: each slot's keys go in their own batches.
-        let groups: Vec<Vec<usize>> = if conn.sharded() {
-            let mut by_slot: HashMap<Slot, Vec<usize>> = HashMap::new();
-            for (i, lock) in locks.iter().enumerate() {
-                by_slot.entry(Slot::for_key(lock)).or_default().push(i);
-            }
-            by_slot.into_values().collect()
-        } else {
-            vec![(0..items.len()).collect()]
-        };
-        for chunk in groups.iter().flat_map(|g| g.chunks(RENEW_BATCH)) {
-            let mut inv = script.prepare_invoke();
-            for &i in chunk {
-                inv.key(&locks[i]).arg(items[i].owner.to_string()).arg(millis(items[i].lease));
-            }
-            let flags: Vec<i64> = inv.invoke_async(&mut conn).await.map_err(classify)?;
-            if flags.len() != chunk.len() {
-                return Err(bad_reply("the renew script"));
-            }
-            for (&i, f) in chunk.iter().zip(flags) {
-                out[i] = f == 1;
-                if !out[i] {
-                    // A hold taken from a hand-over and now lost is nothing to remember.
-                    self.inner.handoffs.released(items[i].key, items[i].owner);
-                }
-            }
+        for (i, f) in shared.into_iter().zip(renewed) {
+            out[i] = f;
+        }
+        for (i, f) in exclusive.into_iter().zip(self.renew_exclusive(&picked).await?) {
+            out[i] = f;
         }
         Ok(out)
     }
@@ -180,6 +155,13 @@ impl LockBackend for RedisLock {
             info.owner = Some(owner).filter(|o| !o.is_empty()).map(|o| LockInfo::short_owner(&o));
         }
         info.waiters = usize::try_from(waiters).ok();
+        if held != 1
+            && !self.inner.mode.is_interop()
+            && let Some(mut readers) = self.inspect_shared(key).await?
+        {
+            readers.waiters = info.waiters;
+            return Ok(readers);
+        }
         Ok(info)
     }
 
@@ -261,4 +243,61 @@ fn note_of_value(v: &[u8]) -> Option<String> {
         return None;
     }
     String::from_utf8(note.to_vec()).ok()
+}
+
+impl RedisLock {
+    /// Extend exclusive holds, batched per slot.
+    async fn renew_exclusive(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        let script = match self.inner.mode {
+            // A plain string whose value starts with the owner token, in the interop modes too.
+            Mode::Simple | Mode::RedisPy | Mode::PythonRedisLock => &*scripts::RENEW_SIMPLE,
+            Mode::Reentrant | Mode::Fair => &*scripts::RENEW_HASH,
+        };
+        let mut out = vec![false; items.len()];
+        let mut conn = self.inner.conn.clone();
+        let locks: Vec<String> = items.iter().map(|it| self.inner.layout.lock(it.key)).collect();
+        // On a cluster one script runs in one slot: each slot's keys go in their own batches.
+        let groups: Vec<Vec<usize>> = if conn.sharded() {
+            let mut by_slot: HashMap<Slot, Vec<usize>> = HashMap::new();
+            for (i, lock) in locks.iter().enumerate() {
+                by_slot.entry(Slot::for_key(lock)).or_default().push(i);
+            }
+            by_slot.into_values().collect()
+        } else {
+            vec![(0..items.len()).collect()]
+        };
+        for chunk in groups.iter().flat_map(|g| g.chunks(RENEW_BATCH)) {
+            let mut inv = script.prepare_invoke();
+            for &i in chunk {
+                inv.key(&locks[i]).arg(items[i].owner.to_string()).arg(millis(items[i].lease));
+            }
+            let flags: Vec<i64> = inv.invoke_async(&mut conn).await.map_err(classify)?;
+            if flags.len() != chunk.len() {
+                return Err(bad_reply("the renew script"));
+            }
+            for (&i, f) in chunk.iter().zip(flags) {
+                out[i] = f == 1;
+                if !out[i] {
+                    // A hold taken from a hand-over and now lost is nothing to remember.
+                    self.inner.handoffs.released(items[i].key, items[i].owner);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// After a release freed `key` with the hand-over `next` (its payload, '' for nobody):
+    /// this client's own waiters need not wait for the message to come back; only the one the
+    /// lock was handed to wakes, and takes the hold if it waits here.
+    pub(super) fn freed(&self, key: &str, next: &str) {
+        let Some(n) = self.inner.notifier.get() else { return };
+        let next = match handoffs::parse(next) {
+            Some((waiter, handed, _)) => {
+                self.inner.handoffs.handed_if_waiting(key, waiter, handed);
+                next.get(..32)
+            }
+            None => None,
+        };
+        n.notify_next(key, next);
+    }
 }

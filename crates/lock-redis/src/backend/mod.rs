@@ -22,6 +22,7 @@ use crate::target::Target;
 mod acquire;
 mod lock_backend;
 mod script_calls;
+mod shared;
 
 /// Longest pause between a connection manager's reconnection attempts: a restarted server is
 /// found again within a second, without hammering one that stays down.
@@ -75,6 +76,8 @@ struct Inner {
     replica_ack: Option<ReplicaAck>,
     /// Hand-overs to this client's waiters, heard by the notifier or made by its own releases.
     handoffs: Arc<Handoffs>,
+    /// Shared holds granted here and not released (release and renewal go to their scripts).
+    shared: shared::SharedHolds,
     /// Acquisition attempts sent (feature `testing`: the wake-up tests count them).
     #[cfg(feature = "testing")]
     attempts: std::sync::atomic::AtomicU64,
@@ -151,6 +154,7 @@ impl RedisLock {
             interop_poll,
             replica_ack,
             handoffs: Arc::default(),
+            shared: Default::default(),
             #[cfg(feature = "testing")]
             attempts: std::sync::atomic::AtomicU64::new(0),
             #[cfg(feature = "testing")]

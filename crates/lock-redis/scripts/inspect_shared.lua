@@ -1,0 +1,14 @@
+-- The live shared holds of a lock (handoff.lua), for dlock status when the lock itself is free.
+-- KEYS[1] lock. Returns {count, ms until the last of them ends (-2: none)}.
+local s = KEYS[1] .. ':s'
+local now = now_ms()
+local count, last = 0, -2
+local kv = redis.call('HGETALL', s)
+for i = 1, #kv, 2 do
+  local left = tonumber(kv[i + 1]) - now
+  if left > 0 then
+    count = count + 1
+    if left > last then last = left end
+  end
+end
+return {count, last}

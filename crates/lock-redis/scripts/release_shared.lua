@@ -1,0 +1,30 @@
+-- Release of a shared hold (handoff.lua): the last reader to leave hands the lock to the
+-- first registered waiter (an exclusive request), or publishes '' for anyone.
+-- KEYS[1] lock, KEYS[2] queue list, KEYS[3] waiter deadlines zset, KEYS[4] fence counter
+-- ARGV[1] owner token, ARGV[2] release channel, ARGV[3] claim window ms, ARGV[4] '1' when the
+-- lock is a hash (reentrant and fair modes)
+-- Returns {0, ''} when the owner held nothing, {1, ''} when other readers remain, {2, payload}
+-- when the last reader left (the hand-over's payload, '' for nobody). The owner is marked done
+-- (the attempt cancel mark): a copy of this release (a resend) answers what the first did, and
+-- a late copy of the owner's acquisition grants nothing.
+local lock, owner = KEYS[1], ARGV[1]
+local done = lock .. ':x:' .. owner
+local before = redis.call('GET', done)
+if before then
+  return {tonumber(before), ''}
+end
+local s = lock .. ':s'
+local mine = tonumber(redis.call('HGET', s, owner))
+redis.call('HDEL', s, owner)
+local held = mine and mine > now_ms()
+if not held then
+  redis.call('SET', done, 0, 'PX', CANCELLED_MS)
+  return {0, ''}
+end
+if readers_left(lock) then
+  redis.call('SET', done, 1, 'PX', CANCELLED_MS)
+  return {1, ''}
+end
+redis.call('SET', done, 2, 'PX', CANCELLED_MS)
+redis.call('DEL', s)
+return {2, hand_over(lock, KEYS[4], KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1')}

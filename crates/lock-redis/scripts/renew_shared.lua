@@ -1,0 +1,23 @@
+-- Batched extension of shared holds (handoff.lua), as renew_simple.lua: the expiry only ever
+-- moves later.
+-- KEYS[i] lock; ARGV[2i-1] owner token, ARGV[2i] new lease in ms
+-- Returns one flag per key: 1 held by that owner (lease now at least the new one), 0 not held.
+local now = now_ms()
+local out = {}
+for i, lock in ipairs(KEYS) do
+  local owner, lease = ARGV[2 * i - 1], tonumber(ARGV[2 * i])
+  local s = lock .. ':s'
+  local mine = tonumber(redis.call('HGET', s, owner))
+  if mine and mine > now then
+    if mine < now + lease then
+      redis.call('HSET', s, owner, now + lease)
+    end
+    if redis.call('PTTL', s) < lease then
+      redis.call('PEXPIRE', s, lease)
+    end
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out

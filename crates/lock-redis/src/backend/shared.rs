@@ -1,0 +1,121 @@
+//! Shared holds, the read side of a native read-write lock (`scripts/acquire_shared.lua` and
+//! the layout in `scripts/handoff.lua`): a hash of readers next to the lock, which exclusive
+//! attempts respect and the last reader hands over from.
+//!
+//! Release and renewal name only a key and an owner, so this client remembers which of its
+//! holds are shared and sends those to the shared scripts.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, LockInfo, Mutex, RenewItem, millis};
+use lock_core::{OwnerToken, Result};
+
+use super::{RedisLock, attempt, hint};
+use crate::error::classify;
+use crate::keys::KeyNames;
+use crate::options::Mode;
+use crate::scripts;
+
+/// The shared holds this client granted and has not released: `(key, owner)`.
+pub(super) type SharedHolds = Mutex<HashSet<(String, OwnerToken)>>;
+
+impl RedisLock {
+    /// Whether `owner`'s hold of `key` here is shared.
+    pub(super) fn is_shared(&self, key: &str, owner: OwnerToken) -> bool {
+        // A lookup by borrowed parts would need a custom key type; shared holds are few.
+        self.inner.shared.lock().iter().any(|(k, o)| *o == owner && k == key)
+    }
+
+    /// One shared attempt. A waiting reader refused marks readers as waiting, so a freeing of
+    /// the lock wakes it; it comes back within a heartbeat (the mark lasts two).
+    pub(super) async fn acquire_shared(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let names = Arc::new(self.inner.layout.names(req.key));
+        let waiting = self.wait_ms(req) > 0;
+        let mark = if waiting { millis(self.heartbeat() * 2) } else { 0 };
+        let owner = req.owner.to_string();
+        let mut conn = self.inner.conn.clone();
+        let mut inv = scripts::ACQUIRE_SHARED.prepare_invoke();
+        inv.key(&names.lock).key(&names.waiters).arg(&owner).arg(millis(req.lease)).arg(mark);
+        // An answer that never comes may hide a grant: the release undoes it and marks the
+        // owner done, so a late copy of the attempt grants nothing either.
+        let cleanup = self.arm_shared(names, owner);
+        let (ok, reply): (i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
+        cleanup.disarm();
+        if ok == 1 {
+            self.inner.shared.lock().insert((req.key.to_owned(), req.owner));
+        }
+        Ok(self.refused(attempt(ok, reply, req.lease), waiting))
+    }
+
+    fn arm_shared(&self, names: Arc<KeyNames>, owner: String) -> Cleanup {
+        let this = self.clone();
+        Cleanup::arm("redis shared lock attempt", move || async move {
+            this.release_shared_script(&names, &owner).await.map(drop)
+        })
+    }
+
+    async fn release_shared_script(&self, names: &KeyNames, owner: &str) -> Result<(i64, String)> {
+        let mut conn = self.inner.conn.clone();
+        let hash = if matches!(self.inner.mode, Mode::Simple) { "0" } else { "1" };
+        scripts::RELEASE_SHARED
+            .get(conn.sharded())
+            .key(&names.lock)
+            .key(&names.queue)
+            .key(&names.waiters)
+            .key(&names.fence)
+            .arg(owner)
+            .arg(&names.channel)
+            .arg(millis(self.claim_window()))
+            .arg(hash)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(classify)
+    }
+
+    /// Release `owner`'s shared hold of `key`; the last reader hands the lock over.
+    pub(super) async fn release_shared(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let names = self.inner.layout.names(key);
+        let (r, next) = self.release_shared_script(&names, &owner.to_string()).await?;
+        self.inner.shared.lock().remove(&(key.to_owned(), owner));
+        if r == 2 {
+            self.freed(key, &next);
+        }
+        Ok(r > 0)
+    }
+
+    /// Extend shared holds (`items`, all shared), one flag each.
+    pub(super) async fn renew_shared(&self, items: &[&RenewItem<'_>]) -> Result<Vec<bool>> {
+        let mut conn = self.inner.conn.clone();
+        let mut out = Vec::with_capacity(items.len());
+        // One script per item: on a cluster each lock may live in another slot, and shared
+        // holds are few next to the exclusive ones the batches are for.
+        for it in items {
+            let flags: Vec<i64> = scripts::RENEW_SHARED
+                .key(self.inner.layout.lock(it.key))
+                .arg(it.owner.to_string())
+                .arg(millis(it.lease))
+                .invoke_async(&mut conn)
+                .await
+                .map_err(classify)?;
+            out.push(flags.first() == Some(&1));
+        }
+        Ok(out)
+    }
+
+    /// The readers of `key` when the lock itself is free.
+    pub(super) async fn inspect_shared(&self, key: &str) -> Result<Option<LockInfo>> {
+        let mut conn = self.inner.conn.clone();
+        let (count, last): (i64, i64) = scripts::INSPECT_SHARED
+            .key(self.inner.layout.lock(key))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(classify)?;
+        Ok((count > 0).then(|| {
+            let mut info = LockInfo::held();
+            info.readers = usize::try_from(count).ok();
+            info.remaining = hint(last);
+            info
+        }))
+    }
+}
