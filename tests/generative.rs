@@ -126,7 +126,7 @@ async fn generative(
     primitives(&f, &proxy).await;
 }
 
-/// The semaphore (3 permits) and read-write lock (4 reader slots) schedules, without faults
+/// The semaphore (3 permits) and read-write lock (4 reader slots, unless native) schedules, without faults
 /// and with the network blackholed (CI's two seeds, or the seed given).
 async fn primitives(f: &UrlFactory, proxy: &Proxy) {
     let m = Mix { max_time: Duration::from_secs(2), ..mix() };
