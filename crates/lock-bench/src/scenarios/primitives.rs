@@ -35,23 +35,44 @@ struct Counted {
     h_write: hdrhistogram::Histogram<u64>,
 }
 
-/// Backend attempts of one uncontended write acquisition: 1 for a native read-write lock, the
-/// gate and every reader slot for the composite.
-async fn write_attempts(cx: &Ctx<'_>, name: &str) -> Result<(u64, bool)> {
+/// Most samples of each uncontended measurement of one client alone.
+const ALONE_SAMPLES: usize = 1_000;
+
+/// One client alone: backend attempts of one write acquisition (1 for a native read-write lock,
+/// the gate and every reader slot for the composite), and a read's `try_acquire` + `release`
+/// next to the mutex's on the same client, interleaved, so their ratio reads the read side's
+/// own cost. Returns the attempts, whether native, and the two latency rows.
+async fn alone(cx: &Ctx<'_>, name: &str) -> Result<(u64, bool, Vec<Row>)> {
     let counting = Counting::new(cx.target.client().await?);
-    let rw = RwLock::new(&Locker::new(counting.backend()), name)?.with_reader_slots(READER_SLOTS)?;
-    let g = rw.write().lease(LEASE).try_acquire().await?;
-    let g = g.ok_or(BenchError::UnexpectedlyHeld { what: "fresh read-write lock" })?;
+    let locker = Locker::new(counting.backend());
+    let rw = RwLock::new(&locker, name)?.with_reader_slots(READER_SLOTS)?;
+    let held = || BenchError::UnexpectedlyHeld { what: "read-write lock of one client" };
+    let g = rw.write().lease(LEASE).try_acquire().await?.ok_or_else(held)?;
     let attempts = counting.attempts();
     g.release().await?;
-    Ok((attempts, rw.is_native()))
+    let (mut h_read, mut h_mutex) = (hist()?, hist()?);
+    let mutex = format!("{name}-mutex");
+    for _ in 0..cx.sizes.uncontended_ops.min(ALONE_SAMPLES) {
+        let t0 = Instant::now();
+        rw.read().lease(LEASE).try_acquire().await?.ok_or_else(held)?.release().await?;
+        h_read.saturating_record(us(t0.elapsed()));
+        let t0 = Instant::now();
+        locker.lock(mutex.as_str()).lease(LEASE).try_acquire().await?.ok_or_else(held)?.release().await?;
+        h_mutex.saturating_record(us(t0.elapsed()));
+    }
+    let scenario = "rwlock alone (1 client)";
+    let mut read = Row::latency(cx.target, scenario, "read try_acquire+release", &h_read, None, None);
+    let mutex = Row::latency(cx.target, scenario, "mutex try_acquire+release", &h_mutex, None, None);
+    let ratio = h_read.value_at_quantile(0.5) as f64 / h_mutex.value_at_quantile(0.5).max(1) as f64;
+    read.extra.insert("x_mutex_p50".into(), ((ratio * 100.0).round() / 100.0).into());
+    Ok((attempts, rw.is_native(), vec![read, mutex]))
 }
 
 /// 8 clients on one read-write lock (8 reader slots unless native), one operation in ten a
 /// write.
 pub async fn rwlock(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     let name = cx.key("rw");
-    let (attempts, native) = write_attempts(cx, &format!("{name}-probe")).await?;
+    let (attempts, native, mut rows) = alone(cx, &format!("{name}-alone")).await?;
     let (readers, writers) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let mut locks = Vec::new();
     for _ in 0..CLIENTS {
@@ -118,7 +139,8 @@ pub async fn rwlock(cx: &Ctx<'_>) -> Result<Vec<Row>> {
         row.extra.insert("native".into(), native.into());
     }
     w.extra.insert("attempts_per_write".into(), attempts.into());
-    Ok(vec![r, w])
+    rows.extend([r, w]);
+    Ok(rows)
 }
 
 /// 8 clients on one semaphore of 3 permits: acquire, hold for a yield, release.
