@@ -13,6 +13,7 @@ mod duration;
 mod hold;
 mod leader;
 mod run;
+mod status;
 mod stores;
 mod supervise;
 
@@ -160,9 +161,11 @@ enum Cmd {
         shell: clap_complete::Shell,
     },
     /// Tell whether a lock is held, without acquiring or waiting: remaining lease, fencing
-    /// token, waiters and holder where the backend records them.
+    /// token, waiters and holder where the backend records them; with --read-write the writer
+    /// or the readers of a read-write lock, with --permits every held permit of a semaphore.
     ///
-    /// Exit statuses: 0 free; 1 held; 64 bad arguments or URL; 69 backend unreachable;
+    /// Exit statuses: 0 free (a semaphore: a permit free); 1 held (a semaphore: every permit
+    /// held); 64 bad arguments or URL; 69 backend unreachable;
     /// 78 the backend cannot tell without taking the lock (MySQL pessimistic mode).
     Status {
         /// Backend URL (see `dlock run --help`).
@@ -171,14 +174,25 @@ enum Cmd {
         /// Lock name.
         #[arg(long)]
         key: String,
-        /// One JSON object on stdout: key, backend, held, remaining_ms, fence, waiters, owner
-        /// (and leader with --leader).
+        /// One JSON object on stdout: key, backend, held, remaining_ms, fence, waiters, owner,
+        /// readers (and leader with --leader); with --read-write kind, native, writer, readers;
+        /// with --permits kind, permits, held and one object per held slot.
         #[arg(long)]
         json: bool,
         /// Also print the identity the leader of the election KEY published (`dlock leader
         /// --identity`); 78 on backends without notes.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["read_write", "permits"])]
         leader: bool,
+        /// KEY is a read-write lock (`dlock run --read/--write`): its writer or readers.
+        #[arg(long, conflicts_with = "permits")]
+        read_write: bool,
+        /// With --read-write: the lock's reader slots, where it is not native (as given to
+        /// `dlock run --reader-slots`).
+        #[arg(long, value_name = "K", default_value_t = dlock::DEFAULT_READER_SLOTS, requires = "read_write")]
+        reader_slots: u32,
+        /// KEY is a semaphore of N permits (`dlock run --permits N`): every held permit.
+        #[arg(long, value_name = "N")]
+        permits: Option<u32>,
     },
     /// Internal: the supervisor between `dlock run` and the command.
     #[command(hide = true, name = "__supervise")]
@@ -262,7 +276,14 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Cmd::Supervise { parent, grace, command } => supervise::supervise(parent, grace, &command).await,
-            Cmd::Status { url, key, json, leader } => run::status(&url, &key, json, leader).await,
+            Cmd::Status { url, key, json, leader, read_write, reader_slots, permits } => {
+                let kind = match (permits, read_write) {
+                    (Some(n), _) => status::Kind::Permits(n),
+                    (None, true) => status::Kind::ReadWrite { reader_slots },
+                    (None, false) => status::Kind::Mutex { leader },
+                };
+                status::status(&url, &key, kind, json).await
+            }
         }
     })
 }

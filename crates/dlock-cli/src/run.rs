@@ -1,11 +1,11 @@
-//! `dlock run` and `dlock status`.
+//! `dlock run`.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use std::os::unix::process::ExitStatusExt;
 
-use dlock::{LeaderElection, LockError, Locker, redact_url};
+use dlock::{LockError, Locker, redact_url};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::Command;
@@ -36,9 +36,6 @@ pub(crate) fn fail(url: &str, e: &LockError) -> ExitCode {
     eprintln!("{msg} (url {})", redact_url(url));
     ExitCode::from(code)
 }
-
-/// How long `dlock status` waits for a connection.
-const STATUS_CONNECT: Duration = Duration::from_secs(5);
 
 /// The error for a server that did not answer the connection within the wait.
 pub(crate) fn unreachable(wait: Duration) -> LockError {
@@ -264,75 +261,4 @@ pub(crate) async fn run_held(
         let _ = killpg(group, Signal::SIGKILL);
     }
     Ok(Ran { status, lost: lost_at.is_some(), program: program.clone() })
-}
-
-/// Print what the backend can tell about `key`, without acquiring or waiting: held or free,
-/// the remaining lease, the fencing token, the waiters and the holder where recorded. Exit 0
-/// when free, 1 when held.
-///
-/// With `leader`, also the identity the leader of the election `key` published (`dlock
-/// leader --identity`); backends without notes exit 78.
-pub async fn status(url: &str, key: &str, json: bool, leader: bool) -> ExitCode {
-    let backend = match tokio::time::timeout(STATUS_CONNECT, dlock::from_url(url)).await {
-        Ok(Ok(b)) => b,
-        Ok(Err(e)) => return fail(url, &e),
-        Err(_) => return fail(url, &unreachable(STATUS_CONNECT)),
-    };
-    if let Err(e) = dlock::validate_key(key) {
-        return fail(url, &e);
-    }
-    let info = match backend.inspect(key).await {
-        Ok(i) => i,
-        Err(e) => return fail(url, &e),
-    };
-    let identity = if leader {
-        let read = async { LeaderElection::new(&Locker::new(backend.clone()), key, "")?.leader().await };
-        match read.await {
-            Ok(id) => id,
-            Err(e) => return fail(url, &e),
-        }
-    } else {
-        None
-    };
-    if json {
-        let v = serde_json::json!({
-            "key": key,
-            "backend": backend.name(),
-            "held": info.held,
-            "remaining_ms": info.remaining.map(|d| d.as_millis() as u64),
-            "fence": info.fence.map(|f| f.0),
-            "waiters": info.waiters,
-            "owner": info.owner,
-        });
-        let v = match (leader, v) {
-            (true, serde_json::Value::Object(mut m)) => {
-                m.insert("leader".into(), serde_json::json!(identity));
-                serde_json::Value::Object(m)
-            }
-            (_, v) => v,
-        };
-        println!("{v}");
-    } else if info.held {
-        let mut line = format!("{key}: held ({})", backend.name());
-        match info.remaining {
-            Some(d) => line.push_str(&format!(", remaining lease {d:?}")),
-            None => line.push_str(", lease bound to the holder's session"),
-        }
-        if let Some(f) = info.fence {
-            line.push_str(&format!(", fence {f}"));
-        }
-        if let Some(w) = info.waiters {
-            line.push_str(&format!(", {w} waiting"));
-        }
-        if let Some(o) = &info.owner {
-            line.push_str(&format!(", holder {o}"));
-        }
-        if let Some(id) = &identity {
-            line.push_str(&format!(", leader {id}"));
-        }
-        println!("{line}");
-    } else {
-        println!("{key}: free ({})", backend.name());
-    }
-    if info.held { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }

@@ -203,6 +203,14 @@ fn permits_limit_how_many_copies_run_at_once() {
     let mut slots: Vec<String> = running.iter().map(|t| env_of(dir.path(), t)).collect();
     slots.sort();
     assert_eq!(slots, ["slot=0 fence=unset", "slot=1 fence=unset"], "one slot each, and no fencing token");
+    let st = dlock(&["status", "--url", &redis_url(), "--key", &k, "--permits", "2"]);
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert_eq!(st.status.code(), Some(1), "every permit held: {text}");
+    assert!(text.contains("semaphore, 2 of 2 permits held (redis); slot 0 held"), "{text}");
+    let st = dlock(&["status", "--url", &redis_url(), "--key", &k, "--permits", "3", "--json"]);
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert_eq!(st.status.code(), Some(0), "a third permit is free: {text}");
+    assert!(text.contains("\"held_permits\":2") && text.contains("\"slot\":1"), "{text}");
     let waiting = tags.iter().position(|t| !running.iter().any(|r| r == t)).expect("one waits");
     let first = tags.iter().position(|t| *t == running[0]).expect("running");
     stop(&mut procs[first], "a permit holder");
@@ -223,10 +231,22 @@ fn readers_share_a_writer_excludes_them_and_a_waiting_writer_holds_off_new_reade
     let dir = tempfile::tempdir().expect("tmp");
     let k = key("rw");
     let read = ["--read", "--reader-slots", "4"];
+    let url = redis_url();
     let mut r1 = dlock_run(dir.path(), &k, "r1", &read);
     let mut r2 = dlock_run(dir.path(), &k, "r2", &read);
     wait_for("both readers start", Duration::from_secs(20), || started(dir.path(), &["r1", "r2"]).len() == 2);
     assert_eq!(env_of(dir.path(), "r1"), "slot=unset fence=unset", "readers get no fencing token");
+    let status = |json: bool| {
+        let mut args = vec!["status", "--url", &*url, "--key", &*k, "--read-write", "--reader-slots", "4"];
+        if json {
+            args.push("--json");
+        }
+        let out = dlock(&args);
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, text) = status(false);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("read-write lock held by 2 readers (redis)"), "{text}");
     let mut w = dlock_run(dir.path(), &k, "w", &["--write", "--reader-slots", "4"]);
     std::thread::sleep(Duration::from_millis(300)); // give the writer the chance to overlap, if it could
     assert!(pid_of(dir.path(), "w").is_none(), "the writer started while readers held the lock");
@@ -239,10 +259,15 @@ fn readers_share_a_writer_excludes_them_and_a_waiting_writer_holds_off_new_reade
     let fence = env_of(dir.path(), "w");
     let token = fence.strip_prefix("slot=unset fence=").expect("env");
     assert!(token.parse::<u64>().is_ok(), "the writer gets a numeric fencing token: {fence:?}");
+    let (code, text) = status(true);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("\"writer\":true") && text.contains(&format!("\"fence\":{token}")), "{text}");
     assert!(pid_of(dir.path(), "r3").is_none(), "a reader started while the writer held the lock");
     stop(&mut w, "the writer");
     wait_for("the queued reader starts", Duration::from_secs(20), || pid_of(dir.path(), "r3").is_some());
     stop(&mut r3, "reader 3");
+    let (code, text) = status(false);
+    assert_eq!((code, text.trim()), (Some(0), &*format!("{k}: read-write lock free (redis)")));
     let both = dlock(&["run", "--url", &redis_url(), "--key", &k, "--read", "--write", "--", "true"]);
     assert_eq!(both.status.code(), Some(2), "--read with --write is a usage error");
     let slots_alone =
