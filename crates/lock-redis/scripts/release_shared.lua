@@ -5,8 +5,13 @@
 -- lock is a hash (reentrant and fair modes)
 -- Returns {0, ''} when the owner held nothing, {1, ''} when other readers remain, {2, payload}
 -- when the last reader left (the hand-over's payload, '' for nobody). The owner is marked done
--- (the attempt cancel mark): a copy of this release (a resend) answers what the first did, and
--- a late copy of the owner's acquisition grants nothing.
+-- (as an attempt's cancel mark, so acquire_shared.lua sees it): a copy of this release (a
+-- resend) answers what the first did, and a late copy of the owner's acquisition grants
+-- nothing. For RELEASED_MS, not CANCELLED_MS: every read leaves one such key, so they must not
+-- pile up under a stream of readers (10 s at 12k reads/s is 120k short keys); a copy of the
+-- acquisition later than that (a server paused longer, then running a copy from a connection
+-- the client had given up) makes a reader nobody holds, which keeps writers out until its
+-- lease ends: a delay, never two holders.
 local lock, owner = KEYS[1], ARGV[1]
 local done = lock .. ':x:' .. owner
 local before = redis.call('GET', done)
@@ -18,13 +23,13 @@ local mine = tonumber(redis.call('HGET', s, owner))
 redis.call('HDEL', s, owner)
 local held = mine and mine > now_ms()
 if not held then
-  redis.call('SET', done, 0, 'PX', CANCELLED_MS)
+  redis.call('SET', done, 0, 'PX', RELEASED_MS)
   return {0, ''}
 end
 if readers_left(lock) then
-  redis.call('SET', done, 1, 'PX', CANCELLED_MS)
+  redis.call('SET', done, 1, 'PX', RELEASED_MS)
   return {1, ''}
 end
-redis.call('SET', done, 2, 'PX', CANCELLED_MS)
+redis.call('SET', done, 2, 'PX', RELEASED_MS)
 redis.call('DEL', s)
 return {2, hand_over(lock, KEYS[4], KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1')}
