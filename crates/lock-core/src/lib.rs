@@ -54,7 +54,7 @@ pub use quorum::{
     drift_allowance,
 };
 pub use rwlock::{DEFAULT_READER_SLOTS, ReadGuard, ReadRequest, RwLock, WriteGuard, WriteRequest};
-pub use semaphore::{MAX_PERMITS, Permit, PermitRequest, Semaphore};
+pub use semaphore::{MAX_PERMITS, Permit, PermitRequest, Permits, Semaphore};
 pub use signal::{LeaseSignal, LeaseState, LostReason};
 pub use token::{FencingToken, OwnerToken};
 pub use validate::{

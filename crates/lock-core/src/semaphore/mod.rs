@@ -15,6 +15,10 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::{FencingToken, LeaseState, LockError, LockGuard, Locker, Result, validate_key, validate_wait};
 
+mod many;
+
+pub use many::Permits;
+
 /// Most permits a [`Semaphore`] (and reader slots an [`RwLock`](crate::RwLock)) may have.
 ///
 /// Each permit is a key on the server; a waiter that finds them all taken may wait on every
@@ -379,7 +383,7 @@ impl PermitRequest<'_> {
         self.sem.take(true, None, self.lease).await
     }
 
-    fn deadline(&self) -> Result<Option<Instant>> {
+    pub(super) fn deadline(&self) -> Result<Option<Instant>> {
         match self.wait {
             Some(w) => {
                 validate_wait(w)?;
