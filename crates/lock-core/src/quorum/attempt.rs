@@ -29,6 +29,7 @@ impl Tally {
     pub(super) fn record(&mut self, i: usize, r: Result<Attempt, Failure>, undo: &Undo) {
         match r {
             Ok(Attempt::Acquired(g)) => {
+                undo.set(i, true);
                 self.granted += 1;
                 self.grants.push((i, g.fence.0));
                 if self.top.is_none_or(|(f, j)| g.fence.0 > f || (g.fence.0 == f && i < j)) {
@@ -40,7 +41,6 @@ impl Tally {
             }
             Ok(Attempt::Held { retry_after }) => {
                 self.refused += 1;
-                undo.set(i, false);
                 if let Some(h) = retry_after {
                     self.hint = Some(self.hint.map_or(h, |m| m.min(h)));
                 }
@@ -50,10 +50,12 @@ impl Tally {
     }
 }
 
-/// Releases the members an unfinished attempt may hold. Armed before the attempt is sent; if
-/// the attempt's future is dropped, the releases run in the background.
+/// Releases the members that granted an unfinished attempt. Armed before the attempt is sent;
+/// if the attempt's future is dropped, the releases run in the background. Members whose
+/// answer never came undo their own attempts (every backend cleans up an attempt cut off at
+/// any `.await`, by that attempt's nonce).
 pub(super) struct Undo {
-    /// Members that granted or whose outcome is unknown.
+    /// Members that answered a grant.
     pending: Arc<Mutex<Vec<bool>>>,
     /// `None` once disarmed or run.
     cleanup: Option<Cleanup>,
@@ -61,7 +63,7 @@ pub(super) struct Undo {
 
 impl Undo {
     pub(super) fn arm(members: &Members, key: &str, owner: OwnerToken, t: Duration) -> Self {
-        let pending = Arc::new(Mutex::new(vec![true; members.len()]));
+        let pending = Arc::new(Mutex::new(vec![false; members.len()]));
         let (members, key, shared) = (members.clone(), key.to_owned(), pending.clone());
         let cleanup = Cleanup::arm("quorum lock attempt", move || async move {
             let pending = shared.lock().clone();
@@ -82,10 +84,6 @@ impl Undo {
 
     pub(super) fn set(&self, member: usize, pending: bool) {
         self.pending.lock()[member] = pending;
-    }
-
-    pub(super) fn set_all(&self, pending: bool) {
-        self.pending.lock().fill(pending);
     }
 
     pub(super) fn disarm(mut self) {

@@ -74,14 +74,16 @@ impl LockBackend for QuorumBackend {
             // A quorum offers no shared holds (`Capability::shared` unset): never asked for one.
             shared: false,
         };
+        // Releases the members that answered a grant. A member whose answer never came (cut
+        // off, timed out, failed) undoes its own attempt, by that attempt's nonce: releasing it
+        // here by owner could free the outer hold of a nesting of the same owner (the server
+        // cannot tell them apart).
         let undo = Undo::arm(&self.members, req.key, req.owner, self.other_timeout());
-        undo.set_all(false);
         let mut tally = Tally::default();
         // Phase 1: the probe member alone. A refusal there ends the attempt at the cost of one
         // request and nothing to undo; contenders meet at the probe first, so they rarely split
         // the other members' votes between them.
         let probe = self.probe.load(Ordering::Relaxed) % n;
-        undo.set(probe, true);
         let first = timeout(t, self.members[probe].try_acquire(&member_req)).await;
         tally.record(probe, member_result(first, t), &undo);
         if tally.refused == 1 && n > 1 {
@@ -98,7 +100,6 @@ impl LockBackend for QuorumBackend {
             .enumerate()
             .filter(|(i, _)| *i != probe)
             .map(|(i, m)| {
-                undo.set(i, true);
                 let r = &member_req;
                 async move { (i, timeout(t, m.try_acquire(r)).await) }
             })

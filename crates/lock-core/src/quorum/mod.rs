@@ -115,8 +115,10 @@ type Members = Arc<[Arc<dyn LockBackend>]>;
 /// Members renew with the lease plus [`drift_allowance`], so the core's local deadline (lease
 /// from the request) stays inside every member's expiry despite clock drift.
 ///
-/// Not reentrant: undoing a nested attempt on a member whose outcome is unknown could
-/// decrement the outer hold. Do not reuse owner tokens with it (reentrant members would nest).
+/// Not reentrant (reentrant members would nest). A failed attempt is undone by owner only on the
+/// members that answered a grant; a member whose answer never came undoes its own attempt by
+/// that attempt's nonce, so a nested attempt of the holder's owner, cut off, never frees the
+/// outer hold.
 /// Fencing tokens when every member can raise its counter: see the module docs (a grant then
 /// takes one more round trip, the write-back of its token).
 ///
