@@ -313,6 +313,10 @@ impl ManagedProcess {
     pub fn pause(&self) -> Result<(), ServerError> {
         self.signal(Signal::SIGSTOP)?;
         self.state.lock().paused = true;
+        // SIGSTOP returns before every thread has stopped: under load a request sent right
+        // after could still be served by a thread that had not yet (a release a paused MariaDB
+        // "answered" in CI). Return once the kernel shows every thread stopped.
+        wait_stopped(self.pid(), STOP_BOUND);
         Ok(())
     }
 
@@ -399,5 +403,29 @@ pub(crate) fn with_port_retries<T>(
             Err(ServerError::Exited { .. }) if tries < 3 => continue,
             other => return other,
         }
+    }
+}
+
+/// How long [`ManagedProcess::pause`] waits for every thread to show as stopped.
+const STOP_BOUND: Duration = Duration::from_secs(2);
+
+/// Wait (polling `/proc`, bounded by `bound`) until every thread of `pid` is stopped (state
+/// `T`); a thread that exits meanwhile is gone from the list. Off Linux there is no `/proc`:
+/// returns at once.
+fn wait_stopped(pid: u32, bound: Duration) {
+    let tasks = PathBuf::from(format!("/proc/{pid}/task"));
+    let until = Instant::now() + bound;
+    while Instant::now() < until {
+        let Ok(dir) = std::fs::read_dir(&tasks) else { return };
+        let stopped = dir.flatten().all(|t| {
+            std::fs::read_to_string(t.path().join("stat"))
+                .ok()
+                .and_then(|stat| stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()))
+                .is_none_or(|state| state == 'T' || state == 't')
+        });
+        if stopped {
+            return;
+        }
+        thread::sleep(Duration::from_millis(1));
     }
 }
