@@ -108,7 +108,8 @@ impl Drop for Pinned {
 pub(crate) struct Held {
     pub(crate) pinned: Pinned,
     pub(crate) advisory: i64,
-    /// A shared hold (`pg_advisory_lock_shared`): unlocked as one, and without notes.
+    /// A shared hold (`pg_advisory_lock_shared`): unlocked as one (the session toolkit keeps
+    /// notes off it).
     pub(crate) shared: bool,
     /// The hold's fence: a note names the hold by it (a shared hold's is the name's latest).
     pub(crate) fence: i64,
@@ -151,10 +152,6 @@ impl SessionDriver for Driver {
     /// Store `note` in the name's fence row. A statement error (no note columns, no privilege)
     /// leaves the session lock as it was: advisory locks are not transactional.
     async fn note(&self, key: &str, held: &mut Held, note: &str, link: &mut Link<'_>) -> Noted {
-        if held.shared {
-            // Its fence is the latest writer's: a note would pass for that writer's.
-            return Noted::Answered(Ok(false));
-        }
         self.trips.add();
         let set = sqlx::query(AssertSqlSafe(self.notes_set.clone()))
             .bind(key.as_bytes())

@@ -172,8 +172,6 @@ pub(crate) type Sessions = session::Sessions<Driver>;
 /// The connection of one hold with the state of its notes.
 pub(crate) struct Held {
     pinned: Pinned,
-    /// A shared hold (a read lock): it takes no note, its fence (0) naming no grant.
-    shared: bool,
     /// A transaction was opened for notes (named mode).
     in_tx: bool,
     /// The holding transaction carries a note row: the hold ends with `notes.end`.
@@ -194,7 +192,7 @@ pub(crate) fn granted(
     if fence == 0 && !shared {
         return Err(LockError::permanent(NAME, "fence counter returned no value"));
     }
-    let held = Held { pinned, shared, in_tx: false, noted: false };
+    let held = Held { pinned, in_tx: false, noted: false };
     Ok(session::Granted { held, session: conn_id, fence, sent, answered })
 }
 
@@ -270,10 +268,6 @@ impl SessionDriver for Driver {
 
     /// Store `note` in the holding transaction (opening one first in named mode).
     async fn note(&self, key: &str, held: &mut Held, note: &str, link: &mut Link<'_>) -> Noted {
-        if held.shared {
-            // Readers share the row: a note would pass for the holder's.
-            return Noted::Answered(Ok(false));
-        }
         let notes = &self.notes;
         if !held.in_tx
             && let Some(begin) = &notes.begin

@@ -35,6 +35,9 @@ pub(crate) struct Hold<H> {
     pub(crate) id: u64,
     owner: OwnerToken,
     count: u32,
+    /// A shared hold: it takes no note (its fence is the latest writer's, and readers share
+    /// the key, so a note would pass for the writer's).
+    shared: bool,
     fence: u64,
     session: u64,
     cmd: mpsc::Sender<Cmd>,
@@ -187,6 +190,7 @@ impl<D: SessionDriver> Sessions<D> {
             id,
             owner: req.owner,
             count: 1,
+            shared: req.shared,
             fence: g.fence,
             session: g.session,
             cmd: tx,
@@ -275,7 +279,7 @@ impl<D: SessionDriver> Sessions<D> {
         let cmd = {
             let mut holds = self.holds.lock();
             find(&mut holds, key, owner)
-                .filter(|h| !h.cmd.is_closed())
+                .filter(|h| !h.cmd.is_closed() && !h.shared)
                 .filter(|h| !h.signals.lock().iter().any(LeaseSignal::is_lost))
                 .map(|h| h.cmd.clone())
         };

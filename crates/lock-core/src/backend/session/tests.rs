@@ -238,3 +238,17 @@ async fn a_dropped_backend_ends_its_holds() {
     assert_eq!(stats.ends.load(Ordering::SeqCst), 1);
     assert!(!closed.load(Ordering::SeqCst), "ended cleanly, not closed");
 }
+
+/// A shared hold takes no note (its fence is the latest writer's: a note would pass for the
+/// writer's), on every session-bound backend, decided here once; its renewal still works.
+#[tokio::test(start_paused = true)]
+async fn a_shared_hold_takes_no_note() {
+    let s = Setup::new();
+    let held = Conn { closed: s.closed.clone(), clean: false };
+    let req = AcquireRequest { shared: true, ..s.req() };
+    let g = Granted { held, session: 7, fence: 3, sent: Instant::now(), answered: None };
+    s.sessions.hold(&req, g).await.expect("hold");
+    assert!(!s.sessions.set_note("k", s.owner, "n").await.expect("note"), "a reader's note");
+    let renew = [crate::backend::RenewItem { key: "k", owner: s.owner, lease: IDLE }];
+    assert_eq!(s.sessions.renew(&renew).await.expect("renew"), vec![true]);
+}
