@@ -33,6 +33,7 @@ mod locker;
 mod memory;
 mod multi;
 pub mod observe;
+mod parts;
 mod quorum;
 mod renewer;
 mod rwlock;

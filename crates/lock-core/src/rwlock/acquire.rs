@@ -1,7 +1,6 @@
 //! Taking either side: natively a shared or exclusive hold of the gate; else a reader's slot
 //! and gate check, a writer's gate and every slot.
 
-use std::future::Future;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -11,7 +10,11 @@ use tokio::time::Instant;
 use super::guard::ReadPart;
 use super::request::Opts;
 use super::{ReadGuard, RwLock, WriteGuard};
+use crate::parts::release_quietly;
 use crate::{LockError, LockGuard, Permit, Result};
+
+/// What a failed part release logs.
+const RW: &str = "a read-write lock";
 
 impl RwLock {
     pub(super) async fn read_inner(&self, once: bool, opts: Opts) -> Result<Option<ReadGuard>> {
@@ -34,7 +37,7 @@ impl RwLock {
         let busy = match self.gate_busy(opts.lease).await {
             Ok(b) => b,
             Err(e) => {
-                release_quietly(permit.release()).await;
+                release_quietly(RW, permit.release()).await;
                 return Err(e);
             }
         };
@@ -44,7 +47,7 @@ impl RwLock {
         // A writer holds or waits: step aside and queue at the gate behind it. Once through,
         // take the slot while still holding the gate, so that the writers queued after this
         // reader cannot turn it away again (readers would starve under a stream of writers).
-        release_quietly(permit.release()).await;
+        release_quietly(RW, permit.release()).await;
         if once {
             return Ok(None);
         }
@@ -59,7 +62,7 @@ impl RwLock {
         };
         // Only readers hold slots while the gate is held here: they leave in time.
         let permit = self.readers.take(false, deadline, opts.lease).await;
-        release_quietly(gate.release()).await;
+        release_quietly(RW, gate.release()).await;
         match permit {
             Ok(Some(permit)) => Ok(Some(marked(permit))),
             Ok(None) => unreachable!("take(false) returns a permit or an error"),
@@ -132,8 +135,8 @@ impl RwLock {
         // Dropping the unfinished acquisitions leaves nothing held.
         drop(parts);
         if let Some(failure) = failure {
-            join_all(slots.into_iter().map(|p| release_quietly(p.release()))).await;
-            release_quietly(gate.release()).await;
+            join_all(slots.into_iter().map(|p| release_quietly(RW, p.release()))).await;
+            release_quietly(RW, gate.release()).await;
             return match failure {
                 None => Ok(None),
                 Some(e) => Err(e),
@@ -166,13 +169,6 @@ impl RwLock {
             Err(LockError::Timeout { .. }) => Err(self.timeout(started)),
             other => other,
         }
-    }
-}
-
-/// Release a part, logging (not returning) a failure: its lease frees it anyway.
-async fn release_quietly(release: impl Future<Output = Result<()>>) {
-    if let Err(e) = release.await {
-        tracing::debug!(error = %e, "releasing part of a read-write lock failed; its lease frees it");
     }
 }
 

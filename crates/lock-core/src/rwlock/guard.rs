@@ -2,12 +2,13 @@
 
 use std::future::Future;
 
-use futures_util::future::{join_all, select_all};
+use futures_util::future::select_all;
 use tokio_util::sync::CancellationToken;
 
 #[cfg(doc)]
 use crate::LockError;
 use crate::caller::HolderMark;
+use crate::parts::release_all;
 use crate::{FencingToken, LockGuard, Permit, Result};
 
 /// A held read lock: a shared hold of the gate ([`RwLock::is_native`](super::RwLock::is_native)),
@@ -137,9 +138,9 @@ impl WriteGuard {
     /// The first error among the parts ([`LockError::LeaseLost`] when a part had been lost);
     /// every part is still released.
     pub async fn release(self) -> Result<()> {
-        let slots = join_all(self.slots.into_iter().map(Permit::release));
-        let (gate, slots) = tokio::join!(self.gate.release(), slots);
-        std::iter::once(gate).chain(slots).collect::<Result<Vec<()>>>().map(drop)
+        let (gate, slots) =
+            tokio::join!(self.gate.release(), release_all(self.slots.into_iter().map(Permit::release)));
+        gate.and(slots)
     }
 
     /// Forget the write lock without releasing it, as a crashed process would.

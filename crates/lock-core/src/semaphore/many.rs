@@ -10,10 +10,11 @@
 use std::future::Future;
 use std::time::Duration;
 
-use futures_util::future::{join_all, select_all};
+use futures_util::future::select_all;
 use tokio::time::Instant;
 
 use super::{PermitRequest, Semaphore};
+use crate::parts::{release_all, release_quietly};
 use crate::{LockError, Permit, Result};
 
 /// Suffix of the many gate's key: `{name}#s-many`.
@@ -61,7 +62,7 @@ impl Permits {
     /// The first error among the permits ([`LockError::LeaseLost`] when one had been lost);
     /// every permit is still released.
     pub async fn release(self) -> Result<()> {
-        release_all(self.permits).await
+        release_all(self.permits.into_iter().map(Permit::release)).await
     }
 
     /// Forget the permits without releasing them, as a crashed process would.
@@ -70,21 +71,9 @@ impl Permits {
     }
 }
 
-/// Release every permit; the first error, after all were released.
-async fn release_all(permits: Vec<Permit>) -> Result<()> {
-    join_all(permits.into_iter().map(Permit::release))
-        .await
-        .into_iter()
-        .collect::<Result<Vec<()>>>()
-        .map(drop)
-}
-
-/// Give back what a request gathered before it failed, logging (not returning) a failure: the
-/// lease frees what a release missed.
+/// Give back what a request gathered before it failed.
 async fn give_back(permits: Vec<Permit>) {
-    if let Err(e) = release_all(permits).await {
-        tracing::debug!(error = %e, "releasing part of a multi-permit request failed; its lease frees it");
-    }
+    release_quietly("a multi-permit request", release_all(permits.into_iter().map(Permit::release))).await;
 }
 
 impl PermitRequest<'_> {
