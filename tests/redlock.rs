@@ -152,7 +152,7 @@ async fn fencing_tokens_increase_across_every_majority() {
                         lease: Duration::from_secs(30),
                         wait_until: None,
                         signal: &signal,
-                        shared: false,
+                        side: dlock::backend::Side::Exclusive,
                     };
                     let got = members[j].try_acquire(&req).await.expect("occupy");
                     assert!(matches!(got, lock_core::backend::Attempt::Acquired(_)), "occupy master {j}");

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use dlock::backend::{AcquireRequest, Attempt};
+use dlock::backend::{AcquireRequest, Attempt, Side};
 use dlock::lock_mysql::sqlx::{
     self, AssertSqlSafe, Connection, Executor, MySqlConnection, Row, mysql::MySqlPoolOptions,
 };
@@ -250,7 +250,7 @@ async fn run(url: &str, n: usize) -> Result<(), Box<dyn std::error::Error>> {
                             lease: Duration::from_secs(10),
                             wait_until: None,
                             signal: &signal,
-                            shared: false,
+                            side: Side::Exclusive,
                         };
                         match backend.try_acquire(&req).await? {
                             Attempt::Acquired(_) => {}

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlock::backend::{AcquireRequest, LockBackend};
+use dlock::backend::{AcquireRequest, LockBackend, Side};
 use dlock::lock_redis::{Mode, RedisLock, redis};
 use dlock::{LeaseSignal, Locker, OwnerToken};
 use lock_testkit::server::RedisServer;
@@ -99,7 +99,7 @@ async fn main() -> R<()> {
                         lease: Duration::from_secs(10),
                         wait_until: None,
                         signal: &signal,
-                        shared: false,
+                        side: Side::Exclusive,
                     };
                     b.try_acquire(&req).await?;
                     b.release("p-backend", o).await?;

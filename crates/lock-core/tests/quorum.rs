@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::backend::{AcquireRequest, Attempt, Capability, Grant, RenewItem, Subscription};
+use lock_core::backend::{AcquireRequest, Attempt, Capability, Grant, RenewItem, Side, Subscription};
 use lock_core::{
     FencingToken, LeaseSignal, LockBackend, LockError, Locker, MemoryBackend, OwnerToken, QuorumBackend,
     Result, async_trait, drift_allowance,
@@ -68,7 +68,7 @@ impl Faulty {
                 lease: LEASE,
                 wait_until: None,
                 signal: &signal,
-                shared: false,
+                side: Side::Exclusive,
             };
             grant(self.mem.try_acquire(&req).await.expect("bump"));
             assert!(self.mem.release("bump", owner).await.expect("release"));
@@ -154,8 +154,15 @@ fn held_on(ms: &[Faulty], key: &str) -> usize {
 
 async fn attempt(q: &QuorumBackend, key: &str, owner: OwnerToken, lease: Duration) -> Result<Attempt> {
     let signal = LeaseSignal::new();
-    q.try_acquire(&AcquireRequest { key, owner, lease, wait_until: None, signal: &signal, shared: false })
-        .await
+    q.try_acquire(&AcquireRequest {
+        key,
+        owner,
+        lease,
+        wait_until: None,
+        signal: &signal,
+        side: Side::Exclusive,
+    })
+    .await
 }
 
 fn grant(a: Attempt) -> Grant {
@@ -170,7 +177,8 @@ async fn occupy(ms: &[Faulty], key: &str, lease: Duration) {
     let signal = LeaseSignal::new();
     let owner = OwnerToken::random();
     for m in ms {
-        let req = AcquireRequest { key, owner, lease, wait_until: None, signal: &signal, shared: false };
+        let req =
+            AcquireRequest { key, owner, lease, wait_until: None, signal: &signal, side: Side::Exclusive };
         grant(m.mem.try_acquire(&req).await.expect("occupy"));
     }
 }

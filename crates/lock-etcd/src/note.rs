@@ -32,7 +32,7 @@ impl Inner {
             (!h.is_lost() && h.generation == session.generation && !session.is_ended())
                 .then(|| (h.name.clone(), h.fence))
         };
-        let Some((name, fence)) = self.holds.get(key, owner, live) else { return Ok(false) };
+        let Some((name, fence)) = self.holds.for_note(key, owner, live) else { return Ok(false) };
         let txn = Txn::new()
             .when([Compare::create_revision(name.as_str(), CompareOp::Equal, fence)])
             .and_then([TxnOp::put(name.as_str(), note, Some(PutOptions::new().with_ignore_lease()))]);

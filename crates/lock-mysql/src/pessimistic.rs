@@ -144,7 +144,7 @@ impl Pessimistic {
         // is off on holding connections); a grant answers the fencing token and the connection
         // id. Prepared and cached per connection (no one-off CLOSE to trip Nagle, see `wait_sql`).
         self.parts.trips.add();
-        let nowait = if req.shared { &self.sql.share_nowait } else { &self.sql.lock_nowait };
+        let nowait = if req.side.is_shared() { &self.sql.share_nowait } else { &self.sql.lock_nowait };
         let first =
             sqlx::query(AssertSqlSafe(nowait.clone())).bind(key).fetch_optional(&mut **pinned.conn).await;
         match first {
@@ -177,7 +177,7 @@ impl Pessimistic {
         // Text protocol, one packet: see `sql/pessimistic_lock_wait_mariadb.sql`.
         let wait_sent = Instant::now();
         self.parts.trips.add();
-        let wait = sqlx::raw_sql(AssertSqlSafe(self.wait_sql(req.shared, remaining, key)))
+        let wait = sqlx::raw_sql(AssertSqlSafe(self.wait_sql(req.side.is_shared(), remaining, key)))
             .fetch_optional(&mut **pinned.conn);
         let waited = killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, wait).await;
         match waited {
@@ -198,7 +198,7 @@ impl Pessimistic {
     /// The fencing token drawn by the MariaDB lock statement (`None` on MySQL: drawn after
     /// the grant); 0 for a shared hold, which draws none.
     fn drawn_fence(&self, req: &AcquireRequest<'_>, row: &sqlx::mysql::MySqlRow) -> Result<Option<u64>> {
-        if req.shared {
+        if req.side.is_shared() {
             return Ok(Some(0));
         }
         match self.flavor {
@@ -295,7 +295,7 @@ impl Pessimistic {
             // its connection and the lock goes with it.
             None => next_fence(&self.parts.pool, &self.sql.fence_next, req.key, &self.parts.trips).await?,
         };
-        let granted = granted(pinned, conn_id, (fence, req.shared), (confirmed, answered))?;
+        let granted = granted(pinned, conn_id, (fence, req.side.is_shared()), (confirmed, answered))?;
         self.parts.sessions.hold(req, granted).await
     }
 }

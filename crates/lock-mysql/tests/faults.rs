@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::backend::{AcquireRequest, LockBackend};
+use lock_core::backend::{AcquireRequest, LockBackend, Side};
 use lock_core::{LeaseSignal, LeaseState, LockError, Locker, OwnerToken};
 use lock_mysql::sqlx::AssertSqlSafe;
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
@@ -199,7 +199,7 @@ async fn hostile_keys_are_bound_never_spliced() {
             lease: Duration::from_secs(1),
             wait_until: None,
             signal: &signal,
-            shared: false,
+            side: Side::Exclusive,
         };
         match ca.try_acquire(&req).await {
             Err(LockError::InvalidKey { .. }) => {}

@@ -151,7 +151,7 @@ impl Sessions {
         let mut pinned = Pinned::new(conn);
         let sent = Instant::now();
         self.trips.add();
-        let (try_lock, lock_wait) = match req.shared {
+        let (try_lock, lock_wait) = match req.side.is_shared() {
             false => (&self.sql.try_lock, &self.sql.lock_wait),
             true => (&self.sql.try_lock_shared, &self.sql.lock_wait_shared),
         };
@@ -164,9 +164,9 @@ impl Sessions {
             Ok(row) => row.map_err(classify)?,
             Err(_) => return late("the lock statement"),
         };
-        let Answer { ok, fence, pid, idle_before } = answer(&row, req.shared)?;
+        let Answer { ok, fence, pid, idle_before } = answer(&row, req.side.is_shared())?;
         if ok {
-            let held = held(key, req.shared, pinned, fence?, pid, idle_before, (sent, None));
+            let held = held(key, req.side.is_shared(), pinned, fence?, pid, idle_before, (sent, None));
             return Ok(Some(held));
         }
         let Some(deadline) = req.wait_until else {
@@ -219,9 +219,9 @@ impl Sessions {
         match waited {
             Ok(row) => {
                 let answered = Instant::now();
-                let Answer { fence, pid, idle_before, .. } = answer(&row, req.shared)?;
+                let Answer { fence, pid, idle_before, .. } = answer(&row, req.side.is_shared())?;
                 let timing = (wait_sent, Some(answered));
-                Ok(Some(held(key, req.shared, pinned, fence?, pid, idle_before, timing)))
+                Ok(Some(held(key, req.side.is_shared(), pinned, fence?, pid, idle_before, timing)))
             }
             Err(e) if is_contention(&e) => {
                 // A cancel of ours may still be in flight to this backend: never reuse it then.

@@ -6,7 +6,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use lock_core::backend::{AcquireRequest, Attempt, LockBackend, RenewItem};
+use lock_core::backend::{AcquireRequest, Attempt, LockBackend, RenewItem, Side};
 use lock_core::{FencingToken, LeaseSignal, LockError, OwnerToken};
 use lock_redis::redis::{self, aio::MultiplexedConnection};
 use lock_redis::{Mode, RedisLock};
@@ -32,7 +32,7 @@ async fn admin() -> MultiplexedConnection {
 
 async fn try_acquire(b: &RedisLock, key: &str, owner: OwnerToken, lease: Duration) -> Option<FencingToken> {
     let signal = LeaseSignal::new();
-    let req = AcquireRequest { key, owner, lease, wait_until: None, signal: &signal, shared: false };
+    let req = AcquireRequest { key, owner, lease, wait_until: None, signal: &signal, side: Side::Exclusive };
     match b.try_acquire(&req).await.expect("attempt") {
         Attempt::Acquired(g) => Some(g.fence),
         _ => None,
@@ -129,7 +129,7 @@ async fn a_handed_over_lock_shows_no_note() {
             lease: LEASE,
             wait_until: Some(Instant::now() + Duration::from_secs(30)),
             signal: &signal,
-            shared: false,
+            side: Side::Exclusive,
         };
         assert!(matches!(b.try_acquire(&wait).await.expect("wait"), Attempt::Held { .. }), "{mode}");
         assert!(b.release(&key, one).await.expect("release"));

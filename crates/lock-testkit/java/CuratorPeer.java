@@ -1,10 +1,12 @@
-// The Java side of the ZooKeeper interop tests: Apache Curator's InterProcessMutex, driven over
-// a line protocol (see lock_testkit::interop::curator_peer).
+// The Java side of the ZooKeeper interop tests: Apache Curator's InterProcessMutex and the two
+// sides of its InterProcessReadWriteLock, driven over a line protocol (see
+// lock_testkit::interop::curator_peer).
 //
 // Usage: java CuratorPeer <connect-string> <session-timeout-ms>
 // Prints:   READY <negotiated-session-timeout-ms>          once connected
-// Commands: acquire <path> <timeout-ms>  -> ACQUIRED <node-path> <czxid> <t> | TIMEOUT | ERROR <msg>
-//           release                      -> RELEASED <t> | ERROR <msg>
+// Commands: acquire <path> <timeout-ms> [mutex|read|write]
+//                                        -> ACQUIRED <node-path> <czxid> <t> | TIMEOUT | ERROR <msg>
+//           release                      -> RELEASED <t> | ERROR <msg> (the latest hold first)
 //           bench <path> <n> <timeout-ms> -> SAMPLES <us> ... (n timed acquire+release, after 10
 //                                           untimed; one InterProcessMutex, as a user keeps one)
 //           exit                         -> (closes the session and exits)
@@ -20,6 +22,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.retry.RetryOneTime;
 import org.apache.zookeeper.data.Stat;
 
@@ -33,6 +36,50 @@ public final class CuratorPeer {
         String nodePath() {
             return getLockPath();
         }
+    }
+
+    /** The write side of InterProcessReadWriteLock, its node path exposed. */
+    static final class Write extends InterProcessReadWriteLock.WriteLock {
+        Write(CuratorFramework client, String path) {
+            super(client, path, null);
+        }
+
+        String nodePath() {
+            return getLockPath();
+        }
+    }
+
+    /** The read side of InterProcessReadWriteLock, its node path exposed. */
+    static final class Read extends InterProcessReadWriteLock.ReadLock {
+        Read(CuratorFramework client, String path) {
+            super(client, path, null, new InterProcessReadWriteLock.WriteLock(client, path, null));
+        }
+
+        String nodePath() {
+            return getLockPath();
+        }
+    }
+
+    /** One of the three kinds, acquired or not, with the path of its node once held. */
+    private static InterProcessMutex lockOf(CuratorFramework client, String path, String kind) {
+        switch (kind) {
+            case "read":
+                return new Read(client, path);
+            case "write":
+                return new Write(client, path);
+            default:
+                return new Mutex(client, path);
+        }
+    }
+
+    private static String nodePath(InterProcessMutex m) {
+        if (m instanceof Read) {
+            return ((Read) m).nodePath();
+        }
+        if (m instanceof Write) {
+            return ((Write) m).nodePath();
+        }
+        return ((Mutex) m).nodePath();
     }
 
     public static void main(String[] args) throws Exception {
@@ -52,18 +99,19 @@ public final class CuratorPeer {
         say("READY " + client.getZookeeperClient().getZooKeeper().getSessionTimeout());
 
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        Mutex held = null;
+        // Several holds at once (readers of one path); release takes the latest.
+        java.util.ArrayDeque<InterProcessMutex> held = new java.util.ArrayDeque<>();
         String line;
         while ((line = in.readLine()) != null) {
             String[] cmd = line.trim().split(" ");
             try {
                 switch (cmd[0]) {
                     case "acquire": {
-                        Mutex m = new Mutex(client, cmd[1]);
+                        InterProcessMutex m = lockOf(client, cmd[1], cmd.length > 3 ? cmd[3] : "mutex");
                         if (m.acquire(Long.parseLong(cmd[2]), TimeUnit.MILLISECONDS)) {
                             long at = System.nanoTime();
-                            held = m;
-                            String node = m.nodePath();
+                            held.push(m);
+                            String node = nodePath(m);
                             Stat stat = client.checkExists().forPath(node);
                             say("ACQUIRED " + node + " " + (stat == null ? -1 : stat.getCzxid()) + " " + at);
                         } else {
@@ -72,12 +120,11 @@ public final class CuratorPeer {
                         break;
                     }
                     case "release":
-                        if (held == null) {
+                        if (held.isEmpty()) {
                             say("ERROR not held");
                         } else {
                             long at = System.nanoTime();
-                            held.release();
-                            held = null;
+                            held.pop().release();
                             say("RELEASED " + at);
                         }
                         break;

@@ -1,14 +1,16 @@
 //! ZooKeeper lock directories as an operator sees them: a queue of sequential nodes, named
-//! `<prefix>-lock-<sequence>` by this library and by Curator.
+//! `<prefix>-lock-<sequence>` by this library and by Curator, and `<prefix>-__READ__<sequence>`
+//! and `<prefix>-__WRIT__<sequence>` for the sides of a read-write lock.
 
-/// The node at the head of a lock directory's queue (the holder's) among its `children`: the
-/// `-lock-` node with the lowest sequence number, or `None` when there is none.
+/// What precedes the sequence in the name of a lock node.
+const NAMES: [&str; 3] = ["-lock-", "-__READ__", "-__WRIT__"];
+
+/// The node at the head of a lock directory's queue (a holder's) among its `children`: the
+/// lock node with the lowest sequence number, or `None` when there is none.
 pub fn head(children: &[String]) -> Option<&str> {
-    children
-        .iter()
-        .filter_map(|c| Some((c.rsplit_once("-lock-")?.1.parse::<u64>().ok()?, c.as_str())))
-        .min()
-        .map(|(_, c)| c)
+    let sequence =
+        |c: &str| NAMES.iter().find_map(|n| c.rsplit_once(n)).and_then(|(_, seq)| seq.parse::<u64>().ok());
+    children.iter().filter_map(|c| Some((sequence(c)?, c.as_str()))).min().map(|(_, c)| c)
 }
 
 #[cfg(test)]
@@ -19,5 +21,8 @@ mod tests {
             ["b-lock-0000000012", "other", "a-lock-0000000010", "c-lock-x"].map(str::to_owned).into();
         assert_eq!(super::head(&children), Some("a-lock-0000000010"));
         assert_eq!(super::head(&children[1..2]), None);
+        let rw: Vec<String> =
+            ["_c_b-__WRIT__0000000003", "_c_a-__READ__0000000002"].map(str::to_owned).into();
+        assert_eq!(super::head(&rw), Some("_c_a-__READ__0000000002"));
     }
 }

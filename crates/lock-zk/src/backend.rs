@@ -16,7 +16,7 @@ use zookeeper_client as zk;
 use crate::builder::{Config, ZkLockBuilder};
 use crate::cleanup::spawn_delete;
 use crate::error::{NAME, SessionEnded, is_temporary, lock_error, session_ended};
-use crate::recipe::queue;
+use crate::recipe::{is_reader, queue};
 use crate::session::{Inner, open_client};
 
 /// ZooKeeper locks: one `EPHEMERAL_SEQUENTIAL` node per acquisition under
@@ -180,6 +180,9 @@ impl LockBackend for ZkLock {
         // Every grant is a quorum write in the ensemble: a leader failover neither loses it nor
         // repeats a czxid (see the README).
         c.failover_safe = true;
+        // Readers and writers queue together in Curator's `InterProcessReadWriteLock` layout
+        // (see `recipe.rs`).
+        c.shared = true;
         c
     }
 
@@ -274,8 +277,15 @@ impl LockBackend for ZkLock {
         };
         let queue = queue(children);
         let Some((_, head)) = queue.first() else { return Ok(LockInfo::free()) };
-        let stat = session.client.check_stat(&format!("{dir}/{head}")).await.map_err(lock_error)?;
         let mut info = LockInfo::held();
+        // Readers at the head hold together, up to the first writer.
+        let readers = queue.iter().take_while(|(_, c)| is_reader(c)).count();
+        if readers > 0 {
+            info.readers = Some(readers);
+            info.waiters = Some(queue.len() - readers);
+            return Ok(info);
+        }
+        let stat = session.client.check_stat(&format!("{dir}/{head}")).await.map_err(lock_error)?;
         info.fence = stat.map(|s| FencingToken(s.czxid as u64));
         info.waiters = Some(queue.len() - 1);
         info.owner = Some(head.clone());

@@ -38,7 +38,7 @@ impl Inner {
         validate_note(note)?;
         let hk = (key.to_owned(), owner);
         let live = |h: &QueueHold| (!h.is_lost()).then(|| (h.name.clone(), h.generation));
-        let Some((path, generation)) = self.holds.get(key, owner, live) else { return Ok(false) };
+        let Some((path, generation)) = self.holds.for_note(key, owner, live) else { return Ok(false) };
         let session = self.current();
         if session.generation != generation || session.client.state().is_terminated() {
             return Ok(false); // the session that held it is gone, and its node with it

@@ -10,7 +10,7 @@ use std::time::Duration;
 use lock_core::backend::queue::{
     self as lock_queue, HoldKey, Place, QueueHold, QueueHolds, QueueStore, Watched,
 };
-use lock_core::backend::{AcquireRequest, Attempt, Cleanup};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Side};
 use lock_core::{LostReason, Result, async_trait};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
@@ -20,8 +20,12 @@ use crate::cleanup::{self, Node};
 use crate::error::{lock_error, outcome_unknown, session_ended, temporary};
 use crate::session::{Inner, Session};
 
-/// Curator's lock-node name between the `_c_<uuid>-` protection prefix and the sequence.
+/// Curator's node names between the `_c_<uuid>-` protection prefix and the sequence: its
+/// `InterProcessMutex` (and our mutex), and the two sides of its `InterProcessReadWriteLock`
+/// (and ours), which name readers and writers apart so that either kind of client sees both.
 const LOCK_NAME: &str = "lock-";
+const READ_NAME: &str = "__READ__";
+const WRITE_NAME: &str = "__WRIT__";
 /// How often a create that finds its lock directory missing re-creates it and tries again: the
 /// server reaps an empty container at any time, even between our create of it and the node's,
 /// but not over and over.
@@ -35,12 +39,30 @@ const RESEND_RETRIES: usize = 5;
 const WATCH_RETRY: Duration = Duration::from_millis(100);
 
 /// What precedes the sequence number in the name of a node that contends for the lock:
-/// Curator's `InterProcessMutex` and ours (`_c_<uuid>-lock-<seq>`), kazoo's `Lock`/`WriteLock`
-/// (`<uuid>__lock__<seq>`) and kazoo's `ReadLock` (`<uuid>__rlock__<seq>`). Every one of them
-/// excludes us, so a kazoo node ahead of ours is waited for like one of ours: all are numbered
-/// by the same per-directory counter, so one order holds for all (see the README on which mixes
-/// are safe in the other direction).
-const CONTENDERS: [&str; 3] = ["-lock-", "__lock__", "__rlock__"];
+/// Curator's `InterProcessMutex` and ours (`_c_<uuid>-lock-<seq>`), Curator's read and write
+/// sides and ours (`_c_<uuid>-__READ__<seq>`, `-__WRIT__`), kazoo's `Lock`/`WriteLock`
+/// (`<uuid>__lock__<seq>`) and kazoo's `ReadLock` (`<uuid>__rlock__<seq>`). A node ahead of
+/// ours is waited for whoever made it: all are numbered by the same per-directory counter, so
+/// one order holds for all (see the README on which mixes are safe in the other direction).
+const CONTENDERS: [&str; 5] = ["-lock-", "__lock__", "__rlock__", READ_NAME, WRITE_NAME];
+
+/// The contenders that are readers: they exclude writers, not each other.
+const READERS: [&str; 2] = [READ_NAME, "__rlock__"];
+
+/// Whether a contender's node is a reader's.
+pub(crate) fn is_reader(name: &str) -> bool {
+    let head = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    READERS.iter().any(|r| head.ends_with(r))
+}
+
+/// The name our node for `side` gets between the protection prefix and the sequence.
+fn node_name(side: Side) -> &'static str {
+    match side {
+        Side::Read => READ_NAME,
+        Side::Write => WRITE_NAME,
+        _ => LOCK_NAME,
+    }
+}
 
 /// Says once per process that kazoo shares a lock directory: we wait for its nodes, but a kazoo
 /// `Lock` without `extra_lock_patterns=["-lock-"]` ignores ours, and Curator ignores kazoo's
@@ -85,19 +107,19 @@ impl Inner {
         lock_queue::acquire(&Queue(self), req).await
     }
 
-    /// Where `name` stands among `children` of `dir`: first, or behind the path of the node
-    /// just before it.
-    fn place(dir: &str, name: &str, children: Vec<String>) -> Result<Place<String>> {
+    /// Where `name`, a request for `side`, stands among `children` of `dir`: holding, or
+    /// behind the path of the node it waits for (the one just before it; for a reader, the
+    /// first writer ahead).
+    fn place(dir: &str, name: &str, side: Side, children: Vec<String>) -> Result<Place<String>> {
         warn_of_kazoo(dir, &children);
         let queue = queue(children);
         let Some(pos) = queue.iter().position(|(_, c)| *c == name) else {
             // Deleted behind our back, or the session ended; nothing left to clean up.
             return Err(temporary("own lock node vanished while waiting"));
         };
-        // Lowest sequence holds; otherwise watch only the immediate predecessor.
-        Ok(match pos {
-            0 => Place::Head,
-            _ => Place::Behind(format!("{dir}/{}", queue[pos - 1].1)),
+        Ok(match lock_queue::place_behind(&queue[..pos], side, |(_, c)| is_reader(c)) {
+            Place::Head => Place::Head,
+            Place::Behind((_, node)) => Place::Behind(format!("{dir}/{node}")),
         })
     }
 
@@ -200,6 +222,8 @@ struct Entry {
     /// The child watch the create's listing set on the directory: a holder's first watch of its
     /// own node (see `watch_own_node`). Declared first, so that it goes before the cleanup runs.
     dir_watch: Option<zk::OneshotWatcher>,
+    /// The kind of hold asked for.
+    side: Side,
     session: Arc<Session>,
     dir: String,
     name: String,
@@ -231,7 +255,7 @@ impl QueueStore for Queue<'_> {
         let session = inner.session().await?;
         let client = &session.client;
         let dir = inner.dir(req.key);
-        let unique = format!("_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
+        let unique = format!("_c_{}-{}", uuid::Uuid::new_v4(), node_name(req.side));
         let prefix = format!("{dir}/{unique}");
         let mut cleanup = cleanup::guard(client, Node::Prefix { dir: dir.clone(), unique: unique.clone() });
         let options = zk::CreateMode::EphemeralSequential.with_acls(inner.acls());
@@ -277,8 +301,8 @@ impl QueueStore for Queue<'_> {
                 Err(e) => return Err(lock_error(e)),
             }
         };
-        let place = Inner::place(&dir, &name, children)?;
-        Ok((Entry { dir_watch, session, dir, name, czxid, cleanup }, place))
+        let place = Inner::place(&dir, &name, req.side, children)?;
+        Ok((Entry { side: req.side, dir_watch, session, dir, name, czxid, cleanup }, place))
     }
 
     async fn watch(
@@ -321,7 +345,7 @@ impl QueueStore for Queue<'_> {
         let sent = Instant::now();
         let children = entry.session.client.list_children(&entry.dir).await.map_err(lock_error)?;
         entry.session.confirm(sent);
-        Inner::place(&entry.dir, &entry.name, children)
+        Inner::place(&entry.dir, &entry.name, entry.side, children)
     }
 
     /// Our node goes with the attempt's cleanup.
@@ -330,11 +354,11 @@ impl QueueStore for Queue<'_> {
     }
 
     fn hold(&self, req: &AcquireRequest<'_>, entry: Entry) -> Result<i64> {
-        let Entry { dir_watch, session, dir, name, czxid, cleanup } = entry;
+        let Entry { side, dir_watch, session, dir, name, czxid, cleanup } = entry;
         cleanup.disarm();
         let path = format!("{dir}/{name}");
         let generation = session.generation;
-        let hold = QueueHold::new(path.clone(), czxid, generation, req.signal);
+        let hold = QueueHold::new(path.clone(), czxid, generation, req.signal).of_side(side);
         let hk = (req.key.to_owned(), req.owner);
         // The watch starts with the hold in the table, where it looks after each event.
         let start = || Some(self.0.watch_own_node(generation, hk, path, dir_watch));
@@ -348,7 +372,7 @@ impl QueueStore for Queue<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{queue, sequence};
+    use super::{is_reader, queue, sequence};
 
     #[test]
     fn curator_and_kazoo_nodes_share_one_order() {
@@ -369,5 +393,16 @@ mod tests {
         ];
         let order: Vec<i64> = queue(children).into_iter().map(|(s, _)| s).collect();
         assert_eq!(order, [2, 3, 4, 10]);
+    }
+
+    #[test]
+    fn curator_read_write_nodes_queue_with_the_rest() {
+        let reader = "_c_0f2c0a57-5fd4-4d6b-9a38-3b3c4f5e6a7b-__READ__0000000005";
+        let writer = "_c_0f2c0a57-5fd4-4d6b-9a38-3b3c4f5e6a7b-__WRIT__0000000006";
+        assert_eq!((sequence(reader), sequence(writer)), (Some(5), Some(6)));
+        assert!(is_reader(reader) && is_reader("ab__rlock__0000000001"));
+        assert!(
+            !is_reader(writer) && !is_reader("_c_1-lock-0000000012") && !is_reader("ab__lock__0000000002")
+        );
     }
 }

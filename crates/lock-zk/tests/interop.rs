@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 mod common;
 
+use common::peer::{ANSWER, acquire, answer, release};
 use common::{locker, run_id};
 
 /// Session timeout of our clients (nothing here waits for one to expire).
@@ -26,8 +27,6 @@ const SESSION: Duration = Duration::from_secs(2);
 const PEER_SESSION: Duration = Duration::from_secs(4);
 /// The session of a peer that the test kills while it holds: the time our waiter then waits.
 const KILLED_SESSION: Duration = Duration::from_secs(2);
-/// How long any answer may take on a loaded 2-core machine (a JVM starting included).
-const ANSWER: Duration = Duration::from_secs(20);
 /// A wait that must not be granted: long enough for a wrongly granted lock to be answered.
 const REFUSED_WAIT: Duration = Duration::from_millis(300);
 const KAZOO_PEER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kazoo_peer.py");
@@ -63,36 +62,6 @@ impl Other {
         peer.expect("READY", ANSWER).await;
         Some(peer)
     }
-}
-
-/// What a peer answered to `acquire`: its lock node and that node's `czxid`.
-#[derive(Debug)]
-struct Acquired {
-    node: String,
-    czxid: u64,
-}
-
-/// Sends `acquire <path> <wait>` and reads the answer: `Some` for `ACQUIRED`, `None` for
-/// `TIMEOUT`; an `ERROR` fails the test.
-async fn acquire(peer: &mut Peer, path: &str, wait: Duration) -> Option<Acquired> {
-    peer.send(&format!("acquire {path} {}", wait.as_millis())).await;
-    answer(peer).await
-}
-
-async fn answer(peer: &mut Peer) -> Option<Acquired> {
-    let line = peer.recv(ANSWER).await;
-    if line == "TIMEOUT" {
-        return None;
-    }
-    let mut words =
-        line.strip_prefix("ACQUIRED ").unwrap_or_else(|| panic!("peer answered {line:?}")).split(' ');
-    let node = words.next().expect("node path").to_owned();
-    let czxid = words.next().and_then(|z| z.parse().ok()).unwrap_or_else(|| panic!("czxid in {line:?}"));
-    Some(Acquired { node, czxid })
-}
-
-async fn release(peer: &mut Peer) {
-    peer.call("release", "RELEASED", ANSWER).await;
 }
 
 async fn zk_lock() -> ZkLock {

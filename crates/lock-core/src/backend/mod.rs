@@ -121,7 +121,7 @@ pub struct Capability {
     /// tops it up to the lease asked for. Without it, a shorter lease is simply what the hold
     /// has (a quorum's validity after the time its members took).
     pub early_grants: bool,
-    /// `try_acquire` honours [`AcquireRequest::shared`]: a key is held by any number of shared
+    /// `try_acquire` honours [`Side::Read`] in [`AcquireRequest::side`]: a key is held by any number of shared
     /// holds or by one exclusive hold, and an exclusive request that waits keeps new shared
     /// holds out until it is granted or gives up (writers are not starved). Release, renewal
     /// and loss work per owner as for exclusive holds; notes and `raise_fence` are for
@@ -164,10 +164,34 @@ pub struct AcquireRequest<'a> {
     /// The holder's lost-lock signal; a backend that learns of a loss first (session expiry,
     /// connection death) calls [`LeaseSignal::mark_lost`] on it.
     pub signal: &'a LeaseSignal,
-    /// A shared hold (the read side of a read-write lock) instead of an exclusive one; only
-    /// ever `true` towards a backend with [`Capability::shared`]. The grant's fence is then the
-    /// key's latest exclusive grant's (a shared hold draws none).
-    pub shared: bool,
+    /// The kind of hold asked for: [`Side::Read`] only ever towards a backend with
+    /// [`Capability::shared`].
+    pub side: Side,
+}
+
+/// The kind of hold an acquisition asks for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Side {
+    /// An exclusive hold: a mutex, a semaphore's permit, a leader's term.
+    #[default]
+    Exclusive,
+    /// The read side of a read-write lock: any number of shared holds of the key at once, or
+    /// one exclusive hold. The grant's fence is the key's latest exclusive grant's, or, where
+    /// every hold draws one anyway (ZooKeeper's node ids), the reader's own: either way no
+    /// larger than the next writer's.
+    Read,
+    /// The write side of a read-write lock: exclusive, like [`Side::Exclusive`]. It is told
+    /// apart for stores whose read-write layout names writers differently from mutex holders
+    /// (Curator's `__WRIT__` nodes on ZooKeeper), so that other clients of that layout see them.
+    Write,
+}
+
+impl Side {
+    /// A shared hold ([`Side::Read`]).
+    pub fn is_shared(self) -> bool {
+        self == Side::Read
+    }
 }
 
 /// Outcome of [`LockBackend::try_acquire`].

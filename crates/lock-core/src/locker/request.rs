@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span};
 
 use super::{Locker, NATIVE_WAIT_SLICE, NOTIFY_FALLBACK, POLL_BOUND};
-use crate::backend::{AcquireRequest, Attempt, Backoff, Cleanup, Grant, RenewItem, Subscription};
+use crate::backend::{AcquireRequest, Attempt, Backoff, Cleanup, Grant, RenewItem, Side, Subscription};
 use crate::observe::{self, Outcome};
 use crate::renewer::NewLease;
 use crate::{
@@ -65,19 +65,26 @@ pub struct LockRequest<'a> {
     wait: Option<Duration>,
     owner: Option<OwnerToken>,
     max_hold: Option<Duration>,
-    shared: bool,
+    side: Side,
 }
 
 impl<'a> LockRequest<'a> {
     pub(super) fn new(locker: &'a Locker, key: String) -> Self {
-        LockRequest { locker, key, lease: None, wait: None, owner: None, max_hold: None, shared: false }
+        LockRequest {
+            locker,
+            key,
+            lease: None,
+            wait: None,
+            owner: None,
+            max_hold: None,
+            side: Side::Exclusive,
+        }
     }
 
-    /// A shared hold (the read side of a native read-write lock): many shared holds of the
-    /// key at once, or one exclusive one. Sent only to a backend with
-    /// [`Capability::shared`](crate::Capability).
-    pub(crate) fn shared(mut self) -> Self {
-        self.shared = true;
+    /// One side of a native read-write lock: [`Side::Read`] is a shared hold (many at once, or
+    /// one exclusive hold), sent only to a backend with [`Capability::shared`](crate::Capability).
+    pub(crate) fn side(mut self, side: Side) -> Self {
+        self.side = side;
         self
     }
     /// A fixed lease: no watchdog; the lock expires after `lease` unless renewed by hand.
@@ -224,7 +231,7 @@ impl<'a> LockRequest<'a> {
                 lease,
                 wait_until,
                 signal: &joined.signal,
-                shared: self.shared,
+                side: self.side,
             };
             if queued && place.is_none() {
                 place = Some(leave_on_drop(backend, &key, owner));

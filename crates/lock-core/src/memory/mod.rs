@@ -117,14 +117,14 @@ impl LockBackend for MemoryBackend {
         if let Some(h) = table.holds.get_mut(req.key)
             && h.expires > now
         {
-            if h.owner != req.owner || req.shared {
+            if h.owner != req.owner || req.side.is_shared() {
                 return Ok(Attempt::Held { retry_after: Some(h.expires - now) });
             }
             h.count += 1;
             h.expires = h.expires.max(now + req.lease);
             return Ok(Attempt::Acquired(Grant { fence: FencingToken(h.fence), lease: Some(req.lease) }));
         }
-        if req.shared {
+        if req.side.is_shared() {
             let readers = table.readers.entry(req.key.to_owned()).or_default();
             return Ok(match readers.share(req.owner, req.lease, now) {
                 // A shared hold draws no fence: it carries the latest one drawn.

@@ -13,7 +13,9 @@ use tokio::time::{Instant, timeout};
 use super::attempt::{Tally, Undo};
 use super::failure::{Failure, NoQuorum, member_result};
 use super::{NAME, QuorumBackend, drift_allowance};
-use crate::backend::{AcquireRequest, Attempt, Capability, Grant, LockBackend, RenewItem, Subscription};
+use crate::backend::{
+    AcquireRequest, Attempt, Capability, Grant, LockBackend, RenewItem, Side, Subscription,
+};
 use crate::{FencingToken, LockError, OwnerToken, Result};
 
 #[async_trait]
@@ -72,7 +74,7 @@ impl LockBackend for QuorumBackend {
             wait_until: None,
             signal: req.signal,
             // A quorum offers no shared holds (`Capability::shared` unset): never asked for one.
-            shared: false,
+            side: Side::Exclusive,
         };
         // Releases the members that answered a grant. A member whose answer never came (cut
         // off, timed out, failed) undoes its own attempt, by that attempt's nonce: releasing it

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::guard::ReadPart;
 use super::request::Opts;
 use super::{ReadGuard, RwLock, WriteGuard};
+use crate::backend::Side;
 use crate::parts::release_quietly;
 use crate::{LockError, LockGuard, Permit, Result};
 
@@ -22,7 +23,7 @@ impl RwLock {
         let started = Instant::now();
         let deadline = opts.deadline(started)?;
         if self.native {
-            let shared = self.gate_side(true, once, deadline, opts.lease, started).await?;
+            let shared = self.gate_side(Side::Read, once, deadline, opts.lease, started).await?;
             return Ok(
                 shared.map(|g| ReadGuard { part: ReadPart::Shared(g), _mark: self.holders.mark(false) })
             );
@@ -77,7 +78,7 @@ impl RwLock {
         let deadline = opts.deadline(started)?;
         let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if self.native {
-            let gate = self.gate_side(false, once, deadline, opts.lease, started).await?;
+            let gate = self.gate_side(Side::Write, once, deadline, opts.lease, started).await?;
             return Ok(gate.map(|gate| WriteGuard {
                 gate,
                 slots: Vec::new(),
@@ -152,16 +153,13 @@ impl RwLock {
     /// `once`, else waiting until `deadline`.
     async fn gate_side(
         &self,
-        shared: bool,
+        side: Side,
         once: bool,
         deadline: Option<Instant>,
         lease: Option<Duration>,
         started: Instant,
     ) -> Result<Option<LockGuard>> {
-        let mut req = self.gate_request(lease);
-        if shared {
-            req = req.shared();
-        }
+        let mut req = self.gate_request(lease).side(side);
         if let Some(d) = deadline {
             req = req.wait(d.saturating_duration_since(Instant::now()));
         }

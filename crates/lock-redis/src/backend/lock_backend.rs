@@ -67,7 +67,7 @@ impl LockBackend for RedisLock {
         #[cfg(feature = "testing")]
         self.inner.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let attempt = match self.inner.mode {
-            _ if req.shared => self.acquire_shared(req).await?,
+            _ if req.side.is_shared() => self.acquire_shared(req).await?,
             Mode::Simple => self.acquire_simple(req).await?,
             Mode::Reentrant | Mode::Fair => self.acquire_hash(req).await?,
             Mode::RedisPy | Mode::PythonRedisLock => self.acquire_plain(req).await?,

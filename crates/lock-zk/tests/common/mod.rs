@@ -5,6 +5,8 @@
 // Each test binary uses its own subset.
 #![allow(dead_code)]
 
+pub mod peer;
+
 use std::sync::Arc;
 use std::time::Duration;
 

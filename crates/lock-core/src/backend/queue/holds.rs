@@ -6,7 +6,7 @@ use std::fmt;
 
 use tokio::task::AbortHandle;
 
-use crate::backend::Mutex;
+use crate::backend::{Mutex, Side};
 use crate::{LeaseSignal, LostReason, OwnerToken};
 
 /// A hold's place in the table: the lock's key and the owner token of its acquisitions.
@@ -31,13 +31,23 @@ pub struct QueueHold {
     /// A task watching the entry while held, if the store runs one; stopped when the hold
     /// leaves the table through [`QueueHolds`].
     pub watch: Option<AbortHandle>,
+    /// A shared hold (a reader, [`Side::Read`]): it takes no note, since readers are many and
+    /// a note is read from the head of the queue.
+    pub shared: bool,
 }
 
 impl QueueHold {
     /// The first acquisition's hold of entry `name`, created as number `fence` on session
     /// `generation`.
     pub fn new(name: String, fence: i64, generation: u64, signal: &LeaseSignal) -> QueueHold {
-        QueueHold { name, fence, count: 1, generation, signals: vec![signal.clone()], watch: None }
+        let signals = vec![signal.clone()];
+        QueueHold { name, fence, count: 1, generation, signals, watch: None, shared: false }
+    }
+
+    /// The same hold, of the kind `side` asked for.
+    pub fn of_side(mut self, side: Side) -> QueueHold {
+        self.shared = side.is_shared();
+        self
     }
 
     /// Whether any of its guards was told the hold is lost.
@@ -178,6 +188,16 @@ impl QueueHolds {
     /// `f` of `owner`'s hold of `key`, if there is one.
     pub fn get<T>(&self, key: &str, owner: OwnerToken, f: impl FnOnce(&QueueHold) -> Option<T>) -> Option<T> {
         self.0.lock().get(&(key.to_owned(), owner)).and_then(f)
+    }
+
+    /// `f` of `owner`'s hold of `key` if a note can go with it: a live exclusive hold.
+    pub fn for_note<T>(
+        &self,
+        key: &str,
+        owner: OwnerToken,
+        f: impl FnOnce(&QueueHold) -> Option<T>,
+    ) -> Option<T> {
+        self.0.lock().get(&(key.to_owned(), owner)).filter(|h| !h.shared && !h.is_lost()).and_then(f)
     }
 
     /// `f` of every hold of session `generation`, with its place in the table, under the

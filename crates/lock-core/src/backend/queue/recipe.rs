@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::holds::{Nest, QueueHolds};
-use crate::backend::{AcquireRequest, Attempt, Grant};
+use crate::backend::{AcquireRequest, Attempt, Grant, Side};
 use crate::{FencingToken, Result};
 
 /// Where an entry stands in its lock's queue.
@@ -76,6 +76,19 @@ pub trait QueueStore: Send + Sync {
     /// # Errors
     /// The grant cannot be trusted (its session was not confirmed in time); the entry goes.
     fn hold(&self, req: &AcquireRequest<'_>, entry: Self::Entry) -> Result<i64>;
+}
+
+/// Where an entry stands behind `ahead`, the contenders created before it in queue order,
+/// `reader` telling a shared hold's entry. An exclusive request holds when nothing is ahead and
+/// watches the entry just before it. A shared one holds when no exclusive entry is ahead and
+/// watches the first of those, as Curator's read lock does: the readers queued behind a writer
+/// all go in together when it leaves, and each looks again for any writer still ahead.
+pub fn place_behind<T>(ahead: &[T], side: Side, reader: impl Fn(&T) -> bool) -> Place<&T> {
+    let waits_for = match side {
+        Side::Read => ahead.iter().find(|e| !reader(e)),
+        _ => ahead.last(),
+    };
+    waits_for.map_or(Place::Head, Place::Behind)
 }
 
 /// A grant with fence `fence` (a store's creation number, never negative for a created entry).

@@ -8,7 +8,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::*;
-use crate::backend::{AcquireRequest, Attempt, Mutex};
+use crate::backend::{AcquireRequest, Attempt, Mutex, Side};
 use crate::{LeaseSignal, LostReason, OwnerToken, Result};
 
 /// One lock's queue: entries are their sequence numbers.
@@ -96,7 +96,14 @@ impl QueueStore for Store {
 
 fn req(owner: OwnerToken, signal: &LeaseSignal, wait: Option<Duration>) -> AcquireRequest<'_> {
     let wait_until = wait.map(|w| Instant::now() + w);
-    AcquireRequest { key: "k", owner, lease: Duration::from_secs(10), wait_until, signal, shared: false }
+    AcquireRequest {
+        key: "k",
+        owner,
+        lease: Duration::from_secs(10),
+        wait_until,
+        signal,
+        side: Side::Exclusive,
+    }
 }
 
 fn fence(a: &Attempt) -> Option<u64> {
@@ -226,4 +233,33 @@ async fn the_deadline_gives_holds_up_a_ttl_after_the_last_confirmation() {
     assert!(signal.is_lost());
     assert_eq!(backend.1.load(Ordering::SeqCst), 1);
     task.await.expect("the keeper ends cleanly");
+}
+
+#[test]
+fn readers_wait_only_for_a_writer_ahead() {
+    // (sequence, is a reader)
+    let ahead = [(1, true), (2, false), (3, true), (4, false)];
+    let reader = |e: &(i32, bool)| e.1;
+    let at = |p: Place<&(i32, bool)>| match p {
+        Place::Head => None,
+        Place::Behind(e) => Some(e.0),
+    };
+    assert_eq!(at(place_behind(&ahead, Side::Read, reader)), Some(2), "the first writer ahead");
+    assert_eq!(at(place_behind(&ahead, Side::Write, reader)), Some(4), "the entry just before");
+    assert_eq!(at(place_behind(&ahead, Side::Exclusive, reader)), Some(4));
+    assert_eq!(at(place_behind(&ahead[..1], Side::Read, reader)), None, "readers share");
+    assert_eq!(at(place_behind(&ahead[..1], Side::Write, reader)), Some(1), "a writer waits for readers");
+    assert_eq!(at(place_behind(&[], Side::Write, reader)), None);
+}
+
+#[test]
+fn a_shared_hold_takes_no_note() {
+    let (holds, signal) = (QueueHolds::default(), LeaseSignal::new());
+    let (reader, writer) = (OwnerToken::random(), OwnerToken::random());
+    holds.insert("r", reader, QueueHold::new("n1".into(), 1, 0, &signal).of_side(Side::Read), || None);
+    holds.insert("w", writer, QueueHold::new("n2".into(), 2, 0, &signal).of_side(Side::Write), || None);
+    assert_eq!(holds.for_note("r", reader, |h| Some(h.fence)), None);
+    assert_eq!(holds.for_note("w", writer, |h| Some(h.fence)), Some(2));
+    signal.mark_lost(LostReason::NotOwner);
+    assert_eq!(holds.for_note("w", writer, |h| Some(h.fence)), None, "nor a lost one");
 }

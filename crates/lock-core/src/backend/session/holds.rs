@@ -190,7 +190,7 @@ impl<D: SessionDriver> Sessions<D> {
             id,
             owner: req.owner,
             count: 1,
-            shared: req.shared,
+            shared: req.side.is_shared(),
             fence: g.fence,
             session: g.session,
             cmd: tx,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::*;
-use crate::backend::{AcquireRequest, Attempt, session_give_up};
+use crate::backend::{AcquireRequest, Attempt, Side, session_give_up};
 use crate::{LeaseSignal, LeaseState, LockError, LostReason, OwnerToken};
 
 const EVERY: Duration = Duration::from_millis(100);
@@ -111,7 +111,7 @@ impl Setup {
             lease: IDLE,
             wait_until: None,
             signal: &self.signal,
-            shared: false,
+            side: Side::Exclusive,
         }
     }
 
@@ -245,7 +245,7 @@ async fn a_dropped_backend_ends_its_holds() {
 async fn a_shared_hold_takes_no_note() {
     let s = Setup::new();
     let held = Conn { closed: s.closed.clone(), clean: false };
-    let req = AcquireRequest { shared: true, ..s.req() };
+    let req = AcquireRequest { side: Side::Read, ..s.req() };
     let g = Granted { held, session: 7, fence: 3, sent: Instant::now(), answered: None };
     s.sessions.hold(&req, g).await.expect("hold");
     assert!(!s.sessions.set_note("k", s.owner, "n").await.expect("note"), "a reader's note");
