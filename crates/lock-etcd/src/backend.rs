@@ -17,6 +17,7 @@ use tokio::runtime::Handle;
 use crate::builder::{Config, EtcdLockBuilder};
 use crate::cleanup::{delete_if_ours, releasing};
 use crate::error::{NAME, bounded, is_temporary, lock_error};
+use crate::recipe::is_reader;
 use crate::session::Inner;
 
 /// etcd locks: one key per acquisition under `<prefix>/<encoded key>/`, put under this
@@ -142,6 +143,8 @@ impl LockBackend for EtcdLock {
         // Every put and delete is a Raft entry committed by a majority before the answer, and
         // revisions are cluster-wide: a leader failover neither loses a grant nor repeats one.
         c.failover_safe = true;
+        // A read-write lock's readers and writers queue under one prefix (see `recipe.rs`).
+        c.shared = true;
         c
     }
 
@@ -243,6 +246,13 @@ impl LockBackend for EtcdLock {
             .map_err(lock_error)?;
         let Some(head) = resp.kvs().first() else { return Ok(LockInfo::free()) };
         let mut info = LockInfo::held();
+        // Readers at the head hold together, up to the first writer.
+        let readers = resp.kvs().iter().take_while(|kv| is_reader(&dir, kv.key())).count();
+        if readers > 0 {
+            info.readers = Some(readers);
+            info.waiters = Some(resp.kvs().len() - readers);
+            return Ok(info);
+        }
         info.fence = u64::try_from(head.create_revision()).ok().map(FencingToken);
         info.waiters = Some(resp.kvs().len() - 1);
         // `<lease>_<n>`: names the holder's lease, not its owner token.

@@ -11,7 +11,7 @@ use etcd_client::{
     TxnOpResponse, TxnResponse, WatchFilterType, WatchOptions, WatchStream,
 };
 use lock_core::backend::queue::{self, Place, QueueHold, QueueHolds, QueueStore, Watched};
-use lock_core::backend::{AcquireRequest, Attempt, Cleanup};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Side};
 use lock_core::{Result, async_trait};
 use tokio::time::Instant;
 
@@ -46,6 +46,29 @@ fn ranges(resp: &TxnResponse) -> Vec<Vec<KeyValue>> {
         .collect()
 }
 
+/// Where an attempt of `side` puts its key under the lock's prefix `dir`: a read-write lock's
+/// readers under `<dir>read/` and writers under `<dir>write/` (the layout of etcd's own
+/// `recipes.RWMutex`), a mutex's attempts right under `dir` (`<lease>_<n>`, hex: never `read/`
+/// or `write/`). One create revision orders them all: a writer or a mutex waits for every key
+/// created before its own, a reader only for the writers' ones.
+fn side_dir(dir: &str, side: Side) -> String {
+    match side {
+        Side::Read => format!("{dir}read/"),
+        Side::Write => format!("{dir}write/"),
+        _ => dir.to_owned(),
+    }
+}
+
+/// The prefix whose keys an attempt of `side` under `dir` waits for: a reader only the writers'.
+fn waits_for(dir: &str, side: Side) -> String {
+    if side.is_shared() { side_dir(dir, Side::Write) } else { dir.to_owned() }
+}
+
+/// Whether a key under the lock's prefix `dir` is a reader's.
+pub(crate) fn is_reader(dir: &str, key: &[u8]) -> bool {
+    key.strip_prefix(dir.as_bytes()).is_some_and(|rest| rest.starts_with(b"read/"))
+}
+
 /// The first key (lowest create revision) under a lock's prefix: its holder.
 fn first_created(dir: &str) -> TxnOp {
     let opts = GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend);
@@ -69,27 +92,37 @@ impl Inner {
         queue::acquire(&Queue(self), req).await
     }
 
-    /// The last key created before ours (`fence`) under `dir` and whether it is the holder (the
-    /// first key), or `None` when ours is first.
+    /// The key an attempt of `side` created as `fence` under `dir` waits for, and whether it
+    /// is the holder (the first key), or `None` when the attempt holds: for a writer or a mutex
+    /// the last key created before ours; for a reader the first writer's created before ours
+    /// (never taken for the holder: another writer may come after it).
     ///
     /// # Errors
     /// Temporary when our own key is gone (deleted behind our back, or its lease ended).
-    async fn predecessor(&self, dir: &str, name: &str, fence: i64) -> Result<Option<(Vec<u8>, bool)>> {
+    async fn predecessor(
+        &self,
+        dir: &str,
+        side: Side,
+        name: &str,
+        fence: i64,
+    ) -> Result<Option<(Vec<u8>, bool)>> {
+        let order = if side.is_shared() { SortOrder::Ascend } else { SortOrder::Descend };
         let before = GetOptions::new()
             .with_prefix()
             .with_max_create_revision(fence - 1)
-            .with_sort(SortTarget::Create, SortOrder::Descend)
+            .with_sort(SortTarget::Create, order)
             .with_limit(1)
             .with_keys_only();
         let own = TxnOp::get(name, Some(GetOptions::new().with_keys_only()));
-        let txn = Txn::new().and_then([own, TxnOp::get(dir, Some(before)), first_created(dir)]);
+        let ahead = TxnOp::get(waits_for(dir, side), Some(before));
+        let txn = Txn::new().and_then([own, ahead, first_created(dir)]);
         let mut kv = self.client.kv_client();
         let resp = bounded(self.cfg.request_timeout, kv.txn(txn)).await.map_err(lock_error)?;
         let rs = ranges(&resp);
         if !rs.first().is_some_and(|r| r.iter().any(|k| k.create_revision() == fence)) {
             return Err(temporary("own lock key vanished while waiting"));
         }
-        let head = rs.get(2).and_then(|r| r.first()).map(KeyValue::key);
+        let head = rs.get(2).and_then(|r| r.first()).map(KeyValue::key).filter(|_| !side.is_shared());
         Ok(rs.get(1).and_then(|r| r.first()).map(|k| (k.key().to_vec(), Some(k.key()) == head)))
     }
 }
@@ -101,6 +134,8 @@ struct Queue<'a>(&'a Arc<Inner>);
 /// cleanup that deletes it unless the attempt ends in a grant.
 struct Entry {
     session: Arc<Session>,
+    /// The kind of hold asked for.
+    side: Side,
     dir: String,
     name: String,
     fence: i64,
@@ -142,7 +177,7 @@ impl QueueStore for Queue<'_> {
         let mut regranted = false;
         let (name, fence, cleanup, holder, predecessor) = loop {
             let n = inner.nonce.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let name = format!("{dir}{:016x}_{n:x}", session.lease);
+            let name = format!("{}{:016x}_{n:x}", side_dir(&dir, req.side), session.lease);
             let keys = AttemptKeys {
                 marker: format!("{}/%cancelled/{:016x}_{n:x}", inner.cfg.prefix, session.lease),
                 name: name.clone(),
@@ -155,7 +190,13 @@ impl QueueStore for Queue<'_> {
                     Compare::create_revision(keys.marker.as_str(), CompareOp::Equal, 0),
                 ])
                 .and_then([
-                    last_created(&dir),
+                    // What our key will wait for, read before it is put: for a reader the first
+                    // writer's key, else the last key of all.
+                    if req.side.is_shared() {
+                        first_created(&waits_for(&dir, req.side))
+                    } else {
+                        last_created(&dir)
+                    },
                     TxnOp::put(name.as_str(), "", Some(PutOptions::new().with_lease(session.lease))),
                     first_created(&dir),
                 ]);
@@ -185,9 +226,12 @@ impl QueueStore for Queue<'_> {
         if fence <= 0 {
             return Err(temporary("lock key put answered without a revision"));
         }
-        let place =
-            if holder.as_deref() == Some(name.as_bytes()) { Place::Head } else { Place::Behind(predecessor) };
-        Ok((Entry { session, dir, name, fence, cleanup }, place))
+        let place = match predecessor {
+            None if req.side.is_shared() => Place::Head,
+            _ if holder.as_deref() == Some(name.as_bytes()) => Place::Head,
+            predecessor => Place::Behind(predecessor),
+        };
+        Ok((Entry { session, side: req.side, dir, name, fence, cleanup }, place))
     }
 
     /// Watch only the last key created before ours (and ours, should the lease end) for a
@@ -198,13 +242,13 @@ impl QueueStore for Queue<'_> {
         candidate: Option<Vec<u8>>,
     ) -> Result<Watched<PredecessorWatch, Option<Vec<u8>>>> {
         let inner = self.0;
-        let (dir, name, fence) = (entry.dir.as_str(), entry.name.as_str(), entry.fence);
+        let (dir, side, name, fence) = (entry.dir.as_str(), entry.side, entry.name.as_str(), entry.fence);
         if entry.session.is_ended() {
             return Err(temporary("etcd lease ended while waiting"));
         }
         let predecessor = match candidate {
             Some(p) => p,
-            None => match inner.predecessor(dir, name, fence).await? {
+            None => match inner.predecessor(dir, side, name, fence).await? {
                 Some((p, _)) => p,
                 None => return Ok(Watched::Moved(Place::Head)),
             },
@@ -239,7 +283,7 @@ impl QueueStore for Queue<'_> {
         if woke {
             return Ok(Watched::Moved(Place::Behind(None)));
         }
-        match inner.predecessor(dir, name, fence).await? {
+        match inner.predecessor(dir, side, name, fence).await? {
             None => Ok(Watched::Moved(Place::Head)),
             Some((p, _)) if p != predecessor => Ok(Watched::Moved(Place::Behind(Some(p)))),
             Some((_, head)) => Ok(Watched::Armed(PredecessorWatch { stream, predecessor, head })),
@@ -298,14 +342,14 @@ impl QueueStore for Queue<'_> {
     }
 
     fn hold(&self, req: &AcquireRequest<'_>, entry: Entry) -> Result<i64> {
-        let Entry { session, name, fence, cleanup, .. } = entry;
+        let Entry { session, side, name, fence, cleanup, .. } = entry;
         // A grant on a lease whose last confirmation is too old is no grant: give it up, and
         // let the next attempt run on a new lease.
         if Instant::now() >= session.give_up_at() {
             return Err(temporary("etcd lease not confirmed within its ttl"));
         }
         cleanup.disarm();
-        let hold = QueueHold::new(name, fence, session.generation, req.signal);
+        let hold = QueueHold::new(name, fence, session.generation, req.signal).of_side(side);
         let old = self.0.holds.insert(req.key, req.owner, hold, || None);
         session.held();
         if let Some(old) = old {
