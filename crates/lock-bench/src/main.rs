@@ -129,8 +129,7 @@ async fn bench(args: BenchArgs) -> ExitCode {
         args.scenarios.iter().filter_map(|n| Scenario::by_name(n)).collect()
     };
     let mut report = Report::new(args.quick, notes);
-    let runs =
-        targets.iter().map(|t| chosen.iter().filter(|s| t.peer.is_none() || s.peers).count()).sum::<usize>();
+    let runs = targets.iter().map(|t| chosen.iter().filter(|s| s.runs_on(t)).count()).sum::<usize>();
     let pb = indicatif::ProgressBar::new(runs as u64);
     pb.set_style(
         indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
@@ -162,7 +161,7 @@ async fn bench(args: BenchArgs) -> ExitCode {
         let cx = Ctx { target: t, caps, floor: &floor, sizes: &sizes };
         // A peer takes part in the scenarios that measure a user's acquire, not in those that
         // measure this library's machinery (watchdog, crash recovery by lease, the seeds).
-        for s in chosen.iter().filter(|s| t.peer.is_none() || s.peers) {
+        for s in chosen.iter().filter(|s| s.runs_on(t)) {
             pb.set_message(format!("{} {}", t.name, s.name));
             match s.run(&cx).await {
                 Ok(rows) => rows.into_iter().for_each(|r| report.push(r)),

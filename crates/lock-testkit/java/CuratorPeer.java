@@ -9,6 +9,15 @@
 //           release                      -> RELEASED <t> | ERROR <msg> (the latest hold first)
 //           bench <path> <n> <timeout-ms> -> SAMPLES <us> ... (n timed acquire+release, after 10
 //                                           untimed; one InterProcessMutex, as a user keeps one)
+//           rwbench <path> <clients> <ms> <write-every>
+//                                        -> RWSAMPLES <elapsed-us> <read waits> <write waits>
+//                                           (<clients> threads, each with its own client and
+//                                           InterProcessReadWriteLock, for <ms>; one operation
+//                                           in <write-every> a write; waits in µs, comma-
+//                                           separated, "-" for none; ERROR on an overlap)
+//           sembench <path> <clients> <permits> <ms>
+//                                        -> SEMSAMPLES <elapsed-us> <acquire waits> (the same
+//                                           with InterProcessSemaphoreV2 of <permits>)
 //           exit                         -> (closes the session and exits)
 // <t> is System.nanoTime() (CLOCK_MONOTONIC on Linux, the clock of Rust's Instant) when acquire
 // returned / before release was called, so a hand-over can be timed across processes.
@@ -23,6 +32,8 @@ import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.RetryOneTime;
 import org.apache.zookeeper.data.Stat;
 
@@ -85,14 +96,10 @@ public final class CuratorPeer {
     public static void main(String[] args) throws Exception {
         String connect = args[0];
         int sessionMs = Integer.parseInt(args[1]);
-        CuratorFramework client = CuratorFrameworkFactory.builder()
-                .connectString(connect)
-                .sessionTimeoutMs(sessionMs)
-                .connectionTimeoutMs(Math.max(sessionMs, 1000))
-                .retryPolicy(new RetryOneTime(50))
-                .build();
-        client.start();
-        if (!client.blockUntilConnected(20, TimeUnit.SECONDS)) {
+        CuratorFramework client = null;
+        try {
+            client = client(connect, sessionMs);
+        } catch (IllegalStateException e) {
             System.out.println("ERROR not connected");
             System.exit(2);
         }
@@ -128,6 +135,14 @@ public final class CuratorPeer {
                             say("RELEASED " + at);
                         }
                         break;
+                    case "rwbench":
+                        say("RWSAMPLES " + rwBench(connect, sessionMs, cmd[1], Integer.parseInt(cmd[2]),
+                                Long.parseLong(cmd[3]), Integer.parseInt(cmd[4])));
+                        break;
+                    case "sembench":
+                        say("SEMSAMPLES " + semBench(connect, sessionMs, cmd[1], Integer.parseInt(cmd[2]),
+                                Integer.parseInt(cmd[3]), Long.parseLong(cmd[4])));
+                        break;
                     case "bench":
                         say("SAMPLES " + bench(client, cmd[1], Integer.parseInt(cmd[2]), Long.parseLong(cmd[3])));
                         break;
@@ -161,6 +176,150 @@ public final class CuratorPeer {
             }
         }
         return out.toString();
+    }
+
+    /** A started client, connected within 20 s; the bench gives each thread one, as the
+     *  library's bench gives each of its clients a connection. */
+    private static CuratorFramework client(String connect, int sessionMs) throws InterruptedException {
+        CuratorFramework c = CuratorFrameworkFactory.builder()
+                .connectString(connect)
+                .sessionTimeoutMs(sessionMs)
+                .connectionTimeoutMs(Math.max(sessionMs, 1000))
+                .retryPolicy(new RetryOneTime(50))
+                .build();
+        c.start();
+        if (!c.blockUntilConnected(20, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("client not connected");
+        }
+        return c;
+    }
+
+    private static CuratorFramework[] clients(String connect, int sessionMs, int n) throws InterruptedException {
+        CuratorFramework[] cs = new CuratorFramework[n];
+        for (int i = 0; i < n; i++) {
+            cs[i] = client(connect, sessionMs);
+        }
+        return cs;
+    }
+
+    private static void closeAll(CuratorFramework[] cs) {
+        for (CuratorFramework c : cs) {
+            c.close();
+        }
+    }
+
+    /** Runs `body(i)` on `n` threads at once; the first failure is thrown. */
+    private static long onThreads(int n, java.util.function.IntConsumer body) throws Exception {
+        java.util.concurrent.atomic.AtomicReference<Throwable> failed = new java.util.concurrent.atomic.AtomicReference<>();
+        Thread[] threads = new Thread[n];
+        long t0 = System.nanoTime();
+        for (int i = 0; i < n; i++) {
+            final int id = i;
+            threads[i] = new Thread(() -> {
+                try {
+                    body.accept(id);
+                } catch (Throwable e) {
+                    failed.compareAndSet(null, e);
+                }
+            });
+            threads[i].start();
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        if (failed.get() != null) {
+            throw new IllegalStateException(failed.get().toString());
+        }
+        return (System.nanoTime() - t0) / 1000;
+    }
+
+    private static String joined(java.util.List<Long> us) {
+        if (us.isEmpty()) {
+            return "-";
+        }
+        StringBuilder b = new StringBuilder();
+        for (Long v : us) {
+            b.append(b.length() == 0 ? "" : ",").append(v);
+        }
+        return b.toString();
+    }
+
+    /** The read-mostly mix of the library's bench on InterProcessReadWriteLock. */
+    private static String rwBench(String connect, int sessionMs, String path, int clients, long ms, int writeEvery)
+            throws Exception {
+        java.util.List<Long> reads = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+        java.util.List<Long> writes = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+        java.util.concurrent.atomic.AtomicInteger readers = new java.util.concurrent.atomic.AtomicInteger();
+        java.util.concurrent.atomic.AtomicInteger writers = new java.util.concurrent.atomic.AtomicInteger();
+        CuratorFramework[] cs = clients(connect, sessionMs, clients);
+        long stop = System.nanoTime() + ms * 1_000_000L;
+        long elapsed = onThreads(clients, id -> {
+            InterProcessReadWriteLock rw = new InterProcessReadWriteLock(cs[id], path);
+            long op = id;
+            try {
+                while (System.nanoTime() < stop) {
+                    op++;
+                    boolean write = op % writeEvery == 0;
+                    InterProcessMutex m = write ? rw.writeLock() : rw.readLock();
+                    long t0 = System.nanoTime();
+                    if (!m.acquire(30, TimeUnit.SECONDS)) {
+                        throw new IllegalStateException("wait of 30 s ran out");
+                    }
+                    long waited = (System.nanoTime() - t0) / 1000;
+                    boolean overlap;
+                    if (write) {
+                        overlap = writers.incrementAndGet() > 1 || readers.get() > 0;
+                        writers.decrementAndGet();
+                        writes.add(waited);
+                    } else {
+                        readers.incrementAndGet();
+                        overlap = writers.get() > 0;
+                        readers.decrementAndGet();
+                        reads.add(waited);
+                    }
+                    m.release();
+                    if (overlap) {
+                        throw new IllegalStateException("exclusion broken");
+                    }
+                }
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        });
+        closeAll(cs);
+        return elapsed + " " + joined(reads) + " " + joined(writes);
+    }
+
+    /** The library's semaphore bench on InterProcessSemaphoreV2. */
+    private static String semBench(String connect, int sessionMs, String path, int clients, int permits, long ms)
+            throws Exception {
+        java.util.List<Long> waits = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+        java.util.concurrent.atomic.AtomicInteger inside = new java.util.concurrent.atomic.AtomicInteger();
+        CuratorFramework[] cs = clients(connect, sessionMs, clients);
+        long stop = System.nanoTime() + ms * 1_000_000L;
+        long elapsed = onThreads(clients, id -> {
+            InterProcessSemaphoreV2 sem = new InterProcessSemaphoreV2(cs[id], path, permits);
+            try {
+                while (System.nanoTime() < stop) {
+                    long t0 = System.nanoTime();
+                    Lease lease = sem.acquire(30, TimeUnit.SECONDS);
+                    if (lease == null) {
+                        throw new IllegalStateException("wait of 30 s ran out");
+                    }
+                    waits.add((System.nanoTime() - t0) / 1000);
+                    boolean over = inside.incrementAndGet() > permits;
+                    inside.decrementAndGet();
+                    sem.returnLease(lease);
+                    if (over) {
+                        throw new IllegalStateException("more holders than permits");
+                    }
+                }
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        });
+        closeAll(cs);
+        return elapsed + " " + joined(waits);
     }
 
     private static void say(String line) {

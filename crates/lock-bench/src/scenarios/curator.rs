@@ -4,7 +4,10 @@
 //! Curator's cost. Uncontended: acquire (wait 5 s) + release on one `InterProcessMutex`, as a
 //! user keeps one. Handoff: one JVM releases while another waits in the queue, timed from
 //! before its release call to the waiter's acquire returning, both on `System.nanoTime()` (one
-//! machine-wide monotonic clock). Contended is not run: it would take a JVM per client.
+//! machine-wide monotonic clock). Contended is not run: it would take a JVM per client. The
+//! read-write lock and the semaphore run the library's mixes (`primitives.rs`) on Curator's
+//! `InterProcessReadWriteLock` and `InterProcessSemaphoreV2`, one thread and one client per
+//! bench client in one JVM, waits timed in the JVM.
 
 use std::time::Duration;
 
@@ -12,6 +15,7 @@ use dlock::lock_zk::zookeeper_client as zkc;
 use lock_testkit::interop::{Peer as Jvm, curator_peer};
 
 use super::Ctx;
+use super::primitives::{CLIENTS, PERMITS, WRITE_EVERY, rwlock_rows, semaphore_row};
 use crate::error::{BenchError, Result};
 use crate::micros::hist;
 use crate::report::Row;
@@ -55,7 +59,7 @@ pub async fn run(cx: &Ctx<'_>, scenario: &str) -> Result<Vec<Row>> {
             }
             let rate = h.len() as f64 / (busy_us.max(1) as f64 / 1e6);
             let metric = "acquire+release (wait 5 s; timed in the JVM)";
-            Ok(Some(Row::latency(&target, "uncontended acquire()", metric, &h, Some(rate), floor_pair)))
+            Ok(Some(vec![Row::latency(&target, "uncontended acquire()", metric, &h, Some(rate), floor_pair)]))
         }),
         "handoff" => tokio::spawn(async move {
             let (Some(a), Some(b)) =
@@ -65,7 +69,25 @@ pub async fn run(cx: &Ctx<'_>, scenario: &str) -> Result<Vec<Row>> {
             };
             let h = handoff(a, b, &connect, &path, sizes.handoffs).await?;
             let metric = "release -> waiter holds (JVM clocks)";
-            Ok(Some(Row::latency(&target, "handoff", metric, &h, None, floor_rtt)))
+            Ok(Some(vec![Row::latency(&target, "handoff", metric, &h, None, floor_rtt)]))
+        }),
+        "rwlock" => tokio::spawn(async move {
+            let ms = sizes.contended_for.as_millis();
+            let command = format!("rwbench {path} {CLIENTS} {ms} {WRITE_EVERY}");
+            let Some((secs, lists)) = mix(&connect, &command, "RWSAMPLES").await? else { return Ok(None) };
+            let [reads, writes] = &lists[..] else {
+                return Err(BenchError::Curator("rwbench answered no read and write lists".into()));
+            };
+            Ok(Some(rwlock_rows(&target, (reads, writes), secs, true).into()))
+        }),
+        "semaphore" => tokio::spawn(async move {
+            let ms = sizes.contended_for.as_millis();
+            let command = format!("sembench {path} {CLIENTS} {PERMITS} {ms}");
+            let Some((secs, lists)) = mix(&connect, &command, "SEMSAMPLES").await? else { return Ok(None) };
+            let [waits] = &lists[..] else {
+                return Err(BenchError::Curator("sembench answered no list of waits".into()));
+            };
+            Ok(Some(vec![semaphore_row(&target, waits, secs)]))
         }),
         other => {
             let mut row =
@@ -75,7 +97,7 @@ pub async fn run(cx: &Ctx<'_>, scenario: &str) -> Result<Vec<Row>> {
         }
     };
     match rows.await? {
-        Ok(Some(row)) => Ok(vec![row]),
+        Ok(Some(rows)) => Ok(rows),
         Ok(None) => {
             let mut row = Row::new(cx.target, scenario, "n/a: no JDK or libcurator-recipes-java");
             row.extra.insert("skipped".into(), true.into());
@@ -121,6 +143,35 @@ async fn answer(peer: &mut Jvm, command: Option<&str>, prefix: &str, limit: Dura
     }
     let line = peer.recv(limit).await;
     if line.starts_with(prefix) { Ok(line) } else { Err(BenchError::Curator(line)) }
+}
+
+/// One of the JVM's mixes (`command`, answered with `prefix`): the seconds it ran and each
+/// list of waits it answered; `None` without a JDK.
+async fn mix(
+    connect: &str,
+    command: &str,
+    prefix: &str,
+) -> Result<Option<(f64, Vec<hdrhistogram::Histogram<u64>>)>> {
+    let Some(mut peer) = curator_peer(connect, SESSION).await else { return Ok(None) };
+    let line = answer(&mut peer, Some(command), prefix, SERIES).await?;
+    peer.send("exit").await;
+    let mut words = line.split(' ').skip(1);
+    let secs = parse(words.next().unwrap_or_default())? as f64 / 1e6;
+    Ok(Some((secs, words.map(samples).collect::<Result<_>>()?)))
+}
+
+/// A number of a peer's answer.
+fn parse(word: &str) -> Result<u64> {
+    word.parse().map_err(|_| BenchError::Curator(format!("bad number {word:.40}")))
+}
+
+/// A comma-separated list of waits in µs (`-` for none) as a histogram.
+fn samples(list: &str) -> Result<hdrhistogram::Histogram<u64>> {
+    let mut h = hist()?;
+    for us in list.split(',').filter(|w| *w != "-") {
+        h.saturating_record(parse(us)?.max(1));
+    }
+    Ok(h)
 }
 
 /// The `System.nanoTime()` word `i` of a peer's answer.

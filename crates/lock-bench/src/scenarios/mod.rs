@@ -135,6 +135,17 @@ impl Scenario {
         (self.run)(cx).await
     }
 
+    /// Whether it runs on `target`: every scenario on this library's targets; on a peer's, those
+    /// that measure a user's acquire (`peers`), and Curator's read-write lock and semaphore,
+    /// which it has natively.
+    pub fn runs_on(&self, target: &crate::targets::Target) -> bool {
+        match target.peer {
+            None => true,
+            Some(crate::peers::Peer::Curator) => self.peers || matches!(self.name, "rwlock" | "semaphore"),
+            Some(_) => self.peers,
+        }
+    }
+
     /// The scenario called `name`.
     pub fn by_name(name: &str) -> Option<&'static Scenario> {
         SCENARIOS.iter().find(|s| s.name == name)

@@ -19,13 +19,13 @@ const LEASE: Duration = Duration::from_secs(10);
 /// The wait of one acquisition.
 const WAIT: Duration = Duration::from_secs(30);
 /// Clients of each scenario.
-const CLIENTS: usize = 8;
+pub(crate) const CLIENTS: usize = 8;
 /// One operation in this many is a write in the read-mostly mix.
-const WRITE_EVERY: u64 = 10;
+pub(crate) const WRITE_EVERY: u64 = 10;
 /// Reader slots of the read-write lock: every client can read at once.
 const READER_SLOTS: u32 = 8;
 /// Permits of the semaphore: fewer than the clients, so acquisitions wait.
-const PERMITS: u32 = 3;
+pub(crate) const PERMITS: u32 = 3;
 
 /// What one client counted.
 struct Counted {
@@ -119,28 +119,48 @@ pub async fn rwlock(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     }
     let started = Instant::now();
     let (mut h_read, mut h_write) = (hist()?, hist()?);
-    let (mut reads, mut writes) = (0, 0);
     for t in tasks {
         let c = t.await??;
         h_read.add(&c.h_read)?;
         h_write.add(&c.h_write)?;
-        reads += c.reads;
-        writes += c.writes;
     }
     let secs = started.elapsed().max(cx.sizes.contended_for).as_secs_f64();
+    let [r, mut w] = rwlock_rows(cx.target, (&h_read, &h_write), secs, native);
+    w.extra.insert("attempts_per_write".into(), attempts.into());
+    rows.extend([r, w]);
+    Ok(rows)
+}
+
+/// The two rows of the read-mostly mix: read and write waits over `secs`.
+pub(crate) fn rwlock_rows(
+    target: &crate::targets::Target,
+    (h_read, h_write): (&hdrhistogram::Histogram<u64>, &hdrhistogram::Histogram<u64>),
+    secs: f64,
+    native: bool,
+) -> [Row; 2] {
+    let (reads, writes) = (h_read.len(), h_write.len());
     let scenario = format!("rwlock x{CLIENTS} (1 write in {WRITE_EVERY})");
-    let mut r =
-        Row::latency(cx.target, &scenario, "read acquire wait", &h_read, Some(reads as f64 / secs), None);
+    let mut r = Row::latency(target, &scenario, "read acquire wait", h_read, Some(reads as f64 / secs), None);
     let mut w =
-        Row::latency(cx.target, &scenario, "write acquire wait", &h_write, Some(writes as f64 / secs), None);
+        Row::latency(target, &scenario, "write acquire wait", h_write, Some(writes as f64 / secs), None);
     for row in [&mut r, &mut w] {
         row.extra.insert("ops_per_s".into(), ((reads + writes) as f64 / secs).into());
         row.extra.insert("exclusion_ok".into(), true.into());
         row.extra.insert("native".into(), native.into());
     }
-    w.extra.insert("attempts_per_write".into(), attempts.into());
-    rows.extend([r, w]);
-    Ok(rows)
+    [r, w]
+}
+
+/// The row of the semaphore scenario: acquire waits over `secs`.
+pub(crate) fn semaphore_row(
+    target: &crate::targets::Target,
+    h: &hdrhistogram::Histogram<u64>,
+    secs: f64,
+) -> Row {
+    let scenario = format!("semaphore x{CLIENTS} ({PERMITS} permits)");
+    let mut row = Row::latency(target, &scenario, "acquire wait", h, Some(h.len() as f64 / secs), None);
+    row.extra.insert("permits_ok".into(), true.into());
+    row
 }
 
 /// 8 clients on one semaphore of 3 permits: acquire, hold for a yield, release.
@@ -174,15 +194,11 @@ pub async fn semaphore(cx: &Ctx<'_>) -> Result<Vec<Row>> {
         }));
     }
     let started = Instant::now();
-    let (mut h, mut total) = (hist()?, 0);
+    let mut h = hist()?;
     for t in tasks {
-        let (th, n) = t.await??;
+        let (th, _) = t.await??;
         h.add(&th)?;
-        total += n;
     }
     let secs = started.elapsed().max(cx.sizes.contended_for).as_secs_f64();
-    let scenario = format!("semaphore x{CLIENTS} ({PERMITS} permits)");
-    let mut row = Row::latency(cx.target, &scenario, "acquire wait", &h, Some(total as f64 / secs), None);
-    row.extra.insert("permits_ok".into(), true.into());
-    Ok(vec![row])
+    Ok(vec![semaphore_row(cx.target, &h, secs)])
 }
