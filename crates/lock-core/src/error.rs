@@ -71,6 +71,19 @@ pub enum LockError {
         /// What the caller holds and asked for.
         reason: &'static str,
     },
+    /// The semaphore `name` is stored on the server with `stored` permits, and this handle was
+    /// built with `asked`: every process must agree on the count. Build the handle with the
+    /// stored count, or change the count for everyone with
+    /// [`Semaphore::resize`](crate::Semaphore::resize).
+    #[error("semaphore {name:?} has {stored} permits on the server, not {asked} as this handle says")]
+    PermitsMismatch {
+        /// The semaphore's name.
+        name: String,
+        /// The count stored with the semaphore.
+        stored: u64,
+        /// The count this handle was built with.
+        asked: u32,
+    },
     /// The backend cannot do what was asked.
     #[error("backend {backend} does not support {what}")]
     Unsupported {

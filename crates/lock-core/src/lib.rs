@@ -27,6 +27,7 @@ mod caller;
 mod error;
 mod guard;
 mod hold;
+mod latch;
 mod leader;
 mod locker;
 #[cfg(feature = "memory")]
@@ -45,6 +46,7 @@ mod validate;
 pub use backend::{Capability, LockBackend, LockInfo};
 pub use error::{BoxError, LockError, Result, is_tls_refusal};
 pub use guard::LockGuard;
+pub use latch::CountDownLatch;
 pub use leader::{Candidate, LeaderElection, Leadership};
 pub use locker::{DRIFT_MARGIN_FLOOR, DRIFT_MARGIN_RATE, LockRequest, Locker, drift_margin};
 #[cfg(feature = "memory")]

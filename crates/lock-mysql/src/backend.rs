@@ -197,6 +197,14 @@ impl LockBackend for MySqlLock {
         self.inner.raise_fence(key, owner, floor).await
     }
 
+    async fn record(
+        &self,
+        key: &str,
+        op: lock_core::backend::RecordOp<'_>,
+    ) -> Result<lock_core::backend::Record> {
+        self.inner.record(key, op).await
+    }
+
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
         self.inner.leave_queue(key, owner).await
     }

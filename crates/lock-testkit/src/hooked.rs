@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::backend::{AcquireRequest, Attempt, LockBackend, RenewItem, Subscription};
+use lock_core::backend::{AcquireRequest, Attempt, LockBackend, Record, RecordOp, RenewItem, Subscription};
 use lock_core::{Capability, FencingToken, LockInfo, OwnerToken, Result};
 
 /// The request a [`Hooked`] backend is about to forward.
@@ -24,6 +24,7 @@ pub enum Call {
     SetNote,
     Note,
     RaiseFence,
+    Record,
 }
 
 type Hook = dyn Fn(Call) -> Result<()> + Send + Sync;
@@ -102,5 +103,10 @@ impl LockBackend for Hooked {
     async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
         (self.hook)(Call::RaiseFence)?;
         self.inner.raise_fence(key, owner, floor).await
+    }
+
+    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
+        (self.hook)(Call::Record)?;
+        self.inner.record(key, op).await
     }
 }

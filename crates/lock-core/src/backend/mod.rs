@@ -24,6 +24,7 @@ mod cleanup;
 mod notify;
 mod options;
 pub mod queue;
+mod records;
 pub mod redact;
 pub mod registry;
 mod runtime;
@@ -34,6 +35,7 @@ pub use backoff::{Backoff, jitter, retry_cleanup};
 pub use cleanup::Cleanup;
 pub use notify::{NotifyHub, Subscription};
 pub use options::UrlOptions;
+pub use records::{LocalRecord, Record, RecordOp};
 pub use runtime::DropInRuntime;
 pub use sync::Mutex;
 
@@ -127,6 +129,9 @@ pub struct Capability {
     /// and loss work per owner as for exclusive holds; notes and `raise_fence` are for
     /// exclusive holds only. The read-write lock is built on it where it is set.
     pub shared: bool,
+    /// [`LockBackend::record`] works: a number and a set of marks kept under a key outside any
+    /// lock (a semaphore's stored permit count, a count-down latch).
+    pub records: bool,
 }
 
 impl Capability {
@@ -145,6 +150,7 @@ impl Capability {
         raise_fence: false,
         early_grants: false,
         shared: false,
+        records: false,
     };
 }
 
@@ -407,5 +413,17 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
         let _ = (key, owner, floor);
         Err(unsupported(self.name(), "raising the fence counter"))
+    }
+
+    /// Apply `op` to the record under `key` ([`Capability::records`]) and answer the record as
+    /// stored afterwards. Records live apart from locks of the same key and outlive every
+    /// lease and session, until deleted. Every operation is idempotent when sent twice.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] (see [`unsupported`]) without [`Capability::records`]; backend
+    /// failures.
+    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
+        let _ = (key, op);
+        Err(unsupported(self.name(), "records (stored counts, latches)"))
     }
 }

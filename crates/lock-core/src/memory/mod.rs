@@ -10,8 +10,8 @@ use tokio::time::Instant;
 
 use crate::backend::registry::{Connected, Descriptor, Local};
 use crate::backend::{
-    AcquireRequest, Attempt, Capability, Grant, LockBackend, LockInfo, Mutex, NotifyHub, RenewItem,
-    Subscription,
+    AcquireRequest, Attempt, Capability, Grant, LocalRecord, LockBackend, LockInfo, Mutex, NotifyHub, Record,
+    RecordOp, RenewItem, Subscription,
 };
 use crate::{FencingToken, OwnerToken, Result};
 
@@ -38,6 +38,8 @@ struct Table {
     holds: HashMap<String, Hold>,
     /// Keys with shared holds, or a writer waiting for them to leave.
     readers: HashMap<String, Readers>,
+    /// Records, apart from the locks.
+    records: HashMap<String, LocalRecord>,
     inserts: u64,
 }
 
@@ -101,6 +103,7 @@ impl LockBackend for MemoryBackend {
             notes: true,
             raise_fence: true,
             shared: true,
+            records: true,
             ..Capability::NONE
         }
     }
@@ -210,6 +213,20 @@ impl LockBackend for MemoryBackend {
             }
             _ => false,
         })
+    }
+
+    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
+        let mut table = self.locks();
+        let (record, keep) = table.records.entry(key.to_owned()).or_default().apply(op);
+        if !keep {
+            table.records.remove(key);
+        }
+        drop(table);
+        if !matches!(op, RecordOp::Get) {
+            // A latch's waiters subscribe to its key.
+            self.inner.hub.notify(key);
+        }
+        Ok(record)
     }
 
     async fn note(&self, key: &str) -> Result<Option<String>> {

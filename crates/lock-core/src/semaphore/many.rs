@@ -86,6 +86,7 @@ impl PermitRequest<'_> {
     pub async fn acquire_many(self, n: u32) -> Result<Permits> {
         let deadline = self.deadline()?;
         self.sem.check_many(n)?;
+        self.sem.check_count().await?;
         self.sem.take_many(n, deadline, self.lease).await
     }
 
@@ -96,6 +97,7 @@ impl PermitRequest<'_> {
     /// As [`acquire_many`](Self::acquire_many), without the timeout.
     pub async fn try_acquire_many(self, n: u32) -> Result<Option<Permits>> {
         self.sem.check_many(n)?;
+        self.sem.check_count().await?;
         let mut got = Vec::new();
         match self.sem.gather(&mut got, n, self.lease).await {
             Ok(()) if got.len() == n as usize => Ok(Some(sorted(got))),

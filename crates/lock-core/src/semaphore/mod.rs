@@ -15,6 +15,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::{FencingToken, LeaseState, LockError, LockGuard, Locker, Result, validate_key, validate_wait};
 
+mod count;
 mod many;
 
 pub use many::Permits;
@@ -52,11 +53,15 @@ const SLOT_SUFFIX: &str = "#s";
 /// The name may be at most [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) minus 5 bytes, so that
 /// every slot key of any permit count fits.
 ///
-/// # Changing the permit count
-/// The count is a property of the handle (nothing about it is stored on the server): a
-/// handle with `n` permits only ever grants slots `0..n`. Every process should use the same
-/// count; a handle with a different one (see [`with_permits`](Self::with_permits)) acts as
-/// follows:
+/// # The permit count
+/// Where the store keeps records ([`Capability::records`](crate::Capability): memory, Redis,
+/// PostgreSQL, MySQL/MariaDB, ZooKeeper, etcd), the count is stored with the semaphore (the
+/// record `{name}#s-count`) by the first handle that takes a permit, and a handle built with
+/// another count is refused at its first acquisition with [`LockError::PermitsMismatch`].
+/// [`resize`](Self::resize) changes it for everyone; handles that checked before keep their
+/// count until rebuilt. Elsewhere (a file store, a Redlock quorum) the count is a property of
+/// the handle alone. A handle with `n` permits only ever grants slots `0..n`; a change of
+/// count acts as follows:
 /// - **Growing** to `n`: slots up to `n` are used at once.
 /// - **Shrinking** to `n` while more permits are held: holders of slots `>= n` keep them until
 ///   they release (or lose them); new grants through the smaller handle only use slots below
@@ -89,6 +94,10 @@ pub struct Semaphore {
     permits: u32,
     /// The backend answered `inspect` with `Unsupported`: attempt every slot instead.
     no_inspect: Arc<AtomicBool>,
+    /// The permit count is stored with the semaphore (not for a read-write lock's slots).
+    counted: bool,
+    /// This handle's count was checked against the stored one (see `count.rs`).
+    checked: Arc<std::sync::OnceLock<()>>,
 }
 
 impl fmt::Debug for Semaphore {
@@ -121,7 +130,9 @@ impl Semaphore {
     pub fn new(locker: &Locker, name: impl Into<String>, permits: u32) -> Result<Self> {
         let name: String = name.into();
         let prefix = format!("{name}{SLOT_SUFFIX}");
-        Self::with_prefix(locker, name, prefix, permits)
+        let mut sem = Self::with_prefix(locker, name, prefix, permits)?;
+        sem.counted = true;
+        Ok(sem)
     }
 
     /// A semaphore whose slot keys are `prefix` followed by the slot number (the read-write
@@ -139,6 +150,8 @@ impl Semaphore {
             prefix: prefix.into(),
             permits,
             no_inspect: Arc::default(),
+            counted: false,
+            checked: Arc::default(),
         })
     }
 
@@ -149,6 +162,7 @@ impl Semaphore {
     pub fn with_permits(mut self, permits: u32) -> Result<Self> {
         validate_permits(permits, "the number of permits")?;
         self.permits = permits;
+        self.checked = Arc::default();
         Ok(self)
     }
 
@@ -246,6 +260,7 @@ impl Semaphore {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<Permit>> {
+        self.check_count().await?;
         let started = Instant::now();
         let n = self.permits;
         let start = fastrand::u32(0..n);

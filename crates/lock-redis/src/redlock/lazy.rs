@@ -105,4 +105,12 @@ impl LockBackend for LazyRedis {
     ) -> Result<bool> {
         self.get().await?.raise_fence(key, owner, floor).await
     }
+
+    async fn record(
+        &self,
+        key: &str,
+        op: lock_core::backend::RecordOp<'_>,
+    ) -> Result<lock_core::backend::Record> {
+        self.get().await?.record(key, op).await
+    }
 }

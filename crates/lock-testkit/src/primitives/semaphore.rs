@@ -17,6 +17,7 @@ macro_rules! semaphore_tests {
             sem_bad_input,
             sem_many_all_or_none,
             sem_many_waiters_do_not_deadlock,
+            sem_count_is_stored_and_checked,
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
@@ -217,7 +218,8 @@ pub async fn sem_shrink_keeps_holders_and_limits_new_grants<F: Factory + ?Sized>
         held.push(big.try_acquire().await.expect("try").expect("free"));
     }
     held.sort_by_key(|p| p.slot());
-    let small = sem(f, &name, 3).await.with_permits(2).expect("shrink");
+    let mut small = sem(f, &name, 3).await;
+    small.resize(2).await.expect("shrink");
     assert_eq!(small.permits(), 2);
     assert!(small.try_acquire().await.expect("try").is_none(), "slots 0 and 1 are held");
     let inspect = small.available().await;
@@ -344,4 +346,31 @@ pub async fn sem_many_waiters_do_not_deadlock<F: Factory + ?Sized>(f: &F) {
             .expect("task")
             .expect("both requests are granted in turn");
     }
+}
+
+/// The first handle to take a permit stores its count; a handle that disagrees is refused
+/// with a typed error, and `resize` changes the count for everyone.
+pub async fn sem_count_is_stored_and_checked<F: Factory + ?Sized>(f: &F) {
+    let name = key("sem_count");
+    let three = sem(f, &name, 3).await;
+    if !three.locker().backend().capabilities().records {
+        return skip(
+            &f.label(),
+            "sem_count_is_stored_and_checked",
+            "backend keeps no records: the count is the handle's",
+        );
+    }
+    three.try_acquire().await.expect("try").expect("free").release().await.expect("release");
+    assert_eq!(three.stored_permits().await.expect("stored"), Some(3));
+    match sem(f, &name, 5).await.try_acquire().await {
+        Err(LockError::PermitsMismatch { name: n, stored: 3, asked: 5 }) => assert_eq!(n, name),
+        other => panic!("a handle of 5 against a stored 3: {other:?}"),
+    }
+    let five = sem(f, &name, 5).await;
+    assert!(matches!(five.acquire().try_acquire_many(2).await, Err(LockError::PermitsMismatch { .. })));
+    let mut resized = sem(f, &name, 3).await;
+    resized.resize(4).await.expect("resize");
+    assert_eq!(resized.stored_permits().await.expect("stored"), Some(4));
+    assert!(matches!(sem(f, &name, 3).await.try_acquire().await, Err(LockError::PermitsMismatch { .. })));
+    sem(f, &name, 4).await.try_acquire().await.expect("try").expect("free").release().await.expect("release");
 }

@@ -1,0 +1,71 @@
+//! The permit count stored with the semaphore where the store keeps records
+//! ([`Capability::records`](crate::Capability)): set by the first handle that takes a permit,
+//! checked once by every other handle, changed for everyone only by [`Semaphore::resize`].
+
+use super::{Semaphore, validate_permits};
+use crate::backend::RecordOp;
+use crate::{LockError, Result};
+
+/// Suffix of the record that holds a semaphore's permit count: `{name}#s-count`.
+pub(super) const COUNT_SUFFIX: &str = "#s-count";
+
+impl Semaphore {
+    /// The key of the record holding the permit count (`{name}#s-count`).
+    pub fn count_key(&self) -> String {
+        format!("{}{COUNT_SUFFIX}", self.name)
+    }
+
+    /// The permit count stored with the semaphore: `None` when no handle stored one yet, or
+    /// when the store keeps no records.
+    ///
+    /// # Errors
+    /// Backend errors.
+    pub async fn stored_permits(&self) -> Result<Option<u64>> {
+        let backend = self.locker.backend();
+        if !backend.capabilities().records {
+            return Ok(None);
+        }
+        Ok(backend.record(&self.count_key(), RecordOp::Get).await?.value)
+    }
+
+    /// Change the permit count for every handle: store `permits` with the semaphore and use it
+    /// in this handle. Other handles built with the old count are then refused with
+    /// [`LockError::PermitsMismatch`] once they check (a handle checks at its first
+    /// acquisition; one that checked before keeps its count, see "Changing the permit count").
+    /// On a store without records only this handle changes.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] when `permits` is 0 or over
+    /// [`MAX_PERMITS`](crate::MAX_PERMITS); backend errors.
+    pub async fn resize(&mut self, permits: u32) -> Result<()> {
+        validate_permits(permits, "the number of permits")?;
+        let backend = self.locker.backend();
+        if backend.capabilities().records {
+            backend.record(&self.count_key(), RecordOp::Set(u64::from(permits))).await?;
+        }
+        self.permits = permits;
+        self.checked = std::sync::Arc::default();
+        self.checked.set(()).ok();
+        Ok(())
+    }
+
+    /// Store this handle's count if none is stored, and refuse a handle that disagrees with
+    /// the stored one; once per handle (and its clones).
+    pub(super) async fn check_count(&self) -> Result<()> {
+        let backend = self.locker.backend();
+        if self.checked.get().is_some() || !backend.capabilities().records {
+            return Ok(());
+        }
+        let asked = self.permits;
+        let stored = backend.record(&self.count_key(), RecordOp::Init(u64::from(asked))).await?.value;
+        match stored {
+            Some(stored) if stored != u64::from(asked) => {
+                Err(LockError::PermitsMismatch { name: self.name.to_string(), stored, asked })
+            }
+            _ => {
+                self.checked.set(()).ok();
+                Ok(())
+            }
+        }
+    }
+}
