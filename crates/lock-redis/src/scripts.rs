@@ -65,6 +65,8 @@ pub(crate) static CANCEL_SIMPLE: LazyLock<Publishing> =
     LazyLock::new(|| publishing(&[FENCE, HANDOFF], include_str!("../scripts/cancel_simple.lua")));
 pub(crate) static CANCEL_HASH: LazyLock<Publishing> =
     LazyLock::new(|| publishing(&[FENCE, HANDOFF], include_str!("../scripts/cancel_hash.lua")));
+pub(crate) static RECORD: LazyLock<Publishing> =
+    LazyLock::new(|| publishing(&[], include_str!("../scripts/record.lua")));
 pub(crate) static SET_NOTE: LazyLock<Script> =
     LazyLock::new(|| with(&[HOLDER], include_str!("../scripts/set_note.lua")));
 pub(crate) static RAISE_FENCE: LazyLock<Script> =

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RENEW_BATCH, RenewItem, Subscription, millis,
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RENEW_BATCH, Record, RecordOp, RenewItem,
+    Subscription, millis,
 };
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use redis::cluster_routing::Slot;
@@ -60,7 +61,13 @@ impl LockBackend for RedisLock {
         // Readers in a hash next to the lock (shared.rs); the other library's clients would
         // not respect them.
         c.shared = !self.inner.mode.is_interop();
+        // A number and a set next to nothing else (record.rs).
+        c.records = true;
         c
+    }
+
+    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
+        self.record_op(key, op).await
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
