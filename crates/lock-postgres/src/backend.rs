@@ -4,7 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::backend::{AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, session};
+use lock_core::backend::{
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, Record, RecordOp, RenewItem, session,
+};
 use lock_core::{LockError, OwnerToken, Result, validate_key, validate_note};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnection, PgPool};
@@ -73,16 +75,18 @@ impl PgLock {
     }
 }
 
-/// Create the fence table on `conn` unless it exists, and add the note columns to one of an
-/// older version. Not `strict` (at build): a role that may lock but does not own the table still
+/// Create the fence table on `conn` unless it exists, add the note columns to one of an older
+/// version, and create the records table unless it exists. Not `strict` (at build): a role that may lock but does not own the table still
 /// builds, as it did before notes; its notes then answer with the server's error until the
 /// owner runs [`PgLock::migrate`] (or `sql/notes_schema.sql`).
 pub(crate) async fn migrate_on(conn: &mut PgConnection, table: &str, sql: &Sql, strict: bool) -> Result<()> {
-    let (present, has_notes): (bool, bool) = sqlx::query_as(include_str!("../sql/schema_present.sql"))
-        .bind(table)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(classify)?;
+    let (present, has_notes, records_present): (bool, bool, bool) =
+        sqlx::query_as(include_str!("../sql/schema_present.sql"))
+            .bind(table)
+            .bind(format!("{table}_records"))
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(classify)?;
     if !present {
         sqlx::raw_sql(AssertSqlSafe(sql.schema.clone())).execute(&mut *conn).await.map_err(classify)?;
     } else if !has_notes {
@@ -93,6 +97,22 @@ pub(crate) async fn migrate_on(conn: &mut PgConnection, table: &str, sql: &Sql, 
         match added {
             Err(LockError::PermissionDenied { .. }) if !strict => {
                 tracing::warn!(%table, "may not add the note columns to the fence table: set_note/note fail until they exist");
+            }
+            other => other.map(drop)?,
+        }
+    }
+    if !records_present {
+        let created = sqlx::raw_sql(AssertSqlSafe(sql.records_schema.clone()))
+            .execute(&mut *conn)
+            .await
+            .map_err(classify);
+        if created.is_err() {
+            // The script's transaction is left aborted: end it, or the connection is stuck.
+            let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
+        }
+        match created {
+            Err(LockError::PermissionDenied { .. }) if !strict => {
+                tracing::warn!(%table, "may not create the records table: latches and stored semaphore counts fail until it exists");
             }
             other => other.map(drop)?,
         }
@@ -117,6 +137,8 @@ impl LockBackend for PgLock {
         // exclusive one, so writers are not starved.
         let mut caps = session::capabilities();
         caps.shared = true;
+        // The table <table>_records (records.rs).
+        caps.records = true;
         caps
     }
 
@@ -149,6 +171,11 @@ impl LockBackend for PgLock {
     async fn note(&self, key: &str) -> Result<Option<String>> {
         validate_key(key)?;
         self.sessions.note(key).await
+    }
+
+    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
+        validate_key(key)?;
+        self.sessions.record(key, op).await
     }
 }
 

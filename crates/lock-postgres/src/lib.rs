@@ -10,6 +10,7 @@ mod error;
 mod key;
 mod options;
 mod pinned;
+mod records;
 mod session;
 mod sql;
 

@@ -29,7 +29,7 @@ const MIN_SERVER_IDLE: Duration = Duration::from_secs(2);
 /// `fut`, a request to the server, answered by `bound`: a server that has not answered by then
 /// (paused, partitioned) is a temporary error, and the request's connection is dropped with the
 /// future (closed, unless it was clean).
-async fn answered_by<T>(
+pub(crate) async fn answered_by<T>(
     what: &'static str,
     bound: Instant,
     fut: impl std::future::Future<Output = std::result::Result<T, sqlx::Error>>,
@@ -67,6 +67,17 @@ pub(crate) struct Sessions {
     /// The holds: nesting, keepers, renewal, notes, release.
     holds: session::Sessions<Driver>,
     trips: Trips,
+}
+
+impl Sessions {
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The bound of a request outside a hold (an inspection, a record).
+    pub(crate) fn server_idle(&self) -> Duration {
+        self.server_idle
+    }
 }
 
 /// The server-side idle bound for a keep-alive period: three periods, at least 2 s. A

@@ -18,6 +18,13 @@ pub(crate) struct Sql {
     /// Shared with the keepers.
     pub(crate) notes_set: Arc<str>,
     pub(crate) unlock_noted: Arc<str>,
+    /// Records (`records.rs`).
+    pub(crate) records_schema: String,
+    pub(crate) record_init: String,
+    pub(crate) record_set: String,
+    pub(crate) record_mark: String,
+    pub(crate) record_delete: String,
+    pub(crate) record_read: String,
 }
 
 impl Sql {
@@ -34,6 +41,12 @@ impl Sql {
             notes_read: render(include_str!("../sql/notes_read.sql")),
             notes_set: render(include_str!("../sql/notes_set.sql")).into(),
             unlock_noted: render(include_str!("../sql/unlock_noted.sql")).into(),
+            records_schema: render(include_str!("../sql/records_schema.sql")),
+            record_init: render(include_str!("../sql/record_init.sql")),
+            record_set: render(include_str!("../sql/record_set.sql")),
+            record_mark: render(include_str!("../sql/record_mark.sql")),
+            record_delete: render(include_str!("../sql/record_delete.sql")),
+            record_read: render(include_str!("../sql/record_read.sql")),
         }
     }
 }
