@@ -145,7 +145,17 @@ impl LockBackend for EtcdLock {
         c.failover_safe = true;
         // A read-write lock's readers and writers queue under one prefix (see `recipe.rs`).
         c.shared = true;
+        // Keys under <prefix>/%records/, outside any lease (records.rs).
+        c.records = true;
         c
+    }
+
+    async fn record(
+        &self,
+        key: &str,
+        op: lock_core::backend::RecordOp<'_>,
+    ) -> Result<lock_core::backend::Record> {
+        self.inner.record(key, op).await
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {

@@ -11,6 +11,7 @@ mod error;
 mod note;
 mod options;
 mod recipe;
+mod records;
 mod session;
 
 pub use backend::EtcdLock;
