@@ -183,7 +183,17 @@ impl LockBackend for ZkLock {
         // Readers and writers queue together in Curator's `InterProcessReadWriteLock` layout
         // (see `recipe.rs`).
         c.shared = true;
+        // Persistent nodes under <root>/%records (records.rs).
+        c.records = true;
         c
+    }
+
+    async fn record(
+        &self,
+        key: &str,
+        op: lock_core::backend::RecordOp<'_>,
+    ) -> Result<lock_core::backend::Record> {
+        self.inner.record(key, op).await
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {

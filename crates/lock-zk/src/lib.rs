@@ -12,6 +12,7 @@ mod key;
 mod note;
 mod options;
 mod recipe;
+mod records;
 mod session;
 
 pub use backend::ZkLock;
