@@ -76,30 +76,44 @@ impl MySqlLock {
                 .map_err(error::classify)?;
         }
         self.check_table_shape(upgrade).await?;
-        self.migrate_notes(strict).await
+        self.migrate_notes(strict).await?;
+        self.migrate_records(strict).await
     }
 
     /// Create the notes table (`sql/notes_schema.sql`) unless it exists. Not `strict` (at
     /// build): a user that may lock but not create tables still builds where an older version
     /// did; its notes then answer with the server's error until the table is made for it.
     async fn migrate_notes(&self, strict: bool) -> Result<()> {
-        let notes = format!("{}_notes", self.table);
+        let why = "may not create the notes table: set_note/note fail until it exists";
+        self.create_side_table(&format!("{}_notes", self.table), &self.inner.notes_schema(), strict, why)
+            .await
+    }
+
+    /// Create `table` with `schema` unless it exists; not `strict`, a refusal is logged with
+    /// `why` and the build goes on.
+    pub(crate) async fn create_side_table(
+        &self,
+        table: &str,
+        schema: &str,
+        strict: bool,
+        why: &'static str,
+    ) -> Result<()> {
         let present: i64 = sqlx::query_scalar(include_str!("../sql/schema_objects_present.sql"))
-            .bind(&notes)
-            .bind(&notes)
+            .bind(table)
+            .bind(table)
             .fetch_one(&self.pool)
             .await
             .map_err(error::classify)?;
         if present > 0 {
             return Ok(());
         }
-        match sqlx::raw_sql(sqlx::AssertSqlSafe(self.inner.notes_schema()))
+        match sqlx::raw_sql(sqlx::AssertSqlSafe(schema.to_owned()))
             .execute(&self.pool)
             .await
             .map_err(error::classify)
         {
             Err(LockError::PermissionDenied { .. }) if !strict => {
-                tracing::warn!(table = %notes, "may not create the notes table: set_note/note fail until it exists");
+                tracing::warn!(%table, "{why}");
                 Ok(())
             }
             other => other.map(drop),
@@ -171,7 +185,10 @@ impl LockBackend for MySqlLock {
     fn capabilities(&self) -> Capability {
         // Not failover_safe in any mode: replicas apply the binlog asynchronously, so a
         // promoted replica can miss the latest grants (and its sequence can lag): see the README.
-        self.inner.capabilities()
+        let mut c = self.inner.capabilities();
+        // The table <table>_records, the same in every mode (records.rs).
+        c.records = true;
+        c
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
@@ -202,7 +219,8 @@ impl LockBackend for MySqlLock {
         key: &str,
         op: lock_core::backend::RecordOp<'_>,
     ) -> Result<lock_core::backend::Record> {
-        self.inner.record(key, op).await
+        validate_key(key)?;
+        self.record_op(key, op).await
     }
 
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {

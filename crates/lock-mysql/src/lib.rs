@@ -13,6 +13,7 @@ mod named;
 mod optimistic;
 mod options;
 mod pessimistic;
+mod records;
 mod session;
 mod session_mode;
 mod sql;
