@@ -1,2 +1,2 @@
 -- The number and every mark under the name.
-DELETE FROM `{table}_records` WHERE name = ?
+DELETE FROM `{table}_recs` WHERE name = ?

@@ -1,2 +1,2 @@
 -- Store the number under the name unless one is stored (a resent copy stores nothing new).
-INSERT IGNORE INTO `{table}_records` (name, mark, value) VALUES (?, '', ?)
+INSERT IGNORE INTO `{table}_recs` (name, mark, value) VALUES (?, '', ?)

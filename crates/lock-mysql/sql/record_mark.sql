@@ -1,3 +1,3 @@
 -- Add the mark under the name while a number is stored there (a resent copy finds its row).
-INSERT IGNORE INTO `{table}_records` (name, mark)
-    SELECT ?, ? FROM DUAL WHERE EXISTS (SELECT 1 FROM `{table}_records` WHERE name = ? AND mark = '')
+INSERT IGNORE INTO `{table}_recs` (name, mark)
+    SELECT ?, ? FROM DUAL WHERE EXISTS (SELECT 1 FROM `{table}_recs` WHERE name = ? AND mark = '')

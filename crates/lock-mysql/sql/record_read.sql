@@ -1,3 +1,3 @@
 -- The number under the name and how many marks.
-SELECT (SELECT value FROM `{table}_records` WHERE name = ? AND mark = '') AS value,
-       (SELECT COUNT(*) FROM `{table}_records` WHERE name = ? AND mark <> '') AS marks
+SELECT (SELECT value FROM `{table}_recs` WHERE name = ? AND mark = '') AS value,
+       (SELECT COUNT(*) FROM `{table}_recs` WHERE name = ? AND mark <> '') AS marks

@@ -186,7 +186,7 @@ impl LockBackend for MySqlLock {
         // Not failover_safe in any mode: replicas apply the binlog asynchronously, so a
         // promoted replica can miss the latest grants (and its sequence can lag): see the README.
         let mut c = self.inner.capabilities();
-        // The table <table>_records, the same in every mode (records.rs).
+        // The table <table>_recs, the same in every mode (records.rs).
         c.records = true;
         c
     }

@@ -1,4 +1,4 @@
-//! Records (`sql/record_*.sql`) in the table `<table>_records`, the same in every mode: the
+//! Records (`sql/record_*.sql`) in the table `<table>_recs`, the same in every mode: the
 //! number in the row with mark `''`, one row per mark token. Each op is one autocommit
 //! statement, idempotent when sent again, then one read; both bounded by the pool's acquire
 //! timeout.
@@ -21,7 +21,7 @@ impl MySqlLock {
         let schema = render(include_str!("../sql/records_schema.sql"), &self.table);
         let why =
             "may not create the records table: latches and stored semaphore counts fail until it exists";
-        self.create_side_table(&format!("{}_records", self.table), &schema, strict, why).await
+        self.create_side_table(&format!("{}_recs", self.table), &schema, strict, why).await
     }
 
     pub(crate) async fn record_op(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {

@@ -1,2 +1,2 @@
 -- The number and every mark under $1.
-DELETE FROM {table}_records WHERE name = $1
+DELETE FROM {table}_recs WHERE name = $1

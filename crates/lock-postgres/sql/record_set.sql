@@ -1,3 +1,3 @@
 -- Store the number $2 under $1, whatever is stored.
-INSERT INTO {table}_records (name, mark, value) VALUES ($1, '', $2)
+INSERT INTO {table}_recs (name, mark, value) VALUES ($1, '', $2)
     ON CONFLICT (name, mark) DO UPDATE SET value = EXCLUDED.value

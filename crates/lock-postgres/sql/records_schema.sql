@@ -2,8 +2,8 @@
 -- and one row per mark token. Kept apart from the fence table: a record is no lock. Created
 -- like the fence table, serialised by a transaction-scoped advisory lock on its name.
 BEGIN;
-SELECT pg_advisory_xact_lock(hashtext('{table}_records'), 0);
-CREATE TABLE IF NOT EXISTS {table}_records (
+SELECT pg_advisory_xact_lock(hashtext('{table}_recs'), 0);
+CREATE TABLE IF NOT EXISTS {table}_recs (
     name  bytea  NOT NULL,
     mark  text   NOT NULL,
     value bigint NULL,

@@ -83,7 +83,7 @@ pub(crate) async fn migrate_on(conn: &mut PgConnection, table: &str, sql: &Sql, 
     let (present, has_notes, records_present): (bool, bool, bool) =
         sqlx::query_as(include_str!("../sql/schema_present.sql"))
             .bind(table)
-            .bind(format!("{table}_records"))
+            .bind(format!("{table}_recs"))
             .fetch_one(&mut *conn)
             .await
             .map_err(classify)?;
@@ -137,7 +137,7 @@ impl LockBackend for PgLock {
         // exclusive one, so writers are not starved.
         let mut caps = session::capabilities();
         caps.shared = true;
-        // The table <table>_records (records.rs).
+        // The table <table>_recs (records.rs).
         caps.records = true;
         caps
     }

@@ -1,4 +1,4 @@
-//! Records (`sql/record_*.sql`) in the table `<table>_records`: the number in the row with
+//! Records (`sql/record_*.sql`) in the table `<table>_recs`: the number in the row with
 //! mark `''`, one row per mark token. Each op is one autocommit statement, idempotent when
 //! sent again, then one read of the record; both bounded like `inspect`.
 
