@@ -8,7 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::backend::session::{self, Granted, Sessions};
 use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription, UrlOptions,
+    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, Record, RecordOp, RenewItem, Subscription,
+    UrlOptions,
 };
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use tokio::time::Instant;
@@ -17,6 +18,7 @@ use crate::NAME;
 use crate::driver::Files;
 use crate::files::{KeyFiles, grab, probe};
 use crate::names::stem;
+use crate::records::{OwnedOp, apply};
 use crate::wakeups::Wakeups;
 
 /// How often a hold checks that its lock file is still the one at its path: how soon a holder
@@ -157,6 +159,8 @@ impl LockBackend for FileLock {
         // No queue to wait in: waiters sleep until a holder's lock file closes.
         c.native_wait = false;
         c.notify = Wakeups::SUPPORTED;
+        // `<stem>.rec` files, replaced whole under a flock (records.rs).
+        c.records = true;
         c
     }
 
@@ -192,6 +196,18 @@ impl LockBackend for FileLock {
                 held
             }
         })
+    }
+
+    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
+        let Some(op) = OwnedOp::of(op) else {
+            return Err(LockError::InvalidConfig { reason: "a record op this store cannot keep".into() });
+        };
+        let (dir, stem) = (self.dir.clone(), stem(key));
+        let path = self.dir.join(format!("{stem}.rec"));
+        match tokio::task::spawn_blocking(move || apply(&dir, &stem, &op)).await {
+            Ok(r) => r.map_err(|e| io_error(e, &path)),
+            Err(e) => Err(LockError::temporary(NAME, e)),
+        }
     }
 
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {

@@ -8,6 +8,7 @@ mod backend;
 mod driver;
 mod files;
 mod names;
+mod records;
 mod wakeups;
 
 pub use backend::{DEFAULT_CHECK_EVERY, FileLock};

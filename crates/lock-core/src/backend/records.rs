@@ -40,6 +40,16 @@ pub struct LocalRecord {
 }
 
 impl LocalRecord {
+    /// A record read back from a store that keeps it as a whole (a file).
+    pub fn from_parts(value: Option<u64>, marks: impl IntoIterator<Item = String>) -> Self {
+        LocalRecord { value, marks: marks.into_iter().collect() }
+    }
+
+    /// The number and the marks, to write back as a whole.
+    pub fn parts(&self) -> (Option<u64>, impl Iterator<Item = &str>) {
+        (self.value, self.marks.iter().map(String::as_str))
+    }
+
     /// Apply `op`; `false` in the answer's second place when the record is now empty (it can
     /// be dropped).
     pub fn apply(&mut self, op: RecordOp<'_>) -> (Record, bool) {

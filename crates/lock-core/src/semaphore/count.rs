@@ -6,11 +6,12 @@ use super::{Semaphore, validate_permits};
 use crate::backend::RecordOp;
 use crate::{LockError, Result};
 
-/// Suffix of the record that holds a semaphore's permit count: `{name}#s-count`.
-pub(super) const COUNT_SUFFIX: &str = "#s-count";
+/// Suffix of the record that holds a semaphore's permit count: `{name}#s-n`. No longer than
+/// the longest slot suffix (`#s255`), so every name the semaphore accepts has a valid one.
+pub(super) const COUNT_SUFFIX: &str = "#s-n";
 
 impl Semaphore {
-    /// The key of the record holding the permit count (`{name}#s-count`).
+    /// The key of the record holding the permit count (`{name}#s-n`).
     pub fn count_key(&self) -> String {
         format!("{}{COUNT_SUFFIX}", self.name)
     }

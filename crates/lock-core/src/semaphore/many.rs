@@ -3,7 +3,7 @@
 //! A request for `n` permits that has to wait holds some while it waits for the rest. Two such
 //! requests could then hold every slot between them and each wait for the other until their
 //! deadlines, so a waiting multi-permit request first takes the semaphore's **many gate**
-//! (`{name}#s-many`, a mutex): one of them gathers at a time, and single permits, which never
+//! (`{name}#s-m`, a mutex): one of them gathers at a time, and single permits, which never
 //! hold while they wait, cannot close such a circle. A single pass (`try_acquire_many`) holds
 //! nothing while it waits, so it needs no gate.
 
@@ -17,8 +17,9 @@ use super::{PermitRequest, Semaphore};
 use crate::parts::{release_all, release_quietly};
 use crate::{LockError, Permit, Result};
 
-/// Suffix of the many gate's key: `{name}#s-many`.
-const MANY_GATE_SUFFIX: &str = "#s-many";
+/// Suffix of the many gate's key: `{name}#s-m`, no longer than the longest slot suffix
+/// (`#s255`), so every name the semaphore accepts has a valid gate key.
+const MANY_GATE_SUFFIX: &str = "#s-m";
 
 /// Permits held together by one request. Dropping them releases each in the background.
 #[derive(Debug)]

@@ -56,7 +56,7 @@ const SLOT_SUFFIX: &str = "#s";
 /// # The permit count
 /// Where the store keeps records ([`Capability::records`](crate::Capability): memory, Redis,
 /// PostgreSQL, MySQL/MariaDB, ZooKeeper, etcd), the count is stored with the semaphore (the
-/// record `{name}#s-count`) by the first handle that takes a permit, and a handle built with
+/// record `{name}#s-n`) by the first handle that takes a permit, and a handle built with
 /// another count is refused at its first acquisition with [`LockError::PermitsMismatch`].
 /// [`resize`](Self::resize) changes it for everyone; handles that checked before keep their
 /// count until rebuilt. Elsewhere (a file store, a Redlock quorum) the count is a property of

@@ -287,6 +287,9 @@ pub async fn sem_bad_input<F: Factory + ?Sized>(f: &F) {
     let p = s.try_acquire().await.expect("try").expect("free");
     assert!(s.slot_key(MAX_PERMITS - 1).len() <= MAX_KEY_BYTES);
     p.release().await.expect("release");
+    // Its stored count's record and its many gate have valid keys too.
+    assert!(s.count_key().len() <= MAX_KEY_BYTES);
+    s.acquire().try_acquire_many(2).await.expect("try many").expect("free").release().await.expect("release");
     let wait = ok.acquire().wait(Duration::MAX).acquire().await;
     assert!(matches!(wait, Err(LockError::InvalidWait { .. })), "{wait:?}");
 }

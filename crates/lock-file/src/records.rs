@@ -1,0 +1,97 @@
+//! Records: `<stem>.rec` in the lock directory, the number on its first line (`-` for none)
+//! and one count-down token per line after it, read, changed by `LocalRecord` (the rules of
+//! every store) and replaced whole under an exclusive `flock` of `<stem>.rec.lock`: written to
+//! a temporary file, synced, renamed over the record and the directory synced, so a crash
+//! leaves the old or the new record, never a torn one.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use lock_core::backend::{LocalRecord, Record, RecordOp};
+
+/// An op that can cross into a blocking task.
+#[derive(Debug, Clone)]
+pub(crate) enum OwnedOp {
+    Get,
+    Init(u64),
+    Set(u64),
+    Mark(String),
+    Delete,
+}
+
+impl OwnedOp {
+    /// `None` for an op this store does not know, or a token that would break the file's lines.
+    pub(crate) fn of(op: RecordOp<'_>) -> Option<OwnedOp> {
+        Some(match op {
+            RecordOp::Get => OwnedOp::Get,
+            RecordOp::Init(v) => OwnedOp::Init(v),
+            RecordOp::Set(v) => OwnedOp::Set(v),
+            RecordOp::Mark(t) if !t.is_empty() && !t.contains(['\n', '\r']) => OwnedOp::Mark(t.to_owned()),
+            RecordOp::Delete => OwnedOp::Delete,
+            _ => return None,
+        })
+    }
+
+    fn as_op(&self) -> RecordOp<'_> {
+        match self {
+            OwnedOp::Get => RecordOp::Get,
+            OwnedOp::Init(v) => RecordOp::Init(*v),
+            OwnedOp::Set(v) => RecordOp::Set(*v),
+            OwnedOp::Mark(t) => RecordOp::Mark(t),
+            OwnedOp::Delete => RecordOp::Delete,
+        }
+    }
+}
+
+/// Apply `op` to the record of the file-name stem `stem` in `dir`.
+pub(crate) fn apply(dir: &Path, stem: &str, op: &OwnedOp) -> io::Result<Record> {
+    let at = |ext: &str| -> PathBuf { dir.join(format!("{stem}.{ext}")) };
+    let (path, tmp) = (at("rec"), at("rec.tmp"));
+    let guard =
+        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(at("rec.lock"))?;
+    guard.lock()?;
+    let mut record = read(&path)?;
+    let (answer, keep) = record.apply(op.as_op());
+    if matches!(op, OwnedOp::Get) {
+        return Ok(answer);
+    }
+    if keep {
+        let (value, marks) = record.parts();
+        let mut text = value.map_or_else(|| "-".to_owned(), |v| v.to_string());
+        for m in marks {
+            text.push('\n');
+            text.push_str(m);
+        }
+        text.push('\n');
+        let mut f = File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+    } else {
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    File::open(dir)?.sync_all()?;
+    drop(guard);
+    Ok(answer)
+}
+
+fn read(path: &Path) -> io::Result<LocalRecord> {
+    let mut text = String::new();
+    match File::open(path) {
+        Ok(mut f) => f.read_to_string(&mut text)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LocalRecord::default()),
+        Err(e) => return Err(e),
+    };
+    let mut lines = text.lines();
+    let value = match lines.next() {
+        None | Some("-") => None,
+        Some(v) => Some(v.parse().map_err(|_| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("{} holds no record", path.display()))
+        })?),
+    };
+    Ok(LocalRecord::from_parts(value, lines.map(str::to_owned)))
+}
