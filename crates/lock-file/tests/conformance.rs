@@ -54,3 +54,21 @@ impl ClientFaults for Remove {
 
 lock_testkit::conformance_tests!(crate::FileFactory::default());
 lock_testkit::primitive_tests!(crate::FileFactory::default());
+
+/// The composite read-write lock's reader slots are a semaphore whose count is the lock
+/// handle's: no count record is stored for them (only `Semaphore::new` stores one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reader_slots_store_no_permit_count() {
+    let dir = tempfile::tempdir().expect("dir");
+    let backend = Arc::new(FileLock::new(dir.path()).expect("file lock"));
+    let locker = lock_core::Locker::new(backend.clone());
+    let rw = lock_core::RwLock::new(&locker, "slots").expect("rwlock").with_reader_slots(2).expect("slots");
+    assert!(!rw.is_native(), "the file store has no shared holds: the composite");
+    rw.read().try_acquire().await.expect("try").expect("free").release().await.expect("release");
+    let stored =
+        lock_core::LockBackend::record(&*backend, "slots#s-n", lock_core::backend::RecordOp::Get).await;
+    assert_eq!(stored.expect("record").value, None, "the reader slots stored a count");
+    let sem = lock_core::Semaphore::new(&locker, "sem", 2).expect("semaphore");
+    sem.try_acquire().await.expect("try").expect("free").release().await.expect("release");
+    assert_eq!(sem.stored_permits().await.expect("stored"), Some(2), "a semaphore stores its count");
+}

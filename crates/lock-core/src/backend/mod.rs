@@ -184,8 +184,8 @@ pub enum Side {
     Exclusive,
     /// The read side of a read-write lock: any number of shared holds of the key at once, or
     /// one exclusive hold. The grant's fence is the key's latest exclusive grant's, or, where
-    /// every hold draws one anyway (ZooKeeper's node ids), the reader's own: either way no
-    /// larger than the next writer's.
+    /// every hold draws one anyway (ZooKeeper's node ids, etcd's revisions), the reader's own:
+    /// either way no larger than the next writer's.
     Read,
     /// The write side of a read-write lock: exclusive, like [`Side::Exclusive`]. It is told
     /// apart for stores whose read-write layout names writers differently from mutex holders

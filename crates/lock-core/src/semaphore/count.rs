@@ -45,8 +45,7 @@ impl Semaphore {
             backend.record(&self.count_key(), RecordOp::Set(u64::from(permits))).await?;
         }
         self.permits = permits;
-        self.checked = std::sync::Arc::default();
-        self.checked.set(()).ok();
+        self.checked = std::sync::Arc::new(std::sync::OnceLock::from(()));
         Ok(())
     }
 
@@ -54,7 +53,7 @@ impl Semaphore {
     /// the stored one; once per handle (and its clones).
     pub(super) async fn check_count(&self) -> Result<()> {
         let backend = self.locker.backend();
-        if self.checked.get().is_some() || !backend.capabilities().records {
+        if !self.counted || self.checked.get().is_some() || !backend.capabilities().records {
             return Ok(());
         }
         let asked = self.permits;

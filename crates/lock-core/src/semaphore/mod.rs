@@ -55,12 +55,12 @@ const SLOT_SUFFIX: &str = "#s";
 ///
 /// # The permit count
 /// Where the store keeps records ([`Capability::records`](crate::Capability): memory, Redis,
-/// PostgreSQL, MySQL/MariaDB, ZooKeeper, etcd), the count is stored with the semaphore (the
+/// PostgreSQL, MySQL/MariaDB, ZooKeeper, etcd, files), the count is stored with the semaphore (the
 /// record `{name}#s-n`) by the first handle that takes a permit, and a handle built with
 /// another count is refused at its first acquisition with [`LockError::PermitsMismatch`].
 /// [`resize`](Self::resize) changes it for everyone; handles that checked before keep their
-/// count until rebuilt. Elsewhere (a file store, a Redlock quorum) the count is a property of
-/// the handle alone. A handle with `n` permits only ever grants slots `0..n`; a change of
+/// count until rebuilt. Elsewhere (a Redlock quorum) the count is a property of the handle
+/// alone. A handle with `n` permits only ever grants slots `0..n`; a change of
 /// count acts as follows:
 /// - **Growing** to `n`: slots up to `n` are used at once.
 /// - **Shrinking** to `n` while more permits are held: holders of slots `>= n` keep them until
@@ -94,7 +94,8 @@ pub struct Semaphore {
     permits: u32,
     /// The backend answered `inspect` with `Unsupported`: attempt every slot instead.
     no_inspect: Arc<AtomicBool>,
-    /// The permit count is stored with the semaphore (not for a read-write lock's slots).
+    /// The permit count is stored with the semaphore (not for a read-write lock's reader slots,
+    /// whose count is the lock handle's).
     counted: bool,
     /// This handle's count was checked against the stored one (see `count.rs`).
     checked: Arc<std::sync::OnceLock<()>>,
