@@ -261,11 +261,10 @@ impl Semaphore {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<Permit>> {
-        self.check_count().await?;
         let started = Instant::now();
         let n = self.permits;
         let start = fastrand::u32(0..n);
-        if let Some(guard) = self.slot_request(start, lease).try_acquire().await? {
+        if let Some(guard) = self.checked_attempt(start, lease).await? {
             return Ok(Some(Permit { slot: start, guard }));
         }
         // The random slot was held: look at the others before attempting them. Where every
