@@ -3,15 +3,14 @@
 //! statement, idempotent when sent again, then one read; both bounded by the pool's acquire
 //! timeout.
 
-use std::future::Future;
-
+use lock_core::Result;
 use lock_core::backend::{Record, RecordOp, unsupported};
-use lock_core::{LockError, Result};
 use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
 
 use crate::backend::MySqlLock;
 use crate::error::{self, NAME};
+use crate::session::answered_by;
 use crate::sql::render;
 
 impl MySqlLock {
@@ -56,13 +55,5 @@ impl MySqlLock {
         let value: Option<u64> = row.try_get("value").map_err(error::classify)?;
         let marks: i64 = row.try_get("marks").map_err(error::classify)?;
         Ok(Record { value, marks: u64::try_from(marks).unwrap_or(0) })
-    }
-}
-
-/// `fut` answered by `bound`, else a temporary error.
-async fn answered_by<T>(bound: Instant, fut: impl Future<Output = sqlx::Result<T>>) -> Result<T> {
-    match tokio::time::timeout_at(bound, fut).await {
-        Ok(r) => r.map_err(error::classify),
-        Err(_) => Err(LockError::temporary(NAME, "no answer from the server in time (record)")),
     }
 }
