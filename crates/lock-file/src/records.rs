@@ -4,9 +4,10 @@
 //! a temporary file, synced, renamed over the record and the directory synced, so a crash
 //! leaves the old or the new record, never a torn one.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use lock_core::backend::{LocalRecord, Record, RecordOp};
 
@@ -48,9 +49,13 @@ impl OwnedOp {
 pub(crate) fn apply(dir: &Path, stem: &str, op: &OwnedOp) -> io::Result<Record> {
     let at = |ext: &str| -> PathBuf { dir.join(format!("{stem}.{ext}")) };
     let (path, tmp) = (at("rec"), at("rec.tmp"));
+    if matches!(op, OwnedOp::Get) && !path.exists() {
+        // Nothing to read: a read makes no files.
+        return Ok(Record::default());
+    }
     let guard =
         OpenOptions::new().read(true).write(true).create(true).truncate(false).open(at("rec.lock"))?;
-    guard.lock()?;
+    lock_within(&guard, LOCK_BOUND)?;
     let mut record = read(&path)?;
     let (answer, keep) = record.apply(op.as_op());
     if matches!(op, OwnedOp::Get) {
@@ -77,6 +82,31 @@ pub(crate) fn apply(dir: &Path, stem: &str, op: &OwnedOp) -> io::Result<Record> 
     File::open(dir)?.sync_all()?;
     drop(guard);
     Ok(answer)
+}
+
+/// How long a record op waits for another process's op on the same record (each holds the
+/// flock for one read and one synced write): a holder stopped meanwhile makes it a timeout,
+/// not a wait without end.
+const LOCK_BOUND: Duration = Duration::from_secs(5);
+
+/// `file`'s exclusive flock, polled until `bound` (std's blocking lock has no timeout).
+fn lock_within(file: &File, bound: Duration) -> io::Result<()> {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(TryLockError::WouldBlock) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "another process holds the record's flock",
+                ));
+            }
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
+    }
 }
 
 fn read(path: &Path) -> io::Result<LocalRecord> {
