@@ -145,9 +145,23 @@ async fn read_write(backend: &DynBackend, key: &str, reader_slots: u32) -> dlock
     Ok(Shown { busy: writer || readers > 0, text, value })
 }
 
-/// Every slot of the semaphore, and who holds it where the store records it.
+/// Every slot of the semaphore, and who holds it where the store records it; where the store
+/// keeps the permits itself, how many of its one key's holds are live.
 async fn permits(backend: &DynBackend, key: &str, n: u32) -> dlock::Result<Shown> {
     let sem = Semaphore::new(&Locker::new(backend.clone()), key, n)?;
+    if sem.is_native() {
+        let info = backend.inspect(&sem.pool_key()).await?;
+        let count = info.readers.unwrap_or(0);
+        let text = (format!("semaphore, {count} of {n} permits held"), String::new());
+        let value = json!({
+            "kind": "semaphore",
+            "native": true,
+            "permits": n,
+            "held_permits": count,
+            "slots": [],
+        });
+        return Ok(Shown { busy: count >= n as usize, text, value });
+    }
     let mut held = Vec::new();
     for slot in 0..n {
         let info = backend.inspect(&sem.slot_key(slot)).await?;
@@ -165,6 +179,7 @@ async fn permits(backend: &DynBackend, key: &str, n: u32) -> dlock::Result<Shown
     let text = (format!("semaphore, {count} of {n} permits held"), tail);
     let value = json!({
         "kind": "semaphore",
+        "native": false,
         "permits": n,
         "held_permits": count,
         "slots": held.into_iter().map(|(_, _, v)| v).collect::<Vec<_>>(),

@@ -28,6 +28,8 @@ struct Held {
     key: Arc<str>,
     owner: OwnerToken,
     fence: Option<FencingToken>,
+    /// A permit's slot ([`Grant::slot`](crate::backend::Grant)).
+    slot: Option<u32>,
     backend: Arc<dyn LockBackend>,
     signal: LeaseSignal,
     registration: Option<Registration>,
@@ -72,6 +74,7 @@ impl LockGuard {
                 key,
                 owner,
                 fence,
+                slot: None,
                 backend,
                 signal,
                 registration,
@@ -80,6 +83,24 @@ impl LockGuard {
                 _hold: hold,
             }),
         }
+    }
+
+    /// With the permit slot the grant named.
+    pub(crate) fn with_slot(mut self, slot: Option<u32>) -> Self {
+        if let Some(h) = self.held.as_mut() {
+            h.slot = slot;
+        }
+        self
+    }
+
+    /// The backend's name.
+    pub(crate) fn backend_name(&self) -> &'static str {
+        self.held().backend.name()
+    }
+
+    /// The permit slot of a hold granted as one of a semaphore's permits.
+    pub(crate) fn slot(&self) -> Option<u32> {
+        self.held().slot
     }
 
     fn held(&self) -> &Held {

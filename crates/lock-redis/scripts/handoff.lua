@@ -93,6 +93,12 @@ end
 -- of the lock also publishes '' on the lock's channel, which wakes them all (readers do not
 -- exclude each other, so there is no herd to avoid).
 
+-- A semaphore's permits are shared holds of its pool key, at most `permits` of them, with
+-- '<lock>:sn' (owner token -> 'slot:fence', as long-lived as '<lock>:s') naming each live
+-- hold's slot, the lowest free one when granted, and fence. Refused waiters leave the mark
+-- '<lock>:pw'; while it lives every release publishes '' (a freed permit can serve any of
+-- them, and the first to retry takes it).
+
 -- readers_left(lock): ms until the first live shared hold of `lock` ends and the server time,
 -- or nil for none (one EXISTS when there are none). Expired holds met on the way are dropped.
 -- A lock and shared holds of it never exist together: each refuses the other.
@@ -108,10 +114,40 @@ local function readers_left(lock)
       if not first or left < first then first = left end
     else
       redis.call('HDEL', s, kv[i])
+      redis.call('HDEL', s .. 'n', kv[i])
     end
   end
   if first then return first, now end
   return nil
+end
+
+-- free_permit(lock, permits, now, counter): nil and the 'slot:fence' of a new permit (the
+-- lowest free slot, a fence drawn now) when fewer than `permits` live shared holds exist, else
+-- ms until the first of them ends.
+local function free_permit(lock, permits, now, counter)
+  local s = lock .. ':s'
+  local used, live, first = {}, 0, nil
+  local kv = redis.call('HGETALL', s)
+  for i = 1, #kv, 2 do
+    local left = tonumber(kv[i + 1]) - now
+    if left > 0 then
+      live = live + 1
+      if not first or left < first then first = left end
+      local e = redis.call('HGET', s .. 'n', kv[i])
+      if e then used[tonumber(string.match(e, '^(%d+):'))] = true end
+    else
+      redis.call('HDEL', s, kv[i])
+      redis.call('HDEL', s .. 'n', kv[i])
+    end
+  end
+  if live < permits then
+    for slot = 0, permits - 1 do
+      if not used[slot] then
+        return nil, slot .. ':' .. fence_string(next_fence(counter))
+      end
+    end
+  end
+  return first or -1
 end
 
 -- writer_waits(deadlines, now): whether a live waiter is registered (an exclusive request).

@@ -1,5 +1,6 @@
 -- Release of a shared hold (handoff.lua): the last reader to leave hands the lock to the
--- first registered waiter (an exclusive request), or publishes '' for anyone.
+-- first registered waiter (an exclusive request), or publishes '' for anyone; a permit
+-- released while others remain publishes '' when permit waiters left their mark.
 -- KEYS[1] lock, KEYS[2] queue list, KEYS[3] waiter deadlines zset, KEYS[4] fence counter
 -- ARGV[1] owner token, ARGV[2] release channel, ARGV[3] claim window ms, ARGV[4] '1' when the
 -- lock is a hash (reentrant and fair modes)
@@ -21,6 +22,7 @@ end
 local s = lock .. ':s'
 local mine = tonumber(redis.call('HGET', s, owner))
 redis.call('HDEL', s, owner)
+redis.call('HDEL', s .. 'n', owner)
 local held = mine and mine > now_ms()
 if not held then
   redis.call('SET', done, 0, 'PX', RELEASED_MS)
@@ -28,8 +30,11 @@ if not held then
 end
 if readers_left(lock) then
   redis.call('SET', done, 1, 'PX', RELEASED_MS)
+  if redis.call('EXISTS', lock .. ':pw') == 1 then
+    redis.call('PUBLISH', ARGV[2], '')
+  end
   return {1, ''}
 end
 redis.call('SET', done, 2, 'PX', RELEASED_MS)
-redis.call('DEL', s)
+redis.call('DEL', s, s .. 'n')
 return {2, hand_over(lock, KEYS[4], KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1')}

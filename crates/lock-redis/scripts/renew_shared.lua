@@ -14,6 +14,8 @@ for i, lock in ipairs(KEYS) do
     end
     if redis.call('PTTL', s) < lease then
       redis.call('PEXPIRE', s, lease)
+      -- A semaphore's slots (handoff.lua) live as long; no key, no effect.
+      redis.call('PEXPIRE', s .. 'n', lease)
     end
     out[i] = 1
   else

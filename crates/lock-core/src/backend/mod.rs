@@ -132,6 +132,11 @@ pub struct Capability {
     /// [`LockBackend::record`] works: a number and a set of marks kept under a key outside any
     /// lock (a semaphore's stored permit count, a count-down latch).
     pub records: bool,
+    /// `try_acquire` honours [`Side::Permit`]: one key holds up to `of` shared holds at once,
+    /// each granted with its slot and a fence of its own, and every release wakes a waiter.
+    /// The semaphore is built on it where it is set (one acquisition per permit), else on one
+    /// mutex per permit.
+    pub permits: bool,
 }
 
 impl Capability {
@@ -151,6 +156,7 @@ impl Capability {
         early_grants: false,
         shared: false,
         records: false,
+        permits: false,
     };
 }
 
@@ -171,7 +177,7 @@ pub struct AcquireRequest<'a> {
     /// connection death) calls [`LeaseSignal::mark_lost`] on it.
     pub signal: &'a LeaseSignal,
     /// The kind of hold asked for: [`Side::Read`] only ever towards a backend with
-    /// [`Capability::shared`].
+    /// [`Capability::shared`], [`Side::Permit`] only with [`Capability::permits`].
     pub side: Side,
 }
 
@@ -191,12 +197,28 @@ pub enum Side {
     /// apart for stores whose read-write layout names writers differently from mutex holders
     /// (Curator's `__WRIT__` nodes on ZooKeeper), so that other clients of that layout see them.
     Write,
+    /// One of `of` permits of a semaphore kept in one key: a shared hold of which at most `of`
+    /// exist at once. The grant names its slot ([`Grant::slot`]) and draws a fence of its own
+    /// from the key's counter (increasing across the key's permits; nothing is fenced across
+    /// them, since they do not exclude each other). No exclusive hold ever takes such a key.
+    Permit {
+        /// The number of permits.
+        of: u32,
+    },
 }
 
 impl Side {
-    /// A shared hold ([`Side::Read`]).
+    /// A shared hold: [`Side::Read`], or a [`Side::Permit`] (shared up to its count).
     pub fn is_shared(self) -> bool {
-        self == Side::Read
+        matches!(self, Side::Read | Side::Permit { .. })
+    }
+
+    /// The permit count of a [`Side::Permit`].
+    pub fn permits(self) -> Option<u32> {
+        match self {
+            Side::Permit { of } => Some(of),
+            _ => None,
+        }
     }
 }
 
@@ -231,6 +253,10 @@ pub struct Grant {
     /// from the watchdog, or before returning the guard if the drift margin would eat half of it
     /// or leave under 1 s.
     pub lease: Option<Duration>,
+    /// The slot of a [`Side::Permit`] grant (`0..of`, the lowest free one when granted), so
+    /// that each of `of` holders can tell its permit apart (`DLOCK_PERMIT_SLOT`). `None` for
+    /// every other side.
+    pub slot: Option<u32>,
 }
 
 /// What a backend can tell about a lock without taking it (`dlock status`).

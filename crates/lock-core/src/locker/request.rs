@@ -195,6 +195,15 @@ impl<'a> LockRequest<'a> {
         let locker = self.locker;
         let backend = &locker.backend;
         let caps = backend.capabilities();
+        let side_ok = match self.side {
+            Side::Read => caps.shared,
+            Side::Permit { .. } => caps.permits,
+            _ => true,
+        };
+        if !side_ok {
+            // A backend would take an unknown side for another: refused here, once for all.
+            return Err(LockError::Unsupported { backend: backend.name(), what: "this kind of shared hold" });
+        }
         // An attempt whose outcome is unknown (a temporary error) may still be granted, and
         // its cleanup may run late: the next attempt takes a fresh token so that neither can be
         // mistaken for the other. A caller-chosen owner (nesting) cannot change; backends tell
@@ -266,15 +275,9 @@ impl<'a> LockRequest<'a> {
                     });
                     let fence = caps.fencing.then_some(grant.fence);
                     tracing::debug!(backend = backend.name(), key = %key, ?fence, waited = ?started.elapsed(), "lock acquired");
-                    return Ok(Some(LockGuard::new(
-                        key,
-                        owner,
-                        fence,
-                        backend.clone(),
-                        signal,
-                        registration,
-                        hold,
-                    )));
+                    let guard =
+                        LockGuard::new(key, owner, fence, backend.clone(), signal, registration, hold);
+                    return Ok(Some(guard.with_slot(grant.slot)));
                 }
                 Ok(Attempt::Held { retry_after }) => retry_after,
                 Err(e) if e.is_temporary() && !once && deadline.is_none_or(|d| Instant::now() < d) => {

@@ -104,6 +104,7 @@ impl LockBackend for MemoryBackend {
             raise_fence: true,
             shared: true,
             records: true,
+            permits: true,
             ..Capability::NONE
         }
     }
@@ -125,15 +126,22 @@ impl LockBackend for MemoryBackend {
             }
             h.count += 1;
             h.expires = h.expires.max(now + req.lease);
-            return Ok(Attempt::Acquired(Grant { fence: FencingToken(h.fence), lease: Some(req.lease) }));
+            return Ok(Attempt::Acquired(Grant {
+                fence: FencingToken(h.fence),
+                lease: Some(req.lease),
+                slot: None,
+            }));
         }
         if req.side.is_shared() {
             let readers = table.readers.entry(req.key.to_owned()).or_default();
-            return Ok(match readers.share(req.owner, req.lease, now) {
-                // A shared hold draws no fence: it carries the latest one drawn.
-                Shared::Granted => Attempt::Acquired(Grant {
-                    fence: FencingToken(self.inner.fence.load(Ordering::Relaxed)),
+            let fence = &self.inner.fence;
+            let drawn = || fence.fetch_add(1, Ordering::Relaxed) + 1;
+            return Ok(match readers.share(req.owner, req.lease, now, req.side.permits(), drawn) {
+                // A reader draws no fence: it carries the latest one drawn.
+                Shared::Granted(permit) => Attempt::Acquired(Grant {
+                    fence: FencingToken(permit.map_or_else(|| fence.load(Ordering::Relaxed), |p| p.1)),
                     lease: Some(req.lease),
+                    slot: permit.map(|p| p.0),
                 }),
                 Shared::Refused(after) => Attempt::Held { retry_after: Some(after) },
             });
@@ -155,7 +163,7 @@ impl LockBackend for MemoryBackend {
             req.key.to_owned(),
             Hold { owner: req.owner, count: 1, expires: now + req.lease, fence, note: None },
         );
-        Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(req.lease) }))
+        Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(req.lease), slot: None }))
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
@@ -172,8 +180,8 @@ impl LockBackend for MemoryBackend {
                     true
                 }
                 _ => match table.readers.get_mut(key).and_then(|r| r.release(owner, now)) {
-                    // The last reader wakes the writer waiting for it.
-                    Some(last) => last,
+                    // The last reader wakes the writer waiting for it; a permit, its waiters.
+                    Some(wake) => wake,
                     None => return Ok(false),
                 },
             }

@@ -1,5 +1,5 @@
-//! The shared holds of the in-process table (the read side of a read-write lock), and the
-//! mark by which a waiting exclusive request keeps new ones out.
+//! The shared holds of the in-process table (the read side of a read-write lock, or a
+//! semaphore's permits), and the mark by which a waiting exclusive request keeps new ones out.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -17,6 +17,8 @@ pub(super) const WRITER_MARK: Duration = Duration::from_millis(500);
 struct Reader {
     count: u32,
     expires: Instant,
+    /// A permit's slot and fence.
+    permit: Option<(u32, u64)>,
 }
 
 /// The shared holds of one key.
@@ -25,12 +27,15 @@ pub(super) struct Readers {
     holds: HashMap<OwnerToken, Reader>,
     /// An exclusive request was refused because of these holds and still waits until then.
     writer_waits_until: Option<Instant>,
+    /// The holds are permits: every release wakes a waiter, not only the last.
+    permits: bool,
 }
 
 /// What a shared request found.
 pub(super) enum Shared {
-    Granted,
-    /// A writer waits: retry after this.
+    /// Granted; a permit's slot and fence.
+    Granted(Option<(u32, u64)>),
+    /// A writer waits, or every permit is held: retry after this.
     Refused(Duration),
 }
 
@@ -45,19 +50,40 @@ impl Readers {
         self.holds.is_empty() && self.writer_waits_until.is_none_or(|u| u <= now)
     }
 
-    /// A shared hold for `owner` (nested when it has one), unless a writer waits.
-    pub(super) fn share(&mut self, owner: OwnerToken, lease: Duration, now: Instant) -> Shared {
+    /// A shared hold for `owner` (nested when it has one), unless a writer waits or, for one
+    /// of `permits` permits, all are held; `fence` draws a permit's fence.
+    pub(super) fn share(
+        &mut self,
+        owner: OwnerToken,
+        lease: Duration,
+        now: Instant,
+        permits: Option<u32>,
+        fence: impl FnOnce() -> u64,
+    ) -> Shared {
         self.prune(now);
         if let Some(r) = self.holds.get_mut(&owner) {
             r.count += 1;
             r.expires = r.expires.max(now + lease);
-            return Shared::Granted;
+            return Shared::Granted(r.permit);
         }
         if let Some(until) = self.writer_waits_until.filter(|u| *u > now) {
             return Shared::Refused(until - now);
         }
-        self.holds.insert(owner, Reader { count: 1, expires: now + lease });
-        Shared::Granted
+        let permit = match permits {
+            Some(of) => {
+                self.permits = true;
+                let Some(slot) =
+                    (0..of).find(|s| !self.holds.values().any(|r| r.permit.is_some_and(|p| p.0 == *s)))
+                else {
+                    let first_end = self.holds.values().map(|r| r.expires).min().unwrap_or(now);
+                    return Shared::Refused((first_end - now).min(WRITER_MARK));
+                };
+                Some((slot, fence()))
+            }
+            None => None,
+        };
+        self.holds.insert(owner, Reader { count: 1, expires: now + lease, permit });
+        Shared::Granted(permit)
     }
 
     /// An exclusive request: `None` when no shared hold is live (the writer may go ahead),
@@ -69,16 +95,17 @@ impl Readers {
         Some((first_end - now).min(WRITER_MARK / 2))
     }
 
-    /// `owner`'s release: `None` when it holds nothing here, else whether the last shared
-    /// hold left (a waiting writer should be woken).
+    /// `owner`'s release: `None` when it holds nothing here, else whether to wake waiters:
+    /// the last shared hold left (a waiting writer), or a permit came free.
     pub(super) fn release(&mut self, owner: OwnerToken, now: Instant) -> Option<bool> {
         self.prune(now);
         let r = self.holds.get_mut(&owner)?;
         r.count -= 1;
         if r.count == 0 {
             self.holds.remove(&owner);
+            return Some(self.permits || self.holds.is_empty());
         }
-        Some(self.holds.is_empty())
+        Some(false)
     }
 
     /// Extend `owner`'s shared hold (only ever extended); whether it held one.

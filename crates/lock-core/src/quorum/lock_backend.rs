@@ -122,6 +122,7 @@ impl LockBackend for QuorumBackend {
                 return Ok(Attempt::Acquired(Grant {
                     fence: FencingToken(number),
                     lease: min_lease.map(|l| l - drift),
+                    slot: None,
                 }));
             }
             // The undo stays armed through the write-back: a drop there releases every member.
@@ -132,6 +133,7 @@ impl LockBackend for QuorumBackend {
                 return Ok(Attempt::Acquired(Grant {
                     fence: FencingToken(top),
                     lease: min_lease.map(|l| l - drift),
+                    slot: None,
                 }));
             }
             tracing::debug!(

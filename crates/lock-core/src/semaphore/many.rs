@@ -132,6 +132,9 @@ impl Semaphore {
     /// Add single-pass grants to `got` until it holds `n` or no slot is left to try; on an
     /// error `got` keeps what it had, for the caller to give back.
     async fn gather(&self, got: &mut Vec<Permit>, n: u32, lease: Option<Duration>) -> Result<()> {
+        if self.native {
+            return self.gather_pooled(got, n, lease).await;
+        }
         let untried: Vec<u32> = (0..self.permits).filter(|s| !got.iter().any(|p| p.slot() == *s)).collect();
         for slot in self.maybe_free(untried).await {
             if got.len() == n as usize {

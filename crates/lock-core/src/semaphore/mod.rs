@@ -3,7 +3,6 @@
 //! token and lost signal.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -11,14 +10,18 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::{FencingToken, LeaseState, LockError, LockGuard, Locker, Result, validate_key, validate_wait};
+#[cfg(doc)]
+use crate::LockGuard;
+use crate::{LockError, Locker, Result, validate_key};
 
 mod count;
 mod many;
+mod native;
+mod permit;
 
 pub use many::Permits;
+pub use permit::{Permit, PermitRequest};
 
 /// Most permits a [`Semaphore`] (and reader slots an [`RwLock`](crate::RwLock)) may have.
 ///
@@ -37,7 +40,14 @@ const SLOT_SUFFIX: &str = "#s";
 /// that uses the same name and permit count on the same backend.
 ///
 /// # How it works
-/// Permit `i` is an ordinary lock on the slot key `{name}#s{i}` (`0 <= i < permits`), taken
+/// Where the store keeps permits itself ([`Capability::permits`](crate::Capability): memory,
+/// Redis; [`is_native`](Self::is_native)) the semaphore is one key, [`pool_key`](Self::pool_key)
+/// (`{name}#sp`): a permit is one acquisition of a [`Side::Permit`](crate::backend::Side)
+/// hold, granted with the lowest free slot and a fence of its own, and every release wakes the
+/// waiters. It keeps everything below (lease, watchdog, lost signal, the stored count);
+/// the slot keys are not used.
+///
+/// Elsewhere permit `i` is an ordinary lock on the slot key `{name}#s{i}` (`0 <= i < permits`), taken
 /// through the [`Locker`]. A permit therefore has everything a [`LockGuard`] has: a lease
 /// renewed by the watchdog (or a fixed one), a fencing token of its slot, a lost signal; and a
 /// holder that dies gives its permit back when its lease or session ends, so permits never
@@ -49,7 +59,7 @@ const SLOT_SUFFIX: &str = "#s";
 /// etcd) it queues on one random slot for up to half a second at a time and looks at every
 /// slot between slices, so a grant never goes to a waiter that has just won elsewhere.
 ///
-/// The suffix `#s` followed by digits is reserved: do not lock `{name}#s0` as a mutex as well.
+/// The suffixes `#sp` and `#s` followed by digits are reserved: do not lock `{name}#s0` as a mutex as well.
 /// The name may be at most [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) minus 5 bytes, so that
 /// every slot key of any permit count fits.
 ///
@@ -99,6 +109,8 @@ pub struct Semaphore {
     counted: bool,
     /// This handle's count was checked against the stored one (see `count.rs`).
     checked: Arc<std::sync::OnceLock<()>>,
+    /// The store keeps the permits in one key (see `native.rs`).
+    native: bool,
 }
 
 impl fmt::Debug for Semaphore {
@@ -133,6 +145,8 @@ impl Semaphore {
         let prefix = format!("{name}{SLOT_SUFFIX}");
         let mut sem = Self::with_prefix(locker, name, prefix, permits)?;
         sem.counted = true;
+        // Never for a read-write lock's reader slots: its writers take every slot key.
+        sem.native = locker.backend().capabilities().permits;
         Ok(sem)
     }
 
@@ -153,6 +167,7 @@ impl Semaphore {
             no_inspect: Arc::default(),
             counted: false,
             checked: Arc::default(),
+            native: false,
         })
     }
 
@@ -175,6 +190,13 @@ impl Semaphore {
     /// The number of permits of this handle.
     pub fn permits(&self) -> u32 {
         self.permits
+    }
+
+    /// Whether the store keeps the permits itself ([`Capability::permits`](crate::Capability)):
+    /// then every permit is a shared hold of one key, [`pool_key`](Self::pool_key), granted
+    /// with its slot, and the slot keys are not used.
+    pub fn is_native(&self) -> bool {
+        self.native
     }
 
     /// The lock key of slot `slot` (for monitoring: `dlock status` on it shows its holder).
@@ -208,6 +230,9 @@ impl Semaphore {
     /// [`LockError::Unsupported`] from a backend that cannot inspect a lock without taking it;
     /// backend errors.
     pub async fn available(&self) -> Result<u32> {
+        if self.native {
+            return self.available_pooled().await;
+        }
         let backend = self.locker.backend();
         let keys: Vec<String> = (0..self.permits).map(|i| self.slot_key(i)).collect();
         let answers = join_all(keys.iter().map(|k| backend.inspect(k))).await;
@@ -261,6 +286,9 @@ impl Semaphore {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<Permit>> {
+        if self.native {
+            return self.take_pooled(once, deadline, lease).await;
+        }
         let started = Instant::now();
         let n = self.permits;
         let start = fastrand::u32(0..n);
@@ -351,144 +379,5 @@ impl Semaphore {
                 }
             }
         }
-    }
-}
-
-/// A permit request being built: `sem.acquire().lease(..).wait(..).acquire().await`.
-#[derive(Debug)]
-#[must_use = "a permit request does nothing until acquired"]
-pub struct PermitRequest<'a> {
-    sem: &'a Semaphore,
-    wait: Option<Duration>,
-    lease: Option<Duration>,
-}
-
-impl PermitRequest<'_> {
-    /// Wait at most `wait` in [`acquire`](Self::acquire) (default: without a bound).
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = Some(wait);
-        self
-    }
-
-    /// A fixed lease for the permit: no watchdog; it expires after `lease` unless renewed by
-    /// hand (default: the watchdog lease, renewed while held).
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
-        self
-    }
-
-    /// Take a permit, waiting up to the request's wait when all are held.
-    ///
-    /// # Errors
-    /// [`LockError::Timeout`] (naming the semaphore) at the deadline; invalid input; backend
-    /// errors.
-    pub async fn acquire(self) -> Result<Permit> {
-        let deadline = self.deadline()?;
-        match self.sem.take(false, deadline, self.lease).await? {
-            Some(p) => Ok(p),
-            None => unreachable!("take(false) returns a permit or an error"),
-        }
-    }
-
-    /// One pass over the slots without waiting: `Ok(None)` when every permit is held.
-    ///
-    /// # Errors
-    /// Invalid input and backend errors.
-    pub async fn try_acquire(self) -> Result<Option<Permit>> {
-        self.sem.take(true, None, self.lease).await
-    }
-
-    pub(super) fn deadline(&self) -> Result<Option<Instant>> {
-        match self.wait {
-            Some(w) => {
-                validate_wait(w)?;
-                Ok(Some(Instant::now() + w))
-            }
-            None => Ok(None),
-        }
-    }
-}
-
-/// A held permit of a [`Semaphore`]: the guard of one slot's lock. Release it with
-/// [`release`](Self::release); dropping it releases in the background, like a [`LockGuard`].
-#[derive(Debug)]
-#[must_use = "dropping the permit releases it in the background"]
-pub struct Permit {
-    slot: u32,
-    guard: LockGuard,
-}
-
-impl Permit {
-    pub(crate) fn new(slot: u32, guard: LockGuard) -> Self {
-        Permit { slot, guard }
-    }
-
-    /// The slot this permit holds (`0..permits`).
-    pub fn slot(&self) -> u32 {
-        self.slot
-    }
-
-    /// The slot's lock key.
-    pub fn key(&self) -> &str {
-        self.guard.key()
-    }
-
-    /// The slot's fencing token: strictly greater than any earlier holder's of the same slot
-    /// (`None` without [`Capability::fencing`](crate::Capability)). Tokens of different slots
-    /// are not ordered: permits are not exclusive, so there is nothing to fence across them.
-    pub fn fence(&self) -> Option<FencingToken> {
-        self.guard.fence()
-    }
-
-    /// Resolves when the permit's lease is known lost.
-    pub fn lost(&self) -> WaitForCancellationFutureOwned {
-        self.guard.lost()
-    }
-
-    /// A token cancelled when the permit's lease is lost.
-    pub fn lost_token(&self) -> CancellationToken {
-        self.guard.lost_token()
-    }
-
-    /// Whether the permit's lease is known lost.
-    pub fn is_lost(&self) -> bool {
-        self.guard.is_lost()
-    }
-
-    /// Held, uncertain or lost.
-    pub fn state(&self) -> LeaseState {
-        self.guard.state()
-    }
-
-    /// A receiver of every lease state change.
-    pub fn state_changes(&self) -> tokio::sync::watch::Receiver<LeaseState> {
-        self.guard.state_changes()
-    }
-
-    /// Extend the lease to `lease` from now (see [`LockGuard::renew`]).
-    ///
-    /// # Errors
-    /// As [`LockGuard::renew`].
-    pub fn renew(&self, lease: Duration) -> impl Future<Output = Result<()>> + '_ {
-        self.guard.renew(lease)
-    }
-
-    /// The slot's lock guard.
-    pub fn guard(&self) -> &LockGuard {
-        &self.guard
-    }
-
-    /// Give the permit back.
-    ///
-    /// # Errors
-    /// As [`LockGuard::release`]: [`LockError::LeaseLost`] when the lease had been lost.
-    pub async fn release(self) -> Result<()> {
-        self.guard.release().await
-    }
-
-    /// Forget the permit without releasing it, as a crashed process would: its lease (or the
-    /// end of its session) gives it back.
-    pub fn abandon(self) {
-        self.guard.abandon();
     }
 }

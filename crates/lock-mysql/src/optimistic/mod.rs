@@ -153,7 +153,7 @@ impl Optimistic {
         e.until = e.until.max(until);
         drop(local);
         self.waiters.granted(req.key, req.owner, until);
-        Attempt::Acquired(Grant { fence: FencingToken(version), lease: Some(req.lease) })
+        Attempt::Acquired(Grant { fence: FencingToken(version), lease: Some(req.lease), slot: None })
     }
 
     /// Drop the local entries of holds whose lease ran out without a release or renewal.

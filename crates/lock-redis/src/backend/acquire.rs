@@ -113,7 +113,7 @@ impl RedisLock {
             Before::Take(fence, left) => {
                 #[cfg(feature = "testing")]
                 self.inner.taken_handoffs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Err(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(left) }))
+                Err(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(left), slot: None }))
             }
             Before::Send { taken } => Ok(taken.map(|f| f.to_string()).unwrap_or_default()),
         }

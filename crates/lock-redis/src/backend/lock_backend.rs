@@ -61,6 +61,8 @@ impl LockBackend for RedisLock {
         // Readers in a hash next to the lock (shared.rs); the other library's clients would
         // not respect them.
         c.shared = !self.inner.mode.is_interop();
+        // A semaphore's permits, shared holds of one key with a slot each (shared.rs).
+        c.permits = c.shared;
         // A number and a set next to nothing else (record.rs).
         c.records = true;
         c

@@ -110,7 +110,7 @@ fn hint(pttl: i64) -> Option<Duration> {
 /// The answer of an acquire script: `{1, fence, _}` or `{0, PTTL hint, _}`.
 fn attempt(ok: i64, value: i64, lease: Duration) -> Attempt {
     if ok == 1 {
-        Attempt::Acquired(Grant { fence: FencingToken(value.max(0) as u64), lease: Some(lease) })
+        Attempt::Acquired(Grant { fence: FencingToken(value.max(0) as u64), lease: Some(lease), slot: None })
     } else {
         Attempt::Held { retry_after: hint(value) }
     }

@@ -35,17 +35,22 @@ impl RedisLock {
         let mark = if waiting { millis(self.heartbeat() * 2) } else { 0 };
         let owner = req.owner.to_string();
         let mut conn = self.inner.conn.clone();
+        let permits = req.side.permits().unwrap_or(0);
         let mut inv = scripts::ACQUIRE_SHARED.prepare_invoke();
-        inv.key(&names.lock).key(&names.waiters).arg(&owner).arg(millis(req.lease)).arg(mark);
+        inv.key(&names.lock).key(&names.waiters).key(&names.fence);
+        inv.arg(&owner).arg(millis(req.lease)).arg(mark).arg(permits);
         // An answer that never comes may hide a grant: the release undoes it and marks the
         // owner done, so a late copy of the attempt grants nothing either.
         let cleanup = self.arm_shared(names, owner);
-        let (ok, reply): (i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
+        let reply: Vec<i64> = inv.invoke_async(&mut conn).await.map_err(classify)?;
         cleanup.disarm();
-        if ok == 1 {
+        let (ok, value) = (reply.first().copied().unwrap_or(0), reply.get(1).copied().unwrap_or(-1));
+        let mut answer = attempt(ok, value, req.lease);
+        if let Attempt::Acquired(grant) = &mut answer {
             self.inner.shared.lock().insert((req.key.to_owned(), req.owner));
+            grant.slot = reply.get(2).and_then(|s| u32::try_from(*s).ok());
         }
-        Ok(self.refused(attempt(ok, reply, req.lease), waiting))
+        Ok(self.refused(answer, waiting))
     }
 
     fn arm_shared(&self, names: Arc<KeyNames>, owner: String) -> Cleanup {

@@ -18,6 +18,7 @@ macro_rules! semaphore_tests {
             sem_many_all_or_none,
             sem_many_waiters_do_not_deadlock,
             sem_count_is_stored_and_checked,
+            sem_store_keeps_permits,
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
@@ -376,4 +377,45 @@ pub async fn sem_count_is_stored_and_checked<F: Factory + ?Sized>(f: &F) {
     assert_eq!(resized.stored_permits().await.expect("stored"), Some(4));
     assert!(matches!(sem(f, &name, 3).await.try_acquire().await, Err(LockError::PermitsMismatch { .. })));
     sem(f, &name, 4).await.try_acquire().await.expect("try").expect("free").release().await.expect("release");
+}
+
+/// Where the store keeps permits ([`Semaphore::is_native`]) every permit is a hold of the one
+/// pool key, with its own slot and a fence above every earlier permit's, and the slot keys
+/// stay untouched; elsewhere each permit holds its slot's key.
+pub async fn sem_store_keeps_permits<F: Factory + ?Sized>(f: &F) {
+    let name = key("sem_pool");
+    let s = sem(f, &name, 2).await;
+    let caps = s.locker().backend().capabilities();
+    assert_eq!(s.is_native(), caps.permits, "a native semaphore exactly where the store keeps permits");
+    let p1 = s.try_acquire().await.expect("try").expect("free");
+    let p2 = sem(f, &name, 2).await.try_acquire().await.expect("try").expect("free");
+    assert_ne!(p1.slot(), p2.slot(), "two permits, two slots");
+    if !s.is_native() {
+        assert_eq!(p1.key(), s.slot_key(p1.slot()));
+        p1.release().await.expect("release");
+        return p2.release().await.expect("release");
+    }
+    assert_eq!((p1.key(), p2.key()), (s.pool_key().as_str(), s.pool_key().as_str()));
+    if let (Some(a), Some(b)) = (p1.fence(), p2.fence()) {
+        assert!(b > a, "a later permit's fence {b:?} is above {a:?}");
+    }
+    for slot in 0..2 {
+        assert!(
+            !s.locker().backend().inspect(&s.slot_key(slot)).await.expect("inspect").held,
+            "slot key {slot}"
+        );
+    }
+    assert_eq!(s.available().await.expect("available"), 0);
+    let lowest = p1.slot().min(p2.slot());
+    let (low, high) = if p1.slot() == lowest { (p1, p2) } else { (p2, p1) };
+    let fence = high.fence();
+    low.release().await.expect("release");
+    let again = s.try_acquire().await.expect("try").expect("the freed permit");
+    assert_eq!(again.slot(), lowest, "the lowest free slot");
+    if let (Some(a), Some(b)) = (fence, again.fence()) {
+        assert!(b > a, "a new permit's fence {b:?} is above every earlier one's ({a:?})");
+    }
+    again.release().await.expect("release");
+    high.release().await.expect("release");
+    assert_eq!(s.available().await.expect("available"), 2);
 }

@@ -93,7 +93,11 @@ pub fn place_behind<T>(ahead: &[T], side: Side, reader: impl Fn(&T) -> bool) -> 
 
 /// A grant with fence `fence` (a store's creation number, never negative for a created entry).
 pub fn granted(fence: i64) -> Attempt {
-    Attempt::Acquired(Grant { fence: FencingToken(u64::try_from(fence).unwrap_or(0)), lease: None })
+    Attempt::Acquired(Grant {
+        fence: FencingToken(u64::try_from(fence).unwrap_or(0)),
+        lease: None,
+        slot: None,
+    })
 }
 
 /// One acquisition attempt through `store`: nest into the owner's hold, or queue an entry and

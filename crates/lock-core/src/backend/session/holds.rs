@@ -143,7 +143,7 @@ impl<D: SessionDriver> Sessions<D> {
     /// hold of it here.
     pub fn nested(&self, req: &AcquireRequest<'_>) -> Option<Attempt> {
         let fence = self.reenter(req.key, req.owner, req.signal)?;
-        Some(Attempt::Acquired(Grant { fence, lease: None }))
+        Some(Attempt::Acquired(Grant { fence, lease: None, slot: None }))
     }
 
     /// One acquisition: a nesting from the hold table, else `attempt` (a lock taken on the
@@ -204,7 +204,7 @@ impl<D: SessionDriver> Sessions<D> {
         list.push(hold);
         drop(holds);
         tokio::spawn(keeper.run(confirmed));
-        Ok(Attempt::Acquired(Grant { fence: FencingToken(g.fence), lease: None }))
+        Ok(Attempt::Acquired(Grant { fence: FencingToken(g.fence), lease: None, slot: None }))
     }
 
     /// Release `owner`'s hold of `key`: one nesting less, or the end of the hold on the server
