@@ -3,7 +3,7 @@
 -- live registered waiter), or every permit is held.
 -- KEYS[1] lock, KEYS[2] waiter deadlines zset, KEYS[3] fence counter (same hash tag)
 -- ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] how long (ms) a refused waiting request marks
--- its kind as waiting (0: a single attempt, no mark), ARGV[4] the number of permits (0: a read)
+-- its kind as waiting (a permit waiter: registers) (0: a single attempt, no mark), ARGV[4] the number of permits (0: a read)
 -- Returns {1, 0} when a read is held (a read draws no fence), {1, fence, slot} when a permit
 -- is, {0, ms until worth retrying (-1: unknown)} otherwise. A copy of this attempt (a resend) finds the owner's hold and only
 -- extends it; after the owner's release (release_shared.lua) a late copy does nothing.
@@ -27,8 +27,14 @@ if not live then
   end
   if wait then
     local mark = tonumber(ARGV[3])
-    if mark > 0 then
-      redis.call('SET', lock .. (permits > 0 and ':pw' or ':sw'), 1, 'PX', mark)
+    if mark > 0 and permits > 0 then
+      local pq = lock .. ':pq'
+      redis.call('ZADD', pq, now + mark, owner)
+      if redis.call('PTTL', pq) < mark then
+        redis.call('PEXPIRE', pq, mark)
+      end
+    elseif mark > 0 then
+      redis.call('SET', lock .. ':sw', 1, 'PX', mark)
     end
     return {0, wait}
   end
@@ -45,6 +51,8 @@ end
 local sn = s .. 'n'
 if granted then
   redis.call('HSET', sn, owner, granted)
+  redis.call('ZREM', lock .. ':pq', owner)
+  redis.call('DEL', lock .. ':pk:' .. owner)
 else
   granted = redis.call('HGET', sn, owner)
 end

@@ -95,9 +95,40 @@ end
 
 -- A semaphore's permits are shared holds of its pool key, at most `permits` of them, with
 -- '<lock>:sn' (owner token -> 'slot:fence', as long-lived as '<lock>:s') naming each live
--- hold's slot, the lowest free one when granted, and fence. Refused waiters leave the mark
--- '<lock>:pw'; while it lives every release publishes '' (a freed permit can serve any of
--- them, and the first to retry takes it).
+-- hold's slot, the lowest free one when granted, and fence. A refused waiting request
+-- registers in '<lock>:pq' (owner token -> liveness deadline, pushed forward by each of its
+-- attempts; a grant or the end of its wait takes it out). A release that leaves other permits
+-- held wakes one of them by publishing its bare owner token (only that waiter wakes), not the
+-- herd: one freed permit serves one waiter.
+
+-- How long (ms) a woken permit waiter is remembered as woken: if its wait ends before its
+-- attempt takes the permit, the wake passes on (leave_permits). Longer than a wake-up and an
+-- attempt take, shorter than its heartbeat (which retries anyway).
+local PERMIT_WAKE_MS = 1000
+
+-- wake_permit_waiter(lock, channel): wakes the registered permit waiter with the earliest
+-- deadline (dropping dead ones) and takes it out, so the next release wakes another.
+local function wake_permit_waiter(lock, channel)
+  local pq = lock .. ':pq'
+  if redis.call('EXISTS', pq) == 0 then return end
+  local now = now_ms()
+  redis.call('ZREMRANGEBYSCORE', pq, '-inf', now)
+  local w = redis.call('ZRANGE', pq, 0, 0)[1]
+  if w then
+    redis.call('ZREM', pq, w)
+    redis.call('SET', lock .. ':pk:' .. w, 1, 'PX', PERMIT_WAKE_MS)
+    redis.call('PUBLISH', channel, w)
+  end
+end
+
+-- leave_permits(lock, owner, channel): a permit waiter's wait ended; if it had been woken
+-- and not served, the wake passes to the next waiter.
+local function leave_permits(lock, owner, channel)
+  redis.call('ZREM', lock .. ':pq', owner)
+  if redis.call('DEL', lock .. ':pk:' .. owner) == 1 then
+    wake_permit_waiter(lock, channel)
+  end
+end
 
 -- readers_left(lock): ms until the first live shared hold of `lock` ends and the server time,
 -- or nil for none (one EXISTS when there are none). Expired holds met on the way are dropped.

@@ -1,11 +1,11 @@
 -- Release of a shared hold (handoff.lua): the last reader to leave hands the lock to the
--- first registered waiter (an exclusive request), or publishes '' for anyone; a permit
--- released while others remain publishes '' when permit waiters left their mark.
+-- first registered waiter (an exclusive request), or publishes '' for anyone; a released
+-- permit wakes one registered permit waiter instead.
 -- KEYS[1] lock, KEYS[2] queue list, KEYS[3] waiter deadlines zset, KEYS[4] fence counter
 -- ARGV[1] owner token, ARGV[2] release channel, ARGV[3] claim window ms, ARGV[4] '1' when the
 -- lock is a hash (reentrant and fair modes)
--- Returns {0, ''} when the owner held nothing, {1, ''} when other readers remain, {2, payload}
--- when the last reader left (the hand-over's payload, '' for nobody). The owner is marked done
+-- Returns {0, ''} when the owner held nothing, {1, ''} when other readers remain or a permit
+-- waiter was woken, {2, payload} when the last reader left (the hand-over's payload, '' for nobody). The owner is marked done
 -- (as an attempt's cancel mark, so acquire_shared.lua sees it): a copy of this release (a
 -- resend) answers what the first did, and a late copy of the owner's acquisition grants
 -- nothing. For RELEASED_MS, not CANCELLED_MS: every read leaves one such key, so they must not
@@ -30,11 +30,16 @@ if not held then
 end
 if readers_left(lock) then
   redis.call('SET', done, 1, 'PX', RELEASED_MS)
-  if redis.call('EXISTS', lock .. ':pw') == 1 then
-    redis.call('PUBLISH', ARGV[2], '')
-  end
+  wake_permit_waiter(lock, ARGV[2])
+  return {1, ''}
+end
+redis.call('DEL', s, s .. 'n')
+if redis.call('EXISTS', lock .. ':pq') == 1 then
+  -- The last permit: one freed permit all the same, for one waiter (a semaphore's key has no
+  -- exclusive waiters), and nothing for this client to wake on its own.
+  redis.call('SET', done, 1, 'PX', RELEASED_MS)
+  wake_permit_waiter(lock, ARGV[2])
   return {1, ''}
 end
 redis.call('SET', done, 2, 'PX', RELEASED_MS)
-redis.call('DEL', s, s .. 'n')
 return {2, hand_over(lock, KEYS[4], KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1')}

@@ -33,11 +33,14 @@ pub(crate) struct Handed {
     pub deadline: i64,
 }
 
+/// The length of an owner token in a payload (32 hex digits).
+pub(crate) const TOKEN_LEN: usize = 32;
+
 /// `token:fence:window:deadline[:rest]` as (owner, hand-over, rest). `None` for anything else
 /// (an empty payload: a release with nobody registered).
 pub(crate) fn parse(payload: &str) -> Option<(OwnerToken, Handed, Option<&str>)> {
     let mut parts = payload.splitn(5, ':');
-    let token = parts.next().filter(|t| t.len() == 32)?;
+    let token = parts.next().filter(|t| t.len() == TOKEN_LEN)?;
     let owner = OwnerToken::parse(token)?;
     let fence = parts.next()?.parse().ok()?;
     let window = Duration::from_millis(parts.next()?.parse().ok()?);

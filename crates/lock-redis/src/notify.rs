@@ -358,16 +358,20 @@ impl Pushes {
                     && let Some(key) = self.layout.key_of_channel(ch)
                 {
                     // The payload names the waiter the lock was handed to (`token:fence:window:
-                    // deadline`); empty names nobody.
+                    // deadline`), or the permit waiter to wake (its bare token); empty names
+                    // nobody.
                     let payload = match push.data.get(1) {
                         Some(Value::BulkString(p)) => std::str::from_utf8(p).ok(),
                         _ => None,
                     };
                     // Every client subscribed to the key hears it: noted only by the waiter's.
                     let next = payload.and_then(|p| {
+                        if p.len() == handoffs::TOKEN_LEN {
+                            return Some(p);
+                        }
                         let (waiter, handed, _) = handoffs::parse(p)?;
                         self.handoffs.handed_if_waiting(&key, waiter, handed);
-                        p.get(..32)
+                        p.get(..handoffs::TOKEN_LEN)
                     });
                     self.hub.notify_next(&key, next);
                 }

@@ -1,10 +1,11 @@
 //! Wake-ups under contention, counted (never timed): a release wakes at most one waiter, in
-//! every mode, and a lock handed over to a waiter that gave up goes on to the next.
+//! every mode, and a lock handed over to a waiter that gave up goes on to the next; a released
+//! permit of a semaphore wakes one permit waiter, not all of them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::Locker;
+use lock_core::{Locker, Semaphore};
 use lock_redis::{Mode, RedisLock};
 use lock_testkit::eventually;
 use lock_testkit::server::{RedisServer, or_skip};
@@ -99,4 +100,76 @@ async fn a_lock_handed_to_a_waiter_that_gave_up_goes_to_the_next() {
             timeout(Duration::from_secs(10), next).await.expect("passed on").expect("task").expect("acquire");
         g2.release().await.expect("release");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_released_permit_wakes_one_permit_waiter() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    for mode in [Mode::Simple, Mode::Fair] {
+        let name = format!("permit-herd-{mode}");
+        let holder = Semaphore::new(&Locker::new(Arc::new(backend(&srv.url(), mode).await)), &name, 2)
+            .expect("semaphore");
+        assert!(holder.is_native(), "Redis keeps the permits");
+        let held = holder.acquire().lease(LONG).try_acquire_many(2).await.expect("try").expect("free");
+        let mut clients = Vec::new();
+        let mut tasks = Vec::new();
+        for _ in 0..WAITERS {
+            let b = backend(&srv.url(), mode).await;
+            clients.push(b.clone());
+            let s = Semaphore::new(&Locker::new(Arc::new(b)), &name, 2).expect("semaphore");
+            tasks.push(tokio::spawn(async move {
+                let p = s.acquire().lease(LONG).wait(LONG).acquire().await.expect("waiter acquires");
+                p.release().await.expect("release");
+            }));
+        }
+        // Each waiter makes a single attempt, then waits: tries once (registering), subscribes,
+        // tries once more and sleeps until a release names it.
+        let blocked = 3 * WAITERS as u64;
+        eventually(Duration::from_secs(10), "permit waiters blocked", || {
+            let n = total(&clients);
+            async move { n == blocked }
+        })
+        .await;
+        held.release().await.expect("release");
+        for t in tasks {
+            timeout(LONG, t).await.expect("waiters finish").expect("task");
+        }
+        // Each of the 8 grants took one attempt; waking every waiter at each release made 8 +
+        // 7 + ... attempts.
+        let woken = total(&clients) - blocked;
+        assert!(woken <= WAITERS as u64 + 1, "{mode}: {woken} attempts for {WAITERS} permits");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_woken_for_a_waiter_that_gave_up_goes_to_the_next() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    let name = "permit-gaveup";
+    let sem = |b: &RedisLock| Semaphore::new(&Locker::new(Arc::new(b.clone())), name, 1).expect("semaphore");
+    let held = sem(&backend(&srv.url(), Mode::Simple).await).acquire().lease(LONG).try_acquire().await;
+    let held = held.expect("try").expect("free");
+    let (first, second) = (backend(&srv.url(), Mode::Simple).await, backend(&srv.url(), Mode::Simple).await);
+    let s = sem(&first);
+    let quitter = tokio::spawn(async move { s.acquire().lease(LONG).wait(LONG).acquire().await });
+    eventually(Duration::from_secs(10), "first waiter blocked", || {
+        let n = first.attempts();
+        async move { n == 3 }
+    })
+    .await;
+    let s = sem(&second);
+    let next = tokio::spawn(async move { s.acquire().lease(LONG).wait(LONG).acquire().await });
+    eventually(Duration::from_secs(10), "second waiter blocked", || {
+        let n = second.attempts();
+        async move { n == 3 }
+    })
+    .await;
+    // The release wakes the first waiter, which gives up before taking the permit (or just
+    // after: then its permit's release wakes the second).
+    held.release().await.expect("release");
+    quitter.abort();
+    let _ = quitter.await;
+    // Without the leave passing the wake on, the second waiter would sleep until its heartbeat
+    // (20 s here).
+    let p = timeout(Duration::from_secs(10), next).await.expect("passed on").expect("task").expect("acquire");
+    p.release().await.expect("release");
 }
