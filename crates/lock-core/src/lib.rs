@@ -56,7 +56,10 @@ pub use quorum::{
     DRIFT_FLOOR, MEMBER_TIMEOUT_MAX, MEMBER_TIMEOUT_MIN, QuorumBackend, default_member_timeout,
     drift_allowance,
 };
-pub use rwlock::{DEFAULT_READER_SLOTS, ReadGuard, ReadRequest, RwLock, WriteGuard, WriteRequest};
+pub use rwlock::{
+    DEFAULT_READER_SLOTS, ReadGuard, ReadRequest, RwLock, UpgradeableReadGuard, UpgradeableRequest,
+    WriteGuard, WriteRequest,
+};
 pub use semaphore::{MAX_PERMITS, Permit, PermitRequest, Permits, Semaphore};
 pub use signal::{LeaseSignal, LeaseState, LostReason};
 pub use token::{FencingToken, OwnerToken};

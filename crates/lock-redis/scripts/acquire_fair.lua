@@ -10,7 +10,8 @@
 -- ARGV[4] waiter timeout ms (0: a single attempt that does not join the queue),
 -- ARGV[5] release channel, ARGV[6] claim window ms, ARGV[7] waiter tag (client id and inbox),
 -- ARGV[8] the fence of a hand-over of this key this client took for this owner without a round
--- trip ('' for none): such a hold is nested, not claimed
+-- trip ('' for none): such a hold is nested, not claimed, ARGV[9] the read being upgraded: its
+-- owner token ('' for none; handoff.lua), which goes before the queue (its writers wait for it)
 -- Returns {1, fence, 0} when acquired, {0, ms until worth retrying (-1: unknown), the waiter
 -- deadline it set or 0} otherwise. Running it twice with the same arguments does what running
 -- it once did; after the attempt's cleanup (cancel_hash.lua) it does nothing.
@@ -37,7 +38,7 @@ if nested then
 end
 
 local now = now_ms()
-local refused = redis.call('EXISTS', lock) == 0 and readers_refusal(lock, queue, deadlines, owner, ARGV[7], wait_ms)
+local refused = redis.call('EXISTS', lock) == 0 and readers_refusal(lock, queue, deadlines, owner, ARGV[7], wait_ms, ARGV[9])
 if refused then
   return refused
 end
@@ -54,10 +55,12 @@ if redis.call('EXISTS', lock) == 0 then
   end
   local head = redis.call('LINDEX', queue, 0)
   head = head and string.sub(head, 1, 32)
-  if not head or head == owner then
-    if head then
+  if not head or head == owner or ARGV[9] ~= '' then
+    if head == owner then
       redis.call('LPOP', queue)
       redis.call('ZREM', deadlines, owner)
+    elseif head then
+      leave(queue, deadlines, owner, ARGV[7])
     end
     return {1, hold(lock, KEYS[2], owner, lease, ARGV[3]), 0}
   end

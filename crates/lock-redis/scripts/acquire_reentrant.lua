@@ -4,7 +4,8 @@
 -- ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] attempt nonce,
 -- ARGV[4] waiter timeout ms (0: a single attempt that does not register), ARGV[5] waiter tag
 -- (client id and inbox), ARGV[6] the fence of a hand-over of this key this client took for
--- this owner without a round trip ('' for none): such a hold is nested, not claimed
+-- this owner without a round trip ('' for none): such a hold is nested, not claimed,
+-- ARGV[7] the read being upgraded: its owner token ('' for none; handoff.lua)
 -- Returns {1, fence, 0} when acquired or nested, {0, holder's PTTL in ms, the waiter deadline it
 -- set or 0} otherwise. Running it twice with the same arguments does what running it once did;
 -- after the attempt's cleanup (cancel_hash.lua) it does nothing.
@@ -34,7 +35,7 @@ if redis.call('EXISTS', lock) == 1 then
   end
   return {0, redis.call('PTTL', lock), d}
 end
-local refused = readers_refusal(lock, KEYS[4], deadlines, owner, ARGV[5], wait_ms)
+local refused = readers_refusal(lock, KEYS[4], deadlines, owner, ARGV[5], wait_ms, ARGV[7])
 if refused then
   return refused
 end

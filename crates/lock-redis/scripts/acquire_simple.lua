@@ -6,7 +6,8 @@
 -- ARGV[1] owner token + attempt nonce, ARGV[2] lease in ms, ARGV[3] owner token,
 -- ARGV[4] waiter timeout ms (0: a single attempt that does not register), ARGV[5] waiter tag
 -- (client id and inbox), ARGV[6] the fence of a hand-over of this key this client took for this
--- owner without a round trip ('' for none): that hold is not claimed a second time
+-- owner without a round trip ('' for none): that hold is not claimed a second time,
+-- ARGV[7] the read being upgraded: its owner token ('' for none; handoff.lua)
 -- Returns {1, fence, 0} when acquired, {0, holder's PTTL in ms, the waiter deadline it set or 0}
 -- otherwise. Running it twice with the same arguments does what running it once did; after the
 -- attempt's cleanup (cancel_simple.lua) it does nothing.
@@ -14,7 +15,7 @@ local lock, deadlines, owner, wait_ms = KEYS[1], KEYS[3], ARGV[3], tonumber(ARGV
 if cancelled(lock, string.sub(ARGV[1], #owner + 1)) then
   return {0, -1, 0}
 end
-local refused = readers_refusal(lock, KEYS[4], deadlines, owner, ARGV[5], wait_ms)
+local refused = readers_refusal(lock, KEYS[4], deadlines, owner, ARGV[5], wait_ms, ARGV[7])
 if refused then
   return refused
 end

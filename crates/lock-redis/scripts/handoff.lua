@@ -130,10 +130,12 @@ local function leave_permits(lock, owner, channel)
   end
 end
 
--- readers_left(lock): ms until the first live shared hold of `lock` ends and the server time,
--- or nil for none (one EXISTS when there are none). Expired holds met on the way are dropped.
--- A lock and shared holds of it never exist together: each refuses the other.
-local function readers_left(lock)
+-- readers_left(lock, except): ms until the first live shared hold of `lock` ends (other than
+-- the upgrading reader `except`'s, if given) and the server time, or nil for none (one EXISTS
+-- when there are none). Expired holds met on the way are dropped. A lock and shared holds of
+-- it never exist together (each refuses the other), except an upgraded reader's read and
+-- write, which it releases together.
+local function readers_left(lock, except)
   local s = lock .. ':s'
   if redis.call('EXISTS', s) == 0 then return nil end
   local now = now_ms()
@@ -141,15 +143,30 @@ local function readers_left(lock)
   local kv = redis.call('HGETALL', s)
   for i = 1, #kv, 2 do
     local left = tonumber(kv[i + 1]) - now
-    if left > 0 then
-      if not first or left < first then first = left end
-    else
+    if left <= 0 then
       redis.call('HDEL', s, kv[i])
       redis.call('HDEL', s .. 'n', kv[i])
+    elseif kv[i] ~= except and (not first or left < first) then
+      first = left
     end
   end
   if first then return first, now end
   return nil
+end
+
+-- An upgrade (the write side asked by the holder of a read, `except` in the acquire scripts)
+-- waits like any writer, registered; refused, it notes '<lock>:up' = reader token .. its own
+-- token, so that the release leaving its read the only one wakes it by name.
+
+-- wake_upgrader(lock, channel): after a reader left and others remain: if they are only the
+-- read of a waiting upgrade, wake that upgrade.
+local function wake_upgrader(lock, channel)
+  local up = redis.call('GET', lock .. ':up')
+  if not up then return end
+  local s = lock .. ':s'
+  if redis.call('HLEN', s) == 1 and redis.call('HEXISTS', s, string.sub(up, 1, 32)) == 1 then
+    redis.call('PUBLISH', channel, string.sub(up, 33))
+  end
 end
 
 -- free_permit(lock, permits, now, counter): nil and the 'slot:fence' of a new permit (the
@@ -260,16 +277,24 @@ local function register(queue, deadlines, owner, tag, now, wait_ms)
   return now + wait_ms
 end
 
--- readers_refusal(lock, queue, deadlines, owner, tag, wait_ms): the answer of an exclusive
--- attempt while readers hold (then the lock does not exist), registering a waiting one, which
--- keeps new readers out and is handed the lock by the last reader to leave; nil without
--- readers.
-local function readers_refusal(lock, queue, deadlines, owner, tag, wait_ms)
-  local readers, now = readers_left(lock)
-  if not readers then return nil end
+-- readers_refusal(lock, queue, deadlines, owner, tag, wait_ms, except): the answer of an
+-- exclusive attempt while readers hold (then the lock does not exist), registering a waiting
+-- one, which keeps new readers out and is handed the lock by the last reader to leave; nil
+-- without readers. `except` ('' for none): the read of the upgrading owner, which does not
+-- count, and whose upgrade is woken when it is the last read left.
+local function readers_refusal(lock, queue, deadlines, owner, tag, wait_ms, except)
+  local upgrade = except ~= nil and except ~= ''
+  local readers, now = readers_left(lock, upgrade and except or nil)
+  if not readers then
+    if upgrade then redis.call('DEL', lock .. ':up') end
+    return nil
+  end
   local d = 0
   if wait_ms > 0 then
     d = register(queue, deadlines, owner, tag, now, wait_ms)
+    if upgrade then
+      redis.call('SET', lock .. ':up', except .. owner, 'PX', wait_ms * 2)
+    end
   end
   return {0, readers, d}
 end

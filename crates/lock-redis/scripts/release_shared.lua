@@ -31,9 +31,16 @@ end
 if readers_left(lock) then
   redis.call('SET', done, 1, 'PX', RELEASED_MS)
   wake_permit_waiter(lock, ARGV[2])
+  wake_upgrader(lock, ARGV[2])
   return {1, ''}
 end
 redis.call('DEL', s, s .. 'n')
+if redis.call('EXISTS', lock) == 1 then
+  -- The read of an upgraded reader, whose write still holds the lock: that write's release
+  -- hands it over.
+  redis.call('SET', done, 1, 'PX', RELEASED_MS)
+  return {1, ''}
+end
 if redis.call('EXISTS', lock .. ':pq') == 1 then
   -- The last permit: one freed permit all the same, for one waiter (a semaphore's key has no
   -- exclusive waiters), and nothing for this client to wake on its own.

@@ -137,6 +137,8 @@ pub struct Capability {
     /// The semaphore is built on it where it is set (one acquisition per permit), else on one
     /// mutex per permit.
     pub permits: bool,
+    /// `try_acquire` honours [`Side::Upgrade`]: the read-write lock's upgradeable read.
+    pub upgrade: bool,
 }
 
 impl Capability {
@@ -157,6 +159,7 @@ impl Capability {
         shared: false,
         records: false,
         permits: false,
+        upgrade: false,
     };
 }
 
@@ -204,6 +207,15 @@ pub enum Side {
     Permit {
         /// The number of permits.
         of: u32,
+    },
+    /// The write side, asked by the holder of the read hold `reader` of the same key (an
+    /// upgradeable reader upgrading): exclusive, except that this one read hold does not stand
+    /// in its way and stays (the upgraded holder releases both). A waiting upgrade keeps new
+    /// readers out as a waiting writer does, and goes before writers queued earlier, which
+    /// wait for its read hold anyway. Only with [`Capability::upgrade`].
+    Upgrade {
+        /// The owner of the read hold being upgraded.
+        reader: OwnerToken,
     },
 }
 

@@ -198,6 +198,7 @@ impl<'a> LockRequest<'a> {
         let side_ok = match self.side {
             Side::Read => caps.shared,
             Side::Permit { .. } => caps.permits,
+            Side::Upgrade { .. } => caps.upgrade,
             _ => true,
         };
         if !side_ok {

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::backend::registry::{Connected, Descriptor, Local};
 use crate::backend::{
     AcquireRequest, Attempt, Capability, Grant, LocalRecord, LockBackend, LockInfo, Mutex, NotifyHub, Record,
-    RecordOp, RenewItem, Subscription,
+    RecordOp, RenewItem, Side, Subscription,
 };
 use crate::{FencingToken, OwnerToken, Result};
 
@@ -105,6 +105,7 @@ impl LockBackend for MemoryBackend {
             shared: true,
             records: true,
             permits: true,
+            upgrade: true,
             ..Capability::NONE
         }
     }
@@ -146,11 +147,18 @@ impl LockBackend for MemoryBackend {
                 Shared::Refused(after) => Attempt::Held { retry_after: Some(after) },
             });
         }
+        let upgrading = match req.side {
+            Side::Upgrade { reader } => Some(reader),
+            _ => None,
+        };
         if let Some(readers) = table.readers.get_mut(req.key) {
-            if let Some(after) = readers.exclude(now) {
+            if let Some(after) = readers.exclude(now, upgrading) {
                 return Ok(Attempt::Held { retry_after: Some(after) });
             }
-            table.readers.remove(req.key);
+            // An upgraded reader keeps its read hold until it releases it.
+            if upgrading.is_none() {
+                table.readers.remove(req.key);
+            }
         }
         let fence = self.inner.fence.fetch_add(1, Ordering::Relaxed) + 1;
         table.inserts += 1;

@@ -86,11 +86,13 @@ impl Readers {
         Shared::Granted(permit)
     }
 
-    /// An exclusive request: `None` when no shared hold is live (the writer may go ahead),
-    /// else the writer's mark is set and it should retry after the returned delay.
-    pub(super) fn exclude(&mut self, now: Instant) -> Option<Duration> {
+    /// An exclusive request: `None` when no shared hold but `except`'s (an upgrading reader) is
+    /// live (the writer may go ahead), else the writer's mark is set and it should retry after
+    /// the returned delay.
+    pub(super) fn exclude(&mut self, now: Instant, except: Option<OwnerToken>) -> Option<Duration> {
         self.prune(now);
-        let first_end = self.holds.values().map(|r| r.expires).min()?;
+        let others = self.holds.iter().filter(|(o, _)| Some(**o) != except);
+        let first_end = others.map(|(_, r)| r.expires).min()?;
         self.writer_waits_until = Some(now + WRITER_MARK);
         Some((first_end - now).min(WRITER_MARK / 2))
     }

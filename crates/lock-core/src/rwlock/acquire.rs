@@ -151,7 +151,7 @@ impl RwLock {
 impl RwLock {
     /// Natively: a shared (read) or exclusive (write) hold of the gate, one attempt when
     /// `once`, else waiting until `deadline`.
-    async fn gate_side(
+    pub(super) async fn gate_side(
         &self,
         side: Side,
         once: bool,
@@ -172,7 +172,7 @@ impl RwLock {
 
 impl crate::LockRequest<'_> {
     /// One attempt when `once`, else an acquisition with the request's wait.
-    async fn try_acquire_or_wait(self, once: bool) -> Result<Option<LockGuard>> {
+    pub(super) async fn try_acquire_or_wait(self, once: bool) -> Result<Option<LockGuard>> {
         if once { self.try_acquire().await } else { self.acquire().await.map(Some) }
     }
 }

@@ -16,10 +16,12 @@ use crate::{LockError, Locker, Result, Semaphore};
 pub use guard::{ReadGuard, WriteGuard};
 use request::Opts;
 pub use request::{ReadRequest, WriteRequest};
+pub use upgrade::{UpgradeableReadGuard, UpgradeableRequest};
 
 mod acquire;
 mod guard;
 mod request;
+mod upgrade;
 
 /// Default number of reader slots (readers that can hold an [`RwLock`] at once).
 ///
@@ -30,6 +32,8 @@ pub const DEFAULT_READER_SLOTS: u32 = 16;
 
 /// Suffix of the gate key: `{name}#rw-gate`.
 const GATE_SUFFIX: &str = "#rw-gate";
+/// Suffix of the upgrade gate key: `{name}#rw-up`.
+const UPGRADE_SUFFIX: &str = "#rw-up";
 /// Suffix of the reader slot keys, before the slot number: `{name}#rw-r{i}`.
 const READER_SUFFIX: &str = "#rw-r";
 
@@ -64,8 +68,8 @@ const READER_SUFFIX: &str = "#rw-r";
 /// Every part has its own lease, watchdog and lost signal; a guard's
 /// [`lost`](WriteGuard::lost) fires when any of its parts is lost. A writer's fencing token is
 /// the gate's: strictly increasing across writers. Readers get none (see
-/// [`ReadGuard`]). A reader cannot upgrade to a writer: release the read lock and take the
-/// write lock. A caller (a tokio task, or a thread outside any task) that asks this handle or a
+/// [`ReadGuard`]). A plain reader cannot upgrade to a writer; an
+/// [`upgradeable_read`](Self::upgradeable_read) can, where the store allows it. A caller (a tokio task, or a thread outside any task) that asks this handle or a
 /// clone for a side its own hold would block (the write side while it reads, either side while
 /// it writes) gets [`LockError::WouldDeadlock`] at once instead of waiting for itself.
 ///
@@ -227,7 +231,7 @@ impl RwLock {
     fn not_blocked_by_caller(&self, write: bool) -> Result<()> {
         let held = self.holders.of_caller();
         let reason = match (write, held.reads > 0, held.writes > 0) {
-            (true, true, _) => "it holds a read lock and asks to write (a read lock is not upgraded)",
+            (true, true, _) => "it holds a read lock and asks to write (take an upgradeable read to upgrade)",
             (true, false, true) => "it holds the write lock and asks for it again",
             (false, _, true) => "it holds the write lock and asks to read",
             _ => return Ok(()),

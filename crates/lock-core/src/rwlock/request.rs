@@ -11,7 +11,7 @@ use crate::{Result, validate_wait};
 
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Opts {
-    wait: Option<Duration>,
+    pub(super) wait: Option<Duration>,
     pub(super) lease: Option<Duration>,
 }
 
@@ -43,6 +43,8 @@ macro_rules! request_settings {
         }
     };
 }
+
+pub(super) use request_settings;
 
 /// A read request being built: `rw.read().wait(..).acquire().await`.
 #[derive(Debug)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::backend::{
-    AcquireRequest, Attempt, Cleanup, Grant, LockBackend, jitter, millis, retry_cleanup,
+    AcquireRequest, Attempt, Cleanup, Grant, LockBackend, Side, jitter, millis, retry_cleanup,
 };
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use tokio::time::Instant;
@@ -169,7 +169,8 @@ impl RedisLock {
             .arg(&value[..owner_len])
             .arg(wait_ms)
             .arg(&self.inner.tag)
-            .arg(&taken);
+            .arg(&taken)
+            .arg(upgraded(req));
         let cleanup = self.arm_simple(names, value, owner_len, req.lease);
         let sent = Instant::now();
         let (ok, reply, deadline): (i64, i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
@@ -208,7 +209,8 @@ impl RedisLock {
                 .arg(&names.channel)
                 .arg(millis(self.claim_window()))
                 .arg(&self.inner.tag)
-                .arg(&taken);
+                .arg(&taken)
+                .arg(upgraded(req));
         } else {
             inv.key(&names.waiters)
                 .key(&names.queue)
@@ -217,7 +219,8 @@ impl RedisLock {
                 .arg(&nonce)
                 .arg(wait_ms)
                 .arg(&self.inner.tag)
-                .arg(&taken);
+                .arg(&taken)
+                .arg(upgraded(req));
         }
         // Armed only around the request: a place kept in the queue afterwards is the core's to
         // leave (`leave_queue`), a request dropped midway is ours to undo. The invocation holds
@@ -241,4 +244,13 @@ where
 {
     let expired = tokio::time::sleep(lease);
     retry_cleanup(undo, LockError::is_temporary, expired).await.unwrap_or(Ok(()))
+}
+
+/// The owner token of the read an upgrade asks to become the write ([`Side::Upgrade`]), which
+/// the acquire scripts do not count as a reader; '' for any other request.
+fn upgraded(req: &AcquireRequest<'_>) -> String {
+    match req.side {
+        Side::Upgrade { reader } => reader.to_string(),
+        _ => String::new(),
+    }
 }

@@ -63,6 +63,8 @@ impl LockBackend for RedisLock {
         c.shared = !self.inner.mode.is_interop();
         // A semaphore's permits, shared holds of one key with a slot each (shared.rs).
         c.permits = c.shared;
+        // An upgrade is a writer whose own read does not count (handoff.lua).
+        c.upgrade = c.shared;
         // A number and a set next to nothing else (record.rs).
         c.records = true;
         c

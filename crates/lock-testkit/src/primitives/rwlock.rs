@@ -15,6 +15,7 @@ macro_rules! rwlock_tests {
             rw_writer_lost_signal_fires,
             rw_crashed_writer_frees_lock,
             rw_reader_cannot_upgrade,
+            rw_upgradeable_read_upgrades_before_writers,
             rw_bad_input,
         );
     };
@@ -300,4 +301,60 @@ pub async fn rw_bad_input<F: Factory + ?Sized>(f: &F) {
     g.release().await.expect("release");
     let wait = r.read().wait(Duration::MAX).acquire().await;
     assert!(matches!(wait, Err(LockError::InvalidWait { .. })), "{wait:?}");
+}
+
+/// An upgradeable read shares the lock with readers and keeps out writers and other
+/// upgradeable readers; its upgrade waits for the other readers, keeps new ones out, and gets
+/// in before a writer that was waiting first; its caller cannot also take the write side.
+/// Where the store cannot upgrade, a typed `Unsupported` at once.
+pub async fn rw_upgradeable_read_upgrades_before_writers<F: Factory + ?Sized>(f: &F) {
+    let name = key("rw_upgrade");
+    let wait = Duration::from_secs(10);
+    let locker = f.client().await.locker();
+    let caps = locker.backend().capabilities();
+    let u = RwLock::new(&locker, &name).expect("rwlock").with_reader_slots(4).expect("slots");
+    let mut up = match u.upgradeable_read().try_acquire().await {
+        Ok(g) => g.expect("free"),
+        Err(LockError::Unsupported { .. }) => {
+            assert!(!caps.upgrade, "refused though the store declares upgrades");
+            return;
+        }
+        Err(e) => panic!("upgradeable read: {e}"),
+    };
+    assert!(matches!(u.write().try_acquire().await, Err(LockError::WouldDeadlock { .. })), "own write");
+    assert!(matches!(u.upgradeable_read().try_acquire().await, Err(LockError::WouldDeadlock { .. })));
+    let other = rw(f, &name, 4).await;
+    let reader = other.read().try_acquire().await.expect("try").expect("a reader shares with it");
+    // Fresh handles: this task holds a read through `other`, which would refuse both at once.
+    let third = rw(f, &name, 4).await;
+    assert!(third.upgradeable_read().try_acquire().await.expect("try").is_none(), "one upgradeable reader");
+    assert!(rw(f, &name, 4).await.write().try_acquire().await.expect("try").is_none(), "no writer");
+    assert!(!up.try_upgrade().await.expect("try upgrade"), "another reader holds");
+    let writer = rw(f, &name, 4).await;
+    let w = tokio::spawn(async move {
+        let g = writer.write().wait(wait).acquire().await;
+        g.map(|g| (g.fence(), g))
+    });
+    // The writer waits before the upgrade does: new readers are then turned away.
+    while let Some(g) = other.read().try_acquire().await.expect("try") {
+        g.release().await.expect("release");
+        assert!(!w.is_finished(), "the writer got in past two readers");
+        tokio::task::yield_now().await;
+    }
+    let upgrading = tokio::spawn(async move { up.upgrade(wait).await.map(|()| up) });
+    reader.release().await.expect("release");
+    let mut up =
+        within(wait, "upgrade", upgrading).await.expect("task").expect("upgrade after the reader left");
+    assert!(up.is_upgraded());
+    assert!(!w.is_finished(), "the waiting writer did not get in before the upgrade");
+    assert!(other.read().try_acquire().await.expect("try").is_none(), "no reader while upgraded");
+    up.upgrade(wait).await.expect("upgrading again does nothing");
+    let fence = up.fence();
+    assert_eq!(fence.is_some(), caps.fencing);
+    up.release().await.expect("release");
+    let (later, g) = within(wait, "writer after the upgrade", w).await.expect("task").expect("writer");
+    if let (Some(a), Some(b)) = (fence, later) {
+        assert!(b > a, "the later writer's fence {b:?} is above the upgrade's {a:?}");
+    }
+    g.release().await.expect("release");
 }
