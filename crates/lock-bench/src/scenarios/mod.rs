@@ -19,6 +19,8 @@ mod counting;
 mod crash;
 #[cfg(feature = "zk")]
 mod curator;
+#[cfg(feature = "peers")]
+mod peer_primitives;
 mod primitives;
 mod seeds;
 mod throughput;
@@ -132,6 +134,14 @@ impl Scenario {
         if cx.target.peer == Some(crate::peers::Peer::Curator) {
             return curator::run(cx, self.name).await;
         }
+        #[cfg(feature = "peers")]
+        if cx.target.peer == Some(crate::peers::Peer::DistributedLockRedis) {
+            match self.name {
+                "rwlock" => return peer_primitives::rwlock(cx).await,
+                "semaphore" => return peer_primitives::semaphore(cx).await,
+                _ => {}
+            }
+        }
         (self.run)(cx).await
     }
 
@@ -141,7 +151,9 @@ impl Scenario {
     pub fn runs_on(&self, target: &crate::targets::Target) -> bool {
         match target.peer {
             None => true,
-            Some(crate::peers::Peer::Curator) => self.peers || matches!(self.name, "rwlock" | "semaphore"),
+            Some(crate::peers::Peer::Curator | crate::peers::Peer::DistributedLockRedis) => {
+                self.peers || matches!(self.name, "rwlock" | "semaphore")
+            }
             Some(_) => self.peers,
         }
     }

@@ -1,0 +1,164 @@
+//! distributed-lock's Redis read-write lock and semaphore in the same mixes as ours
+//! (`primitives.rs`): 8 clients, each its own provider (connection), the same holds and
+//! exclusion checks, called through the crate's traits as its docs show.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use distributed_lock_core::error::LockError as PeerError;
+use distributed_lock_core::traits::{
+    DistributedReaderWriterLock, DistributedSemaphore, LockHandle, ReaderWriterLockProvider,
+    SemaphoreProvider,
+};
+use distributed_lock_redis::RedisLockProvider;
+use tokio::time::Instant;
+
+use super::Ctx;
+use super::primitives::{CLIENTS, PERMITS, WRITE_EVERY, rwlock_rows, semaphore_row};
+use crate::error::{BenchError, Result};
+use crate::micros::{hist, us};
+use crate::report::Row;
+
+/// The wait of one acquisition, as in `primitives.rs`.
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn providers(url: &str) -> Result<Vec<RedisLockProvider>> {
+    let mut out = Vec::with_capacity(CLIENTS);
+    for _ in 0..CLIENTS {
+        out.push(
+            RedisLockProvider::new(url)
+                .await
+                .map_err(BenchError::driver("distributed-lock-redis connect"))?,
+        );
+    }
+    Ok(out)
+}
+
+/// 8 clients on `create_semaphore(name, 3)`: acquire (its own polling wait), a yield, release.
+pub async fn semaphore(cx: &Ctx<'_>) -> Result<Vec<Row>> {
+    let name = cx.key("sem");
+    let inside = Arc::new(AtomicUsize::new(0));
+    let stop = Instant::now() + cx.sizes.contended_for;
+    let mut tasks = Vec::new();
+    for p in providers(&cx.target.url).await? {
+        let (inside, name) = (inside.clone(), name.clone());
+        tasks.push(tokio::spawn(async move {
+            let sem = p.create_semaphore(&name, PERMITS);
+            let (mut h, mut n) = (hist()?, 0u64);
+            while Instant::now() < stop {
+                let t0 = Instant::now();
+                let held = sem
+                    .acquire(Some(WAIT))
+                    .await
+                    .map_err(BenchError::driver("distributed-lock-redis semaphore"))?;
+                h.saturating_record(us(t0.elapsed()));
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                tokio::task::yield_now().await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                if now > PERMITS as usize {
+                    return Err(BenchError::Exclusion { counter: now as u64, acquisitions: n + 1 });
+                }
+                n += 1;
+                held.release().await.map_err(BenchError::driver("distributed-lock-redis release"))?;
+            }
+            Ok::<_, BenchError>(h)
+        }));
+    }
+    let started = Instant::now();
+    let mut h = hist()?;
+    for t in tasks {
+        h.add(&t.await??)?;
+    }
+    let secs = started.elapsed().max(cx.sizes.contended_for).as_secs_f64();
+    Ok(vec![semaphore_row(cx.target, &h, secs)])
+}
+
+/// Retries `acquire` while it answers `Timeout` before `WAIT` has passed: distributed-lock's
+/// read side makes one attempt and gives up at once on a held lock, whatever the wait, so a
+/// user has to loop (its write side polls on its own). `None` once `WAIT` has passed: a
+/// result of the run (a starved writer), not a failure of the bench.
+async fn waited<H, F, Fut>(mut acquire: F) -> Result<Option<H>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<H, PeerError>>,
+{
+    let started = Instant::now();
+    loop {
+        match acquire().await {
+            Ok(h) => return Ok(Some(h)),
+            Err(PeerError::Timeout(_)) if started.elapsed() < WAIT => tokio::task::yield_now().await,
+            Err(PeerError::Timeout(_)) => return Ok(None),
+            Err(e) => return Err(BenchError::driver("distributed-lock-redis read-write lock")(e)),
+        }
+    }
+}
+
+/// 8 clients on `create_reader_writer_lock(name)`, one operation in ten a write.
+pub async fn rwlock(cx: &Ctx<'_>) -> Result<Vec<Row>> {
+    let name = cx.key("rw");
+    let (readers, writers) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let stop = Instant::now() + cx.sizes.contended_for;
+    let mut tasks = Vec::new();
+    for (i, p) in providers(&cx.target.url).await?.into_iter().enumerate() {
+        let (readers, writers, name) = (readers.clone(), writers.clone(), name.clone());
+        tasks.push(tokio::spawn(async move {
+            let rw = p.create_reader_writer_lock(&name);
+            let (mut h_read, mut h_write, mut timeouts) = (hist()?, hist()?, 0u64);
+            let mut broken = None;
+            let mut op = i as u64;
+            while Instant::now() < stop {
+                op += 1;
+                let t0 = Instant::now();
+                let write = op.is_multiple_of(WRITE_EVERY);
+                let (mine, others) = if write { (&writers, &readers) } else { (&readers, &writers) };
+                let release = if write {
+                    let Some(g) = waited(|| rw.acquire_write(Some(WAIT))).await? else {
+                        timeouts += 1;
+                        continue;
+                    };
+                    h_write.saturating_record(us(t0.elapsed()));
+                    Box::pin(g.release()) as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>>
+                } else {
+                    let Some(g) = waited(|| rw.acquire_read(Some(WAIT))).await? else {
+                        timeouts += 1;
+                        continue;
+                    };
+                    h_read.saturating_record(us(t0.elapsed()));
+                    Box::pin(g.release())
+                };
+                let before = mine.fetch_add(1, Ordering::SeqCst);
+                let overlap = others.load(Ordering::SeqCst) > 0 || (write && before > 0);
+                tokio::task::yield_now().await;
+                mine.fetch_sub(1, Ordering::SeqCst);
+                release.await.map_err(BenchError::driver("distributed-lock-redis release"))?;
+                if overlap {
+                    // A result about the peer, reported in its rows; this client stops.
+                    broken = Some(h_read.len() + h_write.len());
+                    break;
+                }
+            }
+            Ok::<_, BenchError>((h_read, h_write, timeouts, broken))
+        }));
+    }
+    let started = Instant::now();
+    let (mut h_read, mut h_write, mut timeouts, mut broken) = (hist()?, hist()?, 0, 0u64);
+    for t in tasks {
+        let (r, w, n, b) = t.await??;
+        h_read.add(&r)?;
+        h_write.add(&w)?;
+        timeouts += n;
+        broken += u64::from(b.is_some());
+    }
+    let secs = started.elapsed().max(cx.sizes.contended_for).as_secs_f64();
+    let mut rows = rwlock_rows(cx.target, (&h_read, &h_write), secs, true);
+    for row in &mut rows {
+        // Acquisitions that waited out the 30 s wait (a writer starved by the readers).
+        row.extra.insert("timeouts".into(), timeouts.into());
+        // Clients that saw a writer hold together with another holder (its read checks for a
+        // writer, then joins the readers: two round trips a writer can come between).
+        row.extra.insert("exclusion_ok".into(), (broken == 0).into());
+        row.extra.insert("clients_saw_overlap".into(), broken.into());
+    }
+    Ok(rows.into())
+}
