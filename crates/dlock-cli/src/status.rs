@@ -152,13 +152,26 @@ async fn permits(backend: &DynBackend, key: &str, n: u32) -> dlock::Result<Shown
     if sem.is_native() {
         let info = backend.inspect(&sem.pool_key()).await?;
         let count = info.readers.unwrap_or(0);
-        let text = (format!("semaphore, {count} of {n} permits held"), String::new());
+        let mut tail = String::new();
+        let mut slots = Vec::new();
+        for p in &info.permits {
+            let left = p.remaining.map(|d| format!(", remaining lease {d:?}")).unwrap_or_default();
+            tail.push_str(&format!("; slot {} held{left}, fence {}, holder {}", p.slot, p.fence, p.owner));
+            slots.push(json!({
+                "slot": p.slot,
+                "held": true,
+                "remaining_ms": p.remaining.map(|d| d.as_millis() as u64),
+                "fence": p.fence.0,
+                "owner": p.owner,
+            }));
+        }
+        let text = (format!("semaphore, {count} of {n} permits held"), tail);
         let value = json!({
             "kind": "semaphore",
             "native": true,
             "permits": n,
             "held_permits": count,
-            "slots": [],
+            "slots": slots,
         });
         return Ok(Shown { busy: count >= n as usize, text, value });
     }

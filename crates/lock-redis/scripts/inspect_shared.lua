@@ -1,14 +1,22 @@
 -- The live shared holds of a lock (handoff.lua), for dlock status when the lock itself is free.
--- KEYS[1] lock. Returns {count, ms until the last of them ends (-2: none)}.
+-- KEYS[1] lock. Returns {count, ms until the last of them ends (-2: none), permits}: for a
+-- semaphore's permits (handoff.lua) a flat list of owner token, 'slot:fence' and ms left per
+-- live permit, as strings; empty for readers.
 local s = KEYS[1] .. ':s'
 local now = now_ms()
-local count, last = 0, -2
+local count, last, permits = 0, -2, {}
 local kv = redis.call('HGETALL', s)
 for i = 1, #kv, 2 do
   local left = tonumber(kv[i + 1]) - now
   if left > 0 then
     count = count + 1
     if left > last then last = left end
+    local e = redis.call('HGET', s .. 'n', kv[i])
+    if e then
+      table.insert(permits, kv[i])
+      table.insert(permits, e)
+      table.insert(permits, tostring(left))
+    end
   end
 end
-return {count, last}
+return {count, last, permits}

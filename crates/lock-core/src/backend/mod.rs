@@ -290,6 +290,30 @@ pub struct LockInfo {
     /// How many shared holds (readers) hold the key, on a backend with
     /// [`Capability::shared`]; `held` is then true and `owner` and `remaining` are empty.
     pub readers: Option<usize>,
+    /// The held permits of a semaphore kept by the store ([`Side::Permit`]), by slot; empty
+    /// otherwise.
+    pub permits: Vec<PermitInfo>,
+}
+
+/// One held permit of a semaphore kept by the store ([`LockInfo::permits`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PermitInfo {
+    /// The permit's slot.
+    pub slot: u32,
+    /// Its fencing token.
+    pub fence: FencingToken,
+    /// Its remaining lease.
+    pub remaining: Option<Duration>,
+    /// Its holder, shortened as [`LockInfo::owner`].
+    pub owner: String,
+}
+
+impl PermitInfo {
+    /// A permit of `slot` (the struct is non-exhaustive outside this crate).
+    pub fn new(slot: u32, fence: FencingToken, remaining: Option<Duration>, owner: String) -> Self {
+        PermitInfo { slot, fence, remaining, owner }
+    }
 }
 
 impl LockInfo {

@@ -275,9 +275,10 @@ impl LockBackend for MemoryBackend {
                 ..LockInfo::held()
             });
         }
-        Ok(match table.readers.get_mut(key).map(|r| r.count(now)) {
-            Some(n) if n > 0 => LockInfo { readers: Some(n), ..LockInfo::held() },
-            _ => LockInfo::free(),
+        let Some(r) = table.readers.get_mut(key) else { return Ok(LockInfo::free()) };
+        Ok(match r.count(now) {
+            0 => LockInfo::free(),
+            n => LockInfo { readers: Some(n), permits: r.permits(now), ..LockInfo::held() },
         })
     }
 }

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::OwnerToken;
+use crate::backend::{LockInfo, PermitInfo};
+use crate::{FencingToken, OwnerToken};
 
 /// How long a refused exclusive request keeps new shared holds out. The table has no queue,
 /// so the waiting writer renews the mark with each attempt; it retries at least every half
@@ -126,5 +127,18 @@ impl Readers {
     pub(super) fn count(&mut self, now: Instant) -> usize {
         self.prune(now);
         self.holds.len()
+    }
+
+    /// The live permits, by slot.
+    pub(super) fn permits(&self, now: Instant) -> Vec<PermitInfo> {
+        let mut out: Vec<PermitInfo> = (self.holds.iter())
+            .filter_map(|(o, r)| {
+                let (slot, fence) = r.permit?;
+                let owner = LockInfo::short_owner(&o.to_string());
+                Some(PermitInfo::new(slot, FencingToken(fence), Some(r.expires - now), owner))
+            })
+            .collect();
+        out.sort_by_key(|p| p.slot);
+        out
     }
 }

@@ -8,8 +8,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use lock_core::backend::{AcquireRequest, Attempt, Cleanup, LockInfo, Mutex, RenewItem, millis};
-use lock_core::{OwnerToken, Result};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, LockInfo, Mutex, PermitInfo, RenewItem, millis};
+use lock_core::{FencingToken, OwnerToken, Result};
 
 use super::{RedisLock, attempt, hint};
 use crate::error::classify;
@@ -111,7 +111,7 @@ impl RedisLock {
     /// The readers of `key` when the lock itself is free.
     pub(super) async fn inspect_shared(&self, key: &str) -> Result<Option<LockInfo>> {
         let mut conn = self.inner.conn.clone();
-        let (count, last): (i64, i64) = scripts::INSPECT_SHARED
+        let (count, last, permits): (i64, i64, Vec<String>) = scripts::INSPECT_SHARED
             .key(self.inner.layout.lock(key))
             .invoke_async(&mut conn)
             .await
@@ -120,7 +120,17 @@ impl RedisLock {
             let mut info = LockInfo::held();
             info.readers = usize::try_from(count).ok();
             info.remaining = hint(last);
+            info.permits = permits.chunks_exact(3).filter_map(permit_info).collect();
+            info.permits.sort_by_key(|p| p.slot);
             info
         }))
     }
+}
+
+/// One permit of `inspect_shared.lua`'s list: owner token, `slot:fence`, ms left.
+fn permit_info(p: &[String]) -> Option<PermitInfo> {
+    let (slot, fence) = p[1].split_once(':')?;
+    let left = p[2].parse::<i64>().ok()?;
+    let owner = LockInfo::short_owner(&p[0]);
+    Some(PermitInfo::new(slot.parse().ok()?, FencingToken(fence.parse().ok()?), hint(left), owner))
 }

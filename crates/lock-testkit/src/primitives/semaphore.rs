@@ -380,8 +380,8 @@ pub async fn sem_count_is_stored_and_checked<F: Factory + ?Sized>(f: &F) {
 }
 
 /// Where the store keeps permits ([`Semaphore::is_native`]) every permit is a hold of the one
-/// pool key, with its own slot and a fence above every earlier permit's, and the slot keys
-/// stay untouched; elsewhere each permit holds its slot's key.
+/// pool key, with its own slot and a fence above every earlier permit's (both listed by
+/// `inspect`), and the slot keys stay untouched; elsewhere each permit holds its slot's key.
 pub async fn sem_store_keeps_permits<F: Factory + ?Sized>(f: &F) {
     let name = key("sem_pool");
     let s = sem(f, &name, 2).await;
@@ -406,6 +406,15 @@ pub async fn sem_store_keeps_permits<F: Factory + ?Sized>(f: &F) {
         );
     }
     assert_eq!(s.available().await.expect("available"), 0);
+    // `inspect` of the pool names each permit: its slot and fence.
+    let info = s.locker().backend().inspect(&s.pool_key()).await.expect("inspect");
+    let listed: Vec<(u32, Option<lock_core::FencingToken>)> =
+        info.permits.iter().map(|p| (p.slot, Some(p.fence))).collect();
+    let mut held = vec![(p1.slot(), p1.fence()), (p2.slot(), p2.fence())];
+    held.sort();
+    if held.iter().all(|(_, f)| f.is_some()) {
+        assert_eq!(listed, held, "the permits inspect lists");
+    }
     let lowest = p1.slot().min(p2.slot());
     let (low, high) = if p1.slot() == lowest { (p1, p2) } else { (p2, p1) };
     let fence = high.fence();
