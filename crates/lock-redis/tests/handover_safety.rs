@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::backend::LockBackend;
-use lock_core::{LeaseState, LockGuard, Locker, OwnerToken, RwLock};
+use lock_core::{LeaseState, LockGuard, Locker, OwnerToken, RwLock, Semaphore};
 use lock_redis::{Mode, RedisLock};
 use lock_testkit::eventually;
 use lock_testkit::server::{RedisServer, or_skip};
@@ -221,5 +221,46 @@ async fn shared_holds_are_idempotent_per_attempt() {
         conn.resend_every_command(false);
         released.unwrap_or_else(|e| panic!("{mode}: a read release sent twice: {e}"));
         assert!(free(&url, mode, rw.gate_key()).await, "{mode}: a reader is left after its release");
+    }
+}
+
+/// A semaphore's permits and an upgrade too: a permit attempt sent twice takes one permit and
+/// its release sent twice frees it; an upgrade sent twice, and the release of everything sent
+/// twice, leave the lock and its upgrade gate free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_and_upgrades_are_idempotent_per_attempt() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    let url = srv.url();
+    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+        let b = backend(&url, mode).await;
+        let (l, conn) = (locker(&b), b.connection());
+        let sem = Semaphore::new(&l, format!("resend-sem-{mode}"), 2).expect("semaphore");
+        assert!(sem.is_native(), "{mode}: redis keeps the permits");
+        conn.resend_every_command(true);
+        let p = sem.acquire().lease(LONG).try_acquire().await.expect("try").expect("free");
+        let held = sem.available().await.expect("available");
+        let released = p.release().await;
+        conn.resend_every_command(false);
+        assert_eq!(held, 1, "{mode}: a permit attempt sent twice takes one permit");
+        released.unwrap_or_else(|e| panic!("{mode}: a permit release sent twice: {e}"));
+        assert_eq!(
+            sem.available().await.expect("available"),
+            2,
+            "{mode}: a permit is left after its release"
+        );
+
+        let rw = RwLock::new(&l, format!("resend-up-{mode}")).expect("rwlock");
+        let mut u = rw.upgradeable_read().lease(LONG).try_acquire().await.expect("try").expect("free");
+        conn.resend_every_command(true);
+        let upgraded = u.try_upgrade().await;
+        let released = u.release().await;
+        conn.resend_every_command(false);
+        assert!(
+            upgraded.unwrap_or_else(|e| panic!("{mode}: an upgrade sent twice: {e}")),
+            "{mode}: upgraded"
+        );
+        released.unwrap_or_else(|e| panic!("{mode}: an upgraded release sent twice: {e}"));
+        assert!(free(&url, mode, rw.gate_key()).await, "{mode}: the lock is left held");
+        assert!(free(&url, mode, &rw.upgrade_key()).await, "{mode}: the upgrade gate is left held");
     }
 }
