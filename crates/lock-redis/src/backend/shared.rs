@@ -5,7 +5,7 @@
 //! Release and renewal name only a key and an owner, so this client remembers which of its
 //! holds are shared and sends those to the shared scripts.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use lock_core::backend::{AcquireRequest, Attempt, Cleanup, LockInfo, Mutex, PermitInfo, RenewItem, millis};
@@ -17,14 +17,33 @@ use crate::keys::KeyNames;
 use crate::options::Mode;
 use crate::scripts;
 
-/// The shared holds this client granted and has not released: `(key, owner)`.
-pub(super) type SharedHolds = Mutex<HashSet<(String, OwnerToken)>>;
+/// The shared holds this client granted and has not released: the keys of each owner. Every
+/// release and renewal looks here, and a process may hold many permits: found by owner (a
+/// random token per acquisition, so almost always one key each), never by a scan.
+pub(super) type SharedHolds = Mutex<HashMap<OwnerToken, Vec<String>>>;
 
 impl RedisLock {
     /// Whether `owner`'s hold of `key` here is shared.
     pub(super) fn is_shared(&self, key: &str, owner: OwnerToken) -> bool {
-        // A lookup by borrowed parts would need a custom key type; shared holds are few.
-        self.inner.shared.lock().iter().any(|(k, o)| *o == owner && k == key)
+        self.inner.shared.lock().get(&owner).is_some_and(|keys| keys.iter().any(|k| k == key))
+    }
+
+    fn note_shared(&self, key: &str, owner: OwnerToken) {
+        let mut shared = self.inner.shared.lock();
+        let keys = shared.entry(owner).or_default();
+        if !keys.iter().any(|k| k == key) {
+            keys.push(key.to_owned());
+        }
+    }
+
+    fn forget_shared(&self, key: &str, owner: OwnerToken) {
+        let mut shared = self.inner.shared.lock();
+        if let Some(keys) = shared.get_mut(&owner) {
+            keys.retain(|k| k != key);
+            if keys.is_empty() {
+                shared.remove(&owner);
+            }
+        }
     }
 
     /// One shared attempt. A waiting reader refused marks readers as waiting, so a freeing of
@@ -47,7 +66,7 @@ impl RedisLock {
         let (ok, value) = (reply.first().copied().unwrap_or(0), reply.get(1).copied().unwrap_or(-1));
         let mut answer = attempt(ok, value, req.lease);
         if let Attempt::Acquired(grant) = &mut answer {
-            self.inner.shared.lock().insert((req.key.to_owned(), req.owner));
+            self.note_shared(req.key, req.owner);
             grant.slot = reply.get(2).and_then(|s| u32::try_from(*s).ok());
         }
         Ok(self.refused(answer, waiting))
@@ -82,7 +101,7 @@ impl RedisLock {
     pub(super) async fn release_shared(&self, key: &str, owner: OwnerToken) -> Result<bool> {
         let names = self.inner.layout.names(key);
         let (r, next) = self.release_shared_script(&names, &owner.to_string()).await?;
-        self.inner.shared.lock().remove(&(key.to_owned(), owner));
+        self.forget_shared(key, owner);
         if r == 2 {
             self.freed(key, &next);
         }
