@@ -28,8 +28,6 @@ pub(super) struct Readers {
     holds: HashMap<OwnerToken, Reader>,
     /// An exclusive request was refused because of these holds and still waits until then.
     writer_waits_until: Option<Instant>,
-    /// The holds are permits: every release wakes a waiter, not only the last.
-    permits: bool,
 }
 
 /// What a shared request found.
@@ -72,7 +70,6 @@ impl Readers {
         }
         let permit = match permits {
             Some(of) => {
-                self.permits = true;
                 let Some(slot) =
                     (0..of).find(|s| !self.holds.values().any(|r| r.permit.is_some_and(|p| p.0 == *s)))
                 else {
@@ -104,11 +101,12 @@ impl Readers {
         self.prune(now);
         let r = self.holds.get_mut(&owner)?;
         r.count -= 1;
-        if r.count == 0 {
-            self.holds.remove(&owner);
-            return Some(self.permits || self.holds.is_empty());
+        if r.count > 0 {
+            return Some(false);
         }
-        Some(false)
+        let permit = r.permit.is_some();
+        self.holds.remove(&owner);
+        Some(permit || self.holds.is_empty())
     }
 
     /// Extend `owner`'s shared hold (only ever extended); whether it held one.

@@ -2,12 +2,10 @@
 //! ([`Capability::records`](crate::Capability)): set by the first handle that takes a permit,
 //! checked once by every other handle, changed for everyone only by [`Semaphore::resize`].
 
-use std::time::Duration;
-
 use super::{Semaphore, validate_permits};
 use crate::backend::RecordOp;
 use crate::parts::release_quietly;
-use crate::{LockError, LockGuard, Result};
+use crate::{LockError, LockGuard, LockRequest, Result};
 
 /// Suffix of the record that holds a semaphore's permit count: `{name}#s-n`. No longer than
 /// the longest slot suffix (`#s255`), so every name the semaphore accepts has a valid one.
@@ -52,15 +50,11 @@ impl Semaphore {
         Ok(())
     }
 
-    /// The first attempt of an acquisition, on `slot`, sent together with the count check (a
-    /// round trip at a handle's first acquisition only) rather than after it: a handle refused
-    /// gives back what the attempt took before any caller holds it.
-    pub(super) async fn checked_attempt(
-        &self,
-        slot: u32,
-        lease: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        let (checked, first) = tokio::join!(self.check_count(), self.slot_request(slot, lease).try_acquire());
+    /// The first attempt of an acquisition (`req`: on a slot, or on the pool), sent together
+    /// with the count check (a round trip at a handle's first acquisition only) rather than
+    /// after it: a handle refused gives back what the attempt took before any caller holds it.
+    pub(super) async fn checked_attempt(&self, req: LockRequest<'_>) -> Result<Option<LockGuard>> {
+        let (checked, first) = tokio::join!(self.check_count(), req.try_acquire());
         if let Err(e) = checked {
             if let Ok(Some(guard)) = first {
                 release_quietly("a semaphore's refused handle", guard.release()).await;

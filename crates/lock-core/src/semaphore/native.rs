@@ -40,14 +40,7 @@ impl Semaphore {
         lease: Option<Duration>,
     ) -> Result<Option<Permit>> {
         let started = Instant::now();
-        let (checked, first) = tokio::join!(self.check_count(), self.pool_request(lease).try_acquire());
-        if let Err(e) = checked {
-            if let Ok(Some(guard)) = first {
-                release_quietly("a semaphore's refused handle", guard.release()).await;
-            }
-            return Err(e);
-        }
-        if let Some(guard) = first? {
+        if let Some(guard) = self.checked_attempt(self.pool_request(lease)).await? {
             return permit(guard).await.map(Some);
         }
         if once {
