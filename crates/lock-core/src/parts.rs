@@ -1,9 +1,11 @@
-//! Releasing the parts of a composite hold (a write lock's gate and slots, several permits):
-//! every part is released whatever the others answer.
+//! The parts of a composite hold (a write lock's gate and slots, several permits, an
+//! upgradeable read): every part is released whatever the others answer, and the loss of any
+//! part is the loss of the hold.
 
 use std::future::Future;
 
-use futures_util::future::join_all;
+use futures_util::future::{join_all, select_all};
+use tokio_util::sync::CancellationToken;
 
 use crate::Result;
 
@@ -19,5 +21,15 @@ pub(crate) async fn release_all<F: Future<Output = Result<()>>>(
 pub(crate) async fn release_quietly(what: &str, release: impl Future<Output = Result<()>>) {
     if let Err(e) = release.await {
         tracing::debug!(error = %e, "releasing part of {what} failed; its lease frees it");
+    }
+}
+
+/// Resolves when any of the parts' lost tokens is cancelled (never, for no parts).
+pub(crate) fn any_lost(tokens: Vec<CancellationToken>) -> impl Future<Output = ()> + Send + 'static {
+    async move {
+        if tokens.is_empty() {
+            return std::future::pending().await;
+        }
+        select_all(tokens.into_iter().map(|t| Box::pin(t.cancelled_owned()))).await;
     }
 }

@@ -159,7 +159,24 @@ impl RwLock {
         lease: Option<Duration>,
         started: Instant,
     ) -> Result<Option<LockGuard>> {
-        let mut req = self.gate_request(lease).side(side);
+        self.part(&self.gate, side, once, deadline, lease, started).await
+    }
+
+    /// One part of the lock (`key`: the gate, or the upgrade gate) on `side`, one attempt when
+    /// `once`, else waiting until `deadline`; a timeout names the lock.
+    pub(super) async fn part(
+        &self,
+        key: &str,
+        side: Side,
+        once: bool,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+        started: Instant,
+    ) -> Result<Option<LockGuard>> {
+        let mut req = self.locker.lock(key.to_owned()).side(side);
+        if let Some(l) = lease {
+            req = req.lease(l);
+        }
         if let Some(d) = deadline {
             req = req.wait(d.saturating_duration_since(Instant::now()));
         }

@@ -2,13 +2,12 @@
 
 use std::future::Future;
 
-use futures_util::future::select_all;
 use tokio_util::sync::CancellationToken;
 
 #[cfg(doc)]
 use crate::LockError;
 use crate::caller::HolderMark;
-use crate::parts::release_all;
+use crate::parts::{any_lost, release_all};
 use crate::{FencingToken, LockGuard, Permit, Result};
 
 /// A held read lock: a shared hold of the gate ([`RwLock::is_native`](super::RwLock::is_native)),
@@ -122,9 +121,7 @@ impl WriteGuard {
     /// exclude everyone.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         let tokens = self.tokens();
-        async move {
-            select_all(tokens.into_iter().map(|t| Box::pin(t.cancelled_owned()))).await;
-        }
+        any_lost(tokens)
     }
 
     /// Whether any part is known lost.

@@ -12,7 +12,6 @@
 use std::future::Future;
 use std::time::Duration;
 
-use futures_util::future::select_all;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -20,7 +19,7 @@ use super::request::{Opts, request_settings};
 use super::{RwLock, UPGRADE_SUFFIX};
 use crate::backend::Side;
 use crate::caller::HolderMark;
-use crate::parts::{release_all, release_quietly};
+use crate::parts::{any_lost, release_all, release_quietly};
 use crate::{FencingToken, LockError, LockGuard, Result};
 
 /// An upgradeable read request being built: `rw.upgradeable_read().wait(..).acquire().await`.
@@ -90,25 +89,17 @@ impl RwLock {
         if !backend.capabilities().upgrade {
             return Err(LockError::Unsupported { backend: backend.name(), what: "upgradeable read locks" });
         }
-        if self.holders.of_caller().reads + self.holders.of_caller().writes > 0 {
+        let held = self.holders.of_caller();
+        if held.reads + held.writes > 0 {
             let reason =
                 "it holds this lock and asks for an upgradeable read (its own hold would block the upgrade)";
             return Err(LockError::WouldDeadlock { key: self.name.to_string(), reason });
         }
         let started = Instant::now();
         let deadline = opts.deadline(started)?;
-        let mut req = self.locker.lock(self.upgrade_key());
-        if let Some(l) = opts.lease {
-            req = req.lease(l);
-        }
-        if let Some(d) = deadline {
-            req = req.wait(d.saturating_duration_since(Instant::now()));
-        }
-        let gate = match req.try_acquire_or_wait(once).await {
-            Ok(Some(g)) => g,
-            Ok(None) => return Ok(None),
-            Err(LockError::Timeout { .. }) => return Err(self.timeout(started)),
-            Err(e) => return Err(e),
+        let up = self.upgrade_key();
+        let Some(gate) = self.part(&up, Side::Exclusive, once, deadline, opts.lease, started).await? else {
+            return Ok(None);
         };
         let read = match self.gate_side(Side::Read, once, deadline, opts.lease, started).await {
             Ok(Some(r)) => r,
@@ -193,9 +184,7 @@ impl UpgradeableReadGuard {
     /// Resolves when any part is known lost: the read, the upgrade gate, or the write.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         let tokens: Vec<CancellationToken> = self.parts().map(LockGuard::lost_token).collect();
-        async move {
-            select_all(tokens.into_iter().map(|t| Box::pin(t.cancelled_owned()))).await;
-        }
+        any_lost(tokens)
     }
 
     /// Whether any part is known lost.

@@ -10,11 +10,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use futures_util::future::select_all;
 use tokio::time::Instant;
 
 use super::{PermitRequest, Semaphore};
-use crate::parts::{release_all, release_quietly};
+use crate::parts::{any_lost, release_all, release_quietly};
 use crate::{LockError, Permit, Result};
 
 /// Suffix of the many gate's key: `{name}#s-m`, no longer than the longest slot suffix
@@ -47,9 +46,7 @@ impl Permits {
     /// Resolves when any permit's lease is known lost.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         let tokens: Vec<_> = self.permits.iter().map(Permit::lost_token).collect();
-        async move {
-            select_all(tokens.into_iter().map(|t| Box::pin(t.cancelled_owned()))).await;
-        }
+        any_lost(tokens)
     }
 
     /// Whether any permit is known lost.
