@@ -25,11 +25,9 @@ pub(crate) async fn release_quietly(what: &str, release: impl Future<Output = Re
 }
 
 /// Resolves when any of the parts' lost tokens is cancelled (never, for no parts).
-pub(crate) fn any_lost(tokens: Vec<CancellationToken>) -> impl Future<Output = ()> + Send + 'static {
-    async move {
-        if tokens.is_empty() {
-            return std::future::pending().await;
-        }
-        select_all(tokens.into_iter().map(|t| Box::pin(t.cancelled_owned()))).await;
+pub(crate) async fn any_lost(tokens: Vec<CancellationToken>) {
+    if tokens.is_empty() {
+        return std::future::pending().await;
     }
+    select_all(tokens.into_iter().map(|t| Box::pin(t.cancelled_owned()))).await;
 }
