@@ -145,57 +145,41 @@ async fn read_write(backend: &DynBackend, key: &str, reader_slots: u32) -> dlock
     Ok(Shown { busy: writer || readers > 0, text, value })
 }
 
-/// Every slot of the semaphore, and who holds it where the store records it; where the store
-/// keeps the permits itself, how many of its one key's holds are live.
+/// Every held permit of the semaphore and who holds it where the store records it: the slot
+/// keys' holds, or, where the store keeps the permits itself, its list of them.
 async fn permits(backend: &DynBackend, key: &str, n: u32) -> dlock::Result<Shown> {
     let sem = Semaphore::new(&Locker::new(backend.clone()), key, n)?;
+    let mut held: Vec<(u32, LockInfo)> = Vec::new();
     if sem.is_native() {
-        let info = backend.inspect(&sem.pool_key()).await?;
-        let count = info.readers.unwrap_or(0);
-        let mut tail = String::new();
-        let mut slots = Vec::new();
-        for p in &info.permits {
-            let left = p.remaining.map(|d| format!(", remaining lease {d:?}")).unwrap_or_default();
-            tail.push_str(&format!("; slot {} held{left}, fence {}, holder {}", p.slot, p.fence, p.owner));
-            slots.push(json!({
-                "slot": p.slot,
-                "held": true,
-                "remaining_ms": p.remaining.map(|d| d.as_millis() as u64),
-                "fence": p.fence.0,
-                "owner": p.owner,
-            }));
+        for p in backend.inspect(&sem.pool_key()).await?.permits {
+            let mut info = LockInfo::held();
+            (info.remaining, info.fence, info.owner) = (p.remaining, Some(p.fence), Some(p.owner));
+            held.push((p.slot, info));
         }
-        let text = (format!("semaphore, {count} of {n} permits held"), tail);
-        let value = json!({
-            "kind": "semaphore",
-            "native": true,
-            "permits": n,
-            "held_permits": count,
-            "slots": slots,
-        });
-        return Ok(Shown { busy: count >= n as usize, text, value });
-    }
-    let mut held = Vec::new();
-    for slot in 0..n {
-        let info = backend.inspect(&sem.slot_key(slot)).await?;
-        if info.held {
-            let (line, mut v) = described(&info);
-            v["slot"] = json!(slot);
-            held.push((slot, line, v));
+    } else {
+        for slot in 0..n {
+            let info = backend.inspect(&sem.slot_key(slot)).await?;
+            if info.held {
+                held.push((slot, info));
+            }
         }
     }
     let count = held.len();
     let mut tail = String::new();
-    for (slot, (head, rest), _) in &held {
+    let mut slots = Vec::with_capacity(count);
+    for (slot, info) in &held {
+        let ((head, rest), mut v) = described(info);
         tail.push_str(&format!("; slot {slot} {head}{rest}"));
+        v["slot"] = json!(slot);
+        slots.push(v);
     }
     let text = (format!("semaphore, {count} of {n} permits held"), tail);
     let value = json!({
         "kind": "semaphore",
-        "native": false,
+        "native": sem.is_native(),
         "permits": n,
         "held_permits": count,
-        "slots": held.into_iter().map(|(_, _, v)| v).collect::<Vec<_>>(),
+        "slots": slots,
     });
-    Ok(Shown { busy: count == n as usize, text, value })
+    Ok(Shown { busy: count >= n as usize, text, value })
 }
