@@ -15,7 +15,7 @@ use distributed_lock_redis::RedisLockProvider;
 use tokio::time::Instant;
 
 use super::Ctx;
-use super::primitives::{CLIENTS, PERMITS, WRITE_EVERY, rwlock_rows, semaphore_row};
+use super::primitives::{CLIENTS, PERMITS, WRITE_EVERY, hold_permit, rwlock_rows, semaphore_row};
 use crate::error::{BenchError, Result};
 use crate::micros::{hist, us};
 use crate::report::Row;
@@ -53,13 +53,7 @@ pub async fn semaphore(cx: &Ctx<'_>) -> Result<Vec<Row>> {
                     .await
                     .map_err(BenchError::driver("distributed-lock-redis semaphore"))?;
                 h.saturating_record(us(t0.elapsed()));
-                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                tokio::task::yield_now().await;
-                inside.fetch_sub(1, Ordering::SeqCst);
-                if now > PERMITS as usize {
-                    return Err(BenchError::Exclusion { counter: now as u64, acquisitions: n + 1 });
-                }
-                n += 1;
+                n = hold_permit(&inside, n).await?;
                 held.release().await.map_err(BenchError::driver("distributed-lock-redis release"))?;
             }
             Ok::<_, BenchError>(h)

@@ -151,6 +151,18 @@ pub(crate) fn rwlock_rows(
     [r, w]
 }
 
+/// Hold a permit for a yield, counted in `inside`: an error when more than [`PERMITS`] hold at
+/// once; `n` acquisitions before this one, so one more after.
+pub(crate) async fn hold_permit(inside: &AtomicUsize, n: u64) -> Result<u64> {
+    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+    tokio::task::yield_now().await;
+    inside.fetch_sub(1, Ordering::SeqCst);
+    if now > PERMITS as usize {
+        return Err(BenchError::Exclusion { counter: now as u64, acquisitions: n + 1 });
+    }
+    Ok(n + 1)
+}
+
 /// The row of the semaphore scenario: acquire waits over `secs`.
 pub(crate) fn semaphore_row(
     target: &crate::targets::Target,
@@ -181,13 +193,7 @@ pub async fn semaphore(cx: &Ctx<'_>) -> Result<Vec<Row>> {
                 let t0 = Instant::now();
                 let p = s.acquire().lease(LEASE).wait(WAIT).acquire().await?;
                 h.saturating_record(us(t0.elapsed()));
-                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                tokio::task::yield_now().await;
-                inside.fetch_sub(1, Ordering::SeqCst);
-                if now > PERMITS as usize {
-                    return Err(BenchError::Exclusion { counter: now as u64, acquisitions: n + 1 });
-                }
-                n += 1;
+                n = hold_permit(&inside, n).await?;
                 p.release().await?;
             }
             Ok::<_, BenchError>((h, n))
