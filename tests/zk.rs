@@ -114,11 +114,17 @@ impl Operator {
 
 #[lock_core::async_trait]
 impl ClientFaults for Operator {
-    /// Delete the node at the head of the key's queue (the holder's) from another session.
+    /// Delete the node at the head of the key's queue (the holder's), or a semaphore's oldest
+    /// lease, from another session.
     async fn sever(&self, key: &str) -> FaultResult {
-        let dir = self.holder().lock_dir(key);
+        let mut dir = self.holder().lock_dir(key);
         let admin = self.admin().await;
-        let children = admin.list_children(&dir).await.expect("list the lock directory");
+        let mut children = admin.list_children(&dir).await.expect("list the lock directory");
+        if children.iter().any(|c| c == zk_queue::LEASES) {
+            // A semaphore: the oldest permit's lease.
+            dir = format!("{dir}/{}", zk_queue::LEASES);
+            children = admin.list_children(&dir).await.expect("list the leases");
+        }
         let head = zk_queue::head(&children).unwrap_or_else(|| panic!("sever: no lock node under {dir}"));
         admin.delete(&format!("{dir}/{head}"), None).await.expect("delete the holder's node");
         Ok(())

@@ -1,11 +1,13 @@
-// The Java side of the ZooKeeper interop tests: Apache Curator's InterProcessMutex and the two
-// sides of its InterProcessReadWriteLock, driven over a line protocol (see
-// lock_testkit::interop::curator_peer).
+// The Java side of the ZooKeeper interop tests: Apache Curator's InterProcessMutex, the two
+// sides of its InterProcessReadWriteLock and InterProcessSemaphoreV2, driven over a line
+// protocol (see lock_testkit::interop::curator_peer).
 //
 // Usage: java CuratorPeer <connect-string> <session-timeout-ms>
 // Prints:   READY <negotiated-session-timeout-ms>          once connected
-// Commands: acquire <path> <timeout-ms> [mutex|read|write]
+// Commands: acquire <path> <timeout-ms> [mutex|read|write|permit:<n>]
 //                                        -> ACQUIRED <node-path> <czxid> <t> | TIMEOUT | ERROR <msg>
+//                                           (a permit of InterProcessSemaphoreV2 of <n>: its
+//                                           lease node)
 //           release                      -> RELEASED <t> | ERROR <msg> (the latest hold first)
 //           bench <path> <n> <timeout-ms> -> SAMPLES <us> ... (n timed acquire+release, after 10
 //                                           untimed; one InterProcessMutex, as a user keeps one)
@@ -106,19 +108,34 @@ public final class CuratorPeer {
         say("READY " + client.getZookeeperClient().getZooKeeper().getSessionTimeout());
 
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        // Several holds at once (readers of one path); release takes the latest.
-        java.util.ArrayDeque<InterProcessMutex> held = new java.util.ArrayDeque<>();
+        // Several holds at once (readers of one path, permits); release takes the latest.
+        java.util.ArrayDeque<AutoCloseable> held = new java.util.ArrayDeque<>();
         String line;
         while ((line = in.readLine()) != null) {
             String[] cmd = line.trim().split(" ");
             try {
                 switch (cmd[0]) {
                     case "acquire": {
-                        InterProcessMutex m = lockOf(client, cmd[1], cmd.length > 3 ? cmd[3] : "mutex");
-                        if (m.acquire(Long.parseLong(cmd[2]), TimeUnit.MILLISECONDS)) {
+                        String kind = cmd.length > 3 ? cmd[3] : "mutex";
+                        long waitMs = Long.parseLong(cmd[2]);
+                        String node = null;
+                        if (kind.startsWith("permit:")) {
+                            int permits = Integer.parseInt(kind.substring("permit:".length()));
+                            Lease lease = new InterProcessSemaphoreV2(client, cmd[1], permits)
+                                    .acquire(waitMs, TimeUnit.MILLISECONDS);
+                            if (lease != null) {
+                                held.push(lease);
+                                node = cmd[1] + "/leases/" + lease.getNodeName();
+                            }
+                        } else {
+                            InterProcessMutex m = lockOf(client, cmd[1], kind);
+                            if (m.acquire(waitMs, TimeUnit.MILLISECONDS)) {
+                                held.push(m::release);
+                                node = nodePath(m);
+                            }
+                        }
+                        if (node != null) {
                             long at = System.nanoTime();
-                            held.push(m);
-                            String node = nodePath(m);
                             Stat stat = client.checkExists().forPath(node);
                             say("ACQUIRED " + node + " " + (stat == null ? -1 : stat.getCzxid()) + " " + at);
                         } else {
@@ -131,7 +148,7 @@ public final class CuratorPeer {
                             say("ERROR not held");
                         } else {
                             long at = System.nanoTime();
-                            held.pop().release();
+                            held.pop().close();
                             say("RELEASED " + at);
                         }
                         break;

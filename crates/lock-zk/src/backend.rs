@@ -16,6 +16,7 @@ use zookeeper_client as zk;
 use crate::builder::{Config, ZkLockBuilder};
 use crate::cleanup::spawn_delete;
 use crate::error::{NAME, SessionEnded, is_temporary, lock_error, session_ended};
+use crate::permits::{gate_dir, is_semaphore};
 use crate::recipe::{is_reader, queue};
 use crate::session::{Inner, open_client};
 
@@ -185,6 +186,8 @@ impl LockBackend for ZkLock {
         c.shared = true;
         // Persistent nodes under <root>/%records (records.rs).
         c.records = true;
+        // Permits as Curator's `InterProcessSemaphoreV2` keeps them (see `permits.rs`).
+        c.permits = true;
         c
     }
 
@@ -285,6 +288,18 @@ impl LockBackend for ZkLock {
             Err(zk::Error::NoNode) => return Ok(LockInfo::free()),
             Err(e) => return Err(lock_error(e)),
         };
+        if is_semaphore(&children) {
+            let (held, permits) = self.inner.inspect_permits(&session.client, &dir).await?;
+            if held == 0 {
+                return Ok(LockInfo::free());
+            }
+            let mut info = LockInfo::held();
+            info.readers = Some(held);
+            info.permits = permits;
+            // Each node at the gate is one acquisition waiting (its head for a free permit).
+            info.waiters = session.client.list_children(&gate_dir(&dir)).await.ok().map(|g| queue(g).len());
+            return Ok(info);
+        }
         let queue = queue(children);
         let Some((_, head)) = queue.first() else { return Ok(LockInfo::free()) };
         let mut info = LockInfo::held();

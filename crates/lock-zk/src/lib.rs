@@ -11,6 +11,7 @@ mod error;
 mod key;
 mod note;
 mod options;
+mod permits;
 mod recipe;
 mod records;
 mod session;

@@ -18,6 +18,7 @@ use zookeeper_client as zk;
 
 use crate::cleanup::{self, Node};
 use crate::error::{lock_error, outcome_unknown, session_ended, temporary};
+use crate::permits::{GATE_SUFFIX, gate_dir, leases_dir};
 use crate::session::{Inner, Session};
 
 /// Curator's node names between the `_c_<uuid>-` protection prefix and the sequence: its
@@ -102,9 +103,13 @@ pub(crate) fn queue(children: Vec<String>) -> Vec<(i64, String)> {
 }
 
 impl Inner {
-    /// One acquisition: nest, or queue a node and wait (until `req.wait_until`) to be first.
+    /// One acquisition: nest, or queue a node and wait (until `req.wait_until`) to be first; a
+    /// permit goes through its semaphore's gate (see `permits.rs`).
     pub async fn acquire(self: &Arc<Self>, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        lock_queue::acquire(&Queue(self), req).await
+        match req.side {
+            Side::Permit { of } => self.acquire_permit(req, of).await,
+            _ => lock_queue::acquire(&Queue(self), req).await,
+        }
     }
 
     /// Where `name`, a request for `side`, stands among `children` of `dir`: holding, or
@@ -121,6 +126,26 @@ impl Inner {
             Place::Head => Place::Head,
             Place::Behind((_, node)) => Place::Behind(format!("{dir}/{node}")),
         })
+    }
+
+    /// Record the hold of `req` on node `path` (created as `czxid` in session `generation`),
+    /// watched from now on (first through `dir_watch`, see `watch_own_node`).
+    pub(crate) fn record_hold(
+        self: &Arc<Self>,
+        req: &AcquireRequest<'_>,
+        generation: u64,
+        path: String,
+        czxid: i64,
+        dir_watch: Option<zk::OneshotWatcher>,
+    ) {
+        let hold = QueueHold::new(path.clone(), czxid, generation, req.signal).of_side(req.side);
+        let hk = (req.key.to_owned(), req.owner);
+        // The watch starts with the hold in the table, where it looks after each event.
+        let start = || Some(self.watch_own_node(generation, hk, path, dir_watch));
+        if let Some(old) = self.holds.insert(req.key, req.owner, hold, start) {
+            // Only a lost hold can be replaced (a live one nests): its node goes, by its path.
+            self.delete_lost(old);
+        }
     }
 
     /// Watch our own node while held: deleted behind our back, or the session ended -> lost.
@@ -195,40 +220,66 @@ impl Inner {
         task.abort_handle()
     }
 
-    /// Create `dir` as a CONTAINER node (the server reaps it once empty), and the root if a
-    /// create finds it missing.
-    async fn ensure_dir(&self, client: &zk::Client, dir: &str) -> std::result::Result<(), zk::Error> {
+    /// Create `dir` as a CONTAINER node (the server reaps it once empty), and its parent if a
+    /// create finds it missing: the root (persistent), or a semaphore's directory above its
+    /// gate and leases (a container too, as Curator creates it).
+    pub(crate) async fn ensure_dir(
+        &self,
+        client: &zk::Client,
+        dir: &str,
+    ) -> std::result::Result<(), zk::Error> {
         let container = zk::CreateMode::Container.with_acls(self.acls());
         match client.create(dir, &[], &container).await {
+            Ok(_) | Err(zk::Error::NodeExists) => return Ok(()),
+            Err(zk::Error::NoNode) => {}
+            Err(e) => return Err(e),
+        }
+        let parent = &dir[..dir.rfind('/').unwrap_or(0)];
+        if parent.is_empty() {
+            return Err(zk::Error::NoNode);
+        }
+        if parent == self.cfg.root {
+            client.mkdir(parent, &zk::CreateMode::Persistent.with_acls(self.acls())).await?;
+        } else {
+            Box::pin(self.ensure_dir(client, parent)).await?;
+        }
+        match client.create(dir, &[], &container).await {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-            Err(zk::Error::NoNode) if !self.cfg.root.is_empty() => {
-                client.mkdir(&self.cfg.root, &zk::CreateMode::Persistent.with_acls(self.acls())).await?;
-                match client.create(dir, &[], &container).await {
-                    Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-                    Err(e) => Err(e),
-                }
-            }
             Err(e) => Err(e),
         }
     }
 }
 
 /// The store calls of the shared queue recipe, for one acquisition.
-struct Queue<'a>(&'a Arc<Inner>);
+pub(crate) struct Queue<'a>(pub(crate) &'a Arc<Inner>);
 
 /// One attempt's node, on the session it was created in, with the cleanup that deletes it
 /// unless the attempt ends in a grant.
-struct Entry {
+pub(crate) struct Entry {
     /// The child watch the create's listing set on the directory: a holder's first watch of its
     /// own node (see `watch_own_node`). Declared first, so that it goes before the cleanup runs.
     dir_watch: Option<zk::OneshotWatcher>,
     /// The kind of hold asked for.
     side: Side,
-    session: Arc<Session>,
+    pub(crate) session: Arc<Session>,
     dir: String,
     name: String,
     czxid: i64,
     cleanup: Cleanup,
+    /// A permit's gate: the semaphore's leases, listed right behind the gate's queue (the
+    /// listing that found the entry first comes before it, so it has every lease a former
+    /// holder of the gate created); `None` when not listed with the latest place.
+    pub(crate) leases: Option<std::result::Result<Vec<String>, zk::Error>>,
+}
+
+impl Entry {
+    /// Leave the queue: the delete of our node is sent before this returns (behind any request
+    /// of the session sent before), and retried in the background until the node is gone.
+    pub(crate) fn leave_behind(self, runtime: &tokio::runtime::Handle) {
+        let Entry { session, dir, name, cleanup, .. } = self;
+        cleanup.disarm();
+        cleanup::spawn_delete(runtime, session.client.clone(), format!("{dir}/{name}"));
+    }
 }
 
 #[async_trait]
@@ -254,23 +305,30 @@ impl QueueStore for Queue<'_> {
         let inner = self.0;
         let session = inner.session().await?;
         let client = &session.client;
-        let dir = inner.dir(req.key);
+        let base = inner.dir(req.key);
+        let permit = matches!(req.side, Side::Permit { .. });
+        let dir = if permit { gate_dir(&base) } else { base.clone() };
         let unique = format!("_c_{}-{}", uuid::Uuid::new_v4(), node_name(req.side));
         let prefix = format!("{dir}/{unique}");
         let mut cleanup = cleanup::guard(client, Node::Prefix { dir: dir.clone(), unique: unique.clone() });
         let options = zk::CreateMode::EphemeralSequential.with_acls(inner.acls());
         let (mut dir_attempts, mut resent) = (0, 0);
-        let (name, czxid, children, dir_watch) = loop {
+        let (name, czxid, children, dir_watch, leases) = loop {
             let sent = Instant::now();
             let created = client.create(&prefix, &[], &options);
             let listed = client.list_and_watch_children(&dir);
+            let leases = permit.then(|| client.list_children(&leases_dir(&base)));
             match created.await {
                 Ok((stat, seq)) => {
                     session.confirm(sent);
                     let name = format!("{unique}{seq}");
                     cleanup::found(&mut cleanup, client, format!("{dir}/{name}"));
                     let (children, watch) = listed.await.map_err(lock_error)?;
-                    break (name, stat.czxid, children, Some(watch));
+                    let leases = match leases {
+                        Some(l) => Some(l.await),
+                        None => None,
+                    };
+                    break (name, stat.czxid, children, Some(watch), leases);
                 }
                 Err(zk::Error::NoNode) if dir_attempts < DIR_RETRIES => {
                     drop(listed);
@@ -296,13 +354,13 @@ impl QueueStore for Queue<'_> {
                         .await
                         .map_err(lock_error)?
                         .ok_or_else(|| temporary("own lock node vanished"))?;
-                    break (name, stat.czxid, children, None);
+                    break (name, stat.czxid, children, None, None);
                 }
                 Err(e) => return Err(lock_error(e)),
             }
         };
         let place = Inner::place(&dir, &name, req.side, children)?;
-        Ok((Entry { side: req.side, dir_watch, session, dir, name, czxid, cleanup }, place))
+        Ok((Entry { side: req.side, dir_watch, session, dir, name, czxid, cleanup, leases }, place))
     }
 
     async fn watch(
@@ -343,8 +401,16 @@ impl QueueStore for Queue<'_> {
         // A grant after a long wait must not start from an old confirmation: the listing's send
         // time is one too.
         let sent = Instant::now();
-        let children = entry.session.client.list_children(&entry.dir).await.map_err(lock_error)?;
+        let client = &entry.session.client;
+        let listed = client.list_children(&entry.dir);
+        let leases = matches!(entry.side, Side::Permit { .. })
+            .then(|| client.list_children(&leases_dir(entry.dir.trim_end_matches(GATE_SUFFIX))));
+        let children = listed.await.map_err(lock_error)?;
         entry.session.confirm(sent);
+        entry.leases = match leases {
+            Some(l) => Some(l.await),
+            None => None,
+        };
         Inner::place(&entry.dir, &entry.name, entry.side, children)
     }
 
@@ -354,18 +420,9 @@ impl QueueStore for Queue<'_> {
     }
 
     fn hold(&self, req: &AcquireRequest<'_>, entry: Entry) -> Result<i64> {
-        let Entry { side, dir_watch, session, dir, name, czxid, cleanup } = entry;
+        let Entry { dir_watch, session, dir, name, czxid, cleanup, .. } = entry;
         cleanup.disarm();
-        let path = format!("{dir}/{name}");
-        let generation = session.generation;
-        let hold = QueueHold::new(path.clone(), czxid, generation, req.signal).of_side(side);
-        let hk = (req.key.to_owned(), req.owner);
-        // The watch starts with the hold in the table, where it looks after each event.
-        let start = || Some(self.0.watch_own_node(generation, hk, path, dir_watch));
-        if let Some(old) = self.0.holds.insert(req.key, req.owner, hold, start) {
-            // Only a lost hold can be replaced (a live one nests): its node goes, by its path.
-            self.0.delete_lost(old);
-        }
+        self.0.record_hold(req, session.generation, format!("{dir}/{name}"), czxid, dir_watch);
         Ok(czxid)
     }
 }

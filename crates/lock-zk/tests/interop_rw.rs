@@ -2,45 +2,19 @@
 //! by `lock_testkit::interop::curator_peer`): our `RwLock` on ZooKeeper queues `__READ__` and
 //! `__WRIT__` nodes in the gate's directory as Curator does, so readers of either side share,
 //! writers exclude everyone, and a waiting writer keeps later readers of either side out.
-use std::time::Duration;
-
 use lock_core::RwLock;
-use lock_testkit::interop::{self, Peer};
-use lock_testkit::{eventually, server, within};
-use lock_zk::{ZkLock, zookeeper_client as zk};
+use lock_testkit::within;
 use tokio::sync::oneshot;
 
 mod common;
 
-use common::peer::{ANSWER, acquire_side, answer, release};
-use common::{locker, run_id};
-
-const SESSION: Duration = Duration::from_secs(2);
-/// A JVM starting next to others on a loaded 2-core machine has been seen to miss a 1 s session.
-const PEER_SESSION: Duration = Duration::from_secs(4);
-/// A wait that must not be granted: long enough for a wrongly granted lock to be answered.
-const REFUSED_WAIT: Duration = Duration::from_millis(300);
-
-async fn curator() -> Option<Peer> {
-    interop::curator_peer(&server::shared_zk().connect_string(), PEER_SESSION).await
-}
-
-async fn zk_lock() -> ZkLock {
-    common::zk_lock(&server::shared_zk().connect_string(), "/interop-rw", SESSION).await
-}
-
-/// Waits until `dir` holds `n` nodes (a waiter queued: its node is its place in the queue).
-async fn queued(client: &zk::Client, dir: &str, n: usize) {
-    eventually(ANSWER, &format!("{n} nodes queued in {dir}"), || async {
-        common::children(client, dir).await == n
-    })
-    .await;
-}
+use common::peer::{self, ANSWER, REFUSED_WAIT, acquire_side, answer, release};
+use common::{locker, queued, run_id};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_share_and_writers_exclude_across_sides() {
-    let Some(mut peer) = curator().await else { return };
-    let z = zk_lock().await;
+    let Some(mut peer) = peer::curator().await else { return };
+    let z = peer::zk_lock("/interop-rw").await;
     let l = locker(&z);
     let rw = RwLock::new(&l, format!("share-{}", run_id())).expect("rwlock");
     assert!(rw.is_native(), "ZooKeeper has shared holds");
@@ -76,8 +50,8 @@ async fn readers_share_and_writers_exclude_across_sides() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_writer_keeps_later_readers_out_across_sides() {
-    let (Some(mut first), Some(mut later)) = (curator().await, curator().await) else { return };
-    let z = zk_lock().await;
+    let (Some(mut first), Some(mut later)) = (peer::curator().await, peer::curator().await) else { return };
+    let z = peer::zk_lock("/interop-rw").await;
     let observer = z.client();
     let rw = RwLock::new(&locker(&z), format!("order-{}", run_id())).expect("rwlock");
     let path = z.lock_dir(rw.gate_key());

@@ -41,10 +41,11 @@ const SLOT_SUFFIX: &str = "#s";
 ///
 /// # How it works
 /// Where the store keeps permits itself ([`Capability::permits`](crate::Capability): memory,
-/// Redis; [`is_native`](Self::is_native)) the semaphore is one key, [`pool_key`](Self::pool_key)
+/// Redis, ZooKeeper in Curator's `InterProcessSemaphoreV2` layout;
+/// [`is_native`](Self::is_native)) the semaphore is one key, [`pool_key`](Self::pool_key)
 /// (`{name}#sp`): a permit is one acquisition of a [`Side::Permit`](crate::backend::Side)
-/// hold, granted with the lowest free slot and a fence of its own, and every release wakes the
-/// waiters. It keeps everything below (lease, watchdog, lost signal, the stored count);
+/// hold, granted with the lowest free slot and a fence of its own, and every release wakes a
+/// waiter. It keeps everything below (lease, watchdog, lost signal, the stored count);
 /// the slot keys are not used.
 ///
 /// Elsewhere permit `i` is an ordinary lock on the slot key `{name}#s{i}` (`0 <= i < permits`), taken

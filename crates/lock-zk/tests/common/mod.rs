@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{LockBackend, Locker};
+use lock_testkit::eventually;
 use lock_zk::{ZkLock, zookeeper_client as zk};
 
 /// A short id that keeps one run's keys apart from another's.
@@ -31,6 +32,14 @@ pub fn locker(z: &ZkLock) -> Locker {
 /// How many nodes `dir` holds (0 when it does not exist).
 pub async fn children(client: &zk::Client, dir: &str) -> usize {
     client.list_children(dir).await.map(|c| c.len()).unwrap_or(0)
+}
+
+/// Waits until `dir` holds `n` nodes (a waiter queued: its node is its place in the queue).
+pub async fn queued(client: &zk::Client, dir: &str, n: usize) {
+    eventually(peer::ANSWER, &format!("{n} nodes queued in {dir}"), || async {
+        children(client, dir).await == n
+    })
+    .await;
 }
 
 /// Ends `session` behind its client's back, as a server that expired it would: another

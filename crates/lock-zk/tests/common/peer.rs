@@ -2,10 +2,28 @@
 
 use std::time::Duration;
 
-use lock_testkit::interop::Peer;
+use lock_testkit::interop::{self, Peer};
+use lock_testkit::server;
+use lock_zk::ZkLock;
 
 /// How long any answer may take on a loaded 2-core machine (a JVM starting included).
 pub const ANSWER: Duration = Duration::from_secs(20);
+/// Our session timeout in the interop tests.
+pub const SESSION: Duration = Duration::from_secs(2);
+/// A JVM starting next to others on a loaded 2-core machine has been seen to miss a 1 s session.
+pub const PEER_SESSION: Duration = Duration::from_secs(4);
+/// A wait that must not be granted: long enough for a wrongly granted lock to be answered.
+pub const REFUSED_WAIT: Duration = Duration::from_millis(300);
+
+/// A Curator peer on the shared server (`None` when Curator is missing and not required).
+pub async fn curator() -> Option<Peer> {
+    interop::curator_peer(&server::shared_zk().connect_string(), PEER_SESSION).await
+}
+
+/// Our backend on the shared server, with lock directories under `root`.
+pub async fn zk_lock(root: &str) -> ZkLock {
+    super::zk_lock(&server::shared_zk().connect_string(), root, SESSION).await
+}
 
 /// What a peer answered to `acquire`: its lock node and that node's `czxid`.
 #[derive(Debug)]

@@ -112,14 +112,31 @@ pub async fn acquire<S: QueueStore>(store: &S, req: &AcquireRequest<'_>) -> Resu
         Nest::Lost(old) => store.delete_lost(old),
         Nest::Free => {}
     }
+    match first(store, req).await? {
+        Ok(entry) => store.hold(req, entry).map(granted),
+        Err(left) => Ok(left),
+    }
+}
+
+/// Queue an entry through `store` and wait (until `req.wait_until`) for it to be first: the
+/// entry at the head, with its cleanup still armed, or what [`QueueStore::leave`] said when the
+/// wait ended first. For a store that takes one more step once first (a semaphore's gate,
+/// held while the permit is taken) before it records anything.
+///
+/// # Errors
+/// Whatever the store's calls answer; the entry's cleanup then deletes it.
+pub async fn first<S: QueueStore>(
+    store: &S,
+    req: &AcquireRequest<'_>,
+) -> Result<std::result::Result<S::Entry, Attempt>> {
     let (mut entry, mut place) = store.enqueue(req).await?;
     loop {
         let predecessor = match place {
-            Place::Head => break,
+            Place::Head => return Ok(Ok(entry)),
             Place::Behind(p) => p,
         };
         let Some(deadline) = req.wait_until.filter(|d| Instant::now() < *d) else {
-            return store.leave(entry).await;
+            return store.leave(entry).await.map(Err);
         };
         place = match store.watch(&mut entry, predecessor).await? {
             Watched::Moved(next) => next,
@@ -129,12 +146,11 @@ pub async fn acquire<S: QueueStore>(store: &S, req: &AcquireRequest<'_>) -> Resu
                     () = tokio::time::sleep_until(deadline) => None,
                 };
                 match woke {
-                    None => return store.leave(entry).await,
+                    None => return store.leave(entry).await.map(Err),
                     Some(Some(next)) => next,
                     Some(None) => store.look(&mut entry).await?,
                 }
             }
         };
     }
-    store.hold(req, entry).map(granted)
 }
