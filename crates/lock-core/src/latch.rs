@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::{Backoff, Record, RecordOp};
+use crate::parts::release_quietly;
 use crate::{LockError, Locker, Result, validate_key, validate_wait};
 
 /// Suffix of a latch's record key: `{name}#latch`.
@@ -17,6 +18,13 @@ const LATCH_SUFFIX: &str = "#latch";
 /// [`POLL_MAX`] apart.
 const POLL_MIN: Duration = Duration::from_millis(5);
 const POLL_MAX: Duration = Duration::from_millis(200);
+/// How long a count-down sends its mark again after a temporary error: the mark may have been
+/// applied with its answer lost, and only the same token makes the resend count once.
+const RESEND_FOR: Duration = Duration::from_secs(2);
+/// How often `set_count` sends its init while the record is found deleted under it.
+const INIT_TRIES: usize = 10;
+/// How long a `set_count` that replaces a finished round waits for another doing the same.
+const RESTART_WAIT: Duration = Duration::from_secs(10);
 
 /// A count-down latch named `name`, shared by every process that uses the name on the same
 /// backend.
@@ -102,27 +110,68 @@ impl CountDownLatch {
         if count == 0 {
             return Err(LockError::InvalidConfig { reason: "a latch's count must be at least 1".to_owned() });
         }
-        let backend = self.locker.backend();
-        let mut record = backend.record(&self.key, RecordOp::Init(count)).await?;
-        if record.value.is_some() && remaining(record) == 0 {
-            // A finished round is replaced (two callers racing here may both start one: the
-            // later one's count then stands).
-            backend.record(&self.key, RecordOp::Delete).await?;
-            record = backend.record(&self.key, RecordOp::Init(count)).await?;
+        let record = self.init(count).await?;
+        if remaining(record) == 0 {
+            return self.restart(count).await;
         }
         Ok(record.value.unwrap_or(count))
     }
 
+    /// Store `count` unless a number is stored, and answer the number stored. A store that
+    /// reads its answer apart from the write (SQL) can find the record deleted in between, by a
+    /// restart under way: the init is sent again until a number is seen.
+    async fn init(&self, count: u64) -> Result<Record> {
+        let backend = self.locker.backend();
+        for _ in 0..INIT_TRIES {
+            let record = backend.record(&self.key, RecordOp::Init(count)).await?;
+            if record.value.is_some() {
+                return Ok(record);
+            }
+        }
+        Err(LockError::temporary(backend.name(), "the latch's count kept vanishing under set_count"))
+    }
+
+    /// Replace a finished round by one of `count`, holding the lock of the latch's key: two
+    /// callers must not both replace it (the second's delete would take the first's new round
+    /// and its count-downs), so the second finds the new round running and keeps it.
+    async fn restart(&self, count: u64) -> Result<u64> {
+        let guard = self.locker.lock(self.key.to_string()).wait(RESTART_WAIT).acquire().await?;
+        let backend = self.locker.backend();
+        let restarted = async {
+            let record = backend.record(&self.key, RecordOp::Get).await?;
+            if record.value.is_some() && remaining(record) > 0 {
+                return Ok(record);
+            }
+            backend.record(&self.key, RecordOp::Delete).await?;
+            self.init(count).await
+        }
+        .await;
+        release_quietly("a latch's restart lock", guard.release()).await;
+        Ok(restarted?.value.unwrap_or(count))
+    }
+
     /// Count down once (nothing when no count is set, or it is at zero already) and answer
-    /// what is left.
+    /// what is left. A temporary error (a lost connection, whose request may have been
+    /// applied) is retried with the same mark for up to 2 s, so it still counts once.
     ///
     /// # Errors
-    /// Backend errors: the count-down may or may not have been applied; calling again counts
-    /// again.
+    /// Backend errors once the retries are over: the count-down may or may not have been
+    /// applied; calling again counts again.
     pub async fn count_down(&self) -> Result<u64> {
         let token = uuid::Uuid::new_v4().simple().to_string();
-        let record = self.locker.backend().record(&self.key, RecordOp::Mark(&token)).await?;
-        Ok(remaining(record))
+        let backend = self.locker.backend();
+        let until = Instant::now() + RESEND_FOR;
+        let mut backoff = Backoff::new(POLL_MIN, POLL_MAX);
+        loop {
+            match backend.record(&self.key, RecordOp::Mark(&token)).await {
+                Ok(record) => return Ok(remaining(record)),
+                Err(e) if e.is_temporary() && Instant::now() < until => {
+                    tracing::debug!(error = %e, latch = %self.name, "count-down not answered; sending its mark again");
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// What is left to count down (0 when open).

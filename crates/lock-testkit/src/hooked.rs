@@ -1,5 +1,6 @@
 //! A backend around another that shows each request to a hook first: the hook counts requests,
-//! or fails them (a client cut off from its store).
+//! or fails them (a client cut off from its store); and, if asked, each answer to a second
+//! hook, which can lose it (the request was applied, its answer never came).
 
 use std::fmt;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ type Hook = dyn Fn(Call) -> Result<()> + Send + Sync;
 pub struct Hooked {
     inner: Arc<dyn LockBackend>,
     hook: Box<Hook>,
+    answers: Option<Box<Hook>>,
 }
 
 impl Hooked {
@@ -42,7 +44,24 @@ impl Hooked {
         inner: Arc<dyn LockBackend>,
         hook: impl Fn(Call) -> Result<()> + Send + Sync + 'static,
     ) -> Self {
-        Hooked { inner, hook: Box::new(hook) }
+        Hooked { inner, hook: Box::new(hook), answers: None }
+    }
+
+    /// The same, with `hook` shown every request that `inner` answered without an error: an
+    /// error from it replaces the answer, as a connection lost after the store applied the
+    /// request would.
+    pub fn with_answers(mut self, hook: impl Fn(Call) -> Result<()> + Send + Sync + 'static) -> Self {
+        self.answers = Some(Box::new(hook));
+        self
+    }
+
+    /// `answer` as the caller gets it: lost if the answer hook says so.
+    fn answer<T>(&self, call: Call, answer: Result<T>) -> Result<T> {
+        let answer = answer?;
+        match &self.answers {
+            Some(hook) => hook(call).map(|()| answer),
+            None => Ok(answer),
+        }
     }
 
     /// The backend requests are forwarded to.
@@ -69,44 +88,54 @@ impl LockBackend for Hooked {
         self.inner.identity()
     }
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        (self.hook)(Call::TryAcquire)?;
-        self.inner.try_acquire(req).await
+        let call = Call::TryAcquire;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.try_acquire(req).await)
     }
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        (self.hook)(Call::Release)?;
-        self.inner.release(key, owner).await
+        let call = Call::Release;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.release(key, owner).await)
     }
     async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
-        (self.hook)(Call::Renew { items: items.len() })?;
-        self.inner.renew(items).await
+        let call = Call::Renew { items: items.len() };
+        (self.hook)(call)?;
+        self.answer(call, self.inner.renew(items).await)
     }
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
-        (self.hook)(Call::Inspect)?;
-        self.inner.inspect(key).await
+        let call = Call::Inspect;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.inspect(key).await)
     }
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
-        (self.hook)(Call::LeaveQueue)?;
-        self.inner.leave_queue(key, owner).await
+        let call = Call::LeaveQueue;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.leave_queue(key, owner).await)
     }
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
-        (self.hook)(Call::Subscribe)?;
-        self.inner.subscribe(key).await
+        let call = Call::Subscribe;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.subscribe(key).await)
     }
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
-        (self.hook)(Call::SetNote)?;
-        self.inner.set_note(key, owner, note).await
+        let call = Call::SetNote;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.set_note(key, owner, note).await)
     }
     async fn note(&self, key: &str) -> Result<Option<String>> {
-        (self.hook)(Call::Note)?;
-        self.inner.note(key).await
+        let call = Call::Note;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.note(key).await)
     }
     async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
-        (self.hook)(Call::RaiseFence)?;
-        self.inner.raise_fence(key, owner, floor).await
+        let call = Call::RaiseFence;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.raise_fence(key, owner, floor).await)
     }
 
     async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
-        (self.hook)(Call::Record)?;
-        self.inner.record(key, op).await
+        let call = Call::Record;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.record(key, op).await)
     }
 }

@@ -10,6 +10,8 @@ macro_rules! latch_tests {
             latch_counts_down_and_lets_waiters_through,
             latch_is_shared_by_clients_and_a_finished_round_restarts,
             latch_marks_count_once,
+            latch_count_down_whose_answer_is_lost_counts_once,
+            latch_racing_restarts_start_one_round,
             latch_wait_times_out_typed,
             latch_bad_input,
         );
@@ -25,12 +27,15 @@ macro_rules! latch_tests {
     };
 }
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lock_core::backend::RecordOp;
-use lock_core::{CountDownLatch, LockError};
+use lock_core::{CountDownLatch, LockError, Locker};
 
 use crate::factory::{Factory, key, skip};
+use crate::hooked::{Call, Hooked};
 use crate::poll::within;
 
 /// How long a waiter that must be let through may take.
@@ -102,6 +107,76 @@ pub async fn latch_marks_count_once<F: Factory + ?Sized>(f: &F) {
     l.delete().await.expect("delete");
     let gone = backend.record(l.key(), RecordOp::Get).await.expect("get");
     assert_eq!((gone.value, gone.marks), (None, 0));
+}
+
+/// A count-down applied by the store whose answer is lost (a temporary error) is sent again with
+/// its mark and counts once: not an error for the caller to retry into a second count-down.
+pub async fn latch_count_down_whose_answer_is_lost_counts_once<F: Factory + ?Sized>(f: &F) {
+    let case = "latch_count_down_whose_answer_is_lost_counts_once";
+    let name = key("latch_lost_answer");
+    let Some(l) = latch(f, &name, case).await else { return };
+    l.set_count(3).await.expect("set");
+    let lose = Arc::new(AtomicBool::new(true));
+    let losing = lose.clone();
+    let backend = f.client().await.locker().backend().clone();
+    let hooked = Hooked::new(backend, |_| Ok(())).with_answers(move |call| {
+        if call == Call::Record && losing.swap(false, Ordering::SeqCst) {
+            return Err(LockError::temporary("test", "the answer was lost"));
+        }
+        Ok(())
+    });
+    let flaky = CountDownLatch::new(&Locker::new(Arc::new(hooked)), &name).expect("latch");
+    assert_eq!(flaky.count_down().await.expect("a lost answer is sent again"), 2, "counted once");
+    assert!(!lose.load(Ordering::SeqCst), "the first answer was lost");
+    assert_eq!(l.count().await.expect("count"), 2);
+    l.delete().await.expect("delete");
+}
+
+/// Callers racing to replace a finished round start one round between them: each is answered
+/// its count, and a count-down made right after counts against it.
+pub async fn latch_racing_restarts_start_one_round<F: Factory + ?Sized>(f: &F) {
+    let case = "latch_racing_restarts_start_one_round";
+    let name = key("latch_restart");
+    let Some(l) = latch(f, &name, case).await else { return };
+    for round in 0..3 {
+        l.set_count(1).await.expect("set");
+        l.count_down().await.expect("down: the round is finished");
+        let mut clients = Vec::new();
+        for _ in 0..6 {
+            let Some(racer) = latch(f, &name, case).await else { return };
+            clients.push(racer);
+        }
+        // Counts above the number of racers: their count-downs never finish the new round
+        // (a finished one may be replaced again).
+        let start = Arc::new(tokio::sync::Barrier::new(clients.len()));
+        let racers: Vec<_> = (10u64..)
+            .zip(clients)
+            .map(|(n, racer)| {
+                let start = start.clone();
+                tokio::spawn(async move {
+                    start.wait().await;
+                    let set = racer.set_count(n).await.expect("set");
+                    (set, racer.count_down().await.expect("down"))
+                })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for r in racers {
+            answers.push(within(THROUGH, "a racing set_count", r).await.expect("task"));
+        }
+        let count = answers[0].0;
+        assert!(
+            answers.iter().all(|(set, _)| *set == count),
+            "round {round}: one count for all: {answers:?}"
+        );
+        let left = count - answers.len() as u64;
+        assert_eq!(
+            l.count().await.expect("count"),
+            left,
+            "round {round}: every count-down counted: {answers:?}"
+        );
+        l.delete().await.expect("delete");
+    }
 }
 
 /// A wait that ends before the count reaches zero is a typed timeout naming the latch.
