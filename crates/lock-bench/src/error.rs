@@ -30,10 +30,11 @@ pub enum BenchError {
     #[cfg_attr(feature = "peers", allow(dead_code))]
     #[error("built without the peers feature")]
     NoPeers,
-    /// The Curator peer (a JVM) answered something unexpected.
+    /// A peer run in a child process (Curator's JVM, kazoo's Python) answered something
+    /// unexpected.
     #[cfg_attr(not(feature = "zk"), allow(dead_code))]
-    #[error("curator peer: {0}")]
-    Curator(String),
+    #[error("peer process: {0}")]
+    Peer(String),
     /// The build has no raw client for this URL's scheme.
     #[error("no floor for scheme {scheme:?} in this build")]
     NoFloor { scheme: String },

@@ -24,6 +24,9 @@ pub enum Peer {
     /// Apache Curator's `InterProcessMutex` (Java), on the zk target's server. It needs no
     /// cargo feature (the JVM is a child process: `scenarios/curator.rs` runs it).
     Curator,
+    /// kazoo's `ReadLock`/`WriteLock` and `Semaphore` (Python), on the zk target's server: a
+    /// child process too (`scenarios/kazoo.rs`), for the read-write lock and the semaphore.
+    Kazoo,
 }
 
 impl Peer {
@@ -33,7 +36,7 @@ impl Peer {
         let mut caps = Capability::default();
         match self {
             Peer::Rslock | Peer::DistributedLockRedis => {}
-            Peer::DistributedLockMysql | Peer::Curator => caps.native_wait = true,
+            Peer::DistributedLockMysql | Peer::Curator | Peer::Kazoo => caps.native_wait = true,
         }
         caps
     }
@@ -42,7 +45,7 @@ impl Peer {
     /// cannot.
     pub fn cannot_wait(self) -> Option<&'static str> {
         match self {
-            Peer::Rslock | Peer::DistributedLockMysql | Peer::Curator => None,
+            Peer::Rslock | Peer::DistributedLockMysql | Peer::Curator | Peer::Kazoo => None,
             // Read in distributed-lock-redis 0.2.0 (redlock/acquire.rs, single server) and
             // seen in a run: a held key answers `Timeout` at once, whatever the wait.
             Peer::DistributedLockRedis => {
@@ -81,8 +84,9 @@ mod client {
                         .map_err(BenchError::driver("distributed-lock-mysql connect"))?;
                     Ok(Client::DistributedLockMysql(Arc::new(p)))
                 }
-                // A JVM, driven by its own scenarios (scenarios/curator.rs), never through here.
-                Peer::Curator => Err(BenchError::Curator("no in-process client".into())),
+                // Child processes, driven by their own scenarios (scenarios/curator.rs and
+                // kazoo.rs), never through here.
+                Peer::Curator | Peer::Kazoo => Err(BenchError::Peer("no in-process client".into())),
             }
         }
     }

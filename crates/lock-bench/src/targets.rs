@@ -144,6 +144,9 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
             // Curator on the same server (a JVM; its scenarios say n/a without a JDK).
             let curator = Target::new("curator (zk)", format!("zk://{}/dlock-bench", s.connect_string()));
             targets.push(Target { peer: Some(Peer::Curator), ..curator });
+            // kazoo too (Python; its scenarios say n/a without the venv).
+            let kazoo = Target::new("kazoo (zk)", format!("zk://{}/dlock-bench", s.connect_string()));
+            targets.push(Target { peer: Some(Peer::Kazoo), ..kazoo });
             servers.push(Box::new(s));
         }
         Err(e) => notes.push(format!("zk skipped: {e}")),

@@ -21,7 +21,7 @@ use crate::micros::hist;
 use crate::report::Row;
 
 /// The session Curator asks for: `ZkLock`'s default, so both sides are clamped alike.
-const SESSION: Duration = dlock::lock_zk::DEFAULT_SESSION_TIMEOUT;
+pub(super) const SESSION: Duration = dlock::lock_zk::DEFAULT_SESSION_TIMEOUT;
 /// The uncontended acquire's wait, as the library's uncontended `acquire()`.
 const WAIT_MS: u64 = 5_000;
 /// The longest a peer's answer may take.
@@ -53,7 +53,7 @@ pub async fn run(cx: &Ctx<'_>, scenario: &str) -> Result<Vec<Row>> {
             let mut busy_us = 0u64;
             for us in line.split(' ').skip(1) {
                 let us: u64 =
-                    us.parse().map_err(|_| BenchError::Curator(format!("bad sample in {line:.80}")))?;
+                    us.parse().map_err(|_| BenchError::Peer(format!("bad sample in {line:.80}")))?;
                 busy_us += us;
                 h.saturating_record(us.max(1));
             }
@@ -76,7 +76,7 @@ pub async fn run(cx: &Ctx<'_>, scenario: &str) -> Result<Vec<Row>> {
             let command = format!("rwbench {path} {CLIENTS} {ms} {WRITE_EVERY}");
             let Some((secs, lists)) = mix(&connect, &command, "RWSAMPLES").await? else { return Ok(None) };
             let [reads, writes] = &lists[..] else {
-                return Err(BenchError::Curator("rwbench answered no read and write lists".into()));
+                return Err(BenchError::Peer("rwbench answered no read and write lists".into()));
             };
             Ok(Some(rwlock_rows(&target, (reads, writes), secs, true).into()))
         }),
@@ -85,7 +85,7 @@ pub async fn run(cx: &Ctx<'_>, scenario: &str) -> Result<Vec<Row>> {
             let command = format!("sembench {path} {CLIENTS} {PERMITS} {ms}");
             let Some((secs, lists)) = mix(&connect, &command, "SEMSAMPLES").await? else { return Ok(None) };
             let [waits] = &lists[..] else {
-                return Err(BenchError::Curator("sembench answered no list of waits".into()));
+                return Err(BenchError::Peer("sembench answered no list of waits".into()));
             };
             Ok(Some(vec![semaphore_row(&target, waits, secs)]))
         }),
@@ -142,7 +142,7 @@ async fn answer(peer: &mut Jvm, command: Option<&str>, prefix: &str, limit: Dura
         peer.send(c).await;
     }
     let line = peer.recv(limit).await;
-    if line.starts_with(prefix) { Ok(line) } else { Err(BenchError::Curator(line)) }
+    if line.starts_with(prefix) { Ok(line) } else { Err(BenchError::Peer(line)) }
 }
 
 /// One of the JVM's mixes (`command`, answered with `prefix`): the seconds it ran and each
@@ -155,14 +155,20 @@ async fn mix(
     let Some(mut peer) = curator_peer(connect, SESSION).await else { return Ok(None) };
     let line = answer(&mut peer, Some(command), prefix, SERIES).await?;
     peer.send("exit").await;
+    mix_answer(&line).map(Some)
+}
+
+/// A mix's answer, `<PREFIX> <elapsed-µs> <waits> ..`: the seconds it ran and each list of
+/// waits. Curator's JVM and kazoo's script answer alike.
+pub(super) fn mix_answer(line: &str) -> Result<(f64, Vec<hdrhistogram::Histogram<u64>>)> {
     let mut words = line.split(' ').skip(1);
     let secs = parse(words.next().unwrap_or_default())? as f64 / 1e6;
-    Ok(Some((secs, words.map(samples).collect::<Result<_>>()?)))
+    Ok((secs, words.map(samples).collect::<Result<_>>()?))
 }
 
 /// A number of a peer's answer.
 fn parse(word: &str) -> Result<u64> {
-    word.parse().map_err(|_| BenchError::Curator(format!("bad number {word:.40}")))
+    word.parse().map_err(|_| BenchError::Peer(format!("bad number {word:.40}")))
 }
 
 /// A comma-separated list of waits in µs (`-` for none) as a histogram.
@@ -179,11 +185,11 @@ fn nanos(line: &str, i: usize) -> Result<u64> {
     line.split(' ')
         .nth(i)
         .and_then(|w| w.parse().ok())
-        .ok_or_else(|| BenchError::Curator(format!("no time in {line:?}")))
+        .ok_or_else(|| BenchError::Peer(format!("no time in {line:?}")))
 }
 
 /// The ZooKeeper connect string of a `zk://host:port[,..]/root` URL.
-fn connect_string(url: &str) -> &str {
+pub(super) fn connect_string(url: &str) -> &str {
     let hosts = url.split_once("://").map_or(url, |(_, r)| r);
     hosts.split_once('/').map_or(hosts, |(h, _)| h)
 }

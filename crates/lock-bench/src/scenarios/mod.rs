@@ -19,6 +19,8 @@ mod counting;
 mod crash;
 #[cfg(feature = "zk")]
 mod curator;
+#[cfg(feature = "zk")]
+mod kazoo;
 #[cfg(feature = "peers")]
 mod peer_primitives;
 mod primitives;
@@ -134,6 +136,11 @@ impl Scenario {
         if cx.target.peer == Some(crate::peers::Peer::Curator) {
             return curator::run(cx, self.name).await;
         }
+        // kazoo is Python: the same, in its own process.
+        #[cfg(feature = "zk")]
+        if cx.target.peer == Some(crate::peers::Peer::Kazoo) {
+            return kazoo::run(cx, self.name).await;
+        }
         #[cfg(feature = "peers")]
         if cx.target.peer == Some(crate::peers::Peer::DistributedLockRedis) {
             match self.name {
@@ -146,14 +153,15 @@ impl Scenario {
     }
 
     /// Whether it runs on `target`: every scenario on this library's targets; on a peer's, those
-    /// that measure a user's acquire (`peers`), and Curator's read-write lock and semaphore,
-    /// which it has natively.
+    /// that measure a user's acquire (`peers`), and Curator's, kazoo's and distributed-lock's
+    /// read-write lock and semaphore, which they have natively.
     pub fn runs_on(&self, target: &crate::targets::Target) -> bool {
         match target.peer {
             None => true,
             Some(crate::peers::Peer::Curator | crate::peers::Peer::DistributedLockRedis) => {
                 self.peers || matches!(self.name, "rwlock" | "semaphore")
             }
+            Some(crate::peers::Peer::Kazoo) => matches!(self.name, "rwlock" | "semaphore"),
             Some(_) => self.peers,
         }
     }
