@@ -1,6 +1,6 @@
 //! The Rust peers a user would pick instead of this library, as comparison targets on the same
 //! servers and scenarios (cargo feature `peers`): `rslock` (Redis) and `distributed-lock`'s
-//! Redis and MySQL crates. Each is called through its normal blocking acquire with a wait,
+//! Redis, MySQL and PostgreSQL crates. Each is called through its normal blocking acquire with a wait,
 //! exactly as its docs show a user calling it.
 //!
 //! Without the feature no peer target exists: only [`Peer`], the list of them, is built.
@@ -21,6 +21,9 @@ pub enum Peer {
     DistributedLockRedis,
     /// `distributed-lock-mysql`: `GET_LOCK(name, wait)` on a pooled connection.
     DistributedLockMysql,
+    /// `distributed-lock-postgres`: session advisory locks (`pg_advisory_lock`, shared ones for
+    /// its read-write lock's readers) on a pooled connection.
+    DistributedLockPostgres,
     /// Apache Curator's `InterProcessMutex` (Java), on the zk target's server. It needs no
     /// cargo feature (the JVM is a child process: `scenarios/curator.rs` runs it).
     Curator,
@@ -36,7 +39,9 @@ impl Peer {
         let mut caps = Capability::default();
         match self {
             Peer::Rslock | Peer::DistributedLockRedis => {}
-            Peer::DistributedLockMysql | Peer::Curator | Peer::Kazoo => caps.native_wait = true,
+            Peer::DistributedLockMysql | Peer::DistributedLockPostgres | Peer::Curator | Peer::Kazoo => {
+                caps.native_wait = true;
+            }
         }
         caps
     }
@@ -45,7 +50,11 @@ impl Peer {
     /// cannot.
     pub fn cannot_wait(self) -> Option<&'static str> {
         match self {
-            Peer::Rslock | Peer::DistributedLockMysql | Peer::Curator | Peer::Kazoo => None,
+            Peer::Rslock
+            | Peer::DistributedLockMysql
+            | Peer::DistributedLockPostgres
+            | Peer::Curator
+            | Peer::Kazoo => None,
             // Read in distributed-lock-redis 0.2.0 (redlock/acquire.rs, single server) and
             // seen in a run: a held key answers `Timeout` at once, whatever the wait.
             Peer::DistributedLockRedis => {
@@ -84,6 +93,12 @@ mod client {
                         .map_err(BenchError::driver("distributed-lock-mysql connect"))?;
                     Ok(Client::DistributedLockMysql(Arc::new(p)))
                 }
+                Peer::DistributedLockPostgres => {
+                    let p = distributed_lock_postgres::PostgresLockProvider::new(url)
+                        .await
+                        .map_err(BenchError::driver("distributed-lock-postgres connect"))?;
+                    Ok(Client::DistributedLockPostgres(Arc::new(p)))
+                }
                 // Child processes, driven by their own scenarios (scenarios/curator.rs and
                 // kazoo.rs), never through here.
                 Peer::Curator | Peer::Kazoo => Err(BenchError::Peer("no in-process client".into())),
@@ -97,6 +112,7 @@ mod client {
         Rslock(rslock::LockManager),
         DistributedLockRedis(Arc<distributed_lock_redis::RedisLockProvider>),
         DistributedLockMysql(Arc<distributed_lock_mysql::MySqlLockProvider>),
+        DistributedLockPostgres(Arc<distributed_lock_postgres::PostgresLockProvider>),
     }
 
     // By hand: the providers have no `Debug`, and a connection string is never printed.
@@ -106,6 +122,7 @@ mod client {
                 Client::Rslock(_) => "rslock",
                 Client::DistributedLockRedis(_) => "distributed-lock-redis",
                 Client::DistributedLockMysql(_) => "distributed-lock-mysql",
+                Client::DistributedLockPostgres(_) => "distributed-lock-postgres",
             };
             f.debug_tuple("Client").field(&name).finish()
         }
@@ -116,6 +133,7 @@ mod client {
         Rslock(rslock::LockGuard),
         DistributedLockRedis(distributed_lock_redis::RedisLockHandle),
         DistributedLockMysql(distributed_lock_mysql::MySqlLockHandle),
+        DistributedLockPostgres(distributed_lock_postgres::handle::PostgresLockHandle),
     }
 
     impl std::fmt::Debug for Held {
@@ -154,6 +172,15 @@ mod client {
                         .map_err(BenchError::driver("distributed-lock-mysql acquire"))?;
                     Ok(Held::DistributedLockMysql(held))
                 }
+                Client::DistributedLockPostgres(p) => {
+                    use distributed_lock_core::traits::{DistributedLock, LockProvider};
+                    let held = p
+                        .create_lock(key)
+                        .acquire(Some(wait))
+                        .await
+                        .map_err(BenchError::driver("distributed-lock-postgres acquire"))?;
+                    Ok(Held::DistributedLockPostgres(held))
+                }
             }
         }
     }
@@ -174,6 +201,10 @@ mod client {
                 Held::DistributedLockMysql(h) => {
                     use distributed_lock_core::traits::LockHandle;
                     h.release().await.map_err(BenchError::driver("distributed-lock-mysql release"))
+                }
+                Held::DistributedLockPostgres(h) => {
+                    use distributed_lock_core::traits::LockHandle;
+                    h.release().await.map_err(BenchError::driver("distributed-lock-postgres release"))
                 }
             }
         }

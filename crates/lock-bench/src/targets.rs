@@ -155,6 +155,8 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
     match lock_testkit::server::PgServer::start() {
         Ok(s) => {
             targets.extend(registered("postgres", &s.url()));
+            #[cfg(feature = "peers")]
+            targets.push(Target::peer("distributed-lock (postgres)", s.url(), Peer::DistributedLockPostgres));
             servers.push(Box::new(s));
         }
         Err(e) => notes.push(format!("postgres skipped: {e}")),

@@ -142,7 +142,10 @@ impl Scenario {
             return kazoo::run(cx, self.name).await;
         }
         #[cfg(feature = "peers")]
-        if cx.target.peer == Some(crate::peers::Peer::DistributedLockRedis) {
+        if matches!(
+            cx.target.peer,
+            Some(crate::peers::Peer::DistributedLockRedis | crate::peers::Peer::DistributedLockPostgres)
+        ) {
             match self.name {
                 "rwlock" => return peer_primitives::rwlock(cx).await,
                 "semaphore" => return peer_primitives::semaphore(cx).await,
@@ -158,9 +161,11 @@ impl Scenario {
     pub fn runs_on(&self, target: &crate::targets::Target) -> bool {
         match target.peer {
             None => true,
-            Some(crate::peers::Peer::Curator | crate::peers::Peer::DistributedLockRedis) => {
-                self.peers || matches!(self.name, "rwlock" | "semaphore")
-            }
+            Some(
+                crate::peers::Peer::Curator
+                | crate::peers::Peer::DistributedLockRedis
+                | crate::peers::Peer::DistributedLockPostgres,
+            ) => self.peers || matches!(self.name, "rwlock" | "semaphore"),
             Some(crate::peers::Peer::Kazoo) => matches!(self.name, "rwlock" | "semaphore"),
             Some(_) => self.peers,
         }

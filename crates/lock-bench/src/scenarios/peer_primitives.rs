@@ -1,6 +1,7 @@
-//! distributed-lock's Redis read-write lock and semaphore in the same mixes as ours
-//! (`primitives.rs`): 8 clients, each its own provider (connection), the same holds and
-//! exclusion checks, called through the crate's traits as its docs show.
+//! distributed-lock's Redis read-write lock and semaphore, and its PostgreSQL read-write lock
+//! (shared advisory locks; it has no PostgreSQL semaphore), in the same mixes as ours
+//! (`primitives.rs`): 8 clients, each its own provider (connection or pool), the same holds
+//! and exclusion checks, called through the crate's traits as its docs show.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,6 +12,7 @@ use distributed_lock_core::traits::{
     DistributedReaderWriterLock, DistributedSemaphore, LockHandle, ReaderWriterLockProvider,
     SemaphoreProvider,
 };
+use distributed_lock_postgres::PostgresLockProvider;
 use distributed_lock_redis::RedisLockProvider;
 use tokio::time::Instant;
 
@@ -23,25 +25,50 @@ use crate::report::Row;
 /// The wait of one acquisition, as in `primitives.rs`.
 const WAIT: Duration = Duration::from_secs(30);
 
-async fn providers(url: &str) -> Result<Vec<RedisLockProvider>> {
+/// One provider per client, each made by `connect` (`what` names it in errors).
+async fn providers<P, Fut>(connect: impl Fn() -> Fut, what: &'static str) -> Result<Vec<P>>
+where
+    Fut: std::future::Future<Output = std::result::Result<P, PeerError>>,
+{
     let mut out = Vec::with_capacity(CLIENTS);
     for _ in 0..CLIENTS {
-        out.push(
-            RedisLockProvider::new(url)
-                .await
-                .map_err(BenchError::driver("distributed-lock-redis connect"))?,
-        );
+        out.push(connect().await.map_err(BenchError::driver(what))?);
     }
     Ok(out)
 }
 
-/// 8 clients on `create_semaphore(name, 3)`: acquire (its own polling wait), a yield, release.
+async fn redis_providers(url: &str) -> Result<Vec<RedisLockProvider>> {
+    providers(|| RedisLockProvider::new(url), "distributed-lock-redis connect").await
+}
+
+/// The semaphore mix on the target's peer: distributed-lock's Redis one, or a row saying the
+/// peer has none.
 pub async fn semaphore(cx: &Ctx<'_>) -> Result<Vec<Row>> {
+    if cx.target.peer == Some(crate::peers::Peer::DistributedLockPostgres) {
+        let mut row = Row::new(cx.target, "semaphore", "n/a: distributed-lock-postgres has no semaphore");
+        row.extra.insert("skipped".into(), true.into());
+        return Ok(vec![row]);
+    }
+    redis_semaphore(cx).await
+}
+
+/// The read-write mix on the target's peer: distributed-lock's Redis or PostgreSQL one.
+pub async fn rwlock(cx: &Ctx<'_>) -> Result<Vec<Row>> {
+    if cx.target.peer == Some(crate::peers::Peer::DistributedLockPostgres) {
+        let url = cx.target.url.as_str();
+        let pg = providers(|| PostgresLockProvider::new(url), "distributed-lock-postgres connect").await?;
+        return rwlock_of(cx, pg, "distributed-lock-postgres").await;
+    }
+    rwlock_of(cx, redis_providers(&cx.target.url).await?, "distributed-lock-redis").await
+}
+
+/// 8 clients on `create_semaphore(name, 3)`: acquire (its own polling wait), a yield, release.
+async fn redis_semaphore(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     let name = cx.key("sem");
     let inside = Arc::new(AtomicUsize::new(0));
     let stop = Instant::now() + cx.sizes.contended_for;
     let mut tasks = Vec::new();
-    for p in providers(&cx.target.url).await? {
+    for p in redis_providers(&cx.target.url).await? {
         let (inside, name) = (inside.clone(), name.clone());
         tasks.push(tokio::spawn(async move {
             let sem = p.create_semaphore(&name, PERMITS);
@@ -72,7 +99,7 @@ pub async fn semaphore(cx: &Ctx<'_>) -> Result<Vec<Row>> {
 /// read side makes one attempt and gives up at once on a held lock, whatever the wait, so a
 /// user has to loop (its write side polls on its own). `None` once `WAIT` has passed: a
 /// result of the run (a starved writer), not a failure of the bench.
-async fn waited<H, F, Fut>(mut acquire: F) -> Result<Option<H>>
+async fn waited<H, F, Fut>(what: &'static str, mut acquire: F) -> Result<Option<H>>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = std::result::Result<H, PeerError>>,
@@ -83,18 +110,23 @@ where
             Ok(h) => return Ok(Some(h)),
             Err(PeerError::Timeout(_)) if started.elapsed() < WAIT => tokio::task::yield_now().await,
             Err(PeerError::Timeout(_)) => return Ok(None),
-            Err(e) => return Err(BenchError::driver("distributed-lock-redis read-write lock")(e)),
+            Err(e) => return Err(BenchError::driver(what)(e)),
         }
     }
 }
 
-/// 8 clients on `create_reader_writer_lock(name)`, one operation in ten a write.
-pub async fn rwlock(cx: &Ctx<'_>) -> Result<Vec<Row>> {
+/// 8 clients, one provider each, on `create_reader_writer_lock(name)`, one operation in ten a
+/// write; `what` names the peer in errors.
+async fn rwlock_of<P>(cx: &Ctx<'_>, providers: Vec<P>, what: &'static str) -> Result<Vec<Row>>
+where
+    P: ReaderWriterLockProvider + 'static,
+    P::Lock: 'static,
+{
     let name = cx.key("rw");
     let (readers, writers) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let stop = Instant::now() + cx.sizes.contended_for;
     let mut tasks = Vec::new();
-    for (i, p) in providers(&cx.target.url).await?.into_iter().enumerate() {
+    for (i, p) in providers.into_iter().enumerate() {
         let (readers, writers, name) = (readers.clone(), writers.clone(), name.clone());
         tasks.push(tokio::spawn(async move {
             let rw = p.create_reader_writer_lock(&name);
@@ -107,14 +139,14 @@ pub async fn rwlock(cx: &Ctx<'_>) -> Result<Vec<Row>> {
                 let write = op.is_multiple_of(WRITE_EVERY);
                 let (mine, others) = if write { (&writers, &readers) } else { (&readers, &writers) };
                 let release = if write {
-                    let Some(g) = waited(|| rw.acquire_write(Some(WAIT))).await? else {
+                    let Some(g) = waited(what, || rw.acquire_write(Some(WAIT))).await? else {
                         timeouts += 1;
                         continue;
                     };
                     h_write.saturating_record(us(t0.elapsed()));
                     Box::pin(g.release()) as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>>
                 } else {
-                    let Some(g) = waited(|| rw.acquire_read(Some(WAIT))).await? else {
+                    let Some(g) = waited(what, || rw.acquire_read(Some(WAIT))).await? else {
                         timeouts += 1;
                         continue;
                     };
@@ -125,7 +157,7 @@ pub async fn rwlock(cx: &Ctx<'_>) -> Result<Vec<Row>> {
                 let overlap = others.load(Ordering::SeqCst) > 0 || (write && before > 0);
                 tokio::task::yield_now().await;
                 mine.fetch_sub(1, Ordering::SeqCst);
-                release.await.map_err(BenchError::driver("distributed-lock-redis release"))?;
+                release.await.map_err(BenchError::driver(what))?;
                 if overlap {
                     // A result about the peer, reported in its rows; this client stops.
                     broken = Some(h_read.len() + h_write.len());
