@@ -175,13 +175,17 @@ pub(crate) fn semaphore_row(
     row
 }
 
-/// 8 clients on one semaphore of 3 permits: acquire, hold for a yield, release.
+/// 8 clients on one semaphore of 3 permits: acquire, hold for a yield, release. Each client's
+/// backend is counted: `attempts_per_acq` is the backend attempts (a pool permit, or a slot
+/// key's try or wait) per permit granted, what a composite's search across its slots costs.
 pub async fn semaphore(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     let name = cx.key("sem");
     let inside = Arc::new(AtomicUsize::new(0));
-    let mut sems = Vec::new();
+    let (mut sems, mut counted) = (Vec::new(), Vec::new());
     for _ in 0..CLIENTS {
-        sems.push(Semaphore::new(&cx.locker().await?, name.as_str(), PERMITS)?);
+        let counting = Counting::new(cx.target.client().await?);
+        sems.push(Semaphore::new(&Locker::new(counting.backend()), name.as_str(), PERMITS)?);
+        counted.push(counting);
     }
     let stop = Instant::now() + cx.sizes.contended_for;
     let mut tasks = Vec::new();
@@ -200,11 +204,16 @@ pub async fn semaphore(cx: &Ctx<'_>) -> Result<Vec<Row>> {
         }));
     }
     let started = Instant::now();
-    let mut h = hist()?;
+    let (mut h, mut granted) = (hist()?, 0u64);
     for t in tasks {
-        let (th, _) = t.await??;
+        let (th, n) = t.await??;
         h.add(&th)?;
+        granted += n;
     }
     let secs = started.elapsed().max(cx.sizes.contended_for).as_secs_f64();
-    Ok(vec![semaphore_row(cx.target, &h, secs)])
+    let mut row = semaphore_row(cx.target, &h, secs);
+    let attempts: u64 = counted.iter().map(|c| c.attempts()).sum();
+    let per = (attempts as f64 / granted.max(1) as f64 * 100.0).round() / 100.0;
+    row.extra.insert("attempts_per_acq".into(), per.into());
+    Ok(vec![row])
 }
