@@ -64,13 +64,19 @@ impl Semaphore {
         first
     }
 
+    /// Whether the count needs no check before this handle's next acquisition: checked, or not
+    /// stored (a handle without a count, a store without records).
+    pub(super) fn count_known(&self) -> bool {
+        !self.counted || self.checked.get().is_some() || !self.locker.backend().capabilities().records
+    }
+
     /// Store this handle's count if none is stored, and refuse a handle that disagrees with
     /// the stored one; once per handle (and its clones).
     pub(super) async fn check_count(&self) -> Result<()> {
-        let backend = self.locker.backend();
-        if !self.counted || self.checked.get().is_some() || !backend.capabilities().records {
+        if self.count_known() {
             return Ok(());
         }
+        let backend = self.locker.backend();
         let asked = self.permits;
         let stored = backend.record(&self.count_key(), RecordOp::Init(u64::from(asked))).await?.value;
         match stored {

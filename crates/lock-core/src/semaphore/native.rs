@@ -40,11 +40,17 @@ impl Semaphore {
         lease: Option<Duration>,
     ) -> Result<Option<Permit>> {
         let started = Instant::now();
-        if let Some(guard) = self.checked_attempt(self.pool_request(lease)).await? {
-            return permit(guard).await.map(Some);
-        }
-        if once {
-            return Ok(None);
+        // A handle whose count is checked and that may wait goes straight to the waiting
+        // request, whose first attempt is the same try: a try of its own first, refused, costs
+        // a queue entry for nothing on a store that queues (ZooKeeper's gate: a create and a
+        // delete, on a server whose writes bound the rate).
+        if once || !self.count_known() {
+            if let Some(guard) = self.checked_attempt(self.pool_request(lease)).await? {
+                return permit(guard).await.map(Some);
+            }
+            if once {
+                return Ok(None);
+            }
         }
         let mut req = self.pool_request(lease);
         if let Some(d) = deadline {
