@@ -311,3 +311,21 @@ fn hostile_cli_arguments() {
     }
     eprintln!("{} CLI cases", cases.len());
 }
+
+/// An `@` in a URL option is the option's, not the end of credentials: `?key_prefix=ops@x` on
+/// a real Redis names a key space of its own (two clients of it exclude each other; a client
+/// without the prefix does not see their lock), instead of turning the host into a password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_at_sign_in_an_option_is_the_options() {
+    let url = external_url("redis").unwrap_or_else(|| shared_redis().url());
+    let base = url.split('?').next().unwrap_or(&url).trim_end_matches('/').to_owned();
+    let prefixed = format!("{base}/0?key_prefix=ops@x");
+    let connect = |u: String| async move { Locker::new(dlock::from_url(&u).await.expect("connect")) };
+    let (a, b, plain) = (connect(prefixed.clone()).await, connect(prefixed).await, connect(base).await);
+    let key = lock_testkit::conformance::key("at_in_option");
+    let held = a.lock(key.as_str()).try_acquire().await.expect("try").expect("free");
+    assert!(b.lock(key.as_str()).try_acquire().await.expect("try").is_none(), "one key space");
+    let other = plain.lock(key.as_str()).try_acquire().await.expect("try").expect("another key space");
+    other.release().await.expect("release");
+    held.release().await.expect("release");
+}

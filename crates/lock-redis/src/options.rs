@@ -124,6 +124,11 @@ mod tests {
 
         let c = parse("redis://h:1/").expect("no options");
         assert_eq!((c.mode, c.key_prefix, c.url.as_str()), (None, None, "redis://h:1/"));
+        // An `@` in an option is the option's, not the end of credentials.
+        let c = parse("redis://h:1/0?key_prefix=ops@x").expect("an @ in an option");
+        assert_eq!((c.key_prefix.as_deref(), c.url.as_str()), (Some("ops@x"), "redis://h:1/0"));
+        let c = parse("redis://u:pw@h:1/0?key_prefix=ops@x").expect("and with credentials");
+        assert_eq!((c.key_prefix.as_deref(), c.url.as_str()), (Some("ops@x"), "redis://u:pw@h:1/0"));
         assert_eq!((c.replica_ack, c.replica_ack_timeout), (None, None));
         let c = parse("redis://h:1/?replica_ack=2&replica_ack_timeout=250ms").expect("replica ack");
         assert_eq!(

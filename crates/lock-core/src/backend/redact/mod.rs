@@ -41,13 +41,56 @@ pub fn redact_url(url: &str) -> String {
 }
 
 /// Split the part of a URL after `scheme://` into its userinfo (if any) and the rest, with the
-/// same rule as [`redact_url`]: a raw password may contain `/ ? # @`, so parsers must take the
-/// userinfo off first and only then look for the path and the query.
+/// rule of [`redact_url`] (a raw password may contain `/ ? # @`, so parsers must take the
+/// userinfo off first and only then look for the path and the query), except for an `@` in
+/// the query: when a `?` opens an option (`name=`) after a host list or after credentials, an
+/// `@` after it is the option's (`?key_prefix=ops@x`). A raw password that would read as such
+/// a head (`u:1234?a=b@h`) must be percent-encoded. (Redaction keeps the plain rule: it takes
+/// too much rather than too little.)
 pub fn split_userinfo(rest: &str) -> (Option<&str>, &str) {
-    match userinfo_end(rest) {
+    match parsed_userinfo_end(rest) {
         Some(i) => (Some(&rest[..i]), &rest[i + 1..]),
         None => (None, rest),
     }
+}
+
+/// [`userinfo_end`] with an `@` in an option of the query left to the query: when the first
+/// `?` opens an option and what precedes it reads as a URL of its own (credentials ending in
+/// an `@`, or a host list with numeric ports), rather than as a password holding `?`.
+fn parsed_userinfo_end(rest: &str) -> Option<usize> {
+    let end = userinfo_end(rest)?;
+    let Some(q) = rest.find('?').filter(|&q| q < end && opens_option(&rest[q + 1..])) else {
+        return Some(end);
+    };
+    let head = &rest[..q];
+    match userinfo_end(head) {
+        Some(i) => Some(i),
+        None if is_host_list(head.split('/').next().unwrap_or("")) => None,
+        None => Some(end),
+    }
+}
+
+/// Whether `authority` is a list of hosts, each a name or `[v6]` with an optional numeric port.
+fn is_host_list(authority: &str) -> bool {
+    let host = |h: &str| {
+        let (name, port) = match h.rsplit_once(':') {
+            Some((n, p)) if !n.ends_with(':') && !p.contains(']') => (n, Some(p)),
+            _ => (h, None),
+        };
+        let named = name.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+            || (name.starts_with('[') && name.ends_with(']'));
+        !name.is_empty()
+            && named
+            && port.is_none_or(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    };
+    !authority.is_empty() && authority.split(',').all(host)
+}
+
+/// Whether `query` starts with an option's name and `=`.
+fn opens_option(query: &str) -> bool {
+    query.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
 }
 
 /// The password of `url` as written (possibly percent-encoded), if it has one.
@@ -112,7 +155,18 @@ mod tests {
         assert_eq!(redact_url("not a url s3cr3t@x"), "<unparsable url>");
         assert_eq!(redact_url("redis://:s3cr3t@/"), "redis://:***@/");
         assert_eq!(split_userinfo("u:p?w#x@h:1/r?q=1"), (Some("u:p?w#x"), "h:1/r?q=1"));
-        assert_eq!(split_userinfo("h:1/r?q=a@b"), (Some("h:1/r?q=a"), "b"));
+        // An `@` in an option of the query is the option's, with or without credentials.
+        assert_eq!(split_userinfo("h:1/r?q=a@b"), (None, "h:1/r?q=a@b"));
+        assert_eq!(split_userinfo("h:6379/0?key_prefix=ops@x"), (None, "h:6379/0?key_prefix=ops@x"));
+        assert_eq!(split_userinfo("u:pw@h:1/0?key_prefix=ops@x"), (Some("u:pw"), "h:1/0?key_prefix=ops@x"));
+        assert_eq!(split_userinfo("u:p@ss@h:1?a=b@c"), (Some("u:p@ss"), "h:1?a=b@c"));
+        // A `?` that opens no option, or follows no host list, is the password's.
+        assert_eq!(split_userinfo("u:p?w@h:1/?x=1"), (Some("u:p?w"), "h:1/?x=1"));
+        assert_eq!(split_userinfo(":a?mode=x@h:1/?mode=y"), (Some(":a?mode=x"), "h:1/?mode=y"));
+        assert_eq!(split_userinfo("[::1]:1,h/0?a=b@c"), (None, "[::1]:1,h/0?a=b@c"));
+        // Redaction takes the last fitting `@` all the same: too much rather than too little.
+        // (A raw password may hold `?name=`, which parsing refuses to read as one.)
+        assert_eq!(redact_url("redis://h:1/0?key_prefix=ops@x"), "redis://h:***@x");
         assert_eq!(url_password("redlock://:s3/cr@t@/?mode=simple"), Some("s3/cr@t"));
         assert_eq!(url_password("redis://u:s3/cr?t#p@ss@h:1/"), Some("s3/cr?t#p@ss"));
         assert_eq!(url_password("redis://u@h:1/"), None);
