@@ -69,9 +69,10 @@ enum Cmd {
     /// OOM), a small supervisor between dlock and the command notices within 50 ms and stops
     /// the command the same way, well before the lease lets anyone else in.
     ///
-    /// Exit statuses: the command's own (128 + N when it died of signal N); 64 bad arguments,
-    /// URL or missing feature; 69 backend unreachable; 75 lock not acquired within --wait;
-    /// 76 lock lost (command stopped); 77 credentials or permission refused.
+    /// Exit statuses: the command's own (128 + N when it died of signal N); 2 a bad argument;
+    /// 64 bad URL or missing feature; 69 backend unreachable; 75 (or --conflict-exit-code) lock
+    /// not acquired within --wait; 76 lock lost (command stopped); 77 credentials or permission
+    /// refused.
     Run {
         /// Store URL, e.g. redis://127.0.0.1:6379 (--help lists the stores of this build)
         #[arg(long, env = "DLOCK_URL")]
@@ -97,17 +98,22 @@ enum Cmd {
         /// at once; a writer takes them all). Every process using KEY must give the same number.
         #[arg(long, value_name = "K", default_value_t = dlock::DEFAULT_READER_SLOTS, requires = "side")]
         reader_slots: u32,
-        /// How long to wait for the lock (e.g. 500ms, 30s, 5m).
-        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        /// How long to wait for the lock, with its unit (500ms, 30s, 5m); `0`: try once and
+        /// exit 75 at once if it is held.
+        #[arg(long, default_value = "30s", value_parser = crate::duration::parse_wait)]
         wait: Duration,
+        /// Exit status when the lock is not acquired within --wait (flock's -E), instead of 75.
+        #[arg(long, value_name = "N", default_value_t = EXIT_TIMEOUT)]
+        conflict_exit_code: u8,
         /// Watchdog lease: renewed every third of it while the command runs.
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         lease: Duration,
         /// What to do to the command when the lock is lost: `SIGNAL[:GRACE]` sends SIGNAL
         /// (TERM, INT, HUP, KILL, USR1, USR2) and SIGKILL after GRACE; `none` lets it run on.
-        /// The grace period must be shorter than the lease.
-        #[arg(long, default_value = "TERM:5s", value_parser = crate::supervise::parse_on_lost)]
-        on_lost: crate::supervise::OnLost,
+        /// The grace period must be shorter than the lease; without one it is 5s, or a third of
+        /// the lease when that is shorter.
+        #[arg(long, default_value = "TERM", value_parser = crate::supervise::parse_on_lost)]
+        on_lost: crate::supervise::OnLostArg,
         /// Serve the lock's metrics (acquisitions, wait and hold times, renewals, lost holds) as
         /// Prometheus text at http://ADDR/metrics while the command runs, e.g. 127.0.0.1:9464.
         #[arg(long, value_name = "ADDR")]
@@ -145,8 +151,8 @@ enum Cmd {
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         lease: Duration,
         /// What to do to the command when leadership is lost (see `dlock run --help`).
-        #[arg(long, default_value = "TERM:5s", value_parser = crate::supervise::parse_on_lost)]
-        on_lost: crate::supervise::OnLost,
+        #[arg(long, default_value = "TERM", value_parser = crate::supervise::parse_on_lost)]
+        on_lost: crate::supervise::OnLostArg,
         /// Exit after the first term (status 76 when leadership was lost) instead of
         /// campaigning again.
         #[arg(long)]
@@ -240,6 +246,7 @@ fn main() -> ExitCode {
                 write,
                 reader_slots,
                 wait,
+                conflict_exit_code,
                 lease,
                 on_lost,
                 metrics_addr,
@@ -256,7 +263,8 @@ fn main() -> ExitCode {
                     (None, false, true) => hold::Mode::Write(reader_slots),
                     (None, false, false) => hold::Mode::Mutex,
                 };
-                run::run(&url, &key, mode, wait, lease, on_lost, &command).await
+                let waits = run::Waits { wait, conflict_exit_code };
+                run::run(&url, &key, mode, waits, lease, on_lost.for_lease(lease), &command).await
             }
             Cmd::Leader { url, key, identity, lease, on_lost, once, command } => {
                 leader::leader(leader::LeaderArgs {
@@ -264,7 +272,7 @@ fn main() -> ExitCode {
                     key: &key,
                     identity,
                     lease,
-                    on_lost,
+                    on_lost: on_lost.for_lease(lease),
                     once,
                     command: &command,
                 })

@@ -113,12 +113,23 @@ pub(crate) fn prepare(
 /// SIGTERM, SIGINT and SIGHUP, as [`prepare`] installs them.
 pub(crate) type Signals = [Signal_; 3];
 
+/// How long `dlock run --wait 0` (one try) may take to connect.
+const TRY_ONCE_CONNECT: Duration = Duration::from_secs(5);
+
+/// How long `dlock run` waits for the lock, and its exit status when that runs out.
+#[derive(Debug, Clone, Copy)]
+pub struct Waits {
+    pub wait: Duration,
+    /// `--conflict-exit-code` (75 unless given).
+    pub conflict_exit_code: u8,
+}
+
 /// Hold `key` while `command` runs; see the `run` subcommand's help.
 pub async fn run(
     url: &str,
     key: &str,
     mode: Mode,
-    wait: Duration,
+    Waits { wait, conflict_exit_code }: Waits,
     lease: Duration,
     on_lost: OnLost,
     command: &[String],
@@ -128,16 +139,21 @@ pub async fn run(
         Err(code) => return code,
     };
     let deadline = tokio::time::Instant::now() + wait;
+    // --wait bounds everything, connecting included; `--wait 0` (one try) still connects.
+    let connect_by = if wait.is_zero() { deadline + TRY_ONCE_CONNECT } else { deadline };
     let guard = tokio::select! {
         g = async {
-            // --wait bounds everything, connecting included.
-            let locker = tokio::time::timeout_at(deadline, locker(url, lease))
+            let locker = tokio::time::timeout_at(connect_by, locker(url, lease))
                 .await
-                .map_err(|_| unreachable(wait))??;
+                .map_err(|_| unreachable(connect_by - deadline + wait))??;
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             Hold::acquire(&locker, key, mode, left).await
         } => match g {
             Ok(g) => g,
+            Err(e @ LockError::Timeout { .. }) => {
+                fail(url, &e);
+                return ExitCode::from(conflict_exit_code);
+            }
             Err(e) => return fail(url, &e),
         },
         sig = any_signal(&mut sigs) => return exit_signal(sig),

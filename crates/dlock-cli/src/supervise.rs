@@ -31,6 +31,30 @@ pub enum OnLost {
     Nothing,
 }
 
+/// `--on-lost` as given: its grace period only where one was written (`TERM:2s`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnLostArg {
+    /// Send this signal, then SIGKILL after the grace period given, or the default one.
+    Stop(Signal, Option<Duration>),
+    /// Leave the command running.
+    Nothing,
+}
+
+/// The grace period when none is given: 5 s, or a third of the lease when that is shorter (the
+/// grace must end before the lease does, so a short `--lease` alone is accepted).
+const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+impl OnLostArg {
+    /// What to do for a hold of `lease`.
+    pub fn for_lease(self, lease: Duration) -> OnLost {
+        match self {
+            OnLostArg::Stop(sig, Some(grace)) => OnLost::Stop(sig, grace),
+            OnLostArg::Stop(sig, None) => OnLost::Stop(sig, DEFAULT_GRACE.min(lease / 3)),
+            OnLostArg::Nothing => OnLost::Nothing,
+        }
+    }
+}
+
 impl OnLost {
     /// The grace period, when the command is to be stopped.
     pub fn grace(&self) -> Option<Duration> {
@@ -42,11 +66,14 @@ impl OnLost {
 }
 
 /// Parse `--on-lost`: `TERM`, `TERM:5s`, `SIGINT:500ms`, `KILL`, or `none`.
-pub fn parse_on_lost(s: &str) -> Result<OnLost, String> {
+pub fn parse_on_lost(s: &str) -> Result<OnLostArg, String> {
     if s.eq_ignore_ascii_case("none") {
-        return Ok(OnLost::Nothing);
+        return Ok(OnLostArg::Nothing);
     }
-    let (sig, grace) = s.split_once(':').unwrap_or((s, "5s"));
+    let (sig, grace) = match s.split_once(':') {
+        Some((sig, grace)) => (sig, Some(grace)),
+        None => (s, None),
+    };
     let name = sig.trim().to_ascii_uppercase();
     let name = if name.starts_with("SIG") { name } else { format!("SIG{name}") };
     let signal = match Signal::from_str(&name) {
@@ -64,7 +91,7 @@ pub fn parse_on_lost(s: &str) -> Result<OnLost, String> {
             ));
         }
     };
-    Ok(OnLost::Stop(signal, crate::duration::parse_duration(grace)?))
+    Ok(OnLostArg::Stop(signal, grace.map(crate::duration::parse_duration).transpose()?))
 }
 
 /// The exit status `dlock` reports for a finished process: its code, or 128 + the signal.
@@ -132,13 +159,29 @@ mod tests {
 
     #[test]
     fn on_lost_parses() {
-        assert_eq!(parse_on_lost("none"), Ok(OnLost::Nothing));
-        assert_eq!(parse_on_lost("TERM"), Ok(OnLost::Stop(Signal::SIGTERM, Duration::from_secs(5))));
+        assert_eq!(parse_on_lost("none"), Ok(OnLostArg::Nothing));
+        assert_eq!(parse_on_lost("TERM"), Ok(OnLostArg::Stop(Signal::SIGTERM, None)));
         assert_eq!(
             parse_on_lost("sigint:250ms"),
-            Ok(OnLost::Stop(Signal::SIGINT, Duration::from_millis(250)))
+            Ok(OnLostArg::Stop(Signal::SIGINT, Some(Duration::from_millis(250))))
         );
-        assert_eq!(parse_on_lost("KILL:0s"), Ok(OnLost::Stop(Signal::SIGKILL, Duration::ZERO)));
+        assert_eq!(parse_on_lost("KILL:0s"), Ok(OnLostArg::Stop(Signal::SIGKILL, Some(Duration::ZERO))));
+        // The default grace follows the lease; a given one is kept (and checked against it).
+        let term = OnLostArg::Stop(Signal::SIGTERM, None);
+        assert_eq!(
+            term.for_lease(Duration::from_secs(30)),
+            OnLost::Stop(Signal::SIGTERM, Duration::from_secs(5))
+        );
+        assert_eq!(
+            term.for_lease(Duration::from_secs(3)),
+            OnLost::Stop(Signal::SIGTERM, Duration::from_secs(1))
+        );
+        let given = OnLostArg::Stop(Signal::SIGTERM, Some(Duration::from_secs(5)));
+        assert_eq!(
+            given.for_lease(Duration::from_secs(1)),
+            OnLost::Stop(Signal::SIGTERM, Duration::from_secs(5))
+        );
+        assert!(parse_on_lost("TERM:5").is_err(), "a grace has a unit");
         assert!(parse_on_lost("STOP").is_err());
         assert!(parse_on_lost("TERM:soon").is_err());
         assert!(parse_on_lost("").is_err());

@@ -107,6 +107,14 @@ fn exit_statuses_pass_through_and_memory_urls_are_refused() {
     let bad =
         dlock(&["run", "--url", &url, "--key", "k", "--lease", "1s", "--on-lost", "TERM:5s", "--", "true"]);
     assert_eq!(bad.status.code(), Some(64), "a grace period longer than the lease is refused");
+    // Without a grace period given, it follows the lease: a short lease alone is accepted.
+    let short = dlock(&["run", "--url", &url, "--key", &key("status"), "--lease", "3s", "--", "true"]);
+    assert_eq!(short.status.code(), Some(0), "{}", String::from_utf8_lossy(&short.stderr));
+    // One duration grammar: a bare number is refused with the fix (a usage error, as clap's).
+    let bare = dlock(&["run", "--url", &url, "--key", &key("status"), "--wait", "3", "--", "true"]);
+    let err = String::from_utf8_lossy(&bare.stderr);
+    assert_eq!(bare.status.code(), Some(2), "{err}");
+    assert!(err.contains("3ms or 3s"), "{err}");
 }
 
 /// `--wait` bounds connecting too: a server that accepts the TCP connection and never answers
@@ -154,6 +162,12 @@ fn status_inspects_without_acquiring_and_run_times_out_with_75() {
     assert!(alive(cmd), "status disturbed the holder");
     let busy = dlock(&["run", "--url", &redis_url(), "--key", &k, "--wait", "200ms", "--", "true"]);
     assert_eq!(busy.status.code(), Some(75), "not acquired within --wait");
+    // flock's -E, and --wait 0: one try.
+    let args =
+        ["run", "--url", &redis_url(), "--key", &k, "--wait", "0", "--conflict-exit-code", "9", "--", "true"];
+    let t = Instant::now();
+    assert_eq!(dlock(&args).status.code(), Some(9), "the conflict's own status");
+    assert!(t.elapsed() < Duration::from_secs(5), "--wait 0 tries once");
     kill(pid(&a), Signal::SIGTERM).expect("SIGTERM");
     wait_exit(&mut a, Duration::from_secs(10));
     assert_eq!(status(false).status.code(), Some(0), "free after the holder ended");

@@ -55,7 +55,7 @@ mod tests {
 
     #[test]
     fn options_are_typed_and_checked() {
-        let u = EtcdUrl::parse("etcd://h1:2379,h2:2380/locks/app?lease_ttl=3s&request_timeout=500")
+        let u = EtcdUrl::parse("etcd://h1:2379,h2:2380/locks/app?lease_ttl=3s&request_timeout=500ms")
             .expect("valid");
         assert_eq!(u.endpoints, ["h1:2379", "h2:2380"]);
         assert_eq!(u.prefix.as_deref(), Some("/locks/app"));

@@ -24,9 +24,9 @@ fn invalid(reason: &str) -> LockError {
     LockError::InvalidConfig { reason: reason.to_owned() }
 }
 
-/// A timeout given by its name (`2s`, `250ms`, plain milliseconds) or by its older `_ms` name.
+/// A timeout given by its name (`2s`, `250ms`) or by its older `_ms` name (plain milliseconds).
 fn take_timeout(o: &mut UrlOptions, name: &'static str, legacy: &'static str) -> Result<Option<Duration>> {
-    match (o.take_duration(name)?, o.take_duration(legacy)?) {
+    match (o.take_duration(name)?, o.take_millis(legacy)?) {
         (Some(_), Some(_)) => Err(LockError::InvalidConfig {
             reason: format!("url options {name} and {legacy} set the same timeout: give one"),
         }),

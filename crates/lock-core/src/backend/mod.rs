@@ -34,7 +34,7 @@ mod sync;
 pub use backoff::{Backoff, jitter, retry_cleanup};
 pub use cleanup::Cleanup;
 pub use notify::{NotifyHub, Subscription};
-pub use options::UrlOptions;
+pub use options::{UrlOptions, parse_duration};
 pub use records::{LocalRecord, Record, RecordOp};
 pub use runtime::DropInRuntime;
 pub use sync::Mutex;

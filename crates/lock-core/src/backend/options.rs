@@ -139,12 +139,23 @@ impl UrlOptions {
         }
     }
 
-    /// Take a duration option: `250ms`, `2s`, `1m`, or a whole number of milliseconds.
+    /// Take a duration option with its unit, in the grammar of the CLI and the config file
+    /// (humantime: `250ms`, `2s`, `1m`, `1h 30m`). A bare number is refused: it meant
+    /// milliseconds here and seconds on the command line.
     ///
     /// # Errors
-    /// [`LockError::InvalidConfig`] when it does not parse.
+    /// [`LockError::InvalidConfig`] when it does not parse, saying how to write it.
     pub fn take_duration(&mut self, name: &'static str) -> Result<Option<Duration>> {
         self.take::<UrlDuration>(name).map(|d| d.map(|d| d.0))
+    }
+
+    /// Take a duration option whose name gives its unit (`session_timeout_ms=600`): a whole
+    /// number of milliseconds.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] when it is not one.
+    pub fn take_millis(&mut self, name: &'static str) -> Result<Option<Duration>> {
+        self.take::<u64>(name).map(|d| d.map(Duration::from_millis))
     }
 
     /// Take a flag: `true|false|1|0|yes|no|on|off`; a bare `name` means true.
@@ -197,18 +208,23 @@ impl FromStr for UrlDuration {
     type Err = String;
 
     fn from_str(s: &str) -> std::result::Result<Self, String> {
-        let s = s.trim();
-        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-        let (digits, unit) = s.split_at(split);
-        let n: u64 = digits.parse().map_err(|_| "expected a whole number with ms, s or m".to_owned())?;
-        let d = match unit {
-            "" | "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.saturating_mul(60)),
-            other => return Err(format!("unknown unit {other:?} (ms, s or m)")),
-        };
-        Ok(UrlDuration(d))
+        parse_duration(s).map(UrlDuration)
     }
+}
+
+/// A duration with its unit, in the one grammar of URL options, the CLI and the config file
+/// (humantime: `500ms`, `3s`, `1m`, `1h 30m`). A bare number is refused with the fix, since
+/// it used to mean milliseconds in a URL and seconds on the command line; so is a bare `0`,
+/// which the CLI takes for "no wait" itself where that means something.
+///
+/// # Errors
+/// A message saying what to write.
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let s = s.trim();
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(format!("{s:?} has no unit: write {s}ms or {s}s (or m, h)"));
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration ({e}): write 500ms, 3s or 1m"))
 }
 
 #[cfg(test)]
@@ -250,9 +266,13 @@ mod tests {
             o.take_either::<String>("ssl-mode", "sslmode").expect_err("both").to_string().contains("twice")
         );
         assert_eq!(o.take_either::<String>("time-zone", "tz").expect("tz").as_deref(), Some("c"));
-        assert_eq!(
-            UrlOptions::parse("x://h?t=1500").expect("p").take_duration("t").expect("t"),
-            Some(Duration::from_millis(1500))
-        );
+        // One grammar with the CLI: a unit always; a bare number is refused with the fix,
+        // except under a name that gives the unit.
+        let e = UrlOptions::parse("x://h?t=1500").expect("p").take_duration("t").expect_err("bare");
+        assert!(e.to_string().contains("1500ms or 1500s"), "{e}");
+        let mut o = UrlOptions::parse("x://h?t=1h%2030m&u=250ms&t_ms=1500").expect("p");
+        assert_eq!(o.take_duration("t").expect("t"), Some(Duration::from_secs(5400)));
+        assert_eq!(o.take_duration("u").expect("u"), Some(Duration::from_millis(250)));
+        assert_eq!(o.take_millis("t_ms").expect("t_ms"), Some(Duration::from_millis(1500)));
     }
 }
