@@ -72,7 +72,8 @@ enum Cmd {
     /// Exit statuses: the command's own (128 + N when it died of signal N); 2 a bad argument;
     /// 64 bad URL or missing feature; 69 backend unreachable; 75 (or --conflict-exit-code) lock
     /// not acquired within --wait; 76 lock lost (command stopped); 77 credentials or permission
-    /// refused.
+    /// refused; 78 the store cannot hold this kind of lock; 126 the command is not runnable;
+    /// 127 the command was not found.
     Run {
         /// Store URL, e.g. redis://127.0.0.1:6379 (--help lists the stores of this build)
         #[arg(long, env = "DLOCK_URL")]

@@ -18,13 +18,18 @@ pub(crate) fn parse() -> Cli {
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
-/// `--url`'s long help: one line per registered store.
+/// `--url`'s long help: one line per registered store that another process can share (the
+/// in-process one is refused by `dlock run`, and said so last).
 fn url_help() -> String {
     let lines: Vec<String> = dlock::stores()
         .iter()
+        .filter(|d| d.name != "memory")
         .map(|d| format!("  {}: {}\n      {}", d.name, plain(d.summary), plain(d.urls)))
         .collect();
-    format!("Store URL; this build reaches:\n{}", lines.join("\n"))
+    format!(
+        "Store URL; this build reaches:\n{}\n  (memory:// lives inside one process: refused here)",
+        lines.join("\n")
+    )
 }
 
 /// Markdown of the table cell as terminal text: no backticks, no escaped bars.
@@ -48,9 +53,10 @@ mod tests {
     #[test]
     fn url_help_names_every_registered_store() {
         let help = super::url_help();
-        for store in dlock::stores() {
+        for store in dlock::stores().iter().filter(|d| d.name != "memory") {
             assert!(help.contains(store.schemes[0]), "{} missing from:\n{help}", store.name);
         }
+        assert!(help.trim_end().ends_with("refused here)"), "memory:// is refused, said last: {help}");
         assert!(!help.contains('`') && !help.contains("\\|"), "{help}");
         assert!(!super::shared_schemes().contains("memory"));
     }
