@@ -252,3 +252,16 @@ fn logs_carry_no_colour_codes_off_a_terminal() {
     assert!(err.contains("lost"), "{err}");
     assert!(!err.contains('\u{1b}'), "colour codes in non-terminal logs: {err:?}");
 }
+
+/// The installed `dlock` (default features) speaks TLS: `rediss://` to a closed port is an
+/// unreachable server (69), not a missing cargo feature (64).
+#[test]
+fn the_default_build_reaches_tls_stores() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let out = dlock(&["status", "--url", &format!("rediss://127.0.0.1:{port}/"), "--key", "k"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{err}");
+    assert!(!err.contains("cargo feature"), "{err}");
+}
