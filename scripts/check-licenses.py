@@ -3,7 +3,8 @@
 published crate of this workspace (or the dlock CLI) links, normal and build dependencies with
 every feature on, must carry a license from ALLOWED (an SPDX expression: OR needs one allowed
 side, AND needs both). Prints the licenses with their crate counts; exits 1 on a violation.
-Advisories need the network (RustSec's database) and are not checked here."""
+With `--shipped FILE` it also writes those crates as `name version` lines, for the advisory
+check (`crates/advisory-check`, RustSec's database offline)."""
 import json
 import re
 import subprocess
@@ -15,7 +16,7 @@ ALLOWED = {
     "0BSD", "MPL-2.0", "CDLA-Permissive-2.0",
 }
 # Test-only and benchmark crates: what they link is never shipped to a user.
-UNSHIPPED = {"lock-testkit", "lock-bench"}
+UNSHIPPED = {"lock-testkit", "lock-bench", "advisory-check"}
 
 
 def allowed(expr: str) -> bool:
@@ -77,6 +78,11 @@ def main() -> int:
         counts[lic] = counts.get(lic, 0) + 1
         if not lic or not allowed(lic):
             bad.append(f'{p["name"]} {p["version"]}: {lic or "no license field"}')
+    if "--shipped" in sys.argv:
+        out = sys.argv[sys.argv.index("--shipped") + 1]
+        names = sorted({f'{packages[p]["name"]} {packages[p]["version"]}' for p in seen if packages[p]["source"]})
+        with open(out, "w") as f:
+            f.write("\n".join(names) + "\n")
     for lic, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"{n:4}  {lic}")
     print(f"{sum(counts.values())} crates linked by the shipped crates")
