@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use lock_core::backend::queue::{self as lock_queue, Nest};
+use lock_core::backend::queue as lock_queue;
 use lock_core::backend::{AcquireRequest, Attempt, Grant, PermitInfo};
 use lock_core::{FencingToken, Result};
 use tokio::time::Instant;
@@ -80,12 +80,10 @@ impl Inner {
     pub async fn acquire_permit(self: &Arc<Self>, req: &AcquireRequest<'_>, of: u32) -> Result<Attempt> {
         // A permit's grant names its slot, which a nested acquisition does not know: the core
         // gives a grant without one back, so nesting only ever releases what it took.
-        match self.holds.nest(req.key, req.owner, req.signal) {
-            Nest::Nested(fence) => return Ok(lock_queue::granted(fence)),
-            Nest::Lost(old) => self.delete_lost(old),
-            Nest::Free => {}
-        }
         let queue = Queue(self);
+        if let Some(nested) = lock_queue::nested(&queue, req) {
+            return Ok(nested);
+        }
         let mut gate = match lock_queue::first(&queue, req).await? {
             Ok(gate) => gate,
             Err(left) => return Ok(left),
@@ -111,13 +109,14 @@ impl Inner {
             if leases.len() < of as usize {
                 break;
             }
+            // Woken by a change: the next turn lists the leases again with a new watch, one
+            // request per wake-up.
             tokio::select! {
                 _ = watch.changed() => {}
                 () = tokio::time::sleep_until(deadline) => {
                     return lock_queue::QueueStore::leave(&queue, gate).await;
                 }
             }
-            leases = leases_of(client.list_children(&dir).await)?;
         }
         if missing {
             self.ensure_dir(&client, &dir).await.map_err(lock_error)?;

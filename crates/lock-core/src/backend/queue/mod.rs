@@ -28,4 +28,4 @@ pub use capability::capabilities;
 pub use deadline::{Confirmed, DeadlineKeeper, Holder, Idle, span};
 pub use holds::{HoldKey, Nest, QueueHold, QueueHolds, Released};
 pub use note::stored_note;
-pub use recipe::{Place, QueueStore, Watched, acquire, first, granted, place_behind};
+pub use recipe::{Place, QueueStore, Watched, acquire, first, granted, nested, place_behind};

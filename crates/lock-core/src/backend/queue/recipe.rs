@@ -107,14 +107,25 @@ pub fn granted(fence: i64) -> Attempt {
 /// # Errors
 /// Whatever the store's calls answer; the entry's cleanup then deletes it.
 pub async fn acquire<S: QueueStore>(store: &S, req: &AcquireRequest<'_>) -> Result<Attempt> {
-    match store.holds().nest(req.key, req.owner, req.signal) {
-        Nest::Nested(fence) => return Ok(granted(fence)),
-        Nest::Lost(old) => store.delete_lost(old),
-        Nest::Free => {}
+    if let Some(nested) = nested(store, req) {
+        return Ok(nested);
     }
     match first(store, req).await? {
         Ok(entry) => store.hold(req, entry).map(granted),
         Err(left) => Ok(left),
+    }
+}
+
+/// The grant of a nested acquisition into the owner's live hold, if it has one; a lost hold
+/// of the owner is taken out of the table (and its entry deleted) so that a new one can start.
+pub fn nested<S: QueueStore>(store: &S, req: &AcquireRequest<'_>) -> Option<Attempt> {
+    match store.holds().nest(req.key, req.owner, req.signal) {
+        Nest::Nested(fence) => Some(granted(fence)),
+        Nest::Lost(old) => {
+            store.delete_lost(old);
+            None
+        }
+        Nest::Free => None,
     }
 }
 
