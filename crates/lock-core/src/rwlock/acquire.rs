@@ -23,7 +23,7 @@ impl RwLock {
         let started = Instant::now();
         let deadline = opts.deadline(started)?;
         if self.native {
-            let shared = self.gate_side(Side::Read, once, deadline, opts.lease, started).await?;
+            let shared = self.part(&self.gate, Side::Read, once, deadline, opts.lease, started).await?;
             return Ok(
                 shared.map(|g| ReadGuard { part: ReadPart::Shared(g), _mark: self.holders.mark(false) })
             );
@@ -78,7 +78,7 @@ impl RwLock {
         let deadline = opts.deadline(started)?;
         let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if self.native {
-            let gate = self.gate_side(Side::Write, once, deadline, opts.lease, started).await?;
+            let gate = self.part(&self.gate, Side::Write, once, deadline, opts.lease, started).await?;
             return Ok(gate.map(|gate| WriteGuard {
                 gate,
                 slots: Vec::new(),
@@ -149,19 +149,6 @@ impl RwLock {
 }
 
 impl RwLock {
-    /// Natively: a shared (read) or exclusive (write) hold of the gate, one attempt when
-    /// `once`, else waiting until `deadline`.
-    pub(super) async fn gate_side(
-        &self,
-        side: Side,
-        once: bool,
-        deadline: Option<Instant>,
-        lease: Option<Duration>,
-        started: Instant,
-    ) -> Result<Option<LockGuard>> {
-        self.part(&self.gate, side, once, deadline, lease, started).await
-    }
-
     /// One part of the lock (`key`: the gate, or the upgrade gate) on `side`, one attempt when
     /// `once`, else waiting until `deadline`; a timeout names the lock.
     pub(super) async fn part(

@@ -101,7 +101,7 @@ impl RwLock {
         let Some(gate) = self.part(&up, Side::Exclusive, once, deadline, opts.lease, started).await? else {
             return Ok(None);
         };
-        let read = match self.gate_side(Side::Read, once, deadline, opts.lease, started).await {
+        let read = match self.part(&self.gate, Side::Read, once, deadline, opts.lease, started).await {
             Ok(Some(r)) => r,
             other => {
                 release_quietly("an upgradeable read", gate.release()).await;
@@ -156,7 +156,7 @@ impl UpgradeableReadGuard {
         let started = Instant::now();
         let side = Side::Upgrade { reader: self.read.owner() };
         let deadline = wait.map(|w| started + w);
-        let write = rw.gate_side(side, wait.is_none(), deadline, self.lease, started).await?;
+        let write = rw.part(&rw.gate, side, wait.is_none(), deadline, self.lease, started).await?;
         Ok(match write {
             Some(w) => {
                 self.write = Some((w, rw.holders.mark(true)));
