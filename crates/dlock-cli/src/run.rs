@@ -140,12 +140,12 @@ pub async fn run(
     };
     let deadline = tokio::time::Instant::now() + wait;
     // --wait bounds everything, connecting included; `--wait 0` (one try) still connects.
-    let connect_by = if wait.is_zero() { deadline + TRY_ONCE_CONNECT } else { deadline };
+    let connect_for = if wait.is_zero() { TRY_ONCE_CONNECT } else { wait };
     let guard = tokio::select! {
         g = async {
-            let locker = tokio::time::timeout_at(connect_by, locker(url, lease))
+            let locker = tokio::time::timeout(connect_for, locker(url, lease))
                 .await
-                .map_err(|_| unreachable(connect_by - deadline + wait))??;
+                .map_err(|_| unreachable(connect_for))??;
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             Hold::acquire(&locker, key, mode, left).await
         } => match g {
