@@ -3,10 +3,13 @@
 -- live registered waiter), or every permit is held.
 -- KEYS[1] lock, KEYS[2] waiter deadlines zset, KEYS[3] fence counter (same hash tag)
 -- ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] how long (ms) a refused waiting request marks
--- its kind as waiting (a permit waiter: registers) (0: a single attempt, no mark), ARGV[4] the number of permits (0: a read)
+-- its kind as waiting (a permit waiter: registers) (0: a single attempt, no mark), ARGV[4] the
+-- number of permits (0: a read), ARGV[5] the waiter's tag (client id and inbox, handoff.lua)
 -- Returns {1, 0} when a read is held (a read draws no fence), {1, fence, slot} when a permit
--- is, {0, ms until worth retrying (-1: unknown)} otherwise. A copy of this attempt (a resend) finds the owner's hold and only
--- extends it; after the owner's release (release_shared.lua) a late copy does nothing.
+-- is, {0, ms until worth retrying (-1: unknown), the registered permit waiter's deadline in
+-- server ms (0: none)} otherwise; a permit handed to this owner (hand_permit) is claimed. A
+-- copy of this attempt (a resend) finds the owner's hold and only extends it; after the
+-- owner's release (release_shared.lua) a late copy does nothing.
 local lock, owner, lease, permits = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 if cancelled(lock, owner) then
   return {0, -1}
@@ -28,11 +31,8 @@ if not live then
   if wait then
     local mark = tonumber(ARGV[3])
     if mark > 0 and permits > 0 then
-      local pq = lock .. ':pq'
-      redis.call('ZADD', pq, now + mark, owner)
-      if redis.call('PTTL', pq) < mark then
-        redis.call('PEXPIRE', pq, mark)
-      end
+      register_permit_waiter(lock, owner, ARGV[5], now + mark, mark)
+      return {0, wait, now + mark}
     elseif mark > 0 then
       redis.call('SET', lock .. ':sw', 1, 'PX', mark)
     end
@@ -51,10 +51,10 @@ end
 local sn = s .. 'n'
 if granted then
   redis.call('HSET', sn, owner, granted)
-  redis.call('ZREM', lock .. ':pq', owner)
-  redis.call('DEL', lock .. ':pk:' .. owner)
+  unregister_permit_waiter(lock, owner)
 else
   granted = redis.call('HGET', sn, owner)
+  redis.call('HDEL', s .. 'h', owner)
 end
 if redis.call('PTTL', sn) < lease then
   redis.call('PEXPIRE', sn, lease)

@@ -33,7 +33,7 @@ if ARGV[2] ~= '' then
   end
 else
   leave(queue, deadlines, owner, ARGV[5])
-  leave_permits(lock, owner, ARGV[3])
+  leave_permits(lock, owner, ARGV[3], tonumber(ARGV[4]), KEYS[4], ARGV[6])
   if redis.call('HEXISTS', lock, owner) == 1
     and handed_here(ARGV[5], redis.call('HGET', lock, 'n'), redis.call('HGET', lock, 'f'), ARGV[6]) then
     redis.call('DEL', lock)

@@ -97,36 +97,102 @@ end
 -- '<lock>:sn' (owner token -> 'slot:fence', as long-lived as '<lock>:s') naming each live
 -- hold's slot, the lowest free one when granted, and fence. A refused waiting request
 -- registers in '<lock>:pq' (owner token -> liveness deadline, pushed forward by each of its
--- attempts; a grant or the end of its wait takes it out). A release that leaves other permits
--- held wakes one of them by publishing its bare owner token (only that waiter wakes), not the
--- herd: one freed permit serves one waiter.
+-- attempts, which answer it; a grant or the end of its wait takes it out) and '<lock>:pt'
+-- (owner token -> its tag, as in the wait set above). A release hands its permit (the slot it
+-- frees, a new fence) to the registered waiter with the earliest deadline: a hold of that
+-- waiter for a claim window (never past its deadline), noted in '<lock>:sh' (owner token ->
+-- the hand-over's fence) until an attempt of the waiter claims it or the hold ends, and
+-- published as `token:fence:window:deadline/slot` to the inbox of the waiter's client (with
+-- `:lock`), or without one on the lock's channel. As with the mutex (above), the waiter's
+-- client holds it at once when enough of the window is left; its next attempt claims it
+-- otherwise; the end of its wait without either gives it to the next. One freed permit serves
+-- one waiter and wakes nobody else.
 
--- How long (ms) a woken permit waiter is remembered as woken: if its wait ends before its
--- attempt takes the permit, the wake passes on (leave_permits). Longer than a wake-up and an
--- attempt take, shorter than its heartbeat (which retries anyway).
-local PERMIT_WAKE_MS = 1000
-
--- wake_permit_waiter(lock, channel): wakes the registered permit waiter with the earliest
--- deadline (dropping dead ones) and takes it out, so the next release wakes another.
-local function wake_permit_waiter(lock, channel)
-  local pq = lock .. ':pq'
-  if redis.call('EXISTS', pq) == 0 then return end
-  local now = now_ms()
-  redis.call('ZREMRANGEBYSCORE', pq, '-inf', now)
-  local w = redis.call('ZRANGE', pq, 0, 0)[1]
-  if w then
-    redis.call('ZREM', pq, w)
-    redis.call('SET', lock .. ':pk:' .. w, 1, 'PX', PERMIT_WAKE_MS)
-    redis.call('PUBLISH', channel, w)
+-- live_for(keys, ms): makes each of `keys` live at least `ms` more (never shortens).
+local function live_for(keys, ms)
+  for _, k in ipairs(keys) do
+    if redis.call('PTTL', k) < ms then
+      redis.call('PEXPIRE', k, ms)
+    end
   end
 end
 
--- leave_permits(lock, owner, channel): a permit waiter's wait ended; if it had been woken
--- and not served, the wake passes to the next waiter.
-local function leave_permits(lock, owner, channel)
-  redis.call('ZREM', lock .. ':pq', owner)
-  if redis.call('DEL', lock .. ':pk:' .. owner) == 1 then
-    wake_permit_waiter(lock, channel)
+-- publish_handed(lock, channel, tag, payload): tells a hand-over to the waiter's client, on
+-- its inbox (the tag's tail, with the lock's name) or else on the lock's channel.
+local function publish_handed(lock, channel, tag, payload)
+  local inbox = tag and string.sub(tag, 33) or ''
+  if inbox ~= '' then
+    redis.call('PUBLISH', inbox, payload .. ':' .. lock)
+  else
+    redis.call('PUBLISH', channel, payload)
+  end
+end
+
+-- register_permit_waiter(lock, owner, tag, deadline, keep): registers a refused permit request
+-- (or pushes its deadline forward); both keys live at least `keep` ms.
+local function register_permit_waiter(lock, owner, tag, deadline, keep)
+  local pq, pt = lock .. ':pq', lock .. ':pt'
+  if redis.call('ZADD', pq, deadline, owner) == 1 then
+    redis.call('HSET', pt, owner, tag)
+  end
+  live_for({pq, pt}, keep)
+end
+
+-- unregister_permit_waiter(lock, owner): takes a permit request out of the wait set.
+local function unregister_permit_waiter(lock, owner)
+  if redis.call('ZREM', lock .. ':pq', owner) == 1 then
+    redis.call('HDEL', lock .. ':pt', owner)
+  end
+end
+
+-- hand_permit(lock, slot, channel, claim_ms, counter): grants the freed `slot` to the live
+-- permit waiter with the earliest deadline (dropping dead ones) and publishes it. Returns the
+-- payload, '' for nobody.
+local function hand_permit(lock, slot, channel, claim_ms, counter)
+  local pq = lock .. ':pq'
+  if redis.call('EXISTS', pq) == 0 then return '' end
+  local now = now_ms()
+  local w, d, tag
+  while true do
+    local first = redis.call('ZRANGE', pq, 0, 0, 'WITHSCORES')
+    w, d = first[1], tonumber(first[2])
+    if not w then return '' end
+    tag = redis.call('HGET', lock .. ':pt', w)
+    unregister_permit_waiter(lock, w)
+    if d > now then break end
+  end
+  local claim = math.max(1, math.min(claim_ms, d - now))
+  local f = fence_string(next_fence(counter))
+  local s = lock .. ':s'
+  redis.call('HSET', s, w, now + claim)
+  redis.call('HSET', s .. 'n', w, slot .. ':' .. f)
+  redis.call('HSET', s .. 'h', w, f)
+  live_for({s, s .. 'n', s .. 'h'}, claim)
+  local payload = w .. ':' .. f .. ':' .. claim .. ':' .. fence_string(d) .. '/' .. slot
+  publish_handed(lock, channel, tag, payload)
+  return payload
+end
+
+-- drop_shared(s, owner): forgets `owner`'s shared hold in the hash `s` and its notes.
+local function drop_shared(s, owner)
+  redis.call('HDEL', s, owner)
+  redis.call('HDEL', s .. 'n', owner)
+  redis.call('HDEL', s .. 'h', owner)
+end
+
+-- leave_permits(lock, owner, channel, claim_ms, counter, taken): a permit waiter's wait ended
+-- without a guard. A permit handed to it and neither claimed by an attempt nor taken by its
+-- client (`taken`: the fence of a hand-over it took, '' for none) goes to the next waiter.
+local function leave_permits(lock, owner, channel, claim_ms, counter, taken)
+  unregister_permit_waiter(lock, owner)
+  local s = lock .. ':s'
+  local handed = redis.call('HGET', s .. 'h', owner)
+  if not handed or handed == taken then return end
+  local held = tonumber(redis.call('HGET', s, owner))
+  local e = redis.call('HGET', s .. 'n', owner)
+  drop_shared(s, owner)
+  if held and held > now_ms() and e then
+    hand_permit(lock, string.match(e, '^(%d+):'), channel, claim_ms, counter)
   end
 end
 
@@ -144,8 +210,7 @@ local function readers_left(lock, except)
   for i = 1, #kv, 2 do
     local left = tonumber(kv[i + 1]) - now
     if left <= 0 then
-      redis.call('HDEL', s, kv[i])
-      redis.call('HDEL', s .. 'n', kv[i])
+      drop_shared(s, kv[i])
     elseif kv[i] ~= except and (not first or left < first) then
       first = left
     end
@@ -184,8 +249,7 @@ local function free_permit(lock, permits, now, counter)
       local e = redis.call('HGET', s .. 'n', kv[i])
       if e then used[tonumber(string.match(e, '^(%d+):'))] = true end
     else
-      redis.call('HDEL', s, kv[i])
-      redis.call('HDEL', s .. 'n', kv[i])
+      drop_shared(s, kv[i])
     end
   end
   if live < permits then
@@ -229,7 +293,7 @@ local function hand_over(lock, counter, queue, deadlines, channel, claim_ms, has
   end
   local claim = math.max(1, math.min(claim_ms, d - now))
   local f = next_fence(counter)
-  local client, inbox = client_of(tag), string.sub(tag, 33)
+  local client = client_of(tag)
   if hash then
     redis.call('HSET', lock, w, 1, 'f', fence_string(f), 'n', client)
     redis.call('PEXPIRE', lock, claim)
@@ -237,11 +301,7 @@ local function hand_over(lock, counter, queue, deadlines, channel, claim_ms, has
     redis.call('SET', lock, w .. client, 'PX', claim)
   end
   local payload = w .. ':' .. fence_string(f) .. ':' .. claim .. ':' .. fence_string(d)
-  if inbox ~= '' then
-    redis.call('PUBLISH', inbox, payload .. ':' .. lock)
-  else
-    redis.call('PUBLISH', channel, payload)
-  end
+  publish_handed(lock, channel, tag, payload)
   return payload
 end
 
@@ -268,12 +328,7 @@ local function register(queue, deadlines, owner, tag, now, wait_ms)
     redis.call('RPUSH', queue, owner .. tag)
   end
   redis.call('ZADD', deadlines, now + wait_ms, owner)
-  local keep = wait_ms * 2
-  for _, k in ipairs({queue, deadlines}) do
-    if redis.call('PTTL', k) < keep then
-      redis.call('PEXPIRE', k, keep)
-    end
-  end
+  live_for({queue, deadlines}, wait_ms * 2)
   return now + wait_ms
 end
 

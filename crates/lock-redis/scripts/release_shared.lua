@@ -1,11 +1,12 @@
 -- Release of a shared hold (handoff.lua): the last reader to leave hands the lock to the
 -- first registered waiter (an exclusive request), or publishes '' for anyone; a released
--- permit wakes one registered permit waiter instead.
+-- permit goes to one registered permit waiter instead (hand_permit).
 -- KEYS[1] lock, KEYS[2] queue list, KEYS[3] waiter deadlines zset, KEYS[4] fence counter
 -- ARGV[1] owner token, ARGV[2] release channel, ARGV[3] claim window ms, ARGV[4] '1' when the
 -- lock is a hash (reentrant and fair modes)
--- Returns {0, ''} when the owner held nothing, {1, ''} when other readers remain or a permit
--- waiter was woken, {2, payload} when the last reader left (the hand-over's payload, '' for nobody). The owner is marked done
+-- Returns {0, ''} when the owner held nothing, {1, payload} when other readers remain or the
+-- permit was handed to a waiter (the hand-over's payload, '' for none), {2, payload} when the
+-- last reader left (the hand-over's payload, '' for nobody). The owner is marked done
 -- (as an attempt's cancel mark, so acquire_shared.lua sees it): a copy of this release (a
 -- resend) answers what the first did, and a late copy of the owner's acquisition grants
 -- nothing. For RELEASED_MS, not CANCELLED_MS: every read leaves one such key, so they must not
@@ -19,10 +20,13 @@ local before = redis.call('GET', done)
 if before then
   return {tonumber(before), ''}
 end
+-- A permit waiter whose attempt's answer never came, undone here, waits no more.
+unregister_permit_waiter(lock, owner)
 local s = lock .. ':s'
 local mine = tonumber(redis.call('HGET', s, owner))
-redis.call('HDEL', s, owner)
-redis.call('HDEL', s .. 'n', owner)
+local permit = redis.call('HGET', s .. 'n', owner)
+local slot = permit and string.match(permit, '^(%d+):')
+drop_shared(s, owner)
 local held = mine and mine > now_ms()
 if not held then
   redis.call('SET', done, 0, 'PX', RELEASED_MS)
@@ -30,23 +34,24 @@ if not held then
 end
 if readers_left(lock) then
   redis.call('SET', done, 1, 'PX', RELEASED_MS)
-  wake_permit_waiter(lock, ARGV[2])
   wake_upgrader(lock, ARGV[2])
+  if slot then
+    return {1, hand_permit(lock, slot, ARGV[2], tonumber(ARGV[3]), KEYS[4])}
+  end
   return {1, ''}
 end
-redis.call('DEL', s, s .. 'n')
+redis.call('DEL', s, s .. 'n', s .. 'h')
 if redis.call('EXISTS', lock) == 1 then
   -- The read of an upgraded reader, whose write still holds the lock: that write's release
   -- hands it over.
   redis.call('SET', done, 1, 'PX', RELEASED_MS)
   return {1, ''}
 end
-if redis.call('EXISTS', lock .. ':pq') == 1 then
+if slot and redis.call('EXISTS', lock .. ':pq') == 1 then
   -- The last permit: one freed permit all the same, for one waiter (a semaphore's key has no
-  -- exclusive waiters), and nothing for this client to wake on its own.
+  -- exclusive waiters).
   redis.call('SET', done, 1, 'PX', RELEASED_MS)
-  wake_permit_waiter(lock, ARGV[2])
-  return {1, ''}
+  return {1, hand_permit(lock, slot, ARGV[2], tonumber(ARGV[3]), KEYS[4])}
 end
 redis.call('SET', done, 2, 'PX', RELEASED_MS)
 return {2, hand_over(lock, KEYS[4], KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1')}

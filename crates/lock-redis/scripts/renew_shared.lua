@@ -16,6 +16,7 @@ for i, lock in ipairs(KEYS) do
       redis.call('PEXPIRE', s, lease)
       -- A semaphore's slots (handoff.lua) live as long; no key, no effect.
       redis.call('PEXPIRE', s .. 'n', lease)
+      redis.call('PEXPIRE', s .. 'h', lease)
     end
     out[i] = 1
   else

@@ -24,28 +24,34 @@ const SWEEP_AT: usize = 4096;
 /// A wait untouched this long has ended.
 const STALE: Duration = Duration::from_secs(60);
 
-/// A hand-over as published: the fence drawn for it, the claim window, and the waiter deadline
-/// it read (server milliseconds).
+/// A hand-over as published: the fence drawn for it, the claim window, the waiter deadline it
+/// read (server milliseconds), and for a semaphore's permit its slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Handed {
     pub fence: u64,
     pub window: Duration,
     pub deadline: i64,
+    pub slot: Option<u32>,
 }
 
 /// The length of an owner token in a payload (32 hex digits).
 pub(crate) const TOKEN_LEN: usize = 32;
 
-/// `token:fence:window:deadline[:rest]` as (owner, hand-over, rest). `None` for anything else
-/// (an empty payload: a release with nobody registered).
+/// `token:fence:window:deadline[/slot][:rest]` as (owner, hand-over, rest): a permit's
+/// hand-over names its slot after the deadline; `rest` is the lock's name on an inbox. `None`
+/// for anything else (an empty payload: a release with nobody registered).
 pub(crate) fn parse(payload: &str) -> Option<(OwnerToken, Handed, Option<&str>)> {
     let mut parts = payload.splitn(5, ':');
     let token = parts.next().filter(|t| t.len() == TOKEN_LEN)?;
     let owner = OwnerToken::parse(token)?;
     let fence = parts.next()?.parse().ok()?;
     let window = Duration::from_millis(parts.next()?.parse().ok()?);
-    let deadline = parts.next()?.parse().ok()?;
-    Some((owner, Handed { fence, window, deadline }, parts.next()))
+    let field = parts.next()?;
+    let (deadline, slot) = match field.split_once('/') {
+        Some((deadline, slot)) => (deadline.parse().ok()?, Some(slot.parse().ok()?)),
+        None => (field.parse().ok()?, None),
+    };
+    Some((owner, Handed { fence, window, deadline, slot }, parts.next()))
 }
 
 /// What this client knows of one owner on one key.
@@ -72,8 +78,8 @@ impl Entry {
 /// What an attempt does before it is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Before {
-    /// Hold the hand-over at once: its fence, and how long it lasts from now.
-    Take(u64, Duration),
+    /// Hold the hand-over at once: its fence, how long it lasts from now, and a permit's slot.
+    Take(u64, Duration, Option<u32>),
     /// Send the attempt; `taken`: the fence of a hand-over this owner took here.
     Send { taken: Option<u64> },
 }
@@ -151,7 +157,7 @@ impl Handoffs {
                 Some(left) if left >= handed.window / 2 => {
                     e.refused = None;
                     e.taken = Some(handed.fence);
-                    Before::Take(handed.fence, left)
+                    Before::Take(handed.fence, left, handed.slot)
                 }
                 _ => Before::Send { taken: e.taken },
             }
@@ -237,8 +243,13 @@ mod tests {
         assert_eq!(o.to_string(), T, "the token as the scripts write it");
         assert_eq!(rest, Some("dlock:{k}"));
         assert_eq!(parse(&format!("{T}:1:2:3")).map(|p| p.2), Some(None));
-        let (x, two) = (format!("{T}:x:2:3"), format!("{T}:1:2"));
-        for bad in ["", T, "short:1:2:3", &x, &two] {
+        // A permit's slot follows the deadline, before the lock's name.
+        let permit = format!("{T}:42:1666:1700000000123/2:dlock:{{k}}");
+        let (_, h, rest) = parse(&permit).expect("permit");
+        assert_eq!((h.deadline, h.slot, rest), (1_700_000_000_123, Some(2), Some("dlock:{k}")));
+        assert_eq!(parse(&format!("{T}:1:2:3/4")).map(|p| (p.1.slot, p.2)), Some((Some(4), None)));
+        let (x, two, slot) = (format!("{T}:x:2:3"), format!("{T}:1:2"), format!("{T}:1:2:3/x"));
+        for bad in ["", T, "short:1:2:3", &x, &two, &slot] {
             assert!(parse(bad).is_none(), "{bad:?}");
         }
     }
@@ -250,16 +261,16 @@ mod tests {
         let lease = Duration::from_secs(30);
         let send = Before::Send { taken: None };
         // Heard before any refused attempt was noted: not taken.
-        h.handed("k", o, Handed { fence: 7, window: w, deadline: 10 });
+        h.handed("k", o, Handed { fence: 7, window: w, deadline: 10, slot: None });
         assert_eq!(h.before("k", o, lease, true), send);
         // Noted deadline 10, heard a hand-over naming 9 (an earlier wait): not taken.
         h.answered("k", o, false, 10, Instant::now());
-        h.handed("k", o, Handed { fence: 7, window: w, deadline: 9 });
+        h.handed("k", o, Handed { fence: 7, window: w, deadline: 9, slot: None });
         assert_eq!(h.before("k", o, lease, true), send);
         // The matching one: what is left counts from the refused attempt's send.
         h.answered("k", o, false, 11, Instant::now() - Duration::from_millis(100));
-        h.handed("k", o, Handed { fence: 8, window: w, deadline: 11 });
-        let Before::Take(fence, left) = h.before("k", o, lease, true) else { panic!("not taken") };
+        h.handed("k", o, Handed { fence: 8, window: w, deadline: 11, slot: None });
+        let Before::Take(fence, left, _) = h.before("k", o, lease, true) else { panic!("not taken") };
         assert_eq!(fence, 8);
         assert!(left <= Duration::from_millis(200), "{left:?} counted from the send");
         // Held: a later attempt of this owner is a nesting, on this key only.
@@ -274,10 +285,10 @@ mod tests {
         // Less than half the window left, or a lease shorter than the window: not taken, and
         // consumed.
         h.answered("k", o, false, 12, Instant::now() - Duration::from_millis(151));
-        h.handed("k", o, Handed { fence: 9, window: w, deadline: 12 });
+        h.handed("k", o, Handed { fence: 9, window: w, deadline: 12, slot: None });
         assert_eq!(h.before("k", o, lease, true), send);
         h.answered("k", o, false, 13, Instant::now());
-        h.handed("k", o, Handed { fence: 10, window: w, deadline: 13 });
+        h.handed("k", o, Handed { fence: 10, window: w, deadline: 13, slot: None });
         assert_eq!(h.before("k", o, Duration::from_millis(299), true), send);
         // A grant ends the wait: nothing is left behind.
         h.answered("k", o, true, 0, Instant::now());

@@ -357,9 +357,9 @@ impl Pushes {
                     && let Ok(ch) = std::str::from_utf8(ch)
                     && let Some(key) = self.layout.key_of_channel(ch)
                 {
-                    // The payload names the waiter the lock was handed to (`token:fence:window:
-                    // deadline`), or the permit waiter to wake (its bare token); empty names
-                    // nobody.
+                    // The payload names the waiter the lock or a permit was handed to
+                    // (`token:fence:window:deadline[/slot]`), or a waiter to wake (its bare
+                    // token); empty names nobody.
                     let payload = match push.data.get(1) {
                         Some(Value::BulkString(p)) => std::str::from_utf8(p).ok(),
                         _ => None,

@@ -107,13 +107,13 @@ impl RedisLock {
     /// a nesting and must not claim that hold a second time). Never with replica acknowledgement
     /// (the hand-over's writes went through the releasing client's connection, so a `WAIT` here
     /// covers nothing), nor for a single attempt (it never registered).
-    fn before_attempt(&self, req: &AcquireRequest<'_>) -> Result<String, Attempt> {
+    pub(super) fn before_attempt(&self, req: &AcquireRequest<'_>) -> Result<String, Attempt> {
         let may_take = self.inner.replica_ack.is_none() && req.wait_until.is_some();
         match self.inner.handoffs.before(req.key, req.owner, req.lease, may_take) {
-            Before::Take(fence, left) => {
+            Before::Take(fence, left, slot) => {
                 #[cfg(feature = "testing")]
                 self.inner.taken_handoffs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Err(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(left), slot: None }))
+                Err(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(left), slot }))
             }
             Before::Send { taken } => Ok(taken.map(|f| f.to_string()).unwrap_or_default()),
         }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use lock_core::backend::{AcquireRequest, Attempt, Cleanup, LockInfo, Mutex, PermitInfo, RenewItem, millis};
 use lock_core::{FencingToken, OwnerToken, Result};
+use tokio::time::Instant;
 
 use super::{RedisLock, attempt, hint};
 use crate::error::classify;
@@ -51,19 +52,32 @@ impl RedisLock {
     pub(super) async fn acquire_shared(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let names = Arc::new(self.inner.layout.names(req.key));
         let waiting = self.wait_ms(req) > 0;
+        let permits = req.side.permits().unwrap_or(0);
+        // A permit a release handed to this waiter (hand_permit in handoff.lua) is held at once.
+        if permits > 0
+            && let Err(grant) = self.before_attempt(req)
+        {
+            self.note_shared(req.key, req.owner);
+            return Ok(grant);
+        }
         let mark = if waiting { millis(self.heartbeat() * 2) } else { 0 };
         let owner = req.owner.to_string();
         let mut conn = self.inner.conn.clone();
-        let permits = req.side.permits().unwrap_or(0);
         let mut inv = scripts::ACQUIRE_SHARED.prepare_invoke();
         inv.key(&names.lock).key(&names.waiters).key(&names.fence);
-        inv.arg(&owner).arg(millis(req.lease)).arg(mark).arg(permits);
+        inv.arg(&owner).arg(millis(req.lease)).arg(mark).arg(permits).arg(&self.inner.tag);
         // An answer that never comes may hide a grant: the release undoes it and marks the
         // owner done, so a late copy of the attempt grants nothing either.
         let cleanup = self.arm_shared(names, owner);
+        let sent = Instant::now();
         let reply: Vec<i64> = inv.invoke_async(&mut conn).await.map_err(classify)?;
         cleanup.disarm();
         let (ok, value) = (reply.first().copied().unwrap_or(0), reply.get(1).copied().unwrap_or(-1));
+        if permits > 0 {
+            // A refused waiter's deadline is what a hand-over to it names.
+            let deadline = if ok == 1 { 0 } else { reply.get(2).copied().unwrap_or(0) };
+            self.inner.handoffs.answered(req.key, req.owner, ok == 1, deadline, sent);
+        }
         let mut answer = attempt(ok, value, req.lease);
         if let Attempt::Acquired(grant) = &mut answer {
             self.note_shared(req.key, req.owner);
@@ -102,7 +116,10 @@ impl RedisLock {
         let names = self.inner.layout.names(key);
         let (r, next) = self.release_shared_script(&names, &owner.to_string()).await?;
         self.forget_shared(key, owner);
-        if r == 2 {
+        self.inner.handoffs.released(key, owner);
+        // The lock or a permit handed to a waiter, maybe one of ours: it need not wait for the
+        // message to come back.
+        if r == 2 || !next.is_empty() {
             self.freed(key, &next);
         }
         Ok(r > 0)
@@ -122,7 +139,12 @@ impl RedisLock {
                 .invoke_async(&mut conn)
                 .await
                 .map_err(classify)?;
-            out.push(flags.first() == Some(&1));
+            let held = flags.first() == Some(&1);
+            if !held {
+                // A permit taken from a hand-over and now lost is nothing to remember.
+                self.inner.handoffs.released(it.key, it.owner);
+            }
+            out.push(held);
         }
         Ok(out)
     }
