@@ -192,6 +192,12 @@ impl Notifier {
         Ok(sub)
     }
 
+    /// Whether `key` is subscribed on the server (waited on, or lingering): [`subscribe`]
+    /// (Self::subscribe) then sends nothing, and a release from now on is heard.
+    pub(crate) fn listening(&self, key: &str) -> bool {
+        self.subscribed.lock().contains(key)
+    }
+
     /// Wakes this client's own waiters of `key` after a release it made itself: the waiter
     /// `next` in the fair queue, or every waiter for `None`.
     pub(crate) fn notify_next(&self, key: &str, next: Option<&str>) {

@@ -138,12 +138,22 @@ async fn a_stale_taken_mark_does_not_skip_a_claim() {
     let holder = locker(&backend(&url, mode).await);
     let g = holder.lock(key).lease(LONG).try_acquire().await.expect("try").expect("free");
     let (l, k) = (locker(&b), key.to_owned());
-    let before = b.attempts();
     let short = Duration::from_secs(2);
     let waiter = tokio::spawn(async move { l.lock(k).owner(owner).lease(short).wait(short).acquire().await });
+    // Registered on the server (the key is still subscribed from the first hand-over, so the
+    // waiter makes one attempt, not one more after subscribing).
+    let waiters = b.key_names(key).waiters;
     eventually(Duration::from_secs(10), "waiter blocked", || {
-        let n = b.attempts();
-        async move { n == before + 2 }
+        let (mut admin, waiters) = (admin.clone(), waiters.clone());
+        async move {
+            let score: Option<f64> = lock_redis::redis::cmd("ZSCORE")
+                .arg(&waiters)
+                .arg(owner.to_string())
+                .query_async(&mut admin)
+                .await
+                .expect("zscore");
+            score.is_some()
+        }
     })
     .await;
     g.release().await.expect("release");

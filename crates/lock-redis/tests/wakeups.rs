@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{Locker, Semaphore};
-use lock_redis::{Mode, RedisLock};
+use lock_redis::{Mode, RedisLock, redis};
 use lock_testkit::eventually;
 use lock_testkit::server::{RedisServer, or_skip};
 use tokio::time::timeout;
@@ -176,4 +176,51 @@ async fn a_permit_woken_for_a_waiter_that_gave_up_goes_to_the_next() {
     // (20 s here).
     let p = timeout(Duration::from_secs(10), next).await.expect("passed on").expect("task").expect("acquire");
     p.release().await.expect("release");
+}
+
+/// A client whose subscription to a key is still live (an earlier wait on it) subscribes
+/// before its waiting attempt: a refusal then waits at once, with no second attempt to cover a
+/// release that could have run before the subscription, and the release still wakes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_already_subscribed_tries_once_before_waiting() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    for mode in [Mode::Simple, Mode::Fair] {
+        let key = format!("subscribed-{mode}");
+        let holder = Locker::new(Arc::new(backend(&srv.url(), mode).await));
+        let waiter = backend(&srv.url(), mode).await;
+        let lw = Locker::new(Arc::new(waiter.clone()));
+        let admin = redis::Client::open(srv.url().as_str())
+            .expect("url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("admin");
+        for round in 0..2 {
+            let g = holder.lock(&key).lease(LONG).try_acquire().await.expect("try").expect("free");
+            let before = waiter.attempts();
+            let (l, k) = (lw.clone(), key.clone());
+            let next = tokio::spawn(async move { l.lock(&k).lease(LONG).wait(LONG).acquire().await });
+            // The first round subscribes after its refused attempt and tries once more.
+            let refused = if round == 0 { 2 } else { 1 };
+            // Counted when sent, registered when run: both, so the release comes after the
+            // refusal.
+            let waiters = waiter.key_names(&key).waiters;
+            eventually(Duration::from_secs(10), "waiter blocked", || {
+                let (n, mut conn, waiters) = (waiter.attempts(), admin.clone(), waiters.clone());
+                async move {
+                    let queued: u64 =
+                        redis::cmd("ZCARD").arg(&waiters).query_async(&mut conn).await.expect("zcard");
+                    n == before + refused && queued == 1
+                }
+            })
+            .await;
+            let taken = waiter.taken_handoffs();
+            g.release().await.expect("release");
+            let w =
+                timeout(Duration::from_secs(10), next).await.expect("woken").expect("task").expect("acquire");
+            // One more attempt: the hand-over, held without a round trip.
+            assert_eq!(waiter.attempts(), before + refused + 1, "{mode}, round {round}");
+            assert_eq!(waiter.taken_handoffs(), taken + 1, "{mode}, round {round}");
+            w.release().await.expect("release");
+        }
+    }
 }

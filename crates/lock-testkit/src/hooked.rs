@@ -117,6 +117,10 @@ impl LockBackend for Hooked {
         (self.hook)(call)?;
         self.answer(call, self.inner.subscribe(key).await)
     }
+
+    fn listening(&self, key: &str) -> bool {
+        self.inner.listening(key)
+    }
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         let call = Call::SetNote;
         (self.hook)(call)?;

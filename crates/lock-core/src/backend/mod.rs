@@ -430,6 +430,15 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
         Ok(None)
     }
 
+    /// Whether this client hears releases of `key` already (a subscription of an earlier
+    /// waiter is still live on the server): [`subscribe`](Self::subscribe) then answers at once,
+    /// so the core subscribes before a waiting attempt instead of after it, and a refused
+    /// attempt needs no second one to cover a release that ran before the subscription.
+    fn listening(&self, key: &str) -> bool {
+        let _ = key;
+        false
+    }
+
     /// Attach `note` to `owner`'s current hold of `key`, replacing any earlier note; anyone can
     /// read it with [`note`](Self::note) while that hold lasts (a leader's identity, for
     /// observers). The note is public: never put a secret in it. Validated by the core (at

@@ -246,6 +246,10 @@ impl<'a> LockRequest<'a> {
             if queued && place.is_none() {
                 place = Some(leave_on_drop(backend, &key, owner));
             }
+            if caps.notify && !once && sub.is_none() && backend.listening(&key) {
+                // Heard from before the attempt is sent: a refusal waits at once.
+                sub = backend.subscribe(&key).await.ok().flatten();
+            }
             let mut sent_at = Instant::now();
             let result = match backend.try_acquire(&req).await {
                 Ok(Attempt::Acquired(grant)) if caps.early_grants => {

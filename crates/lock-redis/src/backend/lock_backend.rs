@@ -194,6 +194,10 @@ impl LockBackend for RedisLock {
         Ok(Some(n.subscribe(key).await.map_err(classify)?))
     }
 
+    fn listening(&self, key: &str) -> bool {
+        self.inner.notifier.get().is_some_and(|n| n.listening(key))
+    }
+
     /// `set_note.lua`: the note goes inside the hold (after the value's owner token and nonce,
     /// or the hash field `m`), so it leaves with the hold.
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
