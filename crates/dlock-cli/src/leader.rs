@@ -34,15 +34,6 @@ pub struct LeaderArgs<'a> {
     pub command: &'a [String],
 }
 
-/// The default identity: this host's name and dlock's pid.
-fn default_identity() -> String {
-    let host = nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{host}:{}", std::process::id())
-}
-
 /// Campaign for `key`; run the command each time this process leads, stop it when leadership is
 /// lost, and campaign again (unless `--once`). Ends with the command's status when the command
 /// ends by itself (leadership is then given up), 76 when leadership was lost with `--once`.
@@ -51,7 +42,7 @@ pub async fn leader(a: LeaderArgs<'_>) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let identity = a.identity.unwrap_or_else(default_identity);
+    let identity = a.identity.unwrap_or_else(|| crate::holder::identity(None, None));
     let connected = tokio::select! {
         l = tokio::time::timeout(CONNECT, locker(a.url, a.lease)) => l.map_err(|_| unreachable(CONNECT)).and_then(|l| l),
         sig = any_signal(&mut sigs) => return exit_signal(sig),

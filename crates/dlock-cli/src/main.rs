@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 mod duration;
 mod hold;
+mod holder;
 mod leader;
 mod run;
 mod status;
@@ -119,6 +120,10 @@ enum Cmd {
         /// Prometheus text at http://ADDR/metrics while the command runs, e.g. 127.0.0.1:9464.
         #[arg(long, value_name = "ADDR")]
         metrics_addr: Option<std::net::SocketAddr>,
+        /// A label noted with the holder's identity (`host:pid cmd=PROGRAM label=LABEL`), which
+        /// `dlock status` shows while the lock is held. Public: never put a secret in it.
+        #[arg(long, value_name = "LABEL")]
+        holder_label: Option<String>,
         /// The command and its arguments.
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
@@ -251,6 +256,7 @@ fn main() -> ExitCode {
                 lease,
                 on_lost,
                 metrics_addr,
+                holder_label,
                 command,
             } => {
                 if let Some(addr) = metrics_addr
@@ -265,7 +271,9 @@ fn main() -> ExitCode {
                     (None, false, false) => hold::Mode::Mutex,
                 };
                 let waits = run::Waits { wait, conflict_exit_code };
-                run::run(&url, &key, mode, waits, lease, on_lost.for_lease(lease), &command).await
+                let holder = holder::identity(command.first().map(String::as_str), holder_label.as_deref());
+                let hold = run::HoldArgs { mode, holder, lease, on_lost: on_lost.for_lease(lease) };
+                run::run(&url, &key, hold, waits, &command).await
             }
             Cmd::Leader { url, key, identity, lease, on_lost, once, command } => {
                 leader::leader(leader::LeaderArgs {

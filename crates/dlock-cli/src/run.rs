@@ -124,14 +124,22 @@ pub struct Waits {
     pub conflict_exit_code: u8,
 }
 
+/// What `dlock run` holds and how: the primitive, the holder identity noted on it, the
+/// watchdog lease, and what a loss does to the command.
+#[derive(Debug, Clone)]
+pub struct HoldArgs {
+    pub mode: Mode,
+    pub holder: String,
+    pub lease: Duration,
+    pub on_lost: OnLost,
+}
+
 /// Hold `key` while `command` runs; see the `run` subcommand's help.
 pub async fn run(
     url: &str,
     key: &str,
-    mode: Mode,
+    HoldArgs { mode, holder, lease, on_lost }: HoldArgs,
     Waits { wait, conflict_exit_code }: Waits,
-    lease: Duration,
-    on_lost: OnLost,
     command: &[String],
 ) -> ExitCode {
     let mut sigs = match prepare(url, lease, on_lost, command) {
@@ -145,7 +153,8 @@ pub async fn run(
         g = async {
             let locker = tokio::time::timeout(connect_for, locker(url, lease))
                 .await
-                .map_err(|_| unreachable(connect_for))??;
+                .map_err(|_| unreachable(connect_for))??
+                .with_holder(holder)?;
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             Hold::acquire(&locker, key, mode, left).await
         } => match g {

@@ -105,9 +105,30 @@ fn described(info: &LockInfo) -> ((String, String), Value) {
     ((head, line), value)
 }
 
+/// The identity the holder of `key` noted (`dlock run`, `Locker::with_holder`), where the store
+/// keeps notes and the key is held exclusively.
+async fn noted(backend: &DynBackend, key: &str, info: &LockInfo) -> dlock::Result<Option<String>> {
+    if !info.held || info.readers.is_some() || !backend.capabilities().notes {
+        return Ok(None);
+    }
+    backend.note(key).await
+}
+
+/// Adds the holder's identity to a description.
+fn with_holder(
+    ((head, mut line), mut value): ((String, String), Value),
+    holder: Option<String>,
+) -> ((String, String), Value) {
+    if let Some(h) = &holder {
+        line.push_str(&format!(", by {h}"));
+    }
+    value["holder"] = json!(holder);
+    ((head, line), value)
+}
+
 async fn mutex(backend: &DynBackend, key: &str, leader: bool) -> dlock::Result<Shown> {
     let info = backend.inspect(key).await?;
-    let (mut text, mut value) = described(&info);
+    let (mut text, mut value) = with_holder(described(&info), noted(backend, key, &info).await?);
     if leader {
         let id = LeaderElection::new(&Locker::new(backend.clone()), key, "")?.leader().await?;
         if let Some(id) = &id {
@@ -129,8 +150,11 @@ async fn read_write(backend: &DynBackend, key: &str, reader_slots: u32) -> dlock
         }
     }
     let writer = gate.held && gate.readers.is_none();
+    let holder = noted(backend, rw.gate_key(), &gate).await?;
     let text = match (writer, readers) {
-        (true, _) => ("read-write lock held by a writer".to_owned(), described(&gate).0.1),
+        (true, _) => {
+            ("read-write lock held by a writer".to_owned(), with_holder(described(&gate), holder.clone()).0.1)
+        }
         (false, 0) => ("read-write lock free".to_owned(), String::new()),
         (false, n) => (format!("read-write lock {}", self::readers(n)), String::new()),
     };
@@ -140,6 +164,7 @@ async fn read_write(backend: &DynBackend, key: &str, reader_slots: u32) -> dlock
         "writer": writer,
         "readers": readers,
         "fence": gate.fence.filter(|_| writer).map(|f| f.0),
+        "holder": holder,
         "waiters": gate.waiters,
     });
     Ok(Shown { busy: writer || readers > 0, text, value })
@@ -149,26 +174,28 @@ async fn read_write(backend: &DynBackend, key: &str, reader_slots: u32) -> dlock
 /// keys' holds, or, where the store keeps the permits itself, its list of them.
 async fn permits(backend: &DynBackend, key: &str, n: u32) -> dlock::Result<Shown> {
     let sem = Semaphore::new(&Locker::new(backend.clone()), key, n)?;
-    let mut held: Vec<(u32, LockInfo)> = Vec::new();
+    let mut held: Vec<(u32, LockInfo, Option<String>)> = Vec::new();
     if sem.is_native() {
         for p in backend.inspect(&sem.pool_key()).await?.permits {
             let mut info = LockInfo::held();
             (info.remaining, info.fence, info.owner) = (p.remaining, Some(p.fence), Some(p.owner));
-            held.push((p.slot, info));
+            held.push((p.slot, info, None));
         }
     } else {
         for slot in 0..n {
-            let info = backend.inspect(&sem.slot_key(slot)).await?;
+            let k = sem.slot_key(slot);
+            let info = backend.inspect(&k).await?;
             if info.held {
-                held.push((slot, info));
+                let holder = noted(backend, &k, &info).await?;
+                held.push((slot, info, holder));
             }
         }
     }
     let count = held.len();
     let mut tail = String::new();
     let mut slots = Vec::with_capacity(count);
-    for (slot, info) in &held {
-        let ((head, rest), mut v) = described(info);
+    for (slot, info, holder) in held {
+        let ((head, rest), mut v) = with_holder(described(&info), holder);
         tail.push_str(&format!("; slot {slot} {head}{rest}"));
         v["slot"] = json!(slot);
         slots.push(v);

@@ -49,6 +49,8 @@ pub struct Locker {
     watchdog_lease: Duration,
     poll: (Duration, Duration),
     drift: (f64, Duration),
+    /// The holder identity noted on every exclusive hold of this locker (`with_holder`).
+    holder: Option<Arc<str>>,
 }
 
 impl fmt::Debug for Locker {
@@ -57,6 +59,7 @@ impl fmt::Debug for Locker {
             .field("backend", &self.backend)
             .field("watchdog_lease", &self.watchdog_lease)
             .field("drift", &self.drift)
+            .field("holder", &self.holder)
             .field("renewer", &self.renewer)
             .finish()
     }
@@ -72,7 +75,25 @@ impl Locker {
             watchdog_lease: DEFAULT_WATCHDOG_LEASE,
             poll: (POLL_MIN, POLL_MAX),
             drift: (DRIFT_MARGIN_RATE, DRIFT_MARGIN_FLOOR),
+            holder: None,
         }
+    }
+
+    /// Note `holder` (who holds: a host, a process, a program, a label) on every exclusive
+    /// hold this locker grants, where the store keeps notes (see
+    /// [`Capability`](crate::Capability)), so that `note` and `dlock status` can say who holds
+    /// a lock. It costs one more round trip per hold (a composite's parts each: a
+    /// non-native writer notes every reader slot); [`LockRequest::holder`] sets it for one
+    /// request. The note is public: never put a secret in it.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidConfig`] for a note longer than
+    /// [`MAX_NOTE_BYTES`](crate::backend::MAX_NOTE_BYTES) or with control characters.
+    pub fn with_holder(mut self, holder: impl Into<String>) -> Result<Self> {
+        let holder = holder.into();
+        crate::validate::validate_note(&holder)?;
+        self.holder = Some(Arc::from(holder));
+        Ok(self)
     }
 
     /// How much earlier than the server the holder considers a lease over: `lease * rate +

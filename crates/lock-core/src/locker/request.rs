@@ -13,7 +13,8 @@ use crate::backend::{AcquireRequest, Attempt, Backoff, Cleanup, Grant, RenewItem
 use crate::observe::{self, Outcome};
 use crate::renewer::NewLease;
 use crate::{
-    LockBackend, LockError, LockGuard, OwnerToken, Result, validate_key, validate_lease, validate_wait,
+    LockBackend, LockError, LockGuard, OwnerToken, Result, validate_key, validate_lease, validate_note,
+    validate_wait,
 };
 
 /// Shortest local validity (a short grant less the drift margin) left to the watchdog's top-up:
@@ -66,6 +67,7 @@ pub struct LockRequest<'a> {
     owner: Option<OwnerToken>,
     max_hold: Option<Duration>,
     side: Side,
+    holder: Option<Arc<str>>,
 }
 
 impl<'a> LockRequest<'a> {
@@ -78,6 +80,7 @@ impl<'a> LockRequest<'a> {
             owner: None,
             max_hold: None,
             side: Side::Exclusive,
+            holder: locker.holder.clone(),
         }
     }
 
@@ -113,6 +116,14 @@ impl<'a> LockRequest<'a> {
     /// later even if the holder never releases.
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// Note `holder` on this hold (see [`Locker::with_holder`], whose identity it replaces).
+    /// Checked when the request is sent: a note that is too long or has control characters
+    /// fails it with [`LockError::InvalidConfig`].
+    pub fn holder(mut self, holder: impl Into<String>) -> Self {
+        self.holder = Some(Arc::from(holder.into()));
         self
     }
 
@@ -153,6 +164,9 @@ impl<'a> LockRequest<'a> {
 
     async fn acquire_inner(self, once: bool) -> Result<Option<LockGuard>> {
         validate_key(&self.key)?;
+        if let Some(h) = &self.holder {
+            validate_note(h)?;
+        }
         let backend = self.locker.backend.name();
         let span = tracing::info_span!(
             "dlock.acquire",
@@ -163,7 +177,18 @@ impl<'a> LockRequest<'a> {
             fence = tracing::field::Empty,
         );
         let started = Instant::now();
-        let result = self.attempts(once).instrument(span.clone()).await;
+        // Exclusive holds only: shared ones (readers, a store's permits) have no place for notes.
+        let exclusive = matches!(self.side, Side::Exclusive | Side::Write);
+        let (locker, holder) = (self.locker, self.holder.clone().filter(|_| exclusive));
+        let result = async {
+            let guard = self.attempts(once).await?;
+            match (guard, holder) {
+                (Some(guard), Some(holder)) => note_holder(locker, guard, &holder).await.map(Some),
+                (guard, _) => Ok(guard),
+            }
+        }
+        .instrument(span.clone())
+        .await;
         let outcome = match &result {
             Ok(Some(guard)) => {
                 if let Some(fence) = guard.fence() {
@@ -358,6 +383,29 @@ impl<'a> LockRequest<'a> {
                         .await
                 }
             }
+        }
+    }
+}
+
+/// Notes `holder` on the hold `guard` has, where the store keeps notes. A hold gone before its
+/// note landed is reported lost; a note the store refused gives the hold back.
+async fn note_holder(locker: &Locker, guard: LockGuard, holder: &str) -> Result<LockGuard> {
+    let backend = &locker.backend;
+    if !backend.capabilities().notes {
+        return Ok(guard);
+    }
+    match backend.set_note(guard.key(), guard.owner(), holder).await {
+        Ok(true) => Ok(guard),
+        Ok(false) => {
+            let key = guard.key().to_owned();
+            guard.abandon();
+            Err(LockError::LeaseLost { key })
+        }
+        Err(e) => {
+            if let Err(release) = guard.release().await {
+                tracing::debug!(error = %release, "release after a failed holder note");
+            }
+            Err(e)
         }
     }
 }
