@@ -17,6 +17,7 @@ mod run;
 mod status;
 mod stores;
 mod supervise;
+mod unlock;
 
 use duration::parse_duration;
 
@@ -48,6 +49,7 @@ pub const EXIT_UNSUPPORTED: u8 = 78;
                   dlock leader --url etcd://127.0.0.1:2379/locks --key scheduler --identity \"$(hostname)\" -- ./scheduler\n  \
                   dlock status --url etcd://127.0.0.1:2379/locks --key scheduler --leader\n  \
                   dlock status --url redis://127.0.0.1:6379 --key nightly-report --json\n  \
+                  dlock unlock --url redis://127.0.0.1:6379 --key nightly-report --force\n  \
                   dlock completions bash > ~/.local/share/bash-completion/completions/dlock\n\n\
                   The benchmark of the backends lives in the repository's lock-bench crate: \
                   cargo run --release -p lock-bench -- --quick"
@@ -206,6 +208,35 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         permits: Option<u32>,
     },
+    /// Take a lock away from its holder: an operator's last resort for a holder that is stuck
+    /// but still renewing. The hold is named by the fencing token it was inspected with, so a
+    /// holder that took the lock since is never evicted; the evicted holder's next renewal is
+    /// refused (`dlock run` then stops its command as --on-lost says) and the next holder's
+    /// fencing token is larger, so fenced storage refuses the evicted holder's late writes.
+    /// Asks before evicting when stdin is a terminal, unless --yes.
+    ///
+    /// Exit statuses: 0 evicted, or the lock was free; 1 nothing evicted (declined, or the
+    /// lock changed hands since it was inspected); 64 bad arguments or URL; 69 backend
+    /// unreachable; 77 permission refused; 78 the store cannot take a hold from another client
+    /// (PostgreSQL, MySQL/MariaDB and lock files: end the holder's session or process), or the
+    /// lock is held by readers or permits.
+    Unlock {
+        /// Backend URL (see `dlock run --help`).
+        #[arg(long, env = "DLOCK_URL")]
+        url: String,
+        /// Lock name.
+        #[arg(long)]
+        key: String,
+        /// Required: unlock takes a lock from a live holder, which must never happen by accident.
+        #[arg(long, required = true)]
+        force: bool,
+        /// Do not ask (it asks only when stdin is a terminal).
+        #[arg(long)]
+        yes: bool,
+        /// One JSON object on stdout: key, backend, evicted, fence, owner, holder.
+        #[arg(long)]
+        json: bool,
+    },
     /// Internal: the supervisor between `dlock run` and the command.
     #[command(hide = true, name = "__supervise")]
     Supervise {
@@ -292,6 +323,7 @@ fn main() -> ExitCode {
                 clap_complete::generate(shell, &mut cmd, "dlock", &mut std::io::stdout());
                 ExitCode::SUCCESS
             }
+            Cmd::Unlock { url, key, force: _, yes, json } => unlock::unlock(&url, &key, yes, json).await,
             Cmd::Supervise { parent, grace, command } => supervise::supervise(parent, grace, &command).await,
             Cmd::Status { url, key, json, leader, read_write, reader_slots, permits } => {
                 let kind = match (permits, read_write) {

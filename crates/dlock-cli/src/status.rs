@@ -29,14 +29,10 @@ pub enum Kind {
 /// readers, for a semaphore every held permit. Exit 0 when an acquisition would not wait (the
 /// key free, a permit free), 1 when it would.
 pub async fn status(url: &str, key: &str, kind: Kind, json: bool) -> ExitCode {
-    let backend = match tokio::time::timeout(STATUS_CONNECT, dlock::from_url(url)).await {
-        Ok(Ok(b)) => b,
-        Ok(Err(e)) => return fail(url, &e),
-        Err(_) => return fail(url, &unreachable(STATUS_CONNECT)),
+    let backend = match connect(url, key).await {
+        Ok(b) => b,
+        Err(code) => return code,
     };
-    if let Err(e) = dlock::validate_key(key) {
-        return fail(url, &e);
-    }
     let shown = match kind {
         Kind::Mutex { leader } => mutex(&backend, key, leader).await,
         Kind::ReadWrite { reader_slots } => read_write(&backend, key, reader_slots).await,
@@ -57,6 +53,18 @@ pub async fn status(url: &str, key: &str, kind: Kind, json: bool) -> ExitCode {
         }
         Err(e) => fail(url, &e),
     }
+}
+
+/// The backend of `url`, within [`STATUS_CONNECT`], for a command about `key` (checked first);
+/// the exit status of the failure otherwise.
+pub(crate) async fn connect(url: &str, key: &str) -> Result<DynBackend, ExitCode> {
+    let backend = match tokio::time::timeout(STATUS_CONNECT, dlock::from_url(url)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return Err(fail(url, &e)),
+        Err(_) => return Err(fail(url, &unreachable(STATUS_CONNECT))),
+    };
+    dlock::validate_key(key).map_err(|e| fail(url, &e))?;
+    Ok(backend)
 }
 
 /// One status: whether an acquisition would wait, the line (before and after the backend's
@@ -107,7 +115,7 @@ fn described(info: &LockInfo) -> ((String, String), Value) {
 
 /// The identity the holder of `key` noted (`dlock run`, `Locker::with_holder`), where the store
 /// keeps notes and the key is held exclusively.
-async fn noted(backend: &DynBackend, key: &str, info: &LockInfo) -> dlock::Result<Option<String>> {
+pub(crate) async fn noted(backend: &DynBackend, key: &str, info: &LockInfo) -> dlock::Result<Option<String>> {
     if !info.held || info.readers.is_some() || !backend.capabilities().notes {
         return Ok(None);
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use etcd_client::{Client, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse};
 use lock_core::backend::queue::{self, Released};
 use lock_core::backend::{
     AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RENEW_BATCH, RenewItem,
@@ -269,6 +269,31 @@ impl LockBackend for EtcdLock {
         info.owner =
             Some(String::from_utf8_lossy(&head.key()[dir.len().min(head.key().len())..]).into_owned());
         Ok(info)
+    }
+
+    /// Deletes the key at the head of the lock's queue if its create revision is `fence`, in
+    /// one transaction that compares it: the holder's check after its next keep-alive finds its
+    /// key gone (lost), and the next waiter, which watches it, takes the lock.
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        let dir = self.inner.dir(key);
+        let opts = GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Ascend)
+            .with_keys_only()
+            .with_limit(1);
+        let mut kv = self.inner.client.kv_client();
+        let t = self.inner.cfg.request_timeout;
+        let resp = bounded(t, kv.get(dir.as_str(), Some(opts))).await.map_err(lock_error)?;
+        let Some(head) = resp.kvs().first().filter(|h| !is_reader(&dir, h.key())) else { return Ok(false) };
+        if u64::try_from(head.create_revision()).ok() != Some(fence.0) {
+            return Ok(false);
+        }
+        let revision = head.create_revision();
+        let txn = Txn::new()
+            .when(vec![Compare::create_revision(head.key(), CompareOp::Equal, revision)])
+            .and_then(vec![TxnOp::delete(head.key(), None)]);
+        let done = bounded(t, kv.txn(txn)).await.map_err(lock_error)?;
+        Ok(done.succeeded())
     }
 
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {

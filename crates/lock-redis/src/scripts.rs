@@ -69,6 +69,8 @@ pub(crate) static RECORD: LazyLock<Publishing> =
     LazyLock::new(|| publishing(&[], include_str!("../scripts/record.lua")));
 pub(crate) static SET_NOTE: LazyLock<Script> =
     LazyLock::new(|| with(&[HOLDER], include_str!("../scripts/set_note.lua")));
+pub(crate) static EVICT: LazyLock<Publishing> =
+    LazyLock::new(|| publishing(&[FENCE, HANDOFF], include_str!("../scripts/evict.lua")));
 pub(crate) static RAISE_FENCE: LazyLock<Script> =
     LazyLock::new(|| with(&[FENCE, HOLDER], include_str!("../scripts/raise_fence.lua")));
 pub(crate) static ACQUIRE_SHARED: LazyLock<Script> =

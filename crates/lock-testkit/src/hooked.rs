@@ -121,6 +121,10 @@ impl LockBackend for Hooked {
     fn listening(&self, key: &str) -> bool {
         self.inner.listening(key)
     }
+
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        self.inner.evict(key, fence).await
+    }
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         let call = Call::SetNote;
         (self.hook)(call)?;

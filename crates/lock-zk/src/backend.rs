@@ -317,6 +317,36 @@ impl LockBackend for ZkLock {
         Ok(info)
     }
 
+    /// Deletes the node at the head of the key's queue if its czxid is `fence`, from this
+    /// session: its owner's watch on it reports the loss, and the next node's waiter, which
+    /// watches it, takes the lock. Sequential names are never reused, so the check and the
+    /// delete name one node.
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        let session = self.inner.session().await?;
+        let dir = self.inner.dir(key);
+        let children = match session.client.list_children(&dir).await {
+            Ok(c) => c,
+            Err(zk::Error::NoNode) => return Ok(false),
+            Err(e) => return Err(lock_error(e)),
+        };
+        if is_semaphore(&children) {
+            return Err(lock_core::backend::unsupported(NAME, "force-unlock of a semaphore's permit"));
+        }
+        let Some((_, head)) = queue(children).into_iter().next().filter(|(_, c)| !is_reader(c)) else {
+            return Ok(false);
+        };
+        let path = format!("{dir}/{head}");
+        match session.client.check_stat(&path).await.map_err(lock_error)? {
+            Some(stat) if u64::try_from(stat.czxid).ok() == Some(fence.0) => {}
+            _ => return Ok(false),
+        }
+        match session.client.delete(&path, None).await {
+            Ok(()) => Ok(true),
+            Err(zk::Error::NoNode) => Ok(false),
+            Err(e) => Err(lock_error(e)),
+        }
+    }
+
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         self.inner.set_note(key, owner, note).await
     }

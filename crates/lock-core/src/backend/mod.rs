@@ -21,6 +21,7 @@ use crate::{FencingToken, LeaseSignal, LockError, OwnerToken, Result};
 
 mod backoff;
 mod cleanup;
+mod info;
 mod notify;
 mod options;
 pub mod queue;
@@ -33,6 +34,7 @@ mod sync;
 
 pub use backoff::{Backoff, jitter, retry_cleanup};
 pub use cleanup::Cleanup;
+pub use info::{LockInfo, PermitInfo};
 pub use notify::{NotifyHub, Subscription};
 pub use options::{UrlOptions, parse_duration};
 pub use records::{LocalRecord, Record, RecordOp};
@@ -271,69 +273,6 @@ pub struct Grant {
     pub slot: Option<u32>,
 }
 
-/// What a backend can tell about a lock without taking it (`dlock status`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LockInfo {
-    /// Someone holds the key now.
-    pub held: bool,
-    /// The holder's remaining lease; `None` when free or session-bound.
-    pub remaining: Option<Duration>,
-    /// The holder's fencing token, where the backend stores it next to the hold.
-    pub fence: Option<FencingToken>,
-    /// How many clients wait in the server's queue, where there is one.
-    pub waiters: Option<usize>,
-    /// The holder as the backend records it, shortened so it identifies without being a
-    /// capability: the first 8 hex digits of an owner token (the whole token would let anyone
-    /// release the lock), or a ZooKeeper node name.
-    pub owner: Option<String>,
-    /// How many shared holds (readers) hold the key, on a backend with
-    /// [`Capability::shared`]; `held` is then true and `owner` and `remaining` are empty.
-    pub readers: Option<usize>,
-    /// The held permits of a semaphore kept by the store ([`Side::Permit`]), by slot; empty
-    /// otherwise.
-    pub permits: Vec<PermitInfo>,
-}
-
-/// One held permit of a semaphore kept by the store ([`LockInfo::permits`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PermitInfo {
-    /// The permit's slot.
-    pub slot: u32,
-    /// Its fencing token.
-    pub fence: FencingToken,
-    /// Its remaining lease.
-    pub remaining: Option<Duration>,
-    /// Its holder, shortened as [`LockInfo::owner`].
-    pub owner: String,
-}
-
-impl PermitInfo {
-    /// A permit of `slot` (the struct is non-exhaustive outside this crate).
-    pub fn new(slot: u32, fence: FencingToken, remaining: Option<Duration>, owner: String) -> Self {
-        PermitInfo { slot, fence, remaining, owner }
-    }
-}
-
-impl LockInfo {
-    /// The first 8 characters of an owner token and an ellipsis: enough to correlate with logs
-    /// (`OwnerToken`'s `Debug` shows the same), not enough to release the lock.
-    pub fn short_owner(token: &str) -> String {
-        format!("{}…", token.chars().take(8).collect::<String>())
-    }
-
-    /// A free key.
-    pub fn free() -> Self {
-        LockInfo::default()
-    }
-
-    /// A held key; set the optional fields you know.
-    pub fn held() -> Self {
-        LockInfo { held: true, ..LockInfo::default() }
-    }
-}
-
 /// Longest note accepted by [`LockBackend::set_note`], in bytes.
 pub const MAX_NOTE_BYTES: usize = 1024;
 
@@ -484,6 +423,24 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
         let _ = (key, owner, floor);
         Err(unsupported(self.name(), "raising the fence counter"))
+    }
+
+    /// Take `key` away from its holder, an operator's force-unlock: the hold whose fence is
+    /// `fence` (what [`inspect`](Self::inspect) showed) is deleted on the server, its waiters
+    /// are woken as by a release, the evicted holder's next renewal is refused (its lost signal
+    /// fires) and every later grant draws a larger fence. A hold with another fence (the lock
+    /// was released, or passed on, since it was inspected) is left alone, so a force-unlock
+    /// never evicts a holder nobody looked at; a second copy of the request does nothing.
+    ///
+    /// # Behavior
+    /// `Ok(true)` when that hold was evicted, `Ok(false)` when `key` is not held with `fence`.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] (see [`unsupported`]) where the store cannot take a hold from
+    /// another client; permission errors where the server refuses; backend failures.
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        let _ = (key, fence);
+        Err(unsupported(self.name(), "taking a lock from its holder (force-unlock)"))
     }
 
     /// Apply `op` to the record under `key` ([`Capability::records`]) and answer the record as

@@ -264,6 +264,19 @@ impl LockBackend for MemoryBackend {
         })
     }
 
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        let now = Instant::now();
+        {
+            let mut table = self.locks();
+            if !table.holds.get(key).is_some_and(|h| h.expires > now && h.fence == fence.0) {
+                return Ok(false);
+            }
+            table.holds.remove(key);
+        }
+        self.inner.hub.notify(key);
+        Ok(true)
+    }
+
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
         let now = Instant::now();
         let mut table = self.locks();

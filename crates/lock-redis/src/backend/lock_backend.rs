@@ -246,6 +246,32 @@ impl LockBackend for RedisLock {
             .map_err(classify)?;
         Ok(held == 1)
     }
+
+    /// `evict.lua`: the hold with `fence` goes, whoever holds it, and the next waiter gets the
+    /// lock. The interop modes' holder may be the other library's client, which has no fence.
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        if self.inner.mode.is_interop() {
+            return Err(lock_core::backend::unsupported(NAME, "force-unlock in an interop mode"));
+        }
+        let names = self.inner.layout.names(key);
+        let mut conn = self.inner.conn.clone();
+        let (evicted, next): (i64, String) = scripts::EVICT
+            .get(conn.sharded())
+            .key(&names.lock)
+            .key(&names.waiters)
+            .key(&names.queue)
+            .key(&names.fence)
+            .arg(fence.0)
+            .arg(&names.channel)
+            .arg(millis(self.claim_window()))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(classify)?;
+        if evicted == 1 {
+            self.freed(key, &next);
+        }
+        Ok(evicted == 1)
+    }
 }
 
 /// The note in a string-layout hold (`set_note.lua`): owner token and nonce (64 hex digits),

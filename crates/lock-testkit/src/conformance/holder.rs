@@ -1,9 +1,13 @@
-//! Who holds: a holder identity set on the locker or on one request is noted on the hold.
+//! For operators: who holds (a holder identity noted on the hold), and taking a lock from its
+//! holder (force-unlock).
 
-use lock_core::LockError;
+use std::time::Duration;
+
 use lock_core::backend::MAX_NOTE_BYTES;
+use lock_core::{FencingToken, LeaseState, LockError};
 
-use super::{Factory, assert_free, client_with, key};
+use super::{Factory, assert_free, client_with, key, skip};
+use crate::poll::within;
 
 /// Case 23: a holder identity set with `Locker::with_holder` (or one request's `holder`,
 /// which replaces it) is noted on the hold where the store keeps notes: anyone reads it while
@@ -34,4 +38,45 @@ pub async fn holder_identity_noted<F: Factory + ?Sized>(f: &F) {
     let refused = l.lock(&k).holder(long).try_acquire().await;
     assert!(matches!(refused, Err(LockError::InvalidConfig { .. })), "{refused:?}");
     assert_free(&l, &k, "a refused identity sends nothing").await;
+}
+
+/// Case 24: `evict` takes a lock from its holder, named by the fence `inspect` showed: a
+/// wrong fence evicts nothing, the right one frees the key for another client at once, whose
+/// grant draws a larger fence, and the evicted holder is told it lost the lock. A second copy
+/// of the eviction does nothing to the new holder.
+pub async fn evict_takes_the_lock_from_its_holder<F: Factory + ?Sized>(f: &F) {
+    let case = "evict_takes_the_lock_from_its_holder";
+    let (ca, cb) = (f.client().await, f.client().await);
+    let lease = f.lease();
+    let (a, b) = (ca.locker().with_watchdog_lease(lease).expect("lease"), cb.locker());
+    let k = key("evict");
+    let g = a.lock(&k).try_acquire().await.expect("try").expect("free");
+    let fence = match cb.backend.inspect(&k).await {
+        Ok(info) => info.fence,
+        Err(LockError::Unsupported { what, .. }) => {
+            g.release().await.expect("release");
+            return skip(&f.label(), case, what);
+        }
+        Err(e) => panic!("inspect: {e}"),
+    };
+    let Some(fence) = fence else {
+        g.release().await.expect("release");
+        return skip(&f.label(), case, "inspect shows no fence to name the hold by");
+    };
+    match cb.backend.evict(&k, FencingToken(fence.0 + 1)).await {
+        Err(LockError::Unsupported { what, .. }) => {
+            g.release().await.expect("release");
+            return skip(&f.label(), case, what);
+        }
+        other => assert!(!other.expect("evict"), "a hold with another fence was evicted"),
+    }
+    assert!(b.try_lock(&k).await.expect("try").is_none(), "still held after a wrong fence");
+    assert!(cb.backend.evict(&k, fence).await.expect("evict"), "the inspected hold is evicted");
+    let g2 = b.try_lock(&k).await.expect("try").expect("the evicted key is free at once");
+    assert!(g2.fence().is_none_or(|f2| f2 > fence), "{:?} after evicting {fence:?}", g2.fence());
+    within(lease * 10 + Duration::from_secs(5), "the evicted holder's lost signal", g.lost()).await;
+    assert!(matches!(g.state(), LeaseState::Lost(_)), "state {:?}", g.state());
+    assert!(!cb.backend.evict(&k, fence).await.expect("evict again"), "a second copy evicted the new holder");
+    assert!(a.try_lock(&k).await.expect("try").is_none(), "the new holder keeps the key");
+    g2.release().await.expect("release");
 }

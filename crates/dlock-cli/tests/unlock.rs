@@ -1,0 +1,104 @@
+//! `dlock unlock --force` against a running `dlock run` holder, through the real binary, on
+//! every store: where the store can take a hold from another client it evicts exactly the
+//! inspected hold, the holder's command is stopped (`--on-lost`, exit 76), and the next holder's
+//! fencing token is larger; elsewhere it refuses with 78 and the holder runs on.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use lock_testkit::server::{shared_etcd, shared_mariadb, shared_postgres, shared_zk};
+use nix::sys::signal::{Signal, kill};
+
+mod common;
+
+use common::{dlock, key, pid, redis_url, wait_exit, wait_for};
+
+/// `dlock run` with a 1 s lease of a command that writes its fencing token to `$D/fence`.
+fn holder(dir: &Path, url: &str, key: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args(["run", "--url", url, "--key", key, "--lease", "1s", "--on-lost", "TERM:500ms"])
+        .args(["--holder-label", "stuck-job", "--"])
+        .args([
+            "sh",
+            "-c",
+            "trap 'exit 143' TERM; echo $DLOCK_FENCING_TOKEN > \"$D/fence\"; sleep 30 & wait $!",
+        ])
+        .env("D", dir)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn dlock run")
+}
+
+fn text(out: &std::process::Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn unlock_evicts_a_running_holder_where_the_store_allows() {
+    let stores = [
+        ("redis", redis_url(), true),
+        ("zk", format!("zk://{}/dlock-unlock", shared_zk().connect_string()), true),
+        ("etcd", shared_etcd().url("dlock-unlock"), true),
+        ("postgres", shared_postgres().url(), false),
+        ("mysql", format!("{}?mode=get_lock", shared_mariadb().url()), false),
+    ];
+    for (store, url, evicts) in stores {
+        let dir = tempfile::tempdir().expect("tmp");
+        let k = key(&format!("unlock-{store}"));
+        let fence_file = dir.path().join("fence");
+        let mut child = holder(dir.path(), &url, &k);
+        wait_for("the command runs", Duration::from_secs(30), || {
+            std::fs::read_to_string(&fence_file).is_ok_and(|f| f.ends_with('\n'))
+        });
+        let fence: u64 =
+            std::fs::read_to_string(&fence_file).expect("fence").trim().parse().expect("a fence");
+        let out = dlock(&["unlock", "--url", &url, "--key", &k, "--force", "--json"]);
+        let (stdout, stderr) = text(&out);
+        if !evicts {
+            assert_eq!(out.status.code(), Some(78), "{store}: {stdout}{stderr}");
+            assert!(
+                stderr.contains("nothing evicted") || stderr.contains("force-unlock"),
+                "{store}: {stderr}"
+            );
+            assert!(child.try_wait().expect("wait").is_none(), "{store}: the holder runs on");
+            kill(pid(&child), Signal::SIGTERM).expect("SIGTERM");
+            assert_eq!(wait_exit(&mut child, Duration::from_secs(10)).code(), Some(143), "{store}");
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(0), "{store}: {stdout}{stderr}");
+        assert!(stdout.contains("\"evicted\":true"), "{store}: {stdout}");
+        assert!(stdout.contains(&format!("\"fence\":{fence}")), "{store}: the inspected hold: {stdout}");
+        assert!(stdout.contains(&format!(":{} cmd=sh label=stuck-job", child.id())), "{store}: {stdout}");
+        // Told at its next renewal (a third of the 1 s lease): the command is stopped.
+        assert_eq!(wait_exit(&mut child, Duration::from_secs(15)).code(), Some(76), "{store}: lost");
+        let next = dlock(&[
+            "run",
+            "--url",
+            &url,
+            "--key",
+            &k,
+            "--wait",
+            "10s",
+            "--",
+            "sh",
+            "-c",
+            "echo $DLOCK_FENCING_TOKEN",
+        ]);
+        let (stdout, stderr) = text(&next);
+        assert_eq!(next.status.code(), Some(0), "{store}: {stderr}");
+        let after: u64 = stdout.trim().parse().expect("the next holder's fence");
+        assert!(after > fence, "{store}: {after} after evicting {fence}");
+        let free = dlock(&["unlock", "--url", &url, "--key", &k, "--force"]);
+        let (stdout, stderr) = text(&free);
+        assert_eq!(free.status.code(), Some(0), "{store}: {stderr}");
+        assert!(stdout.contains("free, nothing to evict"), "{store}: {stdout}");
+    }
+}
+
+#[test]
+fn unlock_needs_force() {
+    let out = dlock(&["unlock", "--url", &redis_url(), "--key", &key("no-force")]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
+}
