@@ -217,9 +217,10 @@ enum Cmd {
     ///
     /// Exit statuses: 0 evicted, or the lock was free; 1 nothing evicted (declined, or the
     /// lock changed hands since it was inspected); 64 bad arguments or URL; 69 backend
-    /// unreachable; 77 permission refused; 78 the store cannot take a hold from another client
-    /// (PostgreSQL, MySQL/MariaDB and lock files: end the holder's session or process), or the
-    /// lock is held by readers or permits.
+    /// unreachable; 77 permission refused (PostgreSQL ends the holder's session: the holder's
+    /// role or pg_signal_backend); 78 the store cannot name or take the hold (MySQL `GET_LOCK`
+    /// and pessimistic modes, lock files, Redlock: stop the holder's process), or the lock is
+    /// held by readers or permits.
     Unlock {
         /// Backend URL (see `dlock run --help`).
         #[arg(long, env = "DLOCK_URL")]

@@ -1,7 +1,9 @@
 //! `dlock unlock --force` against a running `dlock run` holder, through the real binary, on
-//! every store: where the store can take a hold from another client it evicts exactly the
-//! inspected hold, the holder's command is stopped (`--on-lost`, exit 76), and the next holder's
-//! fencing token is larger; elsewhere it refuses with 78 and the holder runs on.
+//! every store: where the store can take a hold from another client (Redis, ZooKeeper, etcd,
+//! PostgreSQL by ending the holder's session, MySQL optimistic) it evicts exactly the inspected
+//! hold, the holder's command is stopped (`--on-lost`, exit 76), and the next holder's fencing
+//! token is larger; elsewhere (`GET_LOCK`, whose holder has no fence on the server) it refuses
+//! with 78 and the holder runs on.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -40,12 +42,13 @@ fn unlock_evicts_a_running_holder_where_the_store_allows() {
         ("redis", redis_url(), true),
         ("zk", format!("zk://{}/dlock-unlock", shared_zk().connect_string()), true),
         ("etcd", shared_etcd().url("dlock-unlock"), true),
-        ("postgres", shared_postgres().url(), false),
-        ("mysql", format!("{}?mode=get_lock", shared_mariadb().url()), false),
+        ("postgres", shared_postgres().url(), true),
+        ("mysql optimistic", format!("{}?mode=optimistic", shared_mariadb().url()), true),
+        ("mysql get_lock", format!("{}?mode=get_lock", shared_mariadb().url()), false),
     ];
     for (store, url, evicts) in stores {
         let dir = tempfile::tempdir().expect("tmp");
-        let k = key(&format!("unlock-{store}"));
+        let k = key(&format!("unlock-{}", store.replace(' ', "-")));
         let fence_file = dir.path().join("fence");
         let mut child = holder(dir.path(), &url, &k);
         wait_for("the command runs", Duration::from_secs(30), || {

@@ -214,6 +214,11 @@ impl LockBackend for MySqlLock {
         self.inner.raise_fence(key, owner, floor).await
     }
 
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        validate_key(key)?;
+        self.inner.evict(key, fence).await
+    }
+
     async fn record(
         &self,
         key: &str,

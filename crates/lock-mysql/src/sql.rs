@@ -223,6 +223,8 @@ pub(crate) struct OptimisticSql {
     pub probe: Arc<str>,
     pub reenter: Arc<str>,
     pub release: Arc<str>,
+    /// Force-unlock of the hold with the inspected fence.
+    pub evict: Arc<str>,
     pub renew: Arc<str>,
     /// Fallback cleanup of a cancelled attempt, by its nonce, on another connection.
     pub cancel: Arc<str>,
@@ -267,6 +269,7 @@ impl OptimisticSql {
             probe: render(include_str!("../sql/optimistic_probe.sql"), table),
             reenter: render(include_str!("../sql/optimistic_reenter.sql"), table),
             release: render(include_str!("../sql/optimistic_release.sql"), table),
+            evict: render(include_str!("../sql/optimistic_evict.sql"), table),
             renew: render(include_str!("../sql/optimistic_renew.sql"), table),
             cancel: render(include_str!("../sql/optimistic_cancel.sql"), table),
             cancel_here: render(cancel_here, table),

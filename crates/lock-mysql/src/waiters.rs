@@ -205,6 +205,18 @@ impl Waiters {
         }
     }
 
+    /// `key`'s hold was taken from its holder (force-unlock): every hold noted here goes, and
+    /// the head is woken.
+    pub(crate) fn evicted(&self, key: &str) {
+        let mut keys = self.keys.lock();
+        let Some(k) = keys.get_mut(key) else { return };
+        k.held.clear();
+        self.wake_head(key, k);
+        if k.is_idle() {
+            keys.remove(key);
+        }
+    }
+
     /// A queued acquisition of `owner` ended without a grant: its place goes, and if it was
     /// the head, the next is woken.
     pub(crate) fn leave(&self, key: &str, owner: OwnerToken) {

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use lock_core::backend::{
     AcquireRequest, Attempt, Capability, LockBackend, LockInfo, Record, RecordOp, RenewItem, session,
 };
-use lock_core::{LockError, OwnerToken, Result, validate_key, validate_note};
+use lock_core::{FencingToken, LockError, OwnerToken, Result, validate_key, validate_note};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnection, PgPool};
 
@@ -159,6 +159,11 @@ impl LockBackend for PgLock {
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
         validate_key(key)?;
         self.sessions.inspect(key).await
+    }
+
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        validate_key(key)?;
+        self.sessions.evict(key, fence).await
     }
 
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {

@@ -7,6 +7,7 @@
 mod backend;
 mod builder;
 mod error;
+mod evict;
 mod key;
 mod options;
 mod pinned;

@@ -14,6 +14,9 @@ pub(crate) struct Sql {
     pub(crate) try_lock_shared: String,
     pub(crate) lock_wait_shared: String,
     pub(crate) inspect: String,
+    /// Force-unlock (`evict.rs`).
+    pub(crate) evict_fence: String,
+    pub(crate) evict_holder: String,
     pub(crate) notes_read: String,
     /// Shared with the keepers.
     pub(crate) notes_set: Arc<str>,
@@ -37,6 +40,8 @@ impl Sql {
             try_lock_shared: render(include_str!("../sql/try_lock_shared.sql")),
             lock_wait_shared: render(include_str!("../sql/lock_wait_shared.sql")),
             inspect: render(include_str!("../sql/inspect.sql")),
+            evict_fence: render(include_str!("../sql/evict_fence.sql")),
+            evict_holder: render(include_str!("../sql/evict_holder.sql")),
             notes_schema: render(include_str!("../sql/notes_schema.sql")),
             notes_read: render(include_str!("../sql/notes_read.sql")),
             notes_set: render(include_str!("../sql/notes_set.sql")).into(),

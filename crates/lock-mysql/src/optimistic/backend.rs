@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use lock_core::backend::{
     AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription,
 };
-use lock_core::{OwnerToken, Result};
+use lock_core::{FencingToken, OwnerToken, Result};
 
 use super::Optimistic;
 use crate::error::NAME;
@@ -50,6 +50,10 @@ impl LockBackend for Optimistic {
 
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
         self.inspect_lease(key).await
+    }
+
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        self.evict_lease(key, fence).await
     }
 
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {

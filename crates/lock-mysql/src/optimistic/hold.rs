@@ -80,6 +80,27 @@ impl Optimistic {
         })
     }
 
+    /// Force-unlock: ends the live lease of `key` whose version is `fence` (`sql/
+    /// optimistic_evict.sql`). Its holder's next renewal finds the row changed; waiters in this
+    /// process are woken, others find the row free at their next poll.
+    pub(crate) async fn evict_lease(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        self.trips.add();
+        let ended = answered_by(
+            self.response_bound(),
+            sqlx::query(AssertSqlSafe(self.sql.evict.clone()))
+                .bind(key.as_bytes())
+                .bind(fence.0)
+                .execute(&self.pool),
+        )
+        .await?
+        .rows_affected()
+            == 1;
+        if ended {
+            self.waiters.evicted(key);
+        }
+        Ok(ended)
+    }
+
     /// Store `note` with `owner`'s live hold of `key`, judged by the database clock in the same
     /// autocommit statement (`sql/notes_optimistic_set.sql`). One round trip. A dropped future
     /// may leave the statement to run later: it then stores the note with the hold live at that
