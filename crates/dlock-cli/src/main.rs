@@ -13,6 +13,7 @@ mod duration;
 mod hold;
 mod holder;
 mod leader;
+mod list;
 mod run;
 mod status;
 mod stores;
@@ -49,6 +50,7 @@ pub const EXIT_UNSUPPORTED: u8 = 78;
                   dlock leader --url etcd://127.0.0.1:2379/locks --key scheduler --identity \"$(hostname)\" -- ./scheduler\n  \
                   dlock status --url etcd://127.0.0.1:2379/locks --key scheduler --leader\n  \
                   dlock status --url redis://127.0.0.1:6379 --key nightly-report --json\n  \
+                  dlock list --url redis://127.0.0.1:6379 --prefix nightly-\n  \
                   dlock unlock --url redis://127.0.0.1:6379 --key nightly-report --force\n  \
                   dlock completions bash > ~/.local/share/bash-completion/completions/dlock\n\n\
                   The benchmark of the backends lives in the repository's lock-bench crate: \
@@ -208,6 +210,27 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         permits: Option<u32>,
     },
+    /// List the locks held now, each with what `dlock status` shows (holder identity, fencing
+    /// token, lease left, waiters), on the stores that can enumerate their locks.
+    ///
+    /// Exit statuses: 0 listed (also when none is held); 64 bad arguments or URL; 69 backend
+    /// unreachable; 78 the store cannot enumerate its locks (PostgreSQL, MySQL/MariaDB, lock
+    /// files, Redlock, a Redis Cluster and the Redis interop modes).
+    List {
+        /// Backend URL (see `dlock run --help`).
+        #[arg(long, env = "DLOCK_URL")]
+        url: String,
+        /// Only the keys starting with this.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// Look at most at this many keys.
+        #[arg(long, default_value_t = 1000)]
+        limit: usize,
+        /// One JSON object on stdout: backend, prefix, and locks (one object per held lock, as
+        /// `dlock status --json` prints it).
+        #[arg(long)]
+        json: bool,
+    },
     /// Take a lock away from its holder: an operator's last resort for a holder that is stuck
     /// but still renewing. The hold is named by the fencing token it was inspected with, so a
     /// holder that took the lock since is never evicted; the evicted holder's next renewal is
@@ -324,6 +347,7 @@ fn main() -> ExitCode {
                 clap_complete::generate(shell, &mut cmd, "dlock", &mut std::io::stdout());
                 ExitCode::SUCCESS
             }
+            Cmd::List { url, prefix, limit, json } => list::list(&url, &prefix, limit, json).await,
             Cmd::Unlock { url, key, force: _, yes, json } => unlock::unlock(&url, &key, yes, json).await,
             Cmd::Supervise { parent, grace, command } => supervise::supervise(parent, grace, &command).await,
             Cmd::Status { url, key, json, leader, read_write, reader_slots, permits } => {

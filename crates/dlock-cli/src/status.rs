@@ -29,7 +29,7 @@ pub enum Kind {
 /// readers, for a semaphore every held permit. Exit 0 when an acquisition would not wait (the
 /// key free, a permit free), 1 when it would.
 pub async fn status(url: &str, key: &str, kind: Kind, json: bool) -> ExitCode {
-    let backend = match connect(url, key).await {
+    let backend = match connect(url, Some(key)).await {
         Ok(b) => b,
         Err(code) => return code,
     };
@@ -55,15 +55,17 @@ pub async fn status(url: &str, key: &str, kind: Kind, json: bool) -> ExitCode {
     }
 }
 
-/// The backend of `url`, within [`STATUS_CONNECT`], for a command about `key` (checked first);
-/// the exit status of the failure otherwise.
-pub(crate) async fn connect(url: &str, key: &str) -> Result<DynBackend, ExitCode> {
+/// The backend of `url`, within [`STATUS_CONNECT`], for a command about `key` (checked first,
+/// when there is one); the exit status of the failure otherwise.
+pub(crate) async fn connect(url: &str, key: Option<&str>) -> Result<DynBackend, ExitCode> {
     let backend = match tokio::time::timeout(STATUS_CONNECT, dlock::from_url(url)).await {
         Ok(Ok(b)) => b,
         Ok(Err(e)) => return Err(fail(url, &e)),
         Err(_) => return Err(fail(url, &unreachable(STATUS_CONNECT))),
     };
-    dlock::validate_key(key).map_err(|e| fail(url, &e))?;
+    if let Some(key) = key {
+        dlock::validate_key(key).map_err(|e| fail(url, &e))?;
+    }
     Ok(backend)
 }
 
@@ -80,7 +82,7 @@ fn readers(n: usize) -> String {
 }
 
 /// The fields of one inspected key, and its description: the state, and the details.
-fn described(info: &LockInfo) -> ((String, String), Value) {
+pub(crate) fn described(info: &LockInfo) -> ((String, String), Value) {
     let head = match info.readers {
         Some(n) => readers(n),
         None if info.held => "held".to_owned(),
@@ -123,7 +125,7 @@ pub(crate) async fn noted(backend: &DynBackend, key: &str, info: &LockInfo) -> d
 }
 
 /// Adds the holder's identity to a description.
-fn with_holder(
+pub(crate) fn with_holder(
     ((head, mut line), mut value): ((String, String), Value),
     holder: Option<String>,
 ) -> ((String, String), Value) {

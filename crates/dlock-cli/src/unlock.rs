@@ -17,7 +17,7 @@ use crate::status::{connect, noted};
 /// Exit 0 when it was evicted or the key was free, 1 when nothing was evicted (declined, or the
 /// lock changed hands since it was inspected), 78 when the store cannot name or take the hold.
 pub async fn unlock(url: &str, key: &str, yes: bool, json: bool) -> ExitCode {
-    let backend = match connect(url, key).await {
+    let backend = match connect(url, Some(key)).await {
         Ok(b) => b,
         Err(code) => return code,
     };

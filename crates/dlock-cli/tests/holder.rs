@@ -1,6 +1,7 @@
 //! Who holds: `dlock run` notes its identity (`host:pid cmd=PROGRAM label=LABEL`) on its hold,
 //! and `dlock status` shows it while the command runs, as text and as JSON, on every store,
-//! for the mutex, the write side of a read-write lock and a semaphore kept in slot keys.
+//! for the mutex, the write side of a read-write lock and a semaphore kept in slot keys;
+//! `dlock list` shows it for every lock held under a prefix where the store can enumerate.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -96,4 +97,38 @@ fn a_label_with_a_control_character_is_refused() {
     ]);
     assert_eq!(out.status.code(), Some(64), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("control character"));
+}
+
+#[test]
+fn list_shows_the_held_locks_where_the_store_can_enumerate() {
+    for (store, url) in urls() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let k = key(&format!("list-{store}"));
+        let mut child = holder(dir.path(), &url, &k, &[]);
+        wait_for("the command runs", Duration::from_secs(30), || dir.path().join("held").exists());
+        let out = dlock(&["list", "--url", &url, "--prefix", &k]);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        match store {
+            "redis" | "zk" | "etcd" => {
+                assert_eq!(out.status.code(), Some(0), "{store}: {stderr}");
+                let who = format!(":{} cmd=sh label=nightly", child.id());
+                let line =
+                    stdout.lines().find(|l| l.starts_with(&format!("{k}: held"))).unwrap_or_else(|| {
+                        panic!("{store}: {k} not listed: {stdout}");
+                    });
+                assert!(line.contains(&who) && line.contains("fence"), "{store}: {line}");
+            }
+            _ => {
+                assert_eq!(out.status.code(), Some(78), "{store}: {stdout}{stderr}");
+                assert!(stderr.contains("listing the locks held"), "{store}: {stderr}");
+            }
+        }
+        kill(pid(&child), Signal::SIGTERM).expect("SIGTERM");
+        assert_eq!(wait_exit(&mut child, Duration::from_secs(10)).code(), Some(143), "{store}");
+        if matches!(store, "redis" | "zk" | "etcd") {
+            let out = dlock(&["list", "--url", &url, "--prefix", &k, "--json"]);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(stdout.contains("\"locks\":[]"), "{store}: released, nothing held: {stdout}");
+        }
+    }
 }

@@ -271,6 +271,29 @@ impl LockBackend for EtcdLock {
         Ok(info)
     }
 
+    /// The locks with at least one key (a holder's or a waiter's) under the prefix, from one
+    /// keys-only range read: `<prefix>/<encoded key>/...`.
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        let root = format!("{}/", self.inner.cfg.prefix);
+        let from = format!("{root}{}", crate::recipe::encode_key(prefix));
+        let opts = GetOptions::new().with_prefix().with_keys_only();
+        let mut kv = self.inner.client.kv_client();
+        let resp = bounded(self.inner.cfg.request_timeout, kv.get(from.as_str(), Some(opts)))
+            .await
+            .map_err(lock_error)?;
+        let mut keys = std::collections::BTreeSet::new();
+        for k in resp.kvs() {
+            let Some(rest) = std::str::from_utf8(k.key()).ok().and_then(|n| n.strip_prefix(&root)) else {
+                continue;
+            };
+            let Some((encoded, _)) = rest.split_once('/') else { continue };
+            if let Some(key) = lock_core::backend::percent_decode(encoded).filter(|k| k.starts_with(prefix)) {
+                keys.insert(key);
+            }
+        }
+        Ok(keys.into_iter().take(limit).collect())
+    }
+
     /// Deletes the key at the head of the lock's queue if its create revision is `fence`, in
     /// one transaction that compares it: the holder's check after its next keep-alive finds its
     /// key gone (lost), and the next waiter, which watches it, takes the lock.

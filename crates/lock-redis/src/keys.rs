@@ -143,9 +143,35 @@ impl KeyLayout {
         }
     }
 
+    /// A `SCAN MATCH` pattern for the lock names of the keys starting with `prefix` (native
+    /// modes only: elsewhere a lock's name cannot be told from other keys).
+    pub(crate) fn lock_pattern(&self, prefix: &str) -> Option<String> {
+        if self.style != Style::Native {
+            return None;
+        }
+        let mut escaped = String::with_capacity(prefix.len());
+        escape_into(prefix, &mut escaped);
+        let mut p = String::with_capacity(self.prefix.len() + escaped.len() + 4);
+        glob_escape_into(&self.prefix, &mut p);
+        p.push('{');
+        glob_escape_into(&escaped, &mut p);
+        p.push_str("*}");
+        Some(p)
+    }
+
     /// The user key a release channel belongs to (the inverse of [`channel`](Self::channel)).
     pub(crate) fn key_of_channel(&self, channel: &str) -> Option<String> {
         self.key_of_lock(channel.strip_suffix(CHANNEL_SUFFIX)?)
+    }
+}
+
+/// `s` with the characters special to Redis glob patterns escaped.
+fn glob_escape_into(s: &str, out: &mut String) {
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
     }
 }
 

@@ -125,6 +125,10 @@ impl LockBackend for Hooked {
     async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
         self.inner.evict(key, fence).await
     }
+
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        self.inner.list(prefix, limit).await
+    }
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         let call = Call::SetNote;
         (self.hook)(call)?;

@@ -317,6 +317,25 @@ impl LockBackend for ZkLock {
         Ok(info)
     }
 
+    /// The lock directories under the root whose keys start with `prefix` (a directory stays
+    /// after its last node goes, so some of them may be free).
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        let session = self.inner.session().await?;
+        let children = match session.client.list_children(&self.inner.cfg.root).await {
+            Ok(c) => c,
+            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+            Err(e) => return Err(lock_error(e)),
+        };
+        let mut keys: Vec<String> = children
+            .iter()
+            .filter_map(|c| lock_core::backend::percent_decode(c))
+            .filter(|k| k.starts_with(prefix))
+            .collect();
+        keys.sort();
+        keys.truncate(limit);
+        Ok(keys)
+    }
+
     /// Deletes the node at the head of the key's queue if its czxid is `fence`, from this
     /// session: its owner's watch on it reports the loss, and the next node's waiter, which
     /// watches it, takes the lock. Sequential names are never reused, so the check and the

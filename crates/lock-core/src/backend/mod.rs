@@ -22,6 +22,7 @@ use crate::{FencingToken, LeaseSignal, LockError, OwnerToken, Result};
 mod backoff;
 mod cleanup;
 mod info;
+mod names;
 mod notify;
 mod options;
 pub mod queue;
@@ -35,6 +36,7 @@ mod sync;
 pub use backoff::{Backoff, jitter, retry_cleanup};
 pub use cleanup::Cleanup;
 pub use info::{LockInfo, PermitInfo};
+pub use names::percent_decode;
 pub use notify::{NotifyHub, Subscription};
 pub use options::{UrlOptions, parse_duration};
 pub use records::{LocalRecord, Record, RecordOp};
@@ -423,6 +425,19 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
         let _ = (key, owner, floor);
         Err(unsupported(self.name(), "raising the fence counter"))
+    }
+
+    /// Keys whose names start with `prefix` that the store has a lock under now, at most
+    /// `limit` of them, in no particular order: what `dlock list` shows after inspecting each
+    /// (a key listed may be free by then, or free already where the store keeps a lock's
+    /// directory after its release). A composite primitive's parts show under their own keys.
+    ///
+    /// # Errors
+    /// [`LockError::Unsupported`] (see [`unsupported`]) where the store cannot enumerate its
+    /// locks; backend failures.
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        let _ = (prefix, limit);
+        Err(unsupported(self.name(), "listing the locks held"))
     }
 
     /// Take `key` away from its holder, an operator's force-unlock: the hold whose fence is

@@ -264,6 +264,26 @@ impl LockBackend for MemoryBackend {
         })
     }
 
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        let now = Instant::now();
+        let mut table = self.locks();
+        let mut keys: Vec<String> = table
+            .holds
+            .iter()
+            .filter(|(k, h)| h.expires > now && k.starts_with(prefix))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (k, r) in table.readers.iter_mut() {
+            if k.starts_with(prefix) && r.count(now) > 0 {
+                keys.push(k.clone());
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        keys.truncate(limit);
+        Ok(keys)
+    }
+
     async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
         let now = Instant::now();
         {

@@ -247,6 +247,41 @@ impl LockBackend for RedisLock {
         Ok(held == 1)
     }
 
+    /// `SCAN` for the lock names (held exclusively) and the shared-hold hashes (readers,
+    /// permits) of the keys starting with `prefix`; both expire with their last hold.
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        let Some(pattern) = self.inner.layout.lock_pattern(prefix) else {
+            return Err(lock_core::backend::unsupported(NAME, "listing locks in an interop mode"));
+        };
+        let mut conn = self.inner.conn.clone();
+        if conn.sharded() {
+            return Err(lock_core::backend::unsupported(NAME, "listing the locks of a Redis Cluster"));
+        }
+        let mut keys = std::collections::BTreeSet::new();
+        for (pattern, suffix) in [(pattern.clone(), ""), (format!("{pattern}:s"), ":s")] {
+            let mut cursor = 0_u64;
+            loop {
+                let (next, names): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(classify)?;
+                let found =
+                    names.iter().filter_map(|n| self.inner.layout.key_of_lock(n.strip_suffix(suffix)?));
+                keys.extend(found.filter(|k| k.starts_with(prefix)));
+                if next == 0 || keys.len() >= limit {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(keys.into_iter().take(limit).collect())
+    }
+
     /// `evict.lua`: the hold with `fence` goes, whoever holds it, and the next waiter gets the
     /// lock. The interop modes' holder may be the other library's client, which has no fence.
     async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {

@@ -1,5 +1,5 @@
-//! For operators: who holds (a holder identity noted on the hold), and taking a lock from its
-//! holder (force-unlock).
+//! For operators: who holds (a holder identity noted on the hold), which locks are held
+//! (listing), and taking a lock from its holder (force-unlock).
 
 use std::time::Duration;
 
@@ -79,4 +79,39 @@ pub async fn evict_takes_the_lock_from_its_holder<F: Factory + ?Sized>(f: &F) {
     assert!(!cb.backend.evict(&k, fence).await.expect("evict again"), "a second copy evicted the new holder");
     assert!(a.try_lock(&k).await.expect("try").is_none(), "the new holder keeps the key");
     g2.release().await.expect("release");
+}
+
+/// Case 25: `list` names the keys held under a prefix, where the store can enumerate its
+/// locks: both held keys under it, not a held key outside it, at most `limit` keys; a key
+/// released since is listed free or not at all.
+pub async fn list_names_the_held_keys<F: Factory + ?Sized>(f: &F) {
+    let case = "list_names_the_held_keys";
+    let c = f.client().await;
+    let l = c.locker();
+    let base = key("list");
+    let (a, b, outside) = (format!("{base}/a"), format!("{base}/b"), key("list-outside"));
+    let mut guards = Vec::new();
+    for k in [&a, &b, &outside] {
+        guards.push(l.try_lock(k).await.expect("try").expect("free"));
+    }
+    let listed = match c.backend.list(&base, 100).await {
+        Err(LockError::Unsupported { what, .. }) => {
+            for g in guards {
+                g.release().await.expect("release");
+            }
+            return skip(&f.label(), case, what);
+        }
+        other => other.expect("list"),
+    };
+    assert!(listed.contains(&a) && listed.contains(&b), "{listed:?} misses {a:?} or {b:?}");
+    assert!(!listed.contains(&outside), "{listed:?} lists a key outside {base:?}");
+    assert!(c.backend.list(&base, 1).await.expect("list").len() <= 1, "the limit");
+    let gb = guards.remove(1);
+    gb.release().await.expect("release");
+    if c.backend.list(&base, 100).await.expect("list").contains(&b) {
+        assert!(!c.backend.inspect(&b).await.expect("inspect").held, "a released key listed held");
+    }
+    for g in guards {
+        g.release().await.expect("release");
+    }
 }
