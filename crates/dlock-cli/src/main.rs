@@ -167,6 +167,11 @@ enum Cmd {
         /// campaigning again.
         #[arg(long)]
         once: bool,
+        /// Serve the election's metrics (terms won and lost, hold times, renewals, and
+        /// dlock_waiting: 1 while this candidate follows) as Prometheus text at
+        /// http://ADDR/metrics, e.g. 127.0.0.1:9464.
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<std::net::SocketAddr>,
         /// The command and its arguments.
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
@@ -330,7 +335,12 @@ fn main() -> ExitCode {
                 let hold = run::HoldArgs { mode, holder, lease, on_lost: on_lost.for_lease(lease) };
                 run::run(&url, &key, hold, waits, &command).await
             }
-            Cmd::Leader { url, key, identity, lease, on_lost, once, command } => {
+            Cmd::Leader { url, key, identity, lease, on_lost, once, metrics_addr, command } => {
+                if let Some(addr) = metrics_addr
+                    && let Err(code) = serve_metrics(addr)
+                {
+                    return code;
+                }
                 leader::leader(leader::LeaderArgs {
                     url: &url,
                     key: &key,

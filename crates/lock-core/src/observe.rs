@@ -13,6 +13,7 @@
 //! | [`ACQUIRE_WAIT_SECONDS`] | histogram | `backend`, `outcome` | time from the call to its outcome |
 //! | [`HOLD_SECONDS`] | histogram | `backend`, `end` = `released` \| `dropped` \| `lost` \| `abandoned` | time from grant to the guard's end |
 //! | [`HELD`] | gauge | `backend` | guards alive now |
+//! | [`WAITING`] | gauge | `backend` | acquisitions waiting now (after their first refusal) |
 //! | [`RENEW_TOTAL`] | counter | `backend`, `outcome` = `renewed` \| `not_owner` \| `error` | lease renewals, per lease (watchdog and `LockGuard::renew`) |
 //! | [`RELEASE_TOTAL`] | counter | `backend`, `outcome` = `released` \| `not_owner` \| `error` | releases sent |
 //! | [`LOST_TOTAL`] | counter | `backend`, `reason` = `not_owner` \| `deadline_passed` \| `session_ended` \| `backend_error` | holds known lost |
@@ -35,6 +36,8 @@ pub const ACQUIRE_WAIT_SECONDS: &str = "dlock_acquire_wait_seconds";
 pub const HOLD_SECONDS: &str = "dlock_hold_seconds";
 /// Gauge: guards alive now.
 pub const HELD: &str = "dlock_held";
+/// Gauge: acquisitions waiting now, from their first refusal to their outcome.
+pub const WAITING: &str = "dlock_waiting";
 /// Counter: lease renewals by outcome, one per lease.
 pub const RENEW_TOTAL: &str = "dlock_renew_total";
 /// Counter: releases by outcome.
@@ -108,6 +111,22 @@ mod emit {
         metrics::histogram!(HOLD_SECONDS, "backend" => backend, "end" => end).record(held.as_secs_f64());
     }
 
+    /// One acquisition waiting, counted in [`WAITING`] until dropped.
+    pub(crate) struct Waiting(&'static str);
+
+    impl Waiting {
+        pub(crate) fn start(backend: &'static str) -> Self {
+            metrics::gauge!(WAITING, "backend" => backend).increment(1.0);
+            Waiting(backend)
+        }
+    }
+
+    impl Drop for Waiting {
+        fn drop(&mut self) {
+            metrics::gauge!(WAITING, "backend" => self.0).decrement(1.0);
+        }
+    }
+
     pub(crate) fn renew(backend: &'static str, outcome: &'static str, leases: usize) {
         metrics::counter!(RENEW_TOTAL, "backend" => backend, "outcome" => outcome).increment(leases as u64);
     }
@@ -129,6 +148,14 @@ mod emit {
 #[cfg(not(feature = "metrics"))]
 mod emit {
     use super::*;
+
+    pub(crate) struct Waiting;
+
+    impl Waiting {
+        pub(crate) fn start(_: &'static str) -> Self {
+            Waiting
+        }
+    }
 
     pub(crate) fn acquire(_: &'static str, _: Outcome, _: Duration) {}
     pub(crate) fn hold_started(_: &'static str) {}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::observe::{
-    ACQUIRE_TOTAL, ACQUIRE_WAIT_SECONDS, HELD, HOLD_SECONDS, LOST_TOTAL, RELEASE_TOTAL, RENEW_TOTAL,
+    ACQUIRE_TOTAL, ACQUIRE_WAIT_SECONDS, HELD, HOLD_SECONDS, LOST_TOTAL, RELEASE_TOTAL, RENEW_TOTAL, WAITING,
 };
 use lock_core::{LockError, Locker, MemoryBackend};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
@@ -95,4 +95,21 @@ async fn names_and_labels_of_every_metric() {
     // The gauge went up by one per grant and down by one per end: `next` ended here, `stale`
     // and the first guard before, and `after_drop` came and went.
     expect(&seen, HELD, "backend=memory", -1.0);
+
+    // A waiter counts in WAITING while it waits, and not once it holds.
+    let holder = a.try_lock("m/3").await.expect("answer").expect("free");
+    let waiter = tokio::spawn(async move { b.lock("m/3").wait(Duration::from_secs(10)).acquire().await });
+    let label = format!("{WAITING}{{backend=memory}}");
+    let mut waiting = 0.0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while waiting != 1.0 {
+        assert!(tokio::time::Instant::now() < deadline, "the waiter never counted as waiting");
+        tokio::task::yield_now().await;
+        waiting += take(&snapshotter).get(&label).copied().unwrap_or(0.0);
+    }
+    holder.release().await.expect("release");
+    let got = waiter.await.expect("task").expect("the waiter gets the key");
+    got.release().await.expect("release");
+    let seen = take(&snapshotter);
+    expect(&seen, WAITING, "backend=memory", -1.0);
 }

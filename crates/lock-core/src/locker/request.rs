@@ -248,6 +248,8 @@ impl<'a> LockRequest<'a> {
         // Who a fair release must name to wake this waiter (made only once it waits).
         let mut owner_text: Option<String> = None;
         let mut sub: Option<Subscription> = None;
+        // Counted as waiting from the first nap to the outcome, however the acquisition ends.
+        let mut waiting: Option<observe::Waiting> = None;
         let mut backoff = Backoff::new(locker.poll.0, locker.poll.1);
         // Entered only while this acquisition sleeps between attempts.
         let wait_span = (!once).then(|| tracing::debug_span!("dlock.wait"));
@@ -354,6 +356,9 @@ impl<'a> LockRequest<'a> {
                 (None, Some(hint)) => backoff.next_delay().min(hint),
                 (None, None) => backoff.next_delay(),
             };
+            if waiting.is_none() {
+                waiting = Some(observe::Waiting::start(backend.name()));
+            }
             let wake = now.checked_add(nap).unwrap_or(now + POLL_BOUND);
             let wake = deadline.map_or(wake, |d| d.min(wake));
             match sub.as_mut() {
