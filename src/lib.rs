@@ -28,6 +28,8 @@ pub mod blocking;
 #[cfg(feature = "serde")]
 mod config;
 mod registry;
+#[cfg(feature = "memory")]
+pub mod testing;
 mod url;
 
 #[cfg(feature = "serde")]

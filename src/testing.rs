@@ -1,0 +1,71 @@
+//! Testing code that uses locks (`docs/TESTING.md` is the guide): a locker over a fresh
+//! in-process table, and [`take_away`], which takes a lock from its holder on any store that
+//! can evict, so a test can check what the caller does when its lock is lost.
+//!
+//! The in-process backend keeps time with tokio's clock, so under paused time
+//! (`#[tokio::test(start_paused = true)]`) leases, renewals and waits run in virtual time: a
+//! test of a 30 s lease takes microseconds.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use dlock::{LockGuard, Locker};
+//!
+//! /// The code under test: writes until done, or stops as soon as its lock is lost.
+//! async fn publish(locker: &Locker) -> Result<&'static str, dlock::LockError> {
+//!     let guard: LockGuard = locker.lock("report").wait(Duration::from_secs(5)).acquire().await?;
+//!     tokio::select! {
+//!         _ = guard.lost() => Ok("stopped: lock lost"),
+//!         _ = tokio::time::sleep(Duration::from_secs(60)) => {
+//!             guard.release().await?;
+//!             Ok("published")
+//!         }
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), dlock::LockError> {
+//! // In a test: `#[tokio::test(start_paused = true)]`.
+//! let (locker, _table) = dlock::testing::memory_locker();
+//! let work = tokio::spawn({
+//!     let locker = locker.clone();
+//!     async move { publish(&locker).await }
+//! });
+//! // Once the code holds the lock, an operator (or a failing store) takes it away.
+//! while !dlock::testing::take_away(locker.backend().as_ref(), "report").await? {
+//!     tokio::task::yield_now().await;
+//! }
+//! // The watchdog's next renewal (a third of the 30 s lease, in virtual time) is refused.
+//! assert_eq!(work.await.expect("task")?, "stopped: lock lost");
+//! # Ok(())
+//! # }
+//! ```
+
+use std::sync::Arc;
+
+use lock_core::backend::LockBackend;
+use lock_core::{Locker, MemoryBackend, Result};
+
+/// A locker over a fresh in-process table of its own, and that table (whose
+/// [`sever`](MemoryBackend::sever) deletes a lock behind its holder).
+pub fn memory_locker() -> (Locker, MemoryBackend) {
+    let table = MemoryBackend::new();
+    (Locker::new(Arc::new(table.clone())), table)
+}
+
+/// Takes `key` from whoever holds it exclusively: the hold [`inspect`](LockBackend::inspect)
+/// shows is evicted ([`LockBackend::evict`]), so its holder's next renewal is refused and its
+/// lost signal fires, and the next holder's fencing token is larger. `Ok(false)` when `key` is
+/// free, held by readers or permits, or changed hands meanwhile.
+///
+/// # Errors
+/// [`LockError::Unsupported`](crate::LockError) on stores that cannot evict (`GET_LOCK` and
+/// pessimistic MySQL, lock files, Redlock; `dlock unlock --help` lists them), and backend
+/// failures.
+pub async fn take_away(backend: &dyn LockBackend, key: &str) -> Result<bool> {
+    let info = backend.inspect(key).await?;
+    match info.fence {
+        Some(fence) if info.held && info.readers.is_none() => backend.evict(key, fence).await,
+        _ => Ok(false),
+    }
+}
