@@ -14,6 +14,7 @@ mod pinned;
 mod records;
 mod session;
 mod sql;
+mod xact;
 
 pub use backend::PgLock;
 pub use builder::PgLockBuilder;

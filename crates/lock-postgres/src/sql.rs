@@ -17,6 +17,8 @@ pub(crate) struct Sql {
     /// Force-unlock (`evict.rs`).
     pub(crate) evict_fence: String,
     pub(crate) evict_holder: String,
+    /// The fence of a lock in the caller's transaction (`xact.rs`).
+    pub(crate) xact_fence: String,
     pub(crate) notes_read: String,
     /// Shared with the keepers.
     pub(crate) notes_set: Arc<str>,
@@ -42,6 +44,7 @@ impl Sql {
             inspect: render(include_str!("../sql/inspect.sql")),
             evict_fence: render(include_str!("../sql/evict_fence.sql")),
             evict_holder: render(include_str!("../sql/evict_holder.sql")),
+            xact_fence: render(include_str!("../sql/xact_fence.sql")),
             notes_schema: render(include_str!("../sql/notes_schema.sql")),
             notes_read: render(include_str!("../sql/notes_read.sql")),
             notes_set: render(include_str!("../sql/notes_set.sql")).into(),
