@@ -9,21 +9,31 @@ use std::time::Duration;
 
 use lock_core::{FencingToken, LockError, Result, validate_key};
 use sqlx::{AssertSqlSafe, PgConnection};
+use tokio::time::Instant;
 
 use crate::PgLock;
 use crate::error::{LOCK_NOT_AVAILABLE, NAME, classify, sqlstate};
 use crate::key::advisory_key;
+use crate::session::answered_by;
 
 /// Waits for the key for the rest of the caller's transaction (bounded by `lock_timeout`).
 const WAIT: &str = "SELECT pg_advisory_xact_lock($1)";
 /// One try for the rest of the caller's transaction: whether it is held.
 const TRY: &str = "SELECT pg_try_advisory_xact_lock($1)";
+/// The wait runs in a savepoint, so a timeout leaves the caller's transaction usable.
+const SAVEPOINT: &str = "SAVEPOINT dlock_xact_wait";
+const RELEASE: &str = "RELEASE SAVEPOINT dlock_xact_wait";
+const UNDO: &str = "ROLLBACK TO SAVEPOINT dlock_xact_wait; RELEASE SAVEPOINT dlock_xact_wait";
 
 impl PgLock {
     /// Take `key` inside the transaction `tx` (a `&mut *transaction` of the caller's
     /// `sqlx::Transaction`), waiting up to `wait`; held until that transaction ends. Answers
     /// the hold's fencing token, larger than every earlier holder's of `key`, session or
     /// transaction.
+    ///
+    /// Every statement has a client-side bound (the server's idle bound, plus `wait` for the
+    /// wait). On any error other than `Timeout` the transaction may hold the lock without a
+    /// fence, or be in an unknown state: roll it back.
     ///
     /// # Errors
     /// [`LockError::Timeout`] when `wait` ran out (the transaction stays usable: the wait runs
@@ -35,39 +45,48 @@ impl PgLock {
         wait: Duration,
     ) -> Result<FencingToken> {
         validate_key(key)?;
-        let started = std::time::Instant::now();
+        let started = Instant::now();
+        // Each statement answers within the server's idle bound; the wait within `wait` more.
+        let bound = |extra: Duration| Instant::now() + self.sessions.server_idle() + extra;
         // The wait's bound is this statement's only: the savepoint restores the caller's
         // lock_timeout, and keeps the transaction usable when the wait times out.
         let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
-        sqlx::raw_sql("SAVEPOINT dlock_xact_wait").execute(&mut *tx).await.map_err(classify)?;
-        let waited = async {
+        answered_by("savepoint", bound(Duration::ZERO), sqlx::raw_sql(SAVEPOINT).execute(&mut *tx)).await?;
+        let waited = tokio::time::timeout_at(bound(wait), async {
             sqlx::query("SELECT set_config('lock_timeout', $1, true)")
                 .bind(format!("{ms}ms"))
                 .execute(&mut *tx)
                 .await?;
             sqlx::query(WAIT).bind(advisory_key(key)).execute(&mut *tx).await
-        }
+        })
         .await;
         match waited {
-            Ok(_) => {
+            Ok(Ok(_)) => {
                 // RELEASE keeps the lock (transaction-scoped locks outlive their savepoint)
                 // and drops the savepoint's lock_timeout.
-                sqlx::raw_sql("RELEASE SAVEPOINT dlock_xact_wait")
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(classify)?;
+                answered_by(
+                    "release savepoint",
+                    bound(Duration::ZERO),
+                    sqlx::raw_sql(RELEASE).execute(&mut *tx),
+                )
+                .await?;
                 self.xact_fence(key).await
             }
-            Err(e) => {
-                sqlx::raw_sql("ROLLBACK TO SAVEPOINT dlock_xact_wait; RELEASE SAVEPOINT dlock_xact_wait")
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(classify)?;
+            Ok(Err(e)) => {
+                answered_by(
+                    "rollback to savepoint",
+                    bound(Duration::ZERO),
+                    sqlx::raw_sql(UNDO).execute(&mut *tx),
+                )
+                .await?;
                 if sqlstate(&e).as_deref() == Some(LOCK_NOT_AVAILABLE) {
                     return Err(LockError::Timeout { key: key.to_owned(), waited: started.elapsed() });
                 }
                 Err(classify(e))
             }
+            // No answer within the bound: the connection's state is unknown, so the caller's
+            // transaction cannot be trusted either (roll it back).
+            Err(_) => Err(LockError::temporary(NAME, "no answer from the server in time (transaction lock)")),
         }
     }
 
@@ -82,8 +101,10 @@ impl PgLock {
         key: &str,
     ) -> Result<Option<FencingToken>> {
         validate_key(key)?;
+        let bound = Instant::now() + self.sessions.server_idle();
         let held: bool =
-            sqlx::query_scalar(TRY).bind(advisory_key(key)).fetch_one(&mut *tx).await.map_err(classify)?;
+            answered_by("try", bound, sqlx::query_scalar(TRY).bind(advisory_key(key)).fetch_one(&mut *tx))
+                .await?;
         if !held {
             return Ok(None);
         }
@@ -92,11 +113,14 @@ impl PgLock {
 
     /// The fence of a transaction's lock, drawn on the pool (`sql/xact_fence.sql`).
     async fn xact_fence(&self, key: &str) -> Result<FencingToken> {
-        let fence: i64 = sqlx::query_scalar(AssertSqlSafe(self.sessions.sql().xact_fence.as_str()))
-            .bind(key.as_bytes())
-            .fetch_one(self.pool())
-            .await
-            .map_err(classify)?;
+        let fence: i64 = answered_by(
+            "fence",
+            Instant::now() + self.sessions.server_idle(),
+            sqlx::query_scalar(AssertSqlSafe(self.sessions.sql().xact_fence.as_str()))
+                .bind(key.as_bytes())
+                .fetch_one(self.pool()),
+        )
+        .await?;
         u64::try_from(fence)
             .map(FencingToken)
             .map_err(|_| LockError::permanent(NAME, format!("a negative fence {fence} in the fence table")))
