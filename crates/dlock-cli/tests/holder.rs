@@ -3,37 +3,20 @@
 //! for the mutex, the write side of a read-write lock and a semaphore kept in slot keys;
 //! `dlock list` shows it for every lock held under a prefix where the store can enumerate.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
-use lock_testkit::server::{shared_etcd, shared_mariadb, shared_postgres, shared_zk};
 use nix::sys::signal::{Signal, kill};
 
 mod common;
 
-use common::{dlock, key, pid, redis_url, wait_exit, wait_for};
+use common::{dlock, key, pid, redis_url, spawn_holder, store_urls, wait_exit, wait_for};
 
-/// The stores of this build with a shared server each.
-fn urls() -> Vec<(&'static str, String)> {
-    vec![
-        ("redis", redis_url()),
-        ("postgres", shared_postgres().url()),
-        ("mysql", format!("{}?mode=get_lock", shared_mariadb().url())),
-        ("zk", format!("zk://{}/dlock-holder", shared_zk().connect_string())),
-        ("etcd", shared_etcd().url("dlock-holder")),
-    ]
-}
-
-/// `dlock run <args> --holder-label nightly -- sh -c 'touch $D/held; sleep 30'`.
+/// `dlock run <args> --holder-label nightly` of a command that touches `$D/held` once it holds.
 fn holder(dir: &std::path::Path, url: &str, key: &str, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_dlock"))
-        .args(["run", "--url", url, "--key", key, "--holder-label", "nightly"])
-        .args(args)
-        .args(["--", "sh", "-c", "trap 'exit 143' TERM; touch \"$D/held\"; sleep 30 & wait $!"])
-        .env("D", dir)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn dlock run")
+    let mut all = vec!["--url", url, "--key", key, "--holder-label", "nightly"];
+    all.extend(args);
+    spawn_holder(dir, &all, "touch \"$D/held\"")
 }
 
 /// `dlock status` of `key` (with `args`) as text and as JSON, expecting exit `code` (1: held;
@@ -54,7 +37,7 @@ fn status(url: &str, key: &str, args: &[&str], code: i32) -> (String, String) {
 
 #[test]
 fn status_shows_who_holds_on_every_store() {
-    for (store, url) in urls() {
+    for (store, url) in store_urls("dlock-holder") {
         for (what, run_args, status_args) in [
             ("mutex", &[][..], &[][..]),
             ("write side", &["--write"][..], &["--read-write"][..]),
@@ -101,7 +84,7 @@ fn a_label_with_a_control_character_is_refused() {
 
 #[test]
 fn list_shows_the_held_locks_where_the_store_can_enumerate() {
-    for (store, url) in urls() {
+    for (store, url) in store_urls("dlock-holder") {
         let dir = tempfile::tempdir().expect("tmp");
         let k = key(&format!("list-{store}"));
         let mut child = holder(dir.path(), &url, &k, &[]);

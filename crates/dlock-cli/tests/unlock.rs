@@ -6,30 +6,20 @@
 //! with 78 and the holder runs on.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
-use lock_testkit::server::{shared_etcd, shared_mariadb, shared_postgres, shared_zk};
 use nix::sys::signal::{Signal, kill};
 
 mod common;
 
-use common::{dlock, key, pid, redis_url, wait_exit, wait_for};
+use common::{dlock, key, pid, redis_url, spawn_holder, store_urls, wait_exit, wait_for};
 
 /// `dlock run` with a 1 s lease of a command that writes its fencing token to `$D/fence`.
 fn holder(dir: &Path, url: &str, key: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_dlock"))
-        .args(["run", "--url", url, "--key", key, "--lease", "1s", "--on-lost", "TERM:500ms"])
-        .args(["--holder-label", "stuck-job", "--"])
-        .args([
-            "sh",
-            "-c",
-            "trap 'exit 143' TERM; echo $DLOCK_FENCING_TOKEN > \"$D/fence\"; sleep 30 & wait $!",
-        ])
-        .env("D", dir)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn dlock run")
+    let args = ["--url", url, "--key", key, "--lease", "1s", "--on-lost", "TERM:500ms"];
+    let args = [&args[..], &["--holder-label", "stuck-job"]].concat();
+    spawn_holder(dir, &args, "echo $DLOCK_FENCING_TOKEN > \"$D/fence\"")
 }
 
 fn text(out: &std::process::Output) -> (String, String) {
@@ -38,15 +28,12 @@ fn text(out: &std::process::Output) -> (String, String) {
 
 #[test]
 fn unlock_evicts_a_running_holder_where_the_store_allows() {
-    let stores = [
-        ("redis", redis_url(), true),
-        ("zk", format!("zk://{}/dlock-unlock", shared_zk().connect_string()), true),
-        ("etcd", shared_etcd().url("dlock-unlock"), true),
-        ("postgres", shared_postgres().url(), true),
-        ("mysql optimistic", format!("{}?mode=optimistic", shared_mariadb().url()), true),
-        ("mysql get_lock", format!("{}?mode=get_lock", shared_mariadb().url()), false),
-    ];
-    for (store, url, evicts) in stores {
+    // Every shared store (GET_LOCK for MySQL), and MySQL optimistic mode, which can evict.
+    let mut stores: Vec<(&str, String)> = store_urls("dlock-unlock");
+    let optimistic = format!("{}?mode=optimistic", lock_testkit::server::shared_mariadb().url());
+    stores.push(("mysql optimistic", optimistic));
+    for (store, url) in stores {
+        let evicts = store != "mysql";
         let dir = tempfile::tempdir().expect("tmp");
         let k = key(&format!("unlock-{}", store.replace(' ', "-")));
         let fence_file = dir.path().join("fence");

@@ -8,7 +8,9 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use lock_testkit::server::{external_url, shared_redis};
+use lock_testkit::server::{
+    external_url, shared_etcd, shared_mariadb, shared_postgres, shared_redis, shared_zk,
+};
 use nix::unistd::Pid;
 
 /// `LOCK_TEST_REDIS_URL`, else the private redis-server this test process shares.
@@ -86,4 +88,29 @@ pub fn delete_lock_behind_the_holder(url: &str, key: &str, appear: Duration) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     });
+}
+
+/// Every store with a server shared by this test process, as (name, URL): Redis, PostgreSQL,
+/// MariaDB in `GET_LOCK` mode, ZooKeeper and etcd (their locks under `root`).
+pub fn store_urls(root: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("redis", redis_url()),
+        ("postgres", shared_postgres().url()),
+        ("mysql", format!("{}?mode=get_lock", shared_mariadb().url())),
+        ("zk", format!("zk://{}/{root}", shared_zk().connect_string())),
+        ("etcd", shared_etcd().url(root)),
+    ]
+}
+
+/// `dlock run <args> -- sh -c '<body>; sleep 30'` with `D` = `dir`: a holder whose command runs
+/// `body` once it holds, then sleeps until stopped (exit 143 on SIGTERM).
+pub fn spawn_holder(dir: &Path, args: &[&str], body: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .arg("run")
+        .args(args)
+        .args(["--", "sh", "-c", &format!("trap 'exit 143' TERM; {body}; sleep 30 & wait $!")])
+        .env("D", dir)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn dlock run")
 }
