@@ -143,6 +143,12 @@ pub struct Capability {
     pub permits: bool,
     /// `try_acquire` honours [`Side::Upgrade`]: the read-write lock's upgradeable read.
     pub upgrade: bool,
+    /// An attempt writes to the store even when it is refused (a queue store creates its
+    /// entry, then deletes it): looking at a key ([`LockBackend::inspect`]) costs less than
+    /// attempting it while it is held. A semaphore of slot keys then inspects the slots
+    /// before attempting them; elsewhere it attempts them straight away, which costs one round
+    /// trip per slot where an inspection costs one as well (PostgreSQL's is a `pg_locks` scan).
+    pub refusal_writes: bool,
 }
 
 impl Capability {
@@ -164,6 +170,7 @@ impl Capability {
         records: false,
         permits: false,
         upgrade: false,
+        refusal_writes: false,
     };
 }
 

@@ -33,6 +33,7 @@ impl LockBackend for QuorumBackend {
         c.renew = caps.iter().all(|c| c.renew);
         c.notify = caps.iter().any(|c| c.notify);
         c.fencing = self.fencing();
+        c.refusal_writes = caps.iter().any(|c| c.refusal_writes);
         c
     }
 

@@ -254,11 +254,15 @@ impl Semaphore {
         }
     }
 
-    /// The slots of `slots` that may be free: those an inspection finds free, in the given
-    /// order; all of them where the backend cannot inspect (or an inspection fails: the
-    /// attempt then reports the error).
+    /// The slots of `slots` worth attempting: where a refused attempt writes to the store
+    /// ([`Capability::refusal_writes`](crate::Capability)), those an inspection finds free, in
+    /// the given order; all of them elsewhere, where the backend cannot inspect, or where an
+    /// inspection fails (the attempt then reports the error).
     async fn maybe_free(&self, slots: Vec<u32>) -> Vec<u32> {
-        if slots.is_empty() || self.no_inspect.load(Ordering::Relaxed) {
+        if slots.is_empty()
+            || !self.locker.backend().capabilities().refusal_writes
+            || self.no_inspect.load(Ordering::Relaxed)
+        {
             return slots;
         }
         let backend = self.locker.backend();
@@ -296,9 +300,9 @@ impl Semaphore {
         if let Some(guard) = self.checked_attempt(self.slot_request(start, lease)).await? {
             return Ok(Some(Permit { slot: start, guard }));
         }
-        // The random slot was held: look at the others before attempting them. Where every
-        // attempt is a write (etcd puts a queue key per attempt, then deletes it), one read of
-        // each slot at once costs far less than an attempt on each held one.
+        // The random slot was held: look at the others before attempting them where every
+        // attempt is a write (etcd puts a queue key per attempt, then deletes it): one read of
+        // each slot at once then costs far less than an attempt on each held one.
         let others: Vec<u32> = (1..n).map(|j| (start + j) % n).collect();
         for slot in self.maybe_free(others).await {
             if let Some(guard) = self.slot_request(slot, lease).try_acquire().await? {

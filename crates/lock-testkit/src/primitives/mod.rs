@@ -6,6 +6,7 @@
 pub mod latch;
 pub mod leader;
 pub mod rwlock;
+mod sem_calls;
 pub mod semaphore;
 
 /// Expand every primitive suite (read-write lock, semaphore, leader election, latch) into

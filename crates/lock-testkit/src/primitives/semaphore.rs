@@ -20,6 +20,7 @@ macro_rules! semaphore_tests {
             sem_count_is_stored_and_checked,
             sem_store_keeps_permits,
             sem_waiter_sends_no_try_of_its_own,
+            sem_slot_scan_inspects_only_where_refusals_write,
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
@@ -37,11 +38,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lock_core::{LockError, Locker, MAX_KEY_BYTES, MAX_PERMITS, Semaphore};
+use lock_core::{LockError, MAX_KEY_BYTES, MAX_PERMITS, Semaphore};
 
+pub use super::sem_calls::{
+    sem_slot_scan_inspects_only_where_refusals_write, sem_waiter_sends_no_try_of_its_own,
+};
 use crate::factory::{Factory, key, skip};
-use crate::hooked::{Call, Hooked};
-use crate::poll::{eventually, within};
+use crate::poll::within;
 
 async fn sem<F: Factory + ?Sized>(f: &F, name: &str, permits: u32) -> Semaphore {
     Semaphore::new(&f.client().await.locker(), name, permits).expect("semaphore")
@@ -429,45 +432,4 @@ pub async fn sem_store_keeps_permits<F: Factory + ?Sized>(f: &F) {
     again.release().await.expect("release");
     high.release().await.expect("release");
     assert_eq!(s.available().await.expect("available"), 2);
-}
-
-/// A waiting acquisition on a native semaphore whose handle checked its count is one waiting
-/// request: at most three backend attempts from the call to the grant after a release (where
-/// waking is by notification: the refused one, the one right after subscribing, the one after
-/// the wake-up; one where the server queues), not a refused try of its own before them (on a
-/// queueing store, a queue entry for nothing).
-pub async fn sem_waiter_sends_no_try_of_its_own<F: Factory + ?Sized>(f: &F) {
-    let case = "sem_waiter_sends_no_try_of_its_own";
-    let tries = Arc::new(AtomicUsize::new(0));
-    let counted = tries.clone();
-    let hooked = Hooked::new(f.client().await.backend.clone(), move |call| {
-        if call == Call::TryAcquire {
-            counted.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(())
-    });
-    let s = Semaphore::new(&Locker::new(Arc::new(hooked)), key("sem_direct"), 1).expect("semaphore");
-    if !s.is_native() {
-        return skip(
-            &f.label(),
-            case,
-            "slot keys: a waiter tries a random slot, then the others it finds free",
-        );
-    }
-    let held = s.try_acquire().await.expect("try").expect("free: the handle's count is checked");
-    tries.store(0, Ordering::SeqCst);
-    let waiter = s.clone();
-    let waiting = tokio::spawn(async move { waiter.acquire().wait(Duration::from_secs(10)).acquire().await });
-    eventually(Duration::from_secs(5), "the waiter's first attempt", || async {
-        tries.load(Ordering::SeqCst) >= 1
-    })
-    .await;
-    held.release().await.expect("release");
-    let p = within(Duration::from_secs(5), "the waiter after the release", waiting)
-        .await
-        .expect("task")
-        .expect("granted");
-    let sent = tries.load(Ordering::SeqCst);
-    assert!(sent <= 3, "{sent} backend attempts for one waited permit");
-    p.release().await.expect("release");
 }

@@ -1,0 +1,102 @@
+//! The semaphore cases that count the backend calls of an acquisition (a `Hooked` backend).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use lock_core::{Locker, Semaphore};
+
+use crate::factory::{Factory, key, skip};
+use crate::hooked::{Call, Hooked};
+use crate::poll::{eventually, within};
+
+/// A waiting acquisition on a native semaphore whose handle checked its count is one waiting
+/// request: at most three backend attempts from the call to the grant after a release (where
+/// waking is by notification: the refused one, the one right after subscribing, the one after
+/// the wake-up; one where the server queues), not a refused try of its own before them (on a
+/// queueing store, a queue entry for nothing).
+pub async fn sem_waiter_sends_no_try_of_its_own<F: Factory + ?Sized>(f: &F) {
+    let case = "sem_waiter_sends_no_try_of_its_own";
+    let tries = Arc::new(AtomicUsize::new(0));
+    let counted = tries.clone();
+    let hooked = Hooked::new(f.client().await.backend.clone(), move |call| {
+        if call == Call::TryAcquire {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    });
+    let s = Semaphore::new(&Locker::new(Arc::new(hooked)), key("sem_direct"), 1).expect("semaphore");
+    if !s.is_native() {
+        return skip(
+            &f.label(),
+            case,
+            "slot keys: a waiter tries a random slot, then the others it finds free",
+        );
+    }
+    let held = s.try_acquire().await.expect("try").expect("free: the handle's count is checked");
+    tries.store(0, Ordering::SeqCst);
+    let waiter = s.clone();
+    let waiting = tokio::spawn(async move { waiter.acquire().wait(Duration::from_secs(10)).acquire().await });
+    eventually(Duration::from_secs(5), "the waiter's first attempt", || async {
+        tries.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    held.release().await.expect("release");
+    let p = within(Duration::from_secs(5), "the waiter after the release", waiting)
+        .await
+        .expect("task")
+        .expect("granted");
+    let sent = tries.load(Ordering::SeqCst);
+    assert!(sent <= 3, "{sent} backend attempts for one waited permit");
+    p.release().await.expect("release");
+}
+
+/// On slot keys, a permit taken while one slot is free looks at the other slots first only
+/// where a refused attempt writes to the store (`Capability::refusal_writes`: then two
+/// attempts, the random slot and the free one); elsewhere it attempts them straight away,
+/// with no inspection (PostgreSQL's is a `pg_locks` scan dearer than an attempt).
+pub async fn sem_slot_scan_inspects_only_where_refusals_write<F: Factory + ?Sized>(f: &F) {
+    let case = "sem_slot_scan_inspects_only_where_refusals_write";
+    let tries = Arc::new(AtomicUsize::new(0));
+    let looks = Arc::new(AtomicUsize::new(0));
+    let (t, l) = (tries.clone(), looks.clone());
+    let backend = f.client().await.backend.clone();
+    let writes = backend.capabilities().refusal_writes;
+    let hooked = Hooked::new(backend, move |call| {
+        match call {
+            Call::TryAcquire => t.fetch_add(1, Ordering::SeqCst),
+            Call::Inspect => l.fetch_add(1, Ordering::SeqCst),
+            _ => 0,
+        };
+        Ok(())
+    });
+    let s = Semaphore::new(&Locker::new(Arc::new(hooked)), key("sem_scan"), 3).expect("semaphore");
+    if s.is_native() {
+        return skip(&f.label(), case, "the store keeps the permits: one attempt, no slot scan");
+    }
+    // Hold two slots, then ask for a third until the random first attempt lands on a held slot
+    // (each round has a 2 in 3 chance), so that the scan runs.
+    let a = s.try_acquire().await.expect("try").expect("first permit");
+    let b = s.try_acquire().await.expect("try").expect("second permit");
+    for _ in 0..40 {
+        tries.store(0, Ordering::SeqCst);
+        looks.store(0, Ordering::SeqCst);
+        let p = s.try_acquire().await.expect("try").expect("the third slot is free");
+        let (sent, seen) = (tries.load(Ordering::SeqCst), looks.load(Ordering::SeqCst));
+        p.release().await.expect("release");
+        if sent == 1 && seen == 0 {
+            continue; // the random slot was the free one: nothing scanned
+        }
+        if writes {
+            assert_eq!(sent, 2, "the random slot and the one found free ({seen} inspections)");
+            assert!(seen >= 1, "no inspection before attempting slots on a store whose refusals write");
+        } else {
+            assert_eq!(seen, 0, "{seen} inspections before attempting slots ({sent} attempts)");
+            assert!((2..=3).contains(&sent), "{sent} attempts for three slots");
+        }
+        a.release().await.expect("release");
+        b.release().await.expect("release");
+        return;
+    }
+    panic!("40 random first attempts all landed on the free slot");
+}
