@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+#[cfg(test)]
+mod doc_truth;
 mod duration;
 mod hold;
 mod holder;

@@ -100,6 +100,14 @@ fn exit_statuses_pass_through_and_memory_urls_are_refused() {
     assert_eq!(run(&url, "exit 0").status.code(), Some(0));
     let missing = dlock(&["run", "--url", &url, "--key", &key("status"), "--", "/nonexistent/command"]);
     assert_eq!(missing.status.code(), Some(127), "command not found");
+    // A file that exists but may not be executed (the shell's 126). Root may run any file with an
+    // execute bit, so the file has none.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plain = dir.path().join("not-executable");
+    std::fs::write(&plain, "#!/bin/sh\nexit 0\n").expect("write");
+    let not_runnable =
+        dlock(&["run", "--url", &url, "--key", &key("status"), "--", plain.to_str().expect("utf-8")]);
+    assert_eq!(not_runnable.status.code(), Some(126), "command not runnable");
     let mem = run("memory://x", "exit 0");
     assert_eq!(mem.status.code(), Some(64));
     let err = String::from_utf8_lossy(&mem.stderr);

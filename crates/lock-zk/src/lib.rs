@@ -28,7 +28,7 @@ pub use zookeeper_client;
 pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::backend::registry::Descriptor {
     name: "zk",
     schemes: &["zk", "zookeeper"],
-    urls: "`zk://host:port[,host:port]/root`",
+    urls: "`zk://host:port[,host:port]/root` (`zookeeper://`)",
     summary: "ZooKeeper: ephemeral sequential nodes, each waiter watching its predecessor",
     connect: |url| {
         Box::pin(async move { Ok(std::sync::Arc::new(ZkLock::builder().url(url).build().await?) as _) })

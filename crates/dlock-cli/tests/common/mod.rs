@@ -13,6 +13,8 @@ use lock_testkit::server::{
 };
 use nix::unistd::Pid;
 
+pub mod words;
+
 /// `LOCK_TEST_REDIS_URL`, else the private redis-server this test process shares.
 pub fn redis_url() -> String {
     external_url("redis").unwrap_or_else(|| shared_redis().url())
