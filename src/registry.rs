@@ -37,7 +37,7 @@ stores! {
     "mysql" ["mysql", "mariadb"] => lock_mysql,
     "postgres" ["postgres", "postgresql"] => lock_postgres,
     "zk" ["zk", "zookeeper"] => lock_zk,
-    "etcd" ["etcd"] => lock_etcd,
+    "etcd" ["etcd", "etcds"] => lock_etcd,
     "file" ["file"] => lock_file,
 }
 

@@ -33,7 +33,17 @@ pub struct EtcdLockBuilder {
     request_timeout: Option<Duration>,
     auth: Option<(String, String)>,
     clock_drift: Option<(f64, Duration)>,
+    tls: Option<Tls>,
     error: Option<String>,
+}
+
+/// How to connect over TLS.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tls {
+    /// The CA certificate (PEM) the server's must chain to; `None`: the platform's roots.
+    // Read only where TLS is built in; elsewhere building refuses any TLS setting.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    pub root_cert: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for EtcdLockBuilder {
@@ -44,6 +54,7 @@ impl fmt::Debug for EtcdLockBuilder {
             .field("prefix", &self.prefix)
             .field("lease_ttl", &self.lease_ttl)
             .field("auth_user", &self.auth.as_ref().map(|(u, _)| u))
+            .field("tls", &self.tls.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -63,6 +74,7 @@ pub(crate) struct Config {
     /// Clock-drift margin: holds are given up `ttl * rate + floor` before the lease can expire
     /// on the server.
     pub clock_drift: (f64, Duration),
+    pub tls: Option<Tls>,
 }
 
 impl fmt::Debug for Config {
@@ -72,6 +84,7 @@ impl fmt::Debug for Config {
             .field("prefix", &self.prefix)
             .field("lease_ttl", &self.lease_ttl)
             .field("auth_user", &self.auth.as_ref().map(|(u, _)| u))
+            .field("tls", &self.tls.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -95,8 +108,8 @@ impl EtcdLockBuilder {
         self
     }
 
-    /// Configure from a URL: `etcd://[user:password@]host:port[,host:port...][/prefix]` with
-    /// the optional query options `lease_ttl=10s`, `connect_timeout=2s` and
+    /// Configure from a URL: `etcd://[user:password@]host:port[,host:port...][/prefix]`
+    /// (`etcds://` for TLS, as [`tls`](Self::tls)) with the optional query options `lease_ttl=10s`, `connect_timeout=2s` and
     /// `request_timeout=5s` (durations as `250ms`, `2s`, `1m` or plain milliseconds). Unknown
     /// or repeated options are refused by `build`. User and password are percent-encoded.
     /// Settings given here replace earlier ones, and later builder calls replace these.
@@ -109,6 +122,9 @@ impl EtcdLockBuilder {
                 self.lease_ttl = u.lease_ttl.or(self.lease_ttl);
                 self.connect_timeout = u.connect_timeout.or(self.connect_timeout);
                 self.request_timeout = u.request_timeout.or(self.request_timeout);
+                if u.tls {
+                    self.tls = Some(self.tls.unwrap_or_default());
+                }
             }
             Err(LockError::InvalidConfig { reason }) => self.error = Some(reason),
             Err(e) => self.error = Some(e.to_string()),
@@ -148,6 +164,21 @@ impl EtcdLockBuilder {
         self
     }
 
+    /// Connect over TLS (what `etcds://` asks): the server's certificate must chain to the
+    /// platform's trusted roots (`SSL_CERT_FILE` names another bundle) unless
+    /// [`tls_root_cert`](Self::tls_root_cert) gives the CA. Building fails with
+    /// [`LockError::InvalidConfig`] without this crate's `tls` feature.
+    pub fn tls(mut self) -> Self {
+        self.tls = Some(self.tls.unwrap_or_default());
+        self
+    }
+
+    /// Connect over TLS and trust only this CA certificate (PEM) for the server's.
+    pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls = Some(Tls { root_cert: Some(pem.into()) });
+        self
+    }
+
     /// How much earlier than the server this client gives its holds up when it cannot confirm
     /// its lease: `ttl * rate + floor` (defaults: the core's
     /// [`DRIFT_MARGIN_RATE`](lock_core::DRIFT_MARGIN_RATE) and
@@ -160,6 +191,9 @@ impl EtcdLockBuilder {
     pub(crate) fn into_config(self) -> Result<(Config, Option<Client>)> {
         if let Some(e) = self.error {
             return Err(invalid(e));
+        }
+        if self.tls.is_some() && !cfg!(feature = "tls") {
+            return Err(invalid("etcd over TLS (etcds://) needs lock-etcd's `tls` feature (dlock's `tls`)"));
         }
         if self.client.is_none() {
             if self.endpoints.is_empty() {
@@ -192,6 +226,7 @@ impl EtcdLockBuilder {
             request_timeout: self.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT),
             auth: self.auth,
             clock_drift,
+            tls: self.tls,
         };
         Ok((config, self.client))
     }
@@ -222,7 +257,16 @@ async fn connect(cfg: &Config) -> Result<Client> {
     if let Some((user, pw)) = &cfg.auth {
         opts = opts.with_user(user.clone(), pw.clone());
     }
-    let urls: Vec<String> = cfg.endpoints.iter().map(|e| format!("http://{e}")).collect();
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &cfg.tls {
+        use etcd_client::{Certificate, TlsOptions};
+        opts = opts.with_tls(match &tls.root_cert {
+            Some(pem) => TlsOptions::new().ca_certificate(Certificate::from_pem(pem)),
+            None => TlsOptions::new().with_native_roots(),
+        });
+    }
+    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
+    let urls: Vec<String> = cfg.endpoints.iter().map(|e| format!("{scheme}://{e}")).collect();
     // With a user, connecting authenticates: a request that waits for an endpoint to answer.
     let limit = cfg.connect_timeout + cfg.request_timeout;
     bounded(limit, Client::connect(urls, Some(opts))).await.map_err(lock_error)
@@ -283,5 +327,24 @@ mod tests {
         let zero = EtcdLockBuilder::default().endpoints(["h:1"]).lease_ttl(Duration::ZERO);
         assert!(zero.into_config().is_err());
         assert!(EtcdLockBuilder::default().url("etcd://[::1]:2379").into_config().is_ok());
+    }
+
+    #[test]
+    fn tls_is_asked_by_etcds_urls_and_needs_the_feature() {
+        let tls = EtcdLockBuilder::default().url("etcds://h:2379/x").into_config();
+        let with_ca =
+            EtcdLockBuilder::default().endpoints(["h:1"]).tls_root_cert(b"pem".to_vec()).into_config();
+        if cfg!(feature = "tls") {
+            let (c, _) = tls.expect("etcds:// with the tls feature");
+            assert!(c.tls.is_some_and(|t| t.root_cert.is_none()), "the platform's roots");
+            let (c, _) = with_ca.expect("a CA");
+            assert_eq!(c.tls.and_then(|t| t.root_cert).as_deref(), Some(&b"pem"[..]));
+        } else {
+            let e = tls.err().expect("refused without the feature").to_string();
+            assert!(e.contains("`tls` feature"), "{e}");
+            assert!(with_ca.is_err());
+        }
+        let (c, _) = EtcdLockBuilder::default().url("etcd://h:2379/x").into_config().expect("plain");
+        assert!(c.tls.is_none());
     }
 }

@@ -11,7 +11,8 @@ pub(crate) const NAME: &str = "etcd";
 
 /// Map a driver error: transport trouble, timeouts and a cluster without a leader are
 /// temporary (the next attempt goes to another endpoint or waits out an election); a missing
-/// permission is `PermissionDenied`; bad credentials and arguments are permanent.
+/// permission is `PermissionDenied`; bad credentials, arguments and a TLS handshake refused
+/// (an untrusted certificate) are permanent.
 pub(crate) fn lock_error(e: Error) -> LockError {
     match &e {
         Error::GRpcStatus(s) if s.code() == Code::PermissionDenied => LockError::permission_denied(NAME, e),
@@ -25,6 +26,10 @@ pub(crate) fn lock_error(e: Error) -> LockError {
 }
 
 pub(crate) fn is_temporary(e: &Error) -> bool {
+    // An untrusted certificate comes as Unavailable, but no retry will fix it.
+    if lock_core::is_tls_refusal(e) {
+        return false;
+    }
     match e {
         Error::GRpcStatus(s) => {
             matches!(

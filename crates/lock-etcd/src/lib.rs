@@ -27,8 +27,8 @@ pub use recipe::encode_key;
 /// etcd in the registry.
 pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::backend::registry::Descriptor {
     name: "etcd",
-    schemes: &["etcd"],
-    urls: "`etcd://[user:pw@]h1:p1[,h2:p2]/prefix` (`?lease_ttl=`)",
+    schemes: &["etcd", "etcds"],
+    urls: "`etcd://[user:pw@]h1:p1[,h2:p2]/prefix` (`etcds://` over TLS; `?lease_ttl=`)",
     summary: "etcd v3: keys on a lease, each waiter watching its predecessor's revision",
     connect: |url| Box::pin(async move { Ok(std::sync::Arc::new(EtcdLock::from_url(url).await?) as _) }),
     modes: &[],

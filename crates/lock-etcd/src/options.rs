@@ -1,4 +1,5 @@
-//! The `etcd://` URL: `etcd://[user:password@]host:port[,host:port...][/prefix][?options]`.
+//! The `etcd://` URL: `etcd://[user:password@]host:port[,host:port...][/prefix][?options]`, and
+//! `etcds://` for the same over TLS.
 
 use std::time::Duration;
 
@@ -18,33 +19,43 @@ pub(crate) struct EtcdUrl {
     pub lease_ttl: Option<Duration>,
     pub connect_timeout: Option<Duration>,
     pub request_timeout: Option<Duration>,
+    /// `etcds://`: connect over TLS.
+    pub tls: bool,
 }
+
+const PLAIN: &str = "etcd://";
+const TLS: &str = "etcds://";
 
 fn invalid(reason: &str) -> LockError {
     LockError::InvalidConfig { reason: reason.to_owned() }
 }
 
 impl EtcdUrl {
-    /// Parse an `etcd://` URL. Options: `lease_ttl=2s`, `connect_timeout=1s`,
+    /// Parse an `etcd://` or `etcds://` URL. Options: `lease_ttl=2s`, `connect_timeout=1s`,
     /// `request_timeout=5s` (durations as `2s`, `250ms` or plain milliseconds). Unknown and
     /// repeated options are errors.
     ///
     /// # Errors
     /// [`LockError::InvalidConfig`], never quoting the password.
     pub fn parse(url: &str) -> Result<EtcdUrl> {
-        const SCHEME: &str = "etcd://";
-        if !url.get(..SCHEME.len()).is_some_and(|s| s.eq_ignore_ascii_case(SCHEME)) {
-            return Err(invalid("etcd url must start with etcd://"));
-        }
+        let scheme = |s: &str| url.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s));
+        let (scheme_len, tls) = if scheme(PLAIN) {
+            (PLAIN.len(), false)
+        } else if scheme(TLS) {
+            (TLS.len(), true)
+        } else {
+            return Err(invalid("etcd url must start with etcd:// (or etcds:// for TLS)"));
+        };
         let mut o = UrlOptions::parse(url)?;
         let parsed = EtcdUrl {
             lease_ttl: o.take_duration("lease_ttl")?,
             connect_timeout: o.take_duration("connect_timeout")?,
             request_timeout: o.take_duration("request_timeout")?,
+            tls,
             ..EtcdUrl::default()
         };
         let base = o.finish()?;
-        let HostList { auth, hosts, path } = split_host_list(&base[SCHEME.len()..], "etcd")?;
+        let HostList { auth, hosts, path } = split_host_list(&base[scheme_len..], "etcd")?;
         Ok(EtcdUrl { endpoints: hosts.split(',').map(str::to_owned).collect(), prefix: path, auth, ..parsed })
     }
 }
@@ -61,11 +72,15 @@ mod tests {
         assert_eq!(u.prefix.as_deref(), Some("/locks/app"));
         assert_eq!(u.lease_ttl, Some(Duration::from_secs(3)));
         assert_eq!(u.request_timeout, Some(Duration::from_millis(500)));
+        assert!(!u.tls);
+        let u = EtcdUrl::parse("ETCDS://h1:2379/locks").expect("TLS");
+        assert!(u.tls && u.endpoints == ["h1:2379"]);
         for bad in [
             "etcd://h:1/r?lease_ttl=abc",
             "etcd://h:1/r?lease_ttl=1s&lease_ttl=2s",
             "etcd://h:1/r?lease=1s",
             "etcd:///r",
+            "etcdss://h:1/r",
             "etcd://u@h:1/r",
             "zk://h:1",
         ] {

@@ -7,8 +7,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::{
-    ManagedProcess, Probe, ServerError, Spec, canonical, fault_hooks, find_binary, free_port, make_temp_dir,
-    run_command,
+    ManagedProcess, Probe, ServerError, Spec, TlsFiles, canonical, fault_hooks, find_binary, free_port,
+    make_temp_dir, run_command,
 };
 
 /// Raft timings for tests: elections within a few hundred ms, and a minimum lease TTL of 1 s
@@ -19,13 +19,21 @@ fn binaries() -> Result<(PathBuf, PathBuf), ServerError> {
     Ok((find_binary("etcd", "etcd-server")?, find_binary("etcdctl", "etcd-client")?))
 }
 
-/// Runs `etcdctl` (API v3) against `endpoints` with short timeouts and returns its stdout.
-pub(crate) fn etcdctl(etcdctl: &Path, endpoints: &str, args: &[&str]) -> Result<String, ServerError> {
+/// Runs `etcdctl` (API v3) against `endpoints` (`host:port`) with short timeouts and returns
+/// its stdout; over TLS trusting `ca` when given.
+pub(crate) fn etcdctl(
+    etcdctl: &Path,
+    endpoints: &str,
+    ca: Option<&Path>,
+    args: &[&str],
+) -> Result<String, ServerError> {
     let mut cmd = Command::new(etcdctl);
-    cmd.env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints={endpoints}"))
-        .args(["--dial-timeout=1s", "--command-timeout=2s"])
-        .args(args);
+    cmd.env("ETCDCTL_API", "3");
+    match ca {
+        Some(ca) => cmd.arg(format!("--endpoints=https://{endpoints}")).arg("--cacert").arg(ca),
+        None => cmd.arg(format!("--endpoints={endpoints}")),
+    };
+    cmd.args(["--dial-timeout=1s", "--command-timeout=2s"]).args(args);
     run_command(&format!("etcdctl {}", args.join(" ")), &mut cmd)
 }
 
@@ -40,10 +48,10 @@ fn json_u64(json: &str, field: &str) -> Option<u64> {
 /// so a cluster member has a quorum), and the member answering is the one called `name` (the
 /// header's `member_id` in `member list` is the member named so: our process, not a stranger
 /// on a reused port).
-pub(crate) fn check_ready(ctl: &Path, port: u16, name: &str) -> Result<(), String> {
+pub(crate) fn check_ready(ctl: &Path, port: u16, name: &str, ca: Option<&Path>) -> Result<(), String> {
     let endpoint = format!("127.0.0.1:{port}");
-    etcdctl(ctl, &endpoint, &["endpoint", "health"]).map_err(|e| e.to_string())?;
-    let list = etcdctl(ctl, &endpoint, &["member", "list", "-w", "json"]).map_err(|e| e.to_string())?;
+    etcdctl(ctl, &endpoint, ca, &["endpoint", "health"]).map_err(|e| e.to_string())?;
+    let list = etcdctl(ctl, &endpoint, ca, &["member", "list", "-w", "json"]).map_err(|e| e.to_string())?;
     let me = json_u64(&list, "member_id").ok_or_else(|| format!("member list without member_id: {list}"))?;
     if list.contains(&format!("{{\"ID\":{me},\"name\":\"{name}\"")) {
         Ok(())
@@ -52,9 +60,16 @@ pub(crate) fn check_ready(ctl: &Path, port: u16, name: &str) -> Result<(), Strin
     }
 }
 
-/// One member's command line.
-fn args(name: &str, data: &Path, client: u16, peer: u16, cluster: &str, extra: &[&str]) -> Vec<OsString> {
-    let client_url = format!("http://127.0.0.1:{client}");
+/// One member's command line; with `tls`, clients are served over TLS only.
+fn args(
+    name: &str,
+    data: &Path,
+    (client, peer): (u16, u16),
+    cluster: &str,
+    tls: Option<&TlsFiles>,
+    extra: &[&str],
+) -> Vec<OsString> {
+    let client_url = format!("{}://127.0.0.1:{client}", if tls.is_some() { "https" } else { "http" });
     let peer_url = format!("http://127.0.0.1:{peer}");
     let mut a: Vec<OsString> = vec![
         "--name".into(),
@@ -80,6 +95,14 @@ fn args(name: &str, data: &Path, client: u16, peer: u16, cluster: &str, extra: &
         "--log-outputs".into(),
         "stderr".into(),
     ];
+    if let Some(tls) = tls {
+        a.extend([
+            "--cert-file".into(),
+            tls.cert.clone().into(),
+            "--key-file".into(),
+            tls.key.clone().into(),
+        ]);
+    }
     a.extend(TIMING.iter().chain(extra).map(OsString::from));
     a
 }
@@ -105,6 +128,8 @@ fn member_name(dir: &Path, kind: &str) -> String {
 pub struct EtcdServer {
     proc: ManagedProcess,
     etcdctl: PathBuf,
+    /// The CA of a TLS-only node.
+    ca: Option<PathBuf>,
 }
 
 impl EtcdServer {
@@ -115,7 +140,18 @@ impl EtcdServer {
 
     /// Starts a node with extra `etcd` flags (they come last, so they override).
     pub fn start_with(extra: &[&str]) -> Result<Self, ServerError> {
+        Self::start_inner(None, extra)
+    }
+
+    /// Starts a node that serves clients over TLS only, with `tls`'s certificate and key
+    /// (`etcds://` URLs; `etcdctl` trusts `tls.ca`).
+    pub fn start_tls(tls: &TlsFiles) -> Result<Self, ServerError> {
+        Self::start_inner(Some(tls), &[])
+    }
+
+    fn start_inner(tls: Option<&TlsFiles>, extra: &[&str]) -> Result<Self, ServerError> {
         let (etcd, ctl) = binaries()?;
+        let ca = tls.map(|t| t.ca.clone());
         super::with_port_retries(|| {
             let (port, peer) = (free_port()?, free_port()?);
             let dir = make_temp_dir("etcd")?;
@@ -125,13 +161,13 @@ impl EtcdServer {
             let spec = Spec {
                 what: format!("etcd on 127.0.0.1:{port}"),
                 program: etcd.clone(),
-                args: args(&name, &base.join("data"), port, peer, &cluster, extra),
+                args: args(&name, &base.join("data"), (port, peer), &cluster, tls, extra),
                 port,
                 other_ports: vec![peer],
-                probe: Probe::Etcd { etcdctl: ctl.clone(), name },
+                probe: Probe::Etcd { etcdctl: ctl.clone(), name, ca: ca.clone() },
                 ready_timeout: Duration::from_secs(30),
             };
-            Ok(EtcdServer { proc: ManagedProcess::start(spec, dir)?, etcdctl: ctl.clone() })
+            Ok(EtcdServer { proc: ManagedProcess::start(spec, dir)?, etcdctl: ctl.clone(), ca: ca.clone() })
         })
     }
 
@@ -145,14 +181,16 @@ impl EtcdServer {
         format!("127.0.0.1:{}", self.port())
     }
 
-    /// `etcd://127.0.0.1:PORT/<prefix>` (`prefix` without a leading slash).
+    /// `etcd://127.0.0.1:PORT/<prefix>` (`etcds://` for a TLS node; `prefix` without a leading
+    /// slash).
     pub fn url(&self, prefix: &str) -> String {
-        format!("etcd://{}/{prefix}", self.endpoint())
+        let scheme = if self.ca.is_some() { "etcds" } else { "etcd" };
+        format!("{scheme}://{}/{prefix}", self.endpoint())
     }
 
     /// Runs `etcdctl` (API v3) against this node and returns its stdout.
     pub fn etcdctl(&self, args: &[&str]) -> Result<String, ServerError> {
-        etcdctl(&self.etcdctl, &self.endpoint(), args)
+        etcdctl(&self.etcdctl, &self.endpoint(), self.ca.as_deref(), args)
     }
 }
 
@@ -190,7 +228,7 @@ impl EtcdNode {
 
     /// Runs `etcdctl` (API v3) against this member only.
     pub fn etcdctl(&self, args: &[&str]) -> Result<String, ServerError> {
-        etcdctl(&self.etcdctl, &self.endpoint(), args)
+        etcdctl(&self.etcdctl, &self.endpoint(), None, args)
     }
 
     /// Whether this member is the leader now (`None`: killed, paused or not answering).
@@ -243,7 +281,7 @@ impl EtcdCluster {
             for (index, ((dir, name), &(client, peer))) in dirs.into_iter().zip(names).zip(&ports).enumerate()
             {
                 let base = canonical(dir.path());
-                let mut a = args(&name, &base.join("data"), client, peer, &cluster, extra);
+                let mut a = args(&name, &base.join("data"), (client, peer), &cluster, None, extra);
                 // One token for the cluster (`args` derives it from the member name).
                 if let Some(i) = a.iter().position(|x| x == "--initial-cluster-token") {
                     a[i + 1] = "etcdc-cluster".into();
@@ -254,7 +292,7 @@ impl EtcdCluster {
                     args: a,
                     port: client,
                     other_ports: vec![peer],
-                    probe: Probe::Etcd { etcdctl: ctl.clone(), name },
+                    probe: Probe::Etcd { etcdctl: ctl.clone(), name, ca: None },
                     ready_timeout: Duration::from_secs(30),
                 };
                 // Spawned now, all members boot in parallel; readiness (a quorum) is checked below.

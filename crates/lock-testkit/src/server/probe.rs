@@ -17,7 +17,8 @@ pub(crate) enum Probe {
     /// `srvr` → `Mode: standalone|leader|follower|observer`, and `conf` mentions `data_dir`.
     Zk { data_dir: String },
     /// `etcdctl endpoint health` commits, and `member list` names the member answering `name`.
-    Etcd { etcdctl: PathBuf, name: String },
+    /// `ca`: the node serves clients over TLS only, with a certificate of this CA.
+    Etcd { etcdctl: PathBuf, name: String, ca: Option<PathBuf> },
     /// `psql -c 'SHOW data_directory'` (as the superuser, over TCP) prints `data_dir`.
     Postgres { bin: PathBuf, data_dir: String },
 }
@@ -76,7 +77,7 @@ impl Probe {
                     Err(format!("conf does not mention our dataDir {data_dir}"))
                 }
             }
-            Probe::Etcd { etcdctl, name } => etcd::check_ready(etcdctl, port, name),
+            Probe::Etcd { etcdctl, name, ca } => etcd::check_ready(etcdctl, port, name, ca.as_deref()),
             Probe::Postgres { bin, data_dir } => {
                 if !port_accepts(port) {
                     return Err("port not accepting connections".into());
