@@ -21,6 +21,8 @@ command -v cc >/dev/null || need+=(gcc)
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v etcdctl >/dev/null || need+=(etcd-client)
 command -v protoc >/dev/null || need+=(protobuf-compiler)
+# A transaction-pooling PgBouncer in front of PostgreSQL: the session locks refuse it.
+[ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
 # The other side of the interop tests: Apache Curator (with the JDK's javac to compile the
 # test kit's small Curator program).
 [ -f /usr/share/java/curator-recipes.jar ] || need+=(libcurator-recipes-java)
@@ -30,7 +32,7 @@ command -v javac >/dev/null || need+=(default-jdk-headless)
 command -v python3 >/dev/null || need+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "install-servers: redis, mariadb, zookeeper, postgresql, etcd, curator and the build headers already installed"
+  echo "install-servers: redis, mariadb, zookeeper, postgresql, pgbouncer, etcd, curator and the build headers already installed"
   exit 0
 fi
 echo "install-servers: installing ${need[*]}"

@@ -14,6 +14,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use crate::backend::{PgLock, migrate_on};
 use crate::error::{NAME, classify};
 use crate::options::{parse_url, validate_table_name};
+use crate::pooler;
 use crate::session::Sessions;
 use crate::sql::Sql;
 
@@ -138,7 +139,9 @@ impl PgLockBuilder {
     ///
     /// # Errors
     /// [`LockError::InvalidConfig`] for a missing or unparseable URL, an unknown or repeated
-    /// URL option, a bad table name or TLS asked for without the `tls` feature; backend errors
+    /// URL option, a bad table name, TLS asked for without the `tls` feature, or a
+    /// transaction-pooling proxy (PgBouncer `pool_mode = transaction`) in front of the server,
+    /// where session locks would leak to other clients; backend errors
     /// from connecting (temporary when the server is unreachable, permanent for bad
     /// credentials).
     pub async fn build(self) -> Result<PgLock, LockError> {
@@ -169,6 +172,15 @@ impl PgLockBuilder {
                 // (SCRAM's key derivation is the dearest part of connecting).
                 let first = sqlx::postgres::PgConnection::connect_with(&opts);
                 let mut conn = connect_first(NAME, self.acquire_timeout, first, classify).await?;
+                if let Some(pid) = pooler::forwarded(&mut conn, &opts, self.acquire_timeout).await? {
+                    let second = sqlx::postgres::PgConnection::connect_with(&opts);
+                    let mut second = connect_first(NAME, self.acquire_timeout, second, classify).await?;
+                    let refused =
+                        pooler::refuse_shared_sessions(&mut conn, &mut second, pid, self.acquire_timeout)
+                            .await;
+                    let _ = second.close().await;
+                    refused?;
+                }
                 if self.create_schema {
                     migrate_on(&mut conn, &table, &sql, false).await?;
                 }
@@ -182,10 +194,16 @@ impl PgLockBuilder {
                     .connect_lazy_with(opts)
             }
             Source::Pool(pool) => {
+                let mut conn = pool.acquire().await.map_err(classify)?;
+                let opts = pool.connect_options();
+                if let Some(pid) = pooler::forwarded(&mut conn, &opts, self.acquire_timeout).await? {
+                    let mut second = pool.acquire().await.map_err(classify)?;
+                    pooler::refuse_shared_sessions(&mut conn, &mut second, pid, self.acquire_timeout).await?;
+                }
                 if self.create_schema {
-                    let mut conn = pool.acquire().await.map_err(classify)?;
                     migrate_on(&mut conn, &table, &sql, false).await?;
                 }
+                drop(conn);
                 pool
             }
         };

@@ -11,6 +11,7 @@ mod evict;
 mod key;
 mod options;
 mod pinned;
+mod pooler;
 mod records;
 mod session;
 mod sql;

@@ -41,6 +41,7 @@ mod etcd;
 mod fault;
 mod host;
 mod mariadb;
+mod pgbouncer;
 mod postgres;
 mod probe;
 mod process;
@@ -62,6 +63,7 @@ pub use mariadb::{
     DATABASE as MARIADB_DATABASE, MariaDbServer, PASSWORD as MARIADB_PASSWORD, USER as MARIADB_USER,
     template_dir as mariadb_template_dir,
 };
+pub use pgbouncer::PgBouncer;
 pub use postgres::{
     ADMIN_PASSWORD as POSTGRES_ADMIN_PASSWORD, DATABASE as POSTGRES_DATABASE, PASSWORD as POSTGRES_PASSWORD,
     PgServer, USER as POSTGRES_USER,

@@ -35,7 +35,7 @@ pub const ADMIN_PASSWORD: &str = "adminpw";
 const PACKAGE: &str = "postgresql";
 
 /// The newest `/usr/lib/postgresql/<major>/bin` holding `postgres`, `initdb` and `psql`.
-fn bin_dir() -> Result<PathBuf, ServerError> {
+pub(crate) fn bin_dir() -> Result<PathBuf, ServerError> {
     let missing = || ServerError::MissingBinary {
         binary: "postgres (/usr/lib/postgresql/*/bin)".into(),
         debian_package: PACKAGE,
@@ -64,11 +64,11 @@ fn postgres_ids() -> Result<(u32, u32), ServerError> {
 }
 
 /// Who runs initdb and the server: the `postgres` user when we are root, else ourselves.
-fn server_user() -> Result<Option<(u32, u32)>, ServerError> {
+pub(crate) fn server_user() -> Result<Option<(u32, u32)>, ServerError> {
     if running_as_root() { postgres_ids().map(Some) } else { Ok(None) }
 }
 
-fn chown(path: &Path, user: Option<(u32, u32)>) -> Result<(), ServerError> {
+pub(crate) fn chown(path: &Path, user: Option<(u32, u32)>) -> Result<(), ServerError> {
     match user {
         Some((uid, gid)) => std::os::unix::fs::chown(path, Some(uid), Some(gid))
             .map_err(|e| ServerError::io(format!("chown {}", path.display()), e)),
@@ -123,6 +123,26 @@ fn template() -> Result<&'static Path, ServerError> {
         .as_ref()
         .map(|t| t.data.as_path())
         .map_err(Clone::clone)
+}
+
+/// The program and leading arguments that run `program` as `user` (`None`: as this process):
+/// `setpriv` execs it (no fork), so the pid the test holds is the server's.
+pub(crate) fn as_user(
+    user: Option<(u32, u32)>,
+    program: PathBuf,
+) -> Result<(PathBuf, Vec<OsString>), ServerError> {
+    let Some((uid, gid)) = user else { return Ok((program, Vec::new())) };
+    if !Path::new("/usr/bin/setpriv").is_file() {
+        return Err(ServerError::MissingBinary { binary: "setpriv".into(), debian_package: "util-linux" });
+    }
+    let args = vec![
+        format!("--reuid={uid}").into(),
+        format!("--regid={gid}").into(),
+        "--clear-groups".into(),
+        "--".into(),
+        program.into_os_string(),
+    ];
+    Ok((PathBuf::from("/usr/bin/setpriv"), args))
 }
 
 /// Runs SQL as the superuser with `psql` over TCP; one `-c` per statement (CREATE DATABASE
@@ -189,26 +209,7 @@ impl PgServer {
                 Command::new("cp").arg("-a").arg(template).arg(&data_dir),
             )?;
 
-            let (program, mut args): (PathBuf, Vec<OsString>) = match user {
-                // setpriv execs the server (no fork): the pid we hold is the postmaster's.
-                Some((uid, gid)) => (
-                    PathBuf::from("/usr/bin/setpriv"),
-                    vec![
-                        format!("--reuid={uid}").into(),
-                        format!("--regid={gid}").into(),
-                        "--clear-groups".into(),
-                        "--".into(),
-                        bin.join("postgres").into(),
-                    ],
-                ),
-                None => (bin.join("postgres"), Vec::new()),
-            };
-            if user.is_some() && !Path::new("/usr/bin/setpriv").is_file() {
-                return Err(ServerError::MissingBinary {
-                    binary: "setpriv".into(),
-                    debian_package: "util-linux",
-                });
-            }
+            let (program, mut args) = as_user(user, bin.join("postgres"))?;
             args.push("-D".into());
             args.push(data_dir.clone().into());
             args.push("-p".into());

@@ -21,6 +21,8 @@ pub(crate) enum Probe {
     Etcd { etcdctl: PathBuf, name: String, ca: Option<PathBuf> },
     /// `psql -c 'SHOW data_directory'` (as the superuser, over TCP) prints `data_dir`.
     Postgres { bin: PathBuf, data_dir: String },
+    /// `psql` through it answers `SHOW port` with the port of the PostgreSQL it pools.
+    PgBouncer { bin: PathBuf, pg_port: u16 },
 }
 
 impl Probe {
@@ -30,7 +32,7 @@ impl Probe {
             Probe::MariaDb { .. } => Duration::from_millis(10),
             Probe::Zk { .. } => Duration::from_millis(20),
             Probe::Etcd { .. } => Duration::from_millis(50),
-            Probe::Postgres { .. } => Duration::from_millis(10),
+            Probe::Postgres { .. } | Probe::PgBouncer { .. } => Duration::from_millis(10),
         }
     }
 
@@ -88,6 +90,18 @@ impl Probe {
                     Ok(())
                 } else {
                     Err(format!("SHOW data_directory returned {:?}, expected {data_dir:?}", got.trim()))
+                }
+            }
+            Probe::PgBouncer { bin, pg_port } => {
+                if !port_accepts(port) {
+                    return Err("port not accepting connections".into());
+                }
+                let got = postgres::psql(bin, port, postgres::DATABASE, &["SHOW port"])
+                    .map_err(|e| e.to_string())?;
+                if got.trim() == pg_port.to_string() {
+                    Ok(())
+                } else {
+                    Err(format!("SHOW port through it returned {:?}, expected {pg_port}", got.trim()))
                 }
             }
         }
