@@ -16,6 +16,8 @@ use lock_testkit::{Client, ClientFaults, Factory, FaultResult};
 pub struct PgFactory {
     url: String,
     admin: PgPool,
+    /// `?fencing=false` on every client (the `unfenced` module).
+    unfenced: bool,
 }
 
 impl std::fmt::Debug for PgFactory {
@@ -34,19 +36,25 @@ impl PgFactory {
             None => (shared_postgres().url(), shared_postgres().admin_url()),
         };
         let admin = PgPoolOptions::new().max_connections(2).connect(&admin_url).await.expect("admin pool");
-        PgFactory { url, admin }
+        PgFactory { url, admin, unfenced: false }
+    }
+
+    /// The same, with clients built `?fencing=false`.
+    pub async fn unfenced() -> Self {
+        PgFactory { unfenced: true, ..Self::new().await }
     }
 }
 
 #[lock_core::async_trait]
 impl Factory for PgFactory {
     fn label(&self) -> String {
-        "postgres".into()
+        if self.unfenced { "postgres (unfenced)".into() } else { "postgres".into() }
     }
 
     async fn client(&self) -> Client {
         let lock = PgLock::builder()
             .url(&self.url)
+            .fencing(!self.unfenced)
             .max_connections(32)
             .keepalive(Duration::from_millis(100))
             .build()
@@ -86,6 +94,11 @@ impl ClientFaults for Admin {
 
 lock_testkit::conformance_tests!(crate::PgFactory::new().await);
 lock_testkit::primitive_tests!(crate::PgFactory::new().await);
+
+/// The conformance suite with grants that draw no fencing token.
+mod unfenced {
+    lock_testkit::conformance_tests!(crate::PgFactory::unfenced().await);
+}
 
 /// `postgres://` and `postgresql://` reach the same lock space through the facade's
 /// `from_url`, and a typo'd option is a typed error naming it.

@@ -155,6 +155,9 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
     match lock_testkit::server::PgServer::start() {
         Ok(s) => {
             targets.extend(registered("postgres", &s.url()));
+            // Without fencing tokens (`fencing=false`): a grant writes nothing, as the peers'.
+            let unfenced = registered("postgres", &format!("{}?fencing=false", s.url()));
+            targets.extend(unfenced.into_iter().map(|t| Target { name: "postgres/unfenced".into(), ..t }));
             #[cfg(feature = "peers")]
             targets.push(Target::peer("distributed-lock (postgres)", s.url(), Peer::DistributedLockPostgres));
             servers.push(Box::new(s));

@@ -110,7 +110,7 @@ impl EtcdLockBuilder {
 
     /// Configure from a URL: `etcd://[user:password@]host:port[,host:port...][/prefix]`
     /// (`etcds://` for TLS, as [`tls`](Self::tls)) with the optional query options `lease_ttl=10s`, `connect_timeout=2s` and
-    /// `request_timeout=5s` (durations as `250ms`, `2s`, `1m` or plain milliseconds). Unknown
+    /// `request_timeout=5s` (durations with their unit: `250ms`, `2s`, `1m`; a bare number is refused). Unknown
     /// or repeated options are refused by `build`. User and password are percent-encoded.
     /// Settings given here replace earlier ones, and later builder calls replace these.
     pub fn url(mut self, url: &str) -> Self {

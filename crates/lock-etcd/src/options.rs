@@ -32,7 +32,7 @@ fn invalid(reason: &str) -> LockError {
 
 impl EtcdUrl {
     /// Parse an `etcd://` or `etcds://` URL. Options: `lease_ttl=2s`, `connect_timeout=1s`,
-    /// `request_timeout=5s` (durations as `2s`, `250ms` or plain milliseconds). Unknown and
+    /// `request_timeout=5s` (durations with their unit, `2s`, `250ms`; a bare number is refused). Unknown and
     /// repeated options are errors.
     ///
     /// # Errors
@@ -77,6 +77,7 @@ mod tests {
         assert!(u.tls && u.endpoints == ["h1:2379"]);
         for bad in [
             "etcd://h:1/r?lease_ttl=abc",
+            "etcd://h:1/r?lease_ttl=1500",
             "etcd://h:1/r?lease_ttl=1s&lease_ttl=2s",
             "etcd://h:1/r?lease=1s",
             "etcd:///r",

@@ -45,6 +45,19 @@ impl PgLock {
         migrate_on(&mut conn, &self.table, self.sessions.sql(), true).await
     }
 
+    /// Whether exclusive grants draw fencing tokens ([`PgLockBuilder::fencing`](crate::PgLockBuilder::fencing)).
+    pub fn is_fenced(&self) -> bool {
+        self.sessions.sql().fenced
+    }
+
+    /// `Unsupported` for `what` when grants are unfenced.
+    fn fenced(&self, what: &'static str) -> Result<()> {
+        match self.is_fenced() {
+            true => Ok(()),
+            false => Err(LockError::Unsupported { backend: NAME, what }),
+        }
+    }
+
     /// The fence table.
     pub fn table(&self) -> &str {
         &self.table
@@ -139,6 +152,12 @@ impl LockBackend for PgLock {
         caps.shared = true;
         // The table <table>_recs (records.rs).
         caps.records = true;
+        // Unfenced (the builder's `fencing(false)`): no token, and no notes, which name a hold
+        // by its token.
+        if !self.sessions.sql().fenced {
+            caps.fencing = false;
+            caps.notes = false;
+        }
         caps
     }
 
@@ -163,6 +182,7 @@ impl LockBackend for PgLock {
 
     async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
         validate_key(key)?;
+        self.fenced("force-unlock (it names the hold by its fencing token)")?;
         self.sessions.evict(key, fence).await
     }
 
@@ -170,11 +190,13 @@ impl LockBackend for PgLock {
         // The core validates both; this guards direct callers.
         validate_key(key)?;
         validate_note(note)?;
+        self.fenced("notes (they name the hold by its fencing token)")?;
         self.sessions.set_note(key, owner, note).await
     }
 
     async fn note(&self, key: &str) -> Result<Option<String>> {
         validate_key(key)?;
+        self.fenced("notes (they name the hold by its fencing token)")?;
         self.sessions.note(key).await
     }
 

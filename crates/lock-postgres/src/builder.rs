@@ -44,6 +44,7 @@ pub struct PgLockBuilder {
     max_connections: u32,
     acquire_timeout: Duration,
     keepalive: Option<Duration>,
+    fencing: Option<bool>,
     create_schema: bool,
 }
 
@@ -54,6 +55,7 @@ impl fmt::Debug for PgLockBuilder {
             .field("table", &self.table)
             .field("max_connections", &self.max_connections)
             .field("keepalive", &self.keepalive)
+            .field("fencing", &self.fencing)
             .field("create_schema", &self.create_schema)
             .finish()
     }
@@ -67,6 +69,7 @@ impl Default for PgLockBuilder {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
             keepalive: None,
+            fencing: None,
             create_schema: true,
         }
     }
@@ -75,9 +78,10 @@ impl Default for PgLockBuilder {
 impl PgLockBuilder {
     /// Connect with a URL: `postgres://user:password@host:5432/database` (or `postgresql://`).
     ///
-    /// Two query options are ours: `table=<name>` (the fence table) and `keepalive=<duration>`
-    /// (`250ms`, `2s`); [`table`](Self::table) and [`keepalive`](Self::keepalive) set on the
-    /// builder win over them. The driver's `sslmode`, `sslrootcert`, `application_name` and
+    /// Three query options are ours: `table=<name>` (the fence table), `keepalive=<duration>`
+    /// (`250ms`, `2s`) and `fencing=false`; [`table`](Self::table),
+    /// [`keepalive`](Self::keepalive) and [`fencing`](Self::fencing) set on the builder win over
+    /// them. The driver's `sslmode`, `sslrootcert`, `application_name` and
     /// `statement-cache-capacity` are passed on; any other option, or one given twice, is
     /// refused by `build`.
     pub fn url(mut self, url: impl Into<String>) -> Self {
@@ -119,6 +123,22 @@ impl PgLockBuilder {
         self
     }
 
+    /// Whether exclusive grants draw a fencing token (default `true`; URL `?fencing=false`).
+    /// A token is a counter row bumped and committed durably with every grant, which costs a
+    /// write and its WAL flush; without it a grant writes nothing, and
+    /// [`fence()`](lock_core::LockGuard::fence) is `None` ([`Capability::fencing`] `false`). So
+    /// are the notes, which name a hold by its token: holder identities, `dlock status`'s
+    /// "by", and force-unlock ([`LockBackend::evict`]) answer `Unsupported`. Locks taken in a
+    /// transaction ([`PgLock::lock_in_transaction`]) stay fenced. Every process locking a name
+    /// should agree: a fenced holder's token says nothing about unfenced ones.
+    ///
+    /// [`Capability::fencing`]: lock_core::Capability
+    /// [`LockBackend::evict`]: lock_core::LockBackend::evict
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = Some(on);
+        self
+    }
+
     /// Keep-alive ping period of a held lock's connection (default 2 s, at least 10 ms). The
     /// server ends a holding session silent for three periods (at least 2 s,
     /// `idle_session_timeout`).
@@ -145,17 +165,18 @@ impl PgLockBuilder {
     /// from connecting (temporary when the server is unreachable, permanent for bad
     /// credentials).
     pub async fn build(self) -> Result<PgLock, LockError> {
-        let (mut table, mut keepalive) = (self.table.clone(), self.keepalive);
+        let (mut table, mut keepalive, mut fencing) = (self.table.clone(), self.keepalive, self.fencing);
         let source = self.source.parse_url(|url| {
             let parsed = parse_url(url)?;
             table = table.take().or(parsed.table);
             keepalive = keepalive.or(parsed.keepalive.map(|k| k.max(MIN_KEEPALIVE)));
+            fencing = fencing.or(parsed.fencing);
             Ok(parsed.connect)
         })?;
         let table = table.unwrap_or_else(|| DEFAULT_TABLE.to_owned());
         validate_table_name(&table)?;
         let keepalive = keepalive.unwrap_or(DEFAULT_KEEPALIVE);
-        let sql = Sql::new(&table);
+        let sql = Sql::new(&table, fencing.unwrap_or(true));
         let pool = match source {
             Source::None | Source::Url(_) => return Err(no_source()),
             Source::Options(opts) => {

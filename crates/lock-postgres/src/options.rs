@@ -41,13 +41,15 @@ pub(crate) struct UrlConfig {
     pub(crate) connect: PgConnectOptions,
     pub(crate) table: Option<String>,
     pub(crate) keepalive: Option<Duration>,
+    pub(crate) fencing: Option<bool>,
 }
 
 fn invalid(reason: String) -> LockError {
     LockError::InvalidConfig { reason }
 }
 
-/// Parse a `postgres://` (or `postgresql://`) URL: our options `table=` and `keepalive=`, the
+/// Parse a `postgres://` (or `postgresql://`) URL: our options `table=`, `keepalive=` and
+/// `fencing=`, the
 /// driver's `sslmode` (`ssl-mode`), `sslrootcert` (`ssl-root-cert`), `application_name`
 /// (`application-name`) and `statement-cache-capacity`, and nothing else. TLS asked for
 /// without the `tls` feature is refused. Errors never echo the password.
@@ -56,6 +58,7 @@ pub(crate) fn parse_url(url: &str) -> Result<UrlConfig> {
     let mut o = UrlOptions::parse(url)?;
     let table = o.take::<String>("table")?;
     let keepalive = o.take_duration("keepalive")?;
+    let fencing = o.take_flag("fencing")?;
     let ssl_mode = o.take_either::<PgSslMode>("sslmode", "ssl-mode")?;
     let ssl_root = o.take_either::<PathBuf>("sslrootcert", "ssl-root-cert")?;
     let app = o.take_either::<String>("application_name", "application-name")?;
@@ -84,7 +87,7 @@ pub(crate) fn parse_url(url: &str) -> Result<UrlConfig> {
     if let Some(n) = cache {
         connect = connect.statement_cache_capacity(n);
     }
-    Ok(UrlConfig { connect, table, keepalive })
+    Ok(UrlConfig { connect, table, keepalive, fencing })
 }
 
 #[cfg(test)]

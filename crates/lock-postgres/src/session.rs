@@ -175,7 +175,7 @@ impl Sessions {
             Ok(row) => row.map_err(classify)?,
             Err(_) => return late("the lock statement"),
         };
-        let Answer { ok, fence, pid, idle_before } = answer(&row, req.side.is_shared())?;
+        let Answer { ok, fence, pid, idle_before } = answer(&row, req.side.is_shared() || !self.sql.fenced)?;
         if ok {
             let held = held(key, req.side.is_shared(), pinned, fence?, pid, idle_before, (sent, None));
             return Ok(Some(held));
@@ -230,7 +230,8 @@ impl Sessions {
         match waited {
             Ok(row) => {
                 let answered = Instant::now();
-                let Answer { fence, pid, idle_before, .. } = answer(&row, req.side.is_shared())?;
+                let Answer { fence, pid, idle_before, .. } =
+                    answer(&row, req.side.is_shared() || !self.sql.fenced)?;
                 let timing = (wait_sent, Some(answered));
                 Ok(Some(held(key, req.side.is_shared(), pinned, fence?, pid, idle_before, timing)))
             }
@@ -320,14 +321,15 @@ struct Answer {
     idle_before: String,
 }
 
-/// A shared grant reads the name's latest fence, 0 when it never had one.
-fn answer(row: &PgRow, shared: bool) -> Result<Answer> {
+/// A shared grant reads the name's latest fence, 0 when it never had one; an unfenced one
+/// (`unfenced`, either) reads 0.
+fn answer(row: &PgRow, unfenced: bool) -> Result<Answer> {
     let ok: bool = row.try_get("ok").map_err(classify)?;
     let fence: Option<i64> = row.try_get("fence").map_err(classify)?;
     let pid: i32 = row.try_get("pid").map_err(classify)?;
     let idle_before: String = row.try_get("idle_before").map_err(classify)?;
     let fence = match fence {
-        Some(f) if f > 0 || (shared && f == 0) => Ok(f),
+        Some(f) if f > 0 || (unfenced && f == 0) => Ok(f),
         _ => Err(LockError::permanent(NAME, "fence counter returned no value")),
     };
     Ok(Answer { ok, fence, pid, idle_before })

@@ -5,6 +5,8 @@ use std::sync::Arc;
 /// The statements, with the validated table name filled in.
 #[derive(Debug)]
 pub(crate) struct Sql {
+    /// Exclusive grants bump the name's fence counter (the builder's `fencing`).
+    pub(crate) fenced: bool,
     pub(crate) schema: String,
     /// The note columns for a fence table of an older version.
     pub(crate) notes_schema: String,
@@ -33,12 +35,19 @@ pub(crate) struct Sql {
 }
 
 impl Sql {
-    pub(crate) fn new(table: &str) -> Self {
+    pub(crate) fn new(table: &str, fenced: bool) -> Self {
         let render = |s: &str| s.replace("{table}", table);
+        let (try_lock, lock_wait) = match fenced {
+            true => (include_str!("../sql/try_lock.sql"), include_str!("../sql/lock_wait.sql")),
+            false => {
+                (include_str!("../sql/try_lock_unfenced.sql"), include_str!("../sql/lock_wait_unfenced.sql"))
+            }
+        };
         Sql {
+            fenced,
             schema: render(include_str!("../sql/schema.sql")),
-            try_lock: render(include_str!("../sql/try_lock.sql")),
-            lock_wait: render(include_str!("../sql/lock_wait.sql")),
+            try_lock: render(try_lock),
+            lock_wait: render(lock_wait),
             try_lock_shared: render(include_str!("../sql/try_lock_shared.sql")),
             lock_wait_shared: render(include_str!("../sql/lock_wait_shared.sql")),
             inspect: render(include_str!("../sql/inspect.sql")),

@@ -136,7 +136,7 @@ impl ZkLockBuilder {
 
     /// Configure from a URL: `zk://[user:password@]host:port[,host:port...][/root]` with the
     /// optional query options `chroot=/path`, `create_chroot=true`, `session_timeout=6s` and
-    /// `connection_timeout=2s` (durations as `250ms`, `2s`, `1m` or plain milliseconds; also
+    /// `connection_timeout=2s` (durations with their unit, `250ms`, `2s`, `1m`: a bare number is refused; also
     /// accepted as `session_timeout_ms=N`, `connection_timeout_ms=N`). Unknown or repeated
     /// options are refused by `build`. User and password (percent-encoded) select digest
     /// authentication with creator-only ACLs. Settings given here replace earlier ones, and

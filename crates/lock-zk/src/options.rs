@@ -77,6 +77,7 @@ mod tests {
         assert_eq!((u.connect.as_str(), u.root.as_deref()), ("h:1", Some("/r")));
         for bad in [
             "zk://h:1/r?session_timeout_ms=abc",
+            "zk://h:1/r?session_timeout=1500",
             "zk://h:1/r?session_timeout_ms=1&session_timeout_ms=2",
             "zk://h:1/r?session_timeout=1s&session_timeout_ms=2",
             "zk://h:1/r?create_chroot=maybe",
