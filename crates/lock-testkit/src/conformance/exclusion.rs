@@ -66,9 +66,12 @@ pub async fn mutual_exclusion<F: Factory + ?Sized>(f: &F) {
             fences
         }));
     }
+    // A hang detector, not a speed target (the bench measures speed): etcd alone takes about a
+    // minute on a 2-core machine (a Raft commit per grant) and twice that beside the other
+    // heavy cases of its test binary; the bound is the one of the semaphore's seed.
     let mut all = Vec::new();
     for t in tasks {
-        all.extend(within(Duration::from_secs(120), "contended increments", t).await.expect("task"));
+        all.extend(within(Duration::from_secs(300), "contended increments", t).await.expect("task"));
     }
     assert_eq!(counter.load(Ordering::SeqCst), TASKS as u64 * ROUNDS);
     if f.client().await.backend.capabilities().fencing {
