@@ -189,7 +189,7 @@ async fn permits(backend: &DynBackend, key: &str, n: u32) -> dlock::Result<Shown
         for p in backend.inspect(&sem.pool_key()).await?.permits {
             let mut info = LockInfo::held();
             (info.remaining, info.fence, info.owner) = (p.remaining, Some(p.fence), Some(p.owner));
-            held.push((p.slot, info, None));
+            held.push((p.slot, info, p.holder));
         }
     } else {
         for slot in 0..n {

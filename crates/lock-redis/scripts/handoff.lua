@@ -173,11 +173,13 @@ local function hand_permit(lock, slot, channel, claim_ms, counter)
   return payload
 end
 
--- drop_shared(s, owner): forgets `owner`'s shared hold in the hash `s` and its notes.
+-- drop_shared(s, owner): forgets `owner`'s shared hold in the hash `s`, its slot, hand-over
+-- and holder note (set_note.lua).
 local function drop_shared(s, owner)
   redis.call('HDEL', s, owner)
   redis.call('HDEL', s .. 'n', owner)
   redis.call('HDEL', s .. 'h', owner)
+  redis.call('HDEL', s .. 'm', owner)
 end
 
 -- leave_permits(lock, owner, channel, claim_ms, counter, taken): a permit waiter's wait ended

@@ -1,7 +1,8 @@
 -- The live shared holds of a lock (handoff.lua), for dlock status when the lock itself is free.
 -- KEYS[1] lock. Returns {count, ms until the last of them ends (-2: none), permits}: for a
--- semaphore's permits (handoff.lua) a flat list of owner token, 'slot:fence' and ms left per
--- live permit, as strings; empty for readers.
+-- semaphore's permits (handoff.lua) a flat list of owner token, 'slot:fence', ms left and
+-- holder note (set_note.lua: '' for none, else ':' followed by the note) per live permit, as
+-- strings; empty for readers.
 local s = KEYS[1] .. ':s'
 local now = now_ms()
 local count, last, permits = 0, -2, {}
@@ -16,6 +17,8 @@ for i = 1, #kv, 2 do
       table.insert(permits, kv[i])
       table.insert(permits, e)
       table.insert(permits, tostring(left))
+      local note = redis.call('HGET', s .. 'm', kv[i])
+      table.insert(permits, note and (':' .. note) or '')
     end
   end
 end

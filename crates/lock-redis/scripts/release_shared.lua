@@ -40,7 +40,7 @@ if readers_left(lock) then
   end
   return {1, ''}
 end
-redis.call('DEL', s, s .. 'n', s .. 'h')
+redis.call('DEL', s, s .. 'n', s .. 'h', s .. 'm')
 if redis.call('EXISTS', lock) == 1 then
   -- The read of an upgraded reader, whose write still holds the lock: that write's release
   -- hands it over.

@@ -18,6 +18,11 @@ for i, lock in ipairs(KEYS) do
       redis.call('PEXPIRE', s .. 'n', lease)
       redis.call('PEXPIRE', s .. 'h', lease)
     end
+    -- A permit's holder note (set_note.lua) lives at least as long as the permit, whatever
+    -- other holds did to the hash's expiry.
+    if redis.call('PTTL', s .. 'm') < lease then
+      redis.call('PEXPIRE', s .. 'm', lease)
+    end
     out[i] = 1
   else
     out[i] = 0

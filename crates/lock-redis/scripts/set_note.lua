@@ -7,11 +7,27 @@
 --   value with its own token, which never matches ours.
 -- - hash layout (reentrant and fair modes): the field 'm' (owner tokens are 32 hex digits, so
 --   they never collide with it).
+-- - a semaphore's permit (a shared hold of the pool key with its slot in '<lock>:sn',
+--   handoff.lua): '<lock>:sm', owner token -> note, which lives at least as long as the
+--   permit; the permit's release or expiry drops its entry (drop_shared), and owner tokens
+--   are never reused, so a later permit never shows this note.
 -- KEYS[1] lock; ARGV[1] owner token, ARGV[2] note
 -- Returns 1 when stored, 0 when the owner does not hold the lock (nothing stored).
 local lock, owner = KEYS[1], ARGV[1]
 if not holds(lock, owner) then
-  return 0
+  local s = lock .. ':s'
+  local t = redis.call('TIME')
+  local left = (tonumber(redis.call('HGET', s, owner)) or 0)
+    - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  if left <= 0 or redis.call('HEXISTS', s .. 'n', owner) == 0 then
+    return 0
+  end
+  local sm = s .. 'm'
+  redis.call('HSET', sm, owner, ARGV[2])
+  if redis.call('PTTL', sm) < left then
+    redis.call('PEXPIRE', sm, left)
+  end
+  return 1
 end
 if redis.call('TYPE', lock)['ok'] == 'hash' then
   redis.call('HSET', lock, 'm', ARGV[2])

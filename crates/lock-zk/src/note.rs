@@ -24,7 +24,7 @@ const NOTE_READS: usize = 8;
 
 /// The note in a lock node's data, if one was set: data written after the create (version
 /// above 0), UTF-8, and a valid note.
-fn decode(data: Vec<u8>, version: i32) -> Option<String> {
+pub(crate) fn decode(data: Vec<u8>, version: i32) -> Option<String> {
     stored_note(&data, version != 0)
 }
 

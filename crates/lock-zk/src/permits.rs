@@ -175,12 +175,16 @@ impl Inner {
     ) -> Result<(usize, Vec<PermitInfo>)> {
         let dir = leases_dir(dir);
         let leases = leases_of(client.list_children(&dir).await)?;
-        let stats: Vec<_> = leases.iter().map(|l| client.check_stat(&format!("{dir}/{l}"))).collect();
+        // Ours only: Curator's leases name no slot, and their data is the client's address.
+        let ours: Vec<(u32, &String)> = leases.iter().filter_map(|l| Some((slot_of(l)?, l))).collect();
+        let reads: Vec<_> = ours.iter().map(|(_, l)| client.get_data(&format!("{dir}/{l}"))).collect();
         let mut permits = Vec::new();
-        for (lease, stat) in leases.iter().zip(stats) {
-            let (Some(slot), Ok(Some(stat))) = (slot_of(lease), stat.await) else { continue };
+        for ((slot, lease), read) in ours.into_iter().zip(reads) {
+            // Released since the listing: no longer held.
+            let Ok((data, stat)) = read.await else { continue };
             let fence = FencingToken(u64::try_from(stat.czxid).unwrap_or(0));
-            permits.push(PermitInfo::new(slot, fence, None, lease.clone()));
+            let holder = crate::note::decode(data, stat.version);
+            permits.push(PermitInfo::new(slot, fence, None, lease.clone()).with_holder(holder));
         }
         permits.sort_by_key(|p| p.slot);
         Ok((leases.len(), permits))

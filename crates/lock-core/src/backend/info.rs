@@ -42,12 +42,20 @@ pub struct PermitInfo {
     pub remaining: Option<Duration>,
     /// Its holder, shortened as [`LockInfo::owner`].
     pub owner: String,
+    /// The identity its holder noted on it (`LockBackend::set_note` on the pool key), if any.
+    pub holder: Option<String>,
 }
 
 impl PermitInfo {
     /// A permit of `slot` (the struct is non-exhaustive outside this crate).
     pub fn new(slot: u32, fence: FencingToken, remaining: Option<Duration>, owner: String) -> Self {
-        PermitInfo { slot, fence, remaining, owner }
+        PermitInfo { slot, fence, remaining, owner, holder: None }
+    }
+
+    /// The same permit with the identity its holder noted.
+    pub fn with_holder(mut self, holder: Option<String>) -> Self {
+        self.holder = holder;
+        self
     }
 }
 

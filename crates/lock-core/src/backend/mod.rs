@@ -392,6 +392,11 @@ pub trait LockBackend: Send + Sync + fmt::Debug + 'static {
     /// observers). The note is public: never put a secret in it. Validated by the core (at
     /// most [`MAX_NOTE_BYTES`], no control characters) before it reaches the backend.
     ///
+    /// A permit of a semaphore kept by the store ([`Side::Permit`] on the pool key) is its
+    /// holder's hold: a backend with [`Capability::permits`] stores the note with that permit
+    /// and shows it in [`PermitInfo::holder`]. The core never notes a reader ([`Side::Read`]):
+    /// readers are many, so their holds take no note.
+    ///
     /// # Behavior
     /// `Ok(true)` when `owner` held `key` and the note is stored with that hold; `Ok(false)`
     /// when it did not hold it (nothing stored). A note never outlives its hold as far as

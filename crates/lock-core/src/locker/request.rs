@@ -177,9 +177,10 @@ impl<'a> LockRequest<'a> {
             fence = tracing::field::Empty,
         );
         let started = Instant::now();
-        // Exclusive holds only: shared ones (readers, a store's permits) have no place for notes.
-        let exclusive = matches!(self.side, Side::Exclusive | Side::Write);
-        let (locker, holder) = (self.locker, self.holder.clone().filter(|_| exclusive));
+        // Exclusive holds and a store's permits, each one holder's; readers are many and share
+        // one hold, which has no place for notes.
+        let noted = !matches!(self.side, Side::Read);
+        let (locker, holder) = (self.locker, self.holder.clone().filter(|_| noted));
         let result = async {
             let guard = self.attempts(once).await?;
             match (guard, holder) {

@@ -222,12 +222,13 @@ impl LockBackend for MemoryBackend {
 
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         let now = Instant::now();
-        Ok(match self.locks().holds.get_mut(key) {
+        let mut table = self.locks();
+        Ok(match table.holds.get_mut(key) {
             Some(h) if h.owner == owner && h.expires > now => {
                 h.note = Some(note.to_owned());
                 true
             }
-            _ => false,
+            _ => table.readers.get_mut(key).is_some_and(|r| r.note(owner, note, now)),
         })
     }
 

@@ -20,6 +20,8 @@ struct Reader {
     expires: Instant,
     /// A permit's slot and fence.
     permit: Option<(u32, u64)>,
+    /// The identity a permit's holder noted (a reader takes none).
+    note: Option<String>,
 }
 
 /// The shared holds of one key.
@@ -80,7 +82,7 @@ impl Readers {
             }
             None => None,
         };
-        self.holds.insert(owner, Reader { count: 1, expires: now + lease, permit });
+        self.holds.insert(owner, Reader { count: 1, expires: now + lease, permit, note: None });
         Shared::Granted(permit)
     }
 
@@ -121,6 +123,18 @@ impl Readers {
         }
     }
 
+    /// Note `note` on `owner`'s live permit; whether it holds one (a reader's hold takes none).
+    pub(super) fn note(&mut self, owner: OwnerToken, note: &str, now: Instant) -> bool {
+        self.prune(now);
+        match self.holds.get_mut(&owner) {
+            Some(r) if r.permit.is_some() => {
+                r.note = Some(note.to_owned());
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The live shared holds.
     pub(super) fn count(&mut self, now: Instant) -> usize {
         self.prune(now);
@@ -133,7 +147,8 @@ impl Readers {
             .filter_map(|(o, r)| {
                 let (slot, fence) = r.permit?;
                 let owner = LockInfo::short_owner(&o.to_string());
-                Some(PermitInfo::new(slot, FencingToken(fence), Some(r.expires - now), owner))
+                let info = PermitInfo::new(slot, FencingToken(fence), Some(r.expires - now), owner);
+                Some(info.with_holder(r.note.clone()))
             })
             .collect();
         out.sort_by_key(|p| p.slot);

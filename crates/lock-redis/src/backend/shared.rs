@@ -161,17 +161,20 @@ impl RedisLock {
             let mut info = LockInfo::held();
             info.readers = usize::try_from(count).ok();
             info.remaining = hint(last);
-            info.permits = permits.chunks_exact(3).filter_map(permit_info).collect();
+            info.permits = permits.chunks_exact(4).filter_map(permit_info).collect();
             info.permits.sort_by_key(|p| p.slot);
             info
         }))
     }
 }
 
-/// One permit of `inspect_shared.lua`'s list: owner token, `slot:fence`, ms left.
+/// One permit of `inspect_shared.lua`'s list: owner token, `slot:fence`, ms left, and its
+/// holder note after a `:` (empty for none).
 fn permit_info(p: &[String]) -> Option<PermitInfo> {
     let (slot, fence) = p[1].split_once(':')?;
     let left = p[2].parse::<i64>().ok()?;
     let owner = LockInfo::short_owner(&p[0]);
-    Some(PermitInfo::new(slot.parse().ok()?, FencingToken(fence.parse().ok()?), hint(left), owner))
+    let holder = p[3].strip_prefix(':').map(str::to_owned);
+    let info = PermitInfo::new(slot.parse().ok()?, FencingToken(fence.parse().ok()?), hint(left), owner);
+    Some(info.with_holder(holder))
 }

@@ -7,6 +7,7 @@ pub mod latch;
 pub mod leader;
 pub mod rwlock;
 mod sem_calls;
+mod sem_holder;
 pub mod semaphore;
 
 /// Expand every primitive suite (read-write lock, semaphore, leader election, latch) into

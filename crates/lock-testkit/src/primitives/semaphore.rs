@@ -21,6 +21,7 @@ macro_rules! semaphore_tests {
             sem_store_keeps_permits,
             sem_waiter_sends_no_try_of_its_own,
             sem_slot_scan_inspects_only_where_refusals_write,
+            sem_permit_holders_noted,
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
@@ -43,6 +44,7 @@ use lock_core::{LockError, MAX_KEY_BYTES, MAX_PERMITS, Semaphore};
 pub use super::sem_calls::{
     sem_slot_scan_inspects_only_where_refusals_write, sem_waiter_sends_no_try_of_its_own,
 };
+pub use super::sem_holder::sem_permit_holders_noted;
 use crate::factory::{Factory, key, skip};
 use crate::poll::within;
 

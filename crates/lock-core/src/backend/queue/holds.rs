@@ -31,9 +31,10 @@ pub struct QueueHold {
     /// A task watching the entry while held, if the store runs one; stopped when the hold
     /// leaves the table through [`QueueHolds`].
     pub watch: Option<AbortHandle>,
-    /// A shared hold (a reader, [`Side::Read`]): it takes no note, since readers are many and
-    /// a note is read from the head of the queue.
-    pub shared: bool,
+    /// A reader's hold ([`Side::Read`]): it takes no note, since readers are many and a note
+    /// is read from the head of the queue. A permit ([`Side::Permit`]) is one holder's entry,
+    /// so it takes its holder's note.
+    pub reader: bool,
 }
 
 impl QueueHold {
@@ -41,12 +42,12 @@ impl QueueHold {
     /// `generation`.
     pub fn new(name: String, fence: i64, generation: u64, signal: &LeaseSignal) -> QueueHold {
         let signals = vec![signal.clone()];
-        QueueHold { name, fence, count: 1, generation, signals, watch: None, shared: false }
+        QueueHold { name, fence, count: 1, generation, signals, watch: None, reader: false }
     }
 
     /// The same hold, of the kind `side` asked for.
     pub fn of_side(mut self, side: Side) -> QueueHold {
-        self.shared = side.is_shared();
+        self.reader = matches!(side, Side::Read);
         self
     }
 
@@ -197,7 +198,7 @@ impl QueueHolds {
         owner: OwnerToken,
         f: impl FnOnce(&QueueHold) -> Option<T>,
     ) -> Option<T> {
-        self.0.lock().get(&(key.to_owned(), owner)).filter(|h| !h.shared && !h.is_lost()).and_then(f)
+        self.0.lock().get(&(key.to_owned(), owner)).filter(|h| !h.reader && !h.is_lost()).and_then(f)
     }
 
     /// `f` of every hold of session `generation`, with its place in the table, under the
