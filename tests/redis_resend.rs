@@ -80,10 +80,10 @@ async fn nested_release_and_acquire_across_a_pause(
     let key = format!("resend-release-{mode}");
     let outer = l.lock(&key).owner(owner).lease(LONG).try_acquire().await.expect("try").expect("free");
     let inner = l.lock(&key).owner(owner).lease(LONG).try_acquire().await.expect("try").expect("nests");
-    pause(&b.key_names(&key).lock);
+    pause(b.key_names(&key).lock());
     let release = tokio::spawn(inner.release());
     tokio::time::sleep(RESPONSE * 2).await;
-    resume(&b.key_names(&key).lock);
+    resume(b.key_names(&key).lock());
     // Released or a temporary error: either way the outer hold is untouched.
     let unknown = match release.await.expect("task") {
         Ok(()) => false,
@@ -102,11 +102,11 @@ async fn nested_release_and_acquire_across_a_pause(
     assert!(settled(url, mode, &key).await, "{mode}: the outer release frees the key");
 
     let key = format!("resend-acquire-{mode}");
-    pause(&b.key_names(&key).lock);
+    pause(b.key_names(&key).lock());
     let (lc, k) = (l.clone(), key.clone());
     let acquire = tokio::spawn(async move { lc.lock(k).owner(owner).lease(LONG).try_acquire().await });
     tokio::time::sleep(RESPONSE * 2).await;
-    resume(&b.key_names(&key).lock);
+    resume(b.key_names(&key).lock());
     match acquire.await.expect("task") {
         // Granted once: the one release frees the key.
         Ok(Some(g)) => g.release().await.expect("release"),

@@ -88,7 +88,7 @@ struct Majority {
 impl ClientFaults for Majority {
     /// Delete the lock key on a majority of the masters.
     async fn sever(&self, key: &str) -> FaultResult {
-        let lock = self.names.key_names(key).lock;
+        let lock = self.names.key_names(key).lock().to_owned();
         for a in &self.admins {
             let n: i64 = redis::cmd("DEL").arg(&lock).query_async(&mut a.clone()).await.expect("del");
             assert_eq!(n, 1, "sever: {lock} missing on a master of the majority");
@@ -131,7 +131,7 @@ async fn fencing_tokens_increase_across_every_majority() {
             .get_multiplexed_async_connection()
             .await
             .expect("admin");
-        let counter = members[j].key_names(&key).fence;
+        let counter = members[j].key_names(&key).fence().to_owned();
         let _: () = redis::cmd("SET")
             .arg(&counter)
             .arg(base + j as u64 * 1000)

@@ -98,7 +98,7 @@ struct Admin<C> {
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> ClientFaults for Admin<C> {
     async fn sever(&self, key: &str) -> FaultResult {
         // The lock, or its readers (`<lock>:s`, a native read-write lock's shared holds).
-        let lock = self.holder.key_names(key).lock;
+        let lock = self.holder.key_names(key).lock().to_owned();
         let readers = format!("{lock}:s");
         let deleted: i64 = redis::cmd("DEL")
             .arg(&lock)

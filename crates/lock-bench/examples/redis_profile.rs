@@ -1,5 +1,6 @@
 //! Where the microseconds of an uncontended Redis acquire+release go: the raw floor, the
-//! library's scripts sent raw, the backend trait, and the `Locker` paths, interleaved.
+//! library's scripts sent raw, the backend trait, and the `Locker` paths, interleaved, with
+//! the allocator calls of each (process-wide, as the bench counts them).
 //! `cargo run --release -p lock-bench --example redis_profile [iterations]`
 
 use std::sync::Arc;
@@ -11,6 +12,15 @@ use dlock::{LeaseSignal, Locker, OwnerToken};
 use lock_testkit::server::RedisServer;
 
 type R<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+#[global_allocator]
+static GLOBAL: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
+
+/// Allocator calls so far (`realloc` included, as the bench counts them).
+fn allocs() -> u64 {
+    let s = GLOBAL.stats();
+    (s.allocations + s.reallocations) as u64
+}
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> R<()> {
@@ -64,10 +74,11 @@ async fn main() -> R<()> {
         "locker acquire(wait)+release",
     ];
     let mut samples: Vec<Vec<u64>> = vec![Vec::with_capacity(n); labels.len()];
+    let mut calls = vec![0u64; labels.len()];
     for i in 0..n + 200 {
         for k in 0..labels.len() {
             let v = (k + i) % labels.len();
-            let t = Instant::now();
+            let (t, a0) = (Instant::now(), allocs());
             match v {
                 0 => {
                     let _: String = redis::cmd("PING").query_async(&mut raw).await?;
@@ -114,6 +125,7 @@ async fn main() -> R<()> {
             }
             if i >= 200 {
                 samples[v].push(t.elapsed().as_micros() as u64);
+                calls[v] += allocs() - a0;
             }
         }
     }
@@ -122,9 +134,10 @@ async fn main() -> R<()> {
         println!("{l}");
     }
     let floor = median(&mut samples[1].clone());
-    for (l, s) in labels.iter().zip(samples.iter_mut()) {
+    for ((l, s), c) in labels.iter().zip(samples.iter_mut()).zip(&calls) {
         let m = median(s);
-        println!("{l:<45} p50 {m:>5} µs  x floor {:.2}", m as f64 / floor as f64);
+        let per = *c as f64 / n as f64;
+        println!("{l:<45} p50 {m:>5} µs  x floor {:.2}  allocs/op {per:.1}", m as f64 / floor as f64);
     }
     Ok(())
 }
@@ -140,26 +153,28 @@ async fn scripts<C: redis::aio::ConnectionLike + Send>(
     wait: u64,
 ) -> R<()> {
     let (_, _, _): (i64, i64, i64) = acq
-        .key(&names.lock)
-        .key(&names.fence)
-        .key(&names.waiters)
-        .key(&names.queue)
+        .key(names.lock())
+        .key(names.fence())
+        .key(names.waiters())
+        .key(names.queue())
         .arg(value)
         .arg(10_000)
         .arg(owner)
         .arg(wait)
         .arg("")
-        .arg("0")
+        .arg("")
+        .arg("")
         .invoke_async(con)
         .await?;
     let (_, _): (i64, String) = rel
-        .key(&names.lock)
-        .key(&names.waiters)
-        .key(&names.queue)
-        .key(&names.fence)
+        .key(names.lock())
+        .key(names.waiters())
+        .key(names.queue())
+        .key(names.fence())
         .arg(owner)
-        .arg(&names.channel)
+        .arg(names.channel())
         .arg(1000)
+        .arg(OwnerToken::random().to_string())
         .invoke_async(con)
         .await?;
     Ok(())

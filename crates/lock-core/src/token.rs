@@ -26,6 +26,12 @@ impl OwnerToken {
         self.0.as_u128()
     }
 
+    /// The 32-hex-digit form [`Display`](fmt::Display) writes, in `buf`: no allocation, for a
+    /// backend that sends the token with every request.
+    pub fn encode<'b>(&self, buf: &'b mut [u8; 32]) -> &'b str {
+        self.0.simple().encode_lower(buf)
+    }
+
     /// Parse the 32-hex-digit form written by [`Display`](fmt::Display).
     pub fn parse(s: &str) -> Option<Self> {
         Uuid::try_parse(s).ok().map(OwnerToken)

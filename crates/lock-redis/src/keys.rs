@@ -11,26 +11,57 @@ pub const DEFAULT_KEY_PREFIX: &str = "dlock:";
 /// in a hash tag, so every key of one lock hashes to the same cluster slot, keys with braces
 /// cannot move the tag, and two different user keys never map to the same names. Interop modes
 /// ([`Mode::RedisPy`], [`Mode::PythonRedisLock`]): the name the other library uses, unescaped.
+///
+/// Every name lives in one buffer (one allocation per lock operation, not six).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyNames {
+    /// The names one after another: the lock, fence, queue, waiters, channel and signal.
+    buf: String,
+    /// Where each name ends in `buf`, in that order (each starts where the previous ends).
+    ends: [usize; 6],
+}
+
+impl KeyNames {
+    fn part(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.buf[start..self.ends[i]]
+    }
+
     /// The lock itself: a string (simple and interop modes) or a hash (reentrant and fair
     /// modes). `<prefix>{<escaped key>}`; `<prefix><key>` for redis-py; `lock:<prefix><key>`
     /// for python-redis-lock.
-    pub lock: String,
+    pub fn lock(&self) -> &str {
+        self.part(0)
+    }
+
     /// The fencing counter: `<lock>:fence`, or `<lock>:dlock-fence` in the interop modes (a
     /// suffix the other side's lock names are unlikely to end with). It expires a day after its
     /// creation and then restarts from the server clock (see `scripts/fence.lua`).
-    pub fence: String,
+    pub fn fence(&self) -> &str {
+        self.part(1)
+    }
+
     /// The FIFO of waiting owner tokens, `<lock>:queue` (empty in the interop modes: no wait set).
-    pub queue: String,
+    pub fn queue(&self) -> &str {
+        self.part(2)
+    }
+
     /// Each waiter's liveness deadline in server milliseconds, `<lock>:waiters` (empty in the
     /// interop modes).
-    pub waiters: String,
+    pub fn waiters(&self) -> &str {
+        self.part(3)
+    }
+
     /// The pub/sub channel a release is published on, `<lock>:released`.
-    pub channel: String,
+    pub fn channel(&self) -> &str {
+        self.part(4)
+    }
+
     /// python-redis-lock mode: its signal list `lock-signal:<prefix><key>`, pushed by every
     /// release so its waiters (in `BLPOP`) wake; `None` in the other modes.
-    pub signal: Option<String>,
+    pub fn signal(&self) -> Option<&str> {
+        Some(self.part(5)).filter(|s| !s.is_empty())
+    }
 }
 
 const CHANNEL_SUFFIX: &str = ":released";
@@ -74,11 +105,16 @@ impl KeyLayout {
 
     pub(crate) fn lock(&self, key: &str) -> String {
         let mut s = String::with_capacity(self.prefix.len() + key.len() + 8);
+        self.lock_into(key, &mut s);
+        s
+    }
+
+    fn lock_into(&self, key: &str, s: &mut String) {
         match self.style {
             Style::Native => {
                 s.push_str(&self.prefix);
                 s.push('{');
-                escape_into(key, &mut s);
+                escape_into(key, s);
                 s.push('}');
             }
             Style::RedisPy => {
@@ -91,30 +127,37 @@ impl KeyLayout {
                 s.push_str(key);
             }
         }
-        s
     }
 
     pub(crate) fn names(&self, key: &str) -> KeyNames {
-        let lock = self.lock(key);
-        if self.style != Style::Native {
-            return KeyNames {
-                fence: format!("{lock}:dlock-fence"),
-                queue: String::new(),
-                waiters: String::new(),
-                channel: format!("{lock}{CHANNEL_SUFFIX}"),
-                signal: (self.style == Style::PythonRedisLock)
-                    .then(|| format!("{PRL_SIGNAL}{}{key}", self.prefix)),
-                lock,
-            };
+        // Room for the lock name five times (escaping at most triples a character) and the
+        // suffixes, so the one buffer never grows.
+        let lock_max = PRL_LOCK.len() + self.prefix.len() + 3 * key.len() + 2;
+        let mut buf =
+            String::with_capacity(5 * lock_max + PRL_SIGNAL.len() + self.prefix.len() + key.len() + 48);
+        let mut ends = [0; 6];
+        let native = self.style == Style::Native;
+        let suffixes: [Option<&str>; 4] = if native {
+            [Some(":fence"), Some(":queue"), Some(":waiters"), Some(CHANNEL_SUFFIX)]
+        } else {
+            [Some(":dlock-fence"), None, None, Some(CHANNEL_SUFFIX)]
+        };
+        self.lock_into(key, &mut buf);
+        ends[0] = buf.len();
+        for (i, suffix) in suffixes.into_iter().enumerate() {
+            if let Some(suffix) = suffix {
+                self.lock_into(key, &mut buf);
+                buf.push_str(suffix);
+            }
+            ends[i + 1] = buf.len();
         }
-        KeyNames {
-            fence: format!("{lock}:fence"),
-            queue: format!("{lock}:queue"),
-            waiters: format!("{lock}:waiters"),
-            channel: format!("{lock}{CHANNEL_SUFFIX}"),
-            signal: None,
-            lock,
+        if self.style == Style::PythonRedisLock {
+            buf.push_str(PRL_SIGNAL);
+            buf.push_str(&self.prefix);
+            buf.push_str(key);
         }
+        ends[5] = buf.len();
+        KeyNames { buf, ends }
     }
 
     pub(crate) fn channel(&self, key: &str) -> String {
@@ -213,7 +256,7 @@ pub mod fuzzing {
     /// Every Redis name of lock `key` under `prefix` (lock, fence, queue, waiters, channel).
     pub fn names(prefix: &str, key: &str) -> [String; 5] {
         let n = KeyLayout::for_mode(prefix.to_owned(), Mode::Simple).names(key);
-        [n.lock, n.fence, n.queue, n.waiters, n.channel]
+        [n.lock(), n.fence(), n.queue(), n.waiters(), n.channel()].map(str::to_owned)
     }
 
     /// The lock key a pub/sub channel name (as the server sends it) stands for.
@@ -233,14 +276,14 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for k in keys {
             let n = l.names(k);
-            let tag = &n.lock[DEFAULT_KEY_PREFIX.len()..];
+            let tag = &n.lock()[DEFAULT_KEY_PREFIX.len()..];
             assert!(tag.starts_with('{') && tag.ends_with('}'));
             assert!(!tag[1..tag.len() - 1].contains(['{', '}']), "{tag}");
-            assert!(seen.insert(n.lock.clone()), "{k:?} aliases another key");
-            assert_eq!(l.key_of_channel(&n.channel).as_deref(), Some(k));
-            assert_eq!(l.key_of_lock(&n.lock).as_deref(), Some(k));
-            for derived in [&n.fence, &n.queue, &n.waiters] {
-                assert!(derived.starts_with(&n.lock));
+            assert!(seen.insert(n.lock().to_owned()), "{k:?} aliases another key");
+            assert_eq!(l.key_of_channel(n.channel()).as_deref(), Some(k));
+            assert_eq!(l.key_of_lock(n.lock()).as_deref(), Some(k));
+            for derived in [n.fence(), n.queue(), n.waiters()] {
+                assert!(derived.starts_with(n.lock()));
             }
         }
     }
@@ -249,13 +292,21 @@ mod tests {
     fn interop_names_are_the_other_librarys() {
         let py = KeyLayout::for_mode(String::new(), Mode::RedisPy).names("jobs:{1}%");
         assert_eq!(
-            (py.lock.as_str(), py.fence.as_str(), py.signal),
-            ("jobs:{1}%", "jobs:{1}%:dlock-fence", None)
+            (py.lock(), py.fence(), py.queue(), py.waiters(), py.channel(), py.signal()),
+            ("jobs:{1}%", "jobs:{1}%:dlock-fence", "", "", "jobs:{1}%:released", None)
         );
         let prl = KeyLayout::for_mode("app:".to_owned(), Mode::PythonRedisLock);
         let n = prl.names("job");
-        assert_eq!(n.lock, "lock:app:job");
-        assert_eq!(n.signal.as_deref(), Some("lock-signal:app:job"));
+        assert_eq!(n.lock(), "lock:app:job");
+        assert_eq!(n.signal(), Some("lock-signal:app:job"));
+        assert_eq!((n.fence(), n.channel()), ("lock:app:job:dlock-fence", "lock:app:job:released"));
+        let native = KeyLayout::for_mode("p:".to_owned(), Mode::Simple).names("a%");
+        let parts = (native.lock(), native.fence(), native.queue(), native.waiters(), native.channel());
+        assert_eq!(
+            parts,
+            ("p:{a%25}", "p:{a%25}:fence", "p:{a%25}:queue", "p:{a%25}:waiters", "p:{a%25}:released")
+        );
+        assert_eq!(native.signal(), None);
         for (l, k) in [(&prl, "job"), (&KeyLayout::for_mode("p:".to_owned(), Mode::RedisPy), "a:released")] {
             assert_eq!(l.key_of_channel(&l.channel(k)).as_deref(), Some(k));
             assert_eq!(l.key_of_lock(&l.lock(k)).as_deref(), Some(k));

@@ -6,6 +6,7 @@
 
 mod backend;
 mod builder;
+mod call;
 mod conn;
 mod error;
 mod handoffs;

@@ -1,9 +1,9 @@
-//! The Lua scripts (files under `scripts/`), hashed once and sent with EVALSHA
-//! (`redis::Script` loads them on `NOSCRIPT`).
+//! The Lua scripts (files under `scripts/`), hashed once and sent with EVALSHA (loaded on
+//! `NOSCRIPT`; see `call.rs`).
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use crate::call::Lua as Script;
 
 /// Prelude of every acquire script: the fencing counter.
 const FENCE: &str = include_str!("../scripts/fence.lua");

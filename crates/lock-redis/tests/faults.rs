@@ -122,7 +122,7 @@ async fn killed_connection_reconnects_and_keeps_the_lock() {
     assert_ne!(client_id(&b).await, id, "a new connection");
     g.release().await.expect("release after reconnect");
 
-    let channel = b.key_names("kill").channel;
+    let channel = b.key_names("kill").channel().to_owned();
     // The shared subscriber reconnects too: a waiter blocked across `CLIENT KILL TYPE pubsub`
     // still wakes on the release.
     let g =
@@ -149,7 +149,7 @@ async fn fair_mode_serves_waiters_in_arrival_order() {
     let mut adm = admin(&srv.url()).await;
     let holder = locker(&backend(&srv.url(), Mode::Fair).await);
     let b = backend(&srv.url(), Mode::Fair).await;
-    let queue = b.key_names("fifo").queue;
+    let queue = b.key_names("fifo").queue().to_owned();
     let g =
         holder.lock("fifo").lease(Duration::from_secs(30)).try_acquire().await.expect("try").expect("free");
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -194,10 +194,10 @@ async fn fair_mode_dead_waiter_blocks_only_until_its_timeout() {
     let dead_until = secs * 1000 + micros / 1000 + LEASE.as_millis() as u64;
     let _: () = redis::pipe()
         .cmd("RPUSH")
-        .arg(&names.queue)
+        .arg(names.queue())
         .arg("dead0000000000000000000000000000")
         .cmd("ZADD")
-        .arg(&names.waiters)
+        .arg(names.waiters())
         .arg(dead_until)
         .arg("dead0000000000000000000000000000")
         .query_async(&mut adm)
@@ -212,7 +212,7 @@ async fn fair_mode_dead_waiter_blocks_only_until_its_timeout() {
     let took = released.elapsed();
     assert!(took < LEASE * 3, "dead waiter blocked the queue for {took:?}");
     g2.release().await.expect("release");
-    let left: usize = redis::cmd("LLEN").arg(&names.queue).query_async(&mut adm).await.expect("llen");
+    let left: usize = redis::cmd("LLEN").arg(names.queue()).query_async(&mut adm).await.expect("llen");
     assert_eq!(left, 0, "dead waiter purged");
 }
 
@@ -230,8 +230,11 @@ async fn braces_and_lua_metacharacters_in_keys() {
             let g =
                 a.try_lock(k).await.expect("odd key").unwrap_or_else(|| panic!("{mode:?}: {k:?} aliased"));
             assert!(b.try_lock(k).await.expect("odd key").is_none(), "{mode:?}: {k:?} not exclusive");
-            let exists: i64 =
-                redis::cmd("EXISTS").arg(ba.key_names(k).lock).query_async(&mut adm).await.expect("exists");
+            let exists: i64 = redis::cmd("EXISTS")
+                .arg(ba.key_names(k).lock().to_owned())
+                .query_async(&mut adm)
+                .await
+                .expect("exists");
             assert_eq!(exists, 1, "{mode:?}: {k:?} stored under its own name");
             guards.push(g);
         }
@@ -272,17 +275,17 @@ async fn from_url_reads_mode_and_key_prefix() {
     let Some(srv) = server(&[]) else { return };
     let b = RedisLock::from_url(&format!("{}?mode=fair&key_prefix=app:", srv.url())).await.expect("from_url");
     assert_eq!(b.mode(), Mode::Fair);
-    assert!(b.key_names("k").lock.starts_with("app:{k}"));
+    assert!(b.key_names("k").lock().to_owned().starts_with("app:{k}"));
     let e = RedisLock::from_url(&format!("{}?mode=nope", srv.url())).await.expect_err("bad mode");
     assert!(matches!(e, LockError::InvalidConfig { .. }));
     locker(&b).try_lock("k").await.expect("try").expect("free").release().await.expect("release");
     // The interop modes: no prefix unless given; the other library's name, unescaped.
     let b = RedisLock::from_url(&format!("{}?mode=redis-py", srv.url())).await.expect("from_url");
-    assert_eq!((b.mode(), b.key_names("{k}").lock.as_str()), (Mode::RedisPy, "{k}"));
+    assert_eq!((b.mode(), b.key_names("{k}").lock().to_owned().as_str()), (Mode::RedisPy, "{k}"));
     let url = format!("{}?key_prefix=app%3A&mode=python-redis-lock", srv.url());
     let b = RedisLock::from_url(&url).await.expect("from_url");
     let names = b.key_names("k");
-    assert_eq!((names.lock.as_str(), names.signal.as_deref()), ("lock:app:k", Some("lock-signal:app:k")));
+    assert_eq!((names.lock(), names.signal()), ("lock:app:k", Some("lock-signal:app:k")));
     locker(&b).try_lock("k").await.expect("try").expect("free").release().await.expect("release");
 }
 
@@ -297,7 +300,7 @@ async fn fence_counters_expire_and_fences_keep_growing() {
         let b = backend(&url, mode).await;
         let l = locker(&b);
         let key = format!("fence-ttl-{mode:?}");
-        let counter = b.key_names(&key).fence;
+        let counter = b.key_names(&key).fence().to_owned();
         let g = l.try_lock(&key).await.expect("try").expect("free");
         let first = g.fence().expect("redis fences");
         g.release().await.expect("release");

@@ -133,8 +133,11 @@ async fn a_stale_taken_mark_does_not_skip_a_claim() {
         .get_multiplexed_async_connection()
         .await
         .expect("admin");
-    let _: () =
-        lock_redis::redis::cmd("DEL").arg(b.key_names(key).lock).query_async(&mut admin).await.expect("del");
+    let _: () = lock_redis::redis::cmd("DEL")
+        .arg(b.key_names(key).lock().to_owned())
+        .query_async(&mut admin)
+        .await
+        .expect("del");
     let holder = locker(&backend(&url, mode).await);
     let g = holder.lock(key).lease(LONG).try_acquire().await.expect("try").expect("free");
     let (l, k) = (locker(&b), key.to_owned());
@@ -142,7 +145,7 @@ async fn a_stale_taken_mark_does_not_skip_a_claim() {
     let waiter = tokio::spawn(async move { l.lock(k).owner(owner).lease(short).wait(short).acquire().await });
     // Registered on the server (the key is still subscribed from the first hand-over, so the
     // waiter makes one attempt, not one more after subscribing).
-    let waiters = b.key_names(key).waiters;
+    let waiters = b.key_names(key).waiters().to_owned();
     eventually(Duration::from_secs(10), "waiter blocked", || {
         let (mut admin, waiters) = (admin.clone(), waiters.clone());
         async move {

@@ -258,7 +258,7 @@ async fn killed_holder_expires_and_we_get_it(mode: Mode) {
     let Some(mut py) = peer(&url).await else { return };
     let p = prefix();
     let ours = backend(&url, mode, &p).await;
-    let lock = ours.key_names("job").lock;
+    let lock = ours.key_names("job").lock().to_owned();
     let locker = Locker::new(Arc::new(ours));
     let ms = DEAD_HOLDER_LEASE.as_millis();
     py.call(&format!("new k {} {p}job {ms}", kind(mode)), "new k", ANSWER).await;
@@ -297,7 +297,7 @@ async fn foreign_token_release_is_refused_on_both_sides() {
     for (mode, refused) in [(Mode::RedisPy, "LockNotOwnedError"), (Mode::PythonRedisLock, "NotAcquired")] {
         let p = prefix();
         let ours = backend(&url, mode, &p).await;
-        let lock = ours.key_names("job").lock;
+        let lock = ours.key_names("job").lock().to_owned();
         let k = kind(mode);
 
         py.call(&format!("new {k} {k} {p}job {}", LONG.as_millis()), &format!("new {k}"), ANSWER).await;

@@ -147,7 +147,7 @@ async fn raise_fence_lifts_the_next_grant_above_the_floor_for_the_holder_only() 
         let Some(b) = backend(mode).await else { return };
         let mut admin = admin().await;
         let key = lock_testkit::key("raise");
-        let counter = b.key_names(&key).fence;
+        let counter = b.key_names(&key).fence().to_owned();
         let (one, two) = (OwnerToken::random(), OwnerToken::random());
 
         let f1 = acquire(&b, &key, one).await;

@@ -44,8 +44,11 @@ async fn grants_wait_for_the_replica_and_fail_typed_when_it_does_not_acknowledge
     // Acknowledged: the replica already has the hold.
     let replica = redis::Client::open(p.replica().url()).expect("url");
     let mut replica = replica.get_multiplexed_async_connection().await.expect("replica");
-    let held: Option<String> =
-        redis::cmd("GET").arg(b.key_names(&key).lock).query_async(&mut replica).await.expect("get");
+    let held: Option<String> = redis::cmd("GET")
+        .arg(b.key_names(&key).lock().to_owned())
+        .query_async(&mut replica)
+        .await
+        .expect("get");
     assert!(held.is_some(), "an acknowledged grant is on the replica");
     g.release().await.expect("release");
 
@@ -123,7 +126,7 @@ async fn on_a_cluster_the_locks_own_master_counts_its_replicas() {
         .expect("cluster backend");
     let locker = Locker::new(Arc::new(b.clone()));
     let key = lock_testkit::key("cluster-ack");
-    let slot = c.keyslot(&b.key_names(&key).lock).expect("keyslot");
+    let slot = c.keyslot(b.key_names(&key).lock()).expect("keyslot");
     let master = c.owner_of_slot(slot).expect("slots").expect("an owner");
     // Its replica: the node whose port the master's INFO replication lists.
     let info = c.command(master, &["INFO", "replication"]).expect("info");

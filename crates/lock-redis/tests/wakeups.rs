@@ -203,7 +203,7 @@ async fn a_waiter_already_subscribed_tries_once_before_waiting() {
             let refused = if round == 0 { 2 } else { 1 };
             // Counted when sent, registered when run: both, so the release comes after the
             // refusal.
-            let waiters = waiter.key_names(&key).waiters;
+            let waiters = waiter.key_names(&key).waiters().to_owned();
             eventually(Duration::from_secs(10), "waiter blocked", || {
                 let (n, mut conn, waiters) = (waiter.attempts(), admin.clone(), waiters.clone());
                 async move {

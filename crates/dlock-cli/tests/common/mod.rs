@@ -77,7 +77,7 @@ pub fn delete_lock_behind_the_holder(url: &str, key: &str, appear: Duration) {
     use dlock::lock_redis::{RedisLock, redis};
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
     rt.block_on(async {
-        let lock = RedisLock::from_url(url).await.expect("redis").key_names(key).lock;
+        let lock = RedisLock::from_url(url).await.expect("redis").key_names(key).lock().to_owned();
         let client = redis::Client::open(url).expect("client");
         let mut con = client.get_multiplexed_async_connection().await.expect("admin");
         let deadline = Instant::now() + appear;

@@ -128,7 +128,7 @@ impl RedisLock {
         let _ = write!(value, "{}{}", req.owner, OwnerToken::random());
         let mut conn = self.inner.conn.clone();
         let mut inv = scripts::ACQUIRE_PLAIN.prepare_invoke();
-        inv.key(&names.lock).key(&names.fence).arg(&value).arg(millis(req.lease));
+        inv.key(names.lock()).key(names.fence()).arg(&value).arg(millis(req.lease));
         let cleanup = self.arm_plain(names, value);
         let (ok, reply): (i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
         cleanup.disarm();
@@ -160,10 +160,10 @@ impl RedisLock {
         let mut conn = self.inner.conn.clone();
         // The invocation holds copies of its arguments, so the cleanup can take the originals.
         let mut inv = scripts::ACQUIRE_SIMPLE.get(conn.sharded()).prepare_invoke();
-        inv.key(&names.lock)
-            .key(&names.fence)
-            .key(&names.waiters)
-            .key(&names.queue)
+        inv.key(names.lock())
+            .key(names.fence())
+            .key(names.waiters())
+            .key(names.queue())
             .arg(&value)
             .arg(millis(req.lease))
             .arg(&value[..owner_len])
@@ -198,22 +198,22 @@ impl RedisLock {
             Mode::Fair => scripts::ACQUIRE_FAIR.get(conn.sharded()).prepare_invoke(),
             _ => scripts::ACQUIRE_REENTRANT.get(conn.sharded()).prepare_invoke(),
         };
-        inv.key(&names.lock).key(&names.fence);
+        inv.key(names.lock()).key(names.fence());
         if self.inner.mode == Mode::Fair {
-            inv.key(&names.queue)
-                .key(&names.waiters)
+            inv.key(names.queue())
+                .key(names.waiters())
                 .arg(&owner)
                 .arg(millis(req.lease))
                 .arg(&nonce)
                 .arg(wait_ms)
-                .arg(&names.channel)
+                .arg(names.channel())
                 .arg(millis(self.claim_window()))
                 .arg(&self.inner.tag)
                 .arg(&taken)
                 .arg(upgraded(req));
         } else {
-            inv.key(&names.waiters)
-                .key(&names.queue)
+            inv.key(names.waiters())
+                .key(names.queue())
                 .arg(&owner)
                 .arg(millis(req.lease))
                 .arg(&nonce)

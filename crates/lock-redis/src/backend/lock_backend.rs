@@ -13,6 +13,7 @@ use redis::cluster_routing::Slot;
 
 use super::script_calls::{cancel, release_plain, release_simple};
 use super::{RedisLock, hint};
+use crate::call::Token;
 use crate::error::{NAME, bad_reply, classify};
 use crate::handoffs;
 use crate::options::Mode;
@@ -95,24 +96,25 @@ impl LockBackend for RedisLock {
         }
         let names = self.inner.layout.names(key);
         let mut conn = self.inner.conn.clone();
-        let token = owner.to_string();
+        let mut buf = [0; 32];
+        let token = owner.encode(&mut buf);
         let claim = millis(self.claim_window());
         let (r, next): (i64, String) = match self.inner.mode {
-            Mode::Simple => release_simple(conn, &names, &token, claim).await?,
+            Mode::Simple => release_simple(conn, &names, token, claim).await?,
             // 2 = freed, as the other release scripts say; nobody is named next.
             Mode::RedisPy | Mode::PythonRedisLock => {
-                (2 * release_plain(conn, &names, &token).await?, String::new())
+                (2 * release_plain(conn, &names, token).await?, String::new())
             }
             Mode::Reentrant | Mode::Fair => scripts::RELEASE_HASH
                 .get(conn.sharded())
-                .key(&names.lock)
-                .key(&names.queue)
-                .key(&names.waiters)
-                .key(&names.fence)
-                .arg(&token)
-                .arg(&names.channel)
+                .key(names.lock())
+                .key(names.queue())
+                .key(names.waiters())
+                .key(names.fence())
+                .arg(token)
+                .arg(names.channel())
                 .arg(claim)
-                .arg(OwnerToken::random().to_string())
+                .arg(Token(OwnerToken::random()))
                 .invoke_async(&mut conn)
                 .await
                 .map_err(classify)?,
@@ -149,11 +151,11 @@ impl LockBackend for RedisLock {
         let names = self.inner.layout.names(key);
         let mut conn = self.inner.conn.clone();
         let mut inv = scripts::INSPECT.prepare_invoke();
-        inv.key(&names.lock);
+        inv.key(names.lock());
         // Interop modes: the holder may be the other library's client, which has no fence,
         // and there is no queue; the script then reports neither.
         if !self.inner.mode.is_interop() {
-            inv.key(&names.fence).key(&names.queue);
+            inv.key(names.fence()).key(names.queue());
         }
         let (held, pttl, owner, fence, waiters): (i64, i64, Vec<u8>, String, i64) =
             inv.invoke_async(&mut conn).await.map_err(classify)?;
@@ -237,8 +239,8 @@ impl LockBackend for RedisLock {
         let names = self.inner.layout.names(key);
         let mut conn = self.inner.conn.clone();
         let held: i64 = scripts::RAISE_FENCE
-            .key(&names.lock)
-            .key(&names.fence)
+            .key(names.lock())
+            .key(names.fence())
             .arg(owner.to_string())
             .arg(floor.0)
             .invoke_async(&mut conn)
@@ -292,12 +294,12 @@ impl LockBackend for RedisLock {
         let mut conn = self.inner.conn.clone();
         let (evicted, next): (i64, String) = scripts::EVICT
             .get(conn.sharded())
-            .key(&names.lock)
-            .key(&names.waiters)
-            .key(&names.queue)
-            .key(&names.fence)
+            .key(names.lock())
+            .key(names.waiters())
+            .key(names.queue())
+            .key(names.fence())
             .arg(fence.0)
-            .arg(&names.channel)
+            .arg(names.channel())
             .arg(millis(self.claim_window()))
             .invoke_async(&mut conn)
             .await
@@ -345,7 +347,7 @@ impl RedisLock {
         for chunk in groups.iter().flat_map(|g| g.chunks(RENEW_BATCH)) {
             let mut inv = script.prepare_invoke();
             for &i in chunk {
-                inv.key(&locks[i]).arg(items[i].owner.to_string()).arg(millis(items[i].lease));
+                inv.key(&locks[i]).arg(Token(items[i].owner)).arg(millis(items[i].lease));
             }
             let flags: Vec<i64> = inv.invoke_async(&mut conn).await.map_err(classify)?;
             if flags.len() != chunk.len() {

@@ -23,11 +23,11 @@ impl RedisLock {
         let mut conn = self.inner.conn.clone();
         let (value, marks): (String, u64) = scripts::RECORD
             .get(conn.sharded())
-            .key(format!("{}:v", names.lock))
-            .key(format!("{}:m", names.lock))
+            .key(format!("{}:v", names.lock()))
+            .key(format!("{}:m", names.lock()))
             .arg(name)
             .arg(arg)
-            .arg(&names.channel)
+            .arg(names.channel())
             .invoke_async(&mut conn)
             .await
             .map_err(classify)?;

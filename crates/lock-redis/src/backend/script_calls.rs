@@ -6,6 +6,7 @@ use std::time::Duration;
 use lock_core::backend::millis;
 use lock_core::{OwnerToken, Result};
 
+use crate::call::Token;
 use crate::conn::RedisConnection;
 use crate::error::classify;
 use crate::keys::KeyNames;
@@ -27,14 +28,14 @@ pub(super) async fn release_simple(
 ) -> Result<(i64, String)> {
     scripts::RELEASE_SIMPLE
         .get(conn.sharded())
-        .key(&names.lock)
-        .key(&names.waiters)
-        .key(&names.queue)
-        .key(&names.fence)
+        .key(names.lock())
+        .key(names.waiters())
+        .key(names.queue())
+        .key(names.fence())
         .arg(owner)
-        .arg(&names.channel)
+        .arg(names.channel())
         .arg(claim_ms)
-        .arg(OwnerToken::random().to_string())
+        .arg(Token(OwnerToken::random()))
         .invoke_async(&mut conn)
         .await
         .map_err(classify)
@@ -45,11 +46,11 @@ pub(super) async fn release_simple(
 /// waiters; 1 when deleted.
 pub(super) async fn release_plain(mut conn: RedisConnection, names: &KeyNames, token: &str) -> Result<i64> {
     let mut inv = scripts::RELEASE_PLAIN.prepare_invoke();
-    inv.key(&names.lock);
-    if let Some(signal) = &names.signal {
+    inv.key(names.lock());
+    if let Some(signal) = &names.signal() {
         inv.key(signal);
     }
-    inv.arg(token).arg(&names.channel).arg(millis(PRL_SIGNAL_EXPIRE));
+    inv.arg(token).arg(names.channel()).arg(millis(PRL_SIGNAL_EXPIRE));
     inv.invoke_async(&mut conn).await.map_err(classify)
 }
 
@@ -72,11 +73,11 @@ pub(super) async fn cancel(
     let (script, keys) = match mode {
         Mode::Simple => (
             scripts::CANCEL_SIMPLE.get(conn.sharded()),
-            [&names.lock, &names.waiters, &names.queue, &names.fence],
+            [names.lock(), names.waiters(), names.queue(), names.fence()],
         ),
         Mode::Reentrant | Mode::Fair => (
             scripts::CANCEL_HASH.get(conn.sharded()),
-            [&names.lock, &names.queue, &names.waiters, &names.fence],
+            [names.lock(), names.queue(), names.waiters(), names.fence()],
         ),
         // No wait set to leave; an interop attempt's own cleanup is `arm_plain`.
         Mode::RedisPy | Mode::PythonRedisLock => return Ok(()),
@@ -88,7 +89,7 @@ pub(super) async fn cancel(
     let _: i64 = inv
         .arg(owner)
         .arg(nonce)
-        .arg(&names.channel)
+        .arg(names.channel())
         .arg(claim_ms)
         .arg(tag)
         .arg(taken)

@@ -64,7 +64,7 @@ impl RedisLock {
         let owner = req.owner.to_string();
         let mut conn = self.inner.conn.clone();
         let mut inv = scripts::ACQUIRE_SHARED.prepare_invoke();
-        inv.key(&names.lock).key(&names.waiters).key(&names.fence);
+        inv.key(names.lock()).key(names.waiters()).key(names.fence());
         inv.arg(&owner).arg(millis(req.lease)).arg(mark).arg(permits).arg(&self.inner.tag);
         // An answer that never comes may hide a grant: the release undoes it and marks the
         // owner done, so a late copy of the attempt grants nothing either.
@@ -98,12 +98,12 @@ impl RedisLock {
         let hash = if matches!(self.inner.mode, Mode::Simple) { "0" } else { "1" };
         scripts::RELEASE_SHARED
             .get(conn.sharded())
-            .key(&names.lock)
-            .key(&names.queue)
-            .key(&names.waiters)
-            .key(&names.fence)
+            .key(names.lock())
+            .key(names.queue())
+            .key(names.waiters())
+            .key(names.fence())
             .arg(owner)
-            .arg(&names.channel)
+            .arg(names.channel())
             .arg(millis(self.claim_window()))
             .arg(hash)
             .invoke_async(&mut conn)
