@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::TryStreamExt;
 use lock_core::backend::session::Trips;
-use lock_core::backend::{AcquireRequest, Attempt, LockInfo};
-use lock_core::{LockError, Result};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, LockInfo};
+use lock_core::{LockError, OwnerToken, Result};
 use sqlx::mysql::{MySqlPool, MySqlRow};
 use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
@@ -21,8 +22,8 @@ use tokio::time::Instant;
 use crate::error::{NAME, classify, is_contention};
 use crate::name::lock_name;
 use crate::session::{
-    Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, SessionsExt, answered_by, granted, killable_wait,
-    next_fence, server_idle,
+    Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, SessionsExt, WAIT_MARK, answered_by, granted,
+    kill_marked, killable_wait, next_fence, server_idle,
 };
 use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NamedSql, NoteKind, hex_literal};
@@ -121,10 +122,16 @@ impl Named {
     }
 
     /// One attempt, unbounded: [`SessionMode`](crate::session_mode::SessionMode) bounds it (a
-    /// nesting never reaches it).
+    /// nesting never reaches it). A request that may wait waits in the server's queue from its
+    /// first round trip ([`wait_once`](Self::wait_once)); one that may not tries once.
     async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let name = lock_name(req.key);
         let mut pinned = Pinned::new(self.parts.pool.acquire().await.map_err(classify)?);
+        if let Some(deadline) = req.wait_until
+            && deadline.saturating_duration_since(Instant::now()) >= MIN_WAIT
+        {
+            return self.wait_once(req, pinned, &name, deadline).await;
+        }
         let sent = Instant::now();
         // One round trip: the session bounds and GET_LOCK(name, 0), which answers the fencing
         // token of a grant (MariaDB) and the connection id.
@@ -135,41 +142,67 @@ impl Named {
         let row = rows.first().ok_or_else(|| LockError::permanent(NAME, "GET_LOCK answered no row"))?;
         let conn_id: u64 = row.try_get(1).map_err(classify)?;
         match self.answer(row)? {
-            Answer::Granted(fence) => return self.finish(req, pinned, conn_id, fence, (sent, None)).await,
+            Answer::Granted(fence) => self.finish(req, pinned, conn_id, fence, (sent, None)).await,
             Answer::Null => {
                 self.end(pinned).await;
-                return Err(LockError::temporary(NAME, "GET_LOCK answered NULL"));
+                Err(LockError::temporary(NAME, "GET_LOCK answered NULL"))
             }
-            Answer::Held => {}
+            Answer::Held => self.held(pinned).await,
         }
-        let Some(deadline) = req.wait_until else { return self.held(pinned).await };
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining < MIN_WAIT {
-            return self.held(pinned).await;
-        }
-        // Wait in the server's queue with GET_LOCK's own (fractional) timeout; a dropped future
-        // kills the wait (`killable_wait`), so no grant arrives for nobody; one that lands anyway
-        // goes with the connection, which `pinned` closes.
-        let stmt = self.get_lock(&name, remaining.as_secs_f64().min(MAX_WAIT_SECS));
-        let wait_sent = Instant::now();
+    }
+
+    /// A waiting attempt in one round trip, as a bare `GET_LOCK(name, wait)` caller's: the
+    /// session bounds, the connection id, and `GET_LOCK` with the time left, in one batch. The
+    /// server answers each statement as it runs, so the id arrives before the wait ends, and a
+    /// dropped future kills the wait by it (`killable_wait`): no grant arrives for nobody. In the
+    /// one round trip before the id arrives, a drop finds the wait by the statement's mark in
+    /// the process list instead (`kill_marked`). A grant that lands anyway goes with the
+    /// connection, which `pinned` closes.
+    async fn wait_once(
+        &self,
+        req: &AcquireRequest<'_>,
+        mut pinned: Pinned,
+        name: &str,
+        deadline: Instant,
+    ) -> Result<Attempt> {
+        let mark = OwnerToken::random().to_string();
+        let secs = deadline.saturating_duration_since(Instant::now()).as_secs_f64().min(MAX_WAIT_SECS);
+        let batch = format!(
+            "{};\nSELECT CONNECTION_ID();\n/* {WAIT_MARK}{mark} */ {}",
+            self.bounds,
+            self.get_lock(name, secs)
+        );
+        let (pool, trips) = (self.parts.pool.clone(), self.parts.trips.clone());
+        let marked = Cleanup::arm("mysql lock wait", move || kill_marked(pool, mark, trips));
+        let sent = Instant::now();
         self.parts.trips.add();
-        let wait = sqlx::raw_sql(AssertSqlSafe(stmt)).fetch_optional(&mut **pinned.conn);
-        let waited = killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, wait).await;
-        match waited {
+        let mut rows = sqlx::raw_sql(AssertSqlSafe(batch)).fetch(&mut **pinned.conn);
+        let conn_id: u64 = match rows.try_next().await.map_err(classify)? {
+            Some(row) => row.try_get(0).map_err(classify)?,
+            None => return Err(LockError::permanent(NAME, "CONNECTION_ID() answered no row")),
+        };
+        marked.disarm();
+        let waited =
+            killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, rows.try_next()).await;
+        let answer = match waited {
+            Ok(Some(row)) => Some(self.answer(&row)?),
+            Ok(None) => return Err(LockError::permanent(NAME, "GET_LOCK answered no row")),
+            Err(e) if is_contention(&e) => None,
+            Err(e) => return Err(classify(e)),
+        };
+        // The batch's last packet came with its answer: reading it sends nothing.
+        while let Ok(Some(_)) = rows.try_next().await {}
+        drop(rows);
+        match answer {
             // The server's idle clock started when it sent the answer, so no earlier than when
-            // the wait was sent: the keeper counts from that send and, after a short wait, needs
-            // no confirming ping, so the new holder's first command is its own (a release
+            // the batch was sent: the keeper counts from that send and, after a short wait,
+            // needs no confirming ping, so the new holder's first command is its own (a release
             // right away is not queued behind a ping). See
             // `lock_core::backend::session::Granted::answered`.
-            Ok(Some(row)) => match self.answer(&row)? {
-                Answer::Granted(fence) => {
-                    self.finish(req, pinned, conn_id, fence, (wait_sent, Some(Instant::now()))).await
-                }
-                Answer::Held | Answer::Null => self.held(pinned).await,
-            },
-            Ok(None) => Err(LockError::permanent(NAME, "GET_LOCK answered no row")),
-            Err(e) if is_contention(&e) => self.held(pinned).await,
-            Err(e) => Err(classify(e)),
+            Some(Answer::Granted(fence)) => {
+                self.finish(req, pinned, conn_id, fence, (sent, Some(Instant::now()))).await
+            }
+            _ => self.held(pinned).await,
         }
     }
 

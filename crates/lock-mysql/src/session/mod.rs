@@ -92,6 +92,46 @@ async fn kill_query(pool: MySqlPool, conn_id: u64, trips: Trips) -> Result<()> {
     answered_by(Instant::now() + KILL_BOUND, kill).await.map(drop)
 }
 
+/// What marks a lock wait's statement in the server's process list (a comment before it,
+/// then a random token): how [`kill_marked`] finds a wait whose connection id never arrived.
+pub(crate) const WAIT_MARK: &str = "dlock-wait ";
+
+/// `KILL QUERY` the lock wait marked `mark` ([`WAIT_MARK`]), found in the process list: the
+/// undo of a waiting batch dropped before its connection id arrived. The batch may not have
+/// reached its `GET_LOCK` yet (the process list shows the statement running, and the mark
+/// precedes the `GET_LOCK`), so it is looked for until found or [`MARK_SEARCH`] has passed (a
+/// batch that never reached the server is never found, and one that runs later than that ends
+/// at its own timeout; a grant it gets goes with the connection, which the dropped attempt
+/// closed).
+pub(crate) async fn kill_marked(pool: MySqlPool, mark: String, trips: Trips) -> Result<()> {
+    let like = format!("%{WAIT_MARK}{mark}%");
+    let give_up = Instant::now() + MARK_SEARCH;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        trips.add();
+        let find = sqlx::query_scalar(concat!(
+            "SELECT ID FROM information_schema.PROCESSLIST",
+            // Never this query itself, whose text may show the mark it looks for.
+            " WHERE INFO LIKE ? AND ID <> CONNECTION_ID() LIMIT 1"
+        ))
+        .bind(&like)
+        .fetch_optional(&pool);
+        // A signed BIGINT in the process list.
+        let id: Option<i64> = answered_by(Instant::now() + KILL_BOUND, find).await?;
+        if let Some(id) = id.and_then(|id| u64::try_from(id).ok()) {
+            return kill_query(pool, id, trips).await;
+        }
+        if Instant::now() + pause > give_up {
+            return Ok(());
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// How long [`kill_marked`] looks for a dropped batch's wait.
+const MARK_SEARCH: Duration = Duration::from_secs(3);
+
 /// How long a `KILL QUERY` may take, its pool checkout included.
 const KILL_BOUND: Duration = Duration::from_secs(2);
 

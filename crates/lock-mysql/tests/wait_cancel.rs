@@ -1,0 +1,58 @@
+//! A named-mode acquisition that waits sends one batch (session bounds, `CONNECTION_ID()`,
+//! `GET_LOCK(name, wait)`): cut off at any point of it, before or after the connection id came
+//! back, its wait does not stay in the server's queue, and nobody is granted the lock for it.
+
+use std::time::{Duration, Instant};
+
+use lock_core::{Locker, OwnerToken};
+use lock_mysql::Mode;
+use lock_testkit::{cut_after, eventually};
+
+mod common;
+
+use common::{admin, backend, hex, shared_url, statements_like};
+
+/// Cut-off points spread over this many steps of twice an uncontended try's median: from
+/// before the batch leaves to after the server answered the connection id.
+const STEPS: u32 = 24;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_get_lock_cut_off_anywhere_leaves_no_wait_and_no_grant() {
+    let url = shared_url();
+    let admin = admin(&url).await;
+    let (a, b, c) = (
+        Locker::new(backend(&url, Mode::NamedLock).await),
+        Locker::new(backend(&url, Mode::NamedLock).await),
+        Locker::new(backend(&url, Mode::NamedLock).await),
+    );
+    let k = format!("wait-cancel-{}", OwnerToken::random());
+    let waits = format!("%GET_LOCK(%{}%", hex(lock_mysql::lock_name(&k)));
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        c.try_lock(&k).await.expect("try").expect("free").release().await.expect("release");
+        times.push(t.elapsed());
+    }
+    times.sort();
+    let median = times[times.len() / 2];
+    let mut cut = 0;
+    for i in 0..STEPS {
+        let held = a.try_lock(&k).await.expect("try").expect("free");
+        let offset = median * 2 * i / STEPS;
+        let waited = cut_after(b.lock(&k).wait(Duration::from_secs(30)).acquire(), offset).await;
+        assert!(waited.is_none(), "step {i}: a wait behind a holder ended ({waited:?})");
+        cut += 1;
+        // Killed, whether its connection id had come back or not: no wait stays queued.
+        eventually(Duration::from_secs(5), "the cut-off wait is gone from the server", || {
+            let (admin, waits) = (admin.clone(), waits.clone());
+            async move { statements_like(&admin, &waits).await == 0 }
+        })
+        .await;
+        held.release().await.expect("release");
+        // Nobody was granted the lock for the cut-off waiter: the next client gets it at once.
+        let next = c.try_lock(&k).await.expect("try");
+        let next = next.unwrap_or_else(|| panic!("step {i} (cut at {offset:?}): granted to a dropped wait"));
+        next.release().await.expect("release");
+    }
+    assert_eq!(cut, STEPS);
+}
