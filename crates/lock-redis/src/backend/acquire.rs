@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::script_calls::{cancel, release_plain};
 use super::{RedisLock, attempt};
+use crate::call::Token;
 use crate::error::{NAME, classify};
 use crate::handoffs::Before;
 use crate::keys::KeyNames;
@@ -80,13 +81,15 @@ impl RedisLock {
     pub(super) fn arm_hash(
         &self,
         names: Arc<KeyNames>,
-        owner: String,
-        nonce: String,
+        owner: OwnerToken,
+        nonce: OwnerToken,
         lease: Duration,
     ) -> Cleanup {
         let (conn, mode) = (self.inner.conn.clone(), self.inner.mode);
         let claim = millis(self.claim_window());
         Cleanup::arm("redis lock attempt", move || async move {
+            // Written out only if the undo runs: most attempts are answered.
+            let (owner, nonce) = (owner.to_string(), nonce.to_string());
             undo_attempt(lease, || cancel(mode, conn.clone(), &names, &owner, &nonce, claim, "", "")).await
         })
     }
@@ -188,8 +191,7 @@ impl RedisLock {
             Ok(flag) => flag,
             Err(grant) => return Ok(grant),
         };
-        let owner = req.owner.to_string();
-        let nonce = OwnerToken::random().to_string();
+        let (owner, nonce) = (Token(req.owner), Token(OwnerToken::random()));
         // Past the deadline a place in the queue is of no use: the core leaves it anyway. The
         // attempt still takes the lock if this waiter is next.
         let wait_ms = self.wait_ms(req);
@@ -202,9 +204,9 @@ impl RedisLock {
         if self.inner.mode == Mode::Fair {
             inv.key(names.queue())
                 .key(names.waiters())
-                .arg(&owner)
+                .arg(owner)
                 .arg(millis(req.lease))
-                .arg(&nonce)
+                .arg(nonce)
                 .arg(wait_ms)
                 .arg(names.channel())
                 .arg(millis(self.claim_window()))
@@ -214,9 +216,9 @@ impl RedisLock {
         } else {
             inv.key(names.waiters())
                 .key(names.queue())
-                .arg(&owner)
+                .arg(owner)
                 .arg(millis(req.lease))
-                .arg(&nonce)
+                .arg(nonce)
                 .arg(wait_ms)
                 .arg(&self.inner.tag)
                 .arg(&taken)
@@ -225,7 +227,7 @@ impl RedisLock {
         // Armed only around the request: a place kept in the queue afterwards is the core's to
         // leave (`leave_queue`), a request dropped midway is ours to undo. The invocation holds
         // copies of its arguments, so the cleanup can take the originals.
-        let cleanup = self.arm_hash(names, owner, nonce, req.lease);
+        let cleanup = self.arm_hash(names, owner.0, nonce.0, req.lease);
         let sent = Instant::now();
         let (ok, value, deadline): (i64, i64, i64) = inv.invoke_async(&mut conn).await.map_err(classify)?;
         cleanup.disarm();

@@ -187,10 +187,10 @@ impl RedisLock {
     #[cfg(feature = "testing")]
     pub async fn undo_unsent_attempt(&self, key: &str, owner: OwnerToken) -> Result<()> {
         let names = Arc::new(self.inner.layout.names(key));
-        let nonce = OwnerToken::random().to_string();
+        let nonce = OwnerToken::random();
         let cleanup = match self.inner.mode {
             Mode::Simple => self.arm_simple(names, format!("{owner}{nonce}"), 32, Duration::from_secs(1)),
-            _ => self.arm_hash(names, owner.to_string(), nonce, Duration::from_secs(1)),
+            _ => self.arm_hash(names, owner, nonce, Duration::from_secs(1)),
         };
         cleanup.run_now().await
     }
