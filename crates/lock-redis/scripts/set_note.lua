@@ -16,9 +16,7 @@
 local lock, owner = KEYS[1], ARGV[1]
 if not holds(lock, owner) then
   local s = lock .. ':s'
-  local t = redis.call('TIME')
-  local left = (tonumber(redis.call('HGET', s, owner)) or 0)
-    - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  local left = (tonumber(redis.call('HGET', s, owner)) or 0) - now_ms()
   if left <= 0 or redis.call('HEXISTS', s .. 'n', owner) == 0 then
     return 0
   end

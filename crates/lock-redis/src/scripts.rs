@@ -68,7 +68,7 @@ pub(crate) static CANCEL_HASH: LazyLock<Publishing> =
 pub(crate) static RECORD: LazyLock<Publishing> =
     LazyLock::new(|| publishing(&[], include_str!("../scripts/record.lua")));
 pub(crate) static SET_NOTE: LazyLock<Script> =
-    LazyLock::new(|| with(&[HOLDER], include_str!("../scripts/set_note.lua")));
+    LazyLock::new(|| with(&[FENCE, HANDOFF, HOLDER], include_str!("../scripts/set_note.lua")));
 pub(crate) static EVICT: LazyLock<Publishing> =
     LazyLock::new(|| publishing(&[FENCE, HANDOFF], include_str!("../scripts/evict.lua")));
 pub(crate) static RAISE_FENCE: LazyLock<Script> =
