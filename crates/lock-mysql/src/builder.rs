@@ -108,11 +108,11 @@ impl MySqlLockBuilder {
         self
     }
 
-    /// Use an existing pool (yours). Each held pessimistic lock takes a connection for the
-    /// lock's life from the backend's private pool of holding connections, opened with this
-    /// pool's connect options and size (its `after_connect` hook is not run there); a held named
-    /// lock takes one of this pool's connections. Size it for your concurrently held locks plus
-    /// headroom.
+    /// Use an existing pool (yours). Each held pessimistic or named lock takes a connection for
+    /// the lock's life from the backend's private pool of holding connections, opened with this
+    /// pool's connect options and size (its `after_connect` hook is not run there); this pool
+    /// serves the rest (schema, inspection, `KILL QUERY`, optimistic mode). Size it for your
+    /// concurrently held locks plus headroom.
     pub fn pool(mut self, pool: MySqlPool) -> Self {
         self.source = Source::Pool(pool);
         self

@@ -22,32 +22,18 @@ use tokio::time::Instant;
 use crate::error::{NAME, classify, is_contention};
 use crate::name::lock_name;
 use crate::session::{
-    Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, SessionsExt, WAIT_MARK, answered_by, granted,
-    kill_marked, killable_wait, next_fence, server_idle,
+    Driver, Holding, MIN_WAIT, Pinned, SessionNotes, SessionsExt, WAIT_MARK, Warm, answered_by, granted,
+    kill_marked, killable_wait, next_fence,
 };
 use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NamedSql, NoteKind, hex_literal};
 
-/// Release every named lock of the session and restore its server-wide timeouts: the end of a
-/// hold, and of an attempt that got no grant.
-const RELEASE: &str =
-    concat!(include_str!("../sql/named_release.sql"), "\n", include_str!("../sql/pessimistic_restore.sql"));
+/// Release every named lock of the session: the end of a hold, and of an attempt that got no
+/// grant. The session keeps its idle bounds (it stays in the private pool of holding connections).
+const RELEASE: &str = include_str!("../sql/named_release.sql");
 /// End a hold whose session opened a transaction for notes: `ROLLBACK` first (the note goes
 /// before the name is free), then as [`RELEASE`].
-const END_NOTED_MYSQL: &str = concat!(
-    "ROLLBACK;\n",
-    include_str!("../sql/named_release.sql"),
-    "\n",
-    include_str!("../sql/pessimistic_restore.sql")
-);
-/// As [`END_NOTED_MYSQL`], also restoring the idle-transaction timeouts the notes' transaction
-/// set (`sql/named_note_begin_mariadb.sql`).
-const END_NOTED_MARIADB: &str = concat!(
-    "ROLLBACK;\n",
-    include_str!("../sql/named_release.sql"),
-    "\n",
-    include_str!("../sql/pessimistic_restore_mariadb.sql")
-);
+const END_NOTED: &str = concat!("ROLLBACK;\n", include_str!("../sql/named_release.sql"));
 /// Longest `GET_LOCK` wait sent, in seconds (a year; the core retries a longer deadline).
 const MAX_WAIT_SECS: f64 = 31_536_000.0;
 
@@ -63,12 +49,15 @@ enum Answer {
 
 /// The named-lock backend state.
 pub(crate) struct Named {
+    /// The backend's pool (inspection, `KILL QUERY`), the holds (nesting, keepers, release).
     parts: Parts,
+    /// Private pool of holding connections, each set up once with the holds' idle bound (the
+    /// server ends a holding session silent that long, and with it the lock).
+    holders: MySqlPool,
+    /// Clean holding connections kept for the next acquisition (no pool checkout, no return ping).
+    warm: Arc<Warm>,
     sql: NamedSql,
     flavor: Flavor,
-    /// `SET SESSION wait_timeout = ..` for the holds' idle bound (the GET_LOCK follows in the
-    /// same batch).
-    bounds: Arc<str>,
 }
 
 impl fmt::Debug for Named {
@@ -84,26 +73,21 @@ fn name_literal(name: &str) -> String {
 }
 
 impl Named {
+    /// Needs a runtime (the holders' pool starts its idle reaper).
     pub(crate) fn new(pool: MySqlPool, sql: NamedSql, flavor: Flavor, keepalive: Duration) -> Self {
         let trips = Trips::default();
-        let idle_bound = server_idle(keepalive);
-        let idle = idle_bound.as_secs().to_string();
         let notes = SessionNotes {
             kind: NoteKind::Named,
             insert: sql.notes.session_insert.clone(),
             update: sql.notes.session_update.clone(),
             read: sql.notes.session_read.clone(),
-            begin: Some(sql.note_begin.replace("{idle}", &idle).into()),
-            end: match flavor {
-                Flavor::MariaDb => END_NOTED_MARIADB,
-                Flavor::MySql => END_NOTED_MYSQL,
-            },
+            begin: Some(sql.note_begin.into()),
+            end: END_NOTED,
         };
-        let sessions =
-            Sessions::new(Driver::new(RELEASE, RELEASE, notes, trips.clone()), keepalive, idle_bound);
-        let bounds = sql.bounds.replace("{idle}", &idle).into();
+        let driver = Driver::new(RELEASE, RELEASE, notes, trips.clone());
+        let Holding { sessions, holders, warm } = Holding::new(&pool, sql.session, driver, keepalive);
         let parts = Parts::new(pool, sessions, trips, &sql.schema, &sql.notes.schema);
-        Named { parts, sql, flavor, bounds }
+        Named { parts, holders, warm, sql, flavor }
     }
 
     /// The statement taking `name`, waiting up to `secs` (0: try once).
@@ -126,22 +110,23 @@ impl Named {
     /// first round trip ([`wait_once`](Self::wait_once)); one that may not tries once.
     async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let name = lock_name(req.key);
-        let mut pinned = Pinned::new(self.parts.pool.acquire().await.map_err(classify)?);
+        let mut pinned = self.warm.pinned(&self.holders).await?;
         if let Some(deadline) = req.wait_until
             && deadline.saturating_duration_since(Instant::now()) >= MIN_WAIT
         {
             return self.wait_once(req, pinned, &name, deadline).await;
         }
         let sent = Instant::now();
-        // One round trip: the session bounds and GET_LOCK(name, 0), which answers the fencing
-        // token of a grant (MariaDB) and the connection id.
-        let batch = format!("{};\n{}", self.bounds, self.get_lock(&name, 0.0));
+        // One round trip: GET_LOCK(name, 0), which answers the fencing token of a grant
+        // (MariaDB) and the connection id.
         self.parts.trips.add();
-        let rows =
-            sqlx::raw_sql(AssertSqlSafe(batch)).fetch_all(&mut **pinned.conn).await.map_err(classify)?;
-        let row = rows.first().ok_or_else(|| LockError::permanent(NAME, "GET_LOCK answered no row"))?;
+        let row = sqlx::raw_sql(AssertSqlSafe(self.get_lock(&name, 0.0)))
+            .fetch_optional(&mut **pinned.conn)
+            .await
+            .map_err(classify)?
+            .ok_or_else(|| LockError::permanent(NAME, "GET_LOCK answered no row"))?;
         let conn_id: u64 = row.try_get(1).map_err(classify)?;
-        match self.answer(row)? {
+        match self.answer(&row)? {
             Answer::Granted(fence) => self.finish(req, pinned, conn_id, fence, (sent, None)).await,
             Answer::Null => {
                 self.end(pinned).await;
@@ -152,7 +137,7 @@ impl Named {
     }
 
     /// A waiting attempt in one round trip, as a bare `GET_LOCK(name, wait)` caller's: the
-    /// session bounds, the connection id, and `GET_LOCK` with the time left, in one batch. The
+    /// connection id and `GET_LOCK` with the time left, in one batch. The
     /// server answers each statement as it runs, so the id arrives before the wait ends, and a
     /// dropped future kills the wait by it (`killable_wait`): no grant arrives for nobody. In the
     /// one round trip before the id arrives, a drop finds the wait by the statement's mark in
@@ -167,11 +152,7 @@ impl Named {
     ) -> Result<Attempt> {
         let mark = OwnerToken::random().to_string();
         let secs = deadline.saturating_duration_since(Instant::now()).as_secs_f64().min(MAX_WAIT_SECS);
-        let batch = format!(
-            "{};\nSELECT CONNECTION_ID();\n/* {WAIT_MARK}{mark} */ {}",
-            self.bounds,
-            self.get_lock(name, secs)
-        );
+        let batch = format!("SELECT CONNECTION_ID();\n/* {WAIT_MARK}{mark} */ {}", self.get_lock(name, secs));
         let (pool, trips) = (self.parts.pool.clone(), self.parts.trips.clone());
         let marked = Cleanup::arm("mysql lock wait", move || kill_marked(pool, mark, trips));
         let sent = Instant::now();
@@ -206,11 +187,12 @@ impl Named {
         }
     }
 
-    /// Give the connection of an attempt without a grant back to the pool (every named lock of
-    /// the session released, the timeouts restored), or close it.
+    /// Keep the connection of an attempt without a grant for the next attempt (every named lock
+    /// of the session released), or close it.
     async fn end(&self, pinned: Pinned) {
-        if let Err(e) = pinned.end(RELEASE, &self.parts.trips).await {
-            tracing::debug!(error = %e, "ending a GET_LOCK attempt failed; connection closed");
+        match pinned.end(RELEASE, &self.parts.trips).await {
+            Ok(clean) => self.warm.put(clean),
+            Err(e) => tracing::debug!(error = %e, "ending a GET_LOCK attempt failed; connection closed"),
         }
     }
 
@@ -246,7 +228,7 @@ impl Recipe for Named {
     }
 
     fn checkout(&self) -> Duration {
-        self.parts.pool.options().get_acquire_timeout()
+        self.holders.options().get_acquire_timeout()
     }
 
     async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {

@@ -18,14 +18,13 @@ use async_trait::async_trait;
 use lock_core::backend::session::Trips;
 use lock_core::backend::{AcquireRequest, Attempt, LockInfo, jitter, unsupported};
 use lock_core::{LockError, Result};
-use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
-use crate::session::Warm;
 use crate::session::{
-    Driver, MIN_WAIT, Pinned, SessionNotes, Sessions, granted, killable_wait, next_fence, server_idle,
+    Driver, Holding, MIN_WAIT, Pinned, SessionNotes, Warm, granted, killable_wait, next_fence,
 };
 use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NoteKind, PessimisticSql, hex_literal};
@@ -91,15 +90,8 @@ impl Pessimistic {
             begin: None,
             end: ROLLBACK,
         };
-        let idle = server_idle(keepalive);
-        // A holding connection is handed out only within the first third of the server's idle
-        // bound since its last statement was sent: far from being ended by the server.
-        let fresh = idle / 3;
-        let warm = Warm::new(fresh);
-        let driver = Driver::new(COMMIT, ROLLBACK, notes, trips.clone()).with_warm(warm.clone());
-        let sessions = Sessions::new(driver, keepalive, idle);
-        let setup: Arc<str> = sql.session.replace("{idle}", &idle.as_secs().to_string()).into();
-        let holders = holders_pool(&pool, setup, fresh);
+        let driver = Driver::new(COMMIT, ROLLBACK, notes, trips.clone());
+        let Holding { sessions, holders, warm } = Holding::new(&pool, sql.session, driver, keepalive);
         let parts = Parts::new(pool, sessions, trips, &sql.schema, &sql.notes.schema);
         Pessimistic { parts, holders, warm, sql, flavor }
     }
@@ -135,10 +127,7 @@ impl Pessimistic {
     /// the server's queue until `wait_until`.
     async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Step> {
         let key = req.key.as_bytes();
-        let mut pinned = match self.warm.take() {
-            Some(p) => p,
-            None => Pinned::new(self.holders.acquire().await.map_err(classify)?),
-        };
+        let mut pinned = self.warm.pinned(&self.holders).await?;
         let sent = Instant::now();
         // One round trip: the NOWAIT lock, which opens the holding transaction itself (autocommit
         // is off on holding connections); a grant answers the fencing token and the connection
@@ -326,27 +315,4 @@ impl Recipe for Pessimistic {
             "inspecting a pessimistic lock without taking the row (use optimistic mode, or try_lock)",
         ))
     }
-}
-
-/// The private pool of holding connections: the connect options and size of the backend's pool
-/// (a user's pool keeps its connections to itself), each connection set up once with `setup`
-/// (autocommit off, the idle bound `idle`). A connection idle in this pool still carries that
-/// bound, so the server would end it: one idle in the pool for `fresh` is closed by the reaper
-/// and never handed out (`before_acquire` checks locally, no round trip), so a holder never
-/// starts on a session the server is about to end.
-fn holders_pool(pool: &MySqlPool, setup: Arc<str>, fresh: Duration) -> MySqlPool {
-    let opts = pool.options();
-    MySqlPoolOptions::new()
-        .max_connections(opts.get_max_connections())
-        .acquire_timeout(opts.get_acquire_timeout())
-        // No ping per checkout: a dead connection fails its lock statement with a temporary
-        // error (retried by the core), and sqlx pings on return anyway.
-        .test_before_acquire(false)
-        .idle_timeout(fresh)
-        .before_acquire(move |_, meta| Box::pin(async move { Ok(meta.idle_for < fresh) }))
-        .after_connect(move |conn, _| {
-            let setup = setup.clone();
-            Box::pin(async move { sqlx::raw_sql(AssertSqlSafe(setup)).execute(conn).await.map(drop) })
-        })
-        .connect_lazy_with((*pool.connect_options()).clone())
 }

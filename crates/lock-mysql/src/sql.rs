@@ -172,15 +172,16 @@ impl PessimisticSql {
 pub(crate) struct NamedSql {
     /// The fence object only (GET_LOCK needs no table).
     pub schema: Arc<str>,
-    /// Template with `{idle}` (seconds) still to fill.
-    pub bounds: &'static str,
+    /// Run once per holding connection (the idle bounds); template with `{idle}` (seconds) still
+    /// to fill.
+    pub session: &'static str,
     /// Template with `{name}` (a utf8mb4-converted [`hex_literal`]) and `{timeout}` (seconds, a
     /// number) still to fill; sent as text.
     pub get_lock: Arc<str>,
     /// MySQL only (MariaDB draws the token in the GET_LOCK statement): per-key counter.
     pub fence_next: Arc<str>,
     pub inspect: Arc<str>,
-    /// Template with `{idle}` (seconds) still to fill: opens the transaction of a hold's notes.
+    /// Opens the transaction of a hold's notes.
     pub note_begin: &'static str,
     pub notes: NotesSql,
 }
@@ -198,14 +199,14 @@ impl NamedSql {
         };
         NamedSql {
             schema: render(schema, table),
-            bounds: include_str!("../sql/named_bounds.sql"),
+            session: match flavor {
+                Flavor::MariaDb => include_str!("../sql/named_session_mariadb.sql"),
+                Flavor::MySql => include_str!("../sql/named_session.sql"),
+            },
             get_lock: render(get_lock, table),
             fence_next: render(include_str!("../sql/pessimistic_fence_next.sql"), table),
             inspect: render(include_str!("../sql/named_inspect.sql"), table),
-            note_begin: match flavor {
-                Flavor::MariaDb => include_str!("../sql/named_note_begin_mariadb.sql"),
-                Flavor::MySql => include_str!("../sql/named_note_begin.sql"),
-            },
+            note_begin: include_str!("../sql/named_note_begin.sql"),
             notes: NotesSql::new(table, NoteKind::Named),
         }
     }
@@ -342,9 +343,9 @@ mod tests {
             assert!(n.schema.contains("`tbl_fence`") && !n.schema.contains("`tbl`"));
             assert!(n.get_lock.contains("GET_LOCK({name}, {timeout})") && !n.get_lock.contains('?'));
             assert_eq!(n.get_lock.contains("NEXTVAL(`tbl_fence`)"), flavor == Flavor::MariaDb);
-            assert!(n.bounds.contains("{idle}") && n.fence_next.contains("`tbl_fence`"));
+            assert!(n.session.contains("{idle}") && n.fence_next.contains("`tbl_fence`"));
             assert!(n.note_begin.contains("BEGIN"));
-            assert_eq!(n.note_begin.contains("{idle}"), flavor == Flavor::MariaDb);
+            assert_eq!(n.session.contains("idle_transaction_timeout"), flavor == Flavor::MariaDb);
             for notes in [&p.notes, &n.notes, &o.notes] {
                 assert!(notes.schema.contains("`tbl_notes`") && !notes.schema.contains("{table}"));
                 assert!(notes.session_read.contains("name = {key}") && !notes.session_read.contains('?'));

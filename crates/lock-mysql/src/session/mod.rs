@@ -3,8 +3,9 @@
 //!
 //! The holds themselves (nesting, the keeper and its lost signal, renewal as a ping, release)
 //! are `lock_core::backend::session`'s; this module is their MySQL driver ([`Driver`]): the
-//! ping, the statement that ends a hold (which, on a shared pool's connection, also gives the
-//! session its server-wide timeouts back), and notes. [`Pinned`] closes a connection that was
+//! ping, the statement that ends a hold, and notes. Holding connections come from a private
+//! pool whose sessions carry the holds' settings from the start ([`Holding`]); a cleanly
+//! ended one is kept for the next hold ([`Warm`]). [`Pinned`] closes a connection that was
 //! not ended cleanly, and [`killable_wait`] ends a lock wait in the server with `KILL QUERY`
 //! when its future is dropped.
 //!
@@ -29,7 +30,7 @@ use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_connection_lost, is_refused};
 use crate::sql::{NoteKind, hex_literal};
-pub(crate) use warm::Warm;
+pub(crate) use warm::{Holding, Warm};
 
 /// How long past the caller's deadline the client waits for the server's own timeout of a lock
 /// wait before it cancels the wait itself with `KILL QUERY`: long enough for a loaded server to
@@ -58,8 +59,7 @@ impl Pinned {
         Pinned { conn: DropInRuntime::new(conn), dirty: true, ended: Instant::now() }
     }
 
-    /// End the hold with `stmt` (which, on a shared pool's connection, also gives the session
-    /// its server-wide timeouts back); on success the connection is clean: dropped, it goes
+    /// End the hold with `stmt`; on success the connection is clean: dropped, it goes
     /// back to the pool, or it may be kept for the next hold ([`Warm`](warm::Warm)).
     pub(crate) async fn end(
         mut self,
@@ -202,7 +202,7 @@ pub(crate) struct SessionNotes {
     /// Opens the transaction the notes live in (named mode; a pessimistic hold is one).
     pub(crate) begin: Option<Arc<str>>,
     /// Ends a hold whose transaction carries a note: `ROLLBACK` first (the note goes before the
-    /// key is free), then the hold, with the session's timeouts restored. At release and abandon.
+    /// key is free), then the hold. At release and abandon.
     pub(crate) end: &'static str,
 }
 
@@ -249,13 +249,13 @@ where
 
 /// The MySQL side of a mode's holds.
 pub(crate) struct Driver {
-    /// Ends a hold cleanly (and restores the session's timeouts): at release.
+    /// Ends a hold cleanly: at release.
     release: &'static str,
     /// Ends a hold whose backend was dropped.
     abandon: &'static str,
     notes: SessionNotes,
     trips: Trips,
-    /// Where a cleanly released connection is kept for the next hold (pessimistic mode).
+    /// Where a cleanly released connection is kept for the next hold.
     warm: Option<Arc<Warm>>,
 }
 

@@ -1,15 +1,45 @@
-//! Clean holding connections kept for the next acquisition (pessimistic mode).
+//! Holding connections: the private pool they come from, each set up once with the holder's
+//! session settings, and the clean ones kept for the next acquisition.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::backend::Mutex;
+use sqlx::AssertSqlSafe;
+use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use tokio::time::Instant;
 
-use super::Pinned;
+use lock_core::Result;
 
-/// Clean holding connections kept for the next acquisition (pessimistic mode, whose holding
-/// connections come from a private pool and carry the holder's session settings): taking one
+use super::{Driver, Pinned, Sessions, server_idle};
+use crate::error::classify;
+
+/// What a session-bound mode holds with: the holds, the private pool of holding connections,
+/// and the clean ones kept for the next acquisition.
+pub(crate) struct Holding {
+    pub(crate) sessions: Sessions,
+    pub(crate) holders: MySqlPool,
+    pub(crate) warm: Arc<Warm>,
+}
+
+impl Holding {
+    /// Holding connections opened like `pool`'s and set up with `setup` (a template with
+    /// `{idle}`, the server's idle bound in seconds, still to fill), holds ended by `driver`.
+    /// Needs a runtime (the holders' pool starts its idle reaper).
+    pub(crate) fn new(pool: &MySqlPool, setup: &str, driver: Driver, keepalive: Duration) -> Self {
+        let idle = server_idle(keepalive);
+        // A holding connection is handed out only within the first third of the server's idle
+        // bound since its last statement was sent: far from being ended by the server.
+        let fresh = idle / 3;
+        let warm = Warm::new(fresh);
+        let sessions = Sessions::new(driver.with_warm(warm.clone()), keepalive, idle);
+        let setup = setup.replace("{idle}", &idle.as_secs().to_string()).into();
+        Holding { sessions, holders: holders_pool(pool, setup, fresh), warm }
+    }
+}
+
+/// Clean holding connections kept for the next acquisition (holding connections come from a
+/// private pool and carry the holder's session settings, [`holders_pool`]): taking one
 /// skips the pool's checkout, and keeping it skips the ping sqlx sends on every return to a pool
 /// (a round trip per release). A connection is only taken
 /// while its session is far from the server's idle bound (`fresh`, counted from when its last
@@ -50,7 +80,7 @@ impl Warm {
     }
 
     /// The most recently used fresh connection, now carrying (or about to carry) a hold.
-    pub(crate) fn take(&self) -> Option<Pinned> {
+    fn take(&self) -> Option<Pinned> {
         let now = Instant::now();
         let mut p = loop {
             let p = self.conns.lock().pop()?;
@@ -64,6 +94,14 @@ impl Warm {
         Some(p)
     }
 
+    /// A clean holding connection for the next hold: a kept one, or one from `holders`.
+    pub(crate) async fn pinned(&self, holders: &MySqlPool) -> Result<Pinned> {
+        match self.take() {
+            Some(p) => Ok(p),
+            None => Ok(Pinned::new(holders.acquire().await.map_err(classify)?)),
+        }
+    }
+
     /// Keep `p`, a connection whose hold ended cleanly, for the next acquisition.
     pub(crate) fn put(&self, p: Pinned) {
         if p.dirty {
@@ -74,4 +112,27 @@ impl Warm {
             conns.push(p);
         }
     }
+}
+
+/// The private pool of holding connections: the connect options and size of the backend's pool
+/// (a user's pool keeps its connections to itself), each connection set up once with `setup`
+/// (the mode's session settings: the idle bound, and autocommit off for row locks). A connection idle in this pool still carries that
+/// bound, so the server would end it: one idle in the pool for `fresh` is closed by the reaper
+/// and never handed out (`before_acquire` checks locally, no round trip), so a holder never
+/// starts on a session the server is about to end.
+fn holders_pool(pool: &MySqlPool, setup: Arc<str>, fresh: Duration) -> MySqlPool {
+    let opts = pool.options();
+    MySqlPoolOptions::new()
+        .max_connections(opts.get_max_connections())
+        .acquire_timeout(opts.get_acquire_timeout())
+        // No ping per checkout: a dead connection fails its lock statement with a temporary
+        // error (retried by the core), and sqlx pings on return anyway.
+        .test_before_acquire(false)
+        .idle_timeout(fresh)
+        .before_acquire(move |_, meta| Box::pin(async move { Ok(meta.idle_for < fresh) }))
+        .after_connect(move |conn, _| {
+            let setup = setup.clone();
+            Box::pin(async move { sqlx::raw_sql(AssertSqlSafe(setup)).execute(conn).await.map(drop) })
+        })
+        .connect_lazy_with((*pool.connect_options()).clone())
 }
