@@ -29,11 +29,16 @@ use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NamedSql, NoteKind, hex_literal};
 
 /// Release every named lock of the session: the end of a hold, and of an attempt that got no
-/// grant. The session keeps its idle bounds (it stays in the private pool of holding connections).
-const RELEASE: &str = include_str!("../sql/named_release.sql");
+/// grant, before the connection is kept for the next acquisition or goes back to the private
+/// pool of holding connections (whose sessions keep the holds' idle bounds). The connection
+/// carries exactly one `GET_LOCK` of one hold (nesting is counted in the client), so releasing
+/// every lock of the session releases exactly it, and a connection never returns to the pool
+/// holding a named lock, even one granted by an answer the client did not see.
+/// (`RELEASE_ALL_LOCKS`: MySQL 5.7+, MariaDB 10.5+.)
+const RELEASE: &str = "DO RELEASE_ALL_LOCKS()";
 /// End a hold whose session opened a transaction for notes: `ROLLBACK` first (the note goes
 /// before the name is free), then as [`RELEASE`].
-const END_NOTED: &str = concat!("ROLLBACK;\n", include_str!("../sql/named_release.sql"));
+const END_NOTED: &str = "ROLLBACK;\nDO RELEASE_ALL_LOCKS()";
 /// Longest `GET_LOCK` wait sent, in seconds (a year; the core retries a longer deadline).
 const MAX_WAIT_SECS: f64 = 31_536_000.0;
 
