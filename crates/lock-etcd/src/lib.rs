@@ -8,6 +8,7 @@ mod backend;
 mod builder;
 mod cleanup;
 mod error;
+mod hub;
 mod note;
 mod options;
 mod recipe;

@@ -7,17 +7,19 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use etcd_client::{
-    Compare, CompareOp, EventType, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
-    TxnOpResponse, TxnResponse, WatchFilterType, WatchOptions, WatchStream,
+    Compare, CompareOp, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
+    TxnResponse,
 };
 use lock_core::backend::queue::{self, Place, QueueHold, QueueHolds, QueueStore, Watched};
 use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Side};
 use lock_core::{Result, async_trait};
+use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use crate::cleanup;
 use crate::cleanup::AttemptKeys;
 use crate::error::{bounded, lease_gone, lock_error, temporary};
+use crate::hub::{PrefixWatch, Seen};
 use crate::session::{Inner, Session};
 
 /// `key` as one segment of an etcd key: `%` and `/` percent-encoded, so that no key's prefix
@@ -140,12 +142,24 @@ struct Entry {
     name: String,
     fence: i64,
     cleanup: Cleanup,
+    /// Subscribed to the prefix's watch before the put (see `enqueue`).
+    early: Option<Early>,
 }
 
-/// A watch on the predecessor (and on our own key, should the lease end), and whether the
-/// predecessor is the holder.
+/// A subscription taken before an attempt's put, and whether the key the put's transaction
+/// found ahead is the holder's.
+struct Early {
+    seen: broadcast::Receiver<Seen>,
+    prefix: Arc<PrefixWatch>,
+    head: bool,
+}
+
+/// A subscription to the deletes under the lock's prefix, the predecessor waited for, and
+/// whether it is the holder.
 struct PredecessorWatch {
-    stream: WatchStream,
+    seen: broadcast::Receiver<Seen>,
+    /// Keeps the prefix's watch open while waiting.
+    _prefix: Arc<PrefixWatch>,
     predecessor: Vec<u8>,
     head: bool,
 }
@@ -175,6 +189,11 @@ impl QueueStore for Queue<'_> {
         let mut kv = inner.client.kv_client();
         let timeout = inner.cfg.request_timeout;
         let mut regranted = false;
+        // A request that may wait subscribes before its key goes in, if this client already
+        // watches the lock's prefix: what the put's transaction reads is then all a wait needs
+        // (a delete after it cannot be missed), so waiting costs no other read.
+        let early = req.wait_until.and_then(|_| inner.hub.open_watch(&dir));
+        let early = early.and_then(|prefix| Some((prefix.subscribe()?, prefix)));
         let (name, fence, cleanup, holder, predecessor) = loop {
             let n = inner.nonce.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let name = format!("{}{:016x}_{n:x}", side_dir(&dir, req.side), session.lease);
@@ -226,67 +245,42 @@ impl QueueStore for Queue<'_> {
         if fence <= 0 {
             return Err(temporary("lock key put answered without a revision"));
         }
+        // For a mutex or a writer, whether the key waited for is the holder's.
+        let head = !req.side.is_shared() && predecessor.is_some() && holder == predecessor;
+        let early = early.map(|(seen, prefix)| Early { seen, prefix, head });
         let place = match predecessor {
             None if req.side.is_shared() => Place::Head,
             _ if holder.as_deref() == Some(name.as_bytes()) => Place::Head,
             predecessor => Place::Behind(predecessor),
         };
-        Ok((Entry { session, side: req.side, dir, name, fence, cleanup }, place))
+        Ok((Entry { session, side: req.side, dir, name, fence, cleanup, early }, place))
     }
 
-    /// Watch only the last key created before ours (and ours, should the lease end) for a
-    /// delete.
+    /// Wait for the last key created before ours (and ours, should the lease end) to be
+    /// deleted, on this client's watch of the lock's prefix ([`crate::hub`]): subscribed to
+    /// first, then the predecessor read, so a delete after that read cannot be missed.
     async fn watch(
         &self,
         entry: &mut Entry,
         candidate: Option<Vec<u8>>,
     ) -> Result<Watched<PredecessorWatch, Option<Vec<u8>>>> {
         let inner = self.0;
-        let (dir, side, name, fence) = (entry.dir.as_str(), entry.side, entry.name.as_str(), entry.fence);
         if entry.session.is_ended() {
             return Err(temporary("etcd lease ended while waiting"));
         }
-        let predecessor = match candidate {
-            Some(p) => p,
-            None => match inner.predecessor(dir, side, name, fence).await? {
-                Some((p, _)) => p,
-                None => return Ok(Watched::Moved(Place::Head)),
-            },
-        };
-        // Watch from now, then read. (A watch from a past revision is served by the server's
-        // catch-up loop, every 100 ms: a slow hand-over.) A delete before the watch started
-        // shows in the read, one after it in the watch.
-        let timeout = inner.cfg.request_timeout;
-        let mut watcher = inner.client.watch_client();
-        let opts = || WatchOptions::new().with_filters([WatchFilterType::NoPut]);
-        let watch = watcher.watch(predecessor.clone(), Some(opts()));
-        let mut stream = bounded(timeout, watch).await.map_err(lock_error)?;
-        stream.watch(name, Some(opts())).await.map_err(lock_error)?;
-        let mut created = 0;
-        let mut woke = false;
-        let started = async {
-            while created < 2 && !woke {
-                match stream.message().await.map_err(lock_error)? {
-                    Some(m) => {
-                        created += usize::from(m.created());
-                        woke = m.canceled() || m.events().iter().any(|e| e.event_type() == EventType::Delete);
-                    }
-                    None => return Err(temporary("watch stream closed while waiting")),
-                }
-            }
-            Ok(())
-        };
-        match tokio::time::timeout(timeout, started).await {
-            Ok(r) => r?,
-            Err(_) => return Err(temporary("watch not created in time")),
+        // The put's own read, subscribed to before it: no other read.
+        if let (Some(predecessor), Some(Early { seen, prefix, head })) = (candidate, entry.early.take()) {
+            return Ok(Watched::Armed(PredecessorWatch { seen, _prefix: prefix, predecessor, head }));
         }
-        if woke {
-            return Ok(Watched::Moved(Place::Behind(None)));
-        }
+        let (dir, side, name, fence) = (entry.dir.as_str(), entry.side, entry.name.as_str(), entry.fence);
+        let prefix = inner.hub.watch(&inner.client, dir, inner.cfg.request_timeout).await?;
+        // Ended since it was handed out: the next round opens another.
+        let Some(seen) = prefix.subscribe() else { return Ok(Watched::Moved(Place::Behind(None))) };
         match inner.predecessor(dir, side, name, fence).await? {
             None => Ok(Watched::Moved(Place::Head)),
-            Some((p, _)) if p != predecessor => Ok(Watched::Moved(Place::Behind(Some(p)))),
-            Some((_, head)) => Ok(Watched::Armed(PredecessorWatch { stream, predecessor, head })),
+            Some((predecessor, head)) => {
+                Ok(Watched::Armed(PredecessorWatch { seen, _prefix: prefix, predecessor, head }))
+            }
         }
     }
 
@@ -295,34 +289,25 @@ impl QueueStore for Queue<'_> {
         entry: &mut Entry,
         w: PredecessorWatch,
     ) -> Result<Option<Place<Option<Vec<u8>>>>> {
-        let PredecessorWatch { mut stream, predecessor, head } = w;
+        let PredecessorWatch { mut seen, predecessor, head, .. } = w;
         let name = entry.name.as_bytes();
-        // `Ok(true)`: the predecessor was deleted; `Ok(false)`: look again (watch cancelled).
+        // `true`: the predecessor was deleted; `false`: look again (the watch ended, or this
+        // waiter fell so far behind that deletes were dropped).
         let predecessor_gone = loop {
-            match stream.message().await {
-                Ok(Some(m)) if m.canceled() => break false,
-                Ok(Some(m)) => {
-                    let deleted = |key: &[u8]| {
-                        m.events().iter().any(|e| {
-                            e.event_type() == EventType::Delete && e.kv().is_some_and(|kv| kv.key() == key)
-                        })
-                    };
-                    if deleted(name) {
-                        return Err(temporary("own lock key vanished while waiting"));
-                    }
-                    if deleted(&predecessor) {
-                        break true;
-                    }
+            match seen.recv().await {
+                Ok(Seen::Deleted(key)) if *key == *name => {
+                    return Err(temporary("own lock key vanished while waiting"));
                 }
-                Ok(None) => return Err(temporary("watch stream closed while waiting")),
-                Err(e) => return Err(lock_error(e)),
+                Ok(Seen::Deleted(key)) if *key == *predecessor => break true,
+                Ok(Seen::Deleted(_)) => {}
+                Ok(Seen::Ended) | Err(_) => break false,
             }
         };
         #[cfg(feature = "testing")]
         self.0.wakeups.fetch_add(1, Ordering::Relaxed);
         // The holder itself was our predecessor: nothing older is left, and a key created later
         // queues behind ours. Our own key's delete, had it come first, would have come first on
-        // this stream (events are sent in revision order): the lock is ours without another
+        // this watch (events are sent in revision order): the lock is ours without another
         // read.
         Ok(Some(if predecessor_gone && head { Place::Head } else { Place::Behind(None) }))
     }

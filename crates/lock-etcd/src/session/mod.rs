@@ -21,6 +21,7 @@ use crate::builder::Config;
 use crate::cleanup;
 use crate::cleanup::Life;
 use crate::error::{bounded, lock_error};
+use crate::hub::Hub;
 use keeper::{Watch, keep_alive};
 
 /// One lease. Its generation tells its holds from those of an earlier lease.
@@ -103,6 +104,8 @@ pub(crate) struct Inner {
     session: Mutex<Arc<Session>>,
     regrant: tokio::sync::Mutex<()>,
     pub holds: QueueHolds,
+    /// The watches of lock prefixes this client's waiters share.
+    pub hub: Hub,
     next_generation: AtomicU64,
     /// Makes every attempt's key unique under the lease (several owners share one lease).
     pub nonce: AtomicU64,
@@ -151,6 +154,7 @@ impl Inner {
             session: Mutex::new(session.clone()),
             regrant: tokio::sync::Mutex::new(()),
             holds: QueueHolds::default(),
+            hub: Hub::default(),
             next_generation: AtomicU64::new(1),
             nonce: AtomicU64::new(0),
             #[cfg(feature = "testing")]

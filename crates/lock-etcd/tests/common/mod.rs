@@ -42,3 +42,17 @@ pub async fn queued(client: &etcd::Client, prefix: &str) -> usize {
     let mut c = client.clone();
     c.get(prefix, Some(opts)).await.map_or(usize::MAX, |r| usize::try_from(r.count()).unwrap_or(0))
 }
+
+/// The sum of the series of metric `name` (with `labels`, if any) on a server's `/metrics`.
+pub async fn metric(endpoint: &str, series: &str) -> f64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(endpoint).await.expect("connect for /metrics");
+    let req = format!("GET /metrics HTTP/1.0\r\nHost: {endpoint}\r\n\r\n");
+    conn.write_all(req.as_bytes()).await.expect("ask /metrics");
+    let mut body = String::new();
+    conn.read_to_string(&mut body).await.expect("read /metrics");
+    body.lines()
+        .filter(|l| l.starts_with(series))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
