@@ -131,6 +131,7 @@ impl Named {
             .map_err(classify)?
             .ok_or_else(|| LockError::permanent(NAME, "GET_LOCK answered no row"))?;
         let conn_id: u64 = row.try_get(1).map_err(classify)?;
+        pinned.id = Some(conn_id);
         match self.answer(&row)? {
             Answer::Granted(fence) => self.finish(req, pinned, conn_id, fence, (sent, None)).await,
             Answer::Null => {
@@ -142,7 +143,8 @@ impl Named {
     }
 
     /// A waiting attempt in one round trip, as a bare `GET_LOCK(name, wait)` caller's: the
-    /// connection id and `GET_LOCK` with the time left, in one batch. The
+    /// connection id (unless a kept connection knows it already, [`Self::wait_known`]) and
+    /// `GET_LOCK` with the time left, in one batch. The
     /// server answers each statement as it runs, so the id arrives before the wait ends, and a
     /// dropped future kills the wait by it (`killable_wait`): no grant arrives for nobody. In the
     /// one round trip before the id arrives, a drop finds the wait by the statement's mark in
@@ -157,6 +159,9 @@ impl Named {
     ) -> Result<Attempt> {
         let mark = OwnerToken::random().to_string();
         let secs = deadline.saturating_duration_since(Instant::now()).as_secs_f64().min(MAX_WAIT_SECS);
+        if let Some(conn_id) = pinned.id {
+            return self.wait_known(req, pinned, conn_id, (name, secs, mark), deadline).await;
+        }
         let batch = format!("SELECT CONNECTION_ID();\n/* {WAIT_MARK}{mark} */ {}", self.get_lock(name, secs));
         let (pool, trips) = (self.parts.pool.clone(), self.parts.trips.clone());
         let marked = Cleanup::arm("mysql lock wait", move || kill_marked(pool, mark, trips));
@@ -168,6 +173,7 @@ impl Named {
             None => return Err(LockError::permanent(NAME, "CONNECTION_ID() answered no row")),
         };
         marked.disarm();
+        pinned.id = Some(conn_id);
         let waited =
             killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, rows.try_next()).await;
         let answer = match waited {
@@ -185,6 +191,41 @@ impl Named {
             // needs no confirming ping, so the new holder's first command is its own (a release
             // right away is not queued behind a ping). See
             // `lock_core::backend::session::Granted::answered`.
+            Some(Answer::Granted(fence)) => {
+                self.finish(req, pinned, conn_id, fence, (sent, Some(Instant::now()))).await
+            }
+            _ => self.held(pinned).await,
+        }
+    }
+
+    /// As [`Self::wait_once`] on a connection whose id is known: `GET_LOCK` alone, answered in
+    /// one packet. The wait may not have started when a drop's `KILL QUERY` arrives (it goes
+    /// on another connection), so a drop also looks for the wait by its mark (`kill_marked`)
+    /// until it has run; at the deadline the id is enough (the wait has started by then).
+    async fn wait_known(
+        &self,
+        req: &AcquireRequest<'_>,
+        mut pinned: Pinned,
+        conn_id: u64,
+        (name, secs, mark): (&str, f64, String),
+        deadline: Instant,
+    ) -> Result<Attempt> {
+        let stmt = format!("/* {WAIT_MARK}{mark} */ {}", self.get_lock(name, secs));
+        let (pool, trips) = (self.parts.pool.clone(), self.parts.trips.clone());
+        let marked = Cleanup::arm("mysql lock wait", move || kill_marked(pool, mark, trips));
+        let sent = Instant::now();
+        self.parts.trips.add();
+        let wait = sqlx::raw_sql(AssertSqlSafe(stmt)).fetch_optional(&mut **pinned.conn);
+        let waited = killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, wait).await;
+        marked.disarm();
+        let answer = match waited {
+            Ok(Some(row)) => Some(self.answer(&row)?),
+            Ok(None) => return Err(LockError::permanent(NAME, "GET_LOCK answered no row")),
+            Err(e) if is_contention(&e) => None,
+            Err(e) => return Err(classify(e)),
+        };
+        match answer {
+            // Anchored at the send, as in `wait_once`.
             Some(Answer::Granted(fence)) => {
                 self.finish(req, pinned, conn_id, fence, (sent, Some(Instant::now()))).await
             }

@@ -150,15 +150,23 @@ impl Pessimistic {
             return self.held(pinned).await;
         }
         // Only a held key pays for the connection id (`KILL QUERY` needs it to end the wait), so
-        // `acquire()` on a free key costs what `try_lock` costs. This trip is made while another
-        // client holds the key, so it does not delay the hand-over; asking in the first batch
-        // instead (`SELECT CONNECTION_ID();` before the lock) would slow every `acquire()` on a
-        // free key for no gain under contention (see `docs/BENCH.md`).
-        self.parts.trips.add();
-        let conn_id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
-            .fetch_one(&mut **pinned.conn)
-            .await
-            .map_err(classify)?;
+        // `acquire()` on a free key costs what `try_lock` costs, and only once per connection (a
+        // kept connection knows it). This trip is made while another client holds the key, so
+        // it does not delay the hand-over; asking in the first batch instead (`SELECT
+        // CONNECTION_ID();` before the lock) would slow every `acquire()` on a free key for no
+        // gain under contention (see `docs/BENCH.md`).
+        let conn_id = match pinned.id {
+            Some(id) => id,
+            None => {
+                self.parts.trips.add();
+                let id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
+                    .fetch_one(&mut **pinned.conn)
+                    .await
+                    .map_err(classify)?;
+                pinned.id = Some(id);
+                id
+            }
+        };
         let remaining = deadline.saturating_duration_since(Instant::now());
 
         // Wait in the server's queue; the server ends the wait at the deadline by itself, and a

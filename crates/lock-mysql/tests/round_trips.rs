@@ -65,13 +65,18 @@ async fn named_lock_acquire_and_release_take_two_round_trips() {
 /// Round trips of one acquisition that waits in the server's queue behind a holder in another
 /// backend (another pool), and of its release, as the waiter's backend counts them; the holder
 /// releases once the waiter has sent `waiting` requests (it waits in the server by then).
-async fn waited_pair(mode: Mode, waiting: u64) -> u64 {
+/// `kept`: the waiter held and released the key once before, so it waits on the connection it
+/// kept, whose id it knows.
+async fn waited_pair(mode: Mode, waiting: u64, kept: bool) -> u64 {
     let (holder, waiter) = (backend(mode).await, backend(mode).await);
     let key = format!("round-trips-waited-{mode:?}-{}", OwnerToken::random());
     // The waiter's GET_LOCK statement names the key by the hex of its lock name.
     let statement = format!("%GET_LOCK(%{}%", common::hex(lock_mysql::lock_name(&key)));
     let (h, w) = (Locker::new(holder), Locker::new(waiter.clone()));
     h.try_lock(&key).await.expect("try_lock").expect("free").release().await.expect("release");
+    if kept {
+        w.try_lock(&key).await.expect("try_lock").expect("free").release().await.expect("release");
+    }
     let held = h.try_lock(&key).await.expect("try_lock").expect("free");
     let before = waiter.round_trips();
     let task = tokio::spawn(async move {
@@ -100,10 +105,21 @@ async fn waited_pair(mode: Mode, waiting: u64) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pessimistic_waited_acquire_and_release_take_four_round_trips() {
     // The first batch found the key held once a second request is counted.
-    assert_eq!(waited_pair(Mode::Pessimistic, 2).await, 4);
+    assert_eq!(waited_pair(Mode::Pessimistic, 2, false).await, 4);
+}
+
+/// On a kept connection the id is known: no statement to ask it before waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pessimistic_waited_acquire_and_release_on_a_kept_connection_take_three_round_trips() {
+    assert_eq!(waited_pair(Mode::Pessimistic, 2, true).await, 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn named_lock_waited_acquire_and_release_take_two_round_trips() {
-    assert_eq!(waited_pair(Mode::NamedLock, 1).await, 2);
+    assert_eq!(waited_pair(Mode::NamedLock, 1, false).await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_lock_waited_acquire_and_release_on_a_kept_connection_take_two_round_trips() {
+    assert_eq!(waited_pair(Mode::NamedLock, 1, true).await, 2);
 }

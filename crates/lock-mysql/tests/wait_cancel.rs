@@ -1,6 +1,7 @@
-//! A named-mode acquisition that waits sends one batch (session bounds, `CONNECTION_ID()`,
-//! `GET_LOCK(name, wait)`): cut off at any point of it, before or after the connection id came
-//! back, its wait does not stay in the server's queue, and nobody is granted the lock for it.
+//! A named-mode acquisition that waits sends one batch (`CONNECTION_ID()`, `GET_LOCK(name,
+//! wait)`), or `GET_LOCK` alone on a kept connection whose id is known: cut off at any point of
+//! it, before or after the connection id came back, its wait does not stay in the server's
+//! queue, and nobody is granted the lock for it.
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,18 @@ const STEPS: u32 = 24;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_get_lock_cut_off_anywhere_leaves_no_wait_and_no_grant() {
+    cut_waits(false).await;
+}
+
+/// The same on a connection kept from the waiter's previous hold, whose id is known: the wait
+/// is `GET_LOCK` alone, and a cut before it started is found by its mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_get_lock_on_a_kept_connection_cut_off_anywhere_leaves_no_wait_and_no_grant() {
+    cut_waits(true).await;
+}
+
+/// `kept`: the waiter holds and releases the key first, so its wait runs on the kept connection.
+async fn cut_waits(kept: bool) {
     let url = shared_url();
     let admin = admin(&url).await;
     let (a, b, c) = (
@@ -37,6 +50,9 @@ async fn a_waiting_get_lock_cut_off_anywhere_leaves_no_wait_and_no_grant() {
     let median = times[times.len() / 2];
     let mut cut = 0;
     for i in 0..STEPS {
+        if kept {
+            b.try_lock(&k).await.expect("try").expect("free").release().await.expect("release");
+        }
         let held = a.try_lock(&k).await.expect("try").expect("free");
         let offset = median * 2 * i / STEPS;
         let waited = cut_after(b.lock(&k).wait(Duration::from_secs(30)).acquire(), offset).await;

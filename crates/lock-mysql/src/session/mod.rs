@@ -49,6 +49,9 @@ pub(crate) const MIN_WAIT: Duration = Duration::from_millis(1);
 pub(crate) struct Pinned {
     pub(crate) conn: DropInRuntime<PoolConnection<MySql>>,
     pub(crate) dirty: bool,
+    /// The session's connection id, once an answer told it: a connection kept for the next
+    /// hold ([`Warm`]) keeps it, so a later wait needs no statement to learn it.
+    pub(crate) id: Option<u64>,
     /// When the statement that ended the last hold was sent ([`Pinned::end`]): the server's idle
     /// clock on the session started no earlier.
     pub(crate) ended: Instant,
@@ -56,7 +59,7 @@ pub(crate) struct Pinned {
 
 impl Pinned {
     pub(crate) fn new(conn: PoolConnection<MySql>) -> Self {
-        Pinned { conn: DropInRuntime::new(conn), dirty: true, ended: Instant::now() }
+        Pinned { conn: DropInRuntime::new(conn), dirty: true, id: None, ended: Instant::now() }
     }
 
     /// End the hold with `stmt`; on success the connection is clean: dropped, it goes
@@ -232,6 +235,8 @@ pub(crate) fn granted(
     if fence == 0 && !shared {
         return Err(LockError::permanent(NAME, "fence counter returned no value"));
     }
+    let mut pinned = pinned;
+    pinned.id = Some(conn_id);
     let held = Held { pinned, in_tx: false, noted: false };
     Ok(session::Granted { held, session: conn_id, fence, sent, answered })
 }
