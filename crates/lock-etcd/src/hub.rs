@@ -9,20 +9,20 @@
 //! clients on one lock, p99 was 100 ms against a p50 of 13. A watch that stays open is caught
 //! up once and then stays in the synced group, whose events go out as each write ends.
 //!
-//! The watch covers the lock's whole prefix (deletes only). Each client still wakes only the
-//! waiter whose predecessor went: other waiters see the key and go on waiting, with no request
-//! to the server (no herd of attempts). A prefix's watch is closed when no waiter has used it
-//! for [`KEEP`].
+//! The watch covers the lock's whole prefix (deletes only). A waiter marks the deletes seen so
+//! far, reads what it waits for, then registers for those keys: a delete between its mark and
+//! its registration is found among the recent ones, so none is missed. Each delete wakes only
+//! the waiters of that key (one, in a queue): many waiters in one process make no herd either.
+//! A prefix's watch is closed when no waiter has used it for [`KEEP`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use etcd_client::{Client, EventType, WatchFilterType, WatchOptions};
 use lock_core::Result;
 use lock_core::backend::Mutex;
-use tokio::sync::broadcast;
+use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -33,43 +33,84 @@ use crate::error::{bounded, lock_error, temporary};
 /// keeps few.
 const KEEP: Duration = Duration::from_secs(30);
 
-/// Deletes buffered for a slow waiter before it is told to look again.
-const BACKLOG: usize = 1024;
+/// Recent deletes remembered for waiters that read between their mark and their registration;
+/// one that fell further behind is told to look again.
+const RECENT: usize = 1024;
 
-/// What a prefix's watch saw.
-#[derive(Clone, Debug)]
-pub(crate) enum Seen {
-    /// This key was deleted (in revision order with the others).
+/// What woke a waiter.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Woken {
+    /// This key, one of those it waits for, was deleted.
     Deleted(Arc<[u8]>),
-    /// The watch ended (cancelled, compacted, the stream lost): deletes may have been missed.
-    Ended,
+    /// The watch ended (cancelled, compacted, the stream lost), or deletes since the waiter's
+    /// mark were forgotten: look again.
+    LookAgain,
 }
 
-/// The open watch of one lock prefix.
+/// Where the watch's reading task and the waiters meet.
+#[derive(Default)]
+struct Dispatch {
+    /// Deletes seen so far.
+    seq: u64,
+    /// The last [`RECENT`] deletes with their numbers.
+    recent: VecDeque<(u64, Arc<[u8]>)>,
+    /// Waiters by a key they wait for (a waiter is under each of its keys).
+    waiting: HashMap<Arc<[u8]>, Vec<mpsc::UnboundedSender<Woken>>>,
+    ended: bool,
+}
+
+/// A point in a prefix's deletes: a wait registered later, for keys read after it, misses none
+/// of them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Mark(u64);
+
+/// The open watch of one lock prefix. Each delete wakes only the waiters of that key (one,
+/// in a queue): many waiters in one process on one lock are no herd either.
 pub(crate) struct PrefixWatch {
-    seen: broadcast::Sender<Seen>,
-    /// Set before [`Seen::Ended`] is sent: a waiter that subscribed and then finds it unset
-    /// will receive that message.
-    ended: Arc<AtomicBool>,
+    dispatch: Arc<Mutex<Dispatch>>,
     task: AbortHandle,
     last_used: Mutex<Instant>,
 }
 
 impl PrefixWatch {
-    /// Every delete under the prefix from now on: subscribe before reading what to wait for, and
-    /// a delete after that read cannot be missed. `None` when the watch has ended (open another).
-    pub(crate) fn subscribe(&self) -> Option<broadcast::Receiver<Seen>> {
+    /// Mark the deletes seen so far: take it before reading what to wait for. `None` when the
+    /// watch has ended (open another).
+    pub(crate) fn mark(&self) -> Option<Mark> {
         *self.last_used.lock() = Instant::now();
-        let rx = self.seen.subscribe();
-        self.is_live().then_some(rx)
+        let d = self.dispatch.lock();
+        (!d.ended).then_some(Mark(d.seq))
+    }
+
+    /// Wake on the delete of any of `keys` after `mark`: at once if it happened already.
+    pub(crate) fn wait_for(&self, mark: Mark, keys: &[&[u8]]) -> mpsc::UnboundedReceiver<Woken> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut d = self.dispatch.lock();
+        let forgotten = d.recent.front().is_some_and(|(first, _)| *first > mark.0 + 1);
+        let missed = d.recent.iter().find(|(n, key)| *n > mark.0 && keys.contains(&&key[..]));
+        let now = match missed {
+            Some((_, key)) => Some(Woken::Deleted(key.clone())),
+            None if d.ended || forgotten => Some(Woken::LookAgain),
+            None => None,
+        };
+        match now {
+            Some(w) => {
+                let _ = tx.send(w);
+            }
+            None => {
+                for key in keys {
+                    d.waiting.entry(Arc::from(*key)).or_default().push(tx.clone());
+                }
+            }
+        }
+        rx
     }
 
     fn is_live(&self) -> bool {
-        !self.ended.load(Ordering::SeqCst)
+        !self.dispatch.lock().ended
     }
 
     fn idle(&self, now: Instant) -> bool {
-        self.seen.receiver_count() == 0 && *self.last_used.lock() + KEEP <= now
+        self.dispatch.lock().waiting.is_empty() && *self.last_used.lock() + KEEP <= now
     }
 }
 
@@ -78,6 +119,29 @@ impl Drop for PrefixWatch {
     /// runtime.
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+impl Dispatch {
+    fn deleted(&mut self, key: &[u8]) {
+        self.seq += 1;
+        let key: Arc<[u8]> = Arc::from(key);
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((self.seq, key.clone()));
+        for tx in self.waiting.remove(&key).unwrap_or_default() {
+            let _ = tx.send(Woken::Deleted(key.clone()));
+        }
+    }
+
+    fn end(&mut self) {
+        self.ended = true;
+        for (_, txs) in self.waiting.drain() {
+            for tx in txs {
+                let _ = tx.send(Woken::LookAgain);
+            }
+        }
     }
 }
 
@@ -136,29 +200,83 @@ async fn open(client: &Client, prefix: &str, timeout: Duration) -> Result<Prefix
     tokio::time::timeout(timeout, created)
         .await
         .unwrap_or_else(|_| Err(temporary("watch not created in time")))?;
-    let (seen, _) = broadcast::channel(BACKLOG);
-    let tx = seen.clone();
-    let ended = Arc::new(AtomicBool::new(false));
-    let ending = ended.clone();
+    let dispatch = Arc::new(Mutex::new(Dispatch::default()));
+    let shared = dispatch.clone();
     let task = tokio::spawn(async move {
         // Keeps the watch client alive with its stream.
         let _watcher = watcher;
         loop {
             match stream.message().await {
                 Ok(Some(m)) if !m.canceled() => {
+                    let mut d = shared.lock();
                     for e in m.events() {
                         if e.event_type() == EventType::Delete
                             && let Some(kv) = e.kv()
                         {
-                            let _ = tx.send(Seen::Deleted(kv.key().into()));
+                            d.deleted(kv.key());
                         }
                     }
                 }
                 _ => break,
             }
         }
-        ending.store(true, Ordering::SeqCst);
-        let _ = tx.send(Seen::Ended);
+        shared.lock().end();
     });
-    Ok(PrefixWatch { seen, ended, task: task.abort_handle(), last_used: Mutex::new(Instant::now()) })
+    Ok(PrefixWatch { dispatch, task: task.abort_handle(), last_used: Mutex::new(Instant::now()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch() -> PrefixWatch {
+        let task = tokio::spawn(std::future::pending::<()>()).abort_handle();
+        PrefixWatch { dispatch: Arc::default(), task, last_used: Mutex::new(Instant::now()) }
+    }
+
+    fn delete(w: &PrefixWatch, key: &[u8]) {
+        w.dispatch.lock().deleted(key);
+    }
+
+    #[tokio::test]
+    async fn a_delete_between_mark_and_registration_is_not_missed() {
+        let w = watch();
+        delete(&w, b"before");
+        let mark = w.mark().expect("live");
+        delete(&w, b"p");
+        let mut rx = w.wait_for(mark, &[b"p", b"own"]);
+        assert_eq!(rx.try_recv().expect("woken at once"), Woken::Deleted(Arc::from(&b"p"[..])));
+        // A delete before the mark is not one the waiter read as present.
+        let mut rx = w.wait_for(mark, &[b"before"]);
+        assert!(rx.try_recv().is_err(), "woken by a delete before its mark");
+    }
+
+    #[tokio::test]
+    async fn a_delete_wakes_only_the_waiters_of_its_key() {
+        let w = watch();
+        let mark = w.mark().expect("live");
+        let (mut a, mut b) = (w.wait_for(mark, &[b"a", b"own-a"]), w.wait_for(mark, &[b"b", b"own-b"]));
+        delete(&w, b"a");
+        assert_eq!(a.recv().await, Some(Woken::Deleted(Arc::from(&b"a"[..]))));
+        assert!(b.try_recv().is_err(), "the waiter of another key was woken");
+        // Its own key's delete, first in revision order, is what it hears first.
+        delete(&w, b"own-b");
+        delete(&w, b"b");
+        assert_eq!(b.recv().await, Some(Woken::Deleted(Arc::from(&b"own-b"[..]))));
+    }
+
+    #[tokio::test]
+    async fn forgotten_deletes_and_an_ended_watch_say_look_again() {
+        let w = watch();
+        let mark = w.mark().expect("live");
+        for i in 0..=RECENT {
+            delete(&w, format!("k{i}").as_bytes());
+        }
+        let mut rx = w.wait_for(mark, &[b"p"]);
+        assert_eq!(rx.try_recv().expect("at once"), Woken::LookAgain);
+        let mut rx = w.wait_for(w.mark().expect("live"), &[b"p"]);
+        w.dispatch.lock().end();
+        assert_eq!(rx.recv().await, Some(Woken::LookAgain));
+        assert!(w.mark().is_none(), "an ended watch hands out no mark");
+    }
 }

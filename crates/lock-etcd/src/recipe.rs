@@ -13,13 +13,13 @@ use etcd_client::{
 use lock_core::backend::queue::{self, Place, QueueHold, QueueHolds, QueueStore, Watched};
 use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Side};
 use lock_core::{Result, async_trait};
-use tokio::sync::broadcast;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::cleanup;
 use crate::cleanup::AttemptKeys;
 use crate::error::{bounded, lease_gone, lock_error, temporary};
-use crate::hub::{PrefixWatch, Seen};
+use crate::hub::{Mark, PrefixWatch, Woken};
 use crate::session::{Inner, Session};
 
 /// `key` as one segment of an etcd key: `%` and `/` percent-encoded, so that no key's prefix
@@ -142,22 +142,22 @@ struct Entry {
     name: String,
     fence: i64,
     cleanup: Cleanup,
-    /// Subscribed to the prefix's watch before the put (see `enqueue`).
+    /// The prefix's watch marked before the put (see `enqueue`).
     early: Option<Early>,
 }
 
-/// A subscription taken before an attempt's put, and whether the key the put's transaction
-/// found ahead is the holder's.
+/// The prefix's watch marked before an attempt's put, and whether the key the put's
+/// transaction found ahead is the holder's.
 struct Early {
-    seen: broadcast::Receiver<Seen>,
+    mark: Mark,
     prefix: Arc<PrefixWatch>,
     head: bool,
 }
 
-/// A subscription to the deletes under the lock's prefix, the predecessor waited for, and
-/// whether it is the holder.
+/// A wait on the deletes of the predecessor and of our own key, the predecessor waited for,
+/// and whether it is the holder.
 struct PredecessorWatch {
-    seen: broadcast::Receiver<Seen>,
+    woken: mpsc::UnboundedReceiver<Woken>,
     /// Keeps the prefix's watch open while waiting.
     _prefix: Arc<PrefixWatch>,
     predecessor: Vec<u8>,
@@ -189,11 +189,11 @@ impl QueueStore for Queue<'_> {
         let mut kv = inner.client.kv_client();
         let timeout = inner.cfg.request_timeout;
         let mut regranted = false;
-        // A request that may wait subscribes before its key goes in, if this client already
+        // A request that may wait marks the watch before its key goes in, if this client already
         // watches the lock's prefix: what the put's transaction reads is then all a wait needs
         // (a delete after it cannot be missed), so waiting costs no other read.
         let early = req.wait_until.and_then(|_| inner.hub.open_watch(&dir));
-        let early = early.and_then(|prefix| Some((prefix.subscribe()?, prefix)));
+        let early = early.and_then(|prefix| Some((prefix.mark()?, prefix)));
         let (name, fence, cleanup, holder, predecessor) = loop {
             let n = inner.nonce.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let name = format!("{}{:016x}_{n:x}", side_dir(&dir, req.side), session.lease);
@@ -247,7 +247,7 @@ impl QueueStore for Queue<'_> {
         }
         // For a mutex or a writer, whether the key waited for is the holder's.
         let head = !req.side.is_shared() && predecessor.is_some() && holder == predecessor;
-        let early = early.map(|(seen, prefix)| Early { seen, prefix, head });
+        let early = early.map(|(mark, prefix)| Early { mark, prefix, head });
         let place = match predecessor {
             None if req.side.is_shared() => Place::Head,
             _ if holder.as_deref() == Some(name.as_bytes()) => Place::Head,
@@ -257,8 +257,8 @@ impl QueueStore for Queue<'_> {
     }
 
     /// Wait for the last key created before ours (and ours, should the lease end) to be
-    /// deleted, on this client's watch of the lock's prefix ([`crate::hub`]): subscribed to
-    /// first, then the predecessor read, so a delete after that read cannot be missed.
+    /// deleted, on this client's watch of the lock's prefix ([`crate::hub`]): marked first, then
+    /// the predecessor read, so a delete after that read cannot be missed.
     async fn watch(
         &self,
         entry: &mut Entry,
@@ -268,40 +268,36 @@ impl QueueStore for Queue<'_> {
         if entry.session.is_ended() {
             return Err(temporary("etcd lease ended while waiting"));
         }
-        // The put's own read, subscribed to before it: no other read.
-        if let (Some(predecessor), Some(Early { seen, prefix, head })) = (candidate, entry.early.take()) {
-            return Ok(Watched::Armed(PredecessorWatch { seen, _prefix: prefix, predecessor, head }));
+        // The put's own read, the watch marked before it: no other read.
+        if let (Some(predecessor), Some(Early { mark, prefix, head })) = (candidate, entry.early.take()) {
+            let woken = prefix.wait_for(mark, &[&predecessor, entry.name.as_bytes()]);
+            return Ok(Watched::Armed(PredecessorWatch { woken, _prefix: prefix, predecessor, head }));
         }
         let (dir, side, name, fence) = (entry.dir.as_str(), entry.side, entry.name.as_str(), entry.fence);
         let prefix = inner.hub.watch(&inner.client, dir, inner.cfg.request_timeout).await?;
         // Ended since it was handed out: the next round opens another.
-        let Some(seen) = prefix.subscribe() else { return Ok(Watched::Moved(Place::Behind(None))) };
+        let Some(mark) = prefix.mark() else { return Ok(Watched::Moved(Place::Behind(None))) };
         match inner.predecessor(dir, side, name, fence).await? {
             None => Ok(Watched::Moved(Place::Head)),
             Some((predecessor, head)) => {
-                Ok(Watched::Armed(PredecessorWatch { seen, _prefix: prefix, predecessor, head }))
+                let woken = prefix.wait_for(mark, &[&predecessor, name.as_bytes()]);
+                Ok(Watched::Armed(PredecessorWatch { woken, _prefix: prefix, predecessor, head }))
             }
         }
     }
 
     async fn deleted(
         &self,
-        entry: &mut Entry,
+        _entry: &mut Entry,
         w: PredecessorWatch,
     ) -> Result<Option<Place<Option<Vec<u8>>>>> {
-        let PredecessorWatch { mut seen, predecessor, head, .. } = w;
-        let name = entry.name.as_bytes();
+        let PredecessorWatch { mut woken, predecessor, head, .. } = w;
         // `true`: the predecessor was deleted; `false`: look again (the watch ended, or this
-        // waiter fell so far behind that deletes were dropped).
-        let predecessor_gone = loop {
-            match seen.recv().await {
-                Ok(Seen::Deleted(key)) if *key == *name => {
-                    return Err(temporary("own lock key vanished while waiting"));
-                }
-                Ok(Seen::Deleted(key)) if *key == *predecessor => break true,
-                Ok(Seen::Deleted(_)) => {}
-                Ok(Seen::Ended) | Err(_) => break false,
-            }
+        // waiter's deletes were forgotten before it registered).
+        let predecessor_gone = match woken.recv().await {
+            Some(Woken::Deleted(key)) if *key == *predecessor => true,
+            Some(Woken::Deleted(_)) => return Err(temporary("own lock key vanished while waiting")),
+            Some(Woken::LookAgain) | None => false,
         };
         #[cfg(feature = "testing")]
         self.0.wakeups.fetch_add(1, Ordering::Relaxed);
