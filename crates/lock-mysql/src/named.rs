@@ -22,8 +22,8 @@ use tokio::time::Instant;
 use crate::error::{NAME, classify, is_contention};
 use crate::name::lock_name;
 use crate::session::{
-    Driver, Holding, MIN_WAIT, Pinned, SessionNotes, SessionsExt, WAIT_MARK, Warm, answered_by, granted,
-    kill_marked, killable_wait, next_fence,
+    Driver, Holding, MIN_WAIT, Pinned, SessionNotes, SessionsExt, WAIT_MARK, WaitOf, Warm, answered_by,
+    granted, kill_marked, killable_wait, next_fence,
 };
 use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NamedSql, NoteKind, hex_literal};
@@ -157,14 +157,14 @@ impl Named {
         name: &str,
         deadline: Instant,
     ) -> Result<Attempt> {
-        let mark = OwnerToken::random().to_string();
         let secs = deadline.saturating_duration_since(Instant::now()).as_secs_f64().min(MAX_WAIT_SECS);
         if let Some(conn_id) = pinned.id {
-            return self.wait_known(req, pinned, conn_id, (name, secs, mark), deadline).await;
+            return self.wait_known(req, pinned, conn_id, (name, secs), deadline).await;
         }
+        let mark = OwnerToken::random().to_string();
         let batch = format!("SELECT CONNECTION_ID();\n/* {WAIT_MARK}{mark} */ {}", self.get_lock(name, secs));
         let (pool, trips) = (self.parts.pool.clone(), self.parts.trips.clone());
-        let marked = Cleanup::arm("mysql lock wait", move || kill_marked(pool, mark, trips));
+        let marked = Cleanup::arm("mysql lock wait", move || kill_marked(pool, WaitOf::Mark(mark), trips));
         let sent = Instant::now();
         self.parts.trips.add();
         let mut rows = sqlx::raw_sql(AssertSqlSafe(batch)).fetch(&mut **pinned.conn);
@@ -198,24 +198,28 @@ impl Named {
         }
     }
 
-    /// As [`Self::wait_once`] on a connection whose id is known: `GET_LOCK` alone, answered in
-    /// one packet. The wait may not have started when a drop's `KILL QUERY` arrives (it goes
-    /// on another connection), so a drop also looks for the wait by its mark (`kill_marked`)
+    /// As [`Self::wait_once`] on a connection whose id is known: `GET_LOCK` alone, a statement
+    /// prepared once per connection (no text to parse per wait), answered in one packet. The
+    /// wait may not have started when a drop's `KILL QUERY` arrives (it goes on another
+    /// connection), so a drop also looks for this session's `GET_LOCK` in the process list
     /// until it has run; at the deadline the id is enough (the wait has started by then).
     async fn wait_known(
         &self,
         req: &AcquireRequest<'_>,
         mut pinned: Pinned,
         conn_id: u64,
-        (name, secs, mark): (&str, f64, String),
+        (name, secs): (&str, f64),
         deadline: Instant,
     ) -> Result<Attempt> {
-        let stmt = format!("/* {WAIT_MARK}{mark} */ {}", self.get_lock(name, secs));
         let (pool, trips) = (self.parts.pool.clone(), self.parts.trips.clone());
-        let marked = Cleanup::arm("mysql lock wait", move || kill_marked(pool, mark, trips));
+        let marked =
+            Cleanup::arm("mysql lock wait", move || kill_marked(pool, WaitOf::Session(conn_id), trips));
         let sent = Instant::now();
         self.parts.trips.add();
-        let wait = sqlx::raw_sql(AssertSqlSafe(stmt)).fetch_optional(&mut **pinned.conn);
+        let wait = sqlx::query(AssertSqlSafe(self.sql.get_lock_bound.clone()))
+            .bind(name)
+            .bind(secs)
+            .fetch_optional(&mut **pinned.conn);
         let waited = killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, wait).await;
         marked.disarm();
         let answer = match waited {

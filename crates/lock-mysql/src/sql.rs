@@ -186,6 +186,9 @@ pub(crate) struct NamedSql {
     /// Template with `{name}` (a utf8mb4-converted [`hex_literal`]) and `{timeout}` (seconds, a
     /// number) still to fill; sent as text.
     pub get_lock: Arc<str>,
+    /// `get_lock` with the name and the wait bound (`?`, `?`): prepared and cached per
+    /// connection, for a wait on a kept connection, whose id is known.
+    pub get_lock_bound: Arc<str>,
     /// MySQL only (MariaDB draws the token in the GET_LOCK statement): per-key counter.
     pub fence_next: Arc<str>,
     pub inspect: Arc<str>,
@@ -212,6 +215,7 @@ impl NamedSql {
                 Flavor::MySql => include_str!("../sql/named_session.sql"),
             },
             get_lock: render(get_lock, table),
+            get_lock_bound: render(get_lock, table).replace("{name}", "?").replace("{timeout}", "?").into(),
             fence_next: render(include_str!("../sql/pessimistic_fence_next.sql"), table),
             inspect: render(include_str!("../sql/named_inspect.sql"), table),
             note_begin: include_str!("../sql/named_note_begin.sql"),
@@ -354,6 +358,7 @@ mod tests {
             assert!(n.session.contains("{idle}") && n.fence_next.contains("`tbl_fence`"));
             assert!(n.note_begin.contains("BEGIN"));
             assert!(!n.get_lock.contains("--") && n.get_lock.starts_with("SELECT CASE GET_LOCK"));
+            assert!(n.get_lock_bound.contains("GET_LOCK(?, ?)") && !n.get_lock_bound.contains('{'));
             assert_eq!(n.session.contains("idle_transaction_timeout"), flavor == Flavor::MariaDb);
             for notes in [&p.notes, &n.notes, &o.notes] {
                 assert!(notes.schema.contains("`tbl_notes`") && !notes.schema.contains("{table}"));

@@ -99,25 +99,38 @@ async fn kill_query(pool: MySqlPool, conn_id: u64, trips: Trips) -> Result<()> {
 /// then a random token): how [`kill_marked`] finds a wait whose connection id never arrived.
 pub(crate) const WAIT_MARK: &str = "dlock-wait ";
 
-/// `KILL QUERY` the lock wait marked `mark` ([`WAIT_MARK`]), found in the process list: the
-/// undo of a waiting batch dropped before its connection id arrived. The batch may not have
-/// reached its `GET_LOCK` yet (the process list shows the statement running, and the mark
-/// precedes the `GET_LOCK`), so it is looked for until found or [`MARK_SEARCH`] has passed (a
-/// batch that never reached the server is never found, and one that runs later than that ends
-/// at its own timeout; a grant it gets goes with the connection, which the dropped attempt
-/// closed).
-pub(crate) async fn kill_marked(pool: MySqlPool, mark: String, trips: Trips) -> Result<()> {
-    let like = format!("%{WAIT_MARK}{mark}%");
+/// How [`kill_marked`] recognises a dropped lock wait in the server's process list.
+pub(crate) enum WaitOf {
+    /// Its statement carries this mark after [`WAIT_MARK`]: a batch whose connection id never
+    /// arrived.
+    Mark(String),
+    /// It is the `GET_LOCK` running on this session: a wait on a connection whose id is known,
+    /// dropped perhaps before the wait started (a `KILL QUERY` then would come too early).
+    Session(u64),
+}
+
+/// `KILL QUERY` the lock wait `wait`, found in the process list: the undo of a waiting
+/// statement dropped before the client knew the wait had started. It may not have reached its
+/// `GET_LOCK` yet, so it is looked for until found or [`MARK_SEARCH`] has passed (a statement
+/// that never reached the server is never found, and one that runs later than that ends at its
+/// own timeout; a grant it gets goes with the connection, which the dropped attempt closed).
+pub(crate) async fn kill_marked(pool: MySqlPool, wait: WaitOf, trips: Trips) -> Result<()> {
     let give_up = Instant::now() + MARK_SEARCH;
     let mut pause = Duration::from_millis(1);
     loop {
         trips.add();
-        let find = sqlx::query_scalar(concat!(
-            "SELECT ID FROM information_schema.PROCESSLIST",
-            // Never this query itself, whose text may show the mark it looks for.
-            " WHERE INFO LIKE ? AND ID <> CONNECTION_ID() LIMIT 1"
-        ))
-        .bind(&like)
+        let find = match &wait {
+            WaitOf::Mark(mark) => sqlx::query_scalar(concat!(
+                "SELECT ID FROM information_schema.PROCESSLIST",
+                // Never this query itself, whose text may show the mark it looks for.
+                " WHERE INFO LIKE ? AND ID <> CONNECTION_ID() LIMIT 1"
+            ))
+            .bind(format!("%{WAIT_MARK}{mark}%")),
+            WaitOf::Session(id) => sqlx::query_scalar(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE '%GET\\_LOCK(%'",
+            )
+            .bind(*id),
+        }
         .fetch_optional(&pool);
         // A signed BIGINT in the process list.
         let id: Option<i64> = answered_by(Instant::now() + KILL_BOUND, find).await?;
