@@ -86,7 +86,10 @@ impl PrefixWatch {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut d = self.dispatch.lock();
         let forgotten = d.recent.front().is_some_and(|(first, _)| *first > mark.0 + 1);
-        let missed = d.recent.iter().find(|(n, key)| *n > mark.0 && keys.contains(&&key[..]));
+        // Only the deletes since the mark, newest first (a wait on a busy lock finds them at
+        // the end, not after scanning the whole memory); the earliest of those it waits for.
+        let since = d.recent.iter().rev().take_while(|(n, _)| *n > mark.0);
+        let missed = since.filter(|(_, key)| keys.contains(&&key[..])).last();
         let now = match missed {
             Some((_, key)) => Some(Woken::Deleted(key.clone())),
             None if d.ended || forgotten => Some(Woken::LookAgain),
@@ -249,6 +252,12 @@ mod tests {
         // A delete before the mark is not one the waiter read as present.
         let mut rx = w.wait_for(mark, &[b"before"]);
         assert!(rx.try_recv().is_err(), "woken by a delete before its mark");
+        // Of two missed deletes, the earlier one is what it hears (revision order).
+        let mark = w.mark().expect("live");
+        delete(&w, b"own2");
+        delete(&w, b"p2");
+        let mut rx = w.wait_for(mark, &[b"p2", b"own2"]);
+        assert_eq!(rx.try_recv().expect("woken at once"), Woken::Deleted(Arc::from(&b"own2"[..])));
     }
 
     #[tokio::test]
