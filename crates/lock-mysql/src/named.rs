@@ -176,18 +176,35 @@ impl Named {
         pinned.id = Some(conn_id);
         let waited =
             killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, rows.try_next()).await;
-        let answer = match waited {
-            Ok(Some(row)) => Some(self.answer(&row)?),
-            Ok(None) => return Err(LockError::permanent(NAME, "GET_LOCK answered no row")),
-            Err(e) if is_contention(&e) => None,
-            Err(e) => return Err(classify(e)),
-        };
+        let answer = self.waited(waited)?;
         // The batch's last packet came with its answer: reading it sends nothing.
         while let Ok(Some(_)) = rows.try_next().await {}
         drop(rows);
+        self.settle(req, pinned, conn_id, answer, sent).await
+    }
+
+    /// What a wait answered: `None` when it ran out (or was killed).
+    fn waited(&self, waited: std::result::Result<Option<MySqlRow>, sqlx::Error>) -> Result<Option<Answer>> {
+        match waited {
+            Ok(Some(row)) => Ok(Some(self.answer(&row)?)),
+            Ok(None) => Err(LockError::permanent(NAME, "GET_LOCK answered no row")),
+            Err(e) if is_contention(&e) => Ok(None),
+            Err(e) => Err(classify(e)),
+        }
+    }
+
+    /// Hold what a wait sent at `sent` was granted, or give the connection back.
+    async fn settle(
+        &self,
+        req: &AcquireRequest<'_>,
+        pinned: Pinned,
+        conn_id: u64,
+        answer: Option<Answer>,
+        sent: Instant,
+    ) -> Result<Attempt> {
         match answer {
             // The server's idle clock started when it sent the answer, so no earlier than when
-            // the batch was sent: the keeper counts from that send and, after a short wait,
+            // the wait was sent: the keeper counts from that send and, after a short wait,
             // needs no confirming ping, so the new holder's first command is its own (a release
             // right away is not queued behind a ping). See
             // `lock_core::backend::session::Granted::answered`.
@@ -222,19 +239,8 @@ impl Named {
             .fetch_optional(&mut **pinned.conn);
         let waited = killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, wait).await;
         marked.disarm();
-        let answer = match waited {
-            Ok(Some(row)) => Some(self.answer(&row)?),
-            Ok(None) => return Err(LockError::permanent(NAME, "GET_LOCK answered no row")),
-            Err(e) if is_contention(&e) => None,
-            Err(e) => return Err(classify(e)),
-        };
-        match answer {
-            // Anchored at the send, as in `wait_once`.
-            Some(Answer::Granted(fence)) => {
-                self.finish(req, pinned, conn_id, fence, (sent, Some(Instant::now()))).await
-            }
-            _ => self.held(pinned).await,
-        }
+        let answer = self.waited(waited)?;
+        self.settle(req, pinned, conn_id, answer, sent).await
     }
 
     /// Keep the connection of an attempt without a grant for the next attempt (every named lock
