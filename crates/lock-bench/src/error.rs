@@ -69,6 +69,9 @@ pub enum BenchError {
         #[source]
         source: std::io::Error,
     },
+    /// A scale run's client process failed or answered something unexpected.
+    #[error("client process: {0}")]
+    Worker(String),
     /// A client task panicked or was cancelled.
     #[error("client task failed")]
     Task(#[from] tokio::task::JoinError),

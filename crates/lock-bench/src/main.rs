@@ -12,6 +12,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::{Parser, Subcommand};
 
 mod alloc;
+mod curves;
 mod error;
 mod floor;
 mod micros;
@@ -53,6 +54,9 @@ enum Internal {
         #[arg(long)]
         lease_ms: u64,
     },
+    /// A scale run's client process.
+    #[command(hide = true, name = "__clients")]
+    Clients(scenarios::ClientsArgs),
 }
 
 /// What to benchmark and where the report goes.
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
             Some(Internal::Hold { url, key, lease_ms }) => {
                 scenarios::hold(&url, &key, Duration::from_millis(lease_ms)).await
             }
+            Some(Internal::Clients(args)) => scenarios::clients(args).await,
             None => bench(cli.args).await,
         }
     })

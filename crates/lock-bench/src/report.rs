@@ -248,6 +248,7 @@ impl Report {
         for r in &self.rows {
             let _ = writeln!(md, "| {} |", Self::cells(r).join(" | "));
         }
+        md.push_str(&crate::curves::markdown(&self.rows));
         md
     }
 
@@ -263,7 +264,14 @@ impl Report {
         }
         std::fs::write(dir.join("results.jsonl"), jl).map_err(failed)?;
         std::fs::write(dir.join("report.md"), self.markdown()).map_err(failed)?;
-        let mut scenarios: Vec<&str> = self.rows.iter().map(|r| r.scenario.as_str()).collect();
+        crate::curves::charts(dir, &self.rows);
+        // A curve's points are drawn as lines above, not as one bar chart each.
+        let mut scenarios: Vec<&str> = self
+            .rows
+            .iter()
+            .filter(|r| !r.extra.contains_key("curve"))
+            .map(|r| r.scenario.as_str())
+            .collect();
         scenarios.dedup();
         for s in scenarios {
             let rows: Vec<&Row> = self.rows.iter().filter(|r| r.scenario == s).collect();

@@ -24,11 +24,14 @@ mod kazoo;
 #[cfg(feature = "peers")]
 mod peer_primitives;
 mod primitives;
+mod scale;
 mod seeds;
 mod throughput;
+mod waiters;
 mod watchdog;
 
 pub use crash::hold;
+pub use scale::{ClientsArgs, clients};
 
 /// Sizes of one run.
 #[derive(Debug, Clone, Copy)]
@@ -36,7 +39,10 @@ pub struct Sizes {
     uncontended_ops: usize,
     contended_for: Duration,
     handoffs: usize,
-    watchdog_locks: usize,
+    scale_clients: &'static [usize],
+    scale_for: Duration,
+    watchdog_locks: &'static [usize],
+    waiters: &'static [usize],
     watchdog_periods: u32,
     increments: u64,
     stock: (u64, u64),
@@ -52,7 +58,10 @@ impl Sizes {
                 uncontended_ops: 500,
                 contended_for: Duration::from_millis(400),
                 handoffs: 30,
-                watchdog_locks: 200,
+                scale_clients: &[1, 8, 32],
+                scale_for: Duration::from_millis(300),
+                watchdog_locks: &[200],
+                waiters: &[10],
                 watchdog_periods: 2,
                 increments: 100,
                 stock: (1_000, 2_000),
@@ -63,7 +72,10 @@ impl Sizes {
                 uncontended_ops: 5_000,
                 contended_for: Duration::from_secs(3),
                 handoffs: 200,
-                watchdog_locks: 10_000,
+                scale_clients: &[1, 8, 32, 128, 512],
+                scale_for: Duration::from_secs(2),
+                watchdog_locks: &[1_000, 10_000, 100_000],
+                waiters: &[10, 100, 1_000],
                 watchdog_periods: 3,
                 increments: 1_000,
                 stock: (100_000, 200_000),
@@ -112,6 +124,15 @@ impl Ctx<'_> {
             Some(_) => Err(crate::error::BenchError::NoPeers),
         }
     }
+}
+
+/// The non-atomic increment a client makes while it holds: two holders at once lose an
+/// increment, which the scenario's count of acquisitions then shows.
+async fn increment(counter: &std::sync::atomic::AtomicU64) {
+    use std::sync::atomic::Ordering;
+    let v = counter.load(Ordering::SeqCst);
+    tokio::task::yield_now().await;
+    counter.store(v + 1, Ordering::SeqCst);
 }
 
 type Rows<'a> = Pin<Box<dyn Future<Output = Result<Vec<Row>>> + Send + 'a>>;
@@ -198,6 +219,12 @@ pub static SCENARIOS: &[Scenario] = &[
         run: |cx| Box::pin(throughput::many_keys(cx)),
     },
     Scenario {
+        name: "scale",
+        measures: "curves: 1 to 512 clients over 4 processes, on one key and on a key each",
+        peers: false,
+        run: |cx| Box::pin(scale::scale(cx)),
+    },
+    Scenario {
         name: "handoff",
         measures: "release -> blocked waiter holds",
         peers: true,
@@ -208,6 +235,12 @@ pub static SCENARIOS: &[Scenario] = &[
         measures: "K held locks renewed by the watchdog",
         peers: false,
         run: |cx| Box::pin(watchdog::watchdog(cx)),
+    },
+    Scenario {
+        name: "waiters",
+        measures: "curve: 10, 100, 1000 waiters on one key released in a chain; calls per acquisition",
+        peers: false,
+        run: |cx| Box::pin(waiters::waiters(cx)),
     },
     Scenario {
         name: "crash",

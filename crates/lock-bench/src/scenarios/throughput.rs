@@ -187,9 +187,7 @@ async fn clients_loop(cx: &Ctx<'_>, clients: usize, key: &str, shared: bool) -> 
                 let t0 = Instant::now();
                 let g = c.acquire(&k, Some(LEASE), WAIT).await?;
                 h.saturating_record(us(t0.elapsed()));
-                let v = counter.load(Ordering::SeqCst);
-                tokio::task::yield_now().await;
-                counter.store(v + 1, Ordering::SeqCst);
+                super::increment(&counter).await;
                 n += 1;
                 g.release().await?;
             }

@@ -28,30 +28,63 @@ fn cpu_time() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-/// How many locks to hold: the run's size, within the target's own limit or, without one,
-/// within what a session-bound hold may cost.
-fn lock_count(cx: &Ctx<'_>) -> usize {
-    let wanted = cx.sizes.watchdog_locks;
-    match cx.target.watchdog_locks {
-        Some(limit) => wanted.min(limit),
-        None if cx.caps.session_bound => wanted.min(SESSION_BOUND_LOCKS),
-        None => wanted,
-    }
+/// The curve's sizes within the target's own limit or, without one, within what a
+/// session-bound hold may cost; a size the limit cuts is measured once.
+fn lock_counts(cx: &Ctx<'_>) -> Vec<usize> {
+    let limit = match cx.target.watchdog_locks {
+        Some(limit) => limit,
+        None if cx.caps.session_bound => SESSION_BOUND_LOCKS,
+        None => usize::MAX,
+    };
+    let mut sizes: Vec<usize> = cx.sizes.watchdog_locks.iter().map(|&k| k.min(limit)).collect();
+    sizes.dedup();
+    sizes
 }
 
-/// K locks held under the watchdog for a few periods: renew round trips and CPU per period.
+/// Resident memory of this process (Linux; zero where `/proc` is missing).
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    statm.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()).unwrap_or(0) * 4096
+}
+
+/// Acquisitions in flight while the holds are taken: 100k holds one by one would take
+/// minutes on the slower stores.
+const IN_FLIGHT: usize = 64;
+
+/// K locks held under the watchdog for a few periods, for each K of the curve: renew round
+/// trips, CPU and memory per period, and that no hold is lost.
 pub async fn watchdog(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     if !cx.caps.renew {
         return Err(BenchError::NoRenew);
     }
+    let mut rows = Vec::new();
+    for k in lock_counts(cx) {
+        rows.push(hold(cx, k).await?);
+    }
+    Ok(rows)
+}
+
+/// `k` locks held under the watchdog for the run's periods.
+async fn hold(cx: &Ctx<'_>, k: usize) -> Result<Row> {
     let key = cx.key("w");
-    let k = lock_count(cx);
     let counting = Counting::new(cx.target.client().await?);
     let l = Locker::new(counting.backend()).with_watchdog_lease(LEASE)?;
+    let rss0 = rss_bytes();
+    let mut takers = Vec::new();
+    for t in 0..IN_FLIGHT.min(k) {
+        let (l, key) = (l.clone(), key.clone());
+        takers.push(tokio::spawn(async move {
+            let mut guards = Vec::new();
+            for i in (t..k).step_by(IN_FLIGHT) {
+                let g = l.try_lock(format!("{key}-{i}")).await?;
+                guards.push(g.ok_or(BenchError::UnexpectedlyHeld { what: "fresh key" })?);
+            }
+            Ok::<_, BenchError>(guards)
+        }));
+    }
     let mut guards = Vec::with_capacity(k);
-    for i in 0..k {
-        let g = l.try_lock(format!("{key}-{i}")).await?;
-        guards.push(g.ok_or(BenchError::UnexpectedlyHeld { what: "fresh key" })?);
+    for t in takers {
+        guards.extend(t.await??);
     }
     let counts = || {
         let (calls, items) = counting.renewals();
@@ -61,6 +94,7 @@ pub async fn watchdog(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     let periods = cx.sizes.watchdog_periods;
     tokio::time::sleep(LEASE / 3 * periods).await;
     let (c1, i1, cpu1) = counts();
+    let rss1 = rss_bytes();
     let lost = guards.iter().filter(|g| g.is_lost()).count();
     for g in guards {
         let _ = g.release().await;
@@ -76,6 +110,9 @@ pub async fn watchdog(cx: &Ctx<'_>) -> Result<Vec<Row>> {
         "cpu_ms_per_period".into(),
         (cpu1.saturating_sub(cpu0).as_secs_f64() * 1000.0 / periods).into(),
     );
+    row.extra.insert("bytes_per_hold".into(), (rss1.saturating_sub(rss0) as f64 / k as f64).into());
     row.extra.insert("lost".into(), lost.into());
-    Ok(vec![row])
+    row.extra.insert("curve".into(), "watchdog".into());
+    row.extra.insert("x".into(), k.into());
+    Ok(row)
 }
