@@ -9,4 +9,8 @@
 -- expects. {idle} is a number of seconds filled in by the backend.
 SET SESSION autocommit = 0, wait_timeout = {idle}, net_read_timeout = {idle}, net_write_timeout = {idle},
     idle_transaction_timeout = {idle}, idle_readonly_transaction_timeout = {idle},
-    idle_write_transaction_timeout = {idle}
+    idle_write_transaction_timeout = {idle};
+-- READ COMMITTED: a locking read of a missing row takes no gap lock, which under REPEATABLE
+-- READ made many clients creating new keys at once give way to each other again and again.
+-- A hold reads nothing but its own row, whose lock is the same at either level.
+SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED
