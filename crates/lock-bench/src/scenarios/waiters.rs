@@ -16,9 +16,10 @@ use crate::error::{BenchError, Result};
 use crate::micros::{hist, us};
 use crate::report::Row;
 
-/// Backend clients the waiters take in turn: every waiter of a small queue has its own, and
-/// 1,000 waiters stay within the SQL servers' connection limits (a waiter may pin one).
-const BACKENDS: usize = 8;
+/// Backend clients the waiters take in turn: 4 of at most 64 connections (the user's pool and
+/// the holders') keep 1,000 waiters within the SQL servers' connection limits (a waiting
+/// acquisition may pin a connection).
+const BACKENDS: usize = 4;
 
 /// Lease of every hold: never expires during a run.
 const LEASE: Duration = Duration::from_secs(60);
