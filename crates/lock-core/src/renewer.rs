@@ -13,6 +13,7 @@ use std::fmt;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -25,6 +26,10 @@ use crate::{LeaseSignal, LockBackend, LockError, LostReason, OwnerToken};
 /// Longest sleep of the task: a table emptied by releases (which do not wake it) is noticed
 /// within this, and the task then exits, dropping its handle on the backend.
 pub const IDLE_CHECK: Duration = Duration::from_secs(1);
+
+/// Renew calls in flight at once: 100,000 leases are 1,000 calls of [`RENEW_BATCH`], too many
+/// round trips one after another to fit in a renewal period.
+const RENEW_IN_FLIGHT: usize = 4;
 
 /// Renew when a third of the lease has passed (Redisson: 30 s lease, renewed every 10 s).
 fn period(lease: Duration) -> Duration {
@@ -267,7 +272,7 @@ impl Renewer {
     async fn run(self, mark: RunningMark) {
         loop {
             let now = Instant::now();
-            let (batch, wake_at) = {
+            let (batch, wake_at, deadline) = {
                 let mut st = self.lock();
                 self.reap(&mut st, now);
                 if st.entries.is_empty() {
@@ -277,11 +282,11 @@ impl Renewer {
                     drop(mark);
                     return;
                 }
-                let (batch, wake_at) = Self::due(&st, now);
+                let (batch, wake_at, deadline) = Self::due(&st, now);
                 // Set under the same lock as the table was read: a lease registered after
                 // this sees the alarm and wakes the task if it is due sooner.
                 st.alarm = batch.is_empty().then_some(wake_at);
-                (batch, wake_at)
+                (batch, wake_at, deadline)
             };
             if batch.is_empty() {
                 tokio::select! {
@@ -290,9 +295,9 @@ impl Renewer {
                 }
                 continue;
             }
-            for chunk in batch.chunks(RENEW_BATCH) {
-                self.renew_chunk(chunk).await;
-            }
+            futures_util::stream::iter(batch.chunks(RENEW_BATCH))
+                .for_each_concurrent(RENEW_IN_FLIGHT, |chunk| self.renew_chunk(chunk, deadline))
+                .await;
         }
     }
 
@@ -311,13 +316,17 @@ impl Renewer {
         });
     }
 
-    /// Leases to renew now (coalescing those due soon), and when to wake next.
-    fn due(st: &State, now: Instant) -> (Vec<u64>, Instant) {
+    /// Leases to renew now (coalescing those due soon), when to wake next, and the earliest
+    /// local deadline of all (no renew call may wait past it: its lost signal must fire).
+    /// One pass over the table per round, never one per renew call.
+    fn due(st: &State, now: Instant) -> (Vec<u64>, Instant, Option<Instant>) {
         let mut batch = Vec::new();
         let mut wake_at = now + IDLE_CHECK;
+        let mut deadline: Option<Instant> = None;
         for (id, e) in &st.entries {
             if let Some(d) = e.confirmed_until {
                 wake_at = wake_at.min(d);
+                deadline = Some(deadline.map_or(d, |x| x.min(d)));
             }
             let renewable = (e.auto || e.top_up) && e.renew_until.is_none_or(|u| now < u);
             if !renewable {
@@ -329,10 +338,12 @@ impl Renewer {
                 wake_at = wake_at.min(e.next_due);
             }
         }
-        (batch, wake_at)
+        (batch, wake_at, deadline)
     }
 
-    async fn renew_chunk(&self, ids: &[u64]) {
+    /// Renew `ids`, waiting on the backend no later than `deadline` (the earliest local
+    /// deadline when the round began) nor longer than a lease.
+    async fn renew_chunk(&self, ids: &[u64], deadline: Option<Instant>) {
         let (items, limit): (Vec<Pending>, Instant) = {
             let st = self.lock();
             let items: Vec<Pending> = ids
@@ -342,9 +353,8 @@ impl Renewer {
             // Never wait on the backend past the earliest local deadline (a paused server must
             // not keep the lost signal from firing), nor longer than a lease.
             let longest = items.iter().map(|(.., lease)| *lease).max().unwrap_or_default();
-            let limit = st.entries.values().filter_map(|e| e.confirmed_until).min();
             let cap = Instant::now() + longest;
-            (items, limit.map_or(cap, |l| l.min(cap)))
+            (items, deadline.map_or(cap, |l| l.min(cap)))
         };
         if items.is_empty() {
             return;
