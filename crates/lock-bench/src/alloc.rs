@@ -33,6 +33,12 @@ impl Allocs {
     }
 }
 
+/// Heap bytes in use by the whole process now: allocated and not yet freed.
+pub fn live_bytes() -> u64 {
+    let s = GLOBAL.stats();
+    s.bytes_allocated.saturating_sub(s.bytes_deallocated) as u64
+}
+
 /// Allocations summed over a number of operations.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PerOp {

@@ -38,7 +38,7 @@ fn figures(curve: &str) -> Vec<Figure> {
         vec![
             Figure { label: "renew round trips per period", file: "renews", read: |r| r.value },
             Figure { label: "CPU ms per period", file: "cpu", read: |r| extra(r, "cpu_ms_per_period") },
-            Figure { label: "resident bytes per hold", file: "memory", read: |r| extra(r, "bytes_per_hold") },
+            Figure { label: "heap bytes per hold", file: "memory", read: |r| extra(r, "bytes_per_hold") },
         ]
     } else {
         vec![
