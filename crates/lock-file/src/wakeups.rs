@@ -3,7 +3,8 @@
 //!
 //! Only a holder keeps a lock file open for writing (attempts open it read-only, see
 //! `files::open_lock`), so "closed after writing" means a release or a holder's exit, and a
-//! waiter's failed attempt wakes nobody (no herd of waiters waking each other).
+//! waiter's failed attempt wakes nobody (no herd of waiters waking each other). A release wakes
+//! one waiter of the key in this process (the one that waited longest), not all of them.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -75,7 +76,8 @@ fn watch(dir: &std::path::Path, hub: NotifyHub) -> std::io::Result<oneshot::Send
                     let stem =
                         e.name.as_deref().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".lock"));
                     if let Some(stem) = stem {
-                        hub.notify(stem);
+                        // One waiter per process and release, not every waiter of the key.
+                        hub.notify_one(stem);
                     }
                 }
                 Some(Err(e)) => {

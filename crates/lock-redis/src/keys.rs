@@ -89,6 +89,12 @@ pub(crate) struct KeyLayout {
 }
 
 impl KeyLayout {
+    /// Whether the names are another library's (the interop modes): their waiters keep no
+    /// queue, so a release names no one to wake next.
+    pub(crate) fn is_interop(&self) -> bool {
+        self.style != Style::Native
+    }
+
     /// The layout of `mode` (native modes: `prefix` without braces, checked by the builder).
     pub(crate) fn for_mode(prefix: String, mode: Mode) -> Self {
         let style = match mode {

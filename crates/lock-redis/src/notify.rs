@@ -52,6 +52,8 @@ pub(crate) struct Notifier {
     hub: NotifyHub,
     cmds: mpsc::UnboundedSender<Cmd>,
     subscribed: Subscribed,
+    /// Whose names: an interop mode's release wakes one waiter.
+    interop: bool,
 }
 
 impl std::fmt::Debug for Cmd {
@@ -171,10 +173,11 @@ impl Notifier {
         if !inbox.is_empty() {
             conn.subscribe(&inbox).await?;
         }
+        let interop = layout.is_interop();
         let task =
             CommandTask { hub: hub.clone(), layout, subscribed: subscribed.clone(), inbox, cfg, pushes };
         tokio::spawn(task.run(conn, cmd_rx, follow));
-        Ok(Notifier { hub, cmds, subscribed })
+        Ok(Notifier { hub, cmds, subscribed, interop })
     }
 
     /// Registers a waiter on `key`, subscribing on the server first if it is the key's first
@@ -199,9 +202,13 @@ impl Notifier {
     }
 
     /// Wakes this client's own waiters of `key` after a release it made itself: the waiter
-    /// `next` in the fair queue, or every waiter for `None`.
+    /// `next` in the fair queue, or for `None` every waiter (one in the interop modes, whose
+    /// waiters keep no queue: the herd would find the key taken by the first).
     pub(crate) fn notify_next(&self, key: &str, next: Option<&str>) {
-        self.hub.notify_next(key, next);
+        match next {
+            None if self.interop => self.hub.notify_one(key),
+            next => self.hub.notify_next(key, next),
+        }
     }
 }
 
@@ -379,7 +386,12 @@ impl Pushes {
                         self.handoffs.handed_if_waiting(&key, waiter, handed);
                         p.get(..handoffs::TOKEN_LEN)
                     });
-                    self.hub.notify_next(&key, next);
+                    match next {
+                        // No queue names the next (the interop modes): one waiter of this
+                        // client tries, not all of them.
+                        None if self.layout.is_interop() => self.hub.notify_one(&key),
+                        next => self.hub.notify_next(&key, next),
+                    }
                 }
             }
             PushKind::Disconnection => {

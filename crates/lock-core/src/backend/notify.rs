@@ -1,5 +1,6 @@
-//! Release notifications: a per-key epoch counter that wakes every waiter, and named wake-ups
-//! that wake only the waiter next in line.
+//! Release notifications: a per-key epoch counter that wakes every waiter, named wake-ups
+//! that wake only the waiter next in line, and single wake-ups that wake one waiter, whichever
+//! waited longest, for stores with no queue to name the next from.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -19,6 +20,15 @@ struct Entry {
     named: HashMap<Arc<str>, Arc<Notify>>,
     /// The last owner named while not yet waiting here: its wake-up is kept for it.
     pending: Option<Arc<str>>,
+    /// Single wake-ups ([`NotifyHub::notify_one`]): one waiter in [`Subscription::notified`],
+    /// or, with none waiting, the next to wait.
+    one: Arc<Notify>,
+    /// A single wake-up is out: its waiter has not come back (to wait again, with the lock, or
+    /// gone). One at a time, so that woken waiters never race each other for the key.
+    out: bool,
+    /// A single wake-up came while one was out: given when that one comes back without the
+    /// lock (the release it tells of may have come after that waiter's attempt).
+    kept: bool,
 }
 
 #[derive(Default)]
@@ -57,20 +67,71 @@ impl NotifyHub {
     /// backend must start listening on the server before returning the subscription.
     pub fn subscribe(&self, key: &str) -> (Subscription, bool) {
         let mut inner = self.inner.lock();
-        let (rx, first) = match inner.keys.get_mut(key) {
+        let (rx, one, first) = match inner.keys.get_mut(key) {
             Some(e) => {
                 e.subscribers += 1;
-                (e.tx.subscribe(), false)
+                (e.tx.subscribe(), e.one.clone(), false)
             }
             None => {
                 let (tx, rx) = watch::channel(0);
-                let entry = Entry { tx, subscribers: 1, named: HashMap::new(), pending: None };
+                let one = Arc::new(Notify::new());
+                let entry = Entry {
+                    tx,
+                    subscribers: 1,
+                    named: HashMap::new(),
+                    pending: None,
+                    one: one.clone(),
+                    out: false,
+                    kept: false,
+                };
                 inner.keys.insert(key.to_owned(), entry);
-                (rx, true)
+                (rx, one, true)
             }
         };
         let leave = Leave { hub: self.clone(), key: key.to_owned(), named: None };
-        (Subscription { rx: Source::Hub(rx), leave: Some(leave) }, first)
+        let sub = Subscription {
+            rx: Source::Hub(rx),
+            one: Some(one),
+            keep: None,
+            woken: false,
+            leave: Some(leave),
+        };
+        (sub, first)
+    }
+
+    /// Wake one waiter of `key` in [`Subscription::notified`], the one that waited longest, or
+    /// with none waiting, the next to wait: a release of a lock that one holder at a time can
+    /// take wakes one task, not the herd. While that waiter is out (attempting), further
+    /// wake-ups are kept, and the next waiter gets one when it comes back without the lock;
+    /// one that gives up passes its wake-up on, so a waiter that goes never strands the others
+    /// (see [`Subscription::granted`]).
+    pub fn notify_one(&self, key: &str) {
+        if let Some(e) = self.inner.lock().keys.get_mut(key) {
+            if e.out {
+                e.kept = true;
+            } else {
+                e.out = true;
+                e.one.notify_one();
+            }
+        }
+    }
+
+    /// The waiter of the single wake-up that is out came back: `Taken` (it holds the lock,
+    /// whose release wakes the next), `Refused` (it waits again: a wake-up kept meanwhile goes
+    /// out now) or `Unused` (gone without attempting: its wake-up goes to the next).
+    fn back(&self, key: &str, how: Back) {
+        let mut inner = self.inner.lock();
+        let Some(e) = inner.keys.get_mut(key) else { return };
+        let again = match how {
+            Back::Taken => false,
+            Back::Refused => e.kept,
+            Back::Unused => true,
+        };
+        e.kept = false;
+        e.out = again;
+        if again {
+            e.one.notify_one();
+        }
     }
 
     /// Wake every waiter of `key` (no-op without subscribers).
@@ -90,6 +151,17 @@ impl NotifyHub {
                 Some(n) => n.notify_one(),
                 None => e.pending = Some(Arc::from(owner)),
             },
+        }
+    }
+
+    /// End the current wait of every waiter of `key` with "source gone" (`false`): their
+    /// notifications stopped (the listener died), so they poll, and subscribe again to get a
+    /// new one. Later subscribers of the key are not affected.
+    pub fn close(&self, key: &str) {
+        if let Some(e) = self.inner.lock().keys.get_mut(key) {
+            // The waiters' receivers see their sender dropped.
+            e.tx = watch::channel(0).0;
+            (e.out, e.kept) = (false, false);
         }
     }
 
@@ -159,7 +231,40 @@ impl Drop for Leave {
 /// A waiter's registration for release notifications of one key; unsubscribes on drop.
 pub struct Subscription {
     rx: Source,
+    /// The key's single wake-ups (hub subscriptions only).
+    one: Option<Arc<Notify>>,
+    /// Whatever must live as long as this waiter (the listener that feeds its hub).
+    keep: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// The last wait ended on a single wake-up that is not used yet: passed on at drop.
+    woken: bool,
     leave: Option<Leave>,
+}
+
+/// How the waiter of a single wake-up came back (see [`NotifyHub::back`]).
+#[derive(Clone, Copy)]
+enum Back {
+    Taken,
+    Refused,
+    Unused,
+}
+
+impl Subscription {
+    /// Tell the hub how the single wake-up this waiter got, if any, ended.
+    fn back(&mut self, how: Back) {
+        if std::mem::take(&mut self.woken)
+            && let Some(leave) = &self.leave
+        {
+            leave.hub.back(&leave.key, how);
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        // Woken as the one waiter and gone without taking the lock (a deadline, an error, the
+        // future dropped): the next waiter gets the wake-up instead.
+        self.back(Back::Unused);
+    }
 }
 
 impl fmt::Debug for Subscription {
@@ -177,15 +282,41 @@ impl Subscription {
     /// A subscription fed by the backend's own `watch` channel (backends that do not use
     /// [`NotifyHub`]). Send on the channel to wake the waiter.
     pub fn from_watch(rx: watch::Receiver<u64>) -> Self {
-        Subscription { rx: Source::Plain(rx), leave: None }
+        Subscription { rx: Source::Plain(rx), one: None, keep: None, woken: false, leave: None }
     }
 
-    /// Wait for the next release notification that names nobody. Returns `false` if the
-    /// source is gone (then the caller falls back to polling).
+    /// This subscription, keeping `keep` alive until it is dropped (the source that feeds it,
+    /// shared by the key's waiters and stopped with the last).
+    pub fn keeping(mut self, keep: impl Send + Sync + 'static) -> Self {
+        self.keep = Some(Box::new(keep));
+        self
+    }
+
+    /// Wait for the next release notification that names nobody, or a single wake-up meant
+    /// for this waiter. Returns `false` if the source is gone (then the caller falls back to
+    /// polling).
     pub async fn notified(&mut self) -> bool {
-        match &mut self.rx {
-            Source::Hub(rx) | Source::Plain(rx) => rx.changed().await.is_ok(),
+        // Waiting again: the attempt the last single wake-up led to was refused.
+        self.back(Back::Refused);
+        match (&mut self.rx, &self.one) {
+            (Source::Hub(rx), Some(one)) => {
+                let one = one.clone();
+                let (alive, single) = tokio::select! {
+                    changed = rx.changed() => (changed.is_ok(), false),
+                    () = one.notified() => (true, true),
+                };
+                self.woken = single;
+                alive
+            }
+            (Source::Hub(rx) | Source::Plain(rx), _) => rx.changed().await.is_ok(),
         }
+    }
+
+    /// The waiter took the lock exclusively: a single wake-up it got is used up, not passed on
+    /// (its own release wakes the next). A shared hold leaves room for more, so a waiter that
+    /// took one does not call this and the wake-up goes on to the next waiter.
+    pub fn granted(&mut self) {
+        self.back(Back::Taken);
     }
 
     /// Wait for the next release notification that names `owner` as next in line, or names
@@ -259,5 +390,41 @@ mod tests {
         let (mut late, _) = hub.subscribe("k");
         hub.notify_next("k", Some("late"));
         assert_eq!(late.notified_for("late").now_or_never(), Some(true));
+    }
+
+    #[tokio::test]
+    async fn a_single_wake_up_wakes_one_waiter_and_a_waiter_that_gives_up_passes_it_on() {
+        use futures_util::FutureExt;
+        let hub = NotifyHub::new();
+        let (mut a, _) = hub.subscribe("k");
+        let (mut b, _) = hub.subscribe("k");
+        // Nobody waits yet: the wake-up is kept for the first to wait, and only for it.
+        hub.notify_one("k");
+        assert_eq!(a.notified().now_or_never(), Some(true));
+        assert!(b.notified().now_or_never().is_none(), "one release, one waiter woken");
+        // a gives up without taking the lock: b is woken in its place.
+        drop(a);
+        assert_eq!(b.notified().now_or_never(), Some(true), "the wake-up was passed on");
+        // b takes the lock: its own release will wake the next, so nothing is passed on.
+        b.granted();
+        let (mut c, _) = hub.subscribe("k");
+        drop(b);
+        assert!(c.notified().now_or_never().is_none());
+        // Two releases while the woken waiter is out: one wake-up, the other kept until that
+        // waiter comes back without the lock (waiting again), then given to the next to wait.
+        let (mut e, _) = hub.subscribe("j");
+        let (mut f, _) = hub.subscribe("j");
+        hub.notify_one("j");
+        hub.notify_one("j");
+        assert_eq!(e.notified().now_or_never(), Some(true));
+        assert!(f.notified().now_or_never().is_none(), "one wake-up out at a time");
+        assert_eq!(e.notified().now_or_never(), Some(true), "the kept wake-up, once e was refused");
+        e.granted();
+        assert!(f.notified().now_or_never().is_none(), "nothing kept once the lock is taken");
+        // A broadcast still wakes everyone.
+        let (mut d, _) = hub.subscribe("k");
+        hub.notify("k");
+        assert_eq!(c.notified().now_or_never(), Some(true));
+        assert_eq!(d.notified().now_or_never(), Some(true));
     }
 }

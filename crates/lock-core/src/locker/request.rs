@@ -290,6 +290,11 @@ impl<'a> LockRequest<'a> {
                     if let Some(p) = place.take() {
                         p.disarm(); // the grant took this waiter out of the queue
                     }
+                    if !self.side.is_shared()
+                        && let Some(s) = sub.as_mut()
+                    {
+                        s.granted(); // the wake-up that led here is used: the release wakes the next
+                    }
                     let hold = locker.holds.granted(&key, owner, &joined);
                     let signal = joined.signal;
                     let registration = (auto || grant.lease.is_some()).then(|| {

@@ -195,7 +195,9 @@ impl LockBackend for MemoryBackend {
             }
         };
         if freed {
-            self.inner.hub.notify(key);
+            // One waiter, not the herd: only one can take the key (or, for shared holds, the
+            // woken one passes the wake-up on once it has taken its own).
+            self.inner.hub.notify_one(key);
         }
         Ok(true)
     }

@@ -7,7 +7,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use tokio::sync::watch;
 use tokio::time::{Instant, timeout};
 
 use super::attempt::{Tally, Undo};
@@ -221,65 +220,6 @@ impl LockBackend for QuorumBackend {
     }
 
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
-        // A release of the lock reaches at least a quorum of members, so any n - q + 1 members
-        // include one that publishes it. Listen on that many (starting at the probe member,
-        // which every winner holds), replacing members that cannot subscribe by the next ones.
-        let t = self.other_timeout();
-        let n = self.members.len();
-        let start = self.probe.load(Ordering::Relaxed) % n;
-        let mut order =
-            (0..n).map(|k| (start + k) % n).filter(|i| self.members[*i].capabilities().notify).peekable();
-        let mut want = n - self.quorum + 1;
-        let mut subs = Vec::new();
-        let mut failures = Vec::new();
-        while want > 0 && order.peek().is_some() {
-            let batch: Vec<usize> = order.by_ref().take(want).collect();
-            let calls = batch.iter().map(|i| {
-                let m = &self.members[*i];
-                async move { member_result(timeout(t, m.subscribe(key)).await, t) }
-            });
-            for r in join_all(calls).await {
-                match r {
-                    Ok(Some(s)) => {
-                        subs.push(s);
-                        want -= 1;
-                    }
-                    Ok(None) => {}
-                    Err(f) => failures.push(f),
-                }
-            }
-        }
-        if subs.is_empty() {
-            return match failures.into_iter().next() {
-                Some(f) => Err(LockError::temporary(NAME, f.to_string())),
-                None => Ok(None),
-            };
-        }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else { return Ok(None) };
-        let (tx, rx) = watch::channel(0u64);
-        rt.spawn(forward(subs, tx));
-        Ok(Some(Subscription::from_watch(rx)))
-    }
-}
-
-/// Wake the merged subscription on any member's notification, until the waiter goes away (or
-/// every member source is gone: dropping `tx` then tells the waiter to poll).
-async fn forward(mut subs: Vec<Subscription>, tx: watch::Sender<u64>) {
-    while !subs.is_empty() {
-        let event = {
-            let mut any: FuturesUnordered<_> =
-                subs.iter_mut().enumerate().map(|(i, s)| async move { (i, s.notified().await) }).collect();
-            tokio::select! {
-                _ = tx.closed() => None,
-                ev = any.next() => ev,
-            }
-        };
-        match event {
-            None => return,
-            Some((_, true)) => tx.send_modify(|n| *n = n.wrapping_add(1)),
-            Some((i, false)) => {
-                subs.swap_remove(i);
-            }
-        }
+        self.listen(key).await
     }
 }

@@ -58,6 +58,7 @@ use failure::{Failure, NoQuorum, member_result};
 
 mod attempt;
 mod failure;
+mod listen;
 mod lock_backend;
 
 const NAME: &str = "quorum";
@@ -106,11 +107,12 @@ type Members = Arc<[Arc<dyn LockBackend>]>;
 /// - `release` and `renew` go to every member; a key counts as released or renewed when a
 ///   quorum confirmed it. When failed members leave the outcome open, the answer is a
 ///   temporary error (unknown, not lost).
-/// - `subscribe` listens on `n - q + 1` members (from the probe on, replacing members that
-///   cannot subscribe by the next ones) and wakes on any one's notification: a release of the
-///   lock reaches at least a quorum, so one of them publishes it. Fewer subscriptions than all
-///   `n` also means fewer pub/sub messages per release. A missed notification costs at most the
-///   retry hint.
+/// - `subscribe` joins the key's one listener in this process, which listens on `n - q + 1`
+///   members (from the probe on, replacing members that cannot subscribe by the next ones): a
+///   release of the lock reaches at least a quorum, so one of them publishes it. Each
+///   notification it hears wakes one waiter, not every waiter of the key. Fewer subscriptions
+///   than all `n` also means fewer pub/sub messages per release. A missed notification costs at
+///   most the retry hint.
 ///
 /// Members renew with the lease plus [`drift_allowance`], so the core's local deadline (lease
 /// from the request) stays inside every member's expiry despite clock drift.
@@ -133,6 +135,8 @@ pub struct QuorumBackend {
     member_timeout: Option<Duration>,
     /// The member asked first (moves on when it fails).
     probe: Arc<AtomicUsize>,
+    /// Waiters, and one listener per key they wait on.
+    listen: Arc<listen::Listen>,
 }
 
 impl fmt::Debug for QuorumBackend {
@@ -155,7 +159,13 @@ impl QuorumBackend {
             return Err(LockError::InvalidConfig { reason: "a quorum needs at least one member".to_owned() });
         }
         let quorum = members.len() / 2 + 1;
-        Ok(QuorumBackend { members: members.into(), quorum, member_timeout: None, probe: Arc::default() })
+        Ok(QuorumBackend {
+            members: members.into(),
+            quorum,
+            member_timeout: None,
+            probe: Arc::default(),
+            listen: Arc::default(),
+        })
     }
 
     /// A fixed per-member timeout for every operation, instead of [`default_member_timeout`]
