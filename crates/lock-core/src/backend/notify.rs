@@ -6,7 +6,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
 
 use super::Mutex;
 
@@ -25,7 +28,7 @@ struct Entry {
     one: Arc<Notify>,
     /// A single wake-up is out: its waiter has not come back (to wait again, with the lock, or
     /// gone). One at a time, so that woken waiters never race each other for the key.
-    out: bool,
+    out: Option<Out>,
     /// A single wake-up came while one was out: given when that one comes back without the
     /// lock (the release it tells of may have come after that waiter's attempt).
     kept: bool,
@@ -81,7 +84,7 @@ impl NotifyHub {
                     named: HashMap::new(),
                     pending: None,
                     one: one.clone(),
-                    out: false,
+                    out: None,
                     kept: false,
                 };
                 inner.keys.insert(key.to_owned(), entry);
@@ -107,12 +110,33 @@ impl NotifyHub {
     /// (see [`Subscription::granted`]).
     pub fn notify_one(&self, key: &str) {
         if let Some(e) = self.inner.lock().keys.get_mut(key) {
-            if e.out {
+            if e.out.is_some() {
                 e.kept = true;
             } else {
-                e.out = true;
+                e.out = Some(Out::now());
                 e.one.notify_one();
             }
+        }
+    }
+
+    /// How long ago a waiter other than `owner` was woken to try `key` (by a single wake-up,
+    /// and has not come back yet). A store where nothing waits (the in-process table) lets it
+    /// try first, or the client that released would take the key back every time.
+    pub fn woken_other(&self, key: &str, owner: &str) -> Option<Duration> {
+        let inner = self.inner.lock();
+        let out = inner.keys.get(key)?.out.as_ref()?;
+        (out.to.as_deref() != Some(owner)).then(|| out.since.elapsed())
+    }
+
+    /// Whether a single wake-up of `key` is out (cheap; see [`NotifyHub::woken_other`]).
+    pub fn waking(&self, key: &str) -> bool {
+        self.inner.lock().keys.get(key).is_some_and(|e| e.out.is_some())
+    }
+
+    /// The waiter as `owner` got the single wake-up of `key` that is out.
+    fn claim(&self, key: &str, owner: &str) {
+        if let Some(out) = self.inner.lock().keys.get_mut(key).and_then(|e| e.out.as_mut()) {
+            out.to = Some(Arc::from(owner));
         }
     }
 
@@ -128,7 +152,7 @@ impl NotifyHub {
             Back::Unused => true,
         };
         e.kept = false;
-        e.out = again;
+        e.out = again.then(Out::now);
         if again {
             e.one.notify_one();
         }
@@ -161,7 +185,7 @@ impl NotifyHub {
         if let Some(e) = self.inner.lock().keys.get_mut(key) {
             // The waiters' receivers see their sender dropped.
             e.tx = watch::channel(0).0;
-            (e.out, e.kept) = (false, false);
+            (e.out, e.kept) = (None, false);
         }
     }
 
@@ -240,6 +264,18 @@ pub struct Subscription {
     leave: Option<Leave>,
 }
 
+/// A single wake-up that is out: since when, and the waiter that got it, once it says so.
+struct Out {
+    since: Instant,
+    to: Option<Arc<str>>,
+}
+
+impl Out {
+    fn now() -> Self {
+        Out { since: Instant::now(), to: None }
+    }
+}
+
 /// How the waiter of a single wake-up came back (see [`NotifyHub::back`]).
 #[derive(Clone, Copy)]
 enum Back {
@@ -310,6 +346,19 @@ impl Subscription {
             }
             (Source::Hub(rx) | Source::Plain(rx), _) => rx.changed().await.is_ok(),
         }
+    }
+
+    /// [`Subscription::notified`], for a waiter that tries as `owner`: a single wake-up it gets
+    /// is noted as its own, so that a store can let it try first
+    /// (see [`NotifyHub::woken_other`]).
+    pub async fn notified_as(&mut self, owner: &str) -> bool {
+        let alive = self.notified().await;
+        if self.woken
+            && let Some(leave) = &self.leave
+        {
+            leave.hub.claim(&leave.key, owner);
+        }
+        alive
     }
 
     /// The waiter took the lock exclusively: a single wake-up it got is used up, not passed on

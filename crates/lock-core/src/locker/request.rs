@@ -375,7 +375,8 @@ impl<'a> LockRequest<'a> {
                             let me = owner_text.get_or_insert_with(|| owner.to_string());
                             s.notified_for(me).await
                         } else {
-                            s.notified().await
+                            let me = owner_text.get_or_insert_with(|| owner.to_string());
+                            s.notified_as(me).await
                         }
                     };
                     let woken_or_slept = async {

@@ -29,6 +29,9 @@ struct Hold {
     note: Option<String>,
 }
 
+/// How long a waiter woken by a release has the key to itself before anyone may take it.
+const CLAIM: Duration = Duration::from_millis(10);
+
 /// Expired holds are swept out of the table every this many new holds: the table stays
 /// proportional to the live keys at an amortised O(1) per acquisition.
 const SWEEP_EVERY: u64 = 1024;
@@ -132,6 +135,16 @@ impl LockBackend for MemoryBackend {
                 lease: Some(req.lease),
                 slot: None,
             }));
+        }
+        // The key is free (of exclusive holds). A release woke a waiter that has not tried
+        // yet: it is that waiter's to take for a moment. Nothing in this table waits, so a
+        // client that released and asks again would otherwise take the key back before the
+        // woken waiter runs, every time.
+        if self.inner.hub.waking(req.key)
+            && let Some(since) = self.inner.hub.woken_other(req.key, &req.owner.to_string())
+            && since < CLAIM
+        {
+            return Ok(Attempt::Held { retry_after: Some(CLAIM - since) });
         }
         if req.side.is_shared() {
             let readers = table.readers.entry(req.key.to_owned()).or_default();
