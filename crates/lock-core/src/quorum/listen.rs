@@ -24,8 +24,9 @@ pub(super) struct Listen {
     /// A key's listener, while a waiter keeps it: (its number, the listener).
     listeners: Mutex<HashMap<String, (u64, Weak<Listener>)>>,
     numbers: AtomicU64,
-    /// Listeners start one at a time, so that two first waiters do not start two.
-    starting: tokio::sync::Mutex<()>,
+    /// A key's listener starts once at a time, so that two first waiters do not start two
+    /// (and a slow member holds up only its own key).
+    starting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// A running listener; kept by every waiter of its key, stopped with the last.
@@ -36,6 +37,24 @@ struct Listener {
 impl Drop for Listener {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// A waiter's pass through a key's start gate; the last one through (also if cancelled)
+/// forgets the gate.
+struct Gate<'a> {
+    listen: &'a Listen,
+    key: &'a str,
+    gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Drop for Gate<'_> {
+    fn drop(&mut self) {
+        let mut starting = self.listen.starting.lock();
+        // Only the map's and this one are left.
+        if Arc::strong_count(&self.gate) <= 2 {
+            starting.remove(self.key);
+        }
     }
 }
 
@@ -53,20 +72,27 @@ impl QuorumBackend {
         if let Some(l) = listen.live(key) {
             return Ok(Some(sub.keeping(l)));
         }
-        let _one_at_a_time = listen.starting.lock().await;
-        if let Some(l) = listen.live(key) {
-            return Ok(Some(sub.keeping(l)));
+        let gate = listen.starting.lock().entry(key.to_owned()).or_default().clone();
+        let gate = Gate { listen, key, gate };
+        let started = async {
+            let _one_at_a_time = gate.gate.lock().await;
+            if let Some(l) = listen.live(key) {
+                return Ok(Some(l));
+            }
+            let Ok(rt) = tokio::runtime::Handle::try_current() else { return Ok(None) };
+            let members = self.member_subscriptions(key).await?;
+            if members.is_empty() {
+                return Ok(None);
+            }
+            let number = listen.numbers.fetch_add(1, Ordering::Relaxed);
+            let task = rt.spawn(forward(members, self.listen.clone(), key.to_owned(), number));
+            let listener = Arc::new(Listener { task: task.abort_handle() });
+            listen.listeners.lock().insert(key.to_owned(), (number, Arc::downgrade(&listener)));
+            Ok(Some(listener))
         }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else { return Ok(None) };
-        let members = self.member_subscriptions(key).await?;
-        if members.is_empty() {
-            return Ok(None);
-        }
-        let number = listen.numbers.fetch_add(1, Ordering::Relaxed);
-        let task = rt.spawn(forward(members, self.listen.clone(), key.to_owned(), number));
-        let listener = Arc::new(Listener { task: task.abort_handle() });
-        listen.listeners.lock().insert(key.to_owned(), (number, Arc::downgrade(&listener)));
-        Ok(Some(sub.keeping(listener)))
+        .await;
+        drop(gate);
+        Ok(started?.map(|l| sub.keeping(l)))
     }
 
     /// Subscriptions on `n - q + 1` members, from the probe member on (every winner holds it),
