@@ -205,10 +205,17 @@ impl Notifier {
     /// `next` in the fair queue, or for `None` every waiter (one in the interop modes, whose
     /// waiters keep no queue: the herd would find the key taken by the first).
     pub(crate) fn notify_next(&self, key: &str, next: Option<&str>) {
-        match next {
-            None if self.interop => self.hub.notify_one(key),
-            next => self.hub.notify_next(key, next),
-        }
+        wake(&self.hub, key, next, self.interop);
+    }
+}
+
+/// Wakes `key`'s waiters after a release: the waiter `next`, or for `None` every waiter, but
+/// one in the interop modes (`interop`), whose waiters keep no queue: the herd would find the
+/// key taken by the first.
+fn wake(hub: &NotifyHub, key: &str, next: Option<&str>, interop: bool) {
+    match next {
+        None if interop => hub.notify_one(key),
+        next => hub.notify_next(key, next),
     }
 }
 
@@ -386,12 +393,7 @@ impl Pushes {
                         self.handoffs.handed_if_waiting(&key, waiter, handed);
                         p.get(..handoffs::TOKEN_LEN)
                     });
-                    match next {
-                        // No queue names the next (the interop modes): one waiter of this
-                        // client tries, not all of them.
-                        None if self.layout.is_interop() => self.hub.notify_one(&key),
-                        next => self.hub.notify_next(&key, next),
-                    }
+                    wake(&self.hub, &key, next, self.layout.is_interop());
                 }
             }
             PushKind::Disconnection => {

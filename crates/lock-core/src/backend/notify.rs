@@ -128,11 +128,6 @@ impl NotifyHub {
         (out.to.as_deref() != Some(owner)).then(|| out.since.elapsed())
     }
 
-    /// Whether a single wake-up of `key` is out (cheap; see [`NotifyHub::woken_other`]).
-    pub fn waking(&self, key: &str) -> bool {
-        self.inner.lock().keys.get(key).is_some_and(|e| e.out.is_some())
-    }
-
     /// The waiter as `owner` got the single wake-up of `key` that is out.
     fn claim(&self, key: &str, owner: &str) {
         if let Some(out) = self.inner.lock().keys.get_mut(key).and_then(|e| e.out.as_mut()) {

@@ -140,8 +140,7 @@ impl LockBackend for MemoryBackend {
         // yet: it is that waiter's to take for a moment. Nothing in this table waits, so a
         // client that released and asks again would otherwise take the key back before the
         // woken waiter runs, every time.
-        if self.inner.hub.waking(req.key)
-            && let Some(since) = self.inner.hub.woken_other(req.key, &req.owner.to_string())
+        if let Some(since) = self.inner.hub.woken_other(req.key, req.owner.encode(&mut [0; 32]))
             && since < CLAIM
         {
             return Ok(Attempt::Held { retry_after: Some(CLAIM - since) });
