@@ -20,11 +20,12 @@ use common::{
     delete_lock_behind_the_holder, dlock, key, pid, pid_of, redis_url, spawn_flocked, wait_exit, wait_for,
 };
 
-/// `dlock leader` of a shell command that holds `$D/mutex`, writes its pid to `$D/pid.<tag>`
-/// and appends its term to `$D/terms`, then sleeps (exit 143 on SIGTERM).
+/// `dlock leader` of a shell command that holds `$D/mutex`, appends its term to `$D/terms`,
+/// writes its pid to `$D/pid.<tag>`, then sleeps (exit 143 on SIGTERM). The term goes first:
+/// the tests wait for the pid, then read the terms.
 fn dlock_leader(dir: &Path, key: &str, tag: &str, extra: &[&str]) -> Child {
     let body = format!(
-        "trap 'exit 143' TERM; echo $$ > \"$D/pid.{tag}\"; echo \"{tag} $DLOCK_FENCING_TOKEN\" >> \"$D/terms\"; \
+        "trap 'exit 143' TERM; echo \"{tag} $DLOCK_FENCING_TOKEN\" >> \"$D/terms\"; echo $$ > \"$D/pid.{tag}\"; \
          sleep 30 & wait $!"
     );
     let url = redis_url();
