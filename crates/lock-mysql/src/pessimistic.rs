@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::backend::session::Trips;
-use lock_core::backend::{AcquireRequest, Attempt, LockInfo, jitter, unsupported};
+use lock_core::backend::{AcquireRequest, Attempt, Contended, LockInfo, jitter, unsupported};
 use lock_core::{LockError, Result};
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Row};
@@ -66,6 +66,8 @@ pub(crate) struct Pessimistic {
     warm: Arc<Warm>,
     sql: PessimisticSql,
     flavor: Flavor,
+    /// Keys lately found held: a waiting attempt on one skips the try.
+    contended: Contended,
 }
 
 impl fmt::Debug for Pessimistic {
@@ -93,7 +95,7 @@ impl Pessimistic {
         let driver = Driver::new(COMMIT, ROLLBACK, notes, trips.clone());
         let Holding { sessions, holders, warm } = Holding::new(&pool, sql.session, driver, keepalive);
         let parts = Parts::new(pool, sessions, trips, &sql.schema, &sql.notes.schema);
-        Pessimistic { parts, holders, warm, sql, flavor }
+        Pessimistic { parts, holders, warm, sql, flavor, contended: Contended::default() }
     }
 
     /// One attempt, unbounded: [`SessionMode`](crate::session_mode::SessionMode) bounds it (a
@@ -128,6 +130,17 @@ impl Pessimistic {
     async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Step> {
         let key = req.key.as_bytes();
         let mut pinned = self.warm.pinned(&self.holders).await?;
+        // A key this backend lately found held is waited for from the first round trip, as a
+        // `GET_LOCK(name, wait)` caller does: the try first would only fail, and under
+        // contention the server's time is what every hand-over waits for. It needs the
+        // connection id (to kill a dropped wait), which a kept connection knows.
+        let may_wait = |deadline: Instant| deadline.saturating_duration_since(Instant::now()) >= MIN_WAIT;
+        if let (Some(deadline), Some(conn_id)) = (req.wait_until, pinned.id)
+            && may_wait(deadline)
+            && self.contended.likely_held(req.key)
+        {
+            return self.wait(req, pinned, conn_id, deadline).await;
+        }
         let sent = Instant::now();
         // One round trip: the NOWAIT lock, which opens the holding transaction itself (autocommit
         // is off on holding connections); a grant answers the fencing token and the connection
@@ -142,13 +155,10 @@ impl Pessimistic {
                 return Ok(Step::Locked(pinned, conn_id, self.drawn_fence(req, &row)?, sent, None));
             }
             Ok(None) => return self.no_row(pinned).await,
-            Err(e) if is_contention(&e) => {}
+            Err(e) if is_contention(&e) => self.contended.found_held(req.key),
             Err(e) => return Err(classify(e)),
         }
-        let Some(deadline) = req.wait_until else { return self.held(pinned).await };
-        if deadline.saturating_duration_since(Instant::now()) < MIN_WAIT {
-            return self.held(pinned).await;
-        }
+        let Some(deadline) = req.wait_until.filter(|d| may_wait(*d)) else { return self.held(pinned).await };
         // Only a held key pays for the connection id (`KILL QUERY` needs it to end the wait), so
         // `acquire()` on a free key costs what `try_lock` costs, and only once per connection (a
         // kept connection knows it). This trip is made while another client holds the key, so
@@ -167,15 +177,24 @@ impl Pessimistic {
                 id
             }
         };
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        self.wait(req, pinned, conn_id, deadline).await
+    }
 
-        // Wait in the server's queue; the server ends the wait at the deadline by itself, and a
-        // dropped future kills it (`killable_wait`).
+    /// Wait in the server's queue until `deadline`; the server ends the wait at the deadline by
+    /// itself, and a dropped future kills it (`killable_wait`).
+    async fn wait(
+        &self,
+        req: &AcquireRequest<'_>,
+        mut pinned: Pinned,
+        conn_id: u64,
+        deadline: Instant,
+    ) -> Result<Step> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
         // Text protocol, one packet: see `sql/pessimistic_lock_wait_mariadb.sql`.
         let wait_sent = Instant::now();
         self.parts.trips.add();
-        let wait = sqlx::raw_sql(AssertSqlSafe(self.wait_sql(req.side.is_shared(), remaining, key)))
-            .fetch_optional(&mut **pinned.conn);
+        let wait_sql = self.wait_sql(req.side.is_shared(), remaining, req.key.as_bytes());
+        let wait = sqlx::raw_sql(AssertSqlSafe(wait_sql)).fetch_optional(&mut **pinned.conn);
         let waited = killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, wait).await;
         match waited {
             // The server's idle clock started when it sent this answer, so no earlier than when

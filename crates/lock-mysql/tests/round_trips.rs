@@ -6,7 +6,8 @@
 //! session's timeouts restored). An acquisition that waits in the server's queue: in
 //! pessimistic mode the waiting statement and `SELECT CONNECTION_ID()` before it; in named mode
 //! none, since its one batch waits in `GET_LOCK` (as a bare `GET_LOCK(name, wait)` caller's
-//! does); never a re-anchoring ping after a short wait.
+//! does); never a re-anchoring ping after a short wait. A pessimistic acquisition of a key the
+//! backend lately found held waits from its first request.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,16 +95,21 @@ async fn waited_pair(mode: Mode, waiting: u64, kept: bool) -> u64 {
     .await;
     if mode == Mode::NamedLock {
         // Its one batch is in the server's GET_LOCK queue.
-        let admin = common::admin(&common::shared_url()).await;
-        eventually(Duration::from_secs(5), "the batch waits in GET_LOCK", || {
-            let (admin, statement) = (admin.clone(), statement.clone());
-            async move { common::statements_like(&admin, &statement).await > 0 }
-        })
-        .await;
+        runs_in_server(&statement).await;
     }
     held.release().await.expect("release");
     task.await.expect("waiter");
     waiter.round_trips() - before
+}
+
+/// Until a statement like `pattern` runs on the server (a waiter waits in its queue).
+async fn runs_in_server(pattern: &str) {
+    let admin = common::admin(&common::shared_url()).await;
+    eventually(Duration::from_secs(5), "the waiter waits in the server's queue", || {
+        let admin = admin.clone();
+        async move { common::statements_like(&admin, pattern).await > 0 }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,4 +132,29 @@ async fn named_lock_waited_acquire_and_release_take_two_round_trips() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn named_lock_waited_acquire_and_release_on_a_kept_connection_take_two_round_trips() {
     assert_eq!(waited_pair(Mode::NamedLock, 1, true).await, 2);
+}
+
+/// A key the backend found held within the last second is waited for from the first request,
+/// as a bare `GET_LOCK(name, wait)` caller does: no NOWAIT try that would only fail, in a
+/// hand-over where the server's time is what the next holder waits for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pessimistic_waited_acquire_of_a_key_lately_found_held_takes_two_round_trips() {
+    let (holder, waiter) = (backend(Mode::Pessimistic).await, backend(Mode::Pessimistic).await);
+    let key = format!("round-trips-contended-{}", OwnerToken::random());
+    let (h, w) = (Locker::new(holder), Locker::new(waiter.clone()));
+    h.try_lock(&key).await.expect("try_lock").expect("free").release().await.expect("release");
+    // The waiter's kept connection knows its id.
+    w.try_lock(&key).await.expect("try_lock").expect("free").release().await.expect("release");
+    let held = h.try_lock(&key).await.expect("try_lock").expect("free");
+    assert!(w.try_lock(&key).await.expect("try_lock").is_none(), "the waiter finds the key held");
+    let before = waiter.round_trips();
+    let k = key.clone();
+    let task = tokio::spawn(async move {
+        let g = w.lock(&k).wait(Duration::from_secs(5)).acquire().await.expect("acquire");
+        g.release().await.expect("release");
+    });
+    runs_in_server(&format!("%SET STATEMENT%FOR SELECT%{}%FOR UPDATE%", common::hex(key.as_bytes()))).await;
+    held.release().await.expect("release");
+    task.await.expect("waiter");
+    assert_eq!(waiter.round_trips() - before, 2, "the waiting statement and the COMMIT");
 }

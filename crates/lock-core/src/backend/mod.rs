@@ -21,6 +21,7 @@ use crate::{FencingToken, LeaseSignal, LockError, OwnerToken, Result};
 
 mod backoff;
 mod cleanup;
+mod contended;
 mod info;
 mod names;
 mod notify;
@@ -35,6 +36,7 @@ mod sync;
 
 pub use backoff::{Backoff, jitter, retry_cleanup};
 pub use cleanup::Cleanup;
+pub use contended::Contended;
 pub use info::{LockInfo, PermitInfo};
 pub use names::percent_decode;
 pub use notify::{NotifyHub, Subscription};
