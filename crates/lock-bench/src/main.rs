@@ -62,7 +62,7 @@ enum Internal {
 /// What to benchmark and where the report goes.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// Small sizes: the whole run finishes in about a minute (CI smoke run).
+    /// Small sizes: the whole run takes a few minutes (CI smoke run).
     #[arg(long)]
     pub quick: bool,
     /// Benchmark these backend URLs instead of starting local servers (repeatable).

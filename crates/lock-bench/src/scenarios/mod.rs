@@ -51,18 +51,18 @@ pub struct Sizes {
 }
 
 impl Sizes {
-    /// `--quick`: the whole run finishes in about a minute; otherwise about ten.
+    /// `--quick`: a run of a few minutes, a smoke run; otherwise the full comparison.
     pub fn new(quick: bool) -> Self {
         if quick {
             Sizes {
                 uncontended_ops: 500,
-                contended_for: Duration::from_millis(400),
+                contended_for: Duration::from_millis(250),
                 handoffs: 30,
                 scale_clients: &[1, 8, 32],
-                scale_for: Duration::from_millis(300),
+                scale_for: Duration::from_millis(200),
                 watchdog_locks: &[200],
                 waiters: &[10],
-                watchdog_periods: 2,
+                watchdog_periods: 1,
                 increments: 100,
                 stock: (1_000, 2_000),
                 floor_samples: 300,
