@@ -298,6 +298,10 @@ impl Renewer {
             futures_util::stream::iter(batch.chunks(RENEW_BATCH))
                 .for_each_concurrent(RENEW_IN_FLIGHT, |chunk| self.renew_chunk(chunk, deadline))
                 .await;
+            // A backend that answers at once (the in-process table) never makes this task wait:
+            // behind on a large table, it would hold its worker thread for good, and the
+            // application's tasks queued there with it.
+            tokio::task::yield_now().await;
         }
     }
 
@@ -374,6 +378,9 @@ impl Renewer {
                 "renewal timed out at the lease deadline",
             )),
         };
+        // One unit of the task's cooperative budget per chunk: a batch of chunks answered at
+        // once (see `run`) gives the worker thread back now and then.
+        tokio::task::coop::consume_budget().await;
         let mut st = self.lock();
         match result {
             Ok(flags) if flags.len() == items.len() => {
