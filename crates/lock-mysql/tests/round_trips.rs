@@ -95,21 +95,12 @@ async fn waited_pair(mode: Mode, waiting: u64, kept: bool) -> u64 {
     .await;
     if mode == Mode::NamedLock {
         // Its one batch is in the server's GET_LOCK queue.
-        runs_in_server(&statement).await;
+        let admin = common::admin(&common::shared_url()).await;
+        common::until_running(&admin, &statement, "the batch waits in GET_LOCK").await;
     }
     held.release().await.expect("release");
     task.await.expect("waiter");
     waiter.round_trips() - before
-}
-
-/// Until a statement like `pattern` runs on the server (a waiter waits in its queue).
-async fn runs_in_server(pattern: &str) {
-    let admin = common::admin(&common::shared_url()).await;
-    eventually(Duration::from_secs(5), "the waiter waits in the server's queue", || {
-        let admin = admin.clone();
-        async move { common::statements_like(&admin, pattern).await > 0 }
-    })
-    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,7 +144,9 @@ async fn pessimistic_waited_acquire_of_a_key_lately_found_held_takes_two_round_t
         let g = w.lock(&k).wait(Duration::from_secs(5)).acquire().await.expect("acquire");
         g.release().await.expect("release");
     });
-    runs_in_server(&format!("%SET STATEMENT%FOR SELECT%{}%FOR UPDATE%", common::hex(key.as_bytes()))).await;
+    let admin = common::admin(&common::shared_url()).await;
+    let waiting = format!("%SET STATEMENT%FOR SELECT%{}%FOR UPDATE%", common::hex(key.as_bytes()));
+    common::until_running(&admin, &waiting, "the waiter waits in the server's queue").await;
     held.release().await.expect("release");
     task.await.expect("waiter");
     assert_eq!(waiter.round_trips() - before, 2, "the waiting statement and the COMMIT");

@@ -8,6 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
+
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use lock_mysql::{Mode, MySqlLock, MySqlLockBuilder};
 use lock_testkit::server::{external_url, shared_mariadb};
@@ -46,6 +48,13 @@ pub const IDLE_BOUNDS_ARE_GLOBAL: &str = "@@SESSION.wait_timeout = @@GLOBAL.wait
 /// counted; the same user's threads are visible without the PROCESS privilege.
 pub async fn statements_like(pool: &MySqlPool, pattern: &str) -> i64 {
     statements_like_except(pool, pattern, "%PROCESSLIST%").await
+}
+
+/// Until a statement like `pattern` runs on the server (a waiter waits in its queue), for at
+/// most 10 s; `what` names the wait in the failure.
+pub async fn until_running(pool: &MySqlPool, pattern: &str, what: &str) {
+    lock_testkit::eventually(Duration::from_secs(10), what, || statements_like(pool, pattern).map(|n| n > 0))
+        .await;
 }
 
 /// [`statements_like`], leaving out the statements that are also like `except` (and this

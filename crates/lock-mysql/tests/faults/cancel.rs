@@ -302,10 +302,7 @@ async fn late_cleanup_of_a_blocked_attempt_undoes_only_that_attempt() {
         tx.commit().await.expect("commit");
         n
     });
-    until(Duration::from_secs(10), "second administrator queued", || async {
-        statements_like(&pool, "SELECT 1 FROM%FOR UPDATE").await > 0
-    })
-    .await;
+    until_running(&pool, "SELECT 1 FROM%FOR UPDATE", "second administrator queued").await;
     tx.commit().await.expect("commit");
     let nested = nest.await.expect("task");
     cleaned().await;

@@ -126,10 +126,7 @@ async fn killed_connection_reaches_every_guard_within_one_keepalive_of_the_succe
     });
     let pool = admin(&url).await;
     let queued = format!("%WHERE name = {}%FOR UPDATE", "X'");
-    until(Duration::from_secs(10), "waiter queued in the server", || async {
-        statements_like(&pool, &queued).await > 0
-    })
-    .await;
+    until_running(&pool, &queued, "waiter queued in the server").await;
     let id = ba.held_connection_id(&k).expect("held here");
     lock_mysql::sqlx::query("KILL CONNECTION ?").bind(id).execute(&pool).await.expect("kill");
     let (granted, g) = within(Duration::from_secs(5), "waiter", waiter).await.expect("task");

@@ -90,15 +90,7 @@ async fn queued_waiters_carry_hostile_keys_and_release_promptly() {
         let g = a.lock(&k).try_acquire().await.expect("try").unwrap_or_else(|| panic!("{k:?} not free"));
         let (b2, k2) = (b.clone(), k.clone());
         let waiter = tokio::spawn(async move { b2.lock(&k2).wait(Duration::from_secs(10)).acquire().await });
-        // Wait until the waiter is queued in the server.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if statements_like(&admin, &queued).await > 0 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{k:?}: waiter never queued in the server");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        until_running(&admin, &queued, &format!("{k:?}: waiter queued in the server")).await;
         g.release().await.expect("release");
         let g2 =
             within(Duration::from_secs(5), "queued waiter", waiter).await.expect("join").expect("acquire");

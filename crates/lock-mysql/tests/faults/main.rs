@@ -25,7 +25,9 @@ mod holds;
 mod input;
 mod server;
 
-use common::{IDLE_BOUNDS_ARE_GLOBAL, KEEPALIVE, admin, backend, builder, shared_url, statements_like};
+use common::{
+    IDLE_BOUNDS_ARE_GLOBAL, KEEPALIVE, admin, backend, builder, shared_url, statements_like, until_running,
+};
 
 fn key(case: &str) -> String {
     format!("faults-{case}-{}", OwnerToken::random())
