@@ -63,7 +63,9 @@ impl PgLock {
         &self.table
     }
 
-    /// The pool this backend uses.
+    /// The pool this backend uses. When the builder opened it, up to four connections whose
+    /// holds ended are kept out of it for a moment (about a third of the holder's idle bound)
+    /// for the next acquisition; a pool of yours gets each connection back at release.
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }

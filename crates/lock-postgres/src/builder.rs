@@ -177,6 +177,7 @@ impl PgLockBuilder {
         validate_table_name(&table)?;
         let keepalive = keepalive.unwrap_or(DEFAULT_KEEPALIVE);
         let sql = Sql::new(&table, fencing.unwrap_or(true));
+        let own_pool = !matches!(source, Source::Pool(_));
         let pool = match source {
             Source::None | Source::Url(_) => return Err(no_source()),
             Source::Options(opts) => {
@@ -232,8 +233,12 @@ impl PgLockBuilder {
         let endpoint = endpoint(opts.get_socket().map(|p| p.as_path()), opts.get_host(), opts.get_port());
         let database = opts.get_database().unwrap_or(opts.get_username()).to_owned();
         let identity = format!("postgres://{endpoint}/{database}?table={table}");
-        let lock =
-            PgLock { sessions: Arc::new(Sessions::new(pool.clone(), sql, keepalive)), pool, table, identity };
+        let lock = PgLock {
+            sessions: Arc::new(Sessions::new(pool.clone(), sql, keepalive, own_pool)),
+            pool,
+            table,
+            identity,
+        };
         Ok(lock)
     }
 }

@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use lock_core::LockError;
 use lock_core::backend::DropInRuntime;
-use lock_core::backend::session::{Ending, Link, Noted, SessionDriver, Trips};
+use lock_core::backend::session::{self, Ending, Link, Noted, SessionDriver, Trips};
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Connection, Postgres, Row};
+use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_connection_lost};
 use crate::key::lock_ids;
@@ -30,20 +31,45 @@ pub(crate) const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_m
 pub(crate) struct Pinned {
     pub(crate) conn: DropInRuntime<PoolConnection<Postgres>>,
     dirty: bool,
+    /// The session's backend pid, once an answer told it: a connection kept for the next hold
+    /// ([`Warm`]) keeps it, so a later wait can be cancelled without a try first.
+    pub(crate) pid: Option<i32>,
+    /// When the statement after which nothing of ours was left on the session was sent.
+    ended: Instant,
 }
+
+/// Clean connections kept for the next hold.
+pub(crate) type Warm = session::Warm<Pinned>;
 
 impl Pinned {
     pub(crate) fn new(conn: PoolConnection<Postgres>) -> Self {
-        Pinned { conn: DropInRuntime::new(conn), dirty: true }
+        Pinned { conn: DropInRuntime::new(conn), dirty: true, pid: None, ended: Instant::now() }
     }
 
-    /// Nothing of ours is left on the session: it may go back to the pool.
-    pub(crate) fn clean(mut self) {
+    /// A kept connection, about to carry a hold again.
+    pub(crate) fn reused(mut self) -> Self {
+        self.dirty = true;
+        self
+    }
+
+    /// Nothing of ours is left on the session since the statement sent at `sent`: it may go
+    /// back to the pool, or be kept for the next hold.
+    pub(crate) fn clean(&mut self, sent: Instant) {
         self.dirty = false;
+        self.ended = sent;
     }
 
-    /// `pg_advisory_unlock` and the session's idle bound restored; `Ok(true)` when the session
-    /// held the lock (then the connection may go back to the pool). With `noted` (the statement
+    /// Keep this connection in `warm` when it is clean; else (or without one) drop it: back to
+    /// the pool when clean, closed when not.
+    pub(crate) fn keep(self, warm: Option<&Warm>) {
+        if let (false, Some(warm)) = (self.dirty, warm) {
+            let ended = self.ended;
+            warm.put(self, ended);
+        }
+    }
+
+    /// `pg_advisory_unlock` and the session's idle bound restored; the connection, clean, when
+    /// the session held the lock (it may go back to the pool or be kept). With `noted` (the statement
     /// and the lock name), the hold's note is cleared in the same statement.
     async fn unlock(
         mut self,
@@ -52,8 +78,9 @@ impl Pinned {
         idle_before: &str,
         noted: Option<(&Arc<str>, &[u8])>,
         trips: &Trips,
-    ) -> std::result::Result<bool, sqlx::Error> {
+    ) -> std::result::Result<Option<Self>, sqlx::Error> {
         trips.add();
+        let sent = Instant::now();
         let query = match noted {
             None if shared => {
                 sqlx::query(include_str!("../sql/unlock_shared.sql")).bind(key).bind(idle_before)
@@ -65,10 +92,11 @@ impl Pinned {
         };
         let row = query.fetch_one(&mut **self.conn).await?;
         let released: bool = row.try_get(0)?;
-        if released {
-            self.clean();
+        if !released {
+            return Ok(None);
         }
-        Ok(released)
+        self.clean(sent);
+        Ok(Some(self))
     }
 
     /// After a lock wait that failed: a 55P03 or 57014 may have ended the statement after
@@ -78,6 +106,7 @@ impl Pinned {
     pub(crate) async fn unlock_stray(mut self, key: i64, trips: &Trips) {
         let (classid, objid) = lock_ids(key);
         trips.add();
+        let sent = Instant::now();
         let undo = sqlx::query(include_str!("../sql/unlock_stray.sql"))
             .bind(key)
             .bind(classid)
@@ -88,7 +117,7 @@ impl Pinned {
                 if undone.is_some() {
                     tracing::debug!(key, "a failed lock wait had been granted; unlocked");
                 }
-                self.clean();
+                self.clean(sent);
             }
             Ok(Err(e)) => tracing::debug!(key, error = %e, "checking a failed lock wait's session failed"),
             Err(_) => tracing::debug!(key, "no answer checking a failed lock wait's session"),
@@ -125,6 +154,9 @@ pub(crate) struct Driver {
     pub(crate) notes_set: Arc<str>,
     pub(crate) unlock_noted: Arc<str>,
     pub(crate) trips: Trips,
+    /// Where a cleanly released connection is kept for the next hold (a pool the builder
+    /// opened; a user's pool gets its connections back at once).
+    pub(crate) warm: Option<Arc<Warm>>,
 }
 
 impl SessionDriver for Driver {
@@ -143,10 +175,16 @@ impl SessionDriver for Driver {
 
     /// Unlock (clearing the note when there is one) and hand the connection back; the same at
     /// release and when the backend was dropped.
-    async fn end(&self, key: &str, held: Held, _why: Ending) -> Result<bool, sqlx::Error> {
+    async fn end(&self, key: &str, held: Held, why: Ending) -> Result<bool, sqlx::Error> {
         let Held { pinned, advisory, shared, idle_before, noted, .. } = held;
         let noted = noted.then_some((&self.unlock_noted, key.as_bytes()));
-        pinned.unlock(advisory, shared, &idle_before, noted, &self.trips).await
+        let Some(clean) = pinned.unlock(advisory, shared, &idle_before, noted, &self.trips).await? else {
+            return Ok(false);
+        };
+        if why == Ending::Release {
+            clean.keep(self.warm.as_deref());
+        }
+        Ok(true)
     }
 
     /// Store `note` in the name's fence row. A statement error (no note columns, no privilege)

@@ -5,10 +5,11 @@
 //! [`Driver`](crate::pinned::Driver).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::backend::session::{self, Granted, Trips};
-use lock_core::backend::{AcquireRequest, Attempt, Cleanup, LockInfo, RenewItem};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Contended, LockInfo, RenewItem};
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{AssertSqlSafe, Row};
@@ -16,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
 use crate::key::{advisory_key, lock_ids};
-use crate::pinned::{CANCEL_GRACE, Driver, Held, Pinned};
+use crate::pinned::{CANCEL_GRACE, Driver, Held, Pinned, Warm};
 use crate::sql::Sql;
 
 /// Waits shorter than this are sent as a plain try (a `lock_timeout` of 0 means "no limit").
@@ -67,6 +68,11 @@ pub(crate) struct Sessions {
     /// The holds: nesting, keepers, renewal, notes, release.
     holds: session::Sessions<Driver>,
     trips: Trips,
+    /// Clean connections kept for the next hold, with their backend pids (a pool the builder
+    /// opened only).
+    warm: Option<Arc<Warm>>,
+    /// Keys lately found held: a waiting attempt on one skips its try.
+    contended: Contended,
 }
 
 impl Sessions {
@@ -100,13 +106,20 @@ impl fmt::Debug for Sessions {
 }
 
 impl Sessions {
-    pub(crate) fn new(pool: PgPool, sql: Sql, keepalive: Duration) -> Self {
+    /// The backend's state; with `own_pool` (the builder opened `pool`, nobody else uses it)
+    /// cleanly released connections are kept for the next hold. Needs a runtime.
+    pub(crate) fn new(pool: PgPool, sql: Sql, keepalive: Duration, own_pool: bool) -> Self {
         let server_idle = server_idle(keepalive);
         let trips = Trips::default();
+        // Kept within a third of the server's idle bound of a holder: the session's own bound
+        // (restored at release) is the user's, so a kept connection is handed out only while
+        // it was lately used, as a pooled one would be.
+        let warm = own_pool.then(|| Warm::new(server_idle / 3));
         let driver = Driver {
             notes_set: sql.notes_set.clone(),
             unlock_noted: sql.unlock_noted.clone(),
             trips: trips.clone(),
+            warm: warm.clone(),
         };
         Sessions {
             pool,
@@ -115,6 +128,8 @@ impl Sessions {
             server_idle_text: pg_millis(server_idle),
             holds: session::Sessions::new(driver, keepalive, server_idle),
             trips,
+            warm,
+            contended: Contended::default(),
         }
     }
 
@@ -149,23 +164,32 @@ impl Sessions {
         // a connection under load is no silence of the server); a deadline comes first.
         let by_deadline = req.wait_until.map(|deadline| deadline + CANCEL_GRACE);
         let late = |what| if by_deadline.is_some() { Ok(None) } else { Err(no_answer(what)) };
-        let conn = match by_deadline {
-            Some(bound) => match tokio::time::timeout_at(bound, self.pool.acquire()).await {
-                Ok(conn) => conn.map_err(classify)?,
-                Err(_) => return late("a pooled connection"),
-            },
-            None => self.pool.acquire().await.map_err(classify)?,
-        };
-        let bound = by_deadline.unwrap_or_else(|| Instant::now() + self.server_idle);
         // Dropped anywhere below before the hold is recorded, `pinned` closes its connection:
         // the server ends the session and any lock it got.
-        let mut pinned = Pinned::new(conn);
+        let mut pinned = match self.warm.as_ref().and_then(|w| w.take()) {
+            Some(kept) => kept.reused(),
+            None => Pinned::new(match by_deadline {
+                Some(bound) => match tokio::time::timeout_at(bound, self.pool.acquire()).await {
+                    Ok(conn) => conn.map_err(classify)?,
+                    Err(_) => return late("a pooled connection"),
+                },
+                None => self.pool.acquire().await.map_err(classify)?,
+            }),
+        };
+        let bound = by_deadline.unwrap_or_else(|| Instant::now() + self.server_idle);
+        // A key this backend lately found held is waited for from the first round trip, as a
+        // `pg_advisory_lock` caller does: the try first would only fail, and under contention
+        // the server's time is what every hand-over waits for. It needs the backend pid (to
+        // cancel a dropped wait), which a kept connection knows.
+        if let (Some(deadline), Some(pid)) = (req.wait_until, pinned.pid)
+            && deadline.saturating_duration_since(Instant::now()) >= MIN_WAIT
+            && self.contended.likely_held(req.key)
+        {
+            return self.wait(req, pinned, pid, deadline).await;
+        }
         let sent = Instant::now();
         self.trips.add();
-        let (try_lock, lock_wait) = match req.side.is_shared() {
-            false => (&self.sql.try_lock, &self.sql.lock_wait),
-            true => (&self.sql.try_lock_shared, &self.sql.lock_wait_shared),
-        };
+        let try_lock = if req.side.is_shared() { &self.sql.try_lock_shared } else { &self.sql.try_lock };
         let tried = sqlx::query(AssertSqlSafe(try_lock.as_str()))
             .bind(key)
             .bind(name)
@@ -176,19 +200,36 @@ impl Sessions {
             Err(_) => return late("the lock statement"),
         };
         let Answer { ok, fence, pid, idle_before } = answer(&row, req.side.is_shared() || !self.sql.fenced)?;
+        pinned.pid = Some(pid);
         if ok {
             let held = held(key, req.side.is_shared(), pinned, fence?, pid, idle_before, (sent, None));
             return Ok(Some(held));
         }
-        let Some(deadline) = req.wait_until else {
-            pinned.clean();
-            return Ok(None);
-        };
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining < MIN_WAIT {
-            pinned.clean();
-            return Ok(None);
+        self.contended.found_held(req.key);
+        match req.wait_until {
+            Some(deadline) if deadline.saturating_duration_since(Instant::now()) >= MIN_WAIT => {
+                self.wait(req, pinned, pid, deadline).await
+            }
+            _ => {
+                pinned.clean(sent);
+                pinned.keep(self.warm.as_deref());
+                Ok(None)
+            }
         }
+    }
+
+    /// Wait for `req`'s key in the server's queue on `pinned` (backend `pid`) until `deadline`.
+    async fn wait(
+        &self,
+        req: &AcquireRequest<'_>,
+        mut pinned: Pinned,
+        pid: i32,
+        deadline: Instant,
+    ) -> Result<Option<Granted<Held>>> {
+        let key = advisory_key(req.key);
+        let name = req.key.as_bytes();
+        let lock_wait = if req.side.is_shared() { &self.sql.lock_wait_shared } else { &self.sql.lock_wait };
+        let remaining = deadline.saturating_duration_since(Instant::now());
 
         // Wait in the server's queue; the server ends the wait at the deadline by itself
         // (lock_timeout). If this future is dropped mid-wait, the wait is cancelled from

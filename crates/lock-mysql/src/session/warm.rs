@@ -4,10 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::backend::Mutex;
+use lock_core::backend::session;
 use sqlx::AssertSqlSafe;
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
-use tokio::time::Instant;
 
 use lock_core::Result;
 
@@ -38,78 +37,37 @@ impl Holding {
     }
 }
 
-/// Clean holding connections kept for the next acquisition (holding connections come from a
-/// private pool and carry the holder's session settings, [`holders_pool`]): taking one
-/// skips the pool's checkout, and keeping it skips the ping sqlx sends on every return to a pool
-/// (a round trip per release). A connection is only taken
-/// while its session is far from the server's idle bound (`fresh`, counted from when its last
-/// statement was sent); a sweeper hands older ones back to the pool (whose return ping restarts
-/// the server's idle clock, or finds the session gone and closes the connection).
-pub(crate) struct Warm {
-    conns: Mutex<Vec<Pinned>>,
-    fresh: Duration,
-}
-
-/// Clean connections kept at most: enough for a few clients taking turns; more go back to the pool.
-const WARM_MAX: usize = 4;
+/// Clean holding connections kept for the next acquisition ([`session::Warm`]): holding
+/// connections come from a private pool and carry the holder's session settings
+/// ([`holders_pool`]), so a kept one is only handed out while its session is far from the
+/// server's idle bound (`fresh`, counted from when its last statement was sent); a sweeper hands
+/// older ones back to the pool (whose return ping restarts the server's idle clock, or finds the
+/// session gone and closes the connection).
+pub(crate) struct Warm(Arc<session::Warm<Pinned>>);
 
 impl Warm {
-    /// Keep connections for `fresh` after their last statement's send, swept every half of that
-    /// (the sweeper ends with the last reference). Needs a runtime.
+    /// Keep connections for `fresh` after their last statement's send. Needs a runtime.
     pub(crate) fn new(fresh: Duration) -> Arc<Self> {
-        let warm = Arc::new(Warm { conns: Mutex::new(Vec::new()), fresh });
-        let weak = Arc::downgrade(&warm);
-        let every = (fresh / 2).max(Duration::from_millis(10));
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let Some(warm) = weak.upgrade() else { return };
-                drop(warm.stale());
-            }
-        });
-        warm
-    }
-
-    /// The connections past `fresh`, out of the stack (dropped outside its lock).
-    fn stale(&self) -> Vec<Pinned> {
-        let now = Instant::now();
-        let mut conns = self.conns.lock();
-        let (old, keep): (Vec<_>, Vec<_>) = conns.drain(..).partition(|p| p.ended + self.fresh <= now);
-        *conns = keep;
-        old
-    }
-
-    /// The most recently used fresh connection, now carrying (or about to carry) a hold.
-    fn take(&self) -> Option<Pinned> {
-        let now = Instant::now();
-        let mut p = loop {
-            let p = self.conns.lock().pop()?;
-            if p.ended + self.fresh > now {
-                break p;
-            }
-            // Older ones are below it on the stack: the sweeper's.
-            drop(p);
-        };
-        p.dirty = true;
-        Some(p)
+        Arc::new(Warm(session::Warm::new(fresh)))
     }
 
     /// A clean holding connection for the next hold: a kept one, or one from `holders`.
     pub(crate) async fn pinned(&self, holders: &MySqlPool) -> Result<Pinned> {
-        match self.take() {
-            Some(p) => Ok(p),
+        match self.0.take() {
+            Some(mut p) => {
+                // It now carries (or is about to carry) a hold.
+                p.dirty = true;
+                Ok(p)
+            }
             None => Ok(Pinned::new(holders.acquire().await.map_err(classify)?)),
         }
     }
 
     /// Keep `p`, a connection whose hold ended cleanly, for the next acquisition.
     pub(crate) fn put(&self, p: Pinned) {
-        if p.dirty {
-            return;
-        }
-        let mut conns = self.conns.lock();
-        if conns.len() < WARM_MAX {
-            conns.push(p);
+        if !p.dirty {
+            let ended = p.ended;
+            self.0.put(p, ended);
         }
     }
 }

@@ -12,6 +12,7 @@
 //!   ([`waited_grant_anchor`](super::waited_grant_anchor)).
 //! - [`capabilities`]: what such a store can do.
 //! - [`Trips`]: round trips, counted for tests.
+//! - [`Warm`]: clean holding connections kept for the next hold.
 //! - Building a pooled store: [`Source`], the defaults, [`connect_first`], [`endpoint`].
 //!
 //! The backend supplies only its driver calls through [`SessionDriver`]: a ping, the end of a
@@ -25,6 +26,7 @@ mod keeper;
 mod link;
 mod setup;
 mod trips;
+mod warm;
 
 #[cfg(test)]
 mod tests;
@@ -39,3 +41,4 @@ pub use setup::{
     connect_first, endpoint, no_source,
 };
 pub use trips::Trips;
+pub use warm::{WARM_MAX, Warm};

@@ -1,0 +1,133 @@
+//! Clean holding connections kept for the next acquisition.
+//!
+//! A session-bound store holds a lock on a connection taken out of a pool for the hold's life.
+//! Handing it back at release costs the pool's return check (sqlx pings every connection it
+//! gets back: a round trip per release, on the server's time), and the next hold then starts
+//! on a connection it knows nothing about: not the server session's id, which a waiting
+//! statement needs first (to be cancelled from elsewhere when its caller gives up). A kept
+//! connection skips the ping and carries what its last hold learnt.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backend::Mutex;
+
+/// Connections kept at most: enough for a few clients taking turns; more go back to the pool.
+pub const WARM_MAX: usize = 4;
+
+/// A stack of clean connections, each with the instant its last statement was sent. One is
+/// handed out only while that instant is within `fresh`: the server counts a session's idle
+/// time from there (and may end it, or a proxy may drop it), and the pool's own checks are
+/// skipped for a kept connection. A sweeper drops older ones, so they go back to their pool.
+pub struct Warm<C> {
+    conns: Mutex<Vec<(Instant, C)>>,
+    fresh: Duration,
+}
+
+impl<C: Send + 'static> Warm<C> {
+    /// Keep connections for `fresh` after their last statement's send, swept every half of that
+    /// (the sweeper ends with the last reference). Needs a runtime.
+    pub fn new(fresh: Duration) -> Arc<Self> {
+        let warm = Arc::new(Warm { conns: Mutex::new(Vec::new()), fresh });
+        let weak = Arc::downgrade(&warm);
+        let every = (fresh / 2).max(Duration::from_millis(10));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(warm) = weak.upgrade() else { return };
+                drop(warm.stale());
+            }
+        });
+        warm
+    }
+
+    /// The connections past `fresh`, out of the stack (dropped by the caller, outside the lock:
+    /// dropping one may hand it back to its pool).
+    fn stale(&self) -> Vec<C> {
+        let now = Instant::now();
+        let mut conns = self.conns.lock();
+        let (old, keep): (Vec<_>, Vec<_>) = conns.drain(..).partition(|(sent, _)| *sent + self.fresh <= now);
+        *conns = keep;
+        old.into_iter().map(|(_, c)| c).collect()
+    }
+
+    /// The most recently used fresh connection, if any.
+    pub fn take(&self) -> Option<C> {
+        let now = Instant::now();
+        loop {
+            let (sent, c) = self.conns.lock().pop()?;
+            if sent + self.fresh > now {
+                return Some(c);
+            }
+            // Older ones are below it on the stack: the sweeper's.
+            drop(c);
+        }
+    }
+
+    /// Keep `c`, a clean connection whose last statement was sent at `sent`. Beyond
+    /// [`WARM_MAX`] it is dropped (back to its pool).
+    pub fn put(&self, c: C, sent: Instant) {
+        let mut conns = self.conns.lock();
+        if conns.len() < WARM_MAX && sent + self.fresh > Instant::now() {
+            conns.push((sent, c));
+            return;
+        }
+        drop(conns);
+        drop(c);
+    }
+
+    /// How many connections are kept now.
+    pub fn len(&self) -> usize {
+        self.conns.lock().len()
+    }
+
+    /// Whether none is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<C> std::fmt::Debug for Warm<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Warm").field("fresh", &self.fresh).finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_latest_fresh_connection_is_handed_out_and_stale_ones_never() {
+        let warm = Warm::new(Duration::from_millis(300));
+        let t0 = Instant::now();
+        warm.put("old", t0);
+        tokio::time::advance(Duration::from_millis(200)).await;
+        warm.put("new", Instant::now());
+        assert_eq!(warm.take(), Some("new"), "the most recently used first");
+        warm.put("new", Instant::now());
+        tokio::time::advance(Duration::from_millis(150)).await;
+        // "old" is 350 ms past its last send: never handed out, even when it is the only one.
+        assert_eq!(warm.take(), Some("new"));
+        assert_eq!(warm.take(), None, "the stale one is dropped, not handed out");
+        for i in 0..WARM_MAX + 2 {
+            warm.put("x", Instant::now() - Duration::from_millis(i as u64));
+        }
+        assert_eq!(warm.len(), WARM_MAX, "kept at most WARM_MAX");
+        warm.put("late", Instant::now() - Duration::from_millis(400));
+        assert_eq!(warm.len(), WARM_MAX, "a connection already past fresh is not kept");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_sweeper_hands_stale_connections_back() {
+        let warm = Warm::new(Duration::from_millis(100));
+        let dropped = Arc::new(());
+        warm.put(dropped.clone(), Instant::now());
+        assert_eq!(Arc::strong_count(&dropped), 2);
+        tokio::time::sleep(Duration::from_millis(160)).await;
+        assert!(warm.is_empty(), "swept");
+        assert_eq!(Arc::strong_count(&dropped), 1, "dropped, so back in its pool");
+    }
+}
