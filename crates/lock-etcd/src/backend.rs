@@ -117,6 +117,13 @@ impl EtcdLock {
         self.inner.wakeups.load(Ordering::Relaxed)
     }
 
+    /// Test hook (feature `testing`, not for production): how many times this client's
+    /// waiters read their predecessor after their own put.
+    #[cfg(feature = "testing")]
+    pub fn predecessor_reads(&self) -> u64 {
+        self.inner.predecessor_reads.load(Ordering::Relaxed)
+    }
+
     /// Test hook (feature `testing`, not for production): the number of locks held through
     /// this client (reentrant holds count once).
     #[cfg(feature = "testing")]

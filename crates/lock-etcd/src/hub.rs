@@ -108,6 +108,20 @@ impl PrefixWatch {
         rx
     }
 
+    /// Whether each of `keys` was deleted after `mark` and `own` was not: then, when the last of
+    /// them went, none of them was left and `own` still existed. `false` when that is not known
+    /// (the deletes since the mark were forgotten, or the watch ended).
+    pub(crate) fn all_deleted_since(&self, mark: Mark, keys: &[Vec<u8>], own: &[u8]) -> bool {
+        let d = self.dispatch.lock();
+        let forgotten = d.recent.front().is_some_and(|(first, _)| *first > mark.0 + 1);
+        if d.ended || forgotten {
+            return false;
+        }
+        let since: Vec<&[u8]> =
+            d.recent.iter().rev().take_while(|(n, _)| *n > mark.0).map(|(_, k)| &k[..]).collect();
+        !since.contains(&own) && keys.iter().all(|k| since.contains(&&k[..]))
+    }
+
     fn is_live(&self) -> bool {
         !self.dispatch.lock().ended
     }
@@ -272,6 +286,25 @@ mod tests {
         delete(&w, b"own-b");
         delete(&w, b"b");
         assert_eq!(b.recv().await, Some(Woken::Deleted(Arc::from(&b"own-b"[..]))));
+    }
+
+    #[tokio::test]
+    async fn all_deleted_since_counts_only_deletes_after_the_mark_and_not_of_its_own_key() {
+        let w = watch();
+        delete(&w, b"a");
+        let mark = w.mark().expect("live");
+        let ahead = [b"a".to_vec(), b"b".to_vec()];
+        delete(&w, b"b");
+        assert!(!w.all_deleted_since(mark, &ahead, b"own"), "a's delete came before the mark");
+        delete(&w, b"a");
+        assert!(w.all_deleted_since(mark, &ahead, b"own"));
+        delete(&w, b"own");
+        assert!(!w.all_deleted_since(mark, &ahead, b"own"), "its own key is gone");
+        let mark = w.mark().expect("live");
+        for i in 0..=RECENT {
+            delete(&w, format!("k{i}").as_bytes());
+        }
+        assert!(!w.all_deleted_since(mark, &[b"k0".to_vec()], b"own"), "forgotten");
     }
 
     #[tokio::test]

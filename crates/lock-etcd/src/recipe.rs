@@ -77,10 +77,16 @@ fn first_created(dir: &str) -> TxnOp {
     TxnOp::get(dir, Some(opts.with_limit(1).with_keys_only()))
 }
 
-/// The last key (highest create revision) under a lock's prefix: the end of its queue.
+/// Keys ahead of a new attempt that the put's transaction reads, at most: with all of them
+/// known, a waiter learns it is first from the deletes its client's watch sees, without a read
+/// after its predecessor goes. A longer queue is followed key by key, with a read per step.
+const AHEAD_MAX: usize = 32;
+
+/// The last keys (highest create revisions first) under a lock's prefix: the end of its queue,
+/// [`AHEAD_MAX`] and one more, so that a longer queue shows as one.
 fn last_created(dir: &str) -> TxnOp {
     let opts = GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Descend);
-    TxnOp::get(dir, Some(opts.with_limit(1).with_keys_only()))
+    TxnOp::get(dir, Some(opts.with_limit(AHEAD_MAX as i64 + 1).with_keys_only()))
 }
 
 impl Inner {
@@ -118,6 +124,8 @@ impl Inner {
         let own = TxnOp::get(name, Some(GetOptions::new().with_keys_only()));
         let ahead = TxnOp::get(waits_for(dir, side), Some(before));
         let txn = Txn::new().and_then([own, ahead, first_created(dir)]);
+        #[cfg(feature = "testing")]
+        self.predecessor_reads.fetch_add(1, Ordering::Relaxed);
         let mut kv = self.client.kv_client();
         let resp = bounded(self.cfg.request_timeout, kv.txn(txn)).await.map_err(lock_error)?;
         let rs = ranges(&resp);
@@ -146,12 +154,13 @@ struct Entry {
     early: Option<Early>,
 }
 
-/// The prefix's watch marked before an attempt's put, and whether the key the put's
-/// transaction found ahead is the holder's.
+/// The prefix's watch marked before an attempt's put, whether the key the put's transaction
+/// found ahead is the holder's, and every key ahead when there were at most [`AHEAD_MAX`].
 struct Early {
     mark: Mark,
     prefix: Arc<PrefixWatch>,
     head: bool,
+    ahead: Option<Vec<Vec<u8>>>,
 }
 
 /// A wait on the deletes of the predecessor and of our own key, the predecessor waited for,
@@ -159,9 +168,12 @@ struct Early {
 struct PredecessorWatch {
     woken: mpsc::UnboundedReceiver<Woken>,
     /// Keeps the prefix's watch open while waiting.
-    _prefix: Arc<PrefixWatch>,
+    prefix: Arc<PrefixWatch>,
     predecessor: Vec<u8>,
     head: bool,
+    /// Every key ahead, as the put's transaction read them after the watch was marked: when
+    /// all are deleted (and our own key is not), the lock is ours without another read.
+    ahead: Option<(Mark, Vec<Vec<u8>>)>,
 }
 
 #[async_trait]
@@ -194,7 +206,7 @@ impl QueueStore for Queue<'_> {
         // (a delete after it cannot be missed), so waiting costs no other read.
         let early = req.wait_until.and_then(|_| inner.hub.open_watch(&dir));
         let early = early.and_then(|prefix| Some((prefix.mark()?, prefix)));
-        let (name, fence, cleanup, holder, predecessor) = loop {
+        let (name, fence, cleanup, holder, before) = loop {
             let n = inner.nonce.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let name = format!("{}{:016x}_{n:x}", side_dir(&dir, req.side), session.lease);
             let keys = AttemptKeys {
@@ -226,11 +238,11 @@ impl QueueStore for Queue<'_> {
                         return Err(temporary("lock key or its cancel marker exists already"));
                     }
                     let fence = resp.header().map_or(0, |h| h.revision());
-                    let mut rs =
-                        ranges(&resp).into_iter().map(|r| r.into_iter().next().map(|kv| kv.key().to_vec()));
-                    let predecessor = rs.next().flatten();
-                    let holder = rs.nth(1).flatten();
-                    break (name, fence, cleanup, holder, predecessor);
+                    let mut rs = ranges(&resp).into_iter();
+                    let before: Vec<Vec<u8>> =
+                        rs.next().unwrap_or_default().iter().map(|kv| kv.key().to_vec()).collect();
+                    let holder = rs.nth(1).and_then(|r| r.into_iter().next()).map(|kv| kv.key().to_vec());
+                    break (name, fence, cleanup, holder, before);
                 }
                 // The lease ended under us (revoked, expired): once more under a new one.
                 Err(e) if lease_gone(&e) && !regranted => {
@@ -245,9 +257,12 @@ impl QueueStore for Queue<'_> {
         if fence <= 0 {
             return Err(temporary("lock key put answered without a revision"));
         }
-        // For a mutex or a writer, whether the key waited for is the holder's.
+        let predecessor = before.first().cloned();
+        // For a mutex or a writer, whether the key waited for is the holder's, and every key
+        // ahead when the read got them all (a reader's read is of the first writer only).
         let head = !req.side.is_shared() && predecessor.is_some() && holder == predecessor;
-        let early = early.map(|(mark, prefix)| Early { mark, prefix, head });
+        let ahead = (!req.side.is_shared() && before.len() <= AHEAD_MAX).then_some(before);
+        let early = early.map(|(mark, prefix)| Early { mark, prefix, head, ahead });
         let place = match predecessor {
             None if req.side.is_shared() => Place::Head,
             _ if holder.as_deref() == Some(name.as_bytes()) => Place::Head,
@@ -269,9 +284,12 @@ impl QueueStore for Queue<'_> {
             return Err(temporary("etcd lease ended while waiting"));
         }
         // The put's own read, the watch marked before it: no other read.
-        if let (Some(predecessor), Some(Early { mark, prefix, head })) = (candidate, entry.early.take()) {
+        if let (Some(predecessor), Some(Early { mark, prefix, head, ahead })) =
+            (candidate, entry.early.take())
+        {
             let woken = prefix.wait_for(mark, &[&predecessor, entry.name.as_bytes()]);
-            return Ok(Watched::Armed(PredecessorWatch { woken, _prefix: prefix, predecessor, head }));
+            let ahead = ahead.map(|keys| (mark, keys));
+            return Ok(Watched::Armed(PredecessorWatch { woken, prefix, predecessor, head, ahead }));
         }
         let (dir, side, name, fence) = (entry.dir.as_str(), entry.side, entry.name.as_str(), entry.fence);
         let prefix = inner.hub.watch(&inner.client, dir, inner.cfg.request_timeout).await?;
@@ -281,17 +299,17 @@ impl QueueStore for Queue<'_> {
             None => Ok(Watched::Moved(Place::Head)),
             Some((predecessor, head)) => {
                 let woken = prefix.wait_for(mark, &[&predecessor, name.as_bytes()]);
-                Ok(Watched::Armed(PredecessorWatch { woken, _prefix: prefix, predecessor, head }))
+                Ok(Watched::Armed(PredecessorWatch { woken, prefix, predecessor, head, ahead: None }))
             }
         }
     }
 
     async fn deleted(
         &self,
-        _entry: &mut Entry,
+        entry: &mut Entry,
         w: PredecessorWatch,
     ) -> Result<Option<Place<Option<Vec<u8>>>>> {
-        let PredecessorWatch { mut woken, predecessor, head, .. } = w;
+        let PredecessorWatch { mut woken, prefix, predecessor, head, ahead } = w;
         // `true`: the predecessor was deleted; `false`: look again (the watch ended, or this
         // waiter's deletes were forgotten before it registered).
         let predecessor_gone = match woken.recv().await {
@@ -301,11 +319,17 @@ impl QueueStore for Queue<'_> {
         };
         #[cfg(feature = "testing")]
         self.0.wakeups.fetch_add(1, Ordering::Relaxed);
-        // The holder itself was our predecessor: nothing older is left, and a key created later
-        // queues behind ours. Our own key's delete, had it come first, would have come first on
-        // this watch (events are sent in revision order): the lock is ours without another
+        // The holder itself was our predecessor, or every key ahead of ours is gone: nothing
+        // older is left, and a key created later queues behind ours. Our own key's delete, had
+        // it come first, would have come first on this watch (events are sent in revision
+        // order), and the keys ahead are checked against it: the lock is ours without another
         // read.
-        Ok(Some(if predecessor_gone && head { Place::Head } else { Place::Behind(None) }))
+        let first = predecessor_gone
+            && (head
+                || ahead.is_some_and(|(mark, keys)| {
+                    prefix.all_deleted_since(mark, &keys, entry.name.as_bytes())
+                }));
+        Ok(Some(if first { Place::Head } else { Place::Behind(None) }))
     }
 
     /// The next round reads the predecessor together with setting its watch.

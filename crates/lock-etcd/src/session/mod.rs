@@ -112,6 +112,10 @@ pub(crate) struct Inner {
     /// Predecessor-watch wake-ups of this client's waiters (tests count them: no herd effect).
     #[cfg(feature = "testing")]
     pub wakeups: AtomicU64,
+    /// Reads of a waiter's predecessor after its put (tests count them: a waiter that knew
+    /// every key ahead needs none).
+    #[cfg(feature = "testing")]
+    pub predecessor_reads: AtomicU64,
     pub runtime: Handle,
 }
 
@@ -159,6 +163,8 @@ impl Inner {
             nonce: AtomicU64::new(0),
             #[cfg(feature = "testing")]
             wakeups: AtomicU64::new(0),
+            #[cfg(feature = "testing")]
+            predecessor_reads: AtomicU64::new(0),
             runtime,
         });
         session.watch(&inner);
