@@ -22,6 +22,9 @@ struct Flaky {
     renew_calls: AtomicUsize,
     /// Non-zero: grants answer this lease in ms (a hold granted in advance, shorter than asked).
     short_grant_ms: AtomicU64,
+    /// Non-zero: each renew call keeps its thread busy this many ms, then answers at once (a
+    /// backend that answers from memory, on a large table).
+    renew_busy_ms: AtomicU64,
 }
 
 #[async_trait]
@@ -49,6 +52,10 @@ impl LockBackend for Flaky {
     }
     async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
         self.renew_calls.fetch_add(1, Ordering::SeqCst);
+        let busy = self.renew_busy_ms.load(Ordering::SeqCst);
+        if busy > 0 {
+            std::thread::sleep(Duration::from_millis(busy));
+        }
         if self.fail_permanent.load(Ordering::SeqCst) {
             return Err(LockError::permanent("flaky", "WRONGTYPE"));
         }
@@ -282,6 +289,29 @@ fn public_types_are_send_and_sync() {
     check::<LockError>();
     check::<MemoryBackend>();
     check::<Arc<dyn LockBackend>>();
+}
+
+/// A watchdog behind its schedule on a backend that answers at once never waits for anything:
+/// it must still give its thread back between rounds, or the tasks queued on that thread (here
+/// the application's own, on a single-threaded runtime) never run again.
+#[test]
+fn a_watchdog_behind_on_a_backend_that_answers_at_once_does_not_starve_its_thread() {
+    let (b, l) = setup(150);
+    // Every round takes longer than the 50 ms renewal period: the task is always behind.
+    b.renew_busy_ms.store(60, Ordering::SeqCst);
+    let (done, ran) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+        rt.block_on(async {
+            let g = l.try_lock("busy").await.expect("try").expect("free");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let _ = done.send(g.state());
+            g.abandon();
+        });
+    });
+    // On failure the runtime's thread stays stuck in the watchdog: it ends with the process.
+    let state = ran.recv_timeout(Duration::from_secs(20)).expect("a 200 ms sleep never ended");
+    assert_eq!(state, LeaseState::Held, "the lease, renewed all along");
 }
 
 /// A watchdog task that died with its runtime is started again on the next hold, on the
