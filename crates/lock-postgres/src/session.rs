@@ -114,7 +114,10 @@ impl Sessions {
         // Kept within a third of the server's idle bound of a holder: the session's own bound
         // (restored at release) is the user's, so a kept connection is handed out only while
         // it was lately used, as a pooled one would be.
-        let warm = own_pool.then(|| Warm::new(server_idle / 3));
+        // Nothing is kept while every connection of the pool is out (see `Warm`).
+        let full = pool.clone();
+        let pressed = move || full.num_idle() == 0 && full.size() >= full.options().get_max_connections();
+        let warm = own_pool.then(|| Warm::new(server_idle / 3, pressed));
         let driver = Driver {
             notes_set: sql.notes_set.clone(),
             unlock_noted: sql.unlock_noted.clone(),

@@ -30,10 +30,11 @@ impl Holding {
         // A holding connection is handed out only within the first third of the server's idle
         // bound since its last statement was sent: far from being ended by the server.
         let fresh = idle / 3;
-        let warm = Warm::new(fresh);
-        let sessions = Sessions::new(driver.with_warm(warm.clone()), keepalive, idle);
         let setup = setup.replace("{idle}", &idle.as_secs().to_string()).into();
-        Holding { sessions, holders: holders_pool(pool, setup, fresh), warm }
+        let holders = holders_pool(pool, setup, fresh);
+        let warm = Warm::new(fresh, &holders);
+        let sessions = Sessions::new(driver.with_warm(warm.clone()), keepalive, idle);
+        Holding { sessions, holders, warm }
     }
 }
 
@@ -46,9 +47,13 @@ impl Holding {
 pub(crate) struct Warm(Arc<session::Warm<Pinned>>);
 
 impl Warm {
-    /// Keep connections for `fresh` after their last statement's send. Needs a runtime.
-    pub(crate) fn new(fresh: Duration) -> Arc<Self> {
-        Arc::new(Warm(session::Warm::new(fresh)))
+    /// Keep connections of `holders` for `fresh` after their last statement's send, except
+    /// while every connection of that pool is out. Needs a runtime.
+    pub(crate) fn new(fresh: Duration, holders: &MySqlPool) -> Arc<Self> {
+        let holders = holders.clone();
+        let pressed =
+            move || holders.num_idle() == 0 && holders.size() >= holders.options().get_max_connections();
+        Arc::new(Warm(session::Warm::new(fresh, pressed)))
     }
 
     /// A clean holding connection for the next hold: a kept one, or one from `holders`.
