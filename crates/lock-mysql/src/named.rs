@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::TryStreamExt;
 use lock_core::backend::session::Trips;
-use lock_core::backend::{AcquireRequest, Attempt, Cleanup, LockInfo};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, LockInfo, may_wait};
 use lock_core::{LockError, OwnerToken, Result};
 use sqlx::mysql::{MySqlPool, MySqlRow};
 use sqlx::{AssertSqlSafe, Row};
@@ -22,8 +22,8 @@ use tokio::time::Instant;
 use crate::error::{NAME, classify, is_contention};
 use crate::name::lock_name;
 use crate::session::{
-    Driver, Holding, MIN_WAIT, Pinned, SessionNotes, SessionsExt, WAIT_MARK, WaitOf, Warm, answered_by,
-    granted, kill_marked, killable_wait, next_fence,
+    Driver, Holding, Pinned, SessionNotes, SessionsExt, WAIT_MARK, WaitOf, Warm, answered_by, granted,
+    kill_marked, killable_wait, next_fence,
 };
 use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NamedSql, NoteKind, hex_literal};
@@ -116,9 +116,7 @@ impl Named {
     async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let name = lock_name(req.key);
         let mut pinned = self.warm.pinned(&self.holders).await?;
-        if let Some(deadline) = req.wait_until
-            && deadline.saturating_duration_since(Instant::now()) >= MIN_WAIT
-        {
+        if let Some(deadline) = may_wait(req) {
             return self.wait_once(req, pinned, &name, deadline).await;
         }
         let sent = Instant::now();

@@ -16,16 +16,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::backend::session::Trips;
-use lock_core::backend::{AcquireRequest, Attempt, Contended, LockInfo, jitter, unsupported};
+use lock_core::backend::{AcquireRequest, Attempt, Contended, LockInfo, jitter, may_wait, unsupported};
 use lock_core::{LockError, Result};
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
-use crate::session::{
-    Driver, Holding, MIN_WAIT, Pinned, SessionNotes, Warm, granted, killable_wait, next_fence,
-};
+use crate::session::{Driver, Holding, Pinned, SessionNotes, Warm, granted, killable_wait, next_fence};
 use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NoteKind, PessimisticSql, hex_literal};
 
@@ -134,11 +132,7 @@ impl Pessimistic {
         // `GET_LOCK(name, wait)` caller does: the try first would only fail, and under
         // contention the server's time is what every hand-over waits for. It needs the
         // connection id (to kill a dropped wait), which a kept connection knows.
-        let may_wait = |deadline: Instant| deadline.saturating_duration_since(Instant::now()) >= MIN_WAIT;
-        if let (Some(deadline), Some(conn_id)) = (req.wait_until, pinned.id)
-            && may_wait(deadline)
-            && self.contended.likely_held(req.key)
-        {
+        if let (Some(deadline), Some(conn_id)) = (self.contended.wait_at_once(req), pinned.id) {
             return self.wait(req, pinned, conn_id, deadline).await;
         }
         let sent = Instant::now();
@@ -158,7 +152,7 @@ impl Pessimistic {
             Err(e) if is_contention(&e) => self.contended.found_held(req.key),
             Err(e) => return Err(classify(e)),
         }
-        let Some(deadline) = req.wait_until.filter(|d| may_wait(*d)) else { return self.held(pinned).await };
+        let Some(deadline) = may_wait(req) else { return self.held(pinned).await };
         // Only a held key pays for the connection id (`KILL QUERY` needs it to end the wait), so
         // `acquire()` on a free key costs what `try_lock` costs, and only once per connection (a
         // kept connection knows it). This trip is made while another client holds the key, so

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::backend::session::{self, Granted, Trips};
-use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Contended, LockInfo, RenewItem};
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Contended, LockInfo, RenewItem, may_wait};
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{AssertSqlSafe, Row};
@@ -20,8 +20,6 @@ use crate::key::{advisory_key, lock_ids};
 use crate::pinned::{CANCEL_GRACE, Driver, Held, Pinned, Warm};
 use crate::sql::Sql;
 
-/// Waits shorter than this are sent as a plain try (a `lock_timeout` of 0 means "no limit").
-const MIN_WAIT: Duration = Duration::from_millis(1);
 /// Shortest server-side idle bound: below it a scheduling stall of a loaded client (its task
 /// inside the critical section, its keeper not yet run) lets the server end a hold that the
 /// client still uses. The same floor as lock-mysql's `wait_timeout`.
@@ -184,10 +182,7 @@ impl Sessions {
         // `pg_advisory_lock` caller does: the try first would only fail, and under contention
         // the server's time is what every hand-over waits for. It needs the backend pid (to
         // cancel a dropped wait), which a kept connection knows.
-        if let (Some(deadline), Some(pid)) = (req.wait_until, pinned.pid)
-            && deadline.saturating_duration_since(Instant::now()) >= MIN_WAIT
-            && self.contended.likely_held(req.key)
-        {
+        if let (Some(deadline), Some(pid)) = (self.contended.wait_at_once(req), pinned.pid) {
             return self.wait(req, pinned, pid, deadline).await;
         }
         let sent = Instant::now();
@@ -209,11 +204,9 @@ impl Sessions {
             return Ok(Some(held));
         }
         self.contended.found_held(req.key);
-        match req.wait_until {
-            Some(deadline) if deadline.saturating_duration_since(Instant::now()) >= MIN_WAIT => {
-                self.wait(req, pinned, pid, deadline).await
-            }
-            _ => {
+        match may_wait(req) {
+            Some(deadline) => self.wait(req, pinned, pid, deadline).await,
+            None => {
                 pinned.clean(sent);
                 pinned.keep(self.warm.as_deref());
                 Ok(None)

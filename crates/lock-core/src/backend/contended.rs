@@ -13,6 +13,18 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::backend::AcquireRequest;
+
+/// The shortest wait a server's queue is asked for: a server-side timeout of 0 means "no
+/// limit" (PostgreSQL's `lock_timeout`, MariaDB's statement bounds), so a shorter one is sent
+/// as a plain try, and the attempt answers "held".
+pub const MIN_WAIT: Duration = Duration::from_millis(1);
+
+/// `req`'s deadline, when it may still wait in a server's queue (at least [`MIN_WAIT`] left).
+pub fn may_wait(req: &AcquireRequest<'_>) -> Option<Instant> {
+    req.wait_until.filter(|d| d.saturating_duration_since(Instant::now()) >= MIN_WAIT)
+}
+
 /// Slots of the table. Keys share a slot by hash: a shared slot only makes a free key's attempt
 /// skip its try for a while (a waiting statement costs a little more than a try), never wrong.
 const SLOTS: usize = 256;
@@ -48,6 +60,12 @@ impl Contended {
     pub fn likely_held(&self, key: &str) -> bool {
         let seen = self.slot(key).load(Ordering::Relaxed);
         seen != 0 && self.now().saturating_sub(seen) < WINDOW.as_millis() as u64
+    }
+
+    /// `req`'s deadline when it should join the server's queue in its first round trip: it may
+    /// wait ([`may_wait`]) and its key was lately found held.
+    pub fn wait_at_once(&self, req: &AcquireRequest<'_>) -> Option<Instant> {
+        may_wait(req).filter(|_| self.likely_held(req.key))
     }
 
     fn now(&self) -> u64 {

@@ -36,7 +36,7 @@ mod sync;
 
 pub use backoff::{Backoff, jitter, retry_cleanup};
 pub use cleanup::Cleanup;
-pub use contended::Contended;
+pub use contended::{Contended, MIN_WAIT, may_wait};
 pub use info::{LockInfo, PermitInfo};
 pub use names::percent_decode;
 pub use notify::{NotifyHub, Subscription};

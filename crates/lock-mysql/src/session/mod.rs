@@ -36,9 +36,6 @@ pub(crate) use warm::{Holding, Warm};
 /// wait before it cancels the wait itself with `KILL QUERY`: long enough for a loaded server to
 /// answer its own timeout, short enough that a caller's deadline stays honest.
 pub(crate) const KILL_GRACE: Duration = Duration::from_millis(250);
-/// Waits shorter than this are not sent to the server (a statement timeout of 0 means "no
-/// limit"): the attempt answers "held".
-pub(crate) const MIN_WAIT: Duration = Duration::from_millis(1);
 
 /// A pooled connection carrying (or about to carry) a session-bound lock. Unless the lock was
 /// ended cleanly ([`Pinned::end`]), the connection is closed on drop instead of going back to

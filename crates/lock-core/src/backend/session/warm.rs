@@ -94,16 +94,6 @@ impl<C: Send + 'static> Warm<C> {
         drop(conns);
         drop(c);
     }
-
-    /// How many connections are kept now.
-    pub fn len(&self) -> usize {
-        self.conns.lock().len()
-    }
-
-    /// Whether none is kept.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 impl<C> std::fmt::Debug for Warm<C> {
@@ -132,9 +122,9 @@ mod tests {
         for i in 0..WARM_MAX + 2 {
             warm.put("x", Instant::now() - Duration::from_millis(i as u64));
         }
-        assert_eq!(warm.len(), WARM_MAX, "kept at most WARM_MAX");
+        assert_eq!(warm.conns.lock().len(), WARM_MAX, "kept at most WARM_MAX");
         warm.put("late", Instant::now() - Duration::from_millis(400));
-        assert_eq!(warm.len(), WARM_MAX, "a connection already past fresh is not kept");
+        assert_eq!(warm.conns.lock().len(), WARM_MAX, "a connection already past fresh is not kept");
     }
 
     #[tokio::test(start_paused = true)]
@@ -144,7 +134,7 @@ mod tests {
         warm.put(dropped.clone(), Instant::now());
         assert_eq!(Arc::strong_count(&dropped), 2);
         tokio::time::sleep(Duration::from_millis(160)).await;
-        assert!(warm.is_empty(), "swept");
+        assert!(warm.conns.lock().is_empty(), "swept");
         assert_eq!(Arc::strong_count(&dropped), 1, "dropped, so back in its pool");
     }
 
