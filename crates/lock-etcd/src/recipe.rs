@@ -154,12 +154,12 @@ struct Entry {
     early: Option<Early>,
 }
 
-/// The prefix's watch marked before an attempt's put, whether the key the put's transaction
-/// found ahead is the holder's, and every key ahead when there were at most [`AHEAD_MAX`].
+/// The prefix's watch marked before an attempt's put, and every key ahead when there were at
+/// most [`AHEAD_MAX`] (for a mutex or a writer: whether the holder's key was the one waited for
+/// follows from them).
 struct Early {
     mark: Mark,
     prefix: Arc<PrefixWatch>,
-    head: bool,
     ahead: Option<Vec<Vec<u8>>>,
 }
 
@@ -258,11 +258,10 @@ impl QueueStore for Queue<'_> {
             return Err(temporary("lock key put answered without a revision"));
         }
         let predecessor = before.first().cloned();
-        // For a mutex or a writer, whether the key waited for is the holder's, and every key
-        // ahead when the read got them all (a reader's read is of the first writer only).
-        let head = !req.side.is_shared() && predecessor.is_some() && holder == predecessor;
+        // For a mutex or a writer, every key ahead when the read got them all (a reader's read
+        // is of the first writer only).
         let ahead = (!req.side.is_shared() && before.len() <= AHEAD_MAX).then_some(before);
-        let early = early.map(|(mark, prefix)| Early { mark, prefix, head, ahead });
+        let early = early.map(|(mark, prefix)| Early { mark, prefix, ahead });
         let place = match predecessor {
             None if req.side.is_shared() => Place::Head,
             _ if holder.as_deref() == Some(name.as_bytes()) => Place::Head,
@@ -284,12 +283,12 @@ impl QueueStore for Queue<'_> {
             return Err(temporary("etcd lease ended while waiting"));
         }
         // The put's own read, the watch marked before it: no other read.
-        if let (Some(predecessor), Some(Early { mark, prefix, head, ahead })) =
-            (candidate, entry.early.take())
-        {
+        if let (Some(predecessor), Some(Early { mark, prefix, ahead })) = (candidate, entry.early.take()) {
             let woken = prefix.wait_for(mark, &[&predecessor, entry.name.as_bytes()]);
+            // The holder's key was the one waited for when it is the only key ahead: covered by
+            // the keys ahead all going.
             let ahead = ahead.map(|keys| (mark, keys));
-            return Ok(Watched::Armed(PredecessorWatch { woken, prefix, predecessor, head, ahead }));
+            return Ok(Watched::Armed(PredecessorWatch { woken, prefix, predecessor, head: false, ahead }));
         }
         let (dir, side, name, fence) = (entry.dir.as_str(), entry.side, entry.name.as_str(), entry.fence);
         let prefix = inner.hub.watch(&inner.client, dir, inner.cfg.request_timeout).await?;
