@@ -37,3 +37,38 @@ async fn clients_looping_on_one_key_all_get_turns() {
     // all 8,000); a quarter of it leaves room for the scheduler.
     assert!(fewest >= TOTAL / CLIENTS / 4, "acquisitions per client: {counts:?}");
 }
+
+/// A read-mostly mix on one read-write lock: the time the clients spend asleep is the time
+/// the table left them waiting with the key free to them. With the clock paused, every
+/// operation takes no time, so the clock moves only when every client sleeps at once: a
+/// writer's release must let the readers in, and the last reader's the writer, at once.
+#[tokio::test(start_paused = true)]
+async fn a_read_mostly_mix_never_waits_on_a_timer() {
+    use lock_core::RwLock;
+    const OPS: u64 = 2_000;
+    let locker = Locker::new(Arc::new(MemoryBackend::new()));
+    let started = tokio::time::Instant::now();
+    let mut clients = JoinSet::new();
+    for i in 0..CLIENTS as u64 {
+        let rw = RwLock::new(&locker, "mix").expect("rwlock");
+        clients.spawn(async move {
+            for op in i..i + OPS {
+                let (lease, wait) = (Duration::from_secs(60), Duration::from_secs(60));
+                if op % 10 == 0 {
+                    let g = rw.write().lease(lease).wait(wait).acquire().await.expect("write");
+                    tokio::task::yield_now().await;
+                    g.release().await.expect("release");
+                } else {
+                    let g = rw.read().lease(lease).wait(wait).acquire().await.expect("read");
+                    tokio::task::yield_now().await;
+                    g.release().await.expect("release");
+                }
+            }
+        });
+    }
+    clients.join_all().await;
+    // Each stall on a timer is at least a millisecond (a claim is 10 ms, a writer's mark up
+    // to 500 ms); before, the mix spent minutes of this clock asleep.
+    let asleep = started.elapsed();
+    assert!(asleep < Duration::from_millis(20), "{OPS} operations per client slept {asleep:?}");
+}

@@ -17,7 +17,7 @@ use crate::{FencingToken, OwnerToken, Result};
 
 mod shared;
 
-use shared::{Readers, Shared};
+use shared::{Readers, Shared, Wake};
 
 #[derive(Debug)]
 struct Hold {
@@ -27,6 +27,9 @@ struct Hold {
     fence: u64,
     // Dies with the hold: a later holder starts without one.
     note: Option<String>,
+    /// A shared request was refused by this hold (or by its writer's mark before it): its
+    /// release wakes every waiter, since every waiting reader can enter.
+    readers_wait: bool,
 }
 
 /// How long a waiter woken by a release has the key to itself before anyone may take it.
@@ -126,6 +129,7 @@ impl LockBackend for MemoryBackend {
             && h.expires > now
         {
             if h.owner != req.owner || req.side.is_shared() {
+                h.readers_wait |= req.side.is_shared();
                 return Ok(Attempt::Held { retry_after: Some(h.expires - now) });
             }
             h.count += 1;
@@ -139,8 +143,11 @@ impl LockBackend for MemoryBackend {
         // The key is free (of exclusive holds). A release woke a waiter that has not tried
         // yet: it is that waiter's to take for a moment. Nothing in this table waits, so a
         // client that released and asks again would otherwise take the key back before the
-        // woken waiter runs, every time.
-        if let Some(since) = self.inner.hub.woken_other(req.key, req.owner.encode(&mut [0; 32]))
+        // woken waiter runs, every time. A reader takes nothing from it: readers share, and a
+        // woken writer that finds readers marks the key and is woken by the last of them.
+        let reader = req.side.is_shared() && req.side.permits().is_none();
+        if !reader
+            && let Some(since) = self.inner.hub.woken_other(req.key, req.owner.encode(&mut [0; 32]))
             && since < CLAIM
         {
             return Ok(Attempt::Held { retry_after: Some(CLAIM - since) });
@@ -163,10 +170,14 @@ impl LockBackend for MemoryBackend {
             Side::Upgrade { reader } => Some(reader),
             _ => None,
         };
+        let mut readers_wait = false;
         if let Some(readers) = table.readers.get_mut(req.key) {
-            if let Some(after) = readers.exclude(now, upgrading) {
+            if let Some(after) = readers.exclude(now, req.owner, upgrading) {
+                // The last reader's release wakes this writer by name.
+                self.inner.hub.wake_by_name(req.key);
                 return Ok(Attempt::Held { retry_after: Some(after) });
             }
+            readers_wait = std::mem::take(&mut readers.refused);
             // An upgraded reader keeps its read hold until it releases it.
             if upgrading.is_none() {
                 table.readers.remove(req.key);
@@ -181,14 +192,14 @@ impl LockBackend for MemoryBackend {
         }
         table.holds.insert(
             req.key.to_owned(),
-            Hold { owner: req.owner, count: 1, expires: now + req.lease, fence, note: None },
+            Hold { owner: req.owner, count: 1, expires: now + req.lease, fence, note: None, readers_wait },
         );
         Ok(Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(req.lease), slot: None }))
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
         let now = Instant::now();
-        let freed = {
+        let wake = {
             let mut table = self.locks();
             match table.holds.get_mut(key) {
                 Some(h) if h.owner == owner && h.expires > now => {
@@ -196,20 +207,26 @@ impl LockBackend for MemoryBackend {
                     if h.count > 0 {
                         return Ok(true);
                     }
+                    let readers_wait = h.readers_wait;
                     table.holds.remove(key);
-                    true
+                    if readers_wait { Wake::All } else { Wake::One }
                 }
                 _ => match table.readers.get_mut(key).and_then(|r| r.release(owner, now)) {
-                    // The last reader wakes the writer waiting for it; a permit, its waiters.
                     Some(wake) => wake,
                     None => return Ok(false),
                 },
             }
         };
-        if freed {
-            // One waiter, not the herd: only one can take the key (or, for shared holds, the
-            // woken one passes the wake-up on once it has taken its own).
-            self.inner.hub.notify_one(key);
+        let hub = &self.inner.hub;
+        match wake {
+            // Readers wait: they can all enter (a writer among them is held back by the mark
+            // it sets on finding them).
+            Wake::All => hub.notify(key),
+            // One waiter, not the herd: only one can take the key (or, for permits, the woken
+            // one passes the wake-up on once it has taken its own).
+            Wake::One => hub.notify_one(key),
+            Wake::Writer(w) => hub.notify_next(key, Some(w.encode(&mut [0; 32]))),
+            Wake::Nobody => {}
         }
         Ok(true)
     }

@@ -30,6 +30,24 @@ pub(super) struct Readers {
     holds: HashMap<OwnerToken, Reader>,
     /// An exclusive request was refused because of these holds and still waits until then.
     writer_waits_until: Option<Instant>,
+    /// The exclusive request that set the mark: the last shared hold's release wakes it by
+    /// name, since a wake-up given to any other waiter (a reader the mark refuses) is lost.
+    writer: Option<OwnerToken>,
+    /// A shared request was refused by the mark: once the writer has come and gone, every
+    /// waiter is woken, as every waiting reader can enter.
+    pub(super) refused: bool,
+}
+
+/// Whom a shared hold's release wakes.
+pub(super) enum Wake {
+    /// Nobody: holds of this key remain and no permit came free.
+    Nobody,
+    /// One waiter: a permit came free, or the last hold left with no writer waiting.
+    One,
+    /// The writer that set the mark: the last hold left.
+    Writer(OwnerToken),
+    /// Every waiter: an exclusive hold that readers waited for ended.
+    All,
 }
 
 /// What a shared request found.
@@ -68,6 +86,7 @@ impl Readers {
             return Shared::Granted(r.permit);
         }
         if let Some(until) = self.writer_waits_until.filter(|u| *u > now) {
+            self.refused = true;
             return Shared::Refused(until - now);
         }
         let permit = match permits {
@@ -86,29 +105,40 @@ impl Readers {
         Shared::Granted(permit)
     }
 
-    /// An exclusive request: `None` when no shared hold but `except`'s (an upgrading reader) is
-    /// live (the writer may go ahead), else the writer's mark is set and it should retry after
-    /// the returned delay.
-    pub(super) fn exclude(&mut self, now: Instant, except: Option<OwnerToken>) -> Option<Duration> {
+    /// `writer`'s exclusive request: `None` when no shared hold but `except`'s (an upgrading
+    /// reader) is live (the writer may go ahead), else the writer's mark is set and it should
+    /// retry after the returned delay.
+    pub(super) fn exclude(
+        &mut self,
+        now: Instant,
+        writer: OwnerToken,
+        except: Option<OwnerToken>,
+    ) -> Option<Duration> {
         self.prune(now);
         let others = self.holds.iter().filter(|(o, _)| Some(**o) != except);
         let first_end = others.map(|(_, r)| r.expires).min()?;
         self.writer_waits_until = Some(now + WRITER_MARK);
+        self.writer = Some(writer);
         Some((first_end - now).min(WRITER_MARK / 2))
     }
 
-    /// `owner`'s release: `None` when it holds nothing here, else whether to wake waiters:
-    /// the last shared hold left (a waiting writer), or a permit came free.
-    pub(super) fn release(&mut self, owner: OwnerToken, now: Instant) -> Option<bool> {
+    /// `owner`'s release: `None` when it holds nothing here, else whom to wake.
+    pub(super) fn release(&mut self, owner: OwnerToken, now: Instant) -> Option<Wake> {
         self.prune(now);
         let r = self.holds.get_mut(&owner)?;
         r.count -= 1;
         if r.count > 0 {
-            return Some(false);
+            return Some(Wake::Nobody);
         }
         let permit = r.permit.is_some();
         self.holds.remove(&owner);
-        Some(permit || self.holds.is_empty())
+        let writer = self.writer.filter(|_| self.writer_waits_until.is_some_and(|u| u > now));
+        Some(match (self.holds.is_empty(), writer) {
+            (true, Some(writer)) => Wake::Writer(writer),
+            (true, None) => Wake::One,
+            (false, _) if permit => Wake::One,
+            (false, _) => Wake::Nobody,
+        })
     }
 
     /// Extend `owner`'s shared hold (only ever extended); whether it held one.

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use std::time::Duration;
 
@@ -25,13 +26,21 @@ struct Entry {
     pending: Option<Arc<str>>,
     /// Single wake-ups ([`NotifyHub::notify_one`]): one waiter in [`Subscription::notified`],
     /// or, with none waiting, the next to wait.
-    one: Arc<Notify>,
+    one: Arc<One>,
     /// A single wake-up is out: its waiter has not come back (to wait again, with the lock, or
     /// gone). One at a time, so that woken waiters never race each other for the key.
     out: Option<Out>,
     /// A single wake-up came while one was out: given when that one comes back without the
     /// lock (the release it tells of may have come after that waiter's attempt).
     kept: bool,
+}
+
+/// A key's single wake-ups, and whether its waiters in [`Subscription::notified_as`] register
+/// their names (see [`NotifyHub::wake_by_name`]).
+#[derive(Default)]
+struct One {
+    notify: Notify,
+    by_name: AtomicBool,
 }
 
 #[derive(Default)]
@@ -77,7 +86,7 @@ impl NotifyHub {
             }
             None => {
                 let (tx, rx) = watch::channel(0);
-                let one = Arc::new(Notify::new());
+                let one = Arc::new(One::default());
                 let entry = Entry {
                     tx,
                     subscribers: 1,
@@ -114,7 +123,7 @@ impl NotifyHub {
                 e.kept = true;
             } else {
                 e.out = Some(Out::now());
-                e.one.notify_one();
+                e.one.notify.notify_one();
             }
         }
     }
@@ -149,7 +158,18 @@ impl NotifyHub {
         e.kept = false;
         e.out = again.then(Out::now);
         if again {
-            e.one.notify_one();
+            e.one.notify.notify_one();
+        }
+    }
+
+    /// From now on until its last waiter leaves, the waiters of `key` in
+    /// [`Subscription::notified_as`] can be woken by name ([`NotifyHub::notify_next`]): a store
+    /// that will know which waiter alone can take the key (the writer the last reader leaves it
+    /// to) says so first. Waiters do not register their names otherwise, which costs an
+    /// allocation and an insertion per wait.
+    pub fn wake_by_name(&self, key: &str) {
+        if let Some(e) = self.inner.lock().keys.get(key) {
+            e.one.by_name.store(true, Ordering::Relaxed);
         }
     }
 
@@ -251,12 +271,39 @@ impl Drop for Leave {
 pub struct Subscription {
     rx: Source,
     /// The key's single wake-ups (hub subscriptions only).
-    one: Option<Arc<Notify>>,
+    one: Option<Arc<One>>,
     /// Whatever must live as long as this waiter (the listener that feeds its hub).
     keep: Option<Box<dyn std::any::Any + Send + Sync>>,
     /// The last wait ended on a single wake-up that is not used yet: passed on at drop.
     woken: bool,
     leave: Option<Leave>,
+}
+
+/// A waiter's registration for wake-ups naming it.
+enum Named {
+    /// One came before it waited: it is woken already.
+    Kept,
+    /// Its wake-up.
+    Wait(Arc<Notify>),
+    /// Not a hub's subscription, or its key is gone: nothing names it.
+    Unnamed,
+}
+
+impl Subscription {
+    /// Wait as `owner` for wake-ups naming it (registered once per owner).
+    fn named(&mut self, owner: &str) -> Named {
+        let Some(leave) = self.leave.as_mut() else { return Named::Unnamed };
+        if leave.named.as_ref().is_none_or(|(name, _)| &**name != owner) {
+            let Some((name, notify, kept)) = leave.hub.wait_as(&leave.key, owner) else {
+                return Named::Unnamed;
+            };
+            leave.named = Some((name, notify));
+            if kept {
+                return Named::Kept;
+            }
+        }
+        leave.named.as_ref().map_or(Named::Unnamed, |(_, n)| Named::Wait(n.clone()))
+    }
 }
 
 /// A single wake-up that is out: since when, and the waiter that got it, once it says so.
@@ -329,12 +376,25 @@ impl Subscription {
     pub async fn notified(&mut self) -> bool {
         // Waiting again: the attempt the last single wake-up led to was refused.
         self.back(Back::Refused);
+        self.wait(None).await
+    }
+
+    /// A broadcast, a single wake-up (noted in `woken`) or, with `named`, a wake-up naming
+    /// this waiter.
+    async fn wait(&mut self, named: Option<Arc<Notify>>) -> bool {
         match (&mut self.rx, &self.one) {
             (Source::Hub(rx), Some(one)) => {
                 let one = one.clone();
+                let named = async {
+                    match named {
+                        Some(n) => n.notified().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 let (alive, single) = tokio::select! {
                     changed = rx.changed() => (changed.is_ok(), false),
-                    () = one.notified() => (true, true),
+                    () = one.notify.notified() => (true, true),
+                    () = named => (true, false),
                 };
                 self.woken = single;
                 alive
@@ -345,9 +405,18 @@ impl Subscription {
 
     /// [`Subscription::notified`], for a waiter that tries as `owner`: a single wake-up it gets
     /// is noted as its own, so that a store can let it try first
-    /// (see [`NotifyHub::woken_other`]).
+    /// (see [`NotifyHub::woken_other`]). Once the store asked for it
+    /// ([`NotifyHub::wake_by_name`]), a release naming `owner` ([`NotifyHub::notify_next`])
+    /// wakes it too.
     pub async fn notified_as(&mut self, owner: &str) -> bool {
-        let alive = self.notified().await;
+        self.back(Back::Refused);
+        let by_name = self.one.as_ref().is_some_and(|one| one.by_name.load(Ordering::Relaxed));
+        let named = match by_name.then(|| self.named(owner)) {
+            Some(Named::Kept) => return true,
+            Some(Named::Wait(n)) => Some(n),
+            Some(Named::Unnamed) | None => None,
+        };
+        let alive = self.wait(named).await;
         if self.woken
             && let Some(leave) = &self.leave
         {
@@ -366,19 +435,10 @@ impl Subscription {
     /// Wait for the next release notification that names `owner` as next in line, or names
     /// nobody. Returns `false` if the source is gone.
     pub async fn notified_for(&mut self, owner: &str) -> bool {
-        let Some(leave) = self.leave.as_mut() else { return self.notified().await };
-        if leave.named.as_ref().is_none_or(|(name, _)| &**name != owner) {
-            let Some((name, notify, kept)) = leave.hub.wait_as(&leave.key, owner) else {
-                return self.notified().await;
-            };
-            leave.named = Some((name, notify));
-            if kept {
-                return true;
-            }
-        }
-        let notify = match &leave.named {
-            Some((_, n)) => n.clone(),
-            None => return self.notified().await,
+        let notify = match self.named(owner) {
+            Named::Kept => return true,
+            Named::Wait(n) => n,
+            Named::Unnamed => return self.notified().await,
         };
         let Source::Hub(rx) = &mut self.rx else { return self.notified().await };
         tokio::select! {
@@ -389,86 +449,4 @@ impl Subscription {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use super::*;
-
-    #[tokio::test]
-    async fn notify_wakes_and_idle_hook_runs_once() {
-        let idle = Arc::new(AtomicUsize::new(0));
-        let hub = {
-            let idle = idle.clone();
-            NotifyHub::with_idle_hook(move |_| {
-                idle.fetch_add(1, Ordering::SeqCst);
-            })
-        };
-        let (mut a, first_a) = hub.subscribe("k");
-        let (b, first_b) = hub.subscribe("k");
-        assert!(first_a && !first_b);
-        hub.notify("k");
-        assert!(a.notified().await);
-        drop(b);
-        assert_eq!(idle.load(Ordering::SeqCst), 0);
-        drop(a);
-        assert_eq!(idle.load(Ordering::SeqCst), 1);
-        assert!(hub.keys().is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_named_release_wakes_only_the_named_waiter() {
-        use futures_util::FutureExt;
-        let hub = NotifyHub::new();
-        let (mut me, _) = hub.subscribe("k");
-        let (mut other, _) = hub.subscribe("k");
-        // Both wait (registering their names), then one release names "me".
-        assert!(me.notified_for("me").now_or_never().is_none());
-        assert!(other.notified_for("other").now_or_never().is_none());
-        hub.notify_next("k", Some("me"));
-        assert_eq!(me.notified_for("me").now_or_never(), Some(true), "the named waiter wakes");
-        assert!(other.notified_for("other").now_or_never().is_none(), "the other sleeps on");
-        // A release naming nobody wakes everyone.
-        hub.notify("k");
-        assert_eq!(other.notified_for("other").now_or_never(), Some(true));
-        // A wake-up for a waiter that is not waiting yet is kept for it.
-        let (mut late, _) = hub.subscribe("k");
-        hub.notify_next("k", Some("late"));
-        assert_eq!(late.notified_for("late").now_or_never(), Some(true));
-    }
-
-    #[tokio::test]
-    async fn a_single_wake_up_wakes_one_waiter_and_a_waiter_that_gives_up_passes_it_on() {
-        use futures_util::FutureExt;
-        let hub = NotifyHub::new();
-        let (mut a, _) = hub.subscribe("k");
-        let (mut b, _) = hub.subscribe("k");
-        // Nobody waits yet: the wake-up is kept for the first to wait, and only for it.
-        hub.notify_one("k");
-        assert_eq!(a.notified().now_or_never(), Some(true));
-        assert!(b.notified().now_or_never().is_none(), "one release, one waiter woken");
-        // a gives up without taking the lock: b is woken in its place.
-        drop(a);
-        assert_eq!(b.notified().now_or_never(), Some(true), "the wake-up was passed on");
-        // b takes the lock: its own release will wake the next, so nothing is passed on.
-        b.granted();
-        let (mut c, _) = hub.subscribe("k");
-        drop(b);
-        assert!(c.notified().now_or_never().is_none());
-        // Two releases while the woken waiter is out: one wake-up, the other kept until that
-        // waiter comes back without the lock (waiting again), then given to the next to wait.
-        let (mut e, _) = hub.subscribe("j");
-        let (mut f, _) = hub.subscribe("j");
-        hub.notify_one("j");
-        hub.notify_one("j");
-        assert_eq!(e.notified().now_or_never(), Some(true));
-        assert!(f.notified().now_or_never().is_none(), "one wake-up out at a time");
-        assert_eq!(e.notified().now_or_never(), Some(true), "the kept wake-up, once e was refused");
-        e.granted();
-        assert!(f.notified().now_or_never().is_none(), "nothing kept once the lock is taken");
-        // A broadcast still wakes everyone.
-        let (mut d, _) = hub.subscribe("k");
-        hub.notify("k");
-        assert_eq!(c.notified().now_or_never(), Some(true));
-        assert_eq!(d.notified().now_or_never(), Some(true));
-    }
-}
+mod tests;
