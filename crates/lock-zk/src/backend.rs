@@ -163,6 +163,16 @@ impl ZkLock {
     pub fn held_count(&self) -> usize {
         self.inner.holds.len()
     }
+
+    /// Test hook (feature `testing`, not for production): this process's TCP connections to
+    /// the servers of the connect string, and how many of them have Nagle's algorithm on.
+    ///
+    /// # Errors
+    /// When the connections cannot be inspected (not Linux 5.6 or later).
+    #[cfg(feature = "testing")]
+    pub async fn connections_with_nagle(&self) -> std::io::Result<(usize, usize)> {
+        crate::nodelay::count(&self.inner.cfg.connect).await
+    }
 }
 
 #[async_trait]

@@ -9,6 +9,7 @@ mod builder;
 mod cleanup;
 mod error;
 mod key;
+mod nodelay;
 mod note;
 mod options;
 mod permits;

@@ -62,7 +62,9 @@ pub(crate) async fn open_client(cfg: &Config, connect: &str) -> Result<zk::Clien
     if let Some((user, pw)) = &cfg.auth {
         c = c.with_auth("digest", format!("{user}:{pw}").as_bytes());
     }
-    c.connect(connect).await.map_err(lock_error)
+    let client = c.connect(connect).await.map_err(lock_error)?;
+    crate::nodelay::apply(connect).await;
+    Ok(client)
 }
 
 impl Session {
@@ -151,6 +153,10 @@ async fn monitor(w: Watch, mut states: zk::StateWatcher) {
                         inner.holds.each(w.generation, QueueHold::mark_uncertain);
                     }
                     zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                        // The client reconnected by itself: a new socket, with Nagle's algorithm on.
+                        if inner.cfg.user_client.is_none() {
+                            crate::nodelay::apply(&inner.cfg.connect).await;
+                        }
                         inner.verify(w.generation).await;
                     }
                     s if s.is_terminated() => {

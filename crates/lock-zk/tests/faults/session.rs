@@ -87,6 +87,9 @@ async fn ensemble_leader_killed_lock_survives() {
     let waiting = tokio::spawn(async move { wl.lock(&k2).wait(Duration::from_secs(30)).acquire().await });
     let wc = waiter.client();
     eventually(Duration::from_secs(5), "waiter queued", || async { children(&wc, &dir).await == 2 }).await;
+    // The ensemble is this test's alone: every connection to it is a client's of this test.
+    let (found, nagle) = holder.connections_with_nagle().await.expect("inspect connections");
+    assert!(found >= 2 && nagle == 0, "{nagle} of {found} connections have Nagle's algorithm on");
 
     let killed = Instant::now();
     ens.node(leader).kill().expect("kill leader");
@@ -99,6 +102,11 @@ async fn ensemble_leader_killed_lock_survives() {
     })
     .await;
     assert!(!g.is_lost(), "a reconnect within the session must keep the lock");
+    // The holder's client reconnected by itself, on a new socket.
+    eventually(session, "no connection with Nagle's algorithm after the reconnect", || async {
+        holder.connections_with_nagle().await.is_ok_and(|(found, nagle)| found >= 2 && nagle == 0)
+    })
+    .await;
     assert_eq!(g.fence(), fence);
     assert!(!waiting.is_finished(), "waiter acquired while the holder still holds");
     let other = locker(&zk_lock(&ens.node(new_leader).connect_string(), session).await);
