@@ -141,7 +141,10 @@ async fn bench(args: BenchArgs) -> ExitCode {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut failed = false;
+    // Where a run's time goes (the CI's smoke run has a budget): each floor and scenario.
+    let mut took: Vec<(std::time::Duration, String)> = Vec::new();
     for t in &targets {
+        let started = std::time::Instant::now();
         let setup = async {
             let caps = match t.peer {
                 Some(p) => p.floor_capability(),
@@ -163,12 +166,16 @@ async fn bench(args: BenchArgs) -> ExitCode {
             }
         };
         report.floor(&t.name, &floor);
+        took.push((started.elapsed(), format!("{} floor", t.name)));
         let cx = Ctx { target: t, caps, floor: &floor, sizes: &sizes };
         // A peer takes part in the scenarios that measure a user's acquire, not in those that
         // measure this library's machinery (watchdog, crash recovery by lease, the seeds).
         for s in chosen.iter().filter(|s| s.runs_on(t)) {
             pb.set_message(format!("{} {}", t.name, s.name));
-            match s.run(&cx).await {
+            let started = std::time::Instant::now();
+            let ran = s.run(&cx).await;
+            took.push((started.elapsed(), format!("{} {}", t.name, s.name)));
+            match ran {
                 Ok(rows) => rows.into_iter().for_each(|r| report.push(r)),
                 Err(e) => {
                     eprintln!("{} {}: {}", t.name, s.name, e.chain());
@@ -180,6 +187,11 @@ async fn bench(args: BenchArgs) -> ExitCode {
     }
     pb.finish_and_clear();
     print!("{}", report.table());
+    took.sort_by_key(|t| std::cmp::Reverse(t.0));
+    let total: std::time::Duration = took.iter().map(|t| t.0).sum();
+    let slowest: Vec<String> =
+        took.iter().take(8).map(|(d, what)| format!("{what} {:.1} s", d.as_secs_f64())).collect();
+    eprintln!("took {:.0} s; slowest: {}", total.as_secs_f64(), slowest.join(", "));
     if let Err(e) = report.write(&args.out) {
         eprintln!("lock-bench: {}", e.chain());
         return ExitCode::from(1);

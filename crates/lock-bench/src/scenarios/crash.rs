@@ -22,7 +22,7 @@ const HOLDER_START: Duration = Duration::from_secs(30);
 pub async fn crash(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     let key = cx.key("x");
     let exe = std::env::current_exe().map_err(BenchError::io("cannot find this executable"))?;
-    let url = &cx.target.url;
+    let url = &holder_url(&cx.target.url, cx.sizes.crash_session);
     let mut child = tokio::process::Command::new(exe)
         .args(["__hold", "--url", url, "--key", &key, "--lease-ms"])
         .arg(HOLDER_LEASE.as_millis().to_string())
@@ -58,7 +58,22 @@ pub async fn crash(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     let mut row = Row::new(cx.target, "crash recovery", "holder SIGKILLed -> next holder (ms)");
     row.value = Some(took.as_secs_f64() * 1000.0);
     row.extra.insert("holder_lease_ms".into(), (HOLDER_LEASE.as_millis() as u64).into());
+    if url != &cx.target.url {
+        row.extra.insert("holder_url".into(), url.clone().into());
+    }
     Ok(vec![row])
+}
+
+/// The holder's URL: with `session`, a ZooKeeper session or an etcd lease that long (their
+/// defaults, 6 s and 10 s, are most of a quick run's time otherwise).
+fn holder_url(url: &str, session: Option<&str>) -> String {
+    let option = match (url.split_once("://").map(|(scheme, _)| scheme), session) {
+        (Some("zk" | "zookeeper"), Some(s)) => format!("session_timeout={s}"),
+        (Some("etcd"), Some(s)) => format!("lease_ttl={s}"),
+        _ => return url.to_owned(),
+    };
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{option}")
 }
 
 /// The hidden `__hold` command: acquire `key`, print `held [<fence>]`, and wait to be killed.

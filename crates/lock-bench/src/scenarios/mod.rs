@@ -48,6 +48,10 @@ pub struct Sizes {
     stock: (u64, u64),
     /// Samples of each floor measurement.
     pub floor_samples: usize,
+    /// The crash scenario's holder session, where the store's session ends it (ZooKeeper's
+    /// session, etcd's lease): `None` keeps the store's default, whose recovery time a full
+    /// run reports.
+    crash_session: Option<&'static str>,
 }
 
 impl Sizes {
@@ -66,6 +70,7 @@ impl Sizes {
                 increments: 100,
                 stock: (1_000, 2_000),
                 floor_samples: 300,
+                crash_session: Some("2s"),
             }
         } else {
             Sizes {
@@ -80,6 +85,7 @@ impl Sizes {
                 increments: 1_000,
                 stock: (100_000, 200_000),
                 floor_samples: 3_000,
+                crash_session: None,
             }
         }
     }
