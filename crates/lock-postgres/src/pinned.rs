@@ -46,12 +46,6 @@ impl Pinned {
         Pinned { conn: DropInRuntime::new(conn), dirty: true, pid: None, ended: Instant::now() }
     }
 
-    /// A kept connection, about to carry a hold again.
-    pub(crate) fn reused(mut self) -> Self {
-        self.dirty = true;
-        self
-    }
-
     /// Nothing of ours is left on the session since the statement sent at `sent`: it may go
     /// back to the pool, or be kept for the next hold.
     pub(crate) fn clean(&mut self, sent: Instant) {
@@ -62,9 +56,8 @@ impl Pinned {
     /// Keep this connection in `warm` when it is clean; else (or without one) drop it: back to
     /// the pool when clean, closed when not.
     pub(crate) fn keep(self, warm: Option<&Warm>) {
-        if let (false, Some(warm)) = (self.dirty, warm) {
-            let ended = self.ended;
-            warm.put(self, ended);
+        if let Some(warm) = warm {
+            warm.put(self);
         }
     }
 
@@ -122,6 +115,16 @@ impl Pinned {
             Ok(Err(e)) => tracing::debug!(key, error = %e, "checking a failed lock wait's session failed"),
             Err(_) => tracing::debug!(key, "no answer checking a failed lock wait's session"),
         }
+    }
+}
+
+impl session::Kept for Pinned {
+    fn clean_since(&self) -> Option<Instant> {
+        (!self.dirty).then_some(self.ended)
+    }
+
+    fn reuse(&mut self) {
+        self.dirty = true;
     }
 }
 

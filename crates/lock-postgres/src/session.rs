@@ -168,7 +168,7 @@ impl Sessions {
         // Dropped anywhere below before the hold is recorded, `pinned` closes its connection:
         // the server ends the session and any lock it got.
         let mut pinned = match self.warm.as_ref().and_then(|w| w.take()) {
-            Some(kept) => kept.reused(),
+            Some(kept) => kept,
             None => Pinned::new(match by_deadline {
                 Some(bound) => match tokio::time::timeout_at(bound, self.pool.acquire()).await {
                     Ok(conn) => conn.map_err(classify)?,

@@ -45,13 +45,13 @@ pub(crate) const KILL_GRACE: Duration = Duration::from_millis(250);
 /// runtime), and the connection is in use until then, so no undo closure could own it.
 pub(crate) struct Pinned {
     pub(crate) conn: DropInRuntime<PoolConnection<MySql>>,
-    pub(crate) dirty: bool,
+    dirty: bool,
     /// The session's connection id, once an answer told it: a connection kept for the next
     /// hold ([`Warm`]) keeps it, so a later wait needs no statement to learn it.
     pub(crate) id: Option<u64>,
     /// When the statement that ended the last hold was sent ([`Pinned::end`]): the server's idle
     /// clock on the session started no earlier.
-    pub(crate) ended: Instant,
+    ended: Instant,
 }
 
 impl Pinned {
@@ -72,6 +72,16 @@ impl Pinned {
         self.dirty = false;
         self.ended = sent;
         Ok(self)
+    }
+}
+
+impl session::Kept for Pinned {
+    fn clean_since(&self) -> Option<Instant> {
+        (!self.dirty).then_some(self.ended)
+    }
+
+    fn reuse(&mut self) {
+        self.dirty = true;
     }
 }
 

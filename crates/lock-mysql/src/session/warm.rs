@@ -59,21 +59,14 @@ impl Warm {
     /// A clean holding connection for the next hold: a kept one, or one from `holders`.
     pub(crate) async fn pinned(&self, holders: &MySqlPool) -> Result<Pinned> {
         match self.0.take() {
-            Some(mut p) => {
-                // It now carries (or is about to carry) a hold.
-                p.dirty = true;
-                Ok(p)
-            }
+            Some(p) => Ok(p),
             None => Ok(Pinned::new(holders.acquire().await.map_err(classify)?)),
         }
     }
 
-    /// Keep `p`, a connection whose hold ended cleanly, for the next acquisition.
+    /// Keep `p`, if its hold ended cleanly, for the next acquisition.
     pub(crate) fn put(&self, p: Pinned) {
-        if !p.dirty {
-            let ended = p.ended;
-            self.0.put(p, ended);
-        }
+        self.0.put(p);
     }
 }
 

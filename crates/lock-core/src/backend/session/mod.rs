@@ -41,4 +41,4 @@ pub use setup::{
     connect_first, endpoint, no_source,
 };
 pub use trips::Trips;
-pub use warm::{WARM_MAX, Warm};
+pub use warm::{Kept, WARM_MAX, Warm};
