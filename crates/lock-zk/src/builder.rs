@@ -287,18 +287,29 @@ impl ZkLockBuilder {
     }
 }
 
+/// The `host[:port]` entries of a connect string (before any `/chroot`).
+pub(crate) fn hosts(connect: &str) -> impl Iterator<Item = &str> {
+    connect.split('/').next().unwrap_or("").split(',')
+}
+
+/// `host:2181`, `[::1]:2181` or `host` as host and port; `None` for a bare IPv6 address
+/// without brackets (ambiguous).
+pub(crate) fn split_host(h: &str) -> Option<(&str, Option<&str>)> {
+    match h.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') || (host.starts_with('[') && host.ends_with(']')) => {
+            Some((host, Some(port)))
+        }
+        Some(_) => None,
+        None => Some((h, None)),
+    }
+}
+
 /// Every `host:port` of a connect string (before any `/chroot`) has a host and, if it has a
 /// port, a valid one: a typo is a configuration error, not a server that never answers.
 fn validate_hosts(connect: &str) -> std::result::Result<(), String> {
-    let hosts = connect.split('/').next().unwrap_or("");
-    for h in hosts.split(',') {
-        let (host, port) = match h.rsplit_once(':') {
-            // `[::1]:2181`, `host:2181`; a bare IPv6 address without brackets is refused.
-            Some((host, port)) if !host.contains(':') || (host.starts_with('[') && host.ends_with(']')) => {
-                (host, Some(port))
-            }
-            Some(_) => return Err(format!("zookeeper host {h:?}: write IPv6 addresses as [addr]:port")),
-            None => (h, None),
+    for h in hosts(connect) {
+        let Some((host, port)) = split_host(h) else {
+            return Err(format!("zookeeper host {h:?}: write IPv6 addresses as [addr]:port"));
         };
         if host.is_empty() || host == "[]" {
             return Err(format!("zookeeper host {h:?} has no host name"));

@@ -17,32 +17,39 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::time::Duration;
 
-/// Set `TCP_NODELAY` on this process's connections to the servers of `connect`.
+/// How long setting the option may take (a name lookup that hangs included): it only speeds
+/// the connection up, so a connect or a reconnect never waits on it for longer.
+const BOUND: Duration = Duration::from_secs(1);
+
+/// Set `TCP_NODELAY` on this process's connections to the servers of `connect`, within
+/// [`BOUND`].
 pub(crate) async fn apply(connect: &str) {
-    let servers = resolve(connect).await;
-    if servers.is_empty() {
-        return;
-    }
-    match tokio::task::spawn_blocking(move || sockets_to(&servers, Set::On)).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => tracing::debug!(error = %e, "could not set TCP_NODELAY on the zookeeper connection"),
-        Err(e) => tracing::debug!(error = %e, "setting TCP_NODELAY did not finish"),
+    let set = async {
+        let servers = resolve(connect).await;
+        if servers.is_empty() {
+            return;
+        }
+        match tokio::task::spawn_blocking(move || sockets_to(&servers, Set::On)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "could not set TCP_NODELAY on the zookeeper connection")
+            }
+            Err(e) => tracing::debug!(error = %e, "setting TCP_NODELAY did not finish"),
+        }
+    };
+    if tokio::time::timeout(BOUND, set).await.is_err() {
+        tracing::debug!("setting TCP_NODELAY on the zookeeper connection timed out");
     }
 }
 
 /// The addresses of the servers of a connect string (`h1:p1,h2:p2/chroot`); names that do
 /// not resolve are left out.
 async fn resolve(connect: &str) -> Vec<SocketAddr> {
-    let hosts = connect.split('/').next().unwrap_or("");
     let mut out = Vec::new();
-    for h in hosts.split(',').filter(|h| !h.is_empty()) {
-        let (host, port) = match h.rsplit_once(':') {
-            Some((host, port)) if !host.contains(':') || host.starts_with('[') => {
-                (host, port.parse().unwrap_or(2181))
-            }
-            _ => (h, 2181),
-        };
+    for (host, port) in crate::builder::hosts(connect).filter_map(crate::builder::split_host) {
+        let port = port.and_then(|p| p.parse().ok()).unwrap_or(2181);
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if let Ok(addrs) = tokio::net::lookup_host((host, port)).await {
             out.extend(addrs);

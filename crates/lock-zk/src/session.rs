@@ -153,11 +153,12 @@ async fn monitor(w: Watch, mut states: zk::StateWatcher) {
                         inner.holds.each(w.generation, QueueHold::mark_uncertain);
                     }
                     zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
-                        // The client reconnected by itself: a new socket, with Nagle's algorithm on.
+                        inner.verify(w.generation).await;
+                        // The client reconnected by itself: a new socket, with Nagle's algorithm
+                        // on. After the holds are confirmed, which must not wait on it.
                         if inner.cfg.user_client.is_none() {
                             crate::nodelay::apply(&inner.cfg.connect).await;
                         }
-                        inner.verify(w.generation).await;
                     }
                     s if s.is_terminated() => {
                         tracing::warn!(generation = w.generation, state = ?s, "zookeeper session ended; its locks are lost");
