@@ -121,9 +121,11 @@ impl Named {
         }
         let sent = Instant::now();
         // One round trip: GET_LOCK(name, 0), which answers the fencing token of a grant
-        // (MariaDB) and the connection id.
+        // (MariaDB) and the connection id; prepared, as a release is (`Pinned::end`).
         self.parts.trips.add();
-        let row = sqlx::raw_sql(AssertSqlSafe(self.get_lock(&name, 0.0)))
+        let row = sqlx::query(AssertSqlSafe(self.sql.get_lock_bound.clone()))
+            .bind(name.as_str())
+            .bind(0.0_f64)
             .fetch_optional(&mut **pinned.conn)
             .await
             .map_err(classify)?

@@ -61,6 +61,10 @@ impl Pinned {
 
     /// End the hold with `stmt`; on success the connection is clean: dropped, it goes
     /// back to the pool, or it may be kept for the next hold ([`Warm`](warm::Warm)).
+    ///
+    /// One statement goes prepared, cached per connection: an execute of a prepared statement
+    /// hands a lock over sooner than the same statement sent as text (docs/BENCH.md, "The
+    /// release statement"). A batch (notes rolled back first) can only go as text.
     pub(crate) async fn end(
         mut self,
         stmt: &'static str,
@@ -68,7 +72,11 @@ impl Pinned {
     ) -> std::result::Result<Pinned, sqlx::Error> {
         trips.add();
         let sent = Instant::now();
-        sqlx::raw_sql(stmt).execute(&mut **self.conn).await?;
+        if stmt.contains(';') {
+            sqlx::raw_sql(stmt).execute(&mut **self.conn).await?;
+        } else {
+            sqlx::query(stmt).execute(&mut **self.conn).await?;
+        }
         self.dirty = false;
         self.ended = sent;
         Ok(self)
