@@ -62,9 +62,10 @@ impl Pinned {
     /// End the hold with `stmt`; on success the connection is clean: dropped, it goes
     /// back to the pool, or it may be kept for the next hold ([`Warm`](warm::Warm)).
     ///
-    /// One statement goes prepared, cached per connection: an execute of a prepared statement
-    /// hands a lock over sooner than the same statement sent as text (docs/BENCH.md, "The
-    /// release statement"). A batch (notes rolled back first) can only go as text.
+    /// One statement goes prepared, cached per connection: the server parses a text statement
+    /// on every call, so its execute hands a lock over sooner (docs/BENCH-HISTORY.md, issue 30,
+    /// fourth part). A batch (named mode's notes rolled back first) cannot be prepared, and the
+    /// text itself says which it is.
     pub(crate) async fn end(
         mut self,
         stmt: &'static str,
