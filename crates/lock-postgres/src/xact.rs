@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use lock_core::{FencingToken, LockError, Result, validate_key};
-use sqlx::{AssertSqlSafe, PgConnection};
+use sqlx::{AssertSqlSafe, PgConnection, Row};
 use tokio::time::Instant;
 
 use crate::PgLock;
@@ -16,12 +16,23 @@ use crate::error::{LOCK_NOT_AVAILABLE, NAME, classify, sqlstate};
 use crate::key::advisory_key;
 use crate::session::answered_by;
 
-/// Waits for the key for the rest of the caller's transaction (bounded by `lock_timeout`).
-const WAIT: &str = "SELECT pg_advisory_xact_lock($1)";
+/// Waits for the key for the rest of the caller's transaction (bounded by `lock_timeout`),
+/// then puts back the caller's `lock_timeout` ($2): a `SET LOCAL` in a savepoint outlives its
+/// `RELEASE`. The subquery (`OFFSET 0`: not flattened) is the restore's input row, so the wait
+/// has ended before the restore runs.
+const WAIT: &str = "SELECT set_config('lock_timeout', $2, true) \
+                    FROM (SELECT pg_advisory_xact_lock($1) OFFSET 0) AS waited";
 /// One try for the rest of the caller's transaction: whether it is held.
 const TRY: &str = "SELECT pg_try_advisory_xact_lock($1)";
-/// The wait runs in a savepoint, so a timeout leaves the caller's transaction usable.
-const SAVEPOINT: &str = "SAVEPOINT dlock_xact_wait";
+/// The wait runs in a savepoint, so a timeout leaves the caller's transaction usable (and
+/// `ROLLBACK TO` undoes the savepoint's `lock_timeout`). One round trip: the savepoint, the
+/// caller's `lock_timeout` (for the restore), and the wait's own.
+fn savepoint(wait_ms: u64) -> String {
+    format!(
+        "SAVEPOINT dlock_xact_wait; SELECT current_setting('lock_timeout'); \
+         SET LOCAL lock_timeout = {wait_ms}"
+    )
+}
 const RELEASE: &str = "RELEASE SAVEPOINT dlock_xact_wait";
 const UNDO: &str = "ROLLBACK TO SAVEPOINT dlock_xact_wait; RELEASE SAVEPOINT dlock_xact_wait";
 
@@ -46,24 +57,37 @@ impl PgLock {
     ) -> Result<FencingToken> {
         validate_key(key)?;
         let started = Instant::now();
-        // Each statement answers within the server's idle bound; the wait within `wait` more.
-        let bound = |extra: Duration| Instant::now() + self.sessions.server_idle() + extra;
-        // The wait's bound is this statement's only: the savepoint restores the caller's
-        // lock_timeout, and keeps the transaction usable when the wait times out.
-        let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
-        answered_by("savepoint", bound(Duration::ZERO), sqlx::raw_sql(SAVEPOINT).execute(&mut *tx)).await?;
-        let waited = tokio::time::timeout_at(bound(wait), async {
-            sqlx::query("SELECT set_config('lock_timeout', $1, true)")
-                .bind(format!("{ms}ms"))
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query(WAIT).bind(advisory_key(key)).execute(&mut *tx).await
-        })
+        // Each statement answers within the server's idle bound; the wait within `wait` more
+        // (no later than a far future: `Duration::MAX` is a wait, not an overflow).
+        let bound = |extra: Duration| {
+            let now = Instant::now();
+            let far = now + Duration::from_secs(86_400 * 365);
+            let by = self.sessions.server_idle().checked_add(extra).and_then(|d| now.checked_add(d));
+            by.map_or(far, |b| b.min(far))
+        };
+        // The wait's bound is this statement's only: it is set in a savepoint, which keeps the
+        // transaction usable when the wait times out, and the caller's value is put back.
+        // Whole milliseconds, at least 1 (0 means no bound), at most what the setting takes.
+        let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).clamp(1, i32::MAX as u64);
+        let rows = answered_by(
+            "savepoint",
+            bound(Duration::ZERO),
+            sqlx::raw_sql(AssertSqlSafe(savepoint(ms))).fetch_all(&mut *tx),
+        )
+        .await?;
+        let callers: String = match rows.first() {
+            Some(row) => row.try_get(0).map_err(classify)?,
+            None => return Err(LockError::permanent(NAME, "no lock_timeout in the savepoint's answer")),
+        };
+        let waited = tokio::time::timeout_at(
+            bound(wait),
+            sqlx::query(WAIT).bind(advisory_key(key)).bind(&callers).execute(&mut *tx),
+        )
         .await;
         match waited {
             Ok(Ok(_)) => {
                 // RELEASE keeps the lock (transaction-scoped locks outlive their savepoint)
-                // and drops the savepoint's lock_timeout.
+                // and the caller's lock_timeout, which the wait's statement put back.
                 answered_by(
                     "release savepoint",
                     bound(Duration::ZERO),
@@ -73,6 +97,7 @@ impl PgLock {
                 self.xact_fence(key).await
             }
             Ok(Err(e)) => {
+                // ROLLBACK TO also undoes the savepoint's lock_timeout.
                 answered_by(
                     "rollback to savepoint",
                     bound(Duration::ZERO),

@@ -1,7 +1,7 @@
 //! Locks inside the caller's own transaction (`PgLock::lock_in_transaction`): held until that
 //! transaction commits or rolls back, exclusive with this backend's session locks of the same
 //! key (both ways), fenced above every earlier holder, and a wait that times out leaves the
-//! transaction usable.
+//! transaction usable; a grant, a timeout or an error leaves the caller's settings as they were.
 //!
 //! Run: `cargo test -p lock-postgres --test transaction`.
 
@@ -78,4 +78,57 @@ async fn two_transactions_exclude_each_other() {
         pg.try_lock_in_transaction(&mut pg.pool().begin().await.expect("begin"), "").await,
         Err(LockError::InvalidKey { .. })
     ));
+}
+
+/// `(lock_timeout, statement_timeout)` as the caller's transaction sees them.
+async fn settings(tx: &mut lock_postgres::sqlx::PgConnection) -> (String, String) {
+    lock_postgres::sqlx::query_as(
+        "SELECT current_setting('lock_timeout'), current_setting('statement_timeout')",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .expect("settings")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_lock_leaves_the_callers_settings_as_they_were() {
+    use lock_postgres::sqlx::{Connection, query, query_scalar};
+    let Some((url, admin_url)) = shared() else { return };
+    let (pg, admin) = (backend(&url).await, common::admin(&admin_url).await);
+    let session = Locker::new(backend(&url).await);
+    let mut conn = pg.pool().acquire().await.expect("connection");
+    let pid: i32 = query_scalar("SELECT pg_backend_pid()").fetch_one(&mut *conn).await.expect("pid");
+    let mut tx = conn.begin().await.expect("begin");
+    // The server's defaults first, then values the caller set in its transaction.
+    for set in [None, Some("SET LOCAL lock_timeout = '7s'; SET LOCAL statement_timeout = '9s'")] {
+        if let Some(set) = set {
+            lock_postgres::sqlx::raw_sql(set).execute(&mut *tx).await.expect("set");
+        }
+        let before = settings(&mut tx).await;
+        let (k, held) = (key("xact-settings"), key("xact-settings-held"));
+        pg.lock_in_transaction(&mut tx, &k, Duration::from_secs(5)).await.expect("granted");
+        assert_eq!(settings(&mut tx).await, before, "after a grant");
+
+        let holder = session.try_lock(&held).await.expect("try").expect("free");
+        let waited = pg.lock_in_transaction(&mut tx, &held, Duration::from_millis(200)).await;
+        assert!(matches!(waited, Err(LockError::Timeout { .. })), "{waited:?}");
+        assert_eq!(settings(&mut tx).await, before, "after a timeout");
+
+        // A wait ended by an error of the server's (a cancel, as an administrator's).
+        let waiting = pg.lock_in_transaction(&mut tx, &held, Duration::from_secs(20));
+        let cancel = async {
+            let (admin, held) = (&admin, &held);
+            lock_testkit::eventually(Duration::from_secs(10), "the wait queued", move || async move {
+                common::advisory_locks(admin, held).await.1 == 1
+            })
+            .await;
+            query("SELECT pg_cancel_backend($1)").bind(pid).execute(admin).await.expect("cancel");
+        };
+        let (waited, ()) = tokio::join!(waiting, cancel);
+        assert!(waited.is_err() && !matches!(waited, Err(LockError::Timeout { .. })), "{waited:?}");
+        assert_eq!(settings(&mut tx).await, before, "after an error");
+        holder.release().await.expect("release");
+    }
+    tx.rollback().await.expect("rollback");
+    assert_eq!(settings(&mut conn).await, ("0".to_owned(), "0".to_owned()), "the session's own");
 }
