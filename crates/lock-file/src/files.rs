@@ -3,6 +3,7 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::driver::{Held, still_names};
 
@@ -16,6 +17,8 @@ pub(crate) struct KeyFiles {
     pub(crate) lock: PathBuf,
     pub(crate) fence: PathBuf,
     pub(crate) fence_tmp: PathBuf,
+    /// The counter's own lock: see `next_fence`.
+    pub(crate) fence_lock: PathBuf,
     pub(crate) note: PathBuf,
     pub(crate) dir: PathBuf,
 }
@@ -27,6 +30,7 @@ impl KeyFiles {
             lock: at("lock"),
             fence: at("fence"),
             fence_tmp: at("fence.tmp"),
+            fence_lock: at("fence.lock"),
             note: at("note"),
             dir: dir.to_owned(),
         }
@@ -38,10 +42,8 @@ impl KeyFiles {
 pub(crate) fn grab(files: &KeyFiles) -> io::Result<Option<(Held, u64)>> {
     for _ in 0..REOPENS {
         let file = open_lock(&files.lock)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => return Ok(None),
-            Err(TryLockError::Error(e)) => return Err(e),
+        if !try_exclusive(&file)? {
+            return Ok(None);
         }
         // Someone removed the file after our open: our lock is on a file nobody else will
         // open, so it excludes no one. Open the path again.
@@ -56,6 +58,36 @@ pub(crate) fn grab(files: &KeyFiles) -> io::Result<Option<(Held, u64)>> {
         return Ok(Some((held, fence)));
     }
     Ok(None)
+}
+
+/// How long an attempt keeps trying past inspections' shared probes of a free lock file (each
+/// holds its shared lock for one system call).
+const PAST_PROBES: Duration = Duration::from_millis(20);
+
+/// Take `file`'s exclusive lock if no holder has it: `false` when one does. An inspection's
+/// shared probe (`probe`) also blocks an exclusive lock for a moment; it must not make an
+/// attempt on a free key answer "held", so a refusal is told apart by asking for a shared lock,
+/// which only a holder's exclusive lock refuses, and the attempt is retried.
+fn try_exclusive(file: &File) -> io::Result<bool> {
+    let until = Instant::now() + PAST_PROBES;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
+        match file.try_lock_shared() {
+            Err(TryLockError::WouldBlock) => return Ok(false),
+            Err(TryLockError::Error(e)) => return Err(e),
+            // Only probes share it. Past the bound, a stream of them counts as held: an
+            // attempt answers in bounded time whatever inspects the key.
+            Ok(()) if Instant::now() >= until => {
+                file.unlock()?;
+                return Ok(false);
+            }
+            Ok(()) => std::thread::yield_now(),
+        }
+    }
 }
 
 /// The lock file, opened read-only when it exists: closing a file opened for writing is a
@@ -85,8 +117,15 @@ pub(crate) fn read_fence(files: &KeyFiles) -> io::Result<u64> {
 /// Raise the counter by one and make it durable before the grant is answered: written to a
 /// temporary file, synced, renamed over the counter and the directory synced, so a crash at any
 /// point leaves the old or the new value, never a torn one, and a token once handed out is
-/// never handed out again. Only the holder of the lock runs it.
+/// never handed out again.
+///
+/// The lock on the lock file does not serialise it: removing the lock file (the documented way
+/// to take a lock away) lets a second process lock the new file while the first still draws
+/// its fence, and both would read the same value. So the counter has a lock of its own,
+/// `<stem>.fence.lock`, which nothing removes: it belongs with the counter, whose removal would
+/// restart the count anyway.
 fn next_fence(files: &KeyFiles) -> io::Result<u64> {
+    let _guard = lock_counter(&files.fence_lock)?;
     let next = read_fence(files)? + 1;
     let mut tmp = File::create(&files.fence_tmp)?;
     io::Write::write_all(&mut tmp, format!("{next}\n").as_bytes())?;
@@ -94,6 +133,39 @@ fn next_fence(files: &KeyFiles) -> io::Result<u64> {
     std::fs::rename(&files.fence_tmp, &files.fence)?;
     File::open(&files.dir)?.sync_all()?;
     Ok(next)
+}
+
+/// How long a grant waits for another process's draw of the same counter (one read and one
+/// synced write): a process stopped inside one makes it an error, not a wait without end.
+const COUNTER_BOUND: Duration = Duration::from_secs(5);
+
+/// The counter's lock, held until the returned file is dropped. Should the guard file be removed
+/// anyway, a lock on a file the path no longer names excludes no one, so it is taken again.
+fn lock_counter(path: &Path) -> io::Result<File> {
+    let until = Instant::now() + COUNTER_BOUND;
+    loop {
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        lock_until(&file, until)?;
+        if still_names(path, &file)? {
+            return Ok(file);
+        }
+    }
+}
+
+/// `file`'s exclusive lock, polled until `until` (std's blocking lock has no timeout).
+pub(crate) fn lock_until(file: &File, until: Instant) -> io::Result<()> {
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) if Instant::now() < until => {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Err(TryLockError::WouldBlock) => {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "another process keeps the file locked"));
+            }
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
+    }
 }
 
 /// Whether the key is held now (by any open file, ours included), with the last token drawn.

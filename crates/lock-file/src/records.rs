@@ -4,7 +4,7 @@
 //! a temporary file, synced, renamed over the record and the directory synced, so a crash
 //! leaves the old or the new record, never a torn one.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -55,7 +55,7 @@ pub(crate) fn apply(dir: &Path, stem: &str, op: &OwnedOp) -> io::Result<Record> 
     }
     let guard =
         OpenOptions::new().read(true).write(true).create(true).truncate(false).open(at("rec.lock"))?;
-    lock_within(&guard, LOCK_BOUND)?;
+    crate::files::lock_until(&guard, std::time::Instant::now() + LOCK_BOUND)?;
     let mut record = read(&path)?;
     let (answer, keep) = record.apply(op.as_op());
     if matches!(op, OwnedOp::Get) {
@@ -88,26 +88,6 @@ pub(crate) fn apply(dir: &Path, stem: &str, op: &OwnedOp) -> io::Result<Record> 
 /// flock for one read and one synced write): a holder stopped meanwhile makes it a timeout,
 /// not a wait without end.
 const LOCK_BOUND: Duration = Duration::from_secs(5);
-
-/// `file`'s exclusive flock, polled until `bound` (std's blocking lock has no timeout).
-fn lock_within(file: &File, bound: Duration) -> io::Result<()> {
-    let deadline = std::time::Instant::now() + bound;
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(TryLockError::WouldBlock) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "another process holds the record's flock",
-                ));
-            }
-            Err(TryLockError::Error(e)) => return Err(e),
-        }
-    }
-}
 
 fn read(path: &Path) -> io::Result<LocalRecord> {
     let mut text = String::new();
