@@ -4,7 +4,6 @@
 
 use super::{Semaphore, validate_permits};
 use crate::backend::RecordOp;
-use crate::parts::release_quietly;
 use crate::{LockError, LockGuard, LockRequest, Result};
 
 /// Suffix of the record that holds a semaphore's permit count: `{name}#s-n`. No longer than
@@ -50,18 +49,13 @@ impl Semaphore {
         Ok(())
     }
 
-    /// The first attempt of an acquisition (`req`: on a slot, or on the pool), sent together
-    /// with the count check (a round trip at a handle's first acquisition only) rather than
-    /// after it: a handle refused gives back what the attempt took before any caller holds it.
+    /// The first attempt of an acquisition (`req`: on a slot, or on the pool), sent only once
+    /// the count check (a round trip at a handle's first acquisition only) has answered: a
+    /// handle whose count disagrees never obtains a hold, not even one it would give back, since
+    /// meanwhile it would hold a permit beyond the stored count.
     pub(super) async fn checked_attempt(&self, req: LockRequest<'_>) -> Result<Option<LockGuard>> {
-        let (checked, first) = tokio::join!(self.check_count(), req.try_acquire());
-        if let Err(e) = checked {
-            if let Ok(Some(guard)) = first {
-                release_quietly("a semaphore's refused handle", guard.release()).await;
-            }
-            return Err(e);
-        }
-        first
+        self.check_count().await?;
+        req.try_acquire().await
     }
 
     /// Whether the count needs no check before this handle's next acquisition: checked, or not

@@ -100,3 +100,37 @@ pub async fn sem_slot_scan_inspects_only_where_refusals_write<F: Factory + ?Size
     }
     panic!("40 random first attempts all landed on the free slot");
 }
+
+/// A handle whose permit count disagrees with the stored one never obtains a hold: its count
+/// check is answered before its first attempt is sent, for a single permit and for several.
+/// (The check once ran beside the first attempt, to save a round trip: a refused handle then
+/// held a permit beyond the stored count until it gave it back.)
+pub async fn sem_mismatched_handle_sends_no_attempt<F: Factory + ?Sized>(f: &F) {
+    let case = "sem_mismatched_handle_sends_no_attempt";
+    let backend = f.client().await.backend.clone();
+    if !backend.capabilities().records {
+        return skip(&f.label(), case, "backend keeps no records: the count is the handle's");
+    }
+    let name = key("sem_mismatch");
+    let two = Semaphore::new(&Locker::new(backend.clone()), &name, 2).expect("semaphore");
+    two.try_acquire().await.expect("try").expect("free").release().await.expect("release");
+    let tries = Arc::new(AtomicUsize::new(0));
+    let counted = tries.clone();
+    let hooked = Hooked::new(backend, move |call| {
+        if call == Call::TryAcquire {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    });
+    let locker = Locker::new(Arc::new(hooked));
+    let three = Semaphore::new(&locker, &name, 3).expect("semaphore");
+    let refused = three.try_acquire().await;
+    assert!(matches!(refused, Err(lock_core::LockError::PermitsMismatch { .. })), "{refused:?}");
+    let waited = Semaphore::new(&locker, &name, 3).expect("semaphore");
+    let refused = waited.acquire().wait(Duration::from_secs(1)).acquire().await;
+    assert!(matches!(refused, Err(lock_core::LockError::PermitsMismatch { .. })), "{refused:?}");
+    let many = Semaphore::new(&locker, &name, 3).expect("semaphore");
+    let refused = many.acquire().try_acquire_many(2).await;
+    assert!(matches!(refused, Err(lock_core::LockError::PermitsMismatch { .. })), "{refused:?}");
+    assert_eq!(tries.load(Ordering::SeqCst), 0, "attempts sent by handles whose count was refused");
+}
