@@ -62,6 +62,21 @@ pub(crate) fn exit_signal(sig: Signal) -> ExitCode {
     ExitCode::from(u8::try_from(128 + sig as i32).unwrap_or(255))
 }
 
+/// How long an interrupted `dlock` waits for the store to forget its cancelled wait before it
+/// exits anyway: a few round trips on a live store, and a stop that stays prompt on a dead one.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// The exit for `sig` arriving while dlock waited: the wait's future is dropped by then, which
+/// started its clean-up (leaving the store's queue) in the background; that clean-up must end
+/// before the process does, or the place stays queued until its lease or session runs out and
+/// delays every waiter behind it.
+pub(crate) async fn interrupted(sig: Signal) -> ExitCode {
+    if !dlock::settle_cleanups(SETTLE).await {
+        eprintln!("dlock: the store did not confirm within {SETTLE:?} that this waiter left its queue");
+    }
+    exit_signal(sig)
+}
+
 /// Checks shared by every command that runs a command under a hold (`run`, `leader`), and
 /// the signal handlers, installed before anything else so that a signal while waiting ends
 /// dlock cleanly.
@@ -165,7 +180,7 @@ pub async fn run(
             }
             Err(e) => return fail(url, &e),
         },
-        sig = any_signal(&mut sigs) => return exit_signal(sig),
+        sig = any_signal(&mut sigs) => return interrupted(sig).await,
     };
     let ran = run_held(key, on_lost, command, guard.fence(), &guard.env(), guard.lost(), &mut sigs).await;
     let released = guard.release().await;

@@ -43,7 +43,7 @@ mod signal;
 mod token;
 mod validate;
 
-pub use backend::{Capability, LockBackend, LockInfo};
+pub use backend::{Capability, LockBackend, LockInfo, settle_cleanups};
 pub use error::{BoxError, LockError, Result, is_tls_refusal};
 pub use guard::LockGuard;
 pub use latch::CountDownLatch;

@@ -3,6 +3,10 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use crate::Result;
 
@@ -108,11 +112,69 @@ fn spawn_undo(what: &'static str, undo: Running) {
         tracing::warn!(what, "abandoned lock attempt without a runtime; its lease or session frees the key");
         return;
     };
+    let running = InFlight::start();
     rt.spawn(async move {
+        let _running = running;
         if let Err(e) = undo.await {
             tracing::debug!(what, error = %e, "cleanup of an abandoned lock attempt failed; the lease frees it");
         }
     });
+}
+
+/// The undos spawned by dropped guards that have not ended yet, in this process, and the
+/// wake-up of [`settle_cleanups`] when one ends.
+static PENDING: AtomicUsize = AtomicUsize::new(0);
+static ENDED: Notify = Notify::const_new();
+
+/// Counts one spawned undo as pending until dropped: when its task ends, or when the runtime
+/// shuts down and drops it unfinished (it will never end then).
+struct InFlight;
+
+impl InFlight {
+    fn start() -> Self {
+        PENDING.fetch_add(1, Ordering::SeqCst);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        PENDING.fetch_sub(1, Ordering::SeqCst);
+        ENDED.notify_waiters();
+    }
+}
+
+/// Waits until every clean-up of a cancelled acquisition that this process runs in the
+/// background has ended, or `within` has passed; returns whether none is left.
+///
+/// A dropped acquisition future (a cancelled wait: a signal, a `select!`, a timeout) undoes what
+/// it did on the store, its place in the queue included, in a task of the runtime (see
+/// [`Cleanup`]). Those tasks die with the runtime: a program about to exit calls this first, or
+/// the place it held stays in the store until its lease or session runs out, and every waiter
+/// behind it waits that long. `within` bounds the exit when the store does not answer.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// // ... an acquisition was cancelled; before returning from main:
+/// let settled = lock_core::settle_cleanups(std::time::Duration::from_secs(1)).await;
+/// assert!(settled);
+/// # }
+/// ```
+pub async fn settle_cleanups(within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        // Registered before the count is read, so an undo ending in between still wakes us.
+        let ended = ENDED.notified();
+        tokio::pin!(ended);
+        ended.as_mut().enable();
+        if PENDING.load(Ordering::SeqCst) == 0 {
+            return true;
+        }
+        if tokio::time::timeout_at(deadline, ended).await.is_err() {
+            return PENDING.load(Ordering::SeqCst) == 0;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -170,6 +232,24 @@ mod tests {
         drop(run);
         go_tx.send(()).expect("the dropped undo is still alive");
         done_rx.await.expect("the dropped undo finished");
+    }
+
+    /// `settle_cleanups` waits for a dropped guard's undo to end, and gives up on one that does
+    /// not end within its bound. (The count is the process's: other tests' undos may be
+    /// pending too, so the bounds leave them time.)
+    #[tokio::test]
+    async fn settle_waits_for_background_undos_within_its_bound() {
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+        let (done_tx, mut done_rx) = tokio::sync::oneshot::channel::<()>();
+        drop(Cleanup::arm("test", move || async move {
+            let _ = go_rx.await;
+            let _ = done_tx.send(());
+            Ok(())
+        }));
+        assert!(!settle_cleanups(Duration::from_millis(50)).await, "an undo still runs");
+        go_tx.send(()).expect("the undo waits");
+        assert!(settle_cleanups(Duration::from_secs(10)).await, "every undo ended");
+        assert_eq!(done_rx.try_recv(), Ok(()), "settled only once the undo had ended");
     }
 
     #[test]

@@ -47,17 +47,26 @@ pub(super) async fn campaign(
             tokio::pin!(win);
             loop {
                 tokio::select! {
-                    won = &mut win => break Some(won),
+                    won = &mut win => break Ok(won),
                     cmd = commands.recv() => match cmd {
                         None => return, // the acquisition is cancellation-safe
                         Some(Command::Resign(reply)) => {
                             campaigning = false;
-                            drop(reply.send(Ok(())));
-                            break None;
+                            break Err(reply);
                         }
                         Some(Command::Rejoin) => {}
                     },
                 }
+            }
+        };
+        // The resignation is confirmed only once the acquisition is dropped (above): its
+        // clean-up, leaving the queue, has started, so a caller that settles the clean-ups
+        // (`settle_cleanups`) before it exits waits for it.
+        let won = match won {
+            Ok(won) => Some(won),
+            Err(reply) => {
+                drop(reply.send(Ok(())));
+                None
             }
         };
         let guard = match won {
