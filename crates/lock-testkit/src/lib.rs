@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 pub mod conformance;
+pub mod contracts;
 mod factory;
 pub mod history;
 pub mod hooked;

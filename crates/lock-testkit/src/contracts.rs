@@ -1,0 +1,446 @@
+//! The contracts table: every promise the library makes, every public operation, and for each
+//! operation and each promise that applies to it, the case that checks it, or the gap, named
+//! as one.
+//!
+//! A promise is checked per operation, not per feature: a new operation (a public `async fn`
+//! of the user API, a `LockBackend` operator call, a store's own call, a CLI verb) is added to
+//! [`OPERATIONS`] with its kinds, and the table's own test (`tests/contracts.rs`) fails until
+//! every promise that applies to it has a row in [`ROWS`]. The same test fails when the code
+//! gains an operation the table lacks, and when a row names a case that does not exist or
+//! that nothing runs. Gaps are rows too, so that what is not yet checked is written down and
+//! printed by every CI run, never silently absent.
+
+use std::fmt;
+
+/// A promise the library makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Promise {
+    /// At most one holder (or the stated number of permits, or readers without a writer) at
+    /// once, as a fenced register judges it.
+    Exclusion,
+    /// Every grant of a key has a fence above every fence handed out before for that key,
+    /// across every fence source (removals, restarts, failovers, evictions).
+    FencesIncrease,
+    /// A hold that overlaps a successor was told lost before the successor's grant plus the
+    /// drift margin; the signal reaches every guard of the hold.
+    LostBeforeSuccessor,
+    /// The call answers by its deadline (or, without one, its response bound) plus a stated
+    /// bound, whatever the store does: paused, blackholed, cut, pool exhausted.
+    DeadlineBound,
+    /// Cancelled, dropped, timed-out and crashed callers leave no key, permit or queue place
+    /// wedged: the next caller is served as if they had never come.
+    NotWedged,
+    /// Never more holders of a semaphore than its (stored) permit count.
+    PermitsNeverExceeded,
+    /// Read-write locks are phase-fair: a reader queued behind a writer gets in before writers
+    /// that queued after it, and writers are never starved.
+    PhaseFair,
+    /// No call leaves the caller's session or transaction settings changed.
+    CallerStateUnchanged,
+    /// What a call leaves on the server is bounded per lock, whatever the call rate.
+    BookkeepingBounded,
+}
+
+impl Promise {
+    /// Every promise.
+    pub const ALL: [Promise; 9] = [
+        Promise::Exclusion,
+        Promise::FencesIncrease,
+        Promise::LostBeforeSuccessor,
+        Promise::DeadlineBound,
+        Promise::NotWedged,
+        Promise::PermitsNeverExceeded,
+        Promise::PhaseFair,
+        Promise::CallerStateUnchanged,
+        Promise::BookkeepingBounded,
+    ];
+
+    /// Whether the promise applies to an operation of these kinds.
+    pub fn applies(self, kinds: &[Kind]) -> bool {
+        let has = |k| kinds.contains(&k);
+        match self {
+            Promise::Exclusion | Promise::LostBeforeSuccessor => has(Kind::Grants),
+            Promise::FencesIncrease => has(Kind::Grants) || has(Kind::TakesAway),
+            Promise::DeadlineBound => has(Kind::Store),
+            Promise::NotWedged | Promise::BookkeepingBounded => has(Kind::Waits),
+            Promise::PermitsNeverExceeded => has(Kind::Permits),
+            Promise::PhaseFair => has(Kind::Shared),
+            Promise::CallerStateUnchanged => has(Kind::CallerSession),
+        }
+    }
+}
+
+impl fmt::Display for Promise {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// What an operation does, which decides the promises that apply to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Sends requests to the store.
+    Store,
+    /// Obtains a hold (a lock, a permit, a read or write side, leadership).
+    Grants,
+    /// Waits (a deadline, or without a bound): it can be cancelled, time out or be dropped
+    /// while queued.
+    Waits,
+    /// Takes part in a semaphore's count.
+    Permits,
+    /// One side of a read-write lock.
+    Shared,
+    /// Runs on a session or transaction the caller owns.
+    CallerSession,
+    /// Takes a lock away from its holder (an operator's eviction).
+    TakesAway,
+}
+
+use Kind::{CallerSession, Grants, Permits, Shared, Store, TakesAway, Waits};
+
+/// A public operation: `Type::method` of the user API, `LockBackend::method` of the operator
+/// calls, or `dlock <verb>`.
+#[derive(Clone, Copy, Debug)]
+pub struct Operation {
+    /// Its name as the table's test finds it in the code.
+    pub name: &'static str,
+    /// What it does.
+    pub kinds: &'static [Kind],
+}
+
+const fn op(name: &'static str, kinds: &'static [Kind]) -> Operation {
+    Operation { name, kinds }
+}
+
+const ACQUIRE: &[Kind] = &[Store, Grants, Waits];
+const TRY: &[Kind] = &[Store, Grants];
+const CALL: &[Kind] = &[Store];
+
+/// Every public operation. The table's test finds them in the code and fails on one missing.
+pub const OPERATIONS: &[Operation] = &[
+    op("Locker::try_lock", TRY),
+    op("Locker::with_lock", ACQUIRE),
+    op("LockRequest::acquire", ACQUIRE),
+    op("LockRequest::try_acquire", TRY),
+    op("LockRequest::run", ACQUIRE),
+    op("LockGuard::release", CALL),
+    op("LockGuard::renew", CALL),
+    op("MultiLock::acquire", ACQUIRE),
+    op("MultiGuard::release", CALL),
+    op("ReadRequest::acquire", &[Store, Grants, Waits, Shared]),
+    op("ReadRequest::try_acquire", &[Store, Grants, Shared]),
+    op("WriteRequest::acquire", &[Store, Grants, Waits, Shared]),
+    op("WriteRequest::try_acquire", &[Store, Grants, Shared]),
+    op("ReadGuard::release", CALL),
+    op("WriteGuard::release", CALL),
+    op("UpgradeableRequest::acquire", &[Store, Grants, Waits, Shared]),
+    op("UpgradeableRequest::try_acquire", &[Store, Grants, Shared]),
+    op("UpgradeableReadGuard::upgrade", &[Store, Grants, Waits, Shared]),
+    op("UpgradeableReadGuard::try_upgrade", &[Store, Grants, Shared]),
+    op("UpgradeableReadGuard::release", CALL),
+    op("Semaphore::try_acquire", &[Store, Grants, Permits]),
+    op("Semaphore::available", CALL),
+    op("Semaphore::resize", &[Store, Permits]),
+    op("Semaphore::stored_permits", CALL),
+    op("PermitRequest::acquire", &[Store, Grants, Waits, Permits]),
+    op("PermitRequest::try_acquire", &[Store, Grants, Permits]),
+    op("PermitRequest::acquire_many", &[Store, Grants, Waits, Permits]),
+    op("PermitRequest::try_acquire_many", &[Store, Grants, Permits]),
+    op("Permit::release", CALL),
+    op("Permits::release", CALL),
+    op("CountDownLatch::set_count", CALL),
+    op("CountDownLatch::count_down", CALL),
+    op("CountDownLatch::count", CALL),
+    op("CountDownLatch::wait", &[Store, Waits]),
+    op("CountDownLatch::delete", CALL),
+    op("LeaderElection::leader", CALL),
+    op("Candidate::until_leader", ACQUIRE),
+    op("Candidate::resign", CALL),
+    op("LockBackend::inspect", CALL),
+    op("LockBackend::list", CALL),
+    op("LockBackend::evict", &[Store, TakesAway]),
+    op("PgLock::lock_in_transaction", &[Store, Grants, Waits, CallerSession]),
+    op("PgLock::try_lock_in_transaction", &[Store, Grants, CallerSession]),
+    op("dlock run", ACQUIRE),
+    op("dlock leader", ACQUIRE),
+    op("dlock status", CALL),
+    op("dlock list", CALL),
+    op("dlock unlock", &[Store, TakesAway]),
+    // Setup and local calls: no promise of the table applies.
+    op("dlock completions", &[]),
+    op("dlock supervise", &[]),
+    op("PgLock::migrate", &[]),
+    op("MySqlLock::migrate", &[]),
+];
+
+/// How a row's promise is checked for its operation.
+#[derive(Clone, Copy, Debug)]
+pub enum Check {
+    /// By the test function of this name (a suite case, a store's test or a CLI test). The
+    /// table's test checks that it exists and that something runs it.
+    Case(&'static str),
+    /// Not checked yet: why, or what would check it.
+    Gap(&'static str),
+}
+
+/// One promise checked for one operation.
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    /// The promise.
+    pub promise: Promise,
+    /// The operation's name in [`OPERATIONS`].
+    pub op: &'static str,
+    /// How.
+    pub check: Check,
+}
+
+/// The rows of one operation: `op`'s checks, one per promise.
+macro_rules! rows {
+    ($($op:literal: $($promise:ident => $how:ident($what:literal)),+ ;)*) => {
+        &[$($(Row { promise: Promise::$promise, op: $op, check: Check::$how($what) }),+),*]
+    };
+}
+
+/// Every row. A case named here may cover several operations; a promise with no case for an
+/// operation is a `Gap` row that says so.
+pub const ROWS: &[Row] = rows! {
+    "Locker::try_lock":
+        Exclusion => Case("round_trip"),
+        FencesIncrease => Case("fencing_tokens_increase"),
+        LostBeforeSuccessor => Case("lost_before_successor"),
+        DeadlineBound => Case("paused_server_answers_in_time");
+    "Locker::with_lock":
+        Exclusion => Gap("with_lock is acquire + run: no case runs it under contention"),
+        FencesIncrease => Gap("with_lock is acquire + run: covered only through LockRequest::acquire"),
+        LostBeforeSuccessor => Gap("the closure's lost signal is not checked against a successor"),
+        DeadlineBound => Gap("no stall case runs with_lock"),
+        NotWedged => Gap("no case cancels a with_lock"),
+        BookkeepingBounded => Gap("no case counts what a cancelled with_lock leaves");
+    "LockRequest::acquire":
+        Exclusion => Case("mutual_exclusion"),
+        FencesIncrease => Case("fencing_tokens_increase"),
+        LostBeforeSuccessor => Case("lost_before_successor"),
+        DeadlineBound => Case("paused_server_answers_in_time"),
+        NotWedged => Case("cancelled_acquire_leaves_nothing"),
+        BookkeepingBounded => Gap("issue 46 point 9: Redis keeps a key per cancelled attempt (300 s) and per release (10 s)");
+    "LockRequest::try_acquire":
+        Exclusion => Case("round_trip"),
+        FencesIncrease => Case("fences_never_repeat_while_lock_files_are_removed"),
+        LostBeforeSuccessor => Case("lost_before_successor"),
+        DeadlineBound => Case("paused_server_answers_in_time");
+    "LockRequest::run":
+        Exclusion => Gap("run is acquire + the closure: no case runs it under contention"),
+        FencesIncrease => Gap("run is acquire + the closure: covered only through LockRequest::acquire"),
+        LostBeforeSuccessor => Gap("the closure's lost signal is not checked against a successor"),
+        DeadlineBound => Gap("no stall case runs run"),
+        NotWedged => Gap("no case cancels a run"),
+        BookkeepingBounded => Gap("no case counts what a cancelled run leaves");
+    "LockGuard::release":
+        DeadlineBound => Case("paused_server_answers_in_time");
+    "LockGuard::renew":
+        DeadlineBound => Gap("no stall case renews by hand (the watchdog's renewals: paused_server_fires_lost_by_the_local_deadline, Redis only)");
+    "MultiLock::acquire":
+        Exclusion => Case("keys_independent_multilock"),
+        FencesIncrease => Gap("no case compares a MultiLock's fences with its parts' earlier ones"),
+        LostBeforeSuccessor => Gap("no case loses one part of a MultiLock before a successor"),
+        DeadlineBound => Gap("no stall case runs a MultiLock"),
+        NotWedged => Gap("no case cancels a MultiLock part-way"),
+        BookkeepingBounded => Gap("no case counts what a cancelled MultiLock leaves");
+    "MultiGuard::release":
+        DeadlineBound => Gap("no stall case releases a MultiLock");
+    "ReadRequest::acquire":
+        FencesIncrease => Gap("no case compares a read's fence with earlier grants'"),
+        Exclusion => Case("rw_writer_excludes_everyone"),
+        LostBeforeSuccessor => Case("rw_reader_lost_signal_fires"),
+        DeadlineBound => Gap("no stall case takes a read side"),
+        NotWedged => Case("rw_crashed_writer_frees_lock"),
+        PhaseFair => Case("rw_phase_fair"),
+        BookkeepingBounded => Gap("no case counts what a cancelled read leaves");
+    "ReadRequest::try_acquire":
+        FencesIncrease => Gap("no case compares a read's fence with earlier grants'"),
+        Exclusion => Case("rw_readers_share"),
+        LostBeforeSuccessor => Case("rw_reader_lost_signal_fires"),
+        DeadlineBound => Gap("no stall case tries a read side"),
+        PhaseFair => Case("rw_phase_fair");
+    "WriteRequest::acquire":
+        Exclusion => Case("rw_writer_excludes_everyone"),
+        FencesIncrease => Case("rw_write_fences_increase"),
+        LostBeforeSuccessor => Case("rw_writer_lost_signal_fires"),
+        DeadlineBound => Gap("no stall case takes a write side"),
+        NotWedged => Case("rw_crashed_writer_frees_lock"),
+        PhaseFair => Case("rw_writer_not_starved"),
+        BookkeepingBounded => Gap("no case counts what a cancelled write leaves");
+    "WriteRequest::try_acquire":
+        Exclusion => Case("rw_writer_excludes_everyone"),
+        FencesIncrease => Case("rw_write_fences_increase"),
+        LostBeforeSuccessor => Case("rw_writer_lost_signal_fires"),
+        DeadlineBound => Gap("no stall case tries a write side"),
+        PhaseFair => Case("rw_phase_fair");
+    "ReadGuard::release":
+        DeadlineBound => Gap("no stall case releases a read side");
+    "WriteGuard::release":
+        DeadlineBound => Gap("no stall case releases a write side");
+    "UpgradeableRequest::acquire":
+        FencesIncrease => Gap("no case compares an upgradeable read's fence with earlier grants'"),
+        Exclusion => Case("rw_upgradeable_read_upgrades_before_writers"),
+        LostBeforeSuccessor => Gap("no case loses an upgradeable read before a successor"),
+        DeadlineBound => Gap("no stall case takes an upgradeable read"),
+        NotWedged => Gap("no case cancels an upgradeable read"),
+        PhaseFair => Case("rw_phase_fair"),
+        BookkeepingBounded => Gap("no case counts what a cancelled upgradeable read leaves");
+    "UpgradeableRequest::try_acquire":
+        FencesIncrease => Gap("no case compares an upgradeable read's fence with earlier grants'"),
+        Exclusion => Case("rw_upgradeable_read_upgrades_before_writers"),
+        LostBeforeSuccessor => Gap("no case loses an upgradeable read before a successor"),
+        DeadlineBound => Gap("no stall case tries an upgradeable read"),
+        PhaseFair => Case("rw_phase_fair");
+    "UpgradeableReadGuard::upgrade":
+        Exclusion => Case("rw_upgradeable_read_upgrades_before_writers"),
+        FencesIncrease => Gap("no case compares an upgrade's fence with earlier writes'"),
+        LostBeforeSuccessor => Gap("no case loses an upgraded hold before a successor"),
+        DeadlineBound => Gap("no stall case upgrades"),
+        NotWedged => Gap("no case cancels an upgrade"),
+        PhaseFair => Case("rw_upgradeable_read_upgrades_before_writers"),
+        BookkeepingBounded => Gap("no case counts what a cancelled upgrade leaves");
+    "UpgradeableReadGuard::try_upgrade":
+        Exclusion => Case("rw_upgradeable_read_upgrades_before_writers"),
+        FencesIncrease => Gap("no case compares an upgrade's fence with earlier writes'"),
+        LostBeforeSuccessor => Gap("no case loses an upgraded hold before a successor"),
+        DeadlineBound => Gap("no stall case upgrades"),
+        PhaseFair => Case("rw_upgradeable_read_upgrades_before_writers");
+    "UpgradeableReadGuard::release":
+        DeadlineBound => Gap("no stall case releases an upgradeable read");
+    "Semaphore::try_acquire":
+        Exclusion => Case("sem_count_never_exceeded"),
+        FencesIncrease => Case("sem_store_keeps_permits"),
+        LostBeforeSuccessor => Case("sem_lost_signal_fires"),
+        DeadlineBound => Gap("no stall case takes a permit"),
+        PermitsNeverExceeded => Case("sem_mismatched_handle_sends_no_attempt");
+    "Semaphore::available":
+        DeadlineBound => Gap("no stall case counts free permits");
+    "Semaphore::resize":
+        DeadlineBound => Gap("no stall case resizes"),
+        PermitsNeverExceeded => Case("sem_shrink_keeps_holders_and_limits_new_grants");
+    "Semaphore::stored_permits":
+        DeadlineBound => Gap("no stall case reads the stored count");
+    "PermitRequest::acquire":
+        Exclusion => Case("sem_count_never_exceeded"),
+        FencesIncrease => Case("sem_store_keeps_permits"),
+        LostBeforeSuccessor => Case("sem_lost_signal_fires"),
+        DeadlineBound => Gap("no stall case waits for a permit"),
+        NotWedged => Case("sem_crashed_holder_permit_returns"),
+        PermitsNeverExceeded => Case("sem_count_never_exceeded"),
+        BookkeepingBounded => Gap("no case counts what a cancelled permit wait leaves");
+    "PermitRequest::try_acquire":
+        Exclusion => Case("sem_permits_shared_up_to_n"),
+        FencesIncrease => Case("sem_store_keeps_permits"),
+        LostBeforeSuccessor => Case("sem_lost_signal_fires"),
+        DeadlineBound => Gap("no stall case tries a permit"),
+        PermitsNeverExceeded => Case("sem_permits_shared_up_to_n");
+    "PermitRequest::acquire_many":
+        Exclusion => Case("sem_many_all_or_none"),
+        FencesIncrease => Gap("no case checks the fences of several permits taken at once"),
+        LostBeforeSuccessor => Gap("no case loses one of several permits before a successor"),
+        DeadlineBound => Gap("no stall case waits for several permits"),
+        NotWedged => Case("sem_many_waiters_do_not_deadlock"),
+        PermitsNeverExceeded => Case("sem_many_all_or_none"),
+        BookkeepingBounded => Gap("no case counts what a cancelled multi-permit wait leaves");
+    "PermitRequest::try_acquire_many":
+        Exclusion => Case("sem_many_all_or_none"),
+        FencesIncrease => Gap("no case checks the fences of several permits taken at once"),
+        LostBeforeSuccessor => Gap("no case loses one of several permits before a successor"),
+        DeadlineBound => Gap("no stall case tries several permits"),
+        PermitsNeverExceeded => Case("sem_mismatched_handle_sends_no_attempt");
+    "Permit::release":
+        DeadlineBound => Gap("no stall case releases a permit");
+    "Permits::release":
+        DeadlineBound => Gap("no stall case releases several permits");
+    "CountDownLatch::set_count":
+        DeadlineBound => Gap("no stall case restarts a latch");
+    "CountDownLatch::count_down":
+        DeadlineBound => Case("unreachable_latch_answers_in_time");
+    "CountDownLatch::count":
+        DeadlineBound => Gap("no stall case reads a latch's count");
+    "CountDownLatch::wait":
+        DeadlineBound => Case("unreachable_latch_answers_in_time"),
+        NotWedged => Case("latch_wait_times_out_typed"),
+        BookkeepingBounded => Gap("no case counts the subscriptions cancelled latch waits leave");
+    "CountDownLatch::delete":
+        DeadlineBound => Gap("no stall case deletes a latch");
+    "LeaderElection::leader":
+        DeadlineBound => Gap("no stall case asks for the leader");
+    "Candidate::until_leader":
+        Exclusion => Case("leader_one_at_a_time_under_churn"),
+        FencesIncrease => Gap("no case compares successive terms' fences"),
+        LostBeforeSuccessor => Case("leader_told_before_successor"),
+        DeadlineBound => Gap("no stall case campaigns"),
+        NotWedged => Case("leader_resignation_hands_over"),
+        BookkeepingBounded => Gap("no case counts what a cancelled campaign leaves");
+    "Candidate::resign":
+        DeadlineBound => Gap("no stall case resigns");
+    "LockBackend::inspect":
+        DeadlineBound => Gap("no stall case inspects");
+    "LockBackend::list":
+        DeadlineBound => Gap("no stall case lists");
+    "LockBackend::evict":
+        FencesIncrease => Case("evict_takes_the_lock_from_its_holder"),
+        DeadlineBound => Gap("no stall case evicts");
+    "PgLock::lock_in_transaction":
+        Exclusion => Gap("no case runs two transactions' locks on one key against each other"),
+        FencesIncrease => Gap("no case checks a transaction lock's fences"),
+        LostBeforeSuccessor => Gap("a transaction lock has no lost signal: it ends with the transaction"),
+        DeadlineBound => Gap("no stall case takes a transaction lock"),
+        NotWedged => Case("a_transaction_lock_leaves_the_callers_settings_as_they_were"),
+        CallerStateUnchanged => Case("a_transaction_lock_leaves_the_callers_settings_as_they_were"),
+        BookkeepingBounded => Gap("a transaction lock ends with the transaction: nothing counted");
+    "PgLock::try_lock_in_transaction":
+        Exclusion => Gap("no case runs two transactions' locks on one key against each other"),
+        FencesIncrease => Gap("no case checks a transaction lock's fences"),
+        LostBeforeSuccessor => Gap("a transaction lock has no lost signal: it ends with the transaction"),
+        DeadlineBound => Gap("no stall case tries a transaction lock"),
+        CallerStateUnchanged => Gap("the settings case takes the waiting call only");
+    "dlock run":
+        Exclusion => Case("permits_limit_how_many_copies_run_at_once"),
+        FencesIncrease => Gap("the CLI exports the library's fence: checked only that it is one (fencing_token_is_exported_only_when_real)"),
+        LostBeforeSuccessor => Case("a_lost_lock_stops_the_command_with_status_76"),
+        DeadlineBound => Case("an_unresponsive_server_fails_within_the_wait_naming_it"),
+        NotWedged => Case("interrupted_redis_waiters_leave_the_queue_in_every_mode"),
+        BookkeepingBounded => Gap("no case counts what interrupted runs leave on the server");
+    "dlock leader":
+        Exclusion => Case("only_the_leader_runs_the_command_and_a_stopped_leader_hands_over"),
+        FencesIncrease => Gap("no case checks the fences of successive terms through the CLI"),
+        LostBeforeSuccessor => Case("lost_leadership_stops_the_command_and_the_next_term_starts_it_again"),
+        DeadlineBound => Gap("no stall case campaigns through the CLI"),
+        NotWedged => Case("interrupted_followers_leave_the_queue"),
+        BookkeepingBounded => Gap("no case counts what interrupted campaigns leave");
+    "dlock status":
+        DeadlineBound => Gap("no stall case runs status");
+    "dlock list":
+        DeadlineBound => Gap("no stall case runs list");
+    "dlock unlock":
+        FencesIncrease => Case("unlock_evicts_a_running_holder_where_the_store_allows"),
+        DeadlineBound => Gap("no stall case runs unlock");
+};
+
+/// The operation named `name`.
+pub fn operation(name: &str) -> Option<&'static Operation> {
+    OPERATIONS.iter().find(|o| o.name == name)
+}
+
+/// Every (operation, promise) that applies and has no row.
+pub fn missing_rows() -> Vec<(&'static str, Promise)> {
+    let mut out = Vec::new();
+    for o in OPERATIONS {
+        for p in Promise::ALL {
+            if p.applies(o.kinds) && !ROWS.iter().any(|r| r.op == o.name && r.promise == p) {
+                out.push((o.name, p));
+            }
+        }
+    }
+    out
+}
+
+/// Every row whose operation is unknown, or whose promise does not apply to its operation.
+pub fn stray_rows() -> Vec<Row> {
+    ROWS.iter().filter(|r| operation(r.op).is_none_or(|o| !r.promise.applies(o.kinds))).copied().collect()
+}
