@@ -121,3 +121,12 @@ mod named_lock {
     lock_testkit::conformance_tests!(crate::MySqlFactory::new(lock_mysql::Mode::NamedLock).await);
     lock_testkit::primitive_tests!(crate::MySqlFactory::new(lock_mysql::Mode::NamedLock).await);
 }
+
+/// A latch whose store stops answering (its client's connections blackholed) answers by its
+/// deadlines, not by the store's timeouts (`lock_testkit::stall`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latch_on_an_unreachable_store_answers_by_its_deadline() {
+    let s = shared_mariadb();
+    let connect = |url: String| async move { dlock::from_url(&url).await.expect("backend") };
+    lock_testkit::stall::unreachable_latch_answers_in_time(&s.url(), s.port(), connect).await;
+}

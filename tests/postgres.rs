@@ -119,3 +119,12 @@ async fn both_schemes_reach_one_lock_space_through_from_url() {
     let e = dlock::from_url(&format!("postgres://{rest}{sep}tabel=x")).await.expect_err("typo");
     assert!(matches!(e, dlock::LockError::InvalidConfig { .. }) && e.to_string().contains("tabel"), "{e}");
 }
+
+/// A latch whose store stops answering (its client's connections blackholed) answers by its
+/// deadlines, not by the store's timeouts (`lock_testkit::stall`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latch_on_an_unreachable_store_answers_by_its_deadline() {
+    let s = shared_postgres();
+    let connect = |url: String| async move { dlock::from_url(&url).await.expect("backend") };
+    lock_testkit::stall::unreachable_latch_answers_in_time(&s.url(), s.port(), connect).await;
+}

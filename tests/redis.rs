@@ -58,3 +58,12 @@ mod fair_killed {
     lock_testkit::conformance_tests!(@cases LoseBy::new(crate::factory(lock_redis::Mode::Fair).await, Loss::CutThenSever);
         renew_extends_lease, lost_signal_fires);
 }
+
+/// A latch whose store stops answering (its client's connections blackholed) answers by its
+/// deadlines, not by the store's timeouts (`lock_testkit::stall`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latch_on_an_unreachable_store_answers_by_its_deadline() {
+    let s = shared_redis();
+    let connect = |url: String| async move { dlock::from_url(&url).await.expect("backend") };
+    lock_testkit::stall::unreachable_latch_answers_in_time(&s.url(), s.port(), connect).await;
+}

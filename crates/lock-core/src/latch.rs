@@ -25,6 +25,10 @@ const RESEND_FOR: Duration = Duration::from_secs(2);
 const INIT_TRIES: usize = 10;
 /// How long a `set_count` that replaces a finished round waits for another doing the same.
 const RESTART_WAIT: Duration = Duration::from_secs(10);
+/// How long past its deadline a wait's last look at the count may take: a count-down made just
+/// before the deadline still lets the waiter through, and a store that does not answer delays
+/// the timeout by no more than this.
+const LAST_LOOK: Duration = Duration::from_millis(100);
 
 /// A count-down latch named `name`, shared by every process that uses the name on the same
 /// backend.
@@ -152,24 +156,38 @@ impl CountDownLatch {
 
     /// Count down once (nothing when no count is set, or it is at zero already) and answer
     /// what is left. A temporary error (a lost connection, whose request may have been
-    /// applied) is retried with the same mark for up to 2 s, so it still counts once.
+    /// applied) is retried with the same mark for up to 2 s, so it still counts once; the
+    /// call answers within those 2 s whatever the store does.
     ///
     /// # Errors
-    /// Backend errors once the retries are over: the count-down may or may not have been
-    /// applied; calling again counts again.
+    /// [`LockError::Timeout`] (naming the latch) when the store did not answer within the 2 s;
+    /// backend errors once the retries are over. Either way the count-down may or may not have
+    /// been applied; calling again counts again.
     pub async fn count_down(&self) -> Result<u64> {
         let token = uuid::Uuid::new_v4().simple().to_string();
         let backend = self.locker.backend();
-        let until = Instant::now() + RESEND_FOR;
+        let started = Instant::now();
+        let until = started + RESEND_FOR;
         let mut backoff = Backoff::new(POLL_MIN, POLL_MAX);
         loop {
-            match backend.record(&self.key, RecordOp::Mark(&token)).await {
-                Ok(record) => return Ok(remaining(record)),
-                Err(e) if e.is_temporary() && Instant::now() < until => {
+            // Bounded by the resends' end: a store that does not answer is not waited for by
+            // its own timeouts (a pool's checkout, a client's request timeout: seconds).
+            let sent =
+                tokio::time::timeout_at(until, backend.record(&self.key, RecordOp::Mark(&token))).await;
+            match sent {
+                Ok(Ok(record)) => return Ok(remaining(record)),
+                Ok(Err(e)) if e.is_temporary() => {
+                    let next = Instant::now() + backoff.next_delay();
+                    if next >= until {
+                        return Err(e);
+                    }
                     tracing::debug!(error = %e, latch = %self.name, "count-down not answered; sending its mark again");
-                    tokio::time::sleep(backoff.next_delay()).await;
+                    tokio::time::sleep_until(next).await;
                 }
-                Err(e) => return Err(e),
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    return Err(LockError::Timeout { key: self.name.to_string(), waited: started.elapsed() });
+                }
             }
         }
     }
@@ -182,44 +200,65 @@ impl CountDownLatch {
         Ok(remaining(self.locker.backend().record(&self.key, RecordOp::Get).await?))
     }
 
-    /// Wait until the count reaches zero, at most `timeout`.
+    /// Wait until the count reaches zero, at most `timeout`: the call answers by the deadline
+    /// plus 100 ms (its last look at the count) whatever the store does. Temporary errors
+    /// (a lost connection, a request the store did not answer) are retried until the deadline.
     ///
     /// # Errors
-    /// [`LockError::Timeout`] (naming the latch) when it is still counting at the deadline;
-    /// [`LockError::InvalidWait`] for a timeout out of range; backend errors.
+    /// [`LockError::Timeout`] (naming the latch) when it is still counting at the deadline, or
+    /// the store did not answer by then; [`LockError::InvalidWait`] for a timeout out of range;
+    /// permanent backend errors.
     pub async fn wait(&self, timeout: Duration) -> Result<()> {
         validate_wait(timeout)?;
         let started = Instant::now();
-        let deadline = started + timeout;
+        // Every step (the subscription, each look, each pause) ends at the deadline.
+        if let Ok(done) = tokio::time::timeout_at(started + timeout, self.wait_open()).await {
+            return done;
+        }
+        match tokio::time::timeout(LAST_LOOK, self.count()).await {
+            Ok(Ok(0)) => Ok(()),
+            last => {
+                if let Ok(Err(e)) = last {
+                    tracing::debug!(error = %e, latch = %self.name, "the last look at the deadline failed");
+                }
+                Err(LockError::Timeout { key: self.name.to_string(), waited: started.elapsed() })
+            }
+        }
+    }
+
+    /// Wait until the count reaches zero, without a deadline (the caller puts one around it).
+    async fn wait_open(&self) -> Result<()> {
         let backend = self.locker.backend();
         // Subscribed before each look, so a count-down between the look and the wait wakes it.
-        let mut sub = backend.subscribe(&self.key).await?;
+        // Without a subscription it polls, as on a store without notifications.
+        let mut sub = backend.subscribe(&self.key).await.unwrap_or_else(|e| {
+            tracing::debug!(error = %e, latch = %self.name, "subscribe failed; polling instead");
+            None
+        });
         let mut backoff = Backoff::new(POLL_MIN, POLL_MAX);
         loop {
-            if self.count().await? == 0 {
-                return Ok(());
+            match self.count().await {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(e) if e.is_temporary() => {
+                    tracing::debug!(error = %e, latch = %self.name, "latch count not read; looking again");
+                }
+                Err(e) => return Err(e),
             }
             // The notification wakes it early; the pause bounds a notification that is lost.
             let pause = backoff.next_delay();
-            let woke = async {
-                match sub.as_mut() {
-                    Some(s) => tokio::select! {
-                        live = s.notified() => live,
-                        () = tokio::time::sleep(pause) => true,
-                    },
-                    None => {
-                        tokio::time::sleep(pause).await;
-                        true
-                    }
+            let live = match sub.as_mut() {
+                Some(s) => tokio::select! {
+                    live = s.notified() => live,
+                    () = tokio::time::sleep(pause) => true,
+                },
+                None => {
+                    tokio::time::sleep(pause).await;
+                    true
                 }
             };
-            match tokio::time::timeout_at(deadline, woke).await {
-                Ok(true) => {}
-                Ok(false) => sub = None,
-                Err(_) if self.count().await? == 0 => return Ok(()),
-                Err(_) => {
-                    return Err(LockError::Timeout { key: self.name.to_string(), waited: started.elapsed() });
-                }
+            if !live {
+                sub = None;
             }
         }
     }
