@@ -120,8 +120,9 @@ impl Optimistic {
         // One attempt per key at a time through this backend, and none while the undo of a cut-off
         // one is still running: a statement of that attempt may still be in its connection's
         // buffer and land (and be undone) later, so a new attempt would see its brief grant.
-        // Bounded: by the caller's deadline (with the grace a session-bound wait gets), else by
-        // the response bound. Past a deadline the attempt is "held" (the caller's timeout).
+        // Bounded, from the gate to the last statement (the pool's checkout included): by the
+        // caller's deadline (with the grace a session-bound wait gets), else by the response
+        // bound. Past a deadline the attempt is "held" (the caller's timeout).
         let bound = match req.wait_until {
             Some(deadline) => deadline.max(sent) + KILL_GRACE,
             None => self.response_bound(),
@@ -132,8 +133,13 @@ impl Optimistic {
         let gate = self.gates.lock().entry(req.key.to_owned()).or_default().clone();
         // The undo of a cut-off attempt may hold the gate for its own bounds.
         let Ok(turn) = tokio::time::timeout_at(bound, gate.lock_owned()).await else { return late() };
-        let conn: AttemptConn =
-            Arc::new(tokio::sync::Mutex::new(self.pool.acquire().await.map_err(classify)?));
+        // The checkout too: the pool pings an idle connection before handing it out, and
+        // against a silent server that ping waits out the pool's acquire timeout, past the
+        // caller's deadline.
+        let Ok(checked_out) = tokio::time::timeout_at(bound, self.pool.acquire()).await else {
+            return late();
+        };
+        let conn: AttemptConn = Arc::new(tokio::sync::Mutex::new(checked_out.map_err(classify)?));
         let undo = {
             let (conn, pool, sql, key) = (conn.clone(), self.pool.clone(), self.sql.clone(), key.to_vec());
             let trips = self.trips.clone();
