@@ -6,7 +6,7 @@ use std::time::Duration;
 use dlock::{LeaderElection, LockError};
 
 use crate::EXIT_LOST;
-use crate::run::{any_signal, exit_signal, fail, interrupted, locker, prepare, run_held, unreachable};
+use crate::run::{any_signal, exit_signal, fail, locker, prepare, run_held, unreachable};
 use crate::supervise::OnLost;
 
 /// How long `dlock leader` waits for the connection to the backend.
@@ -60,7 +60,7 @@ pub async fn leader(a: LeaderArgs<'_>) -> ExitCode {
             term = candidate.until_leader() => term,
             sig = any_signal(&mut sigs) => {
                 let _ = candidate.resign().await;
-                return interrupted(sig).await;
+                return exit_signal(sig);
             }
             _ = check.tick() => {
                 match candidate.last_error() {

@@ -304,7 +304,7 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_UNAVAILABLE);
         }
     };
-    rt.block_on(async move {
+    let code = rt.block_on(async move {
         match cli.cmd {
             Cmd::Run {
                 url,
@@ -371,5 +371,8 @@ fn main() -> ExitCode {
                 status::status(&url, &key, kind, json).await
             }
         }
-    })
+    });
+    // Before the runtime, and the clean-ups running in it, go (see `run::settle`).
+    rt.block_on(run::settle());
+    code
 }

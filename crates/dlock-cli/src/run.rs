@@ -62,19 +62,21 @@ pub(crate) fn exit_signal(sig: Signal) -> ExitCode {
     ExitCode::from(u8::try_from(128 + sig as i32).unwrap_or(255))
 }
 
-/// How long an interrupted `dlock` waits for the store to forget its cancelled wait before it
-/// exits anyway: a few round trips on a live store, and a stop that stays prompt on a dead one.
+/// How long `dlock` waits, before it exits, for the store to forget what a cancelled wait left
+/// there: a few round trips on a live store, and an exit that stays prompt on a dead one.
 const SETTLE: Duration = Duration::from_secs(1);
 
-/// The exit for `sig` arriving while dlock waited: the wait's future is dropped by then, which
-/// started its clean-up (leaving the store's queue) in the background; that clean-up must end
-/// before the process does, or the place stays queued until its lease or session runs out and
-/// delays every waiter behind it.
-pub(crate) async fn interrupted(sig: Signal) -> ExitCode {
+/// Called last, on every path out of `dlock`: a wait that ended without the lock (a signal, an
+/// error) was dropped, which started its clean-up (leaving the store's queue) in a task of the
+/// runtime; that task dies with the runtime, and the place would stay queued until its lease
+/// or session ran out, delaying every waiter behind it. Nothing pending: returns at once.
+pub(crate) async fn settle() {
     if !dlock::settle_cleanups(SETTLE).await {
-        eprintln!("dlock: the store did not confirm within {SETTLE:?} that this waiter left its queue");
+        eprintln!(
+            "dlock: the store did not confirm within {SETTLE:?} that an abandoned wait left its queue; \
+             its lease or session will"
+        );
     }
-    exit_signal(sig)
 }
 
 /// Checks shared by every command that runs a command under a hold (`run`, `leader`), and
@@ -180,7 +182,7 @@ pub async fn run(
             }
             Err(e) => return fail(url, &e),
         },
-        sig = any_signal(&mut sigs) => return interrupted(sig).await,
+        sig = any_signal(&mut sigs) => return exit_signal(sig),
     };
     let ran = run_held(key, on_lost, command, guard.fence(), &guard.env(), guard.lost(), &mut sigs).await;
     let released = guard.release().await;

@@ -15,7 +15,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
-use lock_core::backend::{Cleanup, retry_cleanup};
+use lock_core::backend::{Cleanup, retry_cleanup, spawn_cleanup};
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 
@@ -155,7 +155,7 @@ pub(crate) fn spawn_delete(
     timeout: Duration,
     life: Life,
 ) {
-    runtime.spawn(delete_until_gone(client, name, fence, timeout, life));
+    spawn_cleanup(runtime, delete_until_gone(client, name, fence, timeout, life));
 }
 
 /// Armed while a release's delete of `name` is on its way: the hold is out of the table by
@@ -171,7 +171,7 @@ pub(crate) fn releasing(client: &Client, name: &str, fence: i64, timeout: Durati
 /// Revoke `lease` in the background (every key under it goes with it) until that succeeds, the
 /// lease is already gone, or it must have expired on its own (no keep-alive is sent any more).
 pub(crate) fn spawn_revoke(runtime: &Handle, client: Client, lease: i64, ttl: Duration, timeout: Duration) {
-    runtime.spawn(async move {
+    spawn_cleanup(runtime, async move {
         let leases = client.lease_client();
         let revoke = || {
             let mut leases = leases.clone();

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use lock_core::backend::{Cleanup, retry_cleanup};
+use lock_core::backend::{Cleanup, retry_cleanup, spawn_cleanup};
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -43,7 +43,7 @@ pub(crate) fn found(cleanup: &mut Cleanup, client: &zk::Client, path: String) {
 /// goes ahead of any later request of this session.
 pub(crate) fn spawn_delete(runtime: &Handle, client: zk::Client, path: String) {
     let first = client.delete(&path, None);
-    runtime.spawn(async move {
+    spawn_cleanup(runtime, async move {
         if settled(first.await).is_err() {
             let _ = delete_until_gone(client, Node::Path(path)).await;
         }

@@ -112,17 +112,31 @@ fn spawn_undo(what: &'static str, undo: Running) {
         tracing::warn!(what, "abandoned lock attempt without a runtime; its lease or session frees the key");
         return;
     };
-    let running = InFlight::start();
-    rt.spawn(async move {
-        let _running = running;
+    spawn_cleanup(&rt, async move {
         if let Err(e) = undo.await {
             tracing::debug!(what, error = %e, "cleanup of an abandoned lock attempt failed; the lease frees it");
         }
     });
 }
 
-/// The undos spawned by dropped guards that have not ended yet, in this process, and the
-/// wake-up of [`settle_cleanups`] when one ends.
+/// Spawns `task`, a clean-up a backend finishes in the background (deleting a released hold's
+/// key, revoking the lease of a closed session), on `runtime`, counted by [`settle_cleanups`]
+/// until it ends, as the undos of dropped [`Cleanup`] guards are: a program that settles the
+/// clean-ups before it exits does not cut it off.
+pub fn spawn_cleanup<F>(runtime: &tokio::runtime::Handle, task: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let running = InFlight::start();
+    runtime.spawn(async move {
+        let _running = running;
+        task.await
+    })
+}
+
+/// The undos spawned by dropped guards (and the tasks of [`spawn_cleanup`]) that have not ended
+/// yet, in this process, and the wake-up of [`settle_cleanups`] when one ends.
 static PENDING: AtomicUsize = AtomicUsize::new(0);
 static ENDED: Notify = Notify::const_new();
 

@@ -35,7 +35,7 @@ pub mod session;
 mod sync;
 
 pub use backoff::{Backoff, jitter, retry_cleanup};
-pub use cleanup::{Cleanup, settle_cleanups};
+pub use cleanup::{Cleanup, settle_cleanups, spawn_cleanup};
 pub use contended::{Contended, MIN_WAIT, may_wait};
 pub use info::{LockInfo, PermitInfo};
 pub use names::percent_decode;

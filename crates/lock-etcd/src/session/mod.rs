@@ -128,7 +128,9 @@ impl Drop for Inner {
             let mut lease = self.client.lease_client();
             let id = session.lease;
             let timeout = self.cfg.request_timeout;
-            self.runtime.spawn(async move {
+            // Counted as a clean-up: a program that settles them before it exits
+            // (`settle_cleanups`) does not cut the revoke off, and its keys go now.
+            lock_core::backend::spawn_cleanup(&self.runtime, async move {
                 let _ = bounded(timeout, lease.revoke(id)).await;
             });
         }
