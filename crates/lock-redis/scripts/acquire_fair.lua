@@ -65,7 +65,7 @@ if redis.call('EXISTS', lock) == 0 then
     return {1, hold(lock, KEYS[2], owner, lease, ARGV[3]), 0}
   end
   -- Free, but another waiter is first (the last one handed a hold let it lapse): hand it over.
-  hand_over(lock, KEYS[2], queue, deadlines, ARGV[5], tonumber(ARGV[6]), true)
+  hand_over(lock, KEYS[2], queue, deadlines, ARGV[5], tonumber(ARGV[6]), true, true)
 end
 
 local d = 0

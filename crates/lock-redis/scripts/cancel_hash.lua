@@ -6,8 +6,9 @@
 -- are its acquisition's to give up, which may still be going on. A copy of the attempt that
 -- runs after it (sent on a connection since replaced, or resent) does nothing (handoff.lua).
 -- Without a nonce: the end of a wait without a grant. Leaves the wait set; a lock handed over
--- to the leaver and neither taken nor claimed, or a free lock with waiters in line, goes to the
--- next waiter. A hand-over this client took (ARGV[6]), or one to another client of the same
+-- to the leaver and neither taken nor claimed, a read let in for it and not claimed, or a free
+-- lock with waiters in line, goes to the next waiter; readers that only a leaving writer kept
+-- out wake. A hand-over this client took (ARGV[6]), or one to another client of the same
 -- owner, is a hold like any other and stays.
 -- Both are no-ops when run a second time.
 -- KEYS[1] lock hash, KEYS[2] queue list, KEYS[3] waiter deadlines zset, KEYS[4] fence counter
@@ -15,7 +16,7 @@
 -- ARGV[4] claim window ms, ARGV[5] waiter tag (client id and inbox), ARGV[6] the fence of a
 -- hand-over of this key this client took for this owner ('' for none)
 local lock, queue, deadlines, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
-local freed = false
+local freed, readless = false, false
 if ARGV[2] ~= '' then
   -- A copy of the attempt still on its way (an old connection, a resend) will find this.
   mark_cancelled(lock, ARGV[2])
@@ -34,14 +35,18 @@ if ARGV[2] ~= '' then
 else
   leave(queue, deadlines, owner, ARGV[5])
   leave_permits(lock, owner, ARGV[3], tonumber(ARGV[4]), KEYS[4], ARGV[6])
+  readless = leave_reads(lock, owner)
   if redis.call('HEXISTS', lock, owner) == 1
     and handed_here(ARGV[5], redis.call('HGET', lock, 'n'), redis.call('HGET', lock, 'f'), ARGV[6]) then
     redis.call('DEL', lock)
     freed = true
   end
-  freed = freed or (redis.call('EXISTS', lock) == 0 and redis.call('EXISTS', queue) == 1)
+  freed = freed or readless or (redis.call('EXISTS', lock) == 0 and redis.call('EXISTS', queue) == 1)
 end
 if freed then
-  hand_over(lock, KEYS[4], queue, deadlines, ARGV[3], tonumber(ARGV[4]), true)
+  -- The end of a read phase hands to a writer first; anything else lets waiting readers in.
+  hand_over(lock, KEYS[4], queue, deadlines, ARGV[3], tonumber(ARGV[4]), true, not readless)
+elseif ARGV[2] == '' then
+  wake_readers(lock, deadlines, ARGV[3])
 end
 return 0

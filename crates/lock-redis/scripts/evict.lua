@@ -18,4 +18,4 @@ if not fence or fence ~= ARGV[1] then
   return {0, ''}
 end
 redis.call('DEL', lock)
-return {1, hand_over(lock, KEYS[4], KEYS[3], KEYS[2], ARGV[2], tonumber(ARGV[3]), t == 'hash')}
+return {1, hand_over(lock, KEYS[4], KEYS[3], KEYS[2], ARGV[2], tonumber(ARGV[3]), t == 'hash', true)}

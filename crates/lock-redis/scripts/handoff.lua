@@ -86,12 +86,11 @@ local function next_waiter(queue, deadlines, now)
 end
 
 -- Shared holds (the read side of a read-write lock, acquire_shared.lua) live in '<lock>:s', a hash of
--- owner token -> expiry in server ms, which expires with its last hold. Readers never register
--- in the wait set, so a live registered waiter is an exclusive request waiting: it keeps new
--- readers out (writers are not starved), and a freed lock is handed to it. Readers refused
--- with a wait mark '<lock>:sw' (for twice their retry interval): while it lives, every freeing
--- of the lock also publishes '' on the lock's channel, which wakes them all (readers do not
--- exclude each other, so there is no herd to avoid).
+-- owner token -> expiry in server ms, which expires with its last hold. Readers do not join the
+-- wait set, so a live registered waiter there is an exclusive request waiting: it keeps new
+-- readers out (writers are not starved), and the last reader to leave hands the lock to it.
+-- Waiting readers register apart and go in phases (read_phases.lua), so readers are not
+-- starved either.
 
 -- A semaphore's permits are shared holds of its pool key, at most `permits` of them, with
 -- '<lock>:sn' (owner token -> 'slot:fence', as long-lived as '<lock>:s') naming each live
@@ -177,6 +176,7 @@ end
 -- and holder note (set_note.lua).
 local function drop_shared(s, owner)
   redis.call('HDEL', s, owner)
+  redis.call('HDEL', s .. 'r', owner)
   redis.call('HDEL', s .. 'n', owner)
   redis.call('HDEL', s .. 'h', owner)
   redis.call('HDEL', s .. 'm', owner)
@@ -269,12 +269,20 @@ local function writer_waits(deadlines, now)
   return #redis.call('ZRANGEBYSCORE', deadlines, '(' .. now, '+inf', 'LIMIT', 0, 1) > 0
 end
 
--- hand_over(lock, counter, queue, deadlines, channel, claim_ms, hash): after `lock` was
--- deleted, grants it to the next live waiter (for at most claim_ms, and never past the
--- waiter's own deadline) and publishes the grant; publishes '' when nobody is registered.
--- Returns the payload ('' for nobody).
-local function hand_over(lock, counter, queue, deadlines, channel, claim_ms, hash)
-  if redis.call('EXISTS', queue) == 0 then
+-- let_readers_in(lock, now, claim_ms): see read_phases.lua, the prelude's second part (it
+-- needs this part's functions, and hand_over needs it).
+local let_readers_in
+
+-- hand_over(lock, counter, queue, deadlines, channel, claim_ms, hash, after_write): after
+-- `lock` was deleted, grants it to the next live waiter (for at most claim_ms, and never past
+-- the waiter's own deadline) and publishes the grant; publishes '' when nobody is registered.
+-- After a write (`after_write`), the registered readers go first, all of them (a read phase,
+-- let_readers_in), and '' is published to wake them; after a read phase, the next writer goes
+-- (the readers that registered meanwhile wait for its release), or without one the readers.
+-- Returns the payload ('' for nobody, or for readers).
+local function hand_over(lock, counter, queue, deadlines, channel, claim_ms, hash, after_write)
+  local readers_wait = redis.call('EXISTS', lock .. ':rq') == 1
+  if not readers_wait and redis.call('EXISTS', queue) == 0 then
     redis.call('PUBLISH', channel, '')
     return ''
   end
@@ -285,13 +293,17 @@ local function hand_over(lock, counter, queue, deadlines, channel, claim_ms, has
     redis.call('PUBLISH', channel, '')
     return ''
   end
-  local w, d, tag = next_waiter(queue, deadlines, now)
-  if not w then
+  if readers_wait and after_write and let_readers_in(lock, now, claim_ms) then
     redis.call('PUBLISH', channel, '')
     return ''
   end
-  if redis.call('EXISTS', lock .. ':sw') == 1 then
+  local w, d, tag = next_waiter(queue, deadlines, now)
+  if not w then
+    if readers_wait then
+      let_readers_in(lock, now, claim_ms)
+    end
     redis.call('PUBLISH', channel, '')
+    return ''
   end
   local claim = math.max(1, math.min(claim_ms, d - now))
   local f = next_fence(counter)

@@ -1,5 +1,6 @@
 -- Release of a shared hold (handoff.lua): the last reader to leave hands the lock to the
--- first registered waiter (an exclusive request), or publishes '' for anyone; a released
+-- first registered waiter (an exclusive request), or lets the waiting readers in, or publishes
+-- '' for anyone; a released
 -- permit goes to one registered permit waiter instead (hand_permit).
 -- KEYS[1] lock, KEYS[2] queue list, KEYS[3] waiter deadlines zset, KEYS[4] fence counter
 -- ARGV[1] owner token, ARGV[2] release channel, ARGV[3] claim window ms, ARGV[4] '1' when the
@@ -40,7 +41,7 @@ if readers_left(lock) then
   end
   return {1, ''}
 end
-redis.call('DEL', s, s .. 'n', s .. 'h', s .. 'm')
+redis.call('DEL', s, s .. 'n', s .. 'h', s .. 'm', s .. 'r')
 if redis.call('EXISTS', lock) == 1 then
   -- The read of an upgraded reader, whose write still holds the lock: that write's release
   -- hands it over.
@@ -54,4 +55,5 @@ if slot and redis.call('EXISTS', lock .. ':pq') == 1 then
   return {1, hand_permit(lock, slot, ARGV[2], tonumber(ARGV[3]), KEYS[4])}
 end
 redis.call('SET', done, 2, 'PX', RELEASED_MS)
-return {2, hand_over(lock, KEYS[4], KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1')}
+-- A read phase ended: the next writer goes before the readers that registered during it.
+return {2, hand_over(lock, KEYS[4], KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1', false)}

@@ -47,8 +47,9 @@ impl RedisLock {
         }
     }
 
-    /// One shared attempt. A waiting reader refused marks readers as waiting, so a freeing of
-    /// the lock wakes it; it comes back within a heartbeat (the mark lasts two).
+    /// One shared attempt. A waiting reader refused registers as waiting (for two heartbeats;
+    /// it comes back within one): the next freed write lets it in before later writers
+    /// (phase-fair, `read_phases.lua`), and wakes it.
     pub(super) async fn acquire_shared(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let names = Arc::new(self.inner.layout.names(req.key));
         let waiting = self.wait_ms(req) > 0;

@@ -5,6 +5,7 @@
 
 pub mod latch;
 pub mod leader;
+pub mod rw_fair;
 pub mod rwlock;
 mod sem_calls;
 mod sem_holder;

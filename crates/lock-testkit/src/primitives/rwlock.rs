@@ -17,6 +17,7 @@ macro_rules! rwlock_tests {
             rw_reader_cannot_upgrade,
             rw_upgradeable_read_upgrades_before_writers,
             rw_bad_input,
+            rw_phase_fair,
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
@@ -36,6 +37,7 @@ use std::time::Duration;
 
 use lock_core::{LockError, MAX_KEY_BYTES, MAX_PERMITS, RwLock};
 
+pub use super::rw_fair::rw_phase_fair;
 use crate::factory::{Factory, key, skip};
 use crate::poll::within;
 
