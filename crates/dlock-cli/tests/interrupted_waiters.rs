@@ -126,3 +126,36 @@ fn interrupted_followers_leave_the_queue() {
 fn zk_url() -> String {
     format!("zk://{}/dlock-interrupted", shared_zk().connect_string())
 }
+
+/// A store that does not answer cannot hold up the exit: an interrupted waiter whose clean-up
+/// hangs (the server frozen) still exits within dlock's bound (1 s), and says that the store
+/// did not confirm.
+#[test]
+fn an_unanswering_store_delays_an_interrupted_waiter_by_one_second_at_most() {
+    let srv = lock_testkit::server::RedisServer::start().expect("redis");
+    let (url, k) = (srv.url(), key("interrupted-frozen"));
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut holder =
+        spawn_holder(dir.path(), &["--url", &url, "--key", &k, "--lease", "5s"], "touch \"$D/held\"");
+    wait_for("the holder holds", Duration::from_secs(30), || dir.path().join("held").exists());
+    let mut waiting = Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args(["run", "--url", &url, "--key", &k, "--wait", "30s", "--", "true"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn a waiter");
+    wait_for("the waiter is queued", Duration::from_secs(30), || waiters(&url, &k) == Some(1));
+    srv.pause().expect("freeze the server");
+    let t = Instant::now();
+    kill(pid(&waiting), Signal::SIGINT).expect("SIGINT the waiter");
+    let code = wait_exit(&mut waiting, Duration::from_secs(10)).code();
+    let took = t.elapsed();
+    srv.resume().expect("thaw the server");
+    let err = std::io::read_to_string(waiting.stderr.take().expect("stderr")).expect("read stderr");
+    kill(pid(&holder), Signal::SIGTERM).expect("SIGTERM the holder");
+    wait_exit(&mut holder, Duration::from_secs(10));
+    eprintln!("frozen store: the interrupted waiter exited after {took:?}: {err}");
+    assert_eq!(code, Some(130), "{err}");
+    assert!(took < Duration::from_secs(3), "the exit waited {took:?} for a frozen store");
+    assert!(err.contains("did not confirm"), "the unconfirmed clean-up is reported: {err}");
+}
