@@ -287,13 +287,15 @@ local function hand_over(lock, counter, queue, deadlines, channel, claim_ms, has
     return ''
   end
   local now = now_ms()
-  -- Never an exclusive grant while readers hold (they cannot: a held lock refuses them, and
-  -- the last of them hands over only when it leaves), checked all the same.
-  if readers_left(lock) then
+  -- Readers hold at a write's release only where it was an upgrade whose read is still to be
+  -- released: the readers that waited for the write come in all the same.
+  if readers_wait and after_write and let_readers_in(lock, now, claim_ms) then
     redis.call('PUBLISH', channel, '')
     return ''
   end
-  if readers_wait and after_write and let_readers_in(lock, now, claim_ms) then
+  -- Never an exclusive grant while readers hold (they cannot: a held lock refuses them, and
+  -- the last of them hands over only when it leaves), checked all the same.
+  if readers_left(lock) then
     redis.call('PUBLISH', channel, '')
     return ''
   end

@@ -66,6 +66,35 @@ async fn a_freed_write_lets_the_waiting_readers_in_before_the_next_writer() {
     }
 }
 
+/// An upgraded reader releases its write and its read together, in either order: the readers
+/// that waited for the write come in first either way, before the writer that waited too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrades_release_lets_the_waiting_readers_in_too() {
+    for mode in MODES {
+        for write_first in [true, false] {
+            let Some(b) = backend(mode).await else { return };
+            let key = lock_testkit::key("phase-upgrade");
+            let [u, up, r, w] = [(); 4].map(|()| OwnerToken::random());
+            assert!(attempt(&b, &key, u, Side::Read).await, "{mode}: free");
+            assert!(
+                attempt(&b, &key, up, Side::Upgrade { reader: u }).await,
+                "{mode}: the only reader upgrades"
+            );
+            assert!(!attempt(&b, &key, r, Side::Read).await, "{mode}: a reader waits for the upgrade");
+            assert!(!attempt(&b, &key, w, Side::Write).await, "{mode}: a writer waits for the upgrade");
+            let order = if write_first { [up, u] } else { [u, up] };
+            for owner in order {
+                assert!(b.release(&key, owner).await.expect("release"), "{mode}");
+            }
+            let how = if write_first { "write, then read" } else { "read, then write" };
+            assert!(!attempt(&b, &key, w, Side::Write).await, "{mode} ({how}): the writer went first");
+            assert!(attempt(&b, &key, r, Side::Read).await, "{mode} ({how}): the reader is let in");
+            assert!(b.release(&key, r).await.expect("release"), "{mode}");
+            assert!(attempt(&b, &key, w, Side::Write).await, "{mode} ({how}): then the writer");
+        }
+    }
+}
+
 /// A reader let in by a freed write whose wait ends before it claims the read (it left the
 /// queue: a timeout, a dropped future) gives it back: the writer waiting for it gets in at
 /// once, not after the claim window. A copy of its attempt arriving after that neither
