@@ -74,7 +74,9 @@ enum Cmd {
     /// SIGHUP sent to dlock are forwarded to that group. If the lock is lost, the group gets
     /// the --on-lost signal, then SIGKILL after the grace period. If dlock itself dies (SIGKILL,
     /// OOM), a small supervisor between dlock and the command notices within 50 ms and stops
-    /// the command the same way, well before the lease lets anyone else in.
+    /// the command the same way, well before the lease lets anyone else in. A signal while
+    /// dlock waits for the lock ends it after it left the store's queue (1 s at most for a
+    /// store that does not answer).
     ///
     /// Exit statuses: the command's own (128 + N when it died of signal N); 2 a bad argument;
     /// 64 bad URL or missing feature; 69 backend unreachable; 75 (or --conflict-exit-code) lock
