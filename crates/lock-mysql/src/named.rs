@@ -115,7 +115,9 @@ impl Named {
     /// first round trip ([`wait_once`](Self::wait_once)); one that may not tries once.
     async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let name = lock_name(req.key);
-        let mut pinned = self.warm.pinned(&self.holders).await?;
+        let Some(mut pinned) = self.warm.pinned(&self.holders, req).await? else {
+            return Ok(Attempt::Held { retry_after: None });
+        };
         if let Some(deadline) = may_wait(req) {
             return self.wait_once(req, pinned, &name, deadline).await;
         }

@@ -127,7 +127,7 @@ impl Pessimistic {
     /// the server's queue until `wait_until`.
     async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Step> {
         let key = req.key.as_bytes();
-        let mut pinned = self.warm.pinned(&self.holders).await?;
+        let Some(mut pinned) = self.warm.pinned(&self.holders, req).await? else { return Ok(Step::Held) };
         // A key this backend lately found held is waited for from the first round trip, as a
         // `GET_LOCK(name, wait)` caller does: the try first would only fail, and under
         // contention the server's time is what every hand-over waits for. It needs the

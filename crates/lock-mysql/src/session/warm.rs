@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::backend::session;
+use lock_core::backend::{AcquireRequest, session};
 use sqlx::AssertSqlSafe;
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 
 use lock_core::Result;
 
-use super::{Driver, Pinned, Sessions, server_idle};
+use super::{Driver, KILL_GRACE, Pinned, Sessions, server_idle};
 use crate::error::classify;
 
 /// What a session-bound mode holds with: the holds, the private pool of holding connections,
@@ -56,12 +56,26 @@ impl Warm {
         Arc::new(Warm(session::Warm::new(fresh, pressed)))
     }
 
-    /// A clean holding connection for the next hold: a kept one, or one from `holders`.
-    pub(crate) async fn pinned(&self, holders: &MySqlPool) -> Result<Pinned> {
-        match self.0.take() {
-            Some(p) => Ok(p),
-            None => Ok(Pinned::new(holders.acquire().await.map_err(classify)?)),
+    /// A clean holding connection for the next hold of `req`: a kept one, or one from
+    /// `holders`. `None` when the caller's deadline (with the grace of a wait, [`KILL_GRACE`])
+    /// passed first: a pool that must open a connection to a silent server would otherwise
+    /// wait out the whole attempt's bound, a second past the deadline.
+    pub(crate) async fn pinned(
+        &self,
+        holders: &MySqlPool,
+        req: &AcquireRequest<'_>,
+    ) -> Result<Option<Pinned>> {
+        if let Some(p) = self.0.take() {
+            return Ok(Some(p));
         }
+        let conn = match req.wait_until {
+            Some(deadline) => match tokio::time::timeout_at(deadline + KILL_GRACE, holders.acquire()).await {
+                Ok(conn) => conn,
+                Err(_) => return Ok(None),
+            },
+            None => holders.acquire().await,
+        };
+        Ok(Some(Pinned::new(conn.map_err(classify)?)))
     }
 
     /// Keep `p`, if its hold ended cleanly, for the next acquisition.
