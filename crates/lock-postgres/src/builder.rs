@@ -194,33 +194,28 @@ impl PgLockBuilder {
                 // (SCRAM's key derivation is the dearest part of connecting).
                 let first = sqlx::postgres::PgConnection::connect_with(&opts);
                 let mut conn = connect_first(NAME, self.acquire_timeout, first, classify).await?;
-                if let Some(pid) = pooler::forwarded(&mut conn, &opts, self.acquire_timeout).await? {
-                    let second = sqlx::postgres::PgConnection::connect_with(&opts);
-                    let mut second = connect_first(NAME, self.acquire_timeout, second, classify).await?;
-                    let refused =
-                        pooler::refuse_shared_sessions(&mut conn, &mut second, pid, self.acquire_timeout)
-                            .await;
-                    let _ = second.close().await;
-                    refused?;
-                }
-                if self.create_schema {
-                    migrate_on(&mut conn, &table, &sql, false).await?;
-                }
-                let _ = conn.close().await;
-                PgPoolOptions::new()
+                let pool = PgPoolOptions::new()
                     .max_connections(self.max_connections)
                     .acquire_timeout(self.acquire_timeout)
                     // No ping per checkout: a dead connection fails its first statement with a
                     // temporary error (retried by the core).
                     .test_before_acquire(false)
-                    .connect_lazy_with(opts)
+                    .connect_lazy_with(opts.clone());
+                if pooler::forwarded(&mut conn, &opts, self.acquire_timeout).await? {
+                    // The probe's connection goes back to the pool when it passes.
+                    pooler::refuse_transaction_pooling(&pool, &mut conn, self.acquire_timeout).await?;
+                }
+                if self.create_schema {
+                    migrate_on(&mut conn, &table, &sql, false).await?;
+                }
+                let _ = conn.close().await;
+                pool
             }
             Source::Pool(pool) => {
                 let mut conn = pool.acquire().await.map_err(classify)?;
                 let opts = pool.connect_options();
-                if let Some(pid) = pooler::forwarded(&mut conn, &opts, self.acquire_timeout).await? {
-                    let mut second = pool.acquire().await.map_err(classify)?;
-                    pooler::refuse_shared_sessions(&mut conn, &mut second, pid, self.acquire_timeout).await?;
+                if pooler::forwarded(&mut conn, &opts, self.acquire_timeout).await? {
+                    pooler::refuse_transaction_pooling(&pool, &mut conn, self.acquire_timeout).await?;
                 }
                 if self.create_schema {
                     migrate_on(&mut conn, &table, &sql, false).await?;

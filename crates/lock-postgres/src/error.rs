@@ -9,6 +9,11 @@ pub(crate) const NAME: &str = "postgres";
 pub(crate) const LOCK_NOT_AVAILABLE: &str = "55P03";
 /// `query_canceled`: the wait was cancelled with `pg_cancel_backend` (our deadline).
 pub(crate) const QUERY_CANCELED: &str = "57014";
+/// `invalid_sql_statement_name` ("prepared statement ... does not exist") and
+/// `duplicate_prepared_statement`: the connection's prepared statements are not on the server
+/// session its statement ran on, or another client's are.
+const PREPARED_GONE: &str = "26000";
+const PREPARED_TAKEN: &str = "42P05";
 /// `insufficient_privilege`.
 pub(crate) const INSUFFICIENT_PRIVILEGE: &str = "42501";
 
@@ -63,6 +68,12 @@ pub(crate) fn is_temporary(e: &sqlx::Error) -> bool {
 /// database or table, decoding).
 pub(crate) fn classify(e: sqlx::Error) -> LockError {
     let state = sqlstate(&e);
+    // The driver prepares each statement once per connection: only a proxy that runs a
+    // client's transactions on different server sessions loses them (or a DEALLOCATE/DISCARD
+    // sent on a connection of the caller's pool).
+    if matches!(state.as_deref(), Some(PREPARED_GONE | PREPARED_TAKEN)) {
+        return crate::pooler::pooled(&format!("the server answered \"{e}\" for a prepared statement"));
+    }
     if state.as_deref() == Some(INSUFFICIENT_PRIVILEGE)
         || state.as_deref().is_some_and(|c| c.starts_with("28"))
     {
