@@ -1,6 +1,7 @@
 //! Every statement has a client-side bound: against a paused (SIGSTOPped) server, a release,
 //! an acquisition with a deadline and a try answer by the deadline or within the server's idle
-//! bound, not when the server wakes up; in both session-bound modes.
+//! bound, not when the server wakes up, in every mode; and an attempt with a deadline keeps it
+//! through its pool checkout.
 //!
 //! Run: `cargo test -p lock-mysql --test bounds`.
 
@@ -44,9 +45,8 @@ async fn backend(url: &str, mode: Mode, pool: Pool) -> Arc<MySqlLock> {
     }
 }
 
-async fn locker(url: &str, mode: Mode, pool: Pool) -> Locker {
-    let backend = backend(url, mode, pool).await;
-    let locker = Locker::new(backend);
+async fn locker(url: &str, mode: Mode) -> Locker {
+    let locker = Locker::new(backend(url, mode, Pool::Own).await);
     if mode != Mode::Optimistic {
         return locker;
     }
@@ -56,10 +56,10 @@ async fn locker(url: &str, mode: Mode, pool: Pool) -> Locker {
     locker.with_watchdog_lease(Duration::from_secs(1)).expect("lease")
 }
 
-async fn paused_server(mode: Mode, pool: Pool, bounds: Bounds) {
+async fn paused_server(mode: Mode, bounds: Bounds) {
     let server = Arc::new(MariaDbServer::start().expect("start private mariadbd"));
     let url = server.url();
-    let (a, b) = (locker(&url, mode, pool).await, locker(&url, mode, pool).await);
+    let (a, b) = (locker(&url, mode).await, locker(&url, mode).await);
     // The test keeps its own handle: the server must outlive the helper's last `stall`.
     let s = server.clone();
     let stall = move |on: bool| if on { s.pause() } else { s.resume() }.expect("SIGSTOP / SIGCONT");
@@ -80,12 +80,12 @@ const SESSION: Bounds = Bounds {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_server_pessimistic_release_wait_and_try_answer_in_time() {
-    paused_server(Mode::Pessimistic, Pool::Own, SESSION).await;
+    paused_server(Mode::Pessimistic, SESSION).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_server_named_release_wait_and_try_answer_in_time() {
-    paused_server(Mode::NamedLock, Pool::Own, SESSION).await;
+    paused_server(Mode::NamedLock, SESSION).await;
 }
 
 /// An attempt that may wait until a deadline answers "held" 250 ms after it, its pool checkout
@@ -147,5 +147,5 @@ const OPTIMISTIC: Bounds = Bounds {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_server_optimistic_release_wait_and_try_answer_in_time() {
-    paused_server(Mode::Optimistic, Pool::Own, OPTIMISTIC).await;
+    paused_server(Mode::Optimistic, OPTIMISTIC).await;
 }
