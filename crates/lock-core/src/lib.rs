@@ -24,6 +24,7 @@
 
 pub mod backend;
 mod caller;
+mod deadline;
 mod error;
 mod guard;
 mod hold;
@@ -44,6 +45,7 @@ mod token;
 mod validate;
 
 pub use backend::{Capability, LockBackend, LockInfo, settle_cleanups};
+pub use deadline::GRACE as DEADLINE_GRACE;
 pub use error::{BoxError, LockError, Result, is_tls_refusal};
 pub use guard::LockGuard;
 pub use latch::CountDownLatch;

@@ -95,19 +95,12 @@ impl MultiGuard {
         self.guards.iter().any(LockGuard::is_lost)
     }
 
-    /// Release every lock, in reverse order.
+    /// Release every lock, all at once: a stalled store costs one release's bound, not one per
+    /// lock.
     ///
     /// # Errors
     /// The first release error; every release is still attempted.
     pub async fn release(self) -> Result<()> {
-        let mut first = Ok(());
-        for g in self.guards.into_iter().rev() {
-            if let Err(e) = g.release().await
-                && first.is_ok()
-            {
-                first = Err(e);
-            }
-        }
-        first
+        crate::parts::release_all(self.guards.into_iter().map(LockGuard::release)).await
     }
 }

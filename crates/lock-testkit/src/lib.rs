@@ -9,6 +9,7 @@
 
 pub mod conformance;
 pub mod contracts;
+pub mod deadlines;
 mod factory;
 pub mod history;
 pub mod hooked;

@@ -10,6 +10,7 @@ use tracing::{Instrument, Span};
 
 use super::{Locker, NATIVE_WAIT_SLICE, NOTIFY_FALLBACK, POLL_BOUND};
 use crate::backend::{AcquireRequest, Attempt, Backoff, Cleanup, Grant, RenewItem, Side, Subscription};
+use crate::deadline::{GRACE, within};
 use crate::observe::{self, Outcome};
 use crate::renewer::NewLease;
 use crate::{
@@ -274,17 +275,27 @@ impl<'a> LockRequest<'a> {
             if queued && place.is_none() {
                 place = Some(leave_on_drop(backend, &key, owner));
             }
+            // Every await of a waiting acquisition keeps its deadline (a try has only the
+            // store's own response bound).
+            let bound = deadline.filter(|_| !once).map(|d| d + GRACE);
+            let timeout = || LockError::Timeout { key: key.to_string(), waited: started.elapsed() };
             if caps.notify && !once && sub.is_none() && backend.listening(&key) {
                 // Heard from before the attempt is sent: a refusal waits at once.
-                sub = backend.subscribe(&key).await.ok().flatten();
+                sub = within(bound, backend.subscribe(&key)).await.ok().and_then(|s| s.ok().flatten());
             }
             let mut sent_at = Instant::now();
-            let result = match backend.try_acquire(&req).await {
-                Ok(Attempt::Acquired(grant)) if caps.early_grants => {
-                    top_up(backend, &key, owner, lease, locker.drift_margin(lease), grant, &mut sent_at).await
+            let attempt = async {
+                match backend.try_acquire(&req).await {
+                    Ok(Attempt::Acquired(grant)) if caps.early_grants => {
+                        top_up(backend, &key, owner, lease, locker.drift_margin(lease), grant, &mut sent_at)
+                            .await
+                    }
+                    other => other,
                 }
-                other => other,
             };
+            // An attempt still unanswered at the bound is dropped (its own cleanup undoes what
+            // it may have done; the queue place leaves with `place`).
+            let result = within(bound, attempt).await.map_err(|_| timeout())?;
             let retry_after = match result {
                 Ok(Attempt::Acquired(grant)) => {
                     if let Some(p) = place.take() {
@@ -336,15 +347,16 @@ impl<'a> LockRequest<'a> {
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
+                // Leaving the queue at once, within the grace; else in the background.
                 if let Some(p) = place.take()
-                    && let Err(e) = p.run_now().await
+                    && let Ok(Err(e)) = within(Some(now + GRACE), p.run_now()).await
                 {
                     tracing::debug!(key = %key, error = %e, "leaving the wait queue failed; the waiter timeout will");
                 }
                 return Err(LockError::Timeout { key: key.to_string(), waited: started.elapsed() });
             }
             if caps.notify && sub.is_none() {
-                match backend.subscribe(&key).await {
+                match within(bound, backend.subscribe(&key)).await.map_err(|_| timeout())? {
                     Ok(s) => {
                         sub = s;
                         // Subscribed after the failed attempt: retry at once so a release in

@@ -7,6 +7,7 @@ use tokio::time::Instant;
 use super::{ReadGuard, RwLock, WriteGuard};
 #[cfg(doc)]
 use crate::LockError;
+use crate::deadline::by_deadline;
 use crate::{Result, validate_wait};
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -62,7 +63,9 @@ impl ReadRequest<'_> {
     /// # Errors
     /// [`LockError::Timeout`] (naming the lock) at the deadline; invalid input; backend errors.
     pub async fn acquire(self) -> Result<ReadGuard> {
-        match self.rw.read_inner(false, self.opts).await? {
+        let started = Instant::now();
+        let read = self.rw.read_inner(false, self.opts);
+        match by_deadline(self.opts.deadline(started)?, self.rw.name(), started, read).await? {
             Some(g) => Ok(g),
             None => unreachable!("read_inner(false) returns a guard or an error"),
         }
@@ -95,7 +98,9 @@ impl WriteRequest<'_> {
     /// # Errors
     /// [`LockError::Timeout`] (naming the lock) at the deadline; invalid input; backend errors.
     pub async fn acquire(self) -> Result<WriteGuard> {
-        match self.rw.write_inner(false, self.opts).await? {
+        let started = Instant::now();
+        let write = self.rw.write_inner(false, self.opts);
+        match by_deadline(self.opts.deadline(started)?, self.rw.name(), started, write).await? {
             Some(g) => Ok(g),
             None => unreachable!("write_inner(false) returns a guard or an error"),
         }

@@ -41,7 +41,10 @@ impl UpgradeableRequest<'_> {
     /// when the caller already holds this lock; [`LockError::Timeout`] (naming the lock) at
     /// the deadline; backend errors.
     pub async fn acquire(self) -> Result<UpgradeableReadGuard> {
-        match self.rw.upgradeable_inner(false, self.opts).await? {
+        let started = Instant::now();
+        let read = self.rw.upgradeable_inner(false, self.opts);
+        let deadline = self.opts.deadline(started)?;
+        match crate::deadline::by_deadline(deadline, self.rw.name(), started, read).await? {
             Some(g) => Ok(g),
             None => unreachable!("upgradeable_inner(false) returns a guard or an error"),
         }

@@ -82,10 +82,13 @@ impl PermitRequest<'_> {
     /// [`LockError::Timeout`] (naming the semaphore) at the deadline, with nothing held;
     /// backend errors.
     pub async fn acquire_many(self, n: u32) -> Result<Permits> {
-        let deadline = self.deadline()?;
+        let (started, deadline) = (Instant::now(), self.deadline()?);
         self.sem.check_many(n)?;
-        self.sem.check_count().await?;
-        self.sem.take_many(n, deadline, self.lease).await
+        let take = async {
+            self.sem.check_count().await?;
+            self.sem.take_many(n, deadline, self.lease).await
+        };
+        crate::deadline::by_deadline(deadline, self.sem.name(), started, take).await
     }
 
     /// One pass over the slots for `n` permits, all or none: `Ok(None)` (nothing held) when

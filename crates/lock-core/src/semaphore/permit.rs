@@ -40,8 +40,9 @@ impl PermitRequest<'_> {
     /// [`LockError::Timeout`] (naming the semaphore) at the deadline; invalid input; backend
     /// errors.
     pub async fn acquire(self) -> Result<Permit> {
-        let deadline = self.deadline()?;
-        match self.sem.take(false, deadline, self.lease).await? {
+        let (started, deadline) = (Instant::now(), self.deadline()?);
+        let take = self.sem.take(false, deadline, self.lease);
+        match crate::deadline::by_deadline(deadline, self.sem.name(), started, take).await? {
             Some(p) => Ok(p),
             None => unreachable!("take(false) returns a permit or an error"),
         }
