@@ -210,7 +210,19 @@ impl LockBackend for ZkLock {
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        self.inner.acquire(req).await
+        if req.wait_until.is_some() {
+            // A wait is bounded by the caller's deadline (lock-core gives it up past it).
+            return self.inner.acquire(req).await;
+        }
+        // A try has no deadline of its own: on a connection gone silent the client's requests
+        // waited for its reconnects, about 10 s with the default 6 s session. Half a session
+        // timeout is the bound every other call of this store meets; the entry a try dropped
+        // here may have created is deleted by its cleanup, as a cancelled attempt's is.
+        let bound = self.session_timeout() / 2;
+        match tokio::time::timeout(bound, self.inner.acquire(req)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(LockError::temporary(NAME, format!("no answer from ZooKeeper within {bound:?}"))),
+        }
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
