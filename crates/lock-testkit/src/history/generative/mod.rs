@@ -118,6 +118,10 @@ pub(crate) struct Counts {
 #[derive(Clone, Debug)]
 pub(crate) struct Hold {
     client: usize,
+    /// When the outer attempt was made, and the fence it was granted: a grant whose attempt
+    /// began after another's had returned must carry a larger fence.
+    invoked: Instant,
+    fence: Option<u64>,
     acquired: Instant,
     /// What the register said to the write, if one was made.
     write: Option<(Instant, WriteOutcome)>,
@@ -293,6 +297,7 @@ async fn client(
             }
         };
         let cut_limit = Duration::from_millis(3);
+        let invoked = Instant::now();
         let g = match maybe_cut(&mut rng, 10, cut_limit, counts, attempt).await {
             Some(Ok(Some(g))) => g,
             Some(Ok(None)) | None => continue,
@@ -301,7 +306,7 @@ async fn client(
                 continue;
             }
         };
-        hold(c, g, &mine, &other, &key, &shared, &mix, &mut rng).await;
+        hold(c, invoked, g, &mine, &other, &key, &shared, &mix, &mut rng).await;
     }
     (mine, other)
 }
@@ -310,6 +315,7 @@ async fn client(
 #[allow(clippy::too_many_arguments)]
 async fn hold(
     c: usize,
+    invoked: Instant,
     g: LockGuard,
     mine: &Locker,
     other: &Locker,
@@ -369,7 +375,9 @@ async fn hold(
         }
     };
     let released = Instant::now();
-    shared.holds.lock().push(Hold { client: c, acquired, write, believed, lost, unseen, released });
+    let fence = fence.map(|f| f.0);
+    let h = Hold { client: c, invoked, fence, acquired, write, believed, lost, unseen, released };
+    shared.holds.lock().push(h);
 }
 
 /// A nested acquisition of `owner` through `l` (the holder's client or its other one): a

@@ -1,8 +1,11 @@
 //! What a generative run found, and the checks of its history.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::Shared;
 use crate::history::WriteOutcome;
@@ -32,6 +35,12 @@ pub struct GenReport {
     pub lost_updates: u64,
     /// Accepted tokens that did not increase (must be 0).
     pub non_increasing: u64,
+    /// Grants whose fence an earlier grant of the key already carried, whatever the fault
+    /// (must be 0): the register sees a repeat only when both holders write.
+    pub repeated_fences: usize,
+    /// Grants whose fence was not above that of a grant returned before their attempt began
+    /// (must be 0).
+    pub fence_regressions: usize,
     /// Holds that turned out lost.
     pub lost_holds: usize,
     /// Permanent errors (must be none).
@@ -49,7 +58,8 @@ impl fmt::Display for GenReport {
         write!(
             f,
             "[{} seed={}] {} operations, {} holds in {:.1?} ({} strikes; mix {}): violations {}, untold {}, \
-             unseen {}, lost updates {}, non-increasing {}, lost holds {}, permanent errors {}, key free again after {:?}",
+             unseen {}, lost updates {}, non-increasing {}, repeated fences {}, fence regressions {}, lost holds {}, \
+             permanent errors {}, key free again after {:?}",
             self.label,
             self.seed,
             self.operations,
@@ -62,6 +72,8 @@ impl fmt::Display for GenReport {
             self.unseen,
             self.lost_updates,
             self.non_increasing,
+            self.repeated_fences,
+            self.fence_regressions,
             self.lost_holds,
             self.permanent.len(),
             self.liveness,
@@ -84,6 +96,8 @@ impl GenReport {
             all.unseen += r.unseen;
             all.lost_updates += r.lost_updates;
             all.non_increasing += r.non_increasing;
+            all.repeated_fences += r.repeated_fences;
+            all.fence_regressions += r.fence_regressions;
             all.lost_holds += r.lost_holds;
             all.permanent.extend(r.permanent);
             all.liveness = all.liveness.zip(r.liveness).map(|(a, b)| a.max(b));
@@ -99,6 +113,10 @@ impl GenReport {
         assert!(self.permanent.is_empty(), "permanent errors {:?}: {rerun}", self.permanent);
         assert_eq!((self.lost_updates, self.non_increasing), (0, 0), "{rerun}");
         assert_eq!(self.violations, 0, "two holders wrote: {rerun}");
+        // Even a fault that takes holds away keeps every grant's fence new and larger: the
+        // fence is what protects the resource then.
+        assert_eq!(self.repeated_fences, 0, "a fence was handed out twice: {rerun}");
+        assert_eq!(self.fence_regressions, 0, "a later grant's fence did not increase: {rerun}");
         if !revokes {
             assert_eq!(self.untold, 0, "a holder was overtaken before it was told: {rerun}");
             assert_eq!(self.unseen, 0, "a hold was freed behind its holder's back: {rerun}");
@@ -128,6 +146,8 @@ pub(super) fn check(
             }
         }
     }
+    let fences: Vec<_> = holds.iter().map(|h| (h.invoked, h.acquired, h.fence)).collect();
+    let (repeated_fences, fence_regressions) = fence_faults(&fences);
     let reg = shared.register.state.lock();
     let c = &shared.counts;
     let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -146,10 +166,63 @@ pub(super) fn check(
         unseen: holds.iter().filter(|h| h.unseen).count(),
         lost_updates: reg.lost_updates,
         non_increasing: reg.non_increasing,
+        repeated_fences,
+        fence_regressions,
         lost_holds: holds.iter().filter(|h| h.lost).count(),
         permanent: shared.permanent.lock().clone(),
         liveness,
         strikes,
         elapsed,
+    }
+}
+
+/// The fence faults of one key's grants, each `(attempt began, attempt returned, fence)`:
+/// how many fences an earlier grant already carried, and how many grants carried a fence not
+/// above that of a grant returned before their attempt began (real-time order: the counter
+/// must have been drawn later). Grants without a fence are left out.
+pub(crate) fn fence_faults(grants: &[(Instant, Instant, Option<u64>)]) -> (usize, usize) {
+    let mut seen = HashSet::new();
+    let repeated = grants.iter().filter_map(|g| g.2).filter(|f| !seen.insert(*f)).count();
+    let mut by_return: Vec<_> = grants.iter().filter_map(|&(_, ret, f)| Some((ret, f?))).collect();
+    by_return.sort_unstable();
+    let mut by_start: Vec<_> = grants.iter().filter_map(|&(start, _, f)| Some((start, f?))).collect();
+    by_start.sort_unstable();
+    // A sweep: every grant against the largest fence returned before it began.
+    let (mut done, mut top, mut regressions) = (0, None, 0);
+    for (start, fence) in by_start {
+        while let Some(&(ret, f)) = by_return.get(done)
+            && ret < start
+        {
+            top = top.max(Some(f));
+            done += 1;
+        }
+        if top.is_some_and(|t| fence <= t) {
+            regressions += 1;
+        }
+    }
+    (repeated, regressions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fence_faults_count_repeats_and_regressions() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // Overlapping attempts may return their fences in either order.
+        let fine =
+            [(at(0), at(5), Some(2)), (at(1), at(4), Some(1)), (at(6), at(7), Some(3)), (at(8), at(9), None)];
+        assert_eq!(fence_faults(&fine), (0, 0));
+        // 3 again: a repeat, and not above the 3 returned before it began.
+        let repeat = [(at(0), at(1), Some(3)), (at(2), at(3), Some(3))];
+        assert_eq!(fence_faults(&repeat), (1, 1));
+        // 2 after 3 returned: a regression only.
+        let back = [(at(0), at(1), Some(3)), (at(2), at(3), Some(2))];
+        assert_eq!(fence_faults(&back), (0, 1));
+        // A repeat between overlapping attempts is still a repeat.
+        let overlap = [(at(0), at(3), Some(4)), (at(1), at(2), Some(4))];
+        assert_eq!(fence_faults(&overlap), (1, 0));
     }
 }
