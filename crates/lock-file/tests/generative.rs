@@ -1,11 +1,16 @@
 //! The generative history checker on the file store: random mixes of waits, single attempts,
-//! nested acquisitions, renewals, releases, dropped guards and cut-off futures, without faults
-//! and with every lock file removed behind its holders (taken away without notice until each
-//! holder's next check: only the fence protects then).
+//! nested acquisitions, renewals, releases, dropped guards and cut-off futures, without faults,
+//! with every lock file removed behind its holders (taken away without notice until each
+//! holder's next check: only the fence protects then), and with the key's lock file removed in
+//! a tight loop for a while, so that removals land while other processes are being granted
+//! (issue 46 point 1: a fence handed out twice, which the checker's fence check finds).
 //!
 //! Run: `cargo test -p lock-file --test generative`; `DLOCK_HISTORY_SEED=<seed>` reruns one.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use lock_core::async_trait;
@@ -28,6 +33,15 @@ impl Factory for Files {
     }
 }
 
+/// A directory on tmpfs where there is one: a grant syncs the counter twice, and a disk busy
+/// with a build beside the tests would starve the run of grants, not prove anything.
+fn temp_dir(prefix: &str) -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    let mut b = tempfile::Builder::new();
+    b.prefix(prefix);
+    if shm.is_dir() { b.tempdir_in(shm) } else { b.tempdir() }.expect("temp dir")
+}
+
 /// Every lock file of the directory removed, as an operator might: a holder keeps its lock on
 /// a file nobody else opens, and learns of it at its next check.
 struct RemoveLockFiles<'a>(&'a std::path::Path);
@@ -47,9 +61,64 @@ impl Nemesis for RemoveLockFiles<'_> {
     async fn heal(&self) {}
 }
 
+/// The key lock files (not the counter's or the records' guards) removed by a thread in a tight
+/// loop from the strike to the heal: a removal then lands between another process's lock and
+/// its fence draw often enough to find a counter that the lock file alone serialises.
+struct RemoveInLoop {
+    dir: PathBuf,
+    stop: Arc<AtomicBool>,
+    removed: Arc<AtomicU64>,
+    thread: lock_core::backend::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl RemoveInLoop {
+    fn new(dir: &Path) -> Self {
+        RemoveInLoop {
+            dir: dir.to_owned(),
+            stop: Arc::default(),
+            removed: Arc::default(),
+            thread: Default::default(),
+        }
+    }
+}
+
+/// A key's lock file, as opposed to `<stem>.fence.lock` and `<stem>.rec.lock`.
+fn is_key_lock(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    name.ends_with(".lock") && !name.ends_with(".fence.lock") && !name.ends_with(".rec.lock")
+}
+
+#[async_trait]
+impl Nemesis for RemoveInLoop {
+    fn name(&self) -> String {
+        "key lock files removed in a loop".into()
+    }
+    async fn strike(&self) {
+        self.stop.store(false, Ordering::Relaxed);
+        let (dir, stop, removed) = (self.dir.clone(), self.stop.clone(), self.removed.clone());
+        *self.thread.lock() = Some(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for e in std::fs::read_dir(&dir).expect("lock dir").flatten() {
+                    if is_key_lock(&e.path()) && std::fs::remove_file(e.path()).is_ok() {
+                        removed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                std::thread::yield_now();
+            }
+        }));
+    }
+    async fn heal(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let thread = self.thread.lock().take();
+        if let Some(t) = thread {
+            tokio::task::block_in_place(|| t.join()).expect("the remover thread");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_generative() {
-    let files = Files(tempfile::Builder::new().prefix("lock-file-gen-").tempdir().expect("temp dir"));
+    let files = Files(temp_dir("lock-file-gen-"));
     let fault = RemoveLockFiles(files.0.path());
     let mix = Mix { max_time: Duration::from_secs(3), operations: 1_500, ..Mix::default() }.from_env();
     // CI's two seeds: one without the fault, one under it; or the seed given.
@@ -63,5 +132,32 @@ async fn file_generative() {
         eprintln!("{r}");
         // The fault revokes without notice: the fenced checks apply, as for a cut session.
         r.assert_ok(faulted);
+    }
+}
+
+/// Issue 46 point 1 as the checker finds it: grants while the key's lock file is removed in a
+/// tight loop must still carry fences never handed out before. Short quiet times, so most of
+/// the run is under the fault (before the counter had a lock of its own, this repeated a fence
+/// in every run: see the commit's figures).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_generative_fences_while_lock_files_are_removed() {
+    let files = Files(temp_dir("lock-file-gen-rm-"));
+    let fault = RemoveInLoop::new(files.0.path());
+    let mix = Mix {
+        max_time: Duration::from_secs(3),
+        operations: 3_000,
+        hold_max: Duration::from_millis(1),
+        fault_period: (Duration::from_millis(150), Duration::from_millis(700)),
+        ..Mix::default()
+    }
+    .from_env();
+    let seeds = match std::env::var_os("DLOCK_HISTORY_SEED") {
+        Some(_) => vec![seed()],
+        None => vec![5_046],
+    };
+    for seed in seeds {
+        let r = run(&files, &mix, Some(&fault), seed).await;
+        eprintln!("{r}; {} lock files removed", fault.removed.load(Ordering::Relaxed));
+        r.assert_ok(true);
     }
 }
