@@ -3,17 +3,22 @@
 --
 -- lock_timeout is set for this statement only (is_local: the autocommit transaction) and
 -- before the wait: the CASE evaluates its condition first. The server ends the wait at the
--- deadline with 55P03; a dropped future ends it with pg_cancel_backend (57014).
-WITH t AS (SELECT set_config('lock_timeout', $4, true) AS s, current_setting('idle_session_timeout') AS idle_before),
-     l AS (SELECT CASE WHEN t.s IS NOT NULL THEN pg_advisory_lock($1)::text END AS waited, t.idle_before FROM t),
-     f AS (INSERT INTO {table} AS x (name, fence) SELECT $2, 1 FROM l
+-- deadline with 55P03; a dropped future ends it with pg_cancel_backend (57014). A session
+-- marked by another hold (dlock.held, see try_lock.sql) neither waits nor draws a fence.
+WITH t AS (SELECT set_config('lock_timeout', $4, true) AS s, current_setting('idle_session_timeout') AS idle_before,
+                   coalesce(current_setting('dlock.held', true), '') AS held),
+     l AS (SELECT CASE WHEN t.s IS NOT NULL AND t.held = '' THEN pg_advisory_lock($1)::text END AS waited, t.idle_before,
+                   t.held FROM t),
+     f AS (INSERT INTO {table} AS x (name, fence) SELECT $2, 1 FROM l WHERE l.held = ''
            ON CONFLICT (name) DO UPDATE SET fence = x.fence + 1
            RETURNING x.fence)
-SELECT true AS ok,
+SELECT l.held = '' AS ok,
        (SELECT fence FROM f) AS fence,
-       set_config('idle_session_timeout', $3, false) AS idle,
+       CASE WHEN l.held = '' THEN set_config('idle_session_timeout', $3, false) END AS idle,
+       CASE WHEN l.held = '' THEN set_config('dlock.held', $1::text, false) END AS marked,
        pg_backend_pid() AS pid,
        l.idle_before,
+       l.held AS foreign,
        -- The fence must outlive a server crash whatever the role's default: a lost bump
        -- would hand the next holder a token already used.
        set_config('synchronous_commit', 'on', true) AS durable

@@ -2,11 +2,16 @@
 -- pg_advisory_lock_shared, and the name's latest fence read, not drawn (try_lock_shared.sql).
 -- $1 the advisory key, $2 the lock name, $3 the holding session's idle_session_timeout, $4 this
 -- wait's lock_timeout.
-WITH t AS (SELECT set_config('lock_timeout', $4, true) AS s, current_setting('idle_session_timeout') AS idle_before),
-     l AS (SELECT CASE WHEN t.s IS NOT NULL THEN pg_advisory_lock_shared($1)::text END AS waited, t.idle_before FROM t)
-SELECT true AS ok,
-       coalesce((SELECT fence FROM {table} WHERE name = $2), 0) AS fence,
-       set_config('idle_session_timeout', $3, false) AS idle,
+-- The hold's mark (dlock.held) as in try_lock.sql.
+WITH t AS (SELECT set_config('lock_timeout', $4, true) AS s, current_setting('idle_session_timeout') AS idle_before,
+                   coalesce(current_setting('dlock.held', true), '') AS held),
+     l AS (SELECT CASE WHEN t.s IS NOT NULL AND t.held = '' THEN pg_advisory_lock_shared($1)::text END AS waited, t.idle_before,
+                   t.held FROM t)
+SELECT l.held = '' AS ok,
+       CASE WHEN l.held = '' THEN coalesce((SELECT fence FROM {table} WHERE name = $2), 0) END AS fence,
+       CASE WHEN l.held = '' THEN set_config('idle_session_timeout', $3, false) END AS idle,
+       CASE WHEN l.held = '' THEN set_config('dlock.held', $1::text, false) END AS marked,
        pg_backend_pid() AS pid,
-       l.idle_before
+       l.idle_before,
+       l.held AS foreign
 FROM l

@@ -14,6 +14,9 @@ pub(crate) const QUERY_CANCELED: &str = "57014";
 /// session its statement ran on, or another client's are.
 const PREPARED_GONE: &str = "26000";
 const PREPARED_TAKEN: &str = "42P05";
+/// `protocol_violation`: with "bind message supplies N parameters, but prepared statement ...
+/// requires M", the statement of that name on this server session is another client's.
+const PROTOCOL_VIOLATION: &str = "08P01";
 /// `insufficient_privilege`.
 pub(crate) const INSUFFICIENT_PRIVILEGE: &str = "42501";
 
@@ -71,7 +74,9 @@ pub(crate) fn classify(e: sqlx::Error) -> LockError {
     // The driver prepares each statement once per connection: only a proxy that runs a
     // client's transactions on different server sessions loses them (or a DEALLOCATE/DISCARD
     // sent on a connection of the caller's pool).
-    if matches!(state.as_deref(), Some(PREPARED_GONE | PREPARED_TAKEN)) {
+    let other_clients =
+        state.as_deref() == Some(PROTOCOL_VIOLATION) && e.to_string().contains("prepared statement");
+    if matches!(state.as_deref(), Some(PREPARED_GONE | PREPARED_TAKEN)) || other_clients {
         return crate::pooler::pooled(&format!("the server answered \"{e}\" for a prepared statement"));
     }
     if state.as_deref() == Some(INSUFFICIENT_PRIVILEGE)

@@ -360,7 +360,18 @@ struct Answer {
 
 /// A shared grant reads the name's latest fence, 0 when it never had one; an unfenced one
 /// (`unfenced`, either) reads 0.
+///
+/// A session that carries another hold's mark (the statements' `foreign`) is refused: only a
+/// transaction-pooling proxy runs this connection's statement on another client's holding
+/// server session.
 fn answer(row: &PgRow, unfenced: bool) -> Result<Answer> {
+    let foreign: Option<String> = row.try_get("foreign").map_err(classify)?;
+    if let Some(key) = foreign.filter(|k| !k.is_empty()) {
+        return Err(crate::pooler::pooled(&format!(
+            "the server session this connection's statement ran on holds advisory key {key} for \
+             another client"
+        )));
+    }
     let ok: bool = row.try_get("ok").map_err(classify)?;
     let fence: Option<i64> = row.try_get("fence").map_err(classify)?;
     let pid: i32 = row.try_get("pid").map_err(classify)?;
