@@ -28,8 +28,9 @@ use crate::error::{NAME, classify};
 /// pooler.
 const WHO: &str = "SELECT pg_backend_pid(), inet_server_port()";
 
-/// How long an idle probe may take to receive its notification: on a loaded machine a few
-/// scheduling delays, far under this; a transaction pooler never delivers it.
+/// How long an idle probe may take to receive its notification, beyond the link's round
+/// trips: on a loaded machine a few scheduling delays, far under this; a transaction pooler
+/// never delivers it.
 const DELIVERY: Duration = Duration::from_secs(2);
 
 /// The server session of `conn` and the port the server answered on, within `timeout`.
@@ -115,12 +116,15 @@ pub(crate) async fn refuse_transaction_pooling(
     let notify = format!(
         "SELECT pg_backend_pid(), CASE WHEN pg_backend_pid() <> {pid} THEN pg_notify('{channel}', '')::text END"
     );
+    let sent = Instant::now();
     let row = by(deadline, watcher.fetch_one(sqlx::raw_sql(AssertSqlSafe(notify)))).await?;
+    // A slow link delays the delivery too: a round trip's worth more, twice over.
+    let wanted = DELIVERY + sent.elapsed() * 2;
     let notifier: i32 = row.try_get(0).map_err(classify)?;
     if notifier == pid {
         return Err(pooled(&format!("two client connections ran on one server session (pid {pid})")));
     }
-    let wait = DELIVERY.min(deadline.saturating_duration_since(Instant::now()));
+    let wait = wanted.min(deadline.saturating_duration_since(Instant::now()));
     match tokio::time::timeout(wait, probe.try_recv()).await {
         Ok(Ok(Some(n))) if n.channel() == channel => Ok(()),
         // Only another client's LISTEN, on the server session the probe then ran on, sends that.
@@ -132,6 +136,8 @@ pub(crate) async fn refuse_transaction_pooling(
             Err(LockError::temporary(NAME, "connection lost while probing for a transaction pooler"))
         }
         Ok(Err(e)) => Err(classify(e)),
+        // Cut short by the build's own bound: no verdict.
+        Err(_) if wait < wanted => Err(no_answer()),
         Err(_) => Err(pooled(&format!(
             "a notification to the server session (pid {pid}) of an idle client connection did not \
              reach it within {wait:?}"
