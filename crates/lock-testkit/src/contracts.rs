@@ -414,12 +414,12 @@ pub const ROWS: &[Row] = rows! {
         NotWedged => Case("interrupted_followers_leave_the_queue"),
         BookkeepingBounded => Gap("no case counts what interrupted campaigns leave");
     "dlock status":
-        DeadlineBound => Gap("no stall case runs status");
+        DeadlineBound => Case("operator_verbs_answer_a_silent_store_within_its_bound");
     "dlock list":
-        DeadlineBound => Gap("no stall case runs list");
+        DeadlineBound => Case("operator_verbs_answer_a_silent_store_within_its_bound");
     "dlock unlock":
         FencesIncrease => Case("unlock_evicts_a_running_holder_where_the_store_allows"),
-        DeadlineBound => Gap("no stall case runs unlock");
+        DeadlineBound => Case("operator_verbs_answer_a_silent_store_within_its_bound");
 };
 
 /// The operation named `name`.
