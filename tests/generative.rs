@@ -3,7 +3,9 @@
 //! another client), renewals, releases, dropped guards and cut-off futures, under a fault per
 //! seed (none, the server paused past the lease, the network blackholed, every connection
 //! cut, the server killed and restarted, latency added, the sessions killed by the server);
-//! leader failover on the replicated topologies. Each run prints its seed and figures (kept
+//! leader failover on the replicated topologies; an operator's force-unlock through the fence
+//! on the in-process table, Redis and PostgreSQL. Every run checks that no fence is handed out
+//! twice for a key and that fences grow in real-time order, whatever the fault. Each run prints its seed and figures (kept
 //! in `target/tmp/generative.txt`, which `.ci/run` prints).
 //!
 //! CI runs a fixed set of seeds (one per fault); `DLOCK_HISTORY_SEED=<seed>` reruns one (its
@@ -17,10 +19,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use lock_core::async_trait;
+use lock_testkit::Factory;
 use lock_testkit::history::Nemesis;
 use lock_testkit::history::generative::{GenReport, Mix, Primitive, run, run_primitive, seed};
 use lock_testkit::history::nemesis::{
-    Blackhole, Cut, Failover, KillLeader, KillRestart, KillSessions, Latency, Pause, RowsLocked,
+    Blackhole, Cut, Failover, ForceUnlock, KillLeader, KillRestart, KillSessions, Latency, Pause, RowsLocked,
 };
 use lock_testkit::proxy::Proxy;
 use lock_testkit::server::{
@@ -158,6 +161,43 @@ async fn local_stores_generative() {
             r.assert_ok(false);
         }
     }
+}
+
+/// An operator's force-unlock through the fence (`dlock unlock --force`: inspect, then evict
+/// the hold with the fence shown) every 5 ms for 700 ms after each 300 ms of quiet: holds are
+/// taken away without notice (only the fence protects), and every grant's fence must still be
+/// new and larger than those granted before. CI's seed, or the seed given.
+async fn force_unlock(f: &UrlFactory) {
+    let operator = ForceUnlock::new(f.client().await.backend, Duration::from_millis(5));
+    let m = Mix { fault_period: (Duration::from_millis(300), Duration::from_millis(700)), ..mix() };
+    let seeds = if std::env::var_os("DLOCK_HISTORY_SEED").is_some() { seeds() } else { vec![5_046] };
+    for seed in seeds {
+        let before = operator.evicted();
+        let r = run(f, &m, Some(&operator), seed).await;
+        record(&r);
+        assert!(operator.evicted() > before, "{r}: the operator evicted no hold");
+        r.assert_ok(true);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_force_unlock_generative() {
+    let store = dlock::stores().iter().find(|s| s.name == "memory").expect("the memory store");
+    let local = (store.local.expect("memory is local"))().expect("a memory store");
+    force_unlock(&UrlFactory { label: "memory".into(), url: local.url.clone() }).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_force_unlock_generative() {
+    let Some(srv) = or_skip("redis", RedisServer::start()) else { return };
+    let url = format!("redis://127.0.0.1:{}/?mode=fair", srv.port());
+    force_unlock(&UrlFactory { label: "redis/fair".into(), url }).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_force_unlock_generative() {
+    let Some(srv) = or_skip("postgres", PgServer::start()) else { return };
+    force_unlock(&UrlFactory { label: "postgres".into(), url: srv.url() }).await;
 }
 
 async fn redis(mode: &str) {

@@ -215,6 +215,11 @@ pub trait Nemesis: Send + Sync {
     async fn strike(&self);
     /// Repair what `strike` broke.
     async fn heal(&self);
+    /// The keys the run uses, told before it starts: for faults aimed at a key (an operator's
+    /// force-unlock); others ignore them.
+    fn aim(&self, keys: &[Arc<str>]) {
+        let _ = keys;
+    }
 }
 
 /// The workload's shape.
@@ -289,6 +294,9 @@ pub async fn run<F: Factory + ?Sized>(
         next_hold: AtomicU64::new(0),
     });
     let key = crate::key("history");
+    if let Some(n) = nemesis {
+        n.aim(&[Arc::from(key.as_str())]);
+    }
     // Every client is built before the clock starts: a backend slow to connect must not eat
     // the run's time (and with it the nemesis's strikes).
     let mut clients = Vec::with_capacity(workload.clients);

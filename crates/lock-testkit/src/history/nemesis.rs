@@ -1,10 +1,14 @@
 //! The faults the history checkers inject, each a [`Nemesis`]: a server paused or killed and
 //! restarted, the network through a [`Proxy`] blackholed, cut or slowed down, the clients'
-//! sessions ended by the server.
+//! sessions ended by the server, an operator's force-unlock.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lock_core::LockBackend;
+use lock_core::backend::Mutex;
 
 use super::Nemesis;
 use crate::proxy::Proxy;
@@ -283,6 +287,95 @@ impl Nemesis for Failover<'_> {
         // Until the old primary is a replica in sync again, grants that ask for a replica's
         // acknowledgement are refused: the fault lasts until then.
         tokio::task::block_in_place(|| set.wait_for_replica(limit)).expect("the old primary rejoins");
+    }
+}
+
+/// An operator's force-unlock through the fence, as `dlock unlock --force` does it: the key
+/// inspected and the hold with the fence shown evicted, over and over from the strike to the
+/// heal (one round every `gap`). Takes holds away without notice until each holder's next
+/// renewal: only the fence protects then, and every later grant must draw a larger one.
+pub struct ForceUnlock {
+    backend: Arc<dyn LockBackend>,
+    gap: Duration,
+    keys: Mutex<Vec<Arc<str>>>,
+    evicted: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    task: Mutex<Option<tokio::task::JoinHandle<Vec<String>>>>,
+}
+
+impl ForceUnlock {
+    /// Evictions through `backend` (a client of its own: the operator's), a round every `gap`.
+    pub fn new(backend: Arc<dyn LockBackend>, gap: Duration) -> Self {
+        ForceUnlock {
+            backend,
+            gap,
+            keys: Mutex::default(),
+            evicted: Arc::default(),
+            stop: Arc::default(),
+            task: Mutex::default(),
+        }
+    }
+
+    /// Holds evicted so far.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+}
+
+#[async_trait]
+impl Nemesis for ForceUnlock {
+    fn name(&self) -> String {
+        format!("force-unlock through the fence ({} evicted)", self.evicted())
+    }
+    fn aim(&self, keys: &[Arc<str>]) {
+        *self.keys.lock() = keys.to_vec();
+    }
+    async fn strike(&self) {
+        self.stop.store(false, Ordering::Relaxed);
+        let (backend, gap, keys) = (self.backend.clone(), self.gap, self.keys.lock().clone());
+        let (stop, evicted) = (self.stop.clone(), self.evicted.clone());
+        *self.task.lock() = Some(tokio::spawn(async move {
+            let mut refused = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                for key in &keys {
+                    let fence = match backend.inspect(key).await {
+                        Ok(info) if info.held => info.fence,
+                        Ok(_) => None,
+                        Err(e) if e.is_temporary() => None,
+                        Err(e) => {
+                            refused.push(format!("inspect: {e}"));
+                            None
+                        }
+                    };
+                    // Inspected, then evicted by that fence: a holder that took the key in
+                    // between is left alone, as with `dlock unlock --force`.
+                    let Some(fence) = fence else { continue };
+                    match backend.evict(key, fence).await {
+                        Ok(true) => drop(evicted.fetch_add(1, Ordering::Relaxed)),
+                        Ok(false) => {}
+                        Err(e) if e.is_temporary() => {}
+                        Err(e) => refused.push(format!("evict: {e}")),
+                    }
+                }
+                tokio::time::sleep(gap).await;
+            }
+            refused
+        }));
+    }
+    async fn heal(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let task = self.task.lock().take();
+        if let Some(t) = task {
+            let refused = t.await.expect("the force-unlock task");
+            // A store that cannot evict is the schedule's mistake, not a finding.
+            assert!(refused.is_empty(), "force-unlock refused: {refused:?}");
+        }
+    }
+}
+
+impl std::fmt::Debug for ForceUnlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
     }
 }
 

@@ -168,6 +168,9 @@ pub async fn run<F: Factory + ?Sized>(
         }
         lanes.push(Lane { shared: Arc::default(), key: crate::key("generative").into(), clients });
     }
+    if let Some(n) = nemesis {
+        n.aim(&lanes.iter().map(|l| l.key.clone()).collect::<Vec<_>>());
+    }
     let started = Instant::now();
     let stop_at = started + mix.max_time;
     let mut tasks = Vec::new();
