@@ -163,6 +163,25 @@ async fn local_stores_generative() {
     }
 }
 
+/// The semaphore and read-write lock schedules on every registered server-less store, without
+/// faults: one seed (CI's, or the one given).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_stores_primitives_generative() {
+    let m = Mix { max_time: Duration::from_secs(2), ..mix() };
+    let seed = if std::env::var_os("DLOCK_HISTORY_SEED").is_some() { seed() } else { 5_000 };
+    for store in dlock::stores() {
+        let Some(make) = store.local else { continue };
+        let local = make().expect("a local store");
+        let f = UrlFactory { label: store.name.into(), url: local.url.clone() };
+        for (p, limit) in [(Primitive::Semaphore, 3), (Primitive::RwLock, 4)] {
+            let r = run_primitive(&f, p, &m, None, seed).await;
+            eprintln!("{r}");
+            record_line(&r.to_string());
+            r.assert_ok(limit);
+        }
+    }
+}
+
 /// An operator's force-unlock through the fence (`dlock unlock --force`: inspect, then evict
 /// the hold with the fence shown) every 5 ms for 700 ms after each 300 ms of quiet: holds are
 /// taken away without notice (only the fence protects), and every grant's fence must still be

@@ -1,24 +1,30 @@
-//! The generative schedules of the primitives built on the mutex: a semaphore and a
-//! read-write lock, each client mixing waits and single attempts, random leases, renewals,
-//! releases, drops and cut-off futures, with readers and writers mixed.
+//! The generative schedules of the primitives built on the mutex: a semaphore (single permits,
+//! and several at once one request in three) and a read-write lock (readers, writers, and
+//! upgradeable readers that upgrade or not, where the store can), each client mixing waits and
+//! single attempts, random leases, renewals, releases, drops and cut-off futures.
 //!
 //! Checks: a semaphore never has more than its permits held at once, and a writer is alone (no
 //! reader or other writer holds at the same time), both without faults; no permit slot's
-//! fenced register (and the writers') sees a lost update or a repeated token; and afterwards a fresh client takes every permit, and the write side, within the
+//! fenced register (and the writers') sees a lost update or a repeated token; no fence is
+//! granted twice on a slot (or to the writers) and fences grow in real-time order, under every
+//! fault; and afterwards a fresh client takes every permit, and the write side, within the
 //! mix's bound (nothing the mix left behind wedges a slot).
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lock_core::{LockError, Permit, ReadGuard, RwLock, Semaphore, WriteGuard};
+use lock_core::{FencingToken, LockError, RwLock, Semaphore};
 use tokio::time::Instant;
 
-use super::{Mix, Nemesis, lease, locker, maybe_cut};
+use super::report::fence_faults;
+use super::{Mix, Nemesis, lease, locker};
 use crate::Factory;
 use crate::history::Register;
 use crate::history::strike_until;
+
+mod ops;
 
 /// Permits of the semaphore schedule.
 const PERMITS: u32 = 3;
@@ -36,6 +42,10 @@ pub struct PrimitivesReport {
     pub operations: u64,
     /// Permits or read/write locks acquired.
     pub acquisitions: u64,
+    /// Of those, requests granted several permits at once.
+    pub many: u64,
+    /// Upgrades of an upgradeable read to the writer.
+    pub upgrades: u64,
     /// Most holders that believed they held at once (at most the permits, or one writer).
     pub most_at_once: usize,
     /// A native read-write lock: readers are not limited to the reader slots.
@@ -44,6 +54,11 @@ pub struct PrimitivesReport {
     pub conflicts: u64,
     /// Lost updates and non-increasing tokens on the permit slots' registers (must be 0).
     pub register_faults: u64,
+    /// Fences granted twice on one slot, or to two writers (must be 0 under every fault).
+    pub repeated_fences: usize,
+    /// Grants whose fence was not above that of a grant on the same slot (or writers') returned
+    /// before their attempt began (must be 0 under every fault).
+    pub fence_regressions: usize,
     /// Permanent errors (must be none).
     pub permanent: Vec<String>,
     /// How long a fresh client took to get every permit or the write side (`None`: never).
@@ -56,16 +71,21 @@ impl fmt::Display for PrimitivesReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "[{} seed={}] {} operations, {} acquisitions ({} strikes): most at once {}, conflicts {}, \
-             register faults {}, permanent errors {}, all free again after {:?}",
+            "[{} seed={}] {} operations, {} acquisitions ({} of several permits, {} upgrades; {} strikes): \
+             most at once {}, conflicts {}, register faults {}, repeated fences {}, fence regressions {}, \
+             permanent errors {}, all free again after {:?}",
             self.label,
             self.seed,
             self.operations,
             self.acquisitions,
+            self.many,
+            self.upgrades,
             self.strikes,
             self.most_at_once,
             self.conflicts,
             self.register_faults,
+            self.repeated_fences,
+            self.fence_regressions,
             self.permanent.len(),
             self.liveness,
         )
@@ -81,6 +101,8 @@ impl PrimitivesReport {
         assert!(self.acquisitions > 0, "nothing acquired: {rerun}");
         assert!(self.permanent.is_empty(), "permanent errors {:?}: {rerun}", self.permanent);
         assert_eq!(self.register_faults, 0, "{rerun}");
+        assert_eq!(self.repeated_fences, 0, "a fence was handed out twice: {rerun}");
+        assert_eq!(self.fence_regressions, 0, "a later grant's fence did not increase: {rerun}");
         if self.strikes == 0 {
             let limit = if self.unbounded_readers { usize::MAX } else { limit };
             assert!(self.most_at_once <= limit, "more holders than allowed: {rerun}");
@@ -89,6 +111,9 @@ impl PrimitivesReport {
         assert!(self.liveness.is_some(), "a slot stayed blocked after the run: {rerun}");
     }
 }
+
+/// A fenced grant: slot, attempt began, attempt returned, fence.
+type Grant = (usize, Instant, Instant, Option<u64>);
 
 #[derive(Default)]
 struct State {
@@ -102,6 +127,13 @@ struct State {
     acquisitions: AtomicU64,
     next_hold: AtomicU64,
     permanent: lock_core::backend::Mutex<Vec<String>>,
+    many: AtomicU64,
+    upgrades: AtomicU64,
+    /// The store refused an upgradeable read as unsupported: the schedule stops asking.
+    no_upgrade: AtomicBool,
+    /// Every fenced grant: the slot (0 for the writers), when its attempt began and returned,
+    /// and its fence.
+    grants: lock_core::backend::Mutex<Vec<Grant>>,
 }
 
 impl State {
@@ -116,6 +148,32 @@ impl State {
             self.conflicts.fetch_add(1, Ordering::SeqCst);
         }
         self.most.fetch_max(others + 1, Ordering::SeqCst);
+    }
+
+    /// An upgradeable reader (already counted as a holder) became the writer: alone, but for
+    /// itself.
+    fn upgrade(&self) {
+        let writers = self.writers.fetch_add(1, Ordering::SeqCst) + 1;
+        if writers > 1 || self.holders.load(Ordering::SeqCst) > 1 {
+            self.conflicts.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A grant on `slot` (0 for the writers) whose attempt began at `invoked` returned now.
+    fn granted(&self, slot: usize, invoked: Instant, fence: Option<FencingToken>) {
+        self.grants.lock().push((slot, invoked, Instant::now(), fence.map(|f| f.0)));
+    }
+
+    /// Repeated fences and fence regressions, slot by slot.
+    fn fence_faults(&self) -> (usize, usize) {
+        let grants = self.grants.lock();
+        let mut faults = (0, 0);
+        for slot in 0..self.registers.len() {
+            let on: Vec<_> = grants.iter().filter(|g| g.0 == slot).map(|g| (g.1, g.2, g.3)).collect();
+            let (r, g) = fence_faults(&on);
+            faults = (faults.0 + r, faults.1 + g);
+        }
+        faults
     }
 
     fn leave(&self, writer: bool) {
@@ -175,8 +233,11 @@ pub async fn run_primitive<F: Factory + ?Sized>(
                     once: rng.u8(0..4) == 0,
                 };
                 match primitive {
-                    Primitive::Semaphore => permit(&sem, &state, &mix, &mut rng, ask).await,
-                    Primitive::RwLock => rw_op(&rw, &state, &mix, &mut rng, ask).await,
+                    Primitive::Semaphore if rng.u8(0..3) == 0 => {
+                        ops::permits(&sem, &state, &mix, &mut rng, ask).await
+                    }
+                    Primitive::Semaphore => ops::permit(&sem, &state, &mix, &mut rng, ask).await,
+                    Primitive::RwLock => ops::rw_op(&rw, &state, &mix, &mut rng, ask).await,
                 }
             }
             l
@@ -202,11 +263,16 @@ pub async fn run_primitive<F: Factory + ?Sized>(
         let st = r.state.lock();
         st.lost_updates + st.non_increasing
     });
+    let (repeated_fences, fence_regressions) = state.fence_faults();
     PrimitivesReport {
         label,
         seed,
         operations: state.ops.load(Ordering::Relaxed),
         acquisitions: state.acquisitions.load(Ordering::Relaxed),
+        many: state.many.load(Ordering::Relaxed),
+        upgrades: state.upgrades.load(Ordering::Relaxed),
+        repeated_fences,
+        fence_regressions,
         most_at_once: state.most.load(Ordering::Relaxed),
         unbounded_readers: primitive == Primitive::RwLock && native,
         conflicts: state.conflicts.load(Ordering::Relaxed),
@@ -226,96 +292,6 @@ struct Ask {
     wait: Duration,
     /// A single try instead of a wait.
     once: bool,
-}
-
-/// The attempt of a request (the semaphore's, or either side of the read-write lock's: their
-/// builders share these methods but no trait) as `ask` says.
-macro_rules! attempt {
-    ($request:expr, $ask:expr) => {{
-        let ask: Ask = $ask;
-        let req = match ask.lease {
-            Some(l) => $request.lease(l),
-            None => $request,
-        };
-        async move {
-            if ask.once { req.try_acquire().await } else { req.wait(ask.wait).acquire().await.map(Some) }
-        }
-    }};
-}
-
-/// One permit: taken, its slot's register read and written with its fence, maybe renewed,
-/// then released or dropped.
-async fn permit(sem: &Semaphore, state: &State, mix: &Mix, rng: &mut fastrand::Rng, ask: Ask) {
-    let Some(p) = granted(rng, state, attempt!(sem.acquire(), ask)).await else { return };
-    state.enter(false);
-    let reg = &state.registers[p.slot() as usize];
-    let id = state.next_hold.fetch_add(1, Ordering::Relaxed);
-    let read = reg.read(id, p.fence());
-    if rng.bool() {
-        let _ = p.renew(mix.lease.mul_f64(1.0 + rng.f64())).await;
-    }
-    tokio::time::sleep(mix.hold_max.mul_f64(rng.f64())).await;
-    if let (Some(v), false) = (read, p.is_lost()) {
-        reg.increment(id, p.fence(), v);
-    }
-    state.leave(false);
-    end(rng, state, p, Permit::release).await;
-}
-
-/// One read or write (one in four) of the read-write lock.
-async fn rw_op(rw: &RwLock, state: &State, mix: &Mix, rng: &mut fastrand::Rng, ask: Ask) {
-    let nap = mix.hold_max.mul_f64(rng.f64());
-    if rng.u8(0..4) == 0 {
-        let Some(w) = granted(rng, state, attempt!(rw.write(), ask)).await else { return };
-        state.enter(true);
-        let (reg, id) = (&state.registers[0], state.next_hold.fetch_add(1, Ordering::Relaxed));
-        let read = reg.read(id, w.fence());
-        tokio::time::sleep(nap).await;
-        if let (Some(v), false) = (read, w.is_lost()) {
-            reg.increment(id, w.fence(), v);
-        }
-        state.leave(true);
-        end(rng, state, w, WriteGuard::release).await;
-    } else {
-        let Some(r) = granted(rng, state, attempt!(rw.read(), ask)).await else { return };
-        state.enter(false);
-        tokio::time::sleep(nap).await;
-        state.leave(false);
-        end(rng, state, r, ReadGuard::release).await;
-    }
-}
-
-/// The outcome of one attempt, cut off one time in ten: the hold (counted), or nothing when it
-/// was refused, cut off or failed (the error noted).
-async fn granted<G>(
-    rng: &mut fastrand::Rng,
-    state: &State,
-    attempt: impl Future<Output = Result<Option<G>, LockError>>,
-) -> Option<G> {
-    let counts = super::Counts::default();
-    match maybe_cut(rng, 10, Duration::from_millis(3), &counts, attempt).await {
-        Some(Ok(Some(hold))) => {
-            state.acquisitions.fetch_add(1, Ordering::Relaxed);
-            Some(hold)
-        }
-        Some(Err(e)) => {
-            state.error(&e);
-            None
-        }
-        _ => None,
-    }
-}
-
-/// Ends a hold: released, or one time in ten dropped unreleased (released in the background).
-async fn end<G, Fut>(rng: &mut fastrand::Rng, state: &State, guard: G, release: impl FnOnce(G) -> Fut)
-where
-    Fut: Future<Output = Result<(), LockError>>,
-{
-    if rng.u8(0..10) == 0 {
-        drop(guard);
-    } else if let Err(e) = release(guard).await {
-        state.error(&e);
-    }
 }
 
 /// How long a fresh client takes to hold every permit at once, or the write side.
