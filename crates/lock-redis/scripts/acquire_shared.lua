@@ -12,7 +12,7 @@
 -- copy of this attempt (a resend) finds the owner's hold and only extends it, or registers
 -- again; after the owner's release (release_shared.lua) a late copy does nothing.
 local lock, owner, lease, permits = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
-if cancelled(lock, owner) then
+if done(lock, owner) then
   return {0, -1}
 end
 local s = lock .. ':s'

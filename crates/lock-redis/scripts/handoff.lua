@@ -21,54 +21,15 @@
 -- (a new nonce, the full lease). Without a registered waiter the payload is empty and wakes
 -- anyone (waiters that do not register, such as Redlock members).
 
--- How long (ms) the nonce of an attempt whose answer never came is remembered: a copy of that
--- attempt that reaches the server after its cleanup ran (sent on a connection the driver has
--- since replaced, or resent) must not grant or register what nobody waits for.
-local CANCELLED_MS = 300000
-
--- How long (ms) a release that freed a lock is remembered: a copy of it that runs later (a
--- driver resends a request whose answer it did not get; a paused server runs both copies when
--- it resumes) answers "released" instead of "not the owner", and never touches a hold the
--- first copy handed to a waiter of the same owner. Copies follow within the client's retry
--- window (its response timeout, a failover): seconds. One key per recently freed lock.
-local RELEASED_MS = 10000
-
--- released_by(lock, nonce): whether the release with `nonce` freed `lock` already.
-local function released_by(lock, nonce)
-  return redis.call('GET', lock .. ':r') == nonce
-end
-
--- mark_released(lock, nonce): remember that the release with `nonce` freed `lock`.
-local function mark_released(lock, nonce)
-  redis.call('SET', lock .. ':r', nonce, 'PX', RELEASED_MS)
-end
-
--- cancelled(lock, nonce): whether the attempt with `nonce` on `lock` was cleaned up already.
--- The mark shares the lock's hash tag, so it lives in the lock's slot.
-local function cancelled(lock, nonce)
-  return redis.call('EXISTS', lock .. ':x:' .. nonce) == 1
-end
-
 -- nested_mark(lock, nonce): the key marking the nesting made by the attempt with `nonce`
 -- (hold.lua), in the lock's slot.
 local function nested_mark(lock, nonce)
   return lock .. ':a:' .. nonce
 end
 
--- mark_cancelled(lock, nonce): see cancelled().
-local function mark_cancelled(lock, nonce)
-  redis.call('SET', lock .. ':x:' .. nonce, 1, 'PX', CANCELLED_MS)
-end
-
 -- client_of(tag): the client id at the head of a waiter's tag (see above).
 local function client_of(tag)
   return string.sub(tag, 1, 32)
-end
-
--- now_ms(): the server clock in milliseconds.
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 -- next_waiter(queue, deadlines, now): takes the first live waiter out of the queue and the

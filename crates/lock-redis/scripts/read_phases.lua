@@ -38,7 +38,7 @@ let_readers_in = function(lock, now, claim_ms)
   local longest = 0
   for i = 1, #kv, 2 do
     local owner = kv[i]
-    if not cancelled(lock, owner) then
+    if not done(lock, owner) then
       local claim = math.max(1, math.min(claim_ms, tonumber(kv[i + 1]) - now))
       redis.call('HSET', s, owner, now + claim)
       redis.call('HSET', s .. 'r', owner, 1)
@@ -59,7 +59,7 @@ local function leave_reads(lock, owner)
   local waited = redis.call('ZREM', lock .. ':rq', owner) == 1
   local let_in = redis.call('HEXISTS', s .. 'r', owner) == 1
   if not (waited or let_in) then return false end
-  redis.call('SET', lock .. ':x:' .. owner, 0, 'PX', RELEASED_MS)
+  mark_done(lock, owner, 0)
   if not let_in then return false end
   drop_shared(s, owner)
   return not readers_left(lock) and redis.call('EXISTS', lock) == 0

@@ -8,18 +8,17 @@
 -- Returns {0, ''} when the owner held nothing, {1, payload} when other readers remain or the
 -- permit was handed to a waiter (the hand-over's payload, '' for none), {2, payload} when the
 -- last reader left (the hand-over's payload, '' for nobody). The owner is marked done
--- (as an attempt's cancel mark, so acquire_shared.lua sees it): a copy of this release (a
+-- (mark_done in handoff.lua, which acquire_shared.lua reads): a copy of this release (a
 -- resend) answers what the first did, and a late copy of the owner's acquisition grants
--- nothing. For RELEASED_MS, not CANCELLED_MS: every read leaves one such key, so they must not
--- pile up under a stream of readers (10 s at 12k reads/s is 120k short keys); a copy of the
--- acquisition later than that (a server paused longer, then running a copy from a connection
--- the client had given up) makes a reader nobody holds, which keeps writers out until its
--- lease ends: a delay, never two holders.
+-- nothing. For RELEASED_MS, not CANCELLED_MS: every read writes one such mark, and a lock's
+-- marks share MARKS_CAP places, which a stream of readers must not take from the
+-- cancellations for minutes; a copy of the acquisition later than that (a server paused
+-- longer, then running a copy from a connection the client had given up) makes a reader
+-- nobody holds, which keeps writers out until its lease ends: a delay, never two holders.
 local lock, owner = KEYS[1], ARGV[1]
-local done = lock .. ':x:' .. owner
-local before = redis.call('GET', done)
+local before = done(lock, owner)
 if before then
-  return {tonumber(before), ''}
+  return {before, ''}
 end
 -- A permit waiter whose attempt's answer never came, undone here, waits no more.
 unregister_permit_waiter(lock, owner)
@@ -30,11 +29,11 @@ local slot = permit and string.match(permit, '^(%d+):')
 drop_shared(s, owner)
 local held = mine and mine > now_ms()
 if not held then
-  redis.call('SET', done, 0, 'PX', RELEASED_MS)
+  mark_done(lock, owner, 0)
   return {0, ''}
 end
 if readers_left(lock) then
-  redis.call('SET', done, 1, 'PX', RELEASED_MS)
+  mark_done(lock, owner, 1)
   wake_upgrader(lock, ARGV[2])
   if slot then
     return {1, hand_permit(lock, slot, ARGV[2], tonumber(ARGV[3]), KEYS[4])}
@@ -45,15 +44,15 @@ redis.call('DEL', s, s .. 'n', s .. 'h', s .. 'm', s .. 'r')
 if redis.call('EXISTS', lock) == 1 then
   -- The read of an upgraded reader, whose write still holds the lock: that write's release
   -- hands it over.
-  redis.call('SET', done, 1, 'PX', RELEASED_MS)
+  mark_done(lock, owner, 1)
   return {1, ''}
 end
 if slot and redis.call('EXISTS', lock .. ':pq') == 1 then
   -- The last permit: one freed permit all the same, for one waiter (a semaphore's key has no
   -- exclusive waiters).
-  redis.call('SET', done, 1, 'PX', RELEASED_MS)
+  mark_done(lock, owner, 1)
   return {1, hand_permit(lock, slot, ARGV[2], tonumber(ARGV[3]), KEYS[4])}
 end
-redis.call('SET', done, 2, 'PX', RELEASED_MS)
+mark_done(lock, owner, 2)
 -- A read phase ended: the next writer goes before the readers that registered during it.
 return {2, hand_over(lock, KEYS[4], KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1', false)}

@@ -9,10 +9,14 @@ use crate::call::Lua as Script;
 const FENCE: &str = include_str!("../scripts/fence.lua");
 /// Prelude of the hash-mode acquire scripts: nesting and the first hold.
 const HOLD: &str = include_str!("../scripts/hold.lua");
-/// Prelude of the scripts that wait for or free a lock: the wait set and the hand-over, then
-/// the read-write lock's read phases (which use the first part, and its hand-over them).
-const HANDOFF: &str =
-    concat!(include_str!("../scripts/handoff.lua"), include_str!("../scripts/read_phases.lua"));
+/// Prelude of the scripts that wait for or free a lock: the marks of what already ran (one
+/// capped set per lock), the wait set and the hand-over, then the read-write lock's read
+/// phases (which use the parts before, and the hand-over them).
+const HANDOFF: &str = concat!(
+    include_str!("../scripts/marks.lua"),
+    include_str!("../scripts/handoff.lua"),
+    include_str!("../scripts/read_phases.lua")
+);
 /// Prelude of the holder's own steps (notes, raising the fence): who holds a lock, any layout.
 const HOLDER: &str = include_str!("../scripts/holder.lua");
 
