@@ -16,8 +16,11 @@ use lock_testkit::server::{RedisServer, or_skip};
 const MODES: [Mode; 3] = [Mode::Simple, Mode::Reentrant, Mode::Fair];
 /// No lease or waiter deadline runs out during a test.
 const LONG: Duration = Duration::from_secs(60);
-/// Cut-off attempts and read releases in a burst: each used to leave a key of its own.
+/// Read releases in a burst: each used to leave a key of its own.
 const BURST: usize = 2000;
+/// Cleaned-up attempts in a burst (each used to leave a key too): more than the cap, so the
+/// set is full of them.
+const CANCELLED: usize = 2100;
 /// `MARKS_CAP` in handoff.lua.
 const MARKS_CAP: usize = 2048;
 
@@ -71,7 +74,7 @@ async fn a_burst_of_cancellations_and_releases_leaves_one_bounded_set() {
         let key = lock_testkit::key("bookkeeping");
         let signal = LeaseSignal::new();
         // Cleanups of attempts whose answer never came, 50 at a time.
-        for _ in 0..BURST / 50 {
+        for _ in 0..CANCELLED / 50 {
             let undos = (0..50).map(|_| b.undo_unsent_attempt(&key, OwnerToken::random()));
             for r in join_all(undos).await {
                 r.expect("cleanup");
@@ -89,6 +92,15 @@ async fn a_burst_of_cancellations_and_releases_leaves_one_bounded_set() {
         }
         assert!(settle_cleanups(Duration::from_secs(10)).await, "{mode}: cleanups still running");
         assert!(b.release(&key, holder).await.expect("release"), "{mode}: the holder held");
+        // The set is full of cancellations' marks, which live 300 s: a read release's mark
+        // (10 s) still goes in as the newest, so its resent copy answers what the first did.
+        let (reader, conn) = (OwnerToken::random(), b.connection());
+        let got = b.try_acquire(&request(&key, reader, &signal, Side::Read)).await.expect("read");
+        assert!(matches!(got, Attempt::Acquired(_)), "{mode}: a read of a free lock");
+        conn.resend_every_command(true);
+        let released = b.release(&key, reader).await;
+        conn.resend_every_command(false);
+        assert!(released.expect("release"), "{mode}: a read release sent twice on a full set");
         // Reads taken and released: each release marks its owner done.
         for _ in 0..BURST {
             let owner = OwnerToken::random();
