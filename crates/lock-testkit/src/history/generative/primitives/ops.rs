@@ -8,7 +8,7 @@ use lock_core::{LockError, Permit, Permits, ReadGuard, RwLock, Semaphore, Upgrad
 use tokio::time::Instant;
 
 use super::super::{Mix, maybe_cut};
-use super::{Ask, PERMITS, State};
+use super::{Ask, PERMITS, READ, State, UPGRADE, WRITE};
 
 /// The attempt of a request (the semaphore's, or either side of the read-write lock's: their
 /// builders share these methods but no trait) as `ask` says; `$try`/`$wait` name the calls.
@@ -32,7 +32,7 @@ macro_rules! attempt {
 /// then released or dropped.
 pub(super) async fn permit(sem: &Semaphore, state: &State, mix: &Mix, rng: &mut fastrand::Rng, ask: Ask) {
     let invoked = Instant::now();
-    let Some(p) = granted(rng, state, attempt!(sem.acquire(), ask)).await else { return };
+    let Some(p) = granted(rng, state, Side::Read, ask, attempt!(sem.acquire(), ask)).await else { return };
     state.enter(false);
     state.granted(p.slot() as usize, invoked, p.fence());
     let reg = &state.registers[p.slot() as usize];
@@ -55,7 +55,7 @@ pub(super) async fn permits(sem: &Semaphore, state: &State, mix: &Mix, rng: &mut
     let n = rng.u32(2..=PERMITS);
     let invoked = Instant::now();
     let many = attempt!(sem.acquire(), ask, try_acquire_many(n), acquire_many(n));
-    let Some(ps) = granted(rng, state, many).await else { return };
+    let Some(ps) = granted(rng, state, Side::Read, ask, many).await else { return };
     state.many.fetch_add(1, Ordering::Relaxed);
     let mut held = Vec::with_capacity(ps.len());
     for p in ps.permits() {
@@ -76,14 +76,21 @@ pub(super) async fn permits(sem: &Semaphore, state: &State, mix: &Mix, rng: &mut
     end(rng, state, ps, Permits::release).await;
 }
 
-/// One operation of the read-write lock: a write one time in four, an upgradeable read one
-/// in six where the store can upgrade, else a read.
-pub(super) async fn rw_op(rw: &RwLock, state: &State, mix: &Mix, rng: &mut fastrand::Rng, ask: Ask) {
+/// One operation of the read-write lock: a write one time in four (always for a `writer`),
+/// an upgradeable read one in six where the store can upgrade, else a read.
+pub(super) async fn rw_op(
+    rw: &RwLock,
+    state: &State,
+    mix: &Mix,
+    rng: &mut fastrand::Rng,
+    ask: Ask,
+    writer: bool,
+) {
     let nap = mix.hold_max.mul_f64(rng.f64());
     let pick = rng.u8(0..12);
-    if pick < 3 {
+    if pick < 3 || writer {
         let invoked = Instant::now();
-        let Some(w) = granted(rng, state, attempt!(rw.write(), ask)).await else { return };
+        let Some(w) = granted(rng, state, Side::Write, ask, attempt!(rw.write(), ask)).await else { return };
         state.enter(true);
         state.granted(0, invoked, w.fence());
         write_register(state, w.fence(), nap, || w.is_lost()).await;
@@ -92,7 +99,7 @@ pub(super) async fn rw_op(rw: &RwLock, state: &State, mix: &Mix, rng: &mut fastr
     } else if pick < 5 && !state.no_upgrade.load(Ordering::Relaxed) {
         upgradeable(rw, state, rng, ask, nap).await;
     } else {
-        let Some(r) = granted(rng, state, attempt!(rw.read(), ask)).await else { return };
+        let Some(r) = granted(rng, state, Side::Read, ask, attempt!(rw.read(), ask)).await else { return };
         state.enter(false);
         tokio::time::sleep(nap).await;
         state.leave(false);
@@ -120,20 +127,16 @@ async fn write_register(
 /// stops asking.
 async fn upgradeable(rw: &RwLock, state: &State, rng: &mut fastrand::Rng, ask: Ask, nap: Duration) {
     let attempt = attempt!(rw.upgradeable_read(), ask);
-    let mut u = match maybe_cut(rng, 10, Duration::from_millis(3), &Default::default(), attempt).await {
-        Some(Ok(Some(u))) => u,
-        Some(Err(LockError::Unsupported { .. })) => {
-            state.no_upgrade.store(true, Ordering::Relaxed);
-            return;
-        }
-        Some(Err(e)) => return state.error(&e),
-        _ => return,
-    };
-    state.acquisitions.fetch_add(1, Ordering::Relaxed);
+    let Some(mut u) = granted(rng, state, Side::Upgradeable, ask, attempt).await else { return };
     state.enter(false);
     if rng.u8(0..3) != 0 {
         let invoked = Instant::now();
-        let up = if rng.bool() { u.try_upgrade().await } else { u.upgrade(ask.wait).await.map(|()| true) };
+        let up = if rng.bool() {
+            u.try_upgrade().await
+        } else {
+            state.waits[UPGRADE].fetch_add(1, Ordering::Relaxed);
+            u.upgrade(ask.wait).await.map(|()| true)
+        };
         match up {
             Ok(true) => {
                 state.upgrades.fetch_add(1, Ordering::Relaxed);
@@ -142,7 +145,12 @@ async fn upgradeable(rw: &RwLock, state: &State, rng: &mut fastrand::Rng, ask: A
                 write_register(state, u.fence(), nap, || u.is_lost()).await;
             }
             Ok(false) => {}
-            Err(e) => state.error(&e),
+            Err(e) => {
+                if matches!(e, LockError::Timeout { .. }) {
+                    state.timeouts[UPGRADE].fetch_add(1, Ordering::Relaxed);
+                }
+                state.error(&e)
+            }
         }
     } else {
         tokio::time::sleep(nap).await;
@@ -151,19 +159,52 @@ async fn upgradeable(rw: &RwLock, state: &State, rng: &mut fastrand::Rng, ask: A
     end(rng, state, u, UpgradeableReadGuard::release).await;
 }
 
-/// The outcome of one attempt, cut off one time in ten: the hold (counted), or nothing when it
-/// was refused, cut off or failed (the error noted).
+/// What an attempt asks for: its waits and timeouts are counted with the reads (an
+/// upgradeable read waits for writers as a read does) or the writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Read,
+    Write,
+    Upgradeable,
+}
+
+impl Side {
+    fn index(self) -> usize {
+        match self {
+            Side::Read | Side::Upgradeable => READ,
+            Side::Write => WRITE,
+        }
+    }
+}
+
+/// The outcome of one attempt on `side`, cut off one time in ten: the hold (counted), or
+/// nothing when it was refused, cut off or failed (the error noted; a wait that timed out
+/// counted against its side). A store refusing upgradeable reads as unsupported is no longer
+/// asked for them.
 async fn granted<G>(
     rng: &mut fastrand::Rng,
     state: &State,
+    side: Side,
+    ask: Ask,
     attempt: impl Future<Output = Result<Option<G>, LockError>>,
 ) -> Option<G> {
-    match maybe_cut(rng, 10, Duration::from_millis(3), &Default::default(), attempt).await {
+    let outcome = maybe_cut(rng, 10, Duration::from_millis(3), &Default::default(), attempt).await;
+    if !ask.once && outcome.is_some() {
+        state.waits[side.index()].fetch_add(1, Ordering::Relaxed);
+    }
+    match outcome {
         Some(Ok(Some(hold))) => {
             state.acquisitions.fetch_add(1, Ordering::Relaxed);
             Some(hold)
         }
+        Some(Err(LockError::Unsupported { .. })) if side == Side::Upgradeable => {
+            state.no_upgrade.store(true, Ordering::Relaxed);
+            None
+        }
         Some(Err(e)) => {
+            if matches!(e, LockError::Timeout { .. }) {
+                state.timeouts[side.index()].fetch_add(1, Ordering::Relaxed);
+            }
             state.error(&e);
             None
         }
