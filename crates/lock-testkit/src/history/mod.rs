@@ -111,6 +111,8 @@ pub struct HoldRecord {
     pub client: usize,
     /// Its fencing token.
     pub fence: Option<FencingToken>,
+    /// When `acquire` was called.
+    pub invoked: Instant,
     /// When `acquire` returned.
     pub acquired: Instant,
     /// When the write was sent, and what the register said; `None` when the holder knew the
@@ -141,6 +143,11 @@ pub struct Report {
     pub lost_updates: u64,
     /// Writes the register refused because of their token.
     pub fence_rejections: u64,
+    /// Grants whose fence an earlier grant already carried (must be 0, whatever the fault).
+    pub repeated_fences: usize,
+    /// Grants whose fence was not above that of a grant returned before their `acquire` was
+    /// called (must be 0, whatever the fault).
+    pub fence_regressions: usize,
     /// Holds that turned out lost.
     pub lost_holds: usize,
     /// Of those, how many knew before their write (and skipped it).
@@ -164,7 +171,7 @@ impl fmt::Display for Report {
         write!(
             f,
             "[{}] {} acquisitions in {:.1?} ({} strikes, {} acquire errors): violations {}, non-increasing {}, \
-             lost updates {}, fence rejections {}, lost holds {} (told before write {}, wrote unknowing {} of which fenced off {}), \
+             lost updates {}, fence rejections {}, repeated fences {}, fence regressions {}, lost holds {} (told before write {}, wrote unknowing {} of which fenced off {}), \
              crashes {} (max recovery {:?})",
             self.label,
             self.acquisitions,
@@ -175,6 +182,8 @@ impl fmt::Display for Report {
             self.non_increasing,
             self.lost_updates,
             self.fence_rejections,
+            self.repeated_fences,
+            self.fence_regressions,
             self.lost_holds,
             self.told_before_write,
             self.unknowing_writes,
@@ -203,6 +212,11 @@ impl Report {
         assert!(self.acquisitions > 0, "{self}: nothing was acquired");
         assert_eq!(self.lost_updates, 0, "{self}");
         assert_eq!(self.non_increasing, 0, "{self}");
+        assert_eq!(
+            (self.repeated_fences, self.fence_regressions),
+            (0, 0),
+            "{self}: fences repeated or regressed"
+        );
     }
 }
 
@@ -319,6 +333,7 @@ pub async fn run<F: Factory + ?Sized>(
         tasks.push(tokio::spawn(async move {
             let mut mine = 0usize;
             while shared.taken.load(Ordering::Relaxed) < w.acquisitions as u64 && Instant::now() < stop_at {
+                let invoked = Instant::now();
                 let g = match locker.lock(&key).wait(Duration::from_secs(5)).acquire().await {
                     Ok(g) => g,
                     Err(e) => {
@@ -366,6 +381,7 @@ pub async fn run<F: Factory + ?Sized>(
                 shared.holds.lock().push(HoldRecord {
                     client,
                     fence,
+                    invoked,
                     acquired,
                     write,
                     lost_before_write,
@@ -447,6 +463,8 @@ fn check(label: String, shared: &Shared, strikes: usize, elapsed: Duration) -> R
             }
         }
     }
+    let grants: Vec<_> = holds.iter().map(|h| (h.invoked, h.acquired, h.fence.map(|f| f.0))).collect();
+    let (repeated_fences, fence_regressions) = generative::fence_faults(&grants);
     let crashes = shared.crashes.lock().clone();
     let max_recovery =
         crashes.iter().filter_map(|c| holds.iter().find(|h| h.acquired > *c).map(|h| h.acquired - *c)).max();
@@ -458,6 +476,8 @@ fn check(label: String, shared: &Shared, strikes: usize, elapsed: Duration) -> R
         non_increasing: reg.non_increasing,
         lost_updates: reg.lost_updates,
         fence_rejections: reg.rejected,
+        repeated_fences,
+        fence_regressions,
         lost_holds: holds.iter().filter(|h| h.lost).count(),
         told_before_write: holds.iter().filter(|h| h.lost && h.lost_before_write).count(),
         unknowing_writes: holds.iter().filter(|h| h.lost && h.write.is_some()).count(),
