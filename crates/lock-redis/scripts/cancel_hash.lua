@@ -41,7 +41,12 @@ else
     redis.call('DEL', lock)
     freed = true
   end
-  freed = freed or readless or (redis.call('EXISTS', lock) == 0 and redis.call('EXISTS', queue) == 1)
+  -- A free lock with waiters in line: a hand-over let lapse, or a read phase going on (the
+  -- lock does not exist while readers hold), where the next writer goes before the readers
+  -- that came after it, as at the phase's end.
+  local idle = not freed and redis.call('EXISTS', lock) == 0 and redis.call('EXISTS', queue) == 1
+  readless = readless or (idle and readers_left(lock) ~= nil)
+  freed = freed or readless or idle
 end
 if freed then
   -- The end of a read phase hands to a writer first; anything else lets waiting readers in.

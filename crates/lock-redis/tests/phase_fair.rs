@@ -1,9 +1,9 @@
 //! The native read-write lock is phase-fair (issue 46, point 7), step by step on a private
 //! server in every mode with readers: a writer's release lets every waiting reader in before
 //! the next writer, that writer waits for those readers only, and readers that came after it
-//! wait for its release. A waiting reader that gives up gives back a read let in for it, and a
-//! copy of its attempt arriving later neither waits nor holds; every step sent twice does what
-//! one did.
+//! wait for its release, even when a waiter leaves meanwhile. A waiting reader that gives up
+//! gives back a read let in for it, and a copy of its attempt arriving later neither waits nor
+//! holds; every step sent twice does what one did.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -145,5 +145,27 @@ async fn phases_are_idempotent_per_attempt() {
         assert!(attempt(&b, &key, w2, Side::Write).await, "{mode}: the reader's release handed over");
         assert!(b.release(&key, w2).await.expect("release"), "{mode}");
         assert!(attempt(&b, &key, OwnerToken::random(), Side::Write).await, "{mode}: nothing left behind");
+    }
+}
+
+/// A waiter leaving while readers hold and a writer waits (its wait timed out) lets nobody in:
+/// the readers that came after the writer still wait for its write, in every mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_leaving_during_a_read_phase_keeps_the_writers_turn() {
+    for mode in MODES {
+        let Some(b) = backend(mode).await else { return };
+        let key = lock_testkit::key("phase-leave-reading");
+        let [r1, w, r2, gone] = [(); 4].map(|()| OwnerToken::random());
+        assert!(attempt(&b, &key, r1, Side::Read).await, "{mode}: free");
+        assert!(!attempt(&b, &key, w, Side::Write).await, "{mode}: a writer waits for the reader");
+        assert!(!attempt(&b, &key, r2, Side::Read).await, "{mode}: a reader waits for the writer");
+        assert!(!attempt(&b, &key, gone, Side::Read).await, "{mode}: so does another");
+        b.leave_queue(&key, gone).await.expect("leave");
+        assert!(!attempt(&b, &key, r2, Side::Read).await, "{mode}: a reader went past the writer");
+        assert!(b.release(&key, r1).await.expect("release"), "{mode}");
+        assert!(attempt(&b, &key, w, Side::Write).await, "{mode}: the last reader hands over");
+        assert!(b.release(&key, w).await.expect("release"), "{mode}");
+        assert!(attempt(&b, &key, r2, Side::Read).await, "{mode}: then the reader");
+        assert!(b.release(&key, r2).await.expect("release"), "{mode}");
     }
 }
