@@ -30,7 +30,7 @@ impl KeyFiles {
             lock: at("lock"),
             fence: at("fence"),
             fence_tmp: at("fence.tmp"),
-            fence_lock: at("fence.lock"),
+            fence_lock: at("fence-guard"),
             note: at("note"),
             dir: dir.to_owned(),
         }
@@ -122,8 +122,8 @@ pub(crate) fn read_fence(files: &KeyFiles) -> io::Result<u64> {
 /// The lock on the lock file does not serialise it: removing the lock file (the documented way
 /// to take a lock away) lets a second process lock the new file while the first still draws
 /// its fence, and both would read the same value. So the counter has a lock of its own,
-/// `<stem>.fence.lock`, which nothing removes: it belongs with the counter, whose removal would
-/// restart the count anyway.
+/// `<stem>.fence-guard`: named so that removing lock files (`rm dir/*.lock`) never takes it,
+/// and belonging with the counter, whose removal would restart the count anyway.
 fn next_fence(files: &KeyFiles) -> io::Result<u64> {
     let _guard = lock_counter(&files.fence_lock)?;
     let next = read_fence(files)? + 1;

@@ -1,6 +1,6 @@
 //! Records: `<stem>.rec` in the lock directory, the number on its first line (`-` for none)
 //! and one count-down token per line after it, read, changed by `LocalRecord` (the rules of
-//! every store) and replaced whole under an exclusive `flock` of `<stem>.rec.lock`: written to
+//! every store) and replaced whole under an exclusive `flock` of `<stem>.rec-guard`: written to
 //! a temporary file, synced, renamed over the record and the directory synced, so a crash
 //! leaves the old or the new record, never a torn one.
 
@@ -54,7 +54,7 @@ pub(crate) fn apply(dir: &Path, stem: &str, op: &OwnedOp) -> io::Result<Record> 
         return Ok(Record::default());
     }
     let guard =
-        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(at("rec.lock"))?;
+        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(at("rec-guard"))?;
     crate::files::lock_until(&guard, std::time::Instant::now() + LOCK_BOUND)?;
     let mut record = read(&path)?;
     let (answer, keep) = record.apply(op.as_op());

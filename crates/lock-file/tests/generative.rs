@@ -42,11 +42,11 @@ fn temp_dir(prefix: &str) -> tempfile::TempDir {
     if shm.is_dir() { b.tempdir_in(shm) } else { b.tempdir() }.expect("temp dir")
 }
 
-/// Every key lock file of the directory removed, as an operator might: a holder keeps its lock
-/// on a file nobody else opens, and learns of it at its next check. The counter's guard
-/// (`<stem>.fence.lock`) stays: removing it while a grant draws lets a second process draw the
-/// same fence (seen: 6 and 9 repeats in 3 s of removals in a loop), which the fence check
-/// would then report at random.
+/// Every lock file of the directory removed, as an operator's `rm dir/*.lock` would: a holder
+/// keeps its lock on a file nobody else opens, and learns of it at its next check. The
+/// counter's guard (`<stem>.fence-guard`) is not a lock file: when it was `<stem>.fence.lock`,
+/// this removal took it too and a second process drew the same fence (6 and 9 repeats in 3 s
+/// of removals in a loop).
 struct RemoveLockFiles<'a>(&'a std::path::Path);
 
 #[async_trait]
@@ -64,7 +64,7 @@ impl Nemesis for RemoveLockFiles<'_> {
     async fn heal(&self) {}
 }
 
-/// The key lock files (not the counter's or the records' guards) removed by a thread in a tight
+/// Every lock file removed by a thread in a tight
 /// loop from the strike to the heal: a removal then lands between another process's lock and
 /// its fence draw often enough to find a counter that the lock file alone serialises.
 struct RemoveInLoop {
@@ -85,16 +85,15 @@ impl RemoveInLoop {
     }
 }
 
-/// A key's lock file, as opposed to `<stem>.fence.lock` and `<stem>.rec.lock`.
+/// A lock file: what `rm dir/*.lock` removes.
 fn is_key_lock(p: &Path) -> bool {
-    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    name.ends_with(".lock") && !name.ends_with(".fence.lock") && !name.ends_with(".rec.lock")
+    p.extension().is_some_and(|x| x == "lock")
 }
 
 #[async_trait]
 impl Nemesis for RemoveInLoop {
     fn name(&self) -> String {
-        "key lock files removed in a loop".into()
+        "lock files removed in a loop".into()
     }
     async fn strike(&self) {
         self.stop.store(false, Ordering::Relaxed);
