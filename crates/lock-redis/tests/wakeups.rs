@@ -194,8 +194,9 @@ async fn a_waiter_already_subscribed_tries_once_before_waiting() {
             .get_multiplexed_async_connection()
             .await
             .expect("admin");
+        let waiters = waiter.key_names(&key).waiters().to_owned();
+        let mut g = holder.lock(&key).lease(LONG).try_acquire().await.expect("try").expect("free");
         for round in 0..2 {
-            let g = holder.lock(&key).lease(LONG).try_acquire().await.expect("try").expect("free");
             let before = waiter.attempts();
             let (l, k) = (lw.clone(), key.clone());
             let next = tokio::spawn(async move { l.lock(&k).lease(LONG).wait(LONG).acquire().await });
@@ -203,14 +204,9 @@ async fn a_waiter_already_subscribed_tries_once_before_waiting() {
             let refused = if round == 0 { 2 } else { 1 };
             // Counted when sent, registered when run: both, so the release comes after the
             // refusal.
-            let waiters = waiter.key_names(&key).waiters().to_owned();
             eventually(Duration::from_secs(10), "waiter blocked", || {
-                let (n, mut conn, waiters) = (waiter.attempts(), admin.clone(), waiters.clone());
-                async move {
-                    let queued: u64 =
-                        redis::cmd("ZCARD").arg(&waiters).query_async(&mut conn).await.expect("zcard");
-                    n == before + refused && queued == 1
-                }
+                let (n, conn, waiters) = (waiter.attempts(), admin.clone(), waiters.clone());
+                async move { n == before + refused && queued(conn, &waiters).await == 1 }
             })
             .await;
             let taken = waiter.taken_handoffs();
@@ -220,7 +216,30 @@ async fn a_waiter_already_subscribed_tries_once_before_waiting() {
             // One more attempt: the hand-over, held without a round trip.
             assert_eq!(waiter.attempts(), before + refused + 1, "{mode}, round {round}");
             assert_eq!(waiter.taken_handoffs(), taken + 1, "{mode}, round {round}");
+            // The lock goes back to the holder by a hand-over, told on the holder's inbox: a
+            // release with nobody queued would publish on the key's channel, which the waiter's
+            // client still hears, and that message, read after the next waiter subscribed,
+            // would wake it for an attempt the release did not need (the client cannot tell it
+            // from a release after its attempt).
+            let (h, k) = (holder.clone(), key.clone());
+            let back = tokio::spawn(async move { h.lock(&k).lease(LONG).wait(LONG).acquire().await });
+            eventually(Duration::from_secs(10), "holder queued", || {
+                let (conn, waiters) = (admin.clone(), waiters.clone());
+                async move { queued(conn, &waiters).await == 1 }
+            })
+            .await;
             w.release().await.expect("release");
+            g = timeout(Duration::from_secs(10), back)
+                .await
+                .expect("handed back")
+                .expect("task")
+                .expect("acquire");
         }
+        g.release().await.expect("release");
     }
+}
+
+/// Waiters registered in a lock's wait set.
+async fn queued(mut conn: redis::aio::MultiplexedConnection, waiters: &str) -> u64 {
+    redis::cmd("ZCARD").arg(waiters).query_async(&mut conn).await.expect("zcard")
 }
