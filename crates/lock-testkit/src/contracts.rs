@@ -222,7 +222,7 @@ pub const ROWS: &[Row] = rows! {
         LostBeforeSuccessor => Case("lost_before_successor"),
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Case("cancelled_acquire_leaves_nothing"),
-        BookkeepingBounded => Gap("issue 46 point 9: Redis keeps a key per cancelled attempt (300 s) and per release (10 s)");
+        BookkeepingBounded => Case("a_burst_of_cancellations_and_releases_leaves_one_bounded_set");
     "LockRequest::try_acquire":
         Exclusion => Case("round_trip"),
         FencesIncrease => Case("fences_never_repeat_while_lock_files_are_removed"),
@@ -255,7 +255,7 @@ pub const ROWS: &[Row] = rows! {
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Case("rw_crashed_writer_frees_lock"),
         PhaseFair => Case("rw_phase_fair"),
-        BookkeepingBounded => Gap("no case counts what a cancelled read leaves");
+        BookkeepingBounded => Case("a_burst_of_cancellations_and_releases_leaves_one_bounded_set");
     "ReadRequest::try_acquire":
         FencesIncrease => Gap("no case compares a read's fence with earlier grants'"),
         Exclusion => Case("rw_readers_share"),
