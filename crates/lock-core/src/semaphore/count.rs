@@ -2,9 +2,18 @@
 //! ([`Capability::records`](crate::Capability)): set by the first handle that takes a permit,
 //! checked once by every other handle, changed for everyone only by [`Semaphore::resize`].
 
+use std::time::Duration;
+
+use tokio::time::Instant;
+
 use super::{Semaphore, validate_permits};
-use crate::backend::RecordOp;
+use crate::backend::{Backoff, RecordOp};
 use crate::{LockError, LockGuard, LockRequest, Result};
+
+/// The first and the longest pause between retries of a count check that failed for a
+/// temporary reason.
+const CHECK_RETRY_MIN: Duration = Duration::from_millis(20);
+const CHECK_RETRY_MAX: Duration = Duration::from_millis(500);
 
 /// Suffix of the record that holds a semaphore's permit count: `{name}#s-n`. No longer than
 /// the longest slot suffix (`#s255`), so every name the semaphore accepts has a valid one.
@@ -52,10 +61,33 @@ impl Semaphore {
     /// The first attempt of an acquisition (`req`: on a slot, or on the pool), sent only once
     /// the count check (a round trip at a handle's first acquisition only) has answered: a
     /// handle whose count disagrees never obtains a hold, not even one it would give back, since
-    /// meanwhile it would hold a permit beyond the stored count.
-    pub(super) async fn checked_attempt(&self, req: LockRequest<'_>) -> Result<Option<LockGuard>> {
-        self.check_count().await?;
+    /// meanwhile it would hold a permit beyond the stored count. A waiting acquisition retries
+    /// a check that failed for a temporary reason until its deadline (see `check_count_by`).
+    pub(super) async fn checked_attempt(
+        &self,
+        req: LockRequest<'_>,
+        once: bool,
+        deadline: Option<Instant>,
+    ) -> Result<Option<LockGuard>> {
+        self.check_count_by(once, deadline).await?;
         req.try_acquire().await
+    }
+
+    /// [`check_count`](Self::check_count), retried after a temporary error until `deadline`
+    /// unless `once`, as an acquisition retries its attempts: a record read that a busy store
+    /// answered too late fails a try, not a wait with time left.
+    pub(super) async fn check_count_by(&self, once: bool, deadline: Option<Instant>) -> Result<()> {
+        let mut backoff = Backoff::new(CHECK_RETRY_MIN, CHECK_RETRY_MAX);
+        loop {
+            match self.check_count().await {
+                Err(e) if e.is_temporary() && !once && deadline.is_none_or(|d| Instant::now() < d) => {
+                    tracing::debug!(semaphore = %self.name, error = %e, "count check failed; retrying");
+                    let nap = Instant::now() + backoff.next_delay();
+                    tokio::time::sleep_until(deadline.map_or(nap, |d| d.min(nap))).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Whether the count needs no check before this handle's next acquisition: checked, or not

@@ -85,7 +85,7 @@ impl PermitRequest<'_> {
         let (started, deadline) = (Instant::now(), self.deadline()?);
         self.sem.check_many(n)?;
         let take = async {
-            self.sem.check_count().await?;
+            self.sem.check_count_by(false, deadline).await?;
             self.sem.take_many(n, deadline, self.lease).await
         };
         crate::deadline::by_deadline(deadline, self.sem.name(), started, take).await

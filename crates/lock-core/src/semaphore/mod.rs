@@ -297,7 +297,7 @@ impl Semaphore {
         let started = Instant::now();
         let n = self.permits;
         let start = fastrand::u32(0..n);
-        if let Some(guard) = self.checked_attempt(self.slot_request(start, lease)).await? {
+        if let Some(guard) = self.checked_attempt(self.slot_request(start, lease), once, deadline).await? {
             return Ok(Some(Permit { slot: start, guard }));
         }
         // The random slot was held: look at the others before attempting them where every

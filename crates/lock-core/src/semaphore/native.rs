@@ -45,7 +45,7 @@ impl Semaphore {
         // a queue entry for nothing on a store that queues (ZooKeeper's gate: a create and a
         // delete, on a server whose writes bound the rate).
         if once || !self.count_known() {
-            if let Some(guard) = self.checked_attempt(self.pool_request(lease)).await? {
+            if let Some(guard) = self.checked_attempt(self.pool_request(lease), once, deadline).await? {
                 return permit(guard).await.map(Some);
             }
             if once {

@@ -134,3 +134,38 @@ pub async fn sem_mismatched_handle_sends_no_attempt<F: Factory + ?Sized>(f: &F) 
     assert!(matches!(refused, Err(lock_core::LockError::PermitsMismatch { .. })), "{refused:?}");
     assert_eq!(tries.load(Ordering::SeqCst), 0, "attempts sent by handles whose count was refused");
 }
+
+/// A waiting acquisition whose count check fails for a temporary reason (a busy store answering
+/// a record read late) retries it until its deadline, as it retries its attempts; a try reports
+/// it. (A waiter with 60 s left once failed at its first count check under contention.)
+pub async fn sem_waiter_retries_a_failed_count_check<F: Factory + ?Sized>(f: &F) {
+    let case = "sem_waiter_retries_a_failed_count_check";
+    let backend = f.client().await.backend.clone();
+    if !backend.capabilities().records {
+        return skip(&f.label(), case, "backend keeps no records: there is no count to check");
+    }
+    let failing = |backend: std::sync::Arc<dyn lock_core::LockBackend>| {
+        let failed = Arc::new(AtomicUsize::new(0));
+        let hooked = Hooked::new(backend, move |call| {
+            if call == Call::Record && failed.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(lock_core::LockError::temporary("test", "a record read answered too late"));
+            }
+            Ok(())
+        });
+        Locker::new(Arc::new(hooked))
+    };
+    let name = key("sem_check_retry");
+    let waiting = Semaphore::new(&failing(backend.clone()), &name, 2).expect("semaphore");
+    let permit = within(Duration::from_secs(10), "a wait past a failed count check", async {
+        waiting.acquire().wait(Duration::from_secs(5)).acquire().await
+    })
+    .await
+    .expect("a temporary failure of the count check is retried within the wait");
+    permit.release().await.expect("release");
+    let many = Semaphore::new(&failing(backend.clone()), &name, 2).expect("semaphore");
+    let permits = many.acquire().wait(Duration::from_secs(5)).acquire_many(2).await.expect("retried too");
+    permits.release().await.expect("release");
+    let once = Semaphore::new(&failing(backend), &name, 2).expect("semaphore");
+    let tried = once.try_acquire().await;
+    assert!(matches!(&tried, Err(e) if e.is_temporary()), "a try reports the failed check: {tried:?}");
+}

@@ -19,6 +19,7 @@ macro_rules! semaphore_tests {
             sem_many_waiters_do_not_deadlock,
             sem_count_is_stored_and_checked,
             sem_mismatched_handle_sends_no_attempt,
+            sem_waiter_retries_a_failed_count_check,
             sem_store_keeps_permits,
             sem_waiter_sends_no_try_of_its_own,
             sem_slot_scan_inspects_only_where_refusals_write,
@@ -44,7 +45,7 @@ use lock_core::{LockError, MAX_KEY_BYTES, MAX_PERMITS, Semaphore};
 
 pub use super::sem_calls::{
     sem_mismatched_handle_sends_no_attempt, sem_slot_scan_inspects_only_where_refusals_write,
-    sem_waiter_sends_no_try_of_its_own,
+    sem_waiter_retries_a_failed_count_check, sem_waiter_sends_no_try_of_its_own,
 };
 pub use super::sem_holder::sem_permit_holders_noted;
 use crate::factory::{Factory, key, skip};
