@@ -3,7 +3,6 @@
 //! one lock leaves one sorted set of at most `MARKS_CAP` members (handoff.lua), not a key
 //! per attempt; and a late copy of a cancelled attempt still grants nothing, in every mode.
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -11,11 +10,11 @@ use lock_core::backend::{AcquireRequest, Attempt, LockBackend, Side};
 use lock_core::{LeaseSignal, OwnerToken, settle_cleanups};
 use lock_redis::redis::{self, AsyncCommands, aio::ConnectionManager};
 use lock_redis::{Mode, RedisLock};
-use lock_testkit::server::{RedisServer, or_skip};
+
+mod common;
+use common::{LONG, SERVER, backend};
 
 const MODES: [Mode; 3] = [Mode::Simple, Mode::Reentrant, Mode::Fair];
-/// No lease or waiter deadline runs out during a test.
-const LONG: Duration = Duration::from_secs(60);
 /// Read releases in a burst: each used to leave a key of its own.
 const BURST: usize = 2000;
 /// Cleaned-up attempts in a burst (each used to leave a key too): more than the cap, so the
@@ -23,15 +22,6 @@ const BURST: usize = 2000;
 const CANCELLED: usize = 2100;
 /// `MARKS_CAP` in handoff.lua.
 const MARKS_CAP: usize = 2048;
-
-static SERVER: LazyLock<Option<RedisServer>> =
-    LazyLock::new(|| or_skip("redis-server", RedisServer::start()));
-
-async fn backend(mode: Mode) -> Option<RedisLock> {
-    let srv = SERVER.as_ref()?;
-    let b = RedisLock::builder().url(srv.url()).mode(mode).fair_waiter_timeout(LONG);
-    Some(b.build().await.expect("backend"))
-}
 
 async fn admin() -> ConnectionManager {
     let url = SERVER.as_ref().expect("server").url();

@@ -5,28 +5,15 @@
 //! gives back a read let in for it, and a copy of its attempt arriving later neither waits nor
 //! holds; every step sent twice does what one did.
 
-use std::sync::LazyLock;
-use std::time::Duration;
-
 use lock_core::backend::{AcquireRequest, Attempt, LockBackend, Side};
 use lock_core::{LeaseSignal, OwnerToken};
 use lock_redis::{Mode, RedisLock};
-use lock_testkit::server::{RedisServer, or_skip};
 use tokio::time::Instant;
 
+mod common;
+use common::{LONG, backend};
+
 const MODES: [Mode; 3] = [Mode::Simple, Mode::Reentrant, Mode::Fair];
-/// No lease, waiter deadline or claim window (a third of the waiter timeout) runs out during a
-/// test: what the steps show is the order of grants, not a lapse.
-const LONG: Duration = Duration::from_secs(60);
-
-static SERVER: LazyLock<Option<RedisServer>> =
-    LazyLock::new(|| or_skip("redis-server", RedisServer::start()));
-
-async fn backend(mode: Mode) -> Option<RedisLock> {
-    let srv = SERVER.as_ref()?;
-    let b = RedisLock::builder().url(srv.url()).mode(mode).fair_waiter_timeout(LONG);
-    Some(b.build().await.expect("backend"))
-}
 
 /// One waiting attempt of `owner` on `key`'s `side`: whether it holds.
 async fn attempt(b: &RedisLock, key: &str, owner: OwnerToken, side: Side) -> bool {
