@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use lock_core::backend::{AcquireRequest, Attempt, LockBackend, Record, RecordOp, RenewItem, Subscription};
@@ -39,6 +40,20 @@ pub struct Hooked {
 }
 
 impl Hooked {
+    /// `inner` behind a hook that counts the requests of kind `call` and lets all through:
+    /// the backend and its count (what the cases that bound an operation's requests need).
+    pub fn counting(inner: Arc<dyn LockBackend>, call: Call) -> (Self, Arc<AtomicUsize>) {
+        let count = Arc::new(AtomicUsize::new(0));
+        let counted = count.clone();
+        let hooked = Hooked::new(inner, move |c| {
+            if c == call {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(())
+        });
+        (hooked, count)
+    }
+
     /// `inner` behind `hook`.
     pub fn new(
         inner: Arc<dyn LockBackend>,

@@ -1,7 +1,7 @@
 //! A release wakes one waiter, not the herd.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use lock_core::Locker;
@@ -34,14 +34,7 @@ pub async fn release_wakes_no_herd<F: Factory + ?Sized>(f: &F) {
     if !(caps.notify || caps.native_wait || caps.queue) {
         return skip(&f.label(), case, "waiters poll: no release notification and no wait on the server");
     }
-    let tries = Arc::new(AtomicUsize::new(0));
-    let counted = tries.clone();
-    let hooked = Hooked::new(backend, move |call| {
-        if call == Call::TryAcquire {
-            counted.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(())
-    });
+    let (hooked, tries) = Hooked::counting(backend, Call::TryAcquire);
     let locker = Locker::new(Arc::new(hooked));
     let k = key("herd");
     let held =

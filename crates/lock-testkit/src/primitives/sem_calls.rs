@@ -17,14 +17,7 @@ use crate::poll::{eventually, within};
 /// queueing store, a queue entry for nothing).
 pub async fn sem_waiter_sends_no_try_of_its_own<F: Factory + ?Sized>(f: &F) {
     let case = "sem_waiter_sends_no_try_of_its_own";
-    let tries = Arc::new(AtomicUsize::new(0));
-    let counted = tries.clone();
-    let hooked = Hooked::new(f.client().await.backend.clone(), move |call| {
-        if call == Call::TryAcquire {
-            counted.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(())
-    });
+    let (hooked, tries) = Hooked::counting(f.client().await.backend.clone(), Call::TryAcquire);
     let s = Semaphore::new(&Locker::new(Arc::new(hooked)), key("sem_direct"), 1).expect("semaphore");
     if !s.is_native() {
         return skip(
@@ -114,14 +107,7 @@ pub async fn sem_mismatched_handle_sends_no_attempt<F: Factory + ?Sized>(f: &F) 
     let name = key("sem_mismatch");
     let two = Semaphore::new(&Locker::new(backend.clone()), &name, 2).expect("semaphore");
     two.try_acquire().await.expect("try").expect("free").release().await.expect("release");
-    let tries = Arc::new(AtomicUsize::new(0));
-    let counted = tries.clone();
-    let hooked = Hooked::new(backend, move |call| {
-        if call == Call::TryAcquire {
-            counted.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(())
-    });
+    let (hooked, tries) = Hooked::counting(backend, Call::TryAcquire);
     let locker = Locker::new(Arc::new(hooked));
     let three = Semaphore::new(&locker, &name, 3).expect("semaphore");
     let refused = three.try_acquire().await;
