@@ -6,12 +6,13 @@ use super::*;
 /// The ACL rule of a least-privilege lock user (after `ACL SETUSER <name> reset on >password`):
 /// keys and channels under the default key prefix `dlock:`, and only the commands the library
 /// sends (`EVALSHA`, `SCRIPT LOAD` when a script is not cached, `SUBSCRIBE`/`UNSUBSCRIBE` for
-/// waiters) and those its scripts run. `AUTH` and `HELLO` need no permission.
+/// waiters) and those its scripts run (`PUBSUB NUMSUB`: whether a queued waiter's client still
+/// listens). `AUTH` and `HELLO` need no permission.
 const REDIS_LOCK_USER_ACL: &str = "resetkeys resetchannels ~dlock:* &dlock:* -@all \
      +evalsha +script|load +subscribe +unsubscribe \
      +get +set +del +exists +type +pexpire +pttl +incr +time \
      +hget +hset +hexists +hincrby +hdel +hkeys \
-     +lindex +llen +lpop +rpush +lrem +zadd +zscore +zrem +publish";
+     +lindex +llen +lpop +rpush +lrem +zadd +zscore +zrem +publish +pubsub|numsub";
 
 /// Every mode with exactly [`REDIS_LOCK_USER_ACL`]: acquire, renew, a waiter woken by pub/sub,
 /// nesting, the watchdog, inspect, release. No command was denied meanwhile (`ACL LOG` is

@@ -3,8 +3,8 @@
 -- The queue is a list of owner tokens; the sorted set holds each waiter's liveness deadline
 -- (server time, ms), pushed forward by every attempt of a live waiter. A release hands the lock
 -- to the first live waiter (taking it out of the queue), who holds it at once or claims it; a waiter
--- whose deadline passed (it died, or stopped waiting without cleaning up) is dropped when it
--- reaches the head, so it blocks the queue for at most its timeout.
+-- whose deadline passed (it stopped waiting without cleaning up), or whose client no longer
+-- listens on its inbox (it died), is dropped when it reaches the head.
 -- KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] queue list, KEYS[4] waiter deadlines zset
 -- ARGV[1] owner token, ARGV[2] lease ms, ARGV[3] attempt nonce,
 -- ARGV[4] waiter timeout ms (0: a single attempt that does not join the queue),
@@ -45,11 +45,11 @@ end
 if redis.call('EXISTS', lock) == 0 then
   -- Free: the first live waiter in line, if any, goes first.
   while true do
-    local head = redis.call('LINDEX', queue, 0)
-    if not head then break end
-    head = string.sub(head, 1, 32)
+    local entry = redis.call('LINDEX', queue, 0)
+    if not entry then break end
+    local head = string.sub(entry, 1, 32)
     local d = redis.call('ZSCORE', deadlines, head)
-    if d and tonumber(d) > now then break end
+    if d and tonumber(d) > now and (head == owner or listening(string.sub(entry, 33))) then break end
     redis.call('LPOP', queue)
     redis.call('ZREM', deadlines, head)
   end

@@ -32,17 +32,32 @@ local function client_of(tag)
   return string.sub(tag, 1, 32)
 end
 
+-- listening(tag): whether the client of a waiter's tag can still hear a hand-over. With an
+-- inbox, only while something subscribes to it: a client's subscriber connection closes with
+-- its process, so a waiter killed without warning (no clean-up) is passed over at once instead
+-- of being handed the key for a claim window, one dead waiter after another. Without an inbox
+-- (a cluster, notifications off), or when the server will not say (an ACL without PUBSUB), the
+-- liveness deadline alone decides. A live waiter passed over while its client resubscribes
+-- (a reconnection, a failover) loses its place only: its next attempt queues it again.
+local function listening(tag)
+  local inbox = tag and string.sub(tag, 33) or ''
+  if inbox == '' then return true end
+  local r = redis.pcall('PUBSUB', 'NUMSUB', inbox)
+  if type(r) ~= 'table' or r.err then return true end
+  return tonumber(r[2]) ~= 0
+end
+
 -- next_waiter(queue, deadlines, now): takes the first live waiter out of the queue and the
--- deadline set and returns its token, deadline and tag, or nil. Dead entries met on the way go
--- too.
+-- deadline set and returns its token, deadline and tag, or nil. Dead entries met on the way
+-- (deadline passed, or nobody listening) go too.
 local function next_waiter(queue, deadlines, now)
   while true do
     local head = redis.call('LPOP', queue)
     if not head then return nil end
-    local w = string.sub(head, 1, 32)
+    local w, tag = string.sub(head, 1, 32), string.sub(head, 33)
     local d = redis.call('ZSCORE', deadlines, w)
     redis.call('ZREM', deadlines, w)
-    if d and tonumber(d) > now then return w, tonumber(d), string.sub(head, 33) end
+    if d and tonumber(d) > now and listening(tag) then return w, tonumber(d), tag end
   end
 end
 
@@ -106,7 +121,8 @@ local function unregister_permit_waiter(lock, owner)
 end
 
 -- hand_permit(lock, slot, channel, claim_ms, counter): grants the freed `slot` to the live
--- permit waiter with the earliest deadline (dropping dead ones) and publishes it. Returns the
+-- permit waiter with the earliest deadline (dropping dead ones, as next_waiter does) and
+-- publishes it. Returns the
 -- payload, '' for nobody.
 local function hand_permit(lock, slot, channel, claim_ms, counter)
   local pq = lock .. ':pq'
@@ -119,7 +135,7 @@ local function hand_permit(lock, slot, channel, claim_ms, counter)
     if not w then return '' end
     tag = redis.call('HGET', lock .. ':pt', w)
     unregister_permit_waiter(lock, w)
-    if d > now then break end
+    if d > now and listening(tag) then break end
   end
   local claim = math.max(1, math.min(claim_ms, d - now))
   local f = fence_string(next_fence(counter))
@@ -282,10 +298,13 @@ local function hand_over(lock, counter, queue, deadlines, channel, claim_ms, has
   return payload
 end
 
--- leave(queue, deadlines, owner, tag): takes a waiter out of the wait set.
+-- leave(queue, deadlines, owner, tag): takes a waiter out of the wait set. Its entry may
+-- carry its client's id alone: it registered before that client listened on its inbox.
 local function leave(queue, deadlines, owner, tag)
   if redis.call('ZREM', deadlines, owner) == 1 then
-    redis.call('LREM', queue, 0, owner .. tag)
+    if redis.call('LREM', queue, 0, owner .. tag) == 0 then
+      redis.call('LREM', queue, 0, owner .. client_of(tag))
+    end
   end
 end
 

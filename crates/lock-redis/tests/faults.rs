@@ -366,6 +366,9 @@ pub const LEAST_PRIVILEGE_ACL: &[&str] = &[
     "+zscore",
     "+zrem",
     "+publish",
+    // whether a registered waiter's client still listens (a dead one is passed over; without
+    // this a hand-over falls back to the waiter's liveness deadline)
+    "+pubsub|numsub",
     // waiting
     "+subscribe",
     "+unsubscribe",

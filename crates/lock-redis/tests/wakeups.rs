@@ -243,3 +243,88 @@ async fn a_waiter_already_subscribed_tries_once_before_waiting() {
 async fn queued(mut conn: redis::aio::MultiplexedConnection, waiters: &str) -> u64 {
     redis::cmd("ZCARD").arg(waiters).query_async(&mut conn).await.expect("zcard")
 }
+
+/// A waiter whose process died without warning (no clean-up ran) is still registered, its
+/// liveness deadline far off, but its client's inbox has no subscriber any more: a release
+/// passes it over for the next waiter at once, for a lock in every mode and for a permit,
+/// instead of handing it the key for a claim window (20 s here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_passes_over_a_waiter_nobody_listens_for() {
+    let Some(srv) = or_skip("redis-server", RedisServer::start()) else { return };
+    let mut admin = redis::Client::open(srv.url().as_str())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("admin");
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut admin).await.expect("time");
+    let far = secs * 1000 + micros / 1000 + LONG.as_millis() as u64;
+    // Two dead waiters: owner token, then the tag (the id of their client, then its inbox).
+    let dead = ["dead0000000000000000000000000001", "dead0000000000000000000000000002"];
+    let tag = "c1ed0000000000000000000000000000dlock:inbox:gone";
+    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+        let key = format!("dead-inbox-{mode}");
+        let holder = backend(&srv.url(), mode).await;
+        let g = Locker::new(Arc::new(holder.clone())).lock(&key).lease(LONG).try_acquire().await;
+        let g = g.expect("try").expect("free");
+        let names = holder.key_names(&key);
+        for d in dead {
+            let _: () = redis::pipe()
+                .cmd("RPUSH")
+                .arg(names.queue())
+                .arg(format!("{d}{tag}"))
+                .cmd("ZADD")
+                .arg(names.waiters())
+                .arg(far)
+                .arg(d)
+                .query_async(&mut admin)
+                .await
+                .expect("register a dead waiter");
+        }
+        let w = backend(&srv.url(), mode).await;
+        let l = Locker::new(Arc::new(w.clone()));
+        let k = key.clone();
+        let waiter = tokio::spawn(async move { l.lock(&k).lease(LONG).wait(LONG).acquire().await });
+        eventually(Duration::from_secs(10), "the live waiter blocked", || {
+            let n = w.attempts();
+            async move { n >= 2 }
+        })
+        .await;
+        g.release().await.expect("release");
+        let got = timeout(Duration::from_secs(10), waiter).await;
+        let got = got.unwrap_or_else(|_| panic!("{mode}: the release handed the key to a dead waiter"));
+        got.expect("task").expect("acquire").release().await.expect("release");
+    }
+    // A permit waiter the same way.
+    let name = "dead-inbox-permit";
+    let b = backend(&srv.url(), Mode::Simple).await;
+    let sem = |b: &RedisLock| Semaphore::new(&Locker::new(Arc::new(b.clone())), name, 1).expect("semaphore");
+    let held = sem(&b).acquire().lease(LONG).try_acquire().await.expect("try").expect("free");
+    let pool = b.key_names(&format!("{name}#sp")).lock().to_owned();
+    for d in dead {
+        let _: () = redis::pipe()
+            .cmd("ZADD")
+            .arg(format!("{pool}:pq"))
+            .arg(far)
+            .arg(d)
+            .cmd("HSET")
+            .arg(format!("{pool}:pt"))
+            .arg(d)
+            .arg(tag)
+            .query_async(&mut admin)
+            .await
+            .expect("register a dead permit waiter");
+    }
+    let w = backend(&srv.url(), Mode::Simple).await;
+    let s = sem(&w);
+    let waiter = tokio::spawn(async move { s.acquire().lease(LONG).wait(LONG).acquire().await });
+    eventually(Duration::from_secs(10), "the live permit waiter blocked", || {
+        let n = w.attempts();
+        async move { n >= 3 }
+    })
+    .await;
+    held.release().await.expect("release");
+    let got = timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the release handed the permit to a dead waiter");
+    got.expect("task").expect("acquire").release().await.expect("release");
+}

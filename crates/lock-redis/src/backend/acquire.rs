@@ -160,6 +160,7 @@ impl RedisLock {
             Err(grant) => return Ok(grant),
         };
         let wait_ms = self.wait_ms(req);
+        self.listen_first(wait_ms > 0).await;
         let mut conn = self.inner.conn.clone();
         // The invocation holds copies of its arguments, so the cleanup can take the originals.
         let mut inv = scripts::ACQUIRE_SIMPLE.get(conn.sharded()).prepare_invoke();
@@ -171,7 +172,7 @@ impl RedisLock {
             .arg(millis(req.lease))
             .arg(&value[..owner_len])
             .arg(wait_ms)
-            .arg(&self.inner.tag)
+            .arg(self.tag())
             .arg(&taken)
             .arg(upgraded(req));
         let cleanup = self.arm_simple(names, value, owner_len, req.lease);
@@ -195,6 +196,7 @@ impl RedisLock {
         // Past the deadline a place in the queue is of no use: the core leaves it anyway. The
         // attempt still takes the lock if this waiter is next.
         let wait_ms = self.wait_ms(req);
+        self.listen_first(wait_ms > 0).await;
         let mut conn = self.inner.conn.clone();
         let mut inv = match self.inner.mode {
             Mode::Fair => scripts::ACQUIRE_FAIR.get(conn.sharded()).prepare_invoke(),
@@ -210,7 +212,7 @@ impl RedisLock {
                 .arg(wait_ms)
                 .arg(names.channel())
                 .arg(millis(self.claim_window()))
-                .arg(&self.inner.tag)
+                .arg(self.tag())
                 .arg(&taken)
                 .arg(upgraded(req));
         } else {
@@ -220,7 +222,7 @@ impl RedisLock {
                 .arg(millis(req.lease))
                 .arg(nonce)
                 .arg(wait_ms)
-                .arg(&self.inner.tag)
+                .arg(self.tag())
                 .arg(&taken)
                 .arg(upgraded(req));
         }

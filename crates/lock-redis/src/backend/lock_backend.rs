@@ -188,7 +188,7 @@ impl LockBackend for RedisLock {
         let token = owner.to_string();
         // An empty nonce: leave the wait set and free a hold handed to this waiter and not
         // taken; never touch a hold otherwise.
-        cancel(self.inner.mode, conn, &names, &token, "", claim, &self.inner.tag, &taken).await
+        cancel(self.inner.mode, conn, &names, &token, "", claim, self.tag(), &taken).await
     }
 
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {

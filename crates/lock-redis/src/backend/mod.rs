@@ -246,6 +246,24 @@ impl RedisLock {
         }
     }
 
+    /// The waiter tag an attempt sends: the client's id, then its inbox once the subscriber
+    /// connection listens there. Before that a hand-over published to the inbox would go
+    /// unheard, and `handoff.lua` passes over a waiter whose inbox nobody listens on (the sign
+    /// of a dead process); without an inbox it goes to the lock's channel.
+    fn tag(&self) -> &str {
+        if self.inner.notifier.get().is_some() { &self.inner.tag } else { &self.inner.tag[..32] }
+    }
+
+    /// Before a waiting attempt registers: this client listens on its inbox first (once per
+    /// client), so that its tag names the inbox from its first registration on. A failure
+    /// leaves the tag without it: a hand-over then goes to the lock's channel, and the
+    /// subscription the wait makes next reports the error.
+    pub(super) async fn listen_first(&self, waiting: bool) {
+        if waiting && self.inner.notifier.get().is_none() {
+            let _ = self.notifier().await;
+        }
+    }
+
     async fn notifier(&self) -> Result<Option<&Notifier>> {
         if !self.inner.notifications {
             return Ok(None);

@@ -53,6 +53,7 @@ impl RedisLock {
     pub(super) async fn acquire_shared(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let names = Arc::new(self.inner.layout.names(req.key));
         let waiting = self.wait_ms(req) > 0;
+        self.listen_first(waiting).await;
         let permits = req.side.permits().unwrap_or(0);
         // A permit a release handed to this waiter (hand_permit in handoff.lua) is held at once.
         if permits > 0
@@ -66,7 +67,7 @@ impl RedisLock {
         let mut conn = self.inner.conn.clone();
         let mut inv = scripts::ACQUIRE_SHARED.prepare_invoke();
         inv.key(names.lock()).key(names.waiters()).key(names.fence());
-        inv.arg(&owner).arg(millis(req.lease)).arg(mark).arg(permits).arg(&self.inner.tag);
+        inv.arg(&owner).arg(millis(req.lease)).arg(mark).arg(permits).arg(self.tag());
         // An answer that never comes may hide a grant: the release undoes it and marks the
         // owner done, so a late copy of the attempt grants nothing either.
         let cleanup = self.arm_shared(names, owner);
