@@ -17,7 +17,7 @@ use tokio::runtime::Handle;
 use crate::builder::{Config, EtcdLockBuilder};
 use crate::cleanup::{delete_if_ours, releasing};
 use crate::error::{NAME, bounded, is_temporary, lock_error};
-use crate::recipe::is_reader;
+use crate::layout::is_reader;
 use crate::session::Inner;
 
 /// etcd locks: one key per acquisition under `<prefix>/<encoded key>/`, put under this
@@ -28,6 +28,10 @@ use crate::session::Inner;
 /// in the background; the lease *is* the hold's lifetime (see the crate docs). If it is revoked
 /// or expires, every lock taken under it is reported lost and the next acquisition grants a
 /// new lease. Dropping the last clone revokes the lease.
+///
+/// A second, short lease (2 s) carries only the keys of waiting attempts, moved to the main
+/// lease when they are granted: a waiter killed without clean-up costs the next waiter at most
+/// that short TTL, not the main lease's (see the crate docs, *The waiting lease*).
 #[derive(Clone)]
 pub struct EtcdLock {
     inner: Arc<Inner>,

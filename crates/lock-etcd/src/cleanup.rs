@@ -22,19 +22,27 @@ use tokio::sync::watch;
 use crate::error::{bounded, lease_gone};
 
 /// The life of one lease as its keys' cleanups see it: over once the lease ended, or once its
-/// session is dropped with the client.
+/// session is dropped with the client. Or of several leases ([`Life::and`]): over once all are.
 #[derive(Clone)]
-pub(crate) struct Life(watch::Receiver<bool>);
+pub(crate) struct Life(Vec<watch::Receiver<bool>>);
 
 impl Life {
     pub fn new(over: watch::Receiver<bool>) -> Life {
-        Life(over)
+        Life(vec![over])
     }
 
-    /// Returns once the lease's life is over.
+    /// Over once both `self` and `other` are: for a key that may be on either lease.
+    pub fn and(mut self, other: Life) -> Life {
+        self.0.extend(other.0);
+        self
+    }
+
+    /// Returns once the life of every lease is over.
     pub async fn over(&self) {
-        // An error: the session is gone, which is an end too.
-        let _ = self.0.clone().wait_for(|ended| *ended).await;
+        for over in &self.0 {
+            // An error: the session is gone, which is an end too.
+            let _ = over.clone().wait_for(|ended| *ended).await;
+        }
     }
 
     /// `op` until it succeeds, or until the lease's life is over: then the key went (or goes)
@@ -70,6 +78,19 @@ pub(crate) struct AttemptKeys {
     /// `%25` or `%2F`), so it is never in a lock's queue.
     pub marker: String,
     pub lease: i64,
+    /// For an attempt that may queue on the waiting lease: that lease, and a second marker
+    /// under it (`<marker>w`, never another attempt's: `n` is hex), which the put compares too.
+    /// One marker under one lease would not do: the put may land under either lease, and a
+    /// marker that went with one lease would let a late put land under the other.
+    pub waiting: Option<(i64, String)>,
+}
+
+impl AttemptKeys {
+    /// Every cancel marker of the attempt with the lease it goes under.
+    pub fn markers(&self) -> Vec<(&str, i64)> {
+        let waiting = self.waiting.as_ref().map(|(lease, marker)| (marker.as_str(), *lease));
+        std::iter::once((self.marker.as_str(), self.lease)).chain(waiting).collect()
+    }
 }
 
 /// The cancel guard of an attempt whose put may be on its way: armed before the put is sent,
@@ -78,30 +99,47 @@ pub(crate) struct AttemptKeys {
 /// transaction deletes the key and creates the attempt's marker, which makes a put arriving
 /// later fail its comparison. The marker lives under the lease and is deleted once the put
 /// can no longer arrive (twice the request timeout).
+///
+/// An attempt that may queue on the waiting lease has a marker under each lease. When a lease
+/// is gone (a put of a marker under it is refused), no put under it can land either: the fence
+/// is sent again with the markers of the leases that remain, and with none left there is
+/// nothing to fence off. `life` is that of every lease the put may land under.
 pub(crate) fn guard(client: &Client, keys: AttemptKeys, timeout: Duration, life: Life) -> Cleanup {
     let client = client.clone();
     Cleanup::arm("etcd lock attempt", move || async move {
         let kv = client.kv_client();
-        let fence = Txn::new().and_then([
-            TxnOp::put(keys.marker.as_str(), "", Some(PutOptions::new().with_lease(keys.lease))),
-            TxnOp::delete(keys.name.as_str(), None),
-        ]);
+        let fence = |markers: &[(&str, i64)]| {
+            let puts = markers
+                .iter()
+                .map(|(m, lease)| TxnOp::put(*m, "", Some(PutOptions::new().with_lease(*lease))));
+            Txn::new().and_then(puts.chain([TxnOp::delete(keys.name.as_str(), None)]).collect::<Vec<_>>())
+        };
+        let all = keys.markers();
+        // Every marker; if a lease is gone (the error does not say which), each marker alone.
+        let tries: Vec<Txn> = if all.len() > 1 {
+            std::iter::once(fence(&all)).chain(all.iter().map(|m| fence(std::slice::from_ref(m)))).collect()
+        } else {
+            vec![fence(&all)]
+        };
         life.retry("fence off a cancelled attempt", || {
-            let (mut kv, fence) = (kv.clone(), fence.clone());
+            let (kv, tries) = (kv.clone(), tries.clone());
             async move {
-                match bounded(timeout, kv.txn(fence)).await {
-                    // No lease, no put: the attempt's own put fails the same way.
-                    Err(e) if lease_gone(&e) => Ok(()),
-                    r => r.map(drop),
+                for txn in tries {
+                    match bounded(timeout, kv.clone().txn(txn)).await {
+                        // No lease, no put under it: try the markers of the others.
+                        Err(e) if lease_gone(&e) => continue,
+                        r => return r.map(drop),
+                    }
                 }
+                Ok(())
             }
         })
         .await;
         life.sleep(timeout.saturating_mul(2)).await;
         life.retry("delete a cancel marker", || {
             let mut kv = kv.clone();
-            let marker = keys.marker.clone();
-            async move { bounded(timeout, kv.delete(marker, None)).await.map(drop) }
+            let deletes: Vec<TxnOp> = keys.markers().iter().map(|(m, _)| TxnOp::delete(*m, None)).collect();
+            async move { bounded(timeout, kv.txn(Txn::new().and_then(deletes))).await.map(drop) }
         })
         .await;
         Ok(())

@@ -9,6 +9,7 @@ mod builder;
 mod cleanup;
 mod error;
 mod hub;
+mod layout;
 mod note;
 mod options;
 mod recipe;

@@ -4,19 +4,22 @@
 //!
 //! A key's version tells a note from the empty value the recipe puts at the grant: the grant's
 //! put makes version 1, and only `set_note` puts again. So a key never given a note reads as
-//! `None`, and an empty note as `Some("")`.
+//! `None`, and an empty note as `Some("")`. One more put comes before a grant: a waiter queued
+//! on the waiting lease is moved to the session lease when it becomes the head
+//! (`session::waiting`), by a put of [`PROMOTED`], a value no note can have (a control
+//! character): read as `None` too.
 
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp};
 use lock_core::backend::queue::{QueueHold, stored_note};
 use lock_core::{LostReason, OwnerToken, Result, validate_note};
 
 use crate::error::{bounded, lock_error};
-use crate::session::Inner;
+use crate::session::{Inner, PROMOTED};
 
 /// The note in a lock key's value, if one was set: a value put after the grant (version above
 /// 1), UTF-8, and a valid note.
 fn decode(value: &[u8], version: i64) -> Option<String> {
-    stored_note(value, version > 1)
+    stored_note(value, version > 1 && value != PROMOTED.as_bytes())
 }
 
 impl Inner {
@@ -66,6 +69,7 @@ mod tests {
         assert_eq!(decode(b"", 1), None, "the grant's own put");
         assert_eq!(decode(b"proposal", 1), None, "put once by someone else's recipe");
         assert_eq!(decode(b"", 2), Some(String::new()));
+        assert_eq!(decode(super::PROMOTED.as_bytes(), 2), None, "a promoted waiter's grant");
         assert_eq!(decode(b"node-a:8080", 5), Some("node-a:8080".to_owned()));
         assert_eq!(decode(&[0xff, 0xfe], 2), None);
         assert_eq!(decode(b"a\tb", 2), None);

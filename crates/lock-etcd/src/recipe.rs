@@ -1,14 +1,14 @@
 //! The etcd v3 lock recipe (etcd's own `concurrency.Mutex`): a key per attempt under the
-//! client's lease, ownership by the lowest create revision under the lock's prefix, each waiter
-//! watching only the key created just before its own.
+//! client's lease (a waiter's under its short waiting lease until it is first), ownership by the
+//! lowest create revision under the lock's prefix, each waiter watching only the key created
+//! just before its own.
 
 use std::sync::Arc;
 #[cfg(feature = "testing")]
 use std::sync::atomic::Ordering;
 
 use etcd_client::{
-    Compare, CompareOp, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
-    TxnResponse,
+    Compare, CompareOp, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
 };
 use lock_core::backend::queue::{self, Place, QueueHold, QueueHolds, QueueStore, Watched};
 use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Side};
@@ -20,7 +20,8 @@ use crate::cleanup;
 use crate::cleanup::AttemptKeys;
 use crate::error::{bounded, lease_gone, lock_error, temporary};
 use crate::hub::{Mark, PrefixWatch, Woken};
-use crate::session::{Inner, Session};
+use crate::layout::{AHEAD_MAX, attempt_ops, first_created, ranges, side_dir, waits_for};
+use crate::session::{Inner, Session, WaitingLease};
 
 /// `key` as one segment of an etcd key: `%` and `/` percent-encoded, so that no key's prefix
 /// `<prefix>/<key>/` can contain another key's (`a` and `a/b` stay apart), and the encoding is
@@ -35,58 +36,6 @@ pub fn encode_key(key: &str) -> String {
         }
     }
     out
-}
-
-/// The key ranges of a transaction's answer, in the order of its operations.
-fn ranges(resp: &TxnResponse) -> Vec<Vec<KeyValue>> {
-    resp.op_responses()
-        .into_iter()
-        .map(|r| match r {
-            TxnOpResponse::Get(mut g) => g.take_kvs(),
-            _ => Vec::new(),
-        })
-        .collect()
-}
-
-/// Where an attempt of `side` puts its key under the lock's prefix `dir`: a read-write lock's
-/// readers under `<dir>read/` and writers under `<dir>write/` (the layout of etcd's own
-/// `recipes.RWMutex`), a mutex's attempts right under `dir` (`<lease>_<n>`, hex: never `read/`
-/// or `write/`). One create revision orders them all: a writer or a mutex waits for every key
-/// created before its own, a reader only for the writers' ones.
-fn side_dir(dir: &str, side: Side) -> String {
-    match side {
-        Side::Read => format!("{dir}read/"),
-        Side::Write => format!("{dir}write/"),
-        _ => dir.to_owned(),
-    }
-}
-
-/// The prefix whose keys an attempt of `side` under `dir` waits for: a reader only the writers'.
-fn waits_for(dir: &str, side: Side) -> String {
-    if side.is_shared() { side_dir(dir, Side::Write) } else { dir.to_owned() }
-}
-
-/// Whether a key under the lock's prefix `dir` is a reader's.
-pub(crate) fn is_reader(dir: &str, key: &[u8]) -> bool {
-    key.strip_prefix(dir.as_bytes()).is_some_and(|rest| rest.starts_with(b"read/"))
-}
-
-/// The first key (lowest create revision) under a lock's prefix: its holder.
-fn first_created(dir: &str) -> TxnOp {
-    let opts = GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend);
-    TxnOp::get(dir, Some(opts.with_limit(1).with_keys_only()))
-}
-
-/// Keys ahead of a new attempt that the put's transaction reads, at most: with all of them
-/// known, a waiter learns it is first from the deletes its client's watch sees, without a read
-/// after its predecessor goes. A longer queue is followed key by key, with a read per step.
-const AHEAD_MAX: usize = 32;
-
-/// The last keys (highest create revisions first) under a lock's prefix: the end of its queue,
-/// [`AHEAD_MAX`] and one more, so that a longer queue shows as one.
-fn last_created(dir: &str) -> TxnOp {
-    let opts = GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Descend);
-    TxnOp::get(dir, Some(opts.with_limit(AHEAD_MAX as i64 + 1).with_keys_only()))
 }
 
 impl Inner {
@@ -144,6 +93,11 @@ struct Queue<'a>(&'a Arc<Inner>);
 /// cleanup that deletes it unless the attempt ends in a grant.
 struct Entry {
     session: Arc<Session>,
+    /// The waiting lease, while the key is queued on it (promoted to the session lease when it
+    /// becomes the head).
+    waiting: Option<Arc<WaitingLease>>,
+    /// First, known from the watch: the next look promotes the key and grants it.
+    first: bool,
     /// The kind of hold asked for.
     side: Side,
     dir: String,
@@ -191,12 +145,20 @@ impl QueueStore for Queue<'_> {
         self.0.delete_lost(hold);
     }
 
-    /// Put our key under the lease unless it or its cancel marker exists, and read the holder
-    /// in the same transaction: one round trip for a free lock. The operations apply in order,
-    /// so the last key created before the put is our predecessor in the queue.
+    /// Put our key unless it or its cancel markers exist, and read the holder in the same
+    /// transaction: one round trip for a free lock. The operations apply in order, so the last
+    /// key created before the put is our predecessor in the queue. A request that may wait has
+    /// the server pick the lease in that transaction: the session lease when nothing is ahead
+    /// (the key holds at once), else the waiting lease (`session::waiting`), so that a waiter
+    /// that dies costs the one behind it at most that lease's TTL.
     async fn enqueue(&self, req: &AcquireRequest<'_>) -> Result<(Entry, Place<Option<Vec<u8>>>)> {
         let inner = self.0;
         let mut session = inner.session().await?;
+        // Only a request that may wait can queue: one that cannot never stands in the queue.
+        let mut waiting = match req.wait_until {
+            Some(_) => inner.waiting_lease().await,
+            None => None,
+        };
         let dir = inner.dir(req.key);
         let mut kv = inner.client.kv_client();
         let timeout = inner.cfg.request_timeout;
@@ -206,43 +168,52 @@ impl QueueStore for Queue<'_> {
         // (a delete after it cannot be missed), so waiting costs no other read.
         let early = req.wait_until.and_then(|_| inner.hub.open_watch(&dir));
         let early = early.and_then(|prefix| Some((prefix.mark()?, prefix)));
-        let (name, fence, cleanup, holder, before) = loop {
+        let (name, fence, cleanup, holder, before, waiting) = loop {
             let n = inner.nonce.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let name = format!("{}{:016x}_{n:x}", side_dir(&dir, req.side), session.lease);
+            let marker = format!("{}/%cancelled/{:016x}_{n:x}", inner.cfg.prefix, session.lease);
             let keys = AttemptKeys {
-                marker: format!("{}/%cancelled/{:016x}_{n:x}", inner.cfg.prefix, session.lease),
+                waiting: waiting.as_ref().map(|w| (w.id, format!("{marker}w"))),
+                marker,
                 name: name.clone(),
                 lease: session.lease,
             };
-            let mut cleanup = cleanup::guard(&inner.client, keys.clone(), timeout, session.life());
-            let txn = Txn::new()
-                .when([
-                    Compare::create_revision(name.as_str(), CompareOp::Equal, 0),
-                    Compare::create_revision(keys.marker.as_str(), CompareOp::Equal, 0),
-                ])
-                .and_then([
-                    // What our key will wait for, read before it is put: for a reader the first
-                    // writer's key, else the last key of all.
-                    if req.side.is_shared() {
-                        first_created(&waits_for(&dir, req.side))
-                    } else {
-                        last_created(&dir)
-                    },
-                    TxnOp::put(name.as_str(), "", Some(PutOptions::new().with_lease(session.lease))),
-                    first_created(&dir),
-                ]);
+            // Until the answer, the key may land under either lease: its cleanup lasts as long.
+            let life = waiting.as_ref().map_or_else(|| session.life(), |w| session.life().and(w.life()));
+            let mut cleanup = cleanup::guard(&inner.client, keys.clone(), timeout, life);
+            let absent = |k: &str| Compare::create_revision(k, CompareOp::Equal, 0);
+            let compares = std::iter::once(name.as_str()).chain(keys.markers().into_iter().map(|(m, _)| m));
+            let ops = attempt_ops(&dir, req.side, &name, session.lease, waiting.as_ref().map(|w| w.id));
+            let txn = Txn::new().when(compares.map(absent).collect::<Vec<_>>()).and_then(ops);
             match bounded(timeout, kv.txn(txn)).await {
                 Ok(resp) => {
-                    cleanup::answered(&mut cleanup, &inner.client, name.clone(), timeout, session.life());
+                    // Nested: its branch tells the lease (the else branch is the waiting one).
+                    let (rs, queued) = match resp.op_responses().into_iter().next() {
+                        Some(TxnOpResponse::Txn(nested)) => (ranges(&nested), !nested.succeeded()),
+                        _ => (ranges(&resp), false),
+                    };
+                    let waiting = waiting.filter(|_| queued);
+                    // A key on the waiting lease lives as long as that lease, not the session's:
+                    // its delete is retried while that lease lives (stopping when the session
+                    // lease ends would leave it queued while its own lease is kept alive).
+                    let life = waiting.as_ref().map_or_else(|| session.life(), |w| w.life());
+                    cleanup::answered(&mut cleanup, &inner.client, name.clone(), timeout, life);
                     if !resp.succeeded() {
                         return Err(temporary("lock key or its cancel marker exists already"));
                     }
                     let fence = resp.header().map_or(0, |h| h.revision());
-                    let mut rs = ranges(&resp).into_iter();
+                    let mut rs = rs.into_iter();
                     let before: Vec<Vec<u8>> =
                         rs.next().unwrap_or_default().iter().map(|kv| kv.key().to_vec()).collect();
                     let holder = rs.nth(1).and_then(|r| r.into_iter().next()).map(|kv| kv.key().to_vec());
-                    break (name, fence, cleanup, holder, before);
+                    break (name, fence, cleanup, holder, before, waiting);
+                }
+                // A lease is gone, the waiting one or the session's (the error does not say):
+                // once more on the session lease alone. The waiting lease's keep-alive finds out
+                // whether it was the one, and the next waiter gets a new one.
+                Err(e) if lease_gone(&e) && waiting.is_some() => {
+                    cleanup.disarm();
+                    waiting = None;
                 }
                 // The lease ended under us (revoked, expired): once more under a new one.
                 Err(e) if lease_gone(&e) && !regranted => {
@@ -267,7 +238,15 @@ impl QueueStore for Queue<'_> {
             _ if holder.as_deref() == Some(name.as_bytes()) => Place::Head,
             predecessor => Place::Behind(predecessor),
         };
-        Ok((Entry { session, side: req.side, dir, name, fence, cleanup, early }, place))
+        let mut entry =
+            Entry { session, waiting, first: false, side: req.side, dir, name, fence, cleanup, early };
+        // Queued on the waiting lease only with a key ahead, so never first here; if it were,
+        // it would be promoted like any other head.
+        let place = match place {
+            Place::Head => self.head(&mut entry).await?,
+            behind => behind,
+        };
+        Ok((entry, place))
     }
 
     /// Wait for the last key created before ours (and ours, should the lease end) to be
@@ -282,6 +261,10 @@ impl QueueStore for Queue<'_> {
         if entry.session.is_ended() {
             return Err(temporary("etcd lease ended while waiting"));
         }
+        // Its key goes with it (no longer renewed): start again on a new one.
+        if entry.waiting.as_ref().is_some_and(|w| w.is_ended()) {
+            return Err(temporary("etcd waiting lease ended while waiting"));
+        }
         // The put's own read, the watch marked before it: no other read.
         if let (Some(predecessor), Some(Early { mark, prefix, ahead })) = (candidate, entry.early.take()) {
             let woken = prefix.wait_for(mark, &[&predecessor, entry.name.as_bytes()]);
@@ -295,7 +278,7 @@ impl QueueStore for Queue<'_> {
         // Ended since it was handed out: the next round opens another.
         let Some(mark) = prefix.mark() else { return Ok(Watched::Moved(Place::Behind(None))) };
         match inner.predecessor(dir, side, name, fence).await? {
-            None => Ok(Watched::Moved(Place::Head)),
+            None => Ok(Watched::Moved(self.head(entry).await?)),
             Some((predecessor, head)) => {
                 let woken = prefix.wait_for(mark, &[&predecessor, name.as_bytes()]);
                 Ok(Watched::Armed(PredecessorWatch { woken, prefix, predecessor, head, ahead: None }))
@@ -328,11 +311,24 @@ impl QueueStore for Queue<'_> {
                 || ahead.is_some_and(|(mark, keys)| {
                     prefix.all_deleted_since(mark, &keys, entry.name.as_bytes())
                 }));
-        Ok(Some(if first { Place::Head } else { Place::Behind(None) }))
+        Ok(match (first, &entry.waiting) {
+            (false, _) => Some(Place::Behind(None)),
+            (true, None) => Some(Place::Head),
+            // The promotion is a request: it goes in `look`, which the end of the wait does not
+            // cut short (the lock is ours by now).
+            (true, Some(_)) => {
+                entry.first = true;
+                None
+            }
+        })
     }
 
-    /// The next round reads the predecessor together with setting its watch.
-    async fn look(&self, _entry: &mut Entry) -> Result<Place<Option<Vec<u8>>>> {
+    /// First (known from the watch): promote and hold. Otherwise the next round reads the
+    /// predecessor together with setting its watch.
+    async fn look(&self, entry: &mut Entry) -> Result<Place<Option<Vec<u8>>>> {
+        if std::mem::take(&mut entry.first) {
+            return self.head(entry).await;
+        }
         Ok(Place::Behind(None))
     }
 
@@ -346,6 +342,7 @@ impl QueueStore for Queue<'_> {
     }
 
     fn hold(&self, req: &AcquireRequest<'_>, entry: Entry) -> Result<i64> {
+        debug_assert!(entry.waiting.is_none(), "granted on the waiting lease");
         let Entry { session, side, name, fence, cleanup, .. } = entry;
         // A grant on a lease whose last confirmation is too old is no grant: give it up, and
         // let the next attempt run on a new lease.
@@ -361,6 +358,26 @@ impl QueueStore for Queue<'_> {
             self.0.delete_lost(old);
         }
         Ok(fence)
+    }
+}
+
+impl Queue<'_> {
+    /// The entry is first. A key queued on the waiting lease moves to the session lease
+    /// before the grant: a hold lives exactly as long as the session lease, whatever the
+    /// waiting lease does.
+    ///
+    /// # Errors
+    /// As [`Inner::promote`]; the key's cleanup then deletes it.
+    async fn head(&self, entry: &mut Entry) -> Result<Place<Option<Vec<u8>>>> {
+        let Some(waiting) = entry.waiting.take() else { return Ok(Place::Head) };
+        let (inner, timeout) = (self.0, self.0.cfg.request_timeout);
+        let both = entry.session.life().and(waiting.life());
+        // While the promotion's answer is unknown the key is on either lease.
+        cleanup::answered(&mut entry.cleanup, &inner.client, entry.name.clone(), timeout, both);
+        inner.promote(&entry.name, entry.fence, &entry.session).await?;
+        let life = entry.session.life();
+        cleanup::answered(&mut entry.cleanup, &inner.client, entry.name.clone(), timeout, life);
+        Ok(Place::Head)
     }
 }
 

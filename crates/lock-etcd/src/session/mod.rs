@@ -3,6 +3,7 @@
 //! failures mean for the holds taken on it (uncertain, held again, lost).
 
 mod keeper;
+mod waiting;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,6 +24,7 @@ use crate::cleanup::Life;
 use crate::error::{bounded, lock_error};
 use crate::hub::Hub;
 use keeper::{Watch, keep_alive};
+pub(crate) use waiting::{PROMOTED, Waiting, WaitingLease};
 
 /// One lease. Its generation tells its holds from those of an earlier lease.
 pub(crate) struct Session {
@@ -106,6 +108,8 @@ pub(crate) struct Inner {
     pub holds: QueueHolds,
     /// The watches of lock prefixes this client's waiters share.
     pub hub: Hub,
+    /// The short lease of waiters' keys (`waiting.rs`).
+    pub waiting: Waiting,
     next_generation: AtomicU64,
     /// Makes every attempt's key unique under the lease (several owners share one lease).
     pub nonce: AtomicU64,
@@ -120,13 +124,14 @@ pub(crate) struct Inner {
 }
 
 impl Drop for Inner {
-    /// The last handle is gone: revoke the lease, so its keys go now and not a TTL later
+    /// The last handle is gone: revoke the leases, so their keys go now and not a TTL later
     /// (like closing a ZooKeeper session).
     fn drop(&mut self) {
         let session = self.session.lock().clone();
-        if !session.is_ended() {
+        let session = (!session.is_ended()).then_some(session.lease);
+        let waiting = self.waiting.take().filter(|w| !w.is_ended()).map(|w| w.id);
+        for id in session.into_iter().chain(waiting) {
             let mut lease = self.client.lease_client();
-            let id = session.lease;
             let timeout = self.cfg.request_timeout;
             // Counted as a clean-up: a program that settles them before it exits
             // (`settle_cleanups`) does not cut the revoke off, and its keys go now.
@@ -151,7 +156,9 @@ async fn grant(client: &Client, cfg: &Config) -> Result<(i64, Duration, Instant,
 impl Inner {
     /// Grant the first lease and start keeping it alive.
     pub async fn start(cfg: Config, client: Client, runtime: Handle) -> Result<Arc<Inner>> {
-        let (lease, ttl, sent, cluster_id) = grant(&client, &cfg).await?;
+        // Both leases at once: building costs one round trip, as with one lease.
+        let (granted, waiting) = tokio::join!(grant(&client, &cfg), waiting::grant(&client, &cfg));
+        let (lease, ttl, sent, cluster_id) = granted?;
         let session = Session::new(0, lease, ttl, sent, cfg.clock_drift);
         let inner = Arc::new(Inner {
             cfg,
@@ -161,6 +168,7 @@ impl Inner {
             regrant: tokio::sync::Mutex::new(()),
             holds: QueueHolds::default(),
             hub: Hub::default(),
+            waiting: Waiting::default(),
             next_generation: AtomicU64::new(1),
             nonce: AtomicU64::new(0),
             #[cfg(feature = "testing")]
@@ -170,6 +178,7 @@ impl Inner {
             runtime,
         });
         session.watch(&inner);
+        inner.install_waiting(waiting);
         Ok(inner)
     }
 
