@@ -16,12 +16,12 @@ LINE = re.compile(
     r"(?P<ops>\d+) operations, (?P<holds>\d+) holds in (?P<time>[\d.]+)(?P<unit>ms|s|µs) "
     r"\((?P<strikes>\d+) strikes; mix [\d/]+\): violations (?P<violations>\d+), untold (?P<untold>\d+), "
     r"unseen (?P<unseen>\d+), lost updates (?P<lost_updates>\d+), non-increasing (?P<non_incr>\d+), "
-    r"lost holds (?P<lost_holds>\d+), permanent errors (?P<permanent>\d+), key free again after "
+    r"(?:repeated fences (?P<repeated>\d+), fence regressions (?P<regressions>\d+), )?lost holds (?P<lost_holds>\d+), permanent errors (?P<permanent>\d+), key free again after "
     r"(?P<free>None|Some\((?P<free_v>[\d.]+)(?P<free_u>ns|µs|ms|s)\))$"
 )
 SECONDS = {"ns": 1e-9, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
 SUMMED = ["ops", "holds", "strikes", "violations", "untold", "unseen", "lost_updates", "non_incr",
-          "lost_holds", "permanent"]
+          "repeated", "regressions", "lost_holds", "permanent"]
 
 
 def main() -> int:
@@ -40,19 +40,21 @@ def main() -> int:
             row["faults"].add(m["fault"])
             row["time"] += float(m["time"]) * SECONDS[m["unit"]]
             for k in SUMMED:
-                row[k] += int(m[k])
+                # Lines written before the checker counted fence repeats have none.
+                row[k] += int(m[k] or 0)
             if m["free"] == "None":
                 row["blocked"] += 1
             else:
                 row["worst_free"] = max(row["worst_free"], float(m["free_v"]) * SECONDS[m["free_u"]])
     print("| backend and mode | runs | faults | operations | holds | time | strikes | violations | untold "
-          "| unseen | lost updates | non-incr. | lost holds | permanent errors | key blocked after | "
-          "slowest free again |")
-    print("|---" * 16 + "|")
+          "| unseen | lost updates | non-incr. | repeated fences | fence regressions | lost holds | "
+          "permanent errors | key blocked after | slowest free again |")
+    print("|---" * 18 + "|")
     for label, r in modes.items():
         print(f"| {label} | {r['runs']} | {len(r['faults'])} | {r['ops']:,} | {r['holds']:,} | "
               f"{r['time'] / 60:.1f} min | {r['strikes']:,} | {r['violations']} | {r['untold']} | "
-              f"{r['unseen']} | {r['lost_updates']} | {r['non_incr']} | {r['lost_holds']:,} | "
+              f"{r['unseen']} | {r['lost_updates']} | {r['non_incr']} | {r['repeated']} | "
+              f"{r['regressions']} | {r['lost_holds']:,} | "
               f"{r['permanent']} | {r['blocked']} | {r['worst_free'] * 1000:.1f} ms |")
     if skipped:
         print(f"\n({skipped} lines not run reports: primitives' lines or others, not summed)")

@@ -21,6 +21,9 @@ pub(crate) fn fail(url: &str, e: &LockError) -> ExitCode {
         LockError::Backend { .. } => EXIT_UNAVAILABLE,
         LockError::Unsupported { .. } => EXIT_UNSUPPORTED,
         LockError::PermissionDenied { .. } => EXIT_NOPERM,
+        // Granted, then lost before the command could start (the holder's note, the top-up
+        // renewal of a hand-over): the lock's status, not a usage error.
+        LockError::LeaseLost { .. } => EXIT_LOST,
         _ => EXIT_CONFIG,
     };
     let mut msg = format!("dlock: {e}");
