@@ -46,12 +46,9 @@ if redis.call('EXISTS', lock) == 0 then
   -- Free: the first live waiter in line, if any, goes first.
   while true do
     local entry = redis.call('LINDEX', queue, 0)
-    if not entry then break end
-    local head = string.sub(entry, 1, 32)
-    local d = redis.call('ZSCORE', deadlines, head)
-    if d and tonumber(d) > now and (head == owner or listening(string.sub(entry, 33))) then break end
+    if not entry or live_deadline(entry, deadlines, now, owner) then break end
     redis.call('LPOP', queue)
-    redis.call('ZREM', deadlines, head)
+    redis.call('ZREM', deadlines, string.sub(entry, 1, 32))
   end
   local head = redis.call('LINDEX', queue, 0)
   head = head and string.sub(head, 1, 32)

@@ -47,17 +47,28 @@ local function listening(tag)
   return tonumber(r[2]) ~= 0
 end
 
+-- live_deadline(entry, deadlines, now, own): the liveness deadline of the waiter of a queue
+-- entry (token, then tag), or nil for a dead one: its deadline passed, or nobody listens for
+-- it. `own` (optional) is the token of the attempt running the script, alive by that attempt.
+local function live_deadline(entry, deadlines, now, own)
+  local w = string.sub(entry, 1, 32)
+  local d = redis.call('ZSCORE', deadlines, w)
+  if d and tonumber(d) > now and (w == own or listening(string.sub(entry, 33))) then
+    return tonumber(d)
+  end
+  return nil
+end
+
 -- next_waiter(queue, deadlines, now): takes the first live waiter out of the queue and the
--- deadline set and returns its token, deadline and tag, or nil. Dead entries met on the way
--- (deadline passed, or nobody listening) go too.
+-- deadline set and returns its token, deadline and tag, or nil. Dead entries met on the way go
+-- too.
 local function next_waiter(queue, deadlines, now)
   while true do
     local head = redis.call('LPOP', queue)
     if not head then return nil end
-    local w, tag = string.sub(head, 1, 32), string.sub(head, 33)
-    local d = redis.call('ZSCORE', deadlines, w)
-    redis.call('ZREM', deadlines, w)
-    if d and tonumber(d) > now and listening(tag) then return w, tonumber(d), tag end
+    local d = live_deadline(head, deadlines, now)
+    redis.call('ZREM', deadlines, string.sub(head, 1, 32))
+    if d then return string.sub(head, 1, 32), d, string.sub(head, 33) end
   end
 end
 
