@@ -186,7 +186,7 @@ fn killed_zookeeper_waiters_cost_one_session_timeout_in_all() {
 #[test]
 fn killed_etcd_waiters_cost_one_waiting_lease_in_all() {
     let late = waiters_stop(Waiter::Run, Stop::Killed, "etcd", &shared_etcd().url("dlock-killed"));
-    let bound = Duration::from_secs(2) + Duration::from_millis(500) + Duration::from_secs(1);
+    let bound = dlock::lock_etcd::WAITING_TTL + Duration::from_millis(500) + Duration::from_secs(1);
     assert!(late < bound, "etcd: killed waiters delayed the next acquisition by {late:?}");
 }
 

@@ -25,6 +25,7 @@ pub use builder::{
 /// version.
 pub use etcd_client;
 pub use recipe::encode_key;
+pub use session::WAITING_TTL;
 
 /// etcd in the registry.
 pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::backend::registry::Descriptor {

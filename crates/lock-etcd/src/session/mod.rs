@@ -24,6 +24,7 @@ use crate::cleanup::Life;
 use crate::error::{bounded, lock_error};
 use crate::hub::Hub;
 use keeper::{Watch, keep_alive};
+pub use waiting::WAITING_TTL;
 pub(crate) use waiting::{PROMOTED, Waiting, WaitingLease};
 
 /// One lease. Its generation tells its holds from those of an earlier lease.

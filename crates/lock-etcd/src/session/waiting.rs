@@ -29,7 +29,7 @@ use crate::error::{bounded, lease_gone, lock_error, temporary};
 /// more than the session lease's (a longer one would make that cost worse, not better). etcd
 /// raises a TTL below its minimum (1.5 election timeouts, rounded up to a second), and then the
 /// bound is that minimum.
-pub(crate) const WAITING_TTL: Duration = Duration::from_secs(2);
+pub const WAITING_TTL: Duration = Duration::from_secs(2);
 
 /// After a refused grant, how long waiters queue on the session lease before another grant is
 /// tried: an acquisition must not pay a grant that keeps failing.
