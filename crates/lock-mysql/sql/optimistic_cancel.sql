@@ -5,7 +5,7 @@
 -- decremented last.
 UPDATE `{table}`
    SET owner = IF(holds > 1, owner, NULL),
-       expires_at = IF(holds > 1, expires_at, NULL),
+       expires_at = IF(holds > 1, expires_at, UTC_TIMESTAMP(6)),
        attempt = IF(holds > 1, attempt, NULL),
        holds = IF(holds > 0, holds - 1, 0)
  WHERE name = ? AND attempt = ?

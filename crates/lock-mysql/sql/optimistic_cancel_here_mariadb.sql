@@ -9,7 +9,7 @@
 -- text: {key}, {owner} and {nonce} are hex literals.
 UPDATE `{table}`
    SET owner = IF(holds > 1, owner, NULL),
-       expires_at = IF(holds > 1, expires_at, NULL),
+       expires_at = IF(holds > 1, expires_at, UTC_TIMESTAMP(6)),
        attempt = IF(holds > 1, attempt, NULL),
        holds = IF(holds > 0, holds - 1, 0)
  WHERE name = {key} AND owner = {owner} AND version = LAST_INSERT_ID()

@@ -224,15 +224,22 @@ impl NamedSql {
     }
 }
 
+/// How the optimistic mode takes a row.
+#[derive(Debug)]
+pub(crate) enum OptimisticAcquire {
+    /// MariaDB: take-or-create in one statement, answering the row (a missing row is created
+    /// free, and taken by the next round: see `sql/optimistic_acquire_mariadb.sql`).
+    OneStatement(Arc<str>),
+    /// MySQL, which has no `RETURNING`: take, then probe, then insert (per-row versions; rows
+    /// are never deleted, so a first insert's version 1 is the key's first fence).
+    TakeOrInsert { take: Arc<str>, insert: Arc<str> },
+}
+
 /// Statements of the optimistic mode.
 #[derive(Debug)]
 pub(crate) struct OptimisticSql {
     pub schema: Arc<str>,
-    /// MariaDB: insert-or-take in one statement, answering the row (`None` on MySQL, which has
-    /// no `RETURNING`: take, then probe, then insert).
-    pub acquire: Option<Arc<str>>,
-    pub take: Arc<str>,
-    pub insert: Arc<str>,
+    pub acquire: OptimisticAcquire,
     pub probe: Arc<str>,
     pub reenter: Arc<str>,
     pub release: Arc<str>,
@@ -244,8 +251,6 @@ pub(crate) struct OptimisticSql {
     /// Template with `{key}`, `{owner}`, `{nonce}` (hex literals) still to fill: the cleanup of
     /// a cancelled attempt on its own connection, sent as text (for this flavor's statements).
     pub cancel_here: Arc<str>,
-    /// MariaDB: delete the row at the last release.
-    pub release_delete: Arc<str>,
     /// MariaDB: delete rows of keys nobody holds.
     pub sweep: Arc<str>,
     /// Upgrade a table created before UTC leases (every old client stopped).
@@ -255,30 +260,27 @@ pub(crate) struct OptimisticSql {
 
 impl OptimisticSql {
     pub fn new(table: &str, flavor: Flavor) -> Self {
-        let (schema, take, insert) = match flavor {
+        let (schema, acquire, cancel_here) = match flavor {
             Flavor::MariaDb => (
                 include_str!("../sql/optimistic_schema_mariadb.sql"),
-                include_str!("../sql/optimistic_take_mariadb.sql"),
-                include_str!("../sql/optimistic_insert_mariadb.sql"),
+                OptimisticAcquire::OneStatement(render(
+                    include_str!("../sql/optimistic_acquire_mariadb.sql"),
+                    table,
+                )),
+                include_str!("../sql/optimistic_cancel_here_mariadb.sql"),
             ),
             Flavor::MySql => (
                 include_str!("../sql/optimistic_schema.sql"),
-                include_str!("../sql/optimistic_take.sql"),
-                include_str!("../sql/optimistic_insert.sql"),
+                OptimisticAcquire::TakeOrInsert {
+                    take: render(include_str!("../sql/optimistic_take.sql"), table),
+                    insert: render(include_str!("../sql/optimistic_insert.sql"), table),
+                },
+                include_str!("../sql/optimistic_cancel_here.sql"),
             ),
-        };
-        let (acquire, cancel_here) = match flavor {
-            Flavor::MariaDb => (
-                Some(render(include_str!("../sql/optimistic_acquire_mariadb.sql"), table)),
-                include_str!("../sql/optimistic_cancel_here_mariadb.sql"),
-            ),
-            Flavor::MySql => (None, include_str!("../sql/optimistic_cancel_here.sql")),
         };
         OptimisticSql {
             schema: render(schema, table),
             acquire,
-            take: render(take, table),
-            insert: render(insert, table),
             probe: render(include_str!("../sql/optimistic_probe.sql"), table),
             reenter: render(include_str!("../sql/optimistic_reenter.sql"), table),
             release: render(include_str!("../sql/optimistic_release.sql"), table),
@@ -286,7 +288,6 @@ impl OptimisticSql {
             renew: render(include_str!("../sql/optimistic_renew.sql"), table),
             cancel: render(include_str!("../sql/optimistic_cancel.sql"), table),
             cancel_here: render(cancel_here, table),
-            release_delete: render(include_str!("../sql/optimistic_release_delete.sql"), table),
             sweep: render(include_str!("../sql/optimistic_sweep.sql"), table),
             upgrade: render(include_str!("../sql/optimistic_upgrade.sql"), table),
             notes: NotesSql::new(table, NoteKind::Optimistic),
@@ -344,10 +345,19 @@ mod tests {
             assert!(!p.lock_wait_mariadb.contains('?') && !p.lock_wait_mysql.contains('?'));
             assert!(!p.schema.contains("{table}"));
             let o = OptimisticSql::new("tbl", flavor);
-            assert!(
-                o.take.contains("`tbl`") && !o.release.contains("{table}") && !o.insert.contains("{table}")
-            );
-            assert_eq!(o.acquire.is_some(), flavor == Flavor::MariaDb);
+            assert!(!o.release.contains("{table}") && o.release.contains("`tbl`"));
+            match &o.acquire {
+                OptimisticAcquire::OneStatement(one) => {
+                    assert_eq!(flavor, Flavor::MariaDb);
+                    // The fence is drawn only in the update branch, under the row's lock.
+                    let values = one.split("ON DUPLICATE KEY UPDATE").next().expect("values");
+                    assert!(!values.contains("NEXTVAL") && one.contains("NEXTVAL(`tbl_fence`)"));
+                }
+                OptimisticAcquire::TakeOrInsert { take, insert } => {
+                    assert_eq!(flavor, Flavor::MySql);
+                    assert!(take.contains("`tbl`") && !insert.contains("{table}"));
+                }
+            }
             // A statement with RETURNING leaves ROW_COUNT() at -1: the MariaDB cleanup must not test it.
             assert_eq!(o.cancel_here.contains("ROW_COUNT()"), flavor == Flavor::MySql);
             assert!(o.cancel_here.contains("@dlock_attempt = {nonce}"));

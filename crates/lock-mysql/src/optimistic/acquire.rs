@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use super::{Optimistic, SWEEP_EVERY, micros, owner_bytes};
 use crate::error::classify;
 use crate::session::{KILL_GRACE, no_answer};
-use crate::sql::{OptimisticSql, hex_literal};
+use crate::sql::{OptimisticAcquire, OptimisticSql, hex_literal};
 use crate::waiters::Turn;
 
 /// One acquisition attempt's connection, shared by the attempt and its cleanup: every statement
@@ -202,58 +202,62 @@ impl Optimistic {
         // times.
         for _ in 0..RACE_ROUNDS {
             // Who holds the key (when not us) and for how much longer.
-            let (holder, version, left) = if let Some(acquire) = &self.sql.acquire {
-                // MariaDB: insert or take in one statement; the row comes back.
-                self.trips.add();
-                let (holder, version, attempt, left): Answer = sqlx::query_as(AssertSqlSafe(acquire.clone()))
-                    .bind(key)
-                    .bind(&owner[..])
-                    .bind(lease)
-                    .bind(&nonce[..])
-                    .fetch_one(&mut *conn)
-                    .await
-                    .map_err(classify)?;
-                if attempt.as_deref() == Some(&nonce[..]) {
-                    return Ok(self.acquired(req, sent, version, false));
-                }
-                (holder, version, left)
-            } else {
-                self.trips.add();
-                let took = sqlx::query(AssertSqlSafe(self.sql.take.clone()))
-                    .bind(&owner[..])
-                    .bind(&nonce[..])
-                    .bind(lease)
-                    .bind(key)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(classify)?;
-                if took.rows_affected() == 1 {
-                    return Ok(self.acquired(req, sent, took.last_insert_id(), false));
-                }
-                self.trips.add();
-                let row: Option<(Option<Vec<u8>>, u64, Option<i64>)> =
-                    sqlx::query_as(AssertSqlSafe(self.sql.probe.clone()))
-                        .bind(key)
-                        .fetch_optional(&mut *conn)
-                        .await
-                        .map_err(classify)?;
-                let Some(row) = row else {
-                    // First use of the key: create it already held.
+            let (holder, version, left) = match &self.sql.acquire {
+                OptimisticAcquire::OneStatement(acquire) => {
+                    // MariaDB: take (or create free) in one statement; the row comes back.
                     self.trips.add();
-                    let ins = sqlx::query(AssertSqlSafe(self.sql.insert.clone()))
-                        .bind(key)
+                    let (holder, version, attempt, left): Answer =
+                        sqlx::query_as(AssertSqlSafe(acquire.clone()))
+                            .bind(key)
+                            .bind(&nonce[..])
+                            .bind(&owner[..])
+                            .bind(lease)
+                            .fetch_one(&mut *conn)
+                            .await
+                            .map_err(classify)?;
+                    if attempt.as_deref() == Some(&nonce[..]) {
+                        return Ok(self.acquired(req, sent, version, false));
+                    }
+                    (holder, version, left)
+                }
+                OptimisticAcquire::TakeOrInsert { take, insert } => {
+                    self.trips.add();
+                    let took = sqlx::query(AssertSqlSafe(take.clone()))
                         .bind(&owner[..])
-                        .bind(lease)
                         .bind(&nonce[..])
+                        .bind(lease)
+                        .bind(key)
                         .execute(&mut *conn)
                         .await
                         .map_err(classify)?;
-                    if ins.rows_affected() == 1 {
-                        return Ok(self.acquired(req, sent, ins.last_insert_id(), false));
+                    if took.rows_affected() == 1 {
+                        return Ok(self.acquired(req, sent, took.last_insert_id(), false));
                     }
-                    continue;
-                };
-                row
+                    self.trips.add();
+                    let row: Option<(Option<Vec<u8>>, u64, Option<i64>)> =
+                        sqlx::query_as(AssertSqlSafe(self.sql.probe.clone()))
+                            .bind(key)
+                            .fetch_optional(&mut *conn)
+                            .await
+                            .map_err(classify)?;
+                    let Some(row) = row else {
+                        // First use of the key: create it already held.
+                        self.trips.add();
+                        let ins = sqlx::query(AssertSqlSafe(insert.clone()))
+                            .bind(key)
+                            .bind(&owner[..])
+                            .bind(lease)
+                            .bind(&nonce[..])
+                            .execute(&mut *conn)
+                            .await
+                            .map_err(classify)?;
+                        if ins.rows_affected() == 1 {
+                            return Ok(self.acquired(req, sent, ins.last_insert_id(), false));
+                        }
+                        continue;
+                    };
+                    row
+                }
             };
             match (holder, left) {
                 (Some(holder), Some(left)) if left > 0 => {

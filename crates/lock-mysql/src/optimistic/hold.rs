@@ -15,7 +15,7 @@ use crate::session::answered_by;
 impl Optimistic {
     pub(crate) async fn release_lease(&self, key: &str, owner: OwnerToken) -> Result<bool> {
         let id = (key.to_owned(), owner);
-        let Some((version, count)) = self.local.lock().get(&id).map(|l| (l.version, l.count)) else {
+        let Some(version) = self.local.lock().get(&id).map(|l| l.version) else {
             return Ok(false);
         };
         // Each statement bounded: a compare-and-set on this hold's version that lands after its
@@ -29,11 +29,8 @@ impl Optimistic {
                 .execute(&self.pool);
             answered_by(self.response_bound(), stmt)
         };
-        // The last hold on MariaDB deletes the row (per-key state does not pile up); a row with
-        // more holds than this client knows of (a nesting by another client) falls back to the
-        // update.
-        let deleted = self.reclaim && count == 1 && cas(&self.sql.release_delete).await?.rows_affected() == 1;
-        let released = deleted || cas(&self.sql.release).await?.rows_affected() == 1;
+        // The row stays (the sweep deletes it once idle): see `sql/optimistic_sweep.sql`.
+        let released = cas(&self.sql.release).await?.rows_affected() == 1;
         let mut local = self.local.lock();
         match local.get_mut(&id) {
             // Another grant was recorded meanwhile: not ours to touch.

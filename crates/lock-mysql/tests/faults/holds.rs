@@ -3,8 +3,9 @@
 
 use super::*;
 
-/// MariaDB: the row of a released key is deleted, expired rows of crashed holders are swept,
-/// and fences keep increasing for a key whose row came and went.
+/// MariaDB: a released key keeps its row while in use (its next acquisition is one round trip),
+/// rows idle for a while (released, or expired: a crashed holder) are swept, and fences keep
+/// increasing for a key whose row came and went.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn optimistic_rows_are_reclaimed_and_fences_keep_growing() {
     let url = shared_url();
@@ -28,35 +29,59 @@ async fn optimistic_rows_are_reclaimed_and_fences_keep_growing() {
             n
         }
     };
+    // The sweep removes rows idle for a while; age the row instead of waiting.
+    let age = |k: String| {
+        let (pool, table) = (pool.clone(), b.table().to_owned());
+        async move {
+            lock_mysql::sqlx::query(lock_mysql::sqlx::AssertSqlSafe(format!(
+                "UPDATE `{table}` SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE WHERE name = ?"
+            )))
+            .bind(k.into_bytes())
+            .execute(&pool)
+            .await
+            .expect("age");
+        }
+    };
+    // Every 256th acquisition of a client sweeps in the background.
+    let sweep = |round: usize| {
+        let (l, k) = (l.clone(), key(&format!("reclaim-sweep-{round}")));
+        async move {
+            for i in 0..256 {
+                let g = l
+                    .lock(format!("{k}-{i}"))
+                    .lease(Duration::from_secs(5))
+                    .try_acquire()
+                    .await
+                    .expect("try");
+                g.expect("free").release().await.expect("release");
+            }
+        }
+    };
+    let swept = |k: String, what: &'static str| {
+        let rows = &rows;
+        async move {
+            let t = Instant::now();
+            while rows(k.clone()).await != 0 {
+                assert!(t.elapsed() < Duration::from_secs(5), "{what} was not swept");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
     let k = key("reclaim");
     let g = l.lock(&k).lease(Duration::from_secs(5)).try_acquire().await.expect("try").expect("free");
     let f1 = g.fence();
-    assert_eq!(rows(k.clone()).await, 1);
     g.release().await.expect("release");
-    assert_eq!(rows(k.clone()).await, 0, "a released key keeps its row");
+    assert_eq!(rows(k.clone()).await, 1, "a released key in use keeps its row");
+    age(k.clone()).await;
+    sweep(0).await;
+    swept(k.clone(), "an idle released row").await;
     let g = l.lock(&k).lease(Duration::from_millis(50)).try_acquire().await.expect("try").expect("free");
     assert!(g.fence() > f1, "fence went back after the row was deleted");
     g.abandon(); // a crashed holder: its row stays until swept
     assert_eq!(rows(k.clone()).await, 1);
-    // The sweep removes rows expired for a minute; age this one instead of waiting.
-    lock_mysql::sqlx::query(lock_mysql::sqlx::AssertSqlSafe(format!(
-        "UPDATE `{}` SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE WHERE name = ?",
-        b.table()
-    )))
-    .bind(k.clone().into_bytes())
-    .execute(&pool)
-    .await
-    .expect("age");
-    // Every 1024th acquisition of a client sweeps in the background.
-    for i in 0..1024 {
-        let g = l.lock(format!("{k}-{i}")).lease(Duration::from_secs(5)).try_acquire().await.expect("try");
-        g.expect("free").release().await.expect("release");
-    }
-    let t = Instant::now();
-    while rows(k.clone()).await != 0 {
-        assert!(t.elapsed() < Duration::from_secs(5), "the expired row was not swept");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    age(k.clone()).await;
+    sweep(1).await;
+    swept(k.clone(), "an expired row").await;
 }
 
 /// Optimistic renewals and nested acquisitions only ever move the expiry later: a nested guard

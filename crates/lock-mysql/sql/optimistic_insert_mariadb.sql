@@ -1,3 +1,0 @@
--- First use of a lock: create the row already held.
-INSERT IGNORE INTO `{table}` (name, owner, version, holds, expires_at, attempt)
-VALUES (?, ?, LAST_INSERT_ID(NEXTVAL(`{table}_fence`)), 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, (@dlock_attempt := ?))
