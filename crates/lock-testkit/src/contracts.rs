@@ -218,7 +218,7 @@ pub const ROWS: &[Row] = rows! {
         BookkeepingBounded => Gap("no case counts what a cancelled with_lock leaves");
     "LockRequest::acquire":
         Exclusion => Case("mutual_exclusion"),
-        FencesIncrease => Case("fencing_tokens_increase"),
+        FencesIncrease => Case("fences_increase_under_contention"),
         LostBeforeSuccessor => Case("lost_before_successor"),
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Case("cancelled_acquire_leaves_nothing"),

@@ -23,6 +23,7 @@ pub use exclusion::{
     foreign_release_rejected, inspect_without_acquiring, keys_independent_multilock, mutual_exclusion,
     reentrant_nesting, round_trip, wait_times_out, waiter_wakes_on_release,
 };
+pub use fences::fences_increase_under_contention;
 pub use herd::release_wakes_no_herd;
 pub use holder::{evict_takes_the_lock_from_its_holder, holder_identity_noted, list_names_the_held_keys};
 pub use input::{ODD_KEYS, bad_input};
@@ -34,6 +35,7 @@ pub use leases::{
 mod cancellation;
 mod capabilities;
 mod exclusion;
+mod fences;
 mod herd;
 mod holder;
 mod input;
@@ -110,7 +112,8 @@ macro_rules! conformance_tests {
             bad_input, keys_independent_multilock, renew_only_extends, lost_reaches_nested_guards,
             lost_before_successor, cancel_on_free_key, late_cleanup_spares_later_grant,
             inspect_without_acquiring, capabilities_are_honest, holder_identity_noted,
-            evict_takes_the_lock_from_its_holder, list_names_the_held_keys, release_wakes_no_herd);
+            evict_takes_the_lock_from_its_holder, list_names_the_held_keys, release_wakes_no_herd,
+            fences_increase_under_contention);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
