@@ -8,18 +8,19 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::backend::session::{self, Granted, Sessions};
 use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, Record, RecordOp, RenewItem, Subscription,
-    UrlOptions,
+    AcquireRequest, Attempt, Backoff, Capability, LockBackend, LockInfo, Record, RecordOp, RenewItem,
+    Subscription, UrlOptions,
 };
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use tokio::time::Instant;
 
 use crate::NAME;
-use crate::driver::Files;
+use crate::driver::{Files, Held};
 use crate::files::{KeyFiles, grab, probe};
 use crate::names::stem;
+use crate::queue::{Ahead, Ticket};
 use crate::records::{OwnedOp, apply};
-use crate::wakeups::Wakeups;
+use crate::wakeups::{Place, Wakeups};
 
 /// How often a hold checks that its lock file is still the one at its path: how soon a holder
 /// learns that someone removed or replaced it.
@@ -29,16 +30,23 @@ pub const DEFAULT_CHECK_EVERY: Duration = Duration::from_millis(250);
 /// kernel closes the file). The toolkit's give-up clock is set past any lease.
 const NO_IDLE_BOUND: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// How long a waiter in line sleeps without a wake-up while the directories are watched: the
+/// most a lost inotify event can cost it.
+const WATCHED_FALLBACK: Duration = Duration::from_millis(500);
+/// The polling of a waiter in line where nothing wakes it (no inotify).
+const POLL: (Duration, Duration) = (Duration::from_millis(2), Duration::from_millis(100));
+
 /// Locks as advisory file locks (`flock`) in one directory of one host.
 ///
 /// A key's lock is an exclusive `flock` on `<dir>/<key>.lock`, held by an open file until
 /// release; the kernel drops it when the process exits, however it exits. Fencing tokens come
 /// from `<dir>/<key>.fence`, raised and synced to disk under the lock before each grant. The
 /// lost signal fires when the lock file is removed or replaced behind the holder. Waiters are
-/// woken when a holder closes its lock file (inotify on Linux; elsewhere, or where the
-/// directory cannot be watched, they poll with the core's jittered backoff). Holds are session-bound: the lease asked for is not a
-/// timeout, the process is. Not for network file systems: NFS does not keep `flock`s
-/// exclusive across hosts.
+/// served first come, first served: each waits in line with a ticket in `<dir>/.queue` (see
+/// the `queue` module), and is woken when a holder closes its lock file or a waiter before it
+/// leaves (inotify on Linux; elsewhere, or where the directory cannot be watched, they poll).
+/// Holds are session-bound: the lease asked for is not a timeout, the process is. Not for
+/// network file systems: NFS does not keep `flock`s exclusive across hosts.
 pub struct FileLock {
     dir: PathBuf,
     sessions: Sessions<Files>,
@@ -136,6 +144,66 @@ fn io_error(e: io::Error, path: &Path) -> LockError {
     }
 }
 
+/// A waiter in line: its place among this backend's waiters first, so that it is gone before
+/// the ticket's removal wakes the next one (fields drop in order).
+struct Waiting {
+    place: Place,
+    ticket: Ticket,
+}
+
+impl FileLock {
+    /// Wait in `files`' line until this waiter is first and the lock is free (the lock file
+    /// taken), or until `until` (then `None`). Dropped at any await, the ticket goes with it.
+    async fn wait_in_line(&self, files: &KeyFiles, until: Instant) -> Result<Option<Granted<Held>>> {
+        let ticket = blocking(files, |f| f.line.enqueue()).await?;
+        let waiting = Waiting { place: self.wakeups.join(&files.line.stem, ticket.number()), ticket };
+        let mine = Some(waiting.ticket.number());
+        let mut backoff = Backoff::new(POLL.0, POLL.1);
+        loop {
+            let sent = Instant::now();
+            waiting.place.looking();
+            let before = match blocking(files, move |f| turn(f, mine)).await? {
+                Turn::Taken(held, fence) => {
+                    return Ok(Some(Granted { held, session: 0, fence, sent, answered: None }));
+                }
+                Turn::First => None,
+                Turn::Behind(n) => Some(n),
+            };
+            let now = Instant::now();
+            if now >= until {
+                return Ok(None);
+            }
+            let nap = if self.wakeups.watching() { WATCHED_FALLBACK } else { backoff.next_delay() };
+            tokio::select! {
+                () = waiting.place.woken(before) => {}
+                () = tokio::time::sleep_until(until.min(now + nap)) => {}
+            }
+        }
+    }
+}
+
+/// What an attempt in line found.
+enum Turn {
+    /// The lock, with its fence.
+    Taken(Held, u64),
+    /// First in line, the lock held.
+    First,
+    /// Behind the live waiter with this ticket.
+    Behind(u64),
+}
+
+/// Take the lock if no live waiter stands in line before `mine` (before anyone, for an attempt
+/// that does not wait in line) and it is free.
+fn turn(files: &KeyFiles, mine: Option<u64>) -> io::Result<Turn> {
+    if let Ahead::Behind(n) = files.line.ahead(mine)? {
+        return Ok(Turn::Behind(n));
+    }
+    Ok(match grab(files)? {
+        Some((held, fence)) => Turn::Taken(held, fence),
+        None => Turn::First,
+    })
+}
+
 /// Runs a blocking file operation off the runtime's workers.
 async fn blocking<T: Send + 'static>(
     files: &KeyFiles,
@@ -156,8 +224,9 @@ impl LockBackend for FileLock {
 
     fn capabilities(&self) -> Capability {
         let mut c = session::capabilities();
-        // No queue to wait in: waiters sleep until a holder's lock file closes.
-        c.native_wait = false;
+        // An attempt with a wait waits in the key's line (`wait_in_line`), served in order.
+        c.native_wait = true;
+        c.fair = true;
         c.notify = Wakeups::SUPPORTED;
         // `<stem>.rec` files, replaced whole under a flock (records.rs).
         c.records = true;
@@ -170,11 +239,17 @@ impl LockBackend for FileLock {
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let attempt = || async {
+            let files = self.files(req.key);
             let sent = Instant::now();
             // A cancelled attempt leaves nothing behind: the blocking grab finishes on its own
             // and its result, the locked file, is dropped (closed, so unlocked) with the handle.
-            let grabbed = blocking(&self.files(req.key), grab).await?;
-            Ok(grabbed.map(|(held, fence)| Granted { held, session: 0, fence, sent, answered: None }))
+            if let Turn::Taken(held, fence) = blocking(&files, |f| turn(f, None)).await? {
+                return Ok(Some(Granted { held, session: 0, fence, sent, answered: None }));
+            }
+            match req.wait_until.filter(|&until| until > Instant::now()) {
+                Some(until) => self.wait_in_line(&files, until).await,
+                None => Ok(None),
+            }
         };
         self.sessions.acquire(req, attempt).await
     }
@@ -188,14 +263,20 @@ impl LockBackend for FileLock {
     }
 
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
-        Ok(match blocking(&self.files(key), probe).await? {
+        let look = |f: &KeyFiles| -> io::Result<_> { Ok((probe(f)?, f.line.live()?)) };
+        let (fence, waiters) = blocking(&self.files(key), look).await?;
+        let mut info = match fence {
             None => LockInfo::free(),
             Some(fence) => {
                 let mut held = LockInfo::held();
                 held.fence = Some(FencingToken(fence));
                 held
             }
-        })
+        };
+        // The waiters in line: a reader of the composite read-write lock steps aside for a
+        // writer waiting at the gate even while the gate is between holders.
+        info.waiters = Some(waiters);
+        Ok(info)
     }
 
     async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {

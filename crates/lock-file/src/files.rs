@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::driver::{Held, still_names};
+use crate::queue::Line;
 
 /// A lock file removed between our open and our lock is retried on the new file this many
 /// times before the attempt reports the key held.
@@ -21,6 +22,8 @@ pub(crate) struct KeyFiles {
     pub(crate) fence_lock: PathBuf,
     pub(crate) note: PathBuf,
     pub(crate) dir: PathBuf,
+    /// The key's waiters in line (`queue`).
+    pub(crate) line: Line,
 }
 
 impl KeyFiles {
@@ -33,6 +36,7 @@ impl KeyFiles {
             fence_lock: at("fence-guard"),
             note: at("note"),
             dir: dir.to_owned(),
+            line: Line::new(dir, stem),
         }
     }
 }

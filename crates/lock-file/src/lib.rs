@@ -8,6 +8,7 @@ mod backend;
 mod driver;
 mod files;
 mod names;
+mod queue;
 mod records;
 mod wakeups;
 

@@ -1,21 +1,32 @@
 //! Waiters woken by the kernel instead of by polling: an inotify watch on the lock directory
-//! reports a lock file closed after writing, or removed, and wakes that key's waiters.
+//! reports a lock file closed after writing, or removed, and wakes that key's waiters; a watch
+//! on the queue directory (`queue`) reports a ticket removed or its owner gone, and wakes the
+//! waiters behind it.
 //!
 //! Only a holder keeps a lock file open for writing (attempts open it read-only, see
 //! `files::open_lock`), so "closed after writing" means a release or a holder's exit, and a
 //! waiter's failed attempt wakes nobody (no herd of waiters waking each other). A release wakes
-//! one waiter of the key in this process (the one that waited longest), not all of them.
+//! one subscriber of the key in this process (the one that waited longest), not all of them.
+//!
+//! Of the waiters in line, each backend wakes only its first (the first in line of all is the
+//! first of its own backend), and only for what it waits for: the first in line for a release,
+//! any other for the end of the ticket just before its own (as ZooKeeper's waiters watch their
+//! predecessor). So a release or a grant wakes one waiter, not one per process.
 
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use lock_core::backend::{Mutex, NotifyHub, Subscription};
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 /// The watch of one directory, started by the first waiter and stopped when the backend goes.
 pub(crate) struct Wakeups {
     dir: PathBuf,
     hub: NotifyHub,
+    line: Arc<InLine>,
     /// Dropping it ends the watching task; `None` until the first waiter, or after a failure.
     watching: Mutex<Option<oneshot::Sender<()>>>,
 }
@@ -27,41 +38,164 @@ impl fmt::Debug for Wakeups {
     }
 }
 
+/// The waiters in line of this backend, by key stem and ticket number.
+#[derive(Default)]
+struct InLine {
+    waiters: Mutex<HashMap<String, BTreeMap<u64, Arc<Sleeper>>>>,
+}
+
+/// One waiter in line: how it is woken, and for what.
+struct Sleeper {
+    woken: Notify,
+    /// [`ANYTHING`] (it is looking, or has not looked yet), [`RELEASE`] (it is first in line)
+    /// or the number of the ticket just before its own.
+    waits_for: AtomicU64,
+}
+
+/// What a waiter waits for: any change (set while it looks, so that nothing that happens
+/// during the look is missed).
+const ANYTHING: u64 = u64::MAX;
+/// What a waiter waits for: the lock's release (it is first in line). No ticket is numbered 0.
+const RELEASE: u64 = 0;
+
+/// What the watch saw happen to a key.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+enum Change {
+    /// Its lock file was closed after writing, or removed.
+    Released,
+    /// This ticket of its line was removed, or closed by its owner's exit.
+    Ticket(u64),
+}
+
+impl InLine {
+    /// Wake the first waiter of `stem` in line here if it waits for `change` (one that is not
+    /// waiting right now finds the wake-up when it next waits).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    fn wake_first(&self, stem: &str, change: Change) {
+        let waiters = self.waiters.lock();
+        let Some((_, first)) = waiters.get(stem).and_then(BTreeMap::first_key_value) else { return };
+        let waits_for = first.waits_for.load(Ordering::SeqCst);
+        let wake = match change {
+            _ if waits_for == ANYTHING => true,
+            Change::Released => waits_for == RELEASE,
+            Change::Ticket(n) => waits_for == n,
+        };
+        if wake {
+            first.woken.notify_one();
+        }
+    }
+
+    /// Wake every waiter in line here: the watch ended, they look and poll.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    fn wake_all(&self) {
+        for s in self.waiters.lock().values().flat_map(BTreeMap::values) {
+            s.woken.notify_one();
+        }
+    }
+}
+
+/// A waiter's place among this backend's waiters in line, gone when dropped (before its
+/// ticket is removed, so the wake-up of that removal reaches the next).
+pub(crate) struct Place {
+    line: Arc<InLine>,
+    stem: String,
+    number: u64,
+    sleeper: Arc<Sleeper>,
+}
+
+impl Place {
+    /// The waiter is about to look at the line: any change wakes it until it has looked.
+    pub(crate) fn looking(&self) {
+        self.sleeper.waits_for.store(ANYTHING, Ordering::SeqCst);
+    }
+
+    /// Sleep until a wake-up for what the look found: `before`, the ticket just before this
+    /// one, or `None` (first in line: the release).
+    pub(crate) async fn woken(&self, before: Option<u64>) {
+        self.sleeper.waits_for.store(before.unwrap_or(RELEASE), Ordering::SeqCst);
+        self.sleeper.woken.notified().await;
+    }
+}
+
+impl fmt::Debug for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Place").field("stem", &self.stem).field("number", &self.number).finish()
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut waiters = self.line.waiters.lock();
+        if let Some(m) = waiters.get_mut(&self.stem) {
+            m.remove(&self.number);
+            if m.is_empty() {
+                waiters.remove(&self.stem);
+            }
+        }
+    }
+}
+
 impl Wakeups {
     pub(crate) fn new(dir: PathBuf) -> Self {
-        Wakeups { dir, hub: NotifyHub::new(), watching: Mutex::default() }
+        Wakeups { dir, hub: NotifyHub::new(), line: Arc::default(), watching: Mutex::default() }
     }
 
     /// Whether this platform can wake waiters (the capability `notify`).
     pub(crate) const SUPPORTED: bool = cfg!(target_os = "linux");
 
-    /// A subscription to the releases of the key whose files are named `stem`, or `None` when
-    /// the directory cannot be watched (the core then polls).
-    pub(crate) fn subscribe(&self, stem: &str) -> Option<Subscription> {
+    /// Whether the directories are watched, starting the watch if it is not running.
+    pub(crate) fn watching(&self) -> bool {
         let mut watching = self.watching.lock();
         if watching.as_ref().is_none_or(|tx| tx.is_closed()) {
-            match watch(&self.dir, self.hub.clone()) {
+            match watch(&self.dir, self.hub.clone(), self.line.clone()) {
                 Ok(stop) => *watching = Some(stop),
                 Err(e) => {
                     tracing::debug!(dir = %self.dir.display(), error = %e, "cannot watch the lock directory; waiters poll");
-                    return None;
+                    return false;
                 }
             }
         }
-        Some(self.hub.subscribe(stem).0)
+        true
+    }
+
+    /// A subscription to the releases of the key whose files are named `stem`, or `None` when
+    /// the directory cannot be watched (the core then polls).
+    pub(crate) fn subscribe(&self, stem: &str) -> Option<Subscription> {
+        self.watching().then(|| self.hub.subscribe(stem).0)
+    }
+
+    /// The place of the waiter with ticket `number` in `stem`'s line.
+    pub(crate) fn join(&self, stem: &str, number: u64) -> Place {
+        let sleeper = Arc::new(Sleeper { woken: Notify::new(), waits_for: AtomicU64::new(ANYTHING) });
+        self.line.waiters.lock().entry(stem.to_owned()).or_default().insert(number, sleeper.clone());
+        Place { line: self.line.clone(), stem: stem.to_owned(), number, sleeper }
     }
 }
 
 #[cfg(target_os = "linux")]
-fn watch(dir: &std::path::Path, hub: NotifyHub) -> std::io::Result<oneshot::Sender<()>> {
+fn watch(dir: &std::path::Path, hub: NotifyHub, line: Arc<InLine>) -> std::io::Result<oneshot::Sender<()>> {
     use futures_util::StreamExt;
     use inotify::{EventMask, Inotify, WatchMask};
 
     let inotify = Inotify::init()?;
-    inotify.watches().add(dir, WatchMask::CLOSE_WRITE | WatchMask::DELETE | WatchMask::MOVED_FROM)?;
+    let changes = WatchMask::CLOSE_WRITE | WatchMask::DELETE | WatchMask::MOVED_FROM;
+    inotify.watches().add(dir, changes)?;
+    let queue = dir.join(crate::queue::QUEUE_DIR);
+    crate::queue::make_dir(&queue)?;
+    let tickets = inotify.watches().add(&queue, changes)?;
     let mut events = inotify.into_event_stream([0u8; 4096])?;
     let (stop_tx, mut stop) = oneshot::channel::<()>();
     tokio::spawn(async move {
+        // However the watch ends, the waiters in line look again (and start a new one).
+        struct Ended(Arc<InLine>);
+        impl Drop for Ended {
+            fn drop(&mut self) {
+                self.0.wake_all();
+            }
+        }
+        let ended = Ended(line);
+        let line = &ended.0;
         loop {
             let event = tokio::select! {
                 _ = &mut stop => return,
@@ -69,8 +203,23 @@ fn watch(dir: &std::path::Path, hub: NotifyHub) -> std::io::Result<oneshot::Send
             };
             match event {
                 Some(Ok(e)) if e.mask.contains(EventMask::Q_OVERFLOW) => {
-                    // Events were dropped: the waiters' fallback poll finds the releases.
+                    // Events were dropped: every waiter in line looks again, and the
+                    // subscribers' fallback poll finds the releases.
                     tracing::debug!("inotify queue overflowed");
+                    line.wake_all();
+                }
+                Some(Ok(e)) if e.wd == tickets => {
+                    if e.mask.contains(EventMask::IGNORED) {
+                        // The queue directory was removed: the next waiter watches the new one.
+                        tracing::debug!("the queue directory went; the watch ends");
+                        return;
+                    }
+                    // A ticket removed, or closed by its owner's exit: the one behind it looks.
+                    let name = e.name.as_deref().and_then(|n| n.to_str());
+                    let ticket = name.and_then(|n| n.rsplit_once('.'));
+                    if let Some((stem, Ok(n))) = ticket.map(|(s, n)| (s, n.parse::<u64>())) {
+                        line.wake_first(stem, Change::Ticket(n));
+                    }
                 }
                 Some(Ok(e)) => {
                     let stem =
@@ -78,6 +227,7 @@ fn watch(dir: &std::path::Path, hub: NotifyHub) -> std::io::Result<oneshot::Send
                     if let Some(stem) = stem {
                         // One waiter per process and release, not every waiter of the key.
                         hub.notify_one(stem);
+                        line.wake_first(stem, Change::Released);
                     }
                 }
                 Some(Err(e)) => {
@@ -93,6 +243,10 @@ fn watch(dir: &std::path::Path, hub: NotifyHub) -> std::io::Result<oneshot::Send
 }
 
 #[cfg(not(target_os = "linux"))]
-fn watch(_dir: &std::path::Path, _hub: NotifyHub) -> std::io::Result<oneshot::Sender<()>> {
+fn watch(
+    _dir: &std::path::Path,
+    _hub: NotifyHub,
+    _line: Arc<InLine>,
+) -> std::io::Result<oneshot::Sender<()>> {
     Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "no inotify on this platform"))
 }
