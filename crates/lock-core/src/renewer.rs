@@ -114,7 +114,9 @@ impl Entry {
     /// A renewal sent at `sent_at` for `lease` was confirmed: the deadline only ever moves later.
     fn extend(&mut self, sent_at: Instant, lease: Duration) {
         if let Some(d) = self.confirmed_until {
-            self.confirmed_until = Some(d.max(local_deadline(sent_at, lease, self.margin)));
+            let d = d.max(local_deadline(sent_at, lease, self.margin));
+            self.confirmed_until = Some(d);
+            self.signal.extend_deadline(d);
         }
         self.next_due = sent_at + period(lease);
         self.signal.mark_held();
@@ -231,6 +233,9 @@ impl Renewer {
             renew_until: new.renew_until,
             signal: new.signal,
         };
+        if let Some(d) = entry.confirmed_until {
+            entry.signal.extend_deadline(d);
+        }
         let event = entry.first_event();
         let mut st = self.lock();
         let id = st.next_id;
@@ -308,7 +313,7 @@ impl Renewer {
     /// Drop leases already lost and fire the ones whose deadline passed.
     fn reap(&self, st: &mut State, now: Instant) {
         st.entries.retain(|_, e| {
-            if e.signal.is_lost() {
+            if e.signal.is_marked() {
                 return false;
             }
             if e.confirmed_until.is_some_and(|d| d <= now) {

@@ -3,7 +3,10 @@
 use std::sync::Arc;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use crate::backend::Mutex;
 
 /// What the holder knows about its lease.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +47,10 @@ pub struct LeaseSignal {
     /// made outside a `Locker`).
     backend: &'static str,
     key: Option<Arc<str>>,
+    /// The latest local lease deadline of the hold (only ever moved later), so that a reader
+    /// past it is told lost even while the watchdog task that would mark it has not run (a
+    /// starved runtime, a blocked worker thread): the flag alone is as late as that task.
+    deadline: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Default for LeaseSignal {
@@ -60,6 +67,7 @@ impl LeaseSignal {
             state: watch::Sender::new(LeaseState::Held),
             backend: "unknown",
             key: None,
+            deadline: Arc::default(),
         }
     }
 
@@ -123,14 +131,40 @@ impl LeaseSignal {
         }
     }
 
-    /// Current state.
+    /// The hold's local lease deadline is at least `deadline` (a grant or a confirmed renewal).
+    pub(crate) fn extend_deadline(&self, deadline: Instant) {
+        let mut d = self.deadline.lock();
+        *d = Some(d.map_or(deadline, |old| old.max(deadline)));
+    }
+
+    /// Whether the lease was marked lost (the flag alone: no clock read, for the watchdog's
+    /// pass over every lease, which marks passed deadlines itself).
+    pub(crate) fn is_marked(&self) -> bool {
+        self.lost.is_cancelled()
+    }
+
+    /// Mark the lease lost if its local deadline has passed; whether it is lost.
+    fn lost_by_clock(&self) -> bool {
+        if self.lost.is_cancelled() {
+            return true;
+        }
+        let passed = self.deadline.lock().is_some_and(|d| d <= Instant::now());
+        if passed {
+            self.mark_lost(LostReason::DeadlinePassed);
+        }
+        passed
+    }
+
+    /// Current state. Past the local lease deadline it is `Lost` even before the watchdog task
+    /// has marked it.
     pub fn state(&self) -> LeaseState {
+        self.lost_by_clock();
         *self.state.borrow()
     }
 
-    /// Whether the lease is known lost.
+    /// Whether the lease is known lost: marked, or past its local lease deadline.
     pub fn is_lost(&self) -> bool {
-        self.lost.is_cancelled()
+        self.lost_by_clock()
     }
 
     /// A token cancelled when the lease is lost; select on `token.cancelled()`.
