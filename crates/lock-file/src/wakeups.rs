@@ -1,17 +1,18 @@
 //! Waiters woken by the kernel instead of by polling: an inotify watch on the lock directory
 //! reports a lock file closed after writing, or removed, and wakes that key's waiters; a watch
 //! on the queue directory (`queue`) reports a ticket removed or its owner gone, and wakes the
-//! waiters behind it.
+//! waiter behind it.
 //!
 //! Only a holder keeps a lock file open for writing (attempts open it read-only, see
 //! `files::open_lock`), so "closed after writing" means a release or a holder's exit, and a
 //! waiter's failed attempt wakes nobody (no herd of waiters waking each other). A release wakes
 //! one subscriber of the key in this process (the one that waited longest), not all of them.
 //!
-//! Of the waiters in line, each backend wakes only its first (the first in line of all is the
-//! first of its own backend), and only for what it waits for: the first in line for a release,
-//! any other for the end of the ticket just before its own (as ZooKeeper's waiters watch their
-//! predecessor). So a release or a grant wakes one waiter, not one per process.
+//! A waiter in line is woken only for what it waits for: the first in line for a release, any
+//! other for the end of the ticket just before its own (as ZooKeeper's waiters watch their
+//! predecessor), which is what can make it first. So a release or a grant wakes one waiter,
+//! not one per process. While a waiter looks at the line it is woken by anything, so that what
+//! happens during its look is not missed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -69,20 +70,23 @@ enum Change {
 }
 
 impl InLine {
-    /// Wake the first waiter of `stem` in line here if it waits for `change` (one that is not
-    /// waiting right now finds the wake-up when it next waits).
+    /// Wake the waiters of `stem` in line here that wait for `change` (one that is not waiting
+    /// right now finds the wake-up when it next waits). Not only the first here: a waiter
+    /// behind another of this backend still watches its own predecessor, which may be another
+    /// process's waiter that gives up.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    fn wake_first(&self, stem: &str, change: Change) {
+    fn wake(&self, stem: &str, change: Change) {
         let waiters = self.waiters.lock();
-        let Some((_, first)) = waiters.get(stem).and_then(BTreeMap::first_key_value) else { return };
-        let waits_for = first.waits_for.load(Ordering::SeqCst);
-        let wake = match change {
-            _ if waits_for == ANYTHING => true,
-            Change::Released => waits_for == RELEASE,
-            Change::Ticket(n) => waits_for == n,
-        };
-        if wake {
-            first.woken.notify_one();
+        for s in waiters.get(stem).into_iter().flat_map(BTreeMap::values) {
+            let waits_for = s.waits_for.load(Ordering::SeqCst);
+            let wake = match change {
+                _ if waits_for == ANYTHING => true,
+                Change::Released => waits_for == RELEASE,
+                Change::Ticket(n) => waits_for == n,
+            };
+            if wake {
+                s.woken.notify_one();
+            }
         }
     }
 
@@ -218,7 +222,7 @@ fn watch(dir: &std::path::Path, hub: NotifyHub, line: Arc<InLine>) -> std::io::R
                     let name = e.name.as_deref().and_then(|n| n.to_str());
                     let ticket = name.and_then(|n| n.rsplit_once('.'));
                     if let Some((stem, Ok(n))) = ticket.map(|(s, n)| (s, n.parse::<u64>())) {
-                        line.wake_first(stem, Change::Ticket(n));
+                        line.wake(stem, Change::Ticket(n));
                     }
                 }
                 Some(Ok(e)) => {
@@ -227,7 +231,7 @@ fn watch(dir: &std::path::Path, hub: NotifyHub, line: Arc<InLine>) -> std::io::R
                     if let Some(stem) = stem {
                         // One waiter per process and release, not every waiter of the key.
                         hub.notify_one(stem);
-                        line.wake_first(stem, Change::Released);
+                        line.wake(stem, Change::Released);
                     }
                 }
                 Some(Err(e)) => {

@@ -240,6 +240,55 @@ async fn a_waiter_dying_first_in_line_wakes_the_next() {
     assert_eq!(tickets(dir.path()), Vec::<String>::new(), "the dead waiter's ticket stayed");
 }
 
+/// Two waiters of one client with another client's waiter between them, which gives up: the
+/// last one now waits for the first, and gets the lock as soon as the first lets it go, not at
+/// its fallback look 500 ms later (before, only the first waiter of each client was woken, and
+/// the last one still waited for the end of the ticket that had gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_predecessor_gives_up_is_not_stranded() {
+    let dir = temp_dir("lock-file-gives-up-");
+    let key = "gives-up";
+    let looker = file_lock(dir.path());
+    let holder = Locker::new(file_lock(dir.path()));
+    let held = holder.lock(key).try_acquire().await.expect("try").expect("free");
+    let (same, other) = (Locker::new(file_lock(dir.path())), Locker::new(file_lock(dir.path())));
+    let queued = |n: usize| {
+        let looker = looker.clone();
+        async move {
+            eventually(Duration::from_secs(10), "the waiter standing in line", || async {
+                in_line(&looker, key).await == Some(n)
+            })
+            .await
+        }
+    };
+    let l = same.clone();
+    let first = tokio::spawn(async move {
+        let g = l.lock(key).wait(Duration::from_secs(10)).acquire().await?;
+        let released = Instant::now();
+        g.release().await?;
+        Ok::<_, LockError>(released)
+    });
+    queued(1).await;
+    let gives_up =
+        tokio::spawn(async move { other.lock(key).wait(Duration::from_millis(300)).acquire().await });
+    queued(2).await;
+    let last = tokio::spawn(async move {
+        let g = same.lock(key).wait(Duration::from_secs(10)).acquire().await?;
+        let at = Instant::now();
+        g.release().await?;
+        Ok::<_, LockError>(at)
+    });
+    queued(3).await;
+    let gave_up = within(Duration::from_secs(5), "the waiter giving up", gives_up).await.expect("task");
+    assert!(matches!(gave_up, Err(LockError::Timeout { .. })), "{gave_up:?}");
+    held.release().await.expect("release");
+    let released = within(Duration::from_secs(15), "the first", first).await.expect("task").expect("granted");
+    let at = within(Duration::from_secs(15), "the last", last).await.expect("task").expect("granted");
+    let cost = at - released;
+    eprintln!("the last waiter granted {cost:?} after the first released");
+    assert!(cost < DEAD_WAITER_COST, "the waiter behind one that gave up waited {cost:?}");
+}
+
 /// A waiter that times out and one whose future is dropped leave no ticket, and the key goes
 /// to the next taker at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
