@@ -160,6 +160,9 @@ impl FileLock {
         let mine = Some(waiting.ticket.number());
         let mut backoff = Backoff::new(POLL.0, POLL.1);
         loop {
+            // Watched before the look (the first wait of this backend starts the watch), so
+            // that whatever happens after the look wakes this waiter.
+            let watched = self.wakeups.watching();
             let sent = Instant::now();
             waiting.place.looking();
             let before = match blocking(files, move |f| turn(f, mine)).await? {
@@ -173,7 +176,7 @@ impl FileLock {
             if now >= until {
                 return Ok(None);
             }
-            let nap = if self.wakeups.watching() { WATCHED_FALLBACK } else { backoff.next_delay() };
+            let nap = if watched { WATCHED_FALLBACK } else { backoff.next_delay() };
             tokio::select! {
                 () = waiting.place.woken(before) => {}
                 () = tokio::time::sleep_until(until.min(now + nap)) => {}
