@@ -85,8 +85,8 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         // Removed before the file closes, so that nobody sees it unlocked and takes it for the
-        // ticket of a dead waiter. Not found: a prober removed it after all (the owner's lock
-        // was already gone), which is the same outcome.
+        // ticket of a dead waiter. Not found: someone else removed it (an operator), which is
+        // the same outcome.
         if let Err(e) = std::fs::remove_file(&self.path)
             && e.kind() != io::ErrorKind::NotFound
         {
