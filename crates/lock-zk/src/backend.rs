@@ -149,9 +149,9 @@ impl ZkLock {
         self.inner.current().client.session_id().0
     }
 
-    /// Test hook (feature `testing`, not for production): how many predecessor-watch events
-    /// this client's waiters received (each one wakes one waiter; with no herd effect, one
-    /// release causes at most one).
+    /// Test hook (feature `testing`, not for production): how many predecessor deletions this
+    /// client's waiters were woken by (with no herd effect, one release causes at most one;
+    /// a predecessor's heartbeats and notes, which fire the watch too, are not counted).
     #[cfg(feature = "testing")]
     pub fn watch_wakeups(&self) -> u64 {
         self.inner.wakeups.load(Ordering::Relaxed)

@@ -13,14 +13,21 @@ mod nodelay;
 mod note;
 mod options;
 mod permits;
+mod queue;
 mod recipe;
 mod records;
 mod session;
+mod waiting;
 
 pub use backend::ZkLock;
 pub use builder::{DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT, ZkLockBuilder};
 pub use error::SessionEnded;
 pub use key::encode_key;
+pub use waiting::{DEAD_WAITER_AFTER, WAITER_HEARTBEAT};
+/// Test hooks (feature `testing`, not for production): the data of a waiting lock node and of a
+/// claimed one, for tests that stand in for a waiter.
+#[cfg(feature = "testing")]
+pub use waiting::{HELD_DATA, WAITING_DATA};
 /// The ZooKeeper client this backend is built on, so error sources can be downcast and tests
 /// can talk to the server with the same version.
 pub use zookeeper_client;

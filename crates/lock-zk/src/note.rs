@@ -3,7 +3,8 @@
 //!
 //! A node's data version tells a note from the data a lock node is created with: every lock
 //! node starts at version 0 (ours empty, Curator's with its client's default data, the local
-//! IP address; kazoo's with the `Lock`'s identifier), and only `set_note` sets data later. So
+//! IP address; kazoo's with the `Lock`'s identifier), and only `set_note` sets data later, but
+//! for a waiter's heartbeats and claim (see `waiting.rs`), which start with a NUL: no note. So
 //! a Curator or kazoo holder reads as "no note", and an empty note as `Some("")`.
 
 use std::sync::Arc;

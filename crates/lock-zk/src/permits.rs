@@ -25,7 +25,7 @@ use zookeeper_client as zk;
 
 use crate::cleanup::{self, Node};
 use crate::error::{lock_error, temporary};
-use crate::recipe::{Entry, Queue};
+use crate::queue::{Entry, Queue};
 use crate::session::Inner;
 
 /// The gate's directory under a semaphore's: Curator's `InterProcessSemaphoreV2` mutex.

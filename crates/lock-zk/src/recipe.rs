@@ -1,25 +1,20 @@
 //! The lock recipe: create an `EPHEMERAL_SEQUENTIAL` node with the listing pipelined behind
 //! it, the lowest sequence holds, a waiter watches only its predecessor until its deadline
 //! (the backend's native wait); nesting by a current holder; watching our own node while held.
+//! The store calls the shared recipe makes are in `queue.rs`.
 
 use std::sync::Arc;
-#[cfg(feature = "testing")]
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use lock_core::backend::queue::{
-    self as lock_queue, HoldKey, Place, QueueHold, QueueHolds, QueueStore, Watched,
-};
-use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Side};
-use lock_core::{LostReason, Result, async_trait};
+use lock_core::backend::queue::{self as lock_queue, HoldKey, Place, QueueHold};
+use lock_core::backend::{AcquireRequest, Attempt, Side};
+use lock_core::{LostReason, Result};
 use tokio::task::AbortHandle;
-use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use crate::cleanup::{self, Node};
-use crate::error::{lock_error, outcome_unknown, session_ended, temporary};
-use crate::permits::{GATE_SUFFIX, gate_dir, leases_dir};
-use crate::session::{Inner, Session};
+use crate::error::session_ended;
+use crate::queue::Queue;
+use crate::session::Inner;
 
 /// Curator's node names between the `_c_<uuid>-` protection prefix and the sequence: its
 /// `InterProcessMutex` (and our mutex), and the two sides of its `InterProcessReadWriteLock`
@@ -27,14 +22,6 @@ use crate::session::{Inner, Session};
 const LOCK_NAME: &str = "lock-";
 const READ_NAME: &str = "__READ__";
 const WRITE_NAME: &str = "__WRIT__";
-/// How often a create that finds its lock directory missing re-creates it and tries again: the
-/// server reaps an empty container at any time, even between our create of it and the node's,
-/// but not over and over.
-const DIR_RETRIES: usize = 5;
-/// How often a create whose reply was lost is sent again within one attempt, once the listing
-/// behind it (which just came through, so the connection is back) proved it was not applied:
-/// Curator's protected create does the same, and the core does not retry a try-once attempt.
-const RESEND_RETRIES: usize = 5;
 /// Pause before watching our own node again after a request failed (the connection is down;
 /// the session monitor handles the state, this only re-arms the watch).
 const WATCH_RETRY: Duration = Duration::from_millis(100);
@@ -57,7 +44,7 @@ pub(crate) fn is_reader(name: &str) -> bool {
 }
 
 /// The name our node for `side` gets between the protection prefix and the sequence.
-fn node_name(side: Side) -> &'static str {
+pub(crate) fn node_name(side: Side) -> &'static str {
     match side {
         Side::Read => READ_NAME,
         Side::Write => WRITE_NAME,
@@ -115,14 +102,14 @@ impl Inner {
     /// Where `name`, a request for `side`, stands among `children` of `dir`: holding, or
     /// behind the path of the node it waits for (the one just before it; for a reader, the
     /// first writer ahead).
-    fn place(dir: &str, name: &str, side: Side, children: Vec<String>) -> Result<Place<String>> {
+    ///
+    /// `None` when `name` is not among them: deleted behind our back (judged dead, see
+    /// `waiting.rs`), or the session ended.
+    pub(crate) fn place(dir: &str, name: &str, side: Side, children: Vec<String>) -> Option<Place<String>> {
         warn_of_kazoo(dir, &children);
         let queue = queue(children);
-        let Some(pos) = queue.iter().position(|(_, c)| *c == name) else {
-            // Deleted behind our back, or the session ended; nothing left to clean up.
-            return Err(temporary("own lock node vanished while waiting"));
-        };
-        Ok(match lock_queue::place_behind(&queue[..pos], side, |(_, c)| is_reader(c)) {
+        let pos = queue.iter().position(|(_, c)| *c == name)?;
+        Some(match lock_queue::place_behind(&queue[..pos], side, |(_, c)| is_reader(c)) {
             Place::Head => Place::Head,
             Place::Behind((_, node)) => Place::Behind(format!("{dir}/{node}")),
         })
@@ -247,183 +234,6 @@ impl Inner {
             Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
             Err(e) => Err(e),
         }
-    }
-}
-
-/// The store calls of the shared queue recipe, for one acquisition.
-pub(crate) struct Queue<'a>(pub(crate) &'a Arc<Inner>);
-
-/// One attempt's node, on the session it was created in, with the cleanup that deletes it
-/// unless the attempt ends in a grant.
-pub(crate) struct Entry {
-    /// The child watch the create's listing set on the directory: a holder's first watch of its
-    /// own node (see `watch_own_node`). Declared first, so that it goes before the cleanup runs.
-    dir_watch: Option<zk::OneshotWatcher>,
-    /// The kind of hold asked for.
-    side: Side,
-    pub(crate) session: Arc<Session>,
-    dir: String,
-    name: String,
-    czxid: i64,
-    cleanup: Cleanup,
-    /// A permit's gate: the semaphore's leases, listed right behind the gate's queue (the
-    /// listing that found the entry first comes before it, so it has every lease a former
-    /// holder of the gate created); `None` when not listed with the latest place.
-    pub(crate) leases: Option<std::result::Result<Vec<String>, zk::Error>>,
-}
-
-impl Entry {
-    /// Leave the queue: the delete of our node is sent before this returns (behind any request
-    /// of the session sent before), and retried in the background until the node is gone.
-    pub(crate) fn leave_behind(self, runtime: &tokio::runtime::Handle) {
-        let Entry { session, dir, name, cleanup, .. } = self;
-        cleanup.disarm();
-        cleanup::spawn_delete(runtime, session.client.clone(), format!("{dir}/{name}"));
-    }
-}
-
-#[async_trait]
-impl QueueStore for Queue<'_> {
-    type Entry = Entry;
-    /// The predecessor's path.
-    type Predecessor = String;
-    type Watch = zk::OneshotWatcher;
-
-    fn holds(&self) -> &QueueHolds {
-        &self.0.holds
-    }
-
-    fn delete_lost(&self, hold: QueueHold) {
-        self.0.delete_lost(hold);
-    }
-
-    /// Create our node; the child listing is pipelined behind it (one round trip: both go out
-    /// in one write, and the server answers them in order, so the listing has our node). The
-    /// listing also sets a child watch on the directory: a holder's first watch of its own node
-    /// (see `watch_own_node`), so an uncontended grant costs no request of its own.
-    async fn enqueue(&self, req: &AcquireRequest<'_>) -> Result<(Entry, Place<String>)> {
-        let inner = self.0;
-        let session = inner.session().await?;
-        let client = &session.client;
-        let base = inner.dir(req.key);
-        let permit = matches!(req.side, Side::Permit { .. });
-        let dir = if permit { gate_dir(&base) } else { base.clone() };
-        let unique = format!("_c_{}-{}", uuid::Uuid::new_v4(), node_name(req.side));
-        let prefix = format!("{dir}/{unique}");
-        let mut cleanup = cleanup::guard(client, Node::Prefix { dir: dir.clone(), unique: unique.clone() });
-        let options = zk::CreateMode::EphemeralSequential.with_acls(inner.acls());
-        let (mut dir_attempts, mut resent) = (0, 0);
-        let (name, czxid, children, dir_watch, leases) = loop {
-            let sent = Instant::now();
-            let created = client.create(&prefix, &[], &options);
-            let listed = client.list_and_watch_children(&dir);
-            let leases = permit.then(|| client.list_children(&leases_dir(&base)));
-            match created.await {
-                Ok((stat, seq)) => {
-                    session.confirm(sent);
-                    let name = format!("{unique}{seq}");
-                    cleanup::found(&mut cleanup, client, format!("{dir}/{name}"));
-                    let (children, watch) = listed.await.map_err(lock_error)?;
-                    let leases = match leases {
-                        Some(l) => Some(l.await),
-                        None => None,
-                    };
-                    break (name, stat.czxid, children, Some(watch), leases);
-                }
-                Err(zk::Error::NoNode) if dir_attempts < DIR_RETRIES => {
-                    drop(listed);
-                    dir_attempts += 1;
-                    inner.ensure_dir(client, &dir).await.map_err(lock_error)?;
-                }
-                // The reply was lost, not necessarily the create: find our node by its unique
-                // prefix before creating another (a second node would queue behind the first
-                // for the rest of the session). Not there: the create was not applied (one
-                // session's requests are applied in order), so it is sent again.
-                Err(e) if outcome_unknown(&e) && resent < RESEND_RETRIES => {
-                    drop(listed);
-                    resent += 1;
-                    tracing::debug!(error = %e, "lock node create reply lost; looking for our node");
-                    let children = client.list_children(&dir).await.map_err(lock_error)?;
-                    let Some(name) = children.iter().find(|c| c.starts_with(&unique)).cloned() else {
-                        continue;
-                    };
-                    let path = format!("{dir}/{name}");
-                    cleanup::found(&mut cleanup, client, path.clone());
-                    let stat = client
-                        .check_stat(&path)
-                        .await
-                        .map_err(lock_error)?
-                        .ok_or_else(|| temporary("own lock node vanished"))?;
-                    break (name, stat.czxid, children, None, None);
-                }
-                Err(e) => return Err(lock_error(e)),
-            }
-        };
-        let place = Inner::place(&dir, &name, req.side, children)?;
-        Ok((Entry { side: req.side, dir_watch, session, dir, name, czxid, cleanup, leases }, place))
-    }
-
-    async fn watch(
-        &self,
-        entry: &mut Entry,
-        predecessor: String,
-    ) -> Result<Watched<zk::OneshotWatcher, String>> {
-        // A waiter watches its predecessor only (no herd): dropping the directory's watch asks
-        // the server to remove it.
-        entry.dir_watch = None;
-        let sent = Instant::now();
-        let (stat, watcher) =
-            entry.session.client.check_and_watch_stat(&predecessor).await.map_err(lock_error)?;
-        entry.session.confirm(sent);
-        if stat.is_some() {
-            return Ok(Watched::Armed(watcher));
-        }
-        let place = self.look(entry).await;
-        drop(watcher);
-        Ok(Watched::Moved(place?))
-    }
-
-    async fn deleted(
-        &self,
-        _entry: &mut Entry,
-        watcher: zk::OneshotWatcher,
-    ) -> Result<Option<Place<String>>> {
-        let event = watcher.changed().await;
-        #[cfg(feature = "testing")]
-        self.0.wakeups.fetch_add(1, Ordering::Relaxed);
-        if event.event_type == zk::EventType::Session && event.session_state.is_terminated() {
-            return Err(lock_error(zk::Error::SessionExpired));
-        }
-        Ok(None)
-    }
-
-    async fn look(&self, entry: &mut Entry) -> Result<Place<String>> {
-        // A grant after a long wait must not start from an old confirmation: the listing's send
-        // time is one too.
-        let sent = Instant::now();
-        let client = &entry.session.client;
-        let listed = client.list_children(&entry.dir);
-        let leases = matches!(entry.side, Side::Permit { .. })
-            .then(|| client.list_children(&leases_dir(entry.dir.trim_end_matches(GATE_SUFFIX))));
-        let children = listed.await.map_err(lock_error)?;
-        entry.session.confirm(sent);
-        entry.leases = match leases {
-            Some(l) => Some(l.await),
-            None => None,
-        };
-        Inner::place(&entry.dir, &entry.name, entry.side, children)
-    }
-
-    /// Our node goes with the attempt's cleanup.
-    async fn leave(&self, _entry: Entry) -> Result<Attempt> {
-        Ok(Attempt::Held { retry_after: None })
-    }
-
-    fn hold(&self, req: &AcquireRequest<'_>, entry: Entry) -> Result<i64> {
-        let Entry { dir_watch, session, dir, name, czxid, cleanup, .. } = entry;
-        cleanup.disarm();
-        self.0.record_hold(req, session.generation, format!("{dir}/{name}"), czxid, dir_watch);
-        Ok(czxid)
     }
 }
 
