@@ -18,7 +18,7 @@ use crate::error::{lock_error, outcome_unknown, session_ended, temporary};
 use crate::permits::{GATE_SUFFIX, gate_dir, leases_dir};
 use crate::recipe::node_name;
 use crate::session::{Inner, Session};
-use crate::waiting::{DEAD_WAITER_AFTER, HELD_DATA, Waiting, reread};
+use crate::waiting::{DEAD_WAITER_AFTER, HELD_DATA, Mark, Waiting, reread};
 
 /// How often a create that finds its lock directory missing re-creates it and tries again: the
 /// server reaps an empty container at any time, even between our create of it and the node's,
@@ -183,19 +183,11 @@ impl Queue<'_> {
             .then(|| client.list_children(&leases_dir(entry.dir.trim_end_matches(GATE_SUFFIX))));
         let mut claimed = match claimed {
             None => false,
-            Some(c) => match c.await {
-                Ok(stat) => {
-                    mark.version = Some(stat.version);
-                    entry.waiting.wrote(&stat);
-                    true
-                }
-                Err(zk::Error::NoNode | zk::Error::BadVersion) => {
+            Some(c) => match claim_answer(&mut mark, &entry.waiting, c.await)? {
+                Claim::Made => true,
+                Claim::Lost => {
                     drop(mark);
                     return self.requeue(entry).await;
-                }
-                Err(e) => {
-                    mark.version = None;
-                    return Err(lock_error(e));
                 }
             },
         };
@@ -217,19 +209,12 @@ impl Queue<'_> {
             if mark.version.is_none() {
                 mark.version = Some(reread(client, &path).await.map_err(lock_error)?);
             }
-            match client.set_data(&path, HELD_DATA, mark.version).await {
-                Ok(stat) => {
-                    mark.version = Some(stat.version);
-                    entry.waiting.wrote(&stat);
-                    claimed = true;
-                }
-                Err(zk::Error::NoNode | zk::Error::BadVersion) => {
+            let answer = client.set_data(&path, HELD_DATA, mark.version).await;
+            match claim_answer(&mut mark, &entry.waiting, answer)? {
+                Claim::Made => claimed = true,
+                Claim::Lost => {
                     drop(mark);
                     return self.requeue(entry).await;
-                }
-                Err(e) => {
-                    mark.version = None;
-                    return Err(lock_error(e));
                 }
             }
         }
@@ -237,6 +222,31 @@ impl Queue<'_> {
         // No heartbeat writes again: the node holds.
         mark.held = true;
         Ok(Place::Head)
+    }
+}
+
+/// What a claim's answer says of our place.
+enum Claim {
+    /// The node is ours and holds (or is about to): no verdict can delete it now.
+    Made,
+    /// Judged dead before the claim landed: the place is lost, queue again.
+    Lost,
+}
+
+/// Take in the answer to a claim (a compared write of `HELD_DATA`): the version it made, or
+/// the place lost, or an error after which the node's version must be read again.
+fn claim_answer(mark: &mut Mark, waiting: &Waiting, answer: Result<zk::Stat, zk::Error>) -> Result<Claim> {
+    match answer {
+        Ok(stat) => {
+            mark.version = Some(stat.version);
+            waiting.wrote(&stat);
+            Ok(Claim::Made)
+        }
+        Err(zk::Error::NoNode | zk::Error::BadVersion) => Ok(Claim::Lost),
+        Err(e) => {
+            mark.version = None;
+            Err(lock_error(e))
+        }
     }
 }
 
