@@ -23,7 +23,7 @@ pub use exclusion::{
     foreign_release_rejected, inspect_without_acquiring, keys_independent_multilock, mutual_exclusion,
     reentrant_nesting, round_trip, wait_times_out, waiter_wakes_on_release,
 };
-pub use fences::fences_increase_under_contention;
+pub use fences::{fences_increase_under_contention, grant_order};
 pub use herd::release_wakes_no_herd;
 pub use holder::{evict_takes_the_lock_from_its_holder, holder_identity_noted, list_names_the_held_keys};
 pub use input::{ODD_KEYS, bad_input};
