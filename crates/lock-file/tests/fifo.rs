@@ -57,6 +57,29 @@ async fn in_line(backend: &FileLock, key: &str) -> Option<usize> {
     backend.inspect(key).await.expect("inspect").waiters
 }
 
+/// A waiter on `key` through `waiter` (up to 10 s): when it was granted (it releases at once).
+fn granted_at(waiter: Locker, key: &'static str) -> tokio::task::JoinHandle<Result<Instant, LockError>> {
+    tokio::spawn(async move {
+        let g = waiter.lock(key).wait(Duration::from_secs(10)).acquire().await?;
+        let at = Instant::now();
+        g.release().await?;
+        Ok(at)
+    })
+}
+
+/// The waiter after an event at `since` was granted within [`DEAD_WAITER_COST`] of it; `what`
+/// names the event in the figures and the failure.
+async fn granted_soon(
+    granted: tokio::task::JoinHandle<Result<Instant, LockError>>,
+    since: Instant,
+    what: &str,
+) {
+    let at = within(Duration::from_secs(15), "the waiter", granted).await.expect("task").expect("granted");
+    let cost = at - since;
+    eprintln!("granted {cost:?} after {what}");
+    assert!(cost < DEAD_WAITER_COST, "{what} cost the next waiter {cost:?}");
+}
+
 /// Eight waiters over three clients queue one after another behind a holder: each starts once
 /// the one before it stands in line. Released, they must be granted in that order, in every
 /// round, and one after another without a lost wake-up (which would cost a waiter the 500 ms
@@ -157,12 +180,7 @@ async fn a_killed_waiter_is_skipped_at_once() {
     })
     .await;
     let waiter = Locker::new(file_lock(dir.path()));
-    let granted = tokio::spawn(async move {
-        let g = waiter.lock(key).wait(Duration::from_secs(10)).acquire().await?;
-        let at = Instant::now();
-        g.release().await?;
-        Ok::<_, LockError>(at)
-    });
+    let granted = granted_at(waiter, key);
     eventually(Duration::from_secs(10), "the waiter standing in line behind the child", || async {
         in_line(&looker, key).await == Some(2)
     })
@@ -171,10 +189,7 @@ async fn a_killed_waiter_is_skipped_at_once() {
     child.0.wait().expect("the child's exit");
     let released = Instant::now();
     held.release().await.expect("release");
-    let at = within(Duration::from_secs(15), "the waiter", granted).await.expect("task").expect("granted");
-    let cost = at - released;
-    eprintln!("granted {cost:?} after the release, past a killed waiter");
-    assert!(cost < DEAD_WAITER_COST, "a killed waiter cost the next one {cost:?}");
+    granted_soon(granted, released, "the release, past a killed waiter").await;
     assert_eq!(tickets(dir.path()), Vec::<String>::new(), "the killed waiter's ticket stayed");
 }
 
@@ -217,12 +232,7 @@ async fn a_waiter_dying_first_in_line_wakes_the_next() {
         .expect("the first ticket");
     first.lock().expect("lock the first ticket");
     let waiter = Locker::new(file_lock(dir.path()));
-    let granted = tokio::spawn(async move {
-        let g = waiter.lock(key).wait(Duration::from_secs(10)).acquire().await?;
-        let at = Instant::now();
-        g.release().await?;
-        Ok::<_, LockError>(at)
-    });
+    let granted = granted_at(waiter, key);
     eventually(Duration::from_secs(10), "the waiter standing in line behind the first", || async {
         in_line(&looker, key).await == Some(2)
     })
@@ -233,10 +243,7 @@ async fn a_waiter_dying_first_in_line_wakes_the_next() {
     assert!(!info.held && info.waiters == Some(2), "the second in line jumped the first: {info:?}");
     let died = Instant::now();
     drop(first);
-    let at = within(Duration::from_secs(15), "the waiter", granted).await.expect("task").expect("granted");
-    let cost = at - died;
-    eprintln!("granted {cost:?} after the first in line died");
-    assert!(cost < DEAD_WAITER_COST, "a waiter dying first in line cost the next one {cost:?}");
+    granted_soon(granted, died, "the first in line dying").await;
     assert_eq!(tickets(dir.path()), Vec::<String>::new(), "the dead waiter's ticket stayed");
 }
 
@@ -272,21 +279,13 @@ async fn a_waiter_whose_predecessor_gives_up_is_not_stranded() {
     let gives_up =
         tokio::spawn(async move { other.lock(key).wait(Duration::from_millis(300)).acquire().await });
     queued(2).await;
-    let last = tokio::spawn(async move {
-        let g = same.lock(key).wait(Duration::from_secs(10)).acquire().await?;
-        let at = Instant::now();
-        g.release().await?;
-        Ok::<_, LockError>(at)
-    });
+    let last = granted_at(same, key);
     queued(3).await;
     let gave_up = within(Duration::from_secs(5), "the waiter giving up", gives_up).await.expect("task");
     assert!(matches!(gave_up, Err(LockError::Timeout { .. })), "{gave_up:?}");
     held.release().await.expect("release");
     let released = within(Duration::from_secs(15), "the first", first).await.expect("task").expect("granted");
-    let at = within(Duration::from_secs(15), "the last", last).await.expect("task").expect("granted");
-    let cost = at - released;
-    eprintln!("the last waiter granted {cost:?} after the first released");
-    assert!(cost < DEAD_WAITER_COST, "the waiter behind one that gave up waited {cost:?}");
+    granted_soon(last, released, "the first's release, behind a waiter that gave up").await;
 }
 
 /// A waiter that times out and one whose future is dropped leave no ticket, and the key goes
