@@ -18,6 +18,12 @@ pub(crate) const ER_QUERY_INTERRUPTED: u16 = 1317;
 pub(crate) const ER_STATEMENT_TIMEOUT_MARIADB: u16 = 1969;
 /// `ER_QUERY_TIMEOUT` (MySQL `MAX_EXECUTION_TIME`).
 pub(crate) const ER_QUERY_TIMEOUT_MYSQL: u16 = 3024;
+/// `ER_NO_SUCH_THREAD`: `KILL` of a session that has ended.
+pub(crate) const ER_NO_SUCH_THREAD: u16 = 1094;
+/// `ER_KILL_DENIED_ERROR`: `KILL` of another user's session without `CONNECTION ADMIN`/`SUPER`.
+pub(crate) const ER_KILL_DENIED: u16 = 1095;
+/// `ER_NO_SUCH_TABLE`.
+pub(crate) const ER_NO_SUCH_TABLE: u16 = 1146;
 
 /// Server-side error number, if the error came from the server.
 pub(crate) fn db_number(e: &sqlx::Error) -> Option<u16> {
@@ -81,8 +87,9 @@ pub(crate) fn is_temporary(e: &sqlx::Error) -> bool {
 /// missing privilege, decoding).
 pub(crate) fn classify(e: sqlx::Error) -> LockError {
     // 1044 database access denied, 1045 access denied (password), 1142/1143 table/column
-    // command denied, 1227 needs a privilege, 1370 routine denied.
-    if matches!(db_number(&e), Some(1044 | 1045 | 1142 | 1143 | 1227 | 1370)) {
+    // command denied, 1227 needs a privilege, 1370 routine denied, 1095 KILL of another
+    // user's session (force-unlock).
+    if matches!(db_number(&e), Some(1044 | 1045 | 1142 | 1143 | 1227 | 1370 | ER_KILL_DENIED)) {
         LockError::permission_denied(NAME, e)
     } else if is_temporary(&e) {
         LockError::temporary(NAME, e)

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use futures_util::TryStreamExt;
 use lock_core::backend::session::Trips;
 use lock_core::backend::{AcquireRequest, Attempt, Cleanup, LockInfo, may_wait};
-use lock_core::{LockError, OwnerToken, Result};
+use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use sqlx::mysql::{MySqlPool, MySqlRow};
 use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
@@ -22,8 +22,8 @@ use tokio::time::Instant;
 use crate::error::{NAME, classify, is_contention};
 use crate::name::lock_name;
 use crate::session::{
-    Driver, Holding, Pinned, SessionNotes, SessionsExt, WAIT_MARK, WaitOf, Warm, answered_by, granted,
-    kill_marked, killable_wait, next_fence,
+    Driver, HeldBy, Holding, Pinned, Seen, SessionNotes, SessionsExt, WAIT_MARK, WaitOf, Warm, answered_by,
+    granted, kill_marked, killable_wait, next_fence, seen,
 };
 use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NamedSql, NoteKind, hex_literal};
@@ -73,7 +73,7 @@ impl fmt::Debug for Named {
 
 /// `name` as a text literal that cannot end early: `CONVERT(X'..' USING utf8mb4)`, the same
 /// string a client sending the name as utf8mb4 text locks.
-fn name_literal(name: &str) -> String {
+pub(crate) fn name_literal(name: &str) -> String {
     format!("CONVERT({} USING utf8mb4)", hex_literal(name.as_bytes()))
 }
 
@@ -293,22 +293,40 @@ impl Recipe for Named {
         self.try_once(req).await
     }
 
-    /// Whether some session holds the key's name (`IS_USED_LOCK`), without taking it. Neither
-    /// the holder's token nor its fence is on the server: only its connection id.
+    /// Whether some session holds the key's name (`IS_USED_LOCK`), without taking it, and,
+    /// where its holder noted the hold, its fence (`session/evict.rs`).
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        let by = HeldBy::Name(name_literal(&lock_name(key)));
+        let holder = match seen(&self.parts, &self.sql.notes, key, &by).await? {
+            Some(seen) => seen,
+            None => self.unnoted(key).await?,
+        };
+        Ok(match holder.conn {
+            Some(id) => {
+                let mut info = LockInfo::held();
+                info.owner = Some(format!("connection {id}"));
+                info.fence = holder.fence.map(FencingToken);
+                info
+            }
+            None => LockInfo::free(),
+        })
+    }
+
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        let by = HeldBy::Name(name_literal(&lock_name(key)));
+        crate::session::evict(&self.parts, (&self.sql.notes, self.flavor), key, &by, fence).await
+    }
+}
+
+impl Named {
+    /// The holder's connection alone, where the notes table does not exist.
+    async fn unnoted(&self, key: &str) -> Result<Seen> {
         self.parts.trips.add();
         // BIGINT on MariaDB, BIGINT UNSIGNED on MySQL: read either as a number.
         let asked = sqlx::query_scalar(AssertSqlSafe(self.sql.inspect.clone()))
             .bind(lock_name(key))
             .fetch_one(&self.parts.pool);
         let holder: Option<i64> = answered_by(self.parts.sessions.response_bound(), asked).await?;
-        Ok(match holder {
-            Some(id) => {
-                let mut info = LockInfo::held();
-                info.owner = Some(format!("connection {id}"));
-                info
-            }
-            None => LockInfo::free(),
-        })
+        Ok(Seen { conn: holder.and_then(|id| u64::try_from(id).ok()), fence: None })
     }
 }

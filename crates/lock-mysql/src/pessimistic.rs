@@ -16,14 +16,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::backend::session::Trips;
-use lock_core::backend::{AcquireRequest, Attempt, Contended, LockInfo, jitter, may_wait, unsupported};
-use lock_core::{LockError, Result};
+use lock_core::backend::{AcquireRequest, Attempt, Contended, LockInfo, jitter, may_wait};
+use lock_core::{FencingToken, LockError, Result};
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
-use crate::session::{Driver, Holding, Pinned, SessionNotes, Warm, granted, killable_wait, next_fence};
+use crate::session::{
+    Driver, HeldBy, Holding, Pinned, Seen, SessionNotes, SessionsExt, Warm, answered_by, granted,
+    killable_wait, next_fence, seen,
+};
 use crate::session_mode::{Parts, Recipe};
 use crate::sql::{Flavor, NoteKind, PessimisticSql, hex_literal};
 
@@ -329,11 +332,38 @@ impl Recipe for Pessimistic {
         true
     }
 
-    async fn inspect(&self, _key: &str) -> Result<LockInfo> {
-        // A row lock is not visible without taking it (or waiting behind it): say so.
-        Err(unsupported(
-            NAME,
-            "inspecting a pessimistic lock without taking the row (use optimistic mode, or try_lock)",
-        ))
+    /// The holder as its note row names it (its connection and fence, `session/evict.rs`);
+    /// a hold nobody noted is found by locking the row for one statement, skipping it if held
+    /// (`sql/pessimistic_probe.sql`): held or free, with no holder or fence to show. Shared
+    /// holds (readers) are never noted, so they show as such a holder.
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        if let Some(Seen { conn: Some(id), fence }) =
+            seen(&self.parts, &self.sql.notes, key, &HeldBy::Row).await?
+        {
+            let mut info = LockInfo::held();
+            info.owner = Some(format!("connection {id}"));
+            info.fence = fence.map(FencingToken);
+            return Ok(info);
+        }
+        let bound = self.parts.sessions.response_bound();
+        self.parts.trips.add();
+        let exists = sqlx::query(AssertSqlSafe(self.sql.row_exists.clone()))
+            .bind(key.as_bytes())
+            .fetch_optional(&self.parts.pool);
+        if answered_by(bound, exists).await?.is_none() {
+            return Ok(LockInfo::free()); // never locked: the row is made by the first attempt
+        }
+        self.parts.trips.add();
+        let probe = sqlx::query(AssertSqlSafe(self.sql.probe.clone()))
+            .bind(key.as_bytes())
+            .fetch_optional(&self.parts.pool);
+        Ok(match answered_by(bound, probe).await? {
+            Some(_) => LockInfo::free(),
+            None => LockInfo::held(),
+        })
+    }
+
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        crate::session::evict(&self.parts, (&self.sql.notes, self.flavor), key, &HeldBy::Row, fence).await
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::backend::session::{self, Trips};
 use lock_core::backend::{AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem};
-use lock_core::{OwnerToken, Result};
+use lock_core::{FencingToken, OwnerToken, Result};
 use sqlx::mysql::MySqlPool;
 
 use crate::error::NAME;
@@ -53,6 +53,9 @@ pub(crate) trait Recipe: fmt::Debug + Send + Sync + 'static {
 
     /// What the server shows of `key` without taking it.
     async fn inspect(&self, key: &str) -> Result<LockInfo>;
+
+    /// End the hold of `key` whose fence is `fence` ([`LockBackend::evict`]).
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool>;
 
     /// Whether the mode takes shared holds ([`Capability::shared`]).
     fn shared(&self) -> bool {
@@ -114,6 +117,10 @@ impl<R: Recipe> LockBackend for SessionMode<R> {
 
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
         self.recipe.inspect(key).await
+    }
+
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        self.recipe.evict(key, fence).await
     }
 
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {

@@ -95,11 +95,17 @@ pub(crate) struct NotesSql {
     pub session_read: Arc<str>,
     pub optimistic_set: Arc<str>,
     pub optimistic_read: Arc<str>,
+    /// Session modes, force-unlock (`crate::session::evict`): who holds, and the noted
+    /// hold's fence; templates with `{key}` and `{holder}`, or `{fence}` and `{check}`, to fill.
+    pub holder: Arc<str>,
+    pub evict_mariadb: Arc<str>,
+    pub evict_check_mysql: Arc<str>,
 }
 
 impl NotesSql {
     pub fn new(table: &str, kind: NoteKind) -> Self {
-        let read = include_str!("../sql/notes_session_read.sql").replace("{kind}", &(kind as u8).to_string());
+        let kind_of = |sql: &str| sql.replace("{kind}", &(kind as u8).to_string());
+        let read = kind_of(include_str!("../sql/notes_session_read.sql"));
         NotesSql {
             schema: render(include_str!("../sql/notes_schema.sql"), table),
             session_insert: render(include_str!("../sql/notes_session_insert.sql"), table),
@@ -107,6 +113,9 @@ impl NotesSql {
             session_read: render(&read, table),
             optimistic_set: render(include_str!("../sql/notes_optimistic_set.sql"), table),
             optimistic_read: render(include_str!("../sql/notes_optimistic_read.sql"), table),
+            holder: render(&kind_of(include_str!("../sql/session_holder.sql")), table),
+            evict_mariadb: render(&kind_of(include_str!("../sql/session_evict_mariadb.sql")), table),
+            evict_check_mysql: render(&kind_of(include_str!("../sql/session_evict_check_mysql.sql")), table),
         }
     }
 }
@@ -133,6 +142,8 @@ pub(crate) struct PessimisticSql {
     pub share_wait_mariadb: Arc<str>,
     pub share_wait_mysql: Arc<str>,
     pub row_exists: Arc<str>,
+    /// Whether the row is free, locking it for one statement (inspecting an un-noted hold).
+    pub probe: Arc<str>,
     pub row_insert: Arc<str>,
     pub row_insert_mariadb: Arc<str>,
     /// MySQL only (MariaDB draws the token in the locking statement): per-key counter.
@@ -167,6 +178,7 @@ impl PessimisticSql {
             share_wait_mariadb: render(include_str!("../sql/pessimistic_share_wait_mariadb.sql"), table),
             share_wait_mysql: render(include_str!("../sql/pessimistic_share_wait_mysql.sql"), table),
             row_exists: render(include_str!("../sql/pessimistic_row_exists.sql"), table),
+            probe: render(include_str!("../sql/pessimistic_probe.sql"), table),
             row_insert: render(include_str!("../sql/pessimistic_row_insert.sql"), table),
             row_insert_mariadb: render(include_str!("../sql/pessimistic_row_insert_mariadb.sql"), table),
             fence_next: render(include_str!("../sql/pessimistic_fence_next.sql"), table),

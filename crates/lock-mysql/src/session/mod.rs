@@ -14,6 +14,7 @@
 //! ([`SessionsExt::note`]) see them with `READ UNCOMMITTED`, and every end of the hold rolls them
 //! back before the key is free (`sql/notes_session_insert.sql`).
 
+mod evict;
 mod warm;
 
 use std::future::Future;
@@ -30,6 +31,7 @@ use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_connection_lost, is_refused};
 use crate::sql::{NoteKind, hex_literal};
+pub(crate) use evict::{HeldBy, Seen, evict, seen};
 pub(crate) use warm::{Holding, Warm};
 
 /// How long past the caller's deadline the client waits for the server's own timeout of a lock
@@ -248,6 +250,9 @@ pub(crate) struct Held {
     in_tx: bool,
     /// The holding transaction carries a note row: the hold ends with `notes.end`.
     noted: bool,
+    /// The hold's fencing token, stored with its note so that a force-unlock can name the hold
+    /// (`evict.rs`).
+    fence: u64,
 }
 
 /// A lock granted on `pinned` (session `conn_id`) with the fencing token `fence`, by a request
@@ -266,7 +271,7 @@ pub(crate) fn granted(
     }
     let mut pinned = pinned;
     pinned.id = Some(conn_id);
-    let held = Held { pinned, in_tx: false, noted: false };
+    let held = Held { pinned, in_tx: false, noted: false, fence };
     Ok(session::Granted { held, session: conn_id, fence, sent, answered })
 }
 
@@ -363,6 +368,7 @@ impl SessionDriver for Driver {
             sqlx::query(AssertSqlSafe(notes.insert.clone()))
                 .bind(key.as_bytes())
                 .bind(kind)
+                .bind(held.fence)
                 .bind(note.as_bytes())
         };
         self.trips.add();
