@@ -125,6 +125,24 @@ impl fmt::Debug for RwLock {
 }
 
 impl RwLock {
+    /// Longest read-write lock name, in bytes: [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) minus
+    /// the longest suffix of its keys (`#rw-gate`, and `#rw-r255` for the largest slot count).
+    pub const MAX_NAME_BYTES: usize = crate::MAX_KEY_BYTES - 8;
+
+    /// Check a read-write lock's name without a backend (before connecting): what
+    /// [`new`](Self::new) refuses, with the limit for the lock rather than for a derived key.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidKey`] when the name is empty, has a control character, or is longer
+    /// than [`MAX_NAME_BYTES`](Self::MAX_NAME_BYTES).
+    pub fn validate_name(name: &str) -> Result<()> {
+        crate::semaphore::validate_name(
+            name,
+            Self::MAX_NAME_BYTES,
+            "a read-write lock's name is longer than 247 bytes (its keys add up to 8)",
+        )
+    }
+
     /// A read-write lock named `name` over `locker`'s backend, with
     /// [`DEFAULT_READER_SLOTS`] reader slots.
     ///
@@ -133,6 +151,7 @@ impl RwLock {
     /// long for its derived keys.
     pub fn new(locker: &Locker, name: impl Into<String>) -> Result<Self> {
         let name: String = name.into();
+        Self::validate_name(&name)?;
         let prefix = format!("{name}{READER_SUFFIX}");
         let readers = Semaphore::with_prefix(locker, name.clone(), prefix, DEFAULT_READER_SLOTS)?;
         let gate = format!("{name}{GATE_SUFFIX}");

@@ -124,6 +124,16 @@ impl fmt::Debug for Semaphore {
     }
 }
 
+/// Check a primitive's name: a key itself, and at most `max` bytes so that every key derived
+/// from it fits (`too_long` says so with the primitive's own limit, not the derived key's).
+pub(crate) fn validate_name(name: &str, max: usize, too_long: &'static str) -> Result<()> {
+    validate_key(name)?;
+    if name.len() > max {
+        return Err(LockError::InvalidKey { reason: too_long, len: name.len() });
+    }
+    Ok(())
+}
+
 /// Refuse a permit count outside `1..=MAX_PERMITS`.
 pub(crate) fn validate_permits(permits: u32, what: &str) -> Result<()> {
     if permits == 0 || permits > MAX_PERMITS {
@@ -135,6 +145,24 @@ pub(crate) fn validate_permits(permits: u32, what: &str) -> Result<()> {
 }
 
 impl Semaphore {
+    /// Longest semaphore name, in bytes: [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) minus the
+    /// longest suffix of its keys (`#s255`, a slot key of the largest count).
+    pub const MAX_NAME_BYTES: usize = crate::MAX_KEY_BYTES - 5;
+
+    /// Check a semaphore's name without a backend (before connecting): what [`new`](Self::new)
+    /// refuses, with the limit for a semaphore rather than for the key it derives.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidKey`] when the name is empty, has a control character, or is longer
+    /// than [`MAX_NAME_BYTES`](Self::MAX_NAME_BYTES).
+    pub fn validate_name(name: &str) -> Result<()> {
+        validate_name(
+            name,
+            Self::MAX_NAME_BYTES,
+            "a semaphore's name is longer than 250 bytes (its keys add up to 5)",
+        )
+    }
+
     /// A semaphore of `permits` permits named `name`, over `locker`'s backend.
     ///
     /// # Errors
@@ -143,6 +171,7 @@ impl Semaphore {
     /// long for its slot keys (more than [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) minus 5 bytes).
     pub fn new(locker: &Locker, name: impl Into<String>, permits: u32) -> Result<Self> {
         let name: String = name.into();
+        Self::validate_name(&name)?;
         let prefix = format!("{name}{SLOT_SUFFIX}");
         let mut sem = Self::with_prefix(locker, name, prefix, permits)?;
         sem.counted = true;
