@@ -79,15 +79,38 @@ pub(crate) fn classify(e: sqlx::Error) -> LockError {
     if matches!(state.as_deref(), Some(PREPARED_GONE | PREPARED_TAKEN)) || other_clients {
         return crate::pooler::pooled(&format!("the server answered \"{e}\" for a prepared statement"));
     }
-    if state.as_deref() == Some(INSUFFICIENT_PRIVILEGE)
-        || state.as_deref().is_some_and(|c| c.starts_with("28"))
-    {
+    if state.as_deref() == Some(INSUFFICIENT_PRIVILEGE) {
+        match missing_grant(&e.to_string()) {
+            Some(hint) => LockError::permission_denied(NAME, format!("{e}: {hint}")),
+            None => LockError::permission_denied(NAME, e),
+        }
+    } else if state.as_deref().is_some_and(|c| c.starts_with("28")) {
         LockError::permission_denied(NAME, e)
     } else if is_temporary(&e) {
         LockError::temporary(NAME, e)
     } else {
         LockError::permanent(NAME, e)
     }
+}
+
+/// What a role refused `message` lacks, as the statement that grants it: a second application
+/// role (not the owner of the library's tables) needs grants on them, and evicting another
+/// role's holder needs `pg_signal_backend` (README, "Least-privilege setup").
+fn missing_grant(message: &str) -> Option<String> {
+    if message.contains("permission denied to terminate process") {
+        return Some(
+            "evicting another role's holder needs GRANT pg_signal_backend TO <role> (or membership in \
+             the holder's role); see lock-postgres's README, \"Least-privilege setup\""
+                .into(),
+        );
+    }
+    let table = message.split("permission denied for table ").nth(1)?.split_whitespace().next()?;
+    // The records table is also deleted from (a latch's or a stored count's removal).
+    let privileges =
+        if table.ends_with("_recs") { "SELECT, INSERT, UPDATE, DELETE" } else { "SELECT, INSERT, UPDATE" };
+    Some(format!(
+        "the role needs GRANT {privileges} ON {table} TO <role>; see lock-postgres's README, \"Least-privilege setup\""
+    ))
 }
 
 #[cfg(test)]
@@ -101,5 +124,16 @@ mod tests {
         assert!(is_connection_lost(&io));
         assert!(classify(io).is_temporary());
         assert!(!classify(sqlx::Error::RowNotFound).is_temporary());
+    }
+
+    #[test]
+    fn a_missing_grant_is_named() {
+        let fence = missing_grant("error returned from database: permission denied for table dlock_fence");
+        assert!(fence.is_some_and(|h| h.contains("GRANT SELECT, INSERT, UPDATE ON dlock_fence TO")));
+        let recs = missing_grant("permission denied for table jobs_recs").expect("named");
+        assert!(recs.contains("GRANT SELECT, INSERT, UPDATE, DELETE ON jobs_recs TO"), "{recs}");
+        let kill = missing_grant("permission denied to terminate process").expect("named");
+        assert!(kill.contains("pg_signal_backend"), "{kill}");
+        assert_eq!(missing_grant("permission denied for schema public"), None);
     }
 }
