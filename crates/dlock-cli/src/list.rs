@@ -1,47 +1,80 @@
-//! `dlock list`: the locks held now, each as `dlock status` shows it (holder, fence, lease
-//! left), on the stores that can enumerate their locks.
+//! `dlock list`: the locks held now, each by the name its users gave and as `dlock status`
+//! shows it (a mutex's holder, fence and lease left; a semaphore's permits; a read-write
+//! lock's writer or readers), on the stores that can enumerate their locks.
 
+use std::collections::BTreeSet;
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
+use crate::EXIT_CONFIG;
 use crate::run::fail;
-use crate::status::{connect, described, noted, with_holder};
+use crate::status::kinds::user_name;
+use crate::status::{Kind, Shown, connect, shown};
 
-/// Print every lock held now whose key starts with `prefix` (at most `limit` keys looked at).
-/// Exit 0 (also when none is held), 78 where the store cannot enumerate its locks.
+/// Print every lock held now whose key starts with `prefix`, looking at most at `limit` keys
+/// of the store, and say so when more were there. Exit 0 (also when none is held), 64 for a
+/// `limit` of 0 (before connecting), 78 where the store cannot enumerate its locks.
 pub async fn list(url: &str, prefix: &str, limit: usize, json: bool) -> ExitCode {
+    if limit == 0 {
+        eprintln!("dlock: --limit 0 would look at no key: give 1 or more");
+        return ExitCode::from(EXIT_CONFIG);
+    }
     let backend = match connect(url, None).await {
         Ok(b) => b,
         Err(code) => return code,
     };
-    let keys = match backend.list(prefix, limit).await {
+    // One key more than asked tells a list cut short from one that just fits.
+    let mut keys = match backend.list(prefix, limit.saturating_add(1)).await {
         Ok(k) => k,
         Err(e) => return fail(url, &e),
     };
+    let truncated = keys.len() > limit;
+    keys.truncate(limit);
+    // A semaphore's slots, a read-write lock's gate and slots: one entry under the user's name.
+    let names: BTreeSet<&str> = keys.iter().map(|k| user_name(k)).collect();
     let mut held: Vec<Value> = Vec::new();
-    for key in keys {
-        // A key listed may have been released since: only the held ones are shown.
-        let info = match backend.inspect(&key).await {
-            Ok(i) if i.held => i,
-            Ok(_) => continue,
-            Err(e) => return fail(url, &e),
-        };
-        let holder = match noted(&backend, &key, &info).await {
-            Ok(h) => h,
-            Err(e) => return fail(url, &e),
-        };
-        let ((head, line), mut value) = with_holder(described(&info), holder);
-        if !json {
-            println!("{key}: {head}{line}");
+    for name in names {
+        // A key listed may have been released since: only what is held is shown.
+        let Shown { busy: _, text: (head, line), mut value } =
+            match shown(&backend, name, Kind::Mutex { leader: false }).await {
+                Ok(s) => s,
+                Err(e) => return fail(url, &e),
+            };
+        if !held_now(&value) {
+            continue;
         }
-        value["key"] = json!(key);
+        if !json {
+            println!("{name}: {head}{line}");
+        }
+        value["key"] = json!(name);
         held.push(value);
     }
     if json {
-        println!("{}", json!({ "backend": backend.name(), "prefix": prefix, "locks": held }));
+        let v = json!({
+            "backend": backend.name(),
+            "prefix": prefix,
+            "locks": held,
+            "truncated": truncated,
+            "limit": limit,
+        });
+        println!("{v}");
     } else if held.is_empty() {
-        println!("no lock held under {prefix:?} ({})", backend.name());
+        let among = if truncated { format!(" among the first {limit} keys") } else { String::new() };
+        println!("no lock held under {prefix:?}{among} ({})", backend.name());
+    }
+    if truncated && !json {
+        eprintln!(
+            "dlock: the list stopped at --limit {limit} keys and more are there: raise --limit or narrow --prefix"
+        );
     }
     ExitCode::SUCCESS
+}
+
+/// Whether a status shows anything held: the mutex, a permit, the writer (holding or waiting)
+/// or a reader.
+fn held_now(v: &Value) -> bool {
+    let yes = |f: &str| v[f].as_bool() == Some(true);
+    let some = |f: &str| v[f].as_u64().is_some_and(|n| n > 0);
+    yes("held") || yes("writer") || yes("writer_waiting") || some("readers") || some("held_permits")
 }

@@ -186,11 +186,15 @@ enum Cmd {
         shell: clap_complete::Shell,
     },
     /// Tell whether a lock is held, without acquiring or waiting: remaining lease, fencing
-    /// token, waiters and holder where the backend records them; with --read-write the writer
-    /// or the readers of a read-write lock, with --permits every held permit of a semaphore.
+    /// token, waiters and holder where the backend records them; for a read-write lock the
+    /// writer (holding, or waiting for the readers) or the readers, for a semaphore every held
+    /// permit. What the store holds or stores under KEY tells a mutex, a semaphore (its count is
+    /// stored with it) or a read-write lock apart without a flag; --permits N is checked
+    /// against the stored count, and --read-write --reader-slots K looks at more than 16 slots.
     ///
     /// Exit statuses: 0 free (a semaphore: a permit free); 1 held (a semaphore: every permit
-    /// held); 64 bad arguments or URL; 69 backend unreachable;
+    /// held); 64 bad arguments or URL, a name too long for the primitive, or --permits N
+    /// disagreeing with the semaphore's stored count; 69 backend unreachable;
     /// 78 the backend cannot tell without taking the lock (MySQL pessimistic mode).
     Status {
         /// Backend URL (see `dlock run --help`).
@@ -199,9 +203,10 @@ enum Cmd {
         /// Lock name.
         #[arg(long)]
         key: String,
-        /// One JSON object on stdout: key, backend, held, remaining_ms, fence, waiters, owner,
-        /// readers (and leader with --leader); with --read-write kind, native, writer, readers;
-        /// with --permits kind, permits, held and one object per held slot.
+        /// One JSON object on stdout: key, backend, kind, held, remaining_ms, fence, waiters,
+        /// owner, holder, readers (and leader with --leader); a read-write lock's kind, native,
+        /// writer, writer_waiting, readers, reader_holds; a semaphore's kind, permits,
+        /// held_permits and one object per held slot.
         #[arg(long)]
         json: bool,
         /// Also print the identity the leader of the election KEY published (`dlock leader
@@ -219,12 +224,13 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         permits: Option<u32>,
     },
-    /// List the locks held now, each with what `dlock status` shows (holder identity, fencing
-    /// token, lease left, waiters), on the stores that can enumerate their locks.
+    /// List the locks held now, each by the name its users gave and with what `dlock status`
+    /// shows (holder identity, fencing token, lease left, waiters; a semaphore's permits, a
+    /// read-write lock's writer or readers), on the stores that can enumerate their locks.
     ///
-    /// Exit statuses: 0 listed (also when none is held); 64 bad arguments or URL; 69 backend
-    /// unreachable; 78 the store cannot enumerate its locks (PostgreSQL, MySQL/MariaDB, lock
-    /// files, Redlock, a Redis Cluster and the Redis interop modes).
+    /// Exit statuses: 0 listed (also when none is held); 64 bad arguments (--limit 0) or URL;
+    /// 69 backend unreachable; 78 the store cannot enumerate its locks (PostgreSQL,
+    /// MySQL/MariaDB, lock files, Redlock, a Redis Cluster and the Redis interop modes).
     List {
         /// Backend URL (see `dlock run --help`).
         #[arg(long, env = "DLOCK_URL")]
@@ -232,11 +238,12 @@ enum Cmd {
         /// Only the keys starting with this.
         #[arg(long, default_value = "")]
         prefix: String,
-        /// Look at most at this many keys.
+        /// Look at most at this many keys of the store (a semaphore's or a read-write lock's
+        /// parts count one each); a list cut short says so (on stderr; "truncated" in JSON).
         #[arg(long, default_value_t = 1000)]
         limit: usize,
-        /// One JSON object on stdout: backend, prefix, and locks (one object per held lock, as
-        /// `dlock status --json` prints it).
+        /// One JSON object on stdout: backend, prefix, limit, truncated, and locks (one object
+        /// per held lock, as `dlock status --json` prints it).
         #[arg(long)]
         json: bool,
     },
@@ -245,14 +252,18 @@ enum Cmd {
     /// holder that took the lock since is never evicted; the evicted holder's next renewal is
     /// refused (`dlock run` then stops its command as --on-lost says) and the next holder's
     /// fencing token is larger, so fenced storage refuses the evicted holder's late writes.
-    /// Asks before evicting when stdin is a terminal, unless --yes.
+    /// Asks before evicting when stdin is a terminal, unless --yes. A read-write lock's writer
+    /// is taken with every part it holds; of a semaphore or of readers, the one permit or
+    /// reader --fence names (or the only one held).
     ///
     /// Exit statuses: 0 evicted, or the lock was free; 1 nothing evicted (declined, or the
-    /// lock changed hands since it was inspected); 64 bad arguments or URL; 69 backend
+    /// lock changed hands since it was inspected); 64 bad arguments or URL, or several permits
+    /// or readers hold and --fence names none; 69 backend
     /// unreachable; 77 permission refused (PostgreSQL ends the holder's session: the holder's
     /// role or pg_signal_backend); 78 the store cannot name or take the hold (MySQL `GET_LOCK`
-    /// and pessimistic modes, lock files, Redlock: stop the holder's process), or the lock is
-    /// held by readers or permits.
+    /// and pessimistic modes, lock files, Redlock: stop the holder's process), or the holds
+    /// have no fence to name them by: a semaphore kept in one key (Redis, ZooKeeper), the
+    /// readers of a read-write lock kept in one key (every store but `GET_LOCK` and lock files).
     Unlock {
         /// Backend URL (see `dlock run --help`).
         #[arg(long, env = "DLOCK_URL")]
@@ -263,10 +274,16 @@ enum Cmd {
         /// Required: unlock takes a lock from a live holder, which must never happen by accident.
         #[arg(long, required = true)]
         force: bool,
+        /// Take only the hold with this fencing token (as `dlock status` shows it): one permit
+        /// of a semaphore or one reader of a read-write lock where several hold; for a mutex
+        /// or a writer, nothing unless it still holds with this token.
+        #[arg(long, value_name = "TOKEN")]
+        fence: Option<u64>,
         /// Do not ask (it asks only when stdin is a terminal).
         #[arg(long)]
         yes: bool,
-        /// One JSON object on stdout: key, backend, evicted, fence, owner, holder.
+        /// One JSON object on stdout: key, backend, evicted, fence, owner, holder, parts (the
+        /// keys taken).
         #[arg(long)]
         json: bool,
     },
@@ -362,7 +379,9 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Cmd::List { url, prefix, limit, json } => list::list(&url, &prefix, limit, json).await,
-            Cmd::Unlock { url, key, force: _, yes, json } => unlock::unlock(&url, &key, yes, json).await,
+            Cmd::Unlock { url, key, force: _, fence, yes, json } => {
+                unlock::unlock(&url, &key, fence, yes, json).await
+            }
             Cmd::Supervise { parent, grace, command } => supervise::supervise(parent, grace, &command).await,
             Cmd::Status { url, key, json, leader, read_write, reader_slots, permits } => {
                 let kind = match (permits, read_write) {

@@ -5,15 +5,21 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use dlock::backend::LockInfo;
-use dlock::{DynBackend, LeaderElection, Locker, RwLock, Semaphore};
+use dlock::{DynBackend, LeaderElection, LockError, Locker, RwLock, Semaphore};
 use serde_json::{Value, json};
 
+use crate::EXIT_CONFIG;
 use crate::run::{fail, unreachable};
+use kinds::Found;
+use primitives::{see_permits, see_rw};
+
+pub(crate) mod kinds;
+pub(crate) mod primitives;
 
 /// How long `dlock status` waits for a connection.
 const STATUS_CONNECT: Duration = Duration::from_secs(5);
 
-/// What KEY names.
+/// What KEY names (`Mutex { leader: false }`, no flag given: whatever the store shows).
 #[derive(Clone, Copy, Debug)]
 pub enum Kind {
     /// A mutex (with `leader`: also the leader identity published under it).
@@ -26,19 +32,24 @@ pub enum Kind {
 
 /// Print what the backend can tell about `key`: held or free, the remaining lease, the fencing
 /// token, the waiters and the holder where recorded; for a read-write lock the writer or the
-/// readers, for a semaphore every held permit. Exit 0 when an acquisition would not wait (the
-/// key free, a permit free), 1 when it would.
+/// readers, for a semaphore every held permit. Without `--leader`, `--read-write` or
+/// `--permits` (`Kind::Mutex { leader: false }`), what the store holds or stores under the
+/// name says which it is (see `kinds.rs`). Exit 0 when an acquisition would not wait (the key
+/// free, a permit free), 1 when it would.
 pub async fn status(url: &str, key: &str, kind: Kind, json: bool) -> ExitCode {
+    let named = match kind {
+        Kind::Permits(_) => Semaphore::validate_name(key),
+        Kind::ReadWrite { .. } => RwLock::validate_name(key),
+        Kind::Mutex { .. } => dlock::validate_key(key),
+    };
+    if let Err(e) = named {
+        return fail(url, &e);
+    }
     let backend = match connect(url, Some(key)).await {
         Ok(b) => b,
         Err(code) => return code,
     };
-    let shown = match kind {
-        Kind::Mutex { leader } => mutex(&backend, key, leader).await,
-        Kind::ReadWrite { reader_slots } => read_write(&backend, key, reader_slots).await,
-        Kind::Permits(n) => permits(&backend, key, n).await,
-    };
-    match shown {
+    match shown(&backend, key, kind).await {
         Ok(Shown { busy, text: (head, tail), value }) => {
             if json {
                 let mut v = json!({ "key": key, "backend": backend.name() });
@@ -51,33 +62,62 @@ pub async fn status(url: &str, key: &str, kind: Kind, json: bool) -> ExitCode {
             }
             if busy { ExitCode::from(1) } else { ExitCode::SUCCESS }
         }
+        Err(LockError::PermitsMismatch { stored, asked, .. }) => {
+            eprintln!(
+                "dlock: {key} is a semaphore of {stored} permits (stored with it), not {asked}: `dlock run \
+                 --permits {asked}` would be refused as well; give --permits {stored}, or no --permits"
+            );
+            ExitCode::from(EXIT_CONFIG)
+        }
         Err(e) => fail(url, &e),
     }
 }
 
+/// What `status` (and `list`) shows of `key` as `kind`.
+pub(crate) async fn shown(backend: &DynBackend, key: &str, kind: Kind) -> dlock::Result<Shown> {
+    match kind {
+        Kind::Mutex { leader: true } => mutex(backend, key, true).await,
+        Kind::Mutex { leader: false } => match kinds::find(backend, key).await? {
+            Found::Mutex => mutex(backend, key, false).await,
+            Found::Semaphore(n) => Ok(see_permits(backend, key, n).await?.shown()),
+            Found::ReadWrite(k) => Ok(see_rw(backend, key, k).await?.shown()),
+            Found::Nothing => {
+                let mut shown = mutex(backend, key, false).await?;
+                if let Some(why) = kinds::untold(backend) {
+                    shown.text.1.push_str(&format!("; {why}"));
+                    shown.value["untold"] = json!(why);
+                }
+                Ok(shown)
+            }
+        },
+        Kind::ReadWrite { reader_slots } => Ok(see_rw(backend, key, reader_slots).await?.shown()),
+        Kind::Permits(n) => Ok(see_permits(backend, key, Some(n)).await?.shown()),
+    }
+}
+
 /// The backend of `url`, within [`STATUS_CONNECT`], for a command about `key` (checked first,
-/// when there is one); the exit status of the failure otherwise.
+/// when there is one, so that bad input is told apart from a store that is down); the exit
+/// status of the failure otherwise.
 pub(crate) async fn connect(url: &str, key: Option<&str>) -> Result<DynBackend, ExitCode> {
-    let backend = match tokio::time::timeout(STATUS_CONNECT, dlock::from_url(url)).await {
-        Ok(Ok(b)) => b,
-        Ok(Err(e)) => return Err(fail(url, &e)),
-        Err(_) => return Err(fail(url, &unreachable(STATUS_CONNECT))),
-    };
     if let Some(key) = key {
         dlock::validate_key(key).map_err(|e| fail(url, &e))?;
     }
-    Ok(backend)
+    match tokio::time::timeout(STATUS_CONNECT, dlock::from_url(url)).await {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(e)) => Err(fail(url, &e)),
+        Err(_) => Err(fail(url, &unreachable(STATUS_CONNECT))),
+    }
 }
 
 /// One status: whether an acquisition would wait, the line (before and after the backend's
 /// name), the JSON fields.
-struct Shown {
-    busy: bool,
-    text: (String, String),
-    value: Value,
+pub(crate) struct Shown {
+    pub busy: bool,
+    pub text: (String, String),
+    pub value: Value,
 }
 
-fn readers(n: usize) -> String {
+pub(crate) fn readers(n: usize) -> String {
     format!("held by {n} reader{}", if n == 1 { "" } else { "s" })
 }
 
@@ -146,77 +186,6 @@ async fn mutex(backend: &DynBackend, key: &str, leader: bool) -> dlock::Result<S
         }
         value["leader"] = json!(id);
     }
+    value["kind"] = json!(if info.held || leader { Some("mutex") } else { None });
     Ok(Shown { busy: info.held, text, value })
-}
-
-/// The gate tells a native lock's readers or writer; a composite's readers hold slots.
-async fn read_write(backend: &DynBackend, key: &str, reader_slots: u32) -> dlock::Result<Shown> {
-    let rw = RwLock::new(&Locker::new(backend.clone()), key)?.with_reader_slots(reader_slots)?;
-    let gate = backend.inspect(rw.gate_key()).await?;
-    let mut readers = gate.readers.unwrap_or(0);
-    if !rw.is_native() {
-        for slot in 0..rw.reader_slots() {
-            readers += usize::from(backend.inspect(&rw.reader_slot_key(slot)).await?.held);
-        }
-    }
-    let writer = gate.held && gate.readers.is_none();
-    let holder = noted(backend, rw.gate_key(), &gate).await?;
-    let text = match (writer, readers) {
-        (true, _) => {
-            ("read-write lock held by a writer".to_owned(), with_holder(described(&gate), holder.clone()).0.1)
-        }
-        (false, 0) => ("read-write lock free".to_owned(), String::new()),
-        (false, n) => (format!("read-write lock {}", self::readers(n)), String::new()),
-    };
-    let value = json!({
-        "kind": "read-write",
-        "native": rw.is_native(),
-        "writer": writer,
-        "readers": readers,
-        "fence": gate.fence.filter(|_| writer).map(|f| f.0),
-        "holder": holder,
-        "waiters": gate.waiters,
-    });
-    Ok(Shown { busy: writer || readers > 0, text, value })
-}
-
-/// Every held permit of the semaphore and who holds it where the store records it: the slot
-/// keys' holds, or, where the store keeps the permits itself, its list of them.
-async fn permits(backend: &DynBackend, key: &str, n: u32) -> dlock::Result<Shown> {
-    let sem = Semaphore::new(&Locker::new(backend.clone()), key, n)?;
-    let mut held: Vec<(u32, LockInfo, Option<String>)> = Vec::new();
-    if sem.is_native() {
-        for p in backend.inspect(&sem.pool_key()).await?.permits {
-            let mut info = LockInfo::held();
-            (info.remaining, info.fence, info.owner) = (p.remaining, Some(p.fence), Some(p.owner));
-            held.push((p.slot, info, p.holder));
-        }
-    } else {
-        for slot in 0..n {
-            let k = sem.slot_key(slot);
-            let info = backend.inspect(&k).await?;
-            if info.held {
-                let holder = noted(backend, &k, &info).await?;
-                held.push((slot, info, holder));
-            }
-        }
-    }
-    let count = held.len();
-    let mut tail = String::new();
-    let mut slots = Vec::with_capacity(count);
-    for (slot, info, holder) in held {
-        let ((head, rest), mut v) = with_holder(described(&info), holder);
-        tail.push_str(&format!("; slot {slot} {head}{rest}"));
-        v["slot"] = json!(slot);
-        slots.push(v);
-    }
-    let text = (format!("semaphore, {count} of {n} permits held"), tail);
-    let value = json!({
-        "kind": "semaphore",
-        "native": sem.is_native(),
-        "permits": n,
-        "held_permits": count,
-        "slots": slots,
-    });
-    Ok(Shown { busy: count >= n as usize, text, value })
 }

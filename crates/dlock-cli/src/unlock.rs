@@ -1,113 +1,225 @@
 //! `dlock unlock --force`: take a lock away from its holder, safely: the hold is named by the
 //! fence `dlock status` would show, so a holder nobody looked at is never evicted, and the
-//! evicted holder is told at its next renewal (`dlock run` then applies `--on-lost`).
+//! evicted holder is told at its next renewal (`dlock run` then applies `--on-lost`). The key
+//! may name a mutex, a semaphore (one permit is taken) or a read-write lock (its writer, or
+//! one reader), as the store shows it.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
-use dlock::DynBackend;
 use dlock::backend::LockInfo;
+use dlock::{DynBackend, FencingToken};
 use serde_json::json;
 
-use crate::EXIT_UNSUPPORTED;
 use crate::run::fail;
-use crate::status::{connect, noted};
+use crate::status::kinds::{self, Found};
+use crate::status::noted;
+use crate::status::primitives::{Part, see_permits, see_rw};
+use crate::{EXIT_CONFIG, EXIT_UNSUPPORTED};
 
-/// Evict the holder of `key` (after asking, when stdin is a terminal and `yes` is not given).
-/// Exit 0 when it was evicted or the key was free, 1 when nothing was evicted (declined, or the
-/// lock changed hands since it was inspected), 78 when the store cannot name or take the hold.
-pub async fn unlock(url: &str, key: &str, yes: bool, json: bool) -> ExitCode {
-    let backend = match connect(url, Some(key)).await {
+/// One hold to take: its key, what the store shows, its holder's identity, and how the
+/// operator sees it.
+struct Target {
+    key: String,
+    info: LockInfo,
+    holder: Option<String>,
+    what: String,
+}
+
+/// Evict the holder of `key` (after asking, when stdin is a terminal and `yes` is not given):
+/// a mutex's holder, a read-write lock's writer (its gate and every slot it took), or the one
+/// permit or reader named by `fence` (or the only one held). Exit 0 when it was evicted or
+/// nothing was held, 1 when nothing was evicted (declined, or the hold changed since it was
+/// inspected), 64 when several permits or readers hold and `fence` names none, 78 when the
+/// store cannot name or take the hold.
+pub async fn unlock(url: &str, key: &str, fence: Option<u64>, yes: bool, json: bool) -> ExitCode {
+    let backend = match crate::status::connect(url, Some(key)).await {
         Ok(b) => b,
         Err(code) => return code,
     };
-    let info = match backend.inspect(key).await {
-        Ok(i) => i,
+    let targets = match targets(&backend, key, fence).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(code)) => return code,
         Err(e) => return fail(url, &e),
     };
-    let report = |evicted: bool, holder: &Option<String>| {
+    let report = |evicted: bool, t: Option<&Target>| {
         if json {
             let v = json!({
                 "key": key,
                 "backend": backend.name(),
                 "evicted": evicted,
-                "fence": info.fence.map(|f| f.0),
-                "owner": info.owner,
-                "holder": holder,
+                "fence": t.and_then(|t| t.info.fence).map(|f| f.0),
+                "owner": t.and_then(|t| t.info.owner.clone()),
+                "holder": t.and_then(|t| t.holder.clone()),
+                "parts": targets.iter().map(|t| &t.key).collect::<Vec<_>>(),
             });
             println!("{v}");
         }
     };
-    if !info.held {
-        report(false, &None);
+    let Some(first) = targets.first() else {
+        report(false, None);
         if !json {
             println!("{key}: free, nothing to evict ({})", backend.name());
         }
         return ExitCode::SUCCESS;
-    }
-    if let Some(n) = info.readers {
-        eprintln!(
-            "dlock: {key} is held by {n} shared holds (readers or permits); unlock takes an exclusive hold only"
-        );
-        return ExitCode::from(EXIT_UNSUPPORTED);
-    }
-    let Some(fence) = info.fence else {
-        eprintln!(
-            "dlock: {} shows no fence for the holder of {key}, which is how unlock names the hold it takes; \
-             nothing evicted",
-            backend.name()
-        );
-        return ExitCode::from(EXIT_UNSUPPORTED);
     };
-    // Who holds, for the operator: a note the store cannot give is no reason to stop.
-    let holder = noted(&backend, key, &info).await.unwrap_or(None);
-    let what = describe(&info, fence.0, holder.as_deref());
-    if !yes && std::io::stdin().is_terminal() && !confirm(key, &what) {
+    if !yes && std::io::stdin().is_terminal() && !confirm(key, &first.what) {
         eprintln!("dlock: nothing evicted");
         return ExitCode::from(1);
     }
-    evict(&backend, url, key, fence, &what, json, || report(true, &holder)).await
+    // The first part decides (a writer's gate, or the one hold): once it is taken the holder
+    // is told at its next renewal; its other parts (a composite writer's slots) follow.
+    for (i, t) in targets.iter().enumerate() {
+        let fence = t.info.fence.expect("targets have fences");
+        match backend.evict(&t.key, fence).await {
+            Ok(true) => {}
+            Ok(false) if i == 0 => {
+                eprintln!(
+                    "dlock: {key} changed hands since it was inspected (released, or passed on); nothing evicted: \
+                     look again with dlock status"
+                );
+                return ExitCode::from(1);
+            }
+            // A slot the writer gave back meanwhile (its hold fell apart with the gate).
+            Ok(false) => {}
+            Err(e) => return fail(url, &e),
+        }
+    }
+    report(true, Some(first));
+    if !json {
+        println!(
+            "{key}: evicted {} ({}); its next renewal is refused, and the next holder's fence is larger",
+            first.what,
+            backend.name()
+        );
+    }
+    ExitCode::SUCCESS
 }
 
-async fn evict(
+/// The holds to take for `key` as the store shows it: none when nothing is held; else the
+/// exit status of a hold that cannot be named or taken.
+async fn targets(
     backend: &DynBackend,
-    url: &str,
     key: &str,
-    fence: dlock::FencingToken,
-    what: &str,
-    json: bool,
-    report: impl FnOnce(),
-) -> ExitCode {
-    match backend.evict(key, fence).await {
-        Ok(true) => {
-            report();
-            if !json {
-                println!(
-                    "{key}: evicted {what} ({}); its next renewal is refused, and the next holder's fence is larger",
-                    backend.name()
-                );
+    fence: Option<u64>,
+) -> dlock::Result<Result<Vec<Target>, ExitCode>> {
+    let store = backend.name();
+    Ok(match kinds::find(backend, key).await? {
+        Found::Mutex | Found::Nothing => {
+            let info = backend.inspect(key).await?;
+            if !info.held {
+                return Ok(Ok(Vec::new()));
             }
-            ExitCode::SUCCESS
+            // Who holds, for the operator: a note the store cannot give is no reason to stop.
+            let holder = noted(backend, key, &info).await.unwrap_or(None);
+            let part = Part { slot: 0, key: key.to_owned(), info, holder };
+            one(key, "holder", part, fence, store)
         }
-        Ok(false) => {
-            eprintln!(
-                "dlock: {key} changed hands since it was inspected (released, or passed on); nothing evicted: \
-                 look again with dlock status"
-            );
-            ExitCode::from(1)
+        Found::Semaphore(n) => {
+            let seen = see_permits(backend, key, n).await?;
+            if seen.native && !seen.held.is_empty() {
+                eprintln!(
+                    "dlock: {key} is a semaphore whose permits {store} keeps itself, in one key: it cannot take \
+                     one permit from its holder; nothing evicted (stop the holder's process)"
+                );
+                return Ok(Err(ExitCode::from(EXIT_UNSUPPORTED)));
+            }
+            pick(key, "permit", seen.held, fence, store)
         }
-        Err(e) => fail(url, &e),
+        Found::ReadWrite(k) => {
+            let seen = see_rw(backend, key, k).await?;
+            // A writer that only waits for the readers is not what holds the lock: the readers are.
+            if seen.writer_holds {
+                let holder = seen.writer_note.clone();
+                let gate = Part { slot: 0, key: seen.gate_key.clone(), info: seen.gate.clone(), holder };
+                let mut parts = match one(key, "writer", gate, fence, store) {
+                    Ok(p) => p,
+                    Err(code) => return Ok(Err(code)),
+                };
+                for part in seen.writer_parts {
+                    let what = String::new();
+                    parts.push(Target { key: part.key, info: part.info, holder: part.holder, what });
+                }
+                Ok(parts)
+            } else if seen.native && seen.readers > 0 {
+                eprintln!(
+                    "dlock: {key} is held by {} readers, shared holds of one key that {store} keeps without a \
+                     fence or an identity each: none can be named to take it; nothing evicted (stop the readers' \
+                     processes)",
+                    seen.readers
+                );
+                Err(ExitCode::from(EXIT_UNSUPPORTED))
+            } else {
+                pick(key, "reader", seen.reader_parts, fence, store)
+            }
+        }
+    })
+}
+
+/// The one hold of `parts` that `fence` names, or the only one held.
+fn pick(
+    key: &str,
+    what: &str,
+    parts: Vec<Part>,
+    fence: Option<u64>,
+    store: &str,
+) -> Result<Vec<Target>, ExitCode> {
+    if parts.is_empty() {
+        return Ok(Vec::new());
     }
+    let chosen = match fence {
+        Some(f) => parts.into_iter().find(|p| p.info.fence == Some(FencingToken(f))),
+        None if parts.len() == 1 => parts.into_iter().next(),
+        None => {
+            let list: Vec<String> = parts.iter().map(|p| describe(what, p)).collect();
+            eprintln!(
+                "dlock: {key}: {} {what}s hold it; name the one to take with --fence: {}",
+                list.len(),
+                list.join("; ")
+            );
+            return Err(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    match chosen {
+        Some(p) => one(key, what, p, None, store),
+        None => {
+            eprintln!("dlock: no {what} of {key} holds fence {}; nothing evicted", fence.unwrap_or_default());
+            Err(ExitCode::from(1))
+        }
+    }
+}
+
+/// `part` as the hold to take, when it has a fence (and the one asked for, if any).
+fn one(key: &str, what: &str, part: Part, fence: Option<u64>, store: &str) -> Result<Vec<Target>, ExitCode> {
+    let Some(f) = part.info.fence else {
+        eprintln!(
+            "dlock: {store} shows no fence for the {what} of {key}, which is how unlock names the hold it takes; \
+             nothing evicted"
+        );
+        return Err(ExitCode::from(EXIT_UNSUPPORTED));
+    };
+    if fence.is_some_and(|asked| asked != f.0) {
+        eprintln!(
+            "dlock: the {what} of {key} holds fence {}, not {}; nothing evicted",
+            f.0,
+            fence.unwrap_or(0)
+        );
+        return Err(ExitCode::from(1));
+    }
+    let what = describe(what, &part);
+    Ok(vec![Target { key: part.key, info: part.info, holder: part.holder, what }])
 }
 
 /// The hold as the operator sees it: owner token, identity, fence, lease left.
-fn describe(info: &LockInfo, fence: u64, holder: Option<&str>) -> String {
-    let mut s = format!("holder {}", info.owner.as_deref().unwrap_or("(unknown)"));
-    if let Some(h) = holder {
+fn describe(what: &str, p: &Part) -> String {
+    let mut s = format!("{what} {}", p.info.owner.as_deref().unwrap_or("(unknown)"));
+    if let Some(h) = &p.holder {
         s.push_str(&format!(" ({h})"));
     }
-    s.push_str(&format!(", fence {fence}"));
-    if let Some(d) = info.remaining {
+    if let Some(f) = p.info.fence {
+        s.push_str(&format!(", fence {}", f.0));
+    }
+    if let Some(d) = p.info.remaining {
         s.push_str(&format!(", remaining lease {d:?}"));
     }
     s
