@@ -77,11 +77,9 @@ fn number(row: &MySqlRow, i: usize) -> Result<Option<u64>> {
 pub(crate) async fn seen(parts: &Parts, notes: &NotesSql, key: &str, by: &HeldBy) -> Result<Option<Seen>> {
     let text = notes.holder.replace("{key}", &hex_literal(key.as_bytes())).replace("{holder}", &by.holder());
     parts.trips.add();
-    let read = sqlx::raw_sql(AssertSqlSafe(text)).fetch_all(&parts.pool);
-    let rows = match tokio::time::timeout_at(parts.sessions.response_bound(), read).await {
-        Err(_) => return Err(no_answer()),
-        Ok(Err(e)) if db_number(&e) == Some(ER_NO_SUCH_TABLE) => return Ok(None),
-        Ok(answer) => answer.map_err(classify)?,
+    let rows = match bounded(parts.sessions.response_bound(), batch(parts, text)).await? {
+        Err(e) if db_number(&e) == Some(ER_NO_SUCH_TABLE) => return Ok(None),
+        answer => answer.map_err(classify)?,
     };
     let Some(row) = rows.first() else { return Ok(Some(Seen { conn: None, fence: None })) };
     let (shown, fence, noted) = (number(row, 0)?, number(row, 1)?, number(row, 2)?);
@@ -116,7 +114,7 @@ pub(crate) async fn evict(
         .replace("{check}", &by.check());
     let bound = parts.sessions.response_bound();
     parts.trips.add();
-    let rows = match bounded(bound, sqlx::raw_sql(AssertSqlSafe(text)).fetch_all(&parts.pool)).await? {
+    let rows = match bounded(bound, batch(parts, text)).await? {
         Ok(rows) => rows,
         // The session ended between the check and the KILL: the hold is gone already.
         Err(e) if db_number(&e) == Some(ER_NO_SUCH_THREAD) => return Ok(false),
@@ -134,6 +132,20 @@ pub(crate) async fn evict(
     }
     gone(parts, notes, key, by, Seen { conn: Some(conn), fence: Some(fence.0) }).await;
     Ok(true)
+}
+
+/// Run `text`, a batch that starts with `SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED`,
+/// on a pooled connection. That level is for the next transaction only, which the batch's
+/// statement runs in; a statement that fails before it starts one (no such table, a refused
+/// KILL) would leave the level to whatever the pool runs next there, so the connection is
+/// closed instead of going back.
+async fn batch(parts: &Parts, text: String) -> std::result::Result<Vec<MySqlRow>, sqlx::Error> {
+    let mut conn = parts.pool.acquire().await?;
+    let rows = sqlx::raw_sql(AssertSqlSafe(text)).fetch_all(&mut *conn).await;
+    if rows.is_err() {
+        conn.close_on_drop();
+    }
+    rows
 }
 
 /// `fut`, or a temporary error once `bound` has passed.
