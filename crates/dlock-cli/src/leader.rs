@@ -7,7 +7,7 @@ use dlock::{LeaderElection, LockError};
 
 use crate::EXIT_LOST;
 use crate::run::{any_signal, exit_signal, fail, locker, prepare, run_held, unreachable};
-use crate::supervise::OnLost;
+use crate::supervise::{OnLost, Supervision, Until};
 
 /// How long `dlock leader` waits for the connection to the backend.
 const CONNECT: Duration = Duration::from_secs(30);
@@ -28,6 +28,8 @@ pub struct LeaderArgs<'a> {
     pub lease: Duration,
     /// What to do to the command when leadership is lost.
     pub on_lost: OnLost,
+    /// Whether a term lasts until the command's background processes have exited too.
+    pub until: Until,
     /// Exit after the first term instead of campaigning again.
     pub once: bool,
     /// The command and its arguments.
@@ -78,14 +80,23 @@ pub async fn leader(a: LeaderArgs<'_>) -> ExitCode {
             Some(t) => eprintln!("dlock: leading {:?} (term {t})", a.key),
             None => eprintln!("dlock: leading {:?}", a.key),
         }
-        let ran =
-            match run_held(a.key, a.on_lost, a.command, term, &[], lost.cancelled_owned(), &mut sigs).await {
-                Ok(ran) => ran,
-                Err(code) => {
-                    let _ = candidate.resign().await;
-                    return code;
-                }
-            };
+        let ran = match run_held(
+            a.key,
+            Supervision { on_lost: a.on_lost, until: a.until },
+            a.command,
+            term,
+            &[],
+            lost.cancelled_owned(),
+            &mut sigs,
+        )
+        .await
+        {
+            Ok(ran) => ran,
+            Err(code) => {
+                let _ = candidate.resign().await;
+                return code;
+            }
+        };
         if ran.lost {
             eprintln!("dlock: leadership of {:?} lost while {:?} ran", a.key, ran.program);
             if a.once {

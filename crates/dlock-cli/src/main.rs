@@ -16,6 +16,7 @@ mod hold;
 mod holder;
 mod leader;
 mod list;
+mod reaper;
 mod run;
 mod status;
 mod stores;
@@ -128,6 +129,12 @@ enum Cmd {
         /// Prometheus text at http://ADDR/metrics while the command runs, e.g. 127.0.0.1:9464.
         #[arg(long, value_name = "ADDR")]
         metrics_addr: Option<std::net::SocketAddr>,
+        /// Release the lock as soon as the command itself exits, even while processes it
+        /// started in the background still run. By default dlock holds the lock, as flock(1)
+        /// does, until the command and every process it started (in its process group or
+        /// not) have exited; a lost lock still stops them as --on-lost says.
+        #[arg(long)]
+        ignore_background: bool,
         /// A label noted with the holder's identity (`host:pid cmd=PROGRAM label=LABEL`), which
         /// `dlock status` shows while the lock is held. Public: never put a secret in it.
         #[arg(long, value_name = "LABEL")]
@@ -171,6 +178,10 @@ enum Cmd {
         /// campaigning again.
         #[arg(long)]
         once: bool,
+        /// End the term as soon as the command itself exits, even while processes it started
+        /// in the background still run (see `dlock run --help`).
+        #[arg(long)]
+        ignore_background: bool,
         /// Serve the election's metrics (terms won and lost, hold times, renewals, and
         /// dlock_waiting: 1 while this candidate follows) as Prometheus text at
         /// http://ADDR/metrics, e.g. 127.0.0.1:9464.
@@ -294,6 +305,8 @@ enum Cmd {
         parent: u32,
         #[arg(long, value_parser = parse_duration)]
         grace: Duration,
+        #[arg(long)]
+        ignore_background: bool,
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
     },
@@ -337,6 +350,7 @@ fn main() -> ExitCode {
                 lease,
                 on_lost,
                 metrics_addr,
+                ignore_background,
                 holder_label,
                 command,
             } => {
@@ -353,10 +367,26 @@ fn main() -> ExitCode {
                 };
                 let waits = run::Waits { wait, conflict_exit_code };
                 let holder = holder::identity(command.first().map(String::as_str), holder_label.as_deref());
-                let hold = run::HoldArgs { mode, holder, lease, on_lost: on_lost.for_lease(lease) };
+                let hold = run::HoldArgs {
+                    mode,
+                    holder,
+                    lease,
+                    on_lost: on_lost.for_lease(lease),
+                    until: supervise::Until::of(ignore_background),
+                };
                 run::run(&url, &key, hold, waits, &command).await
             }
-            Cmd::Leader { url, key, identity, lease, on_lost, once, metrics_addr, command } => {
+            Cmd::Leader {
+                url,
+                key,
+                identity,
+                lease,
+                on_lost,
+                once,
+                ignore_background,
+                metrics_addr,
+                command,
+            } => {
                 if let Some(addr) = metrics_addr
                     && let Err(code) = serve_metrics(addr)
                 {
@@ -368,6 +398,7 @@ fn main() -> ExitCode {
                     identity,
                     lease,
                     on_lost: on_lost.for_lease(lease),
+                    until: supervise::Until::of(ignore_background),
                     once,
                     command: &command,
                 })
@@ -382,7 +413,9 @@ fn main() -> ExitCode {
             Cmd::Unlock { url, key, force: _, fence, yes, json } => {
                 unlock::unlock(&url, &key, fence, yes, json).await
             }
-            Cmd::Supervise { parent, grace, command } => supervise::supervise(parent, grace, &command).await,
+            Cmd::Supervise { parent, grace, ignore_background, command } => {
+                supervise::supervise(parent, grace, supervise::Until::of(ignore_background), &command).await
+            }
             Cmd::Status { url, key, json, leader, read_write, reader_slots, permits } => {
                 let kind = match (permits, read_write) {
                     (Some(n), _) => status::Kind::Permits(n),

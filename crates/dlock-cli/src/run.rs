@@ -12,7 +12,7 @@ use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::hold::{Hold, Mode};
-use crate::supervise::{OnLost, exit_of};
+use crate::supervise::{OnLost, Supervision, Until, exit_of};
 use crate::{EXIT_CONFIG, EXIT_LOST, EXIT_NOPERM, EXIT_TIMEOUT, EXIT_UNAVAILABLE, EXIT_UNSUPPORTED};
 
 pub(crate) fn fail(url: &str, e: &LockError) -> ExitCode {
@@ -152,13 +152,15 @@ pub struct HoldArgs {
     pub holder: String,
     pub lease: Duration,
     pub on_lost: OnLost,
+    /// Whether the hold lasts until the command's background processes have exited too.
+    pub until: Until,
 }
 
 /// Hold `key` while `command` runs; see the `run` subcommand's help.
 pub async fn run(
     url: &str,
     key: &str,
-    HoldArgs { mode, holder, lease, on_lost }: HoldArgs,
+    HoldArgs { mode, holder, lease, on_lost, until }: HoldArgs,
     Waits { wait, conflict_exit_code }: Waits,
     command: &[String],
 ) -> ExitCode {
@@ -187,7 +189,16 @@ pub async fn run(
         },
         sig = any_signal(&mut sigs) => return exit_signal(sig),
     };
-    let ran = run_held(key, on_lost, command, guard.fence(), &guard.env(), guard.lost(), &mut sigs).await;
+    let ran = run_held(
+        key,
+        Supervision { on_lost, until },
+        command,
+        guard.fence(),
+        &guard.env(),
+        guard.lost(),
+        &mut sigs,
+    )
+    .await;
     let released = guard.release().await;
     let ran = match ran {
         Ok(ran) => ran,
@@ -228,7 +239,7 @@ impl Ran {
 /// the caller releases the hold. `Err` is dlock's exit status when the command could not start.
 pub(crate) async fn run_held(
     key: &str,
-    on_lost: OnLost,
+    Supervision { on_lost, until }: Supervision,
     command: &[String],
     fence: Option<dlock::FencingToken>,
     env: &[(&str, String)],
@@ -250,6 +261,7 @@ pub(crate) async fn run_held(
         .arg(std::process::id().to_string())
         .arg("--grace")
         .arg(format!("{}ms", grace.as_millis()))
+        .args((until == Until::CommandExited).then_some("--ignore-background"))
         .arg("--")
         .args(command)
         // The supervisor leads a new process group, which the command joins: one signal to
@@ -302,7 +314,7 @@ pub(crate) async fn run_held(
     // stop the group before the hold is given up.
     if status.as_ref().is_ok_and(|s| s.signal().is_some()) && !killed && killpg(group, None).is_ok() {
         let _ = killpg(group, Signal::SIGTERM);
-        tokio::time::sleep(grace.min(Duration::from_secs(1))).await;
+        tokio::time::sleep(grace).await;
         let _ = killpg(group, Signal::SIGKILL);
     }
     Ok(Ran { status, lost: lost_at.is_some(), program: program.clone() })

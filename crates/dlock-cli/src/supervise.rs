@@ -17,6 +17,7 @@ use nix::unistd::{getpgrp, getppid};
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::reaper;
 use crate::{EXIT_CONFIG, EXIT_LOST};
 
 /// How often the supervisor checks that `dlock` is still its parent.
@@ -103,19 +104,61 @@ pub fn exit_of(status: ExitStatus) -> ExitCode {
     }
 }
 
-/// Run `command` in this process's group (which `dlock run` made for us) until it exits, or
-/// until `parent` is no longer our parent.
-pub async fn supervise(parent: u32, grace: Duration, command: &[String]) -> ExitCode {
+/// The signals `--on-lost` and `dlock`'s forwarding send to the group, which the supervisor
+/// survives (it has to report the command's status and keep waiting for its background
+/// processes) and passes on to the adopted processes that left the group. SIGKILL cannot be
+/// caught: it ends the supervisor as well, which `dlock` then sees.
+const FORWARDED: [Signal; 5] =
+    [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGUSR1, Signal::SIGUSR2];
+
+/// How the supervisor ends its watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// The command and every process it started have exited (flock(1)'s behaviour).
+    AllExited,
+    /// The command itself has exited (`--ignore-background`).
+    CommandExited,
+}
+
+/// How the command runs under a hold: what a lost hold does to it, and what ends the hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Supervision {
+    /// What a lost hold does to the command.
+    pub on_lost: OnLost,
+    /// Whether the hold lasts until the command's background processes have exited too.
+    pub until: Until,
+}
+
+impl Until {
+    /// From `--ignore-background`.
+    pub fn of(ignore_background: bool) -> Until {
+        if ignore_background { Until::CommandExited } else { Until::AllExited }
+    }
+}
+
+/// Run `command` in this process's group (which `dlock run` made for us) until it exits, and,
+/// with [`Until::AllExited`], until every process it started has exited as well; or until
+/// `parent` is no longer our parent.
+pub async fn supervise(parent: u32, grace: Duration, until: Until, command: &[String]) -> ExitCode {
     // The group's signals reach the command directly; the supervisor stays to report its
     // status. Registering the handlers replaces the default action (terminate) for good.
-    let handlers = [SignalKind::terminate(), SignalKind::interrupt(), SignalKind::hangup()].map(signal);
-    if handlers.iter().any(Result::is_err) {
-        eprintln!("dlock: cannot install signal handlers");
-        return ExitCode::from(EXIT_CONFIG);
+    let mut handlers = Vec::with_capacity(FORWARDED.len());
+    for sig in FORWARDED {
+        match signal(SignalKind::from_raw(sig as i32)) {
+            Ok(h) => handlers.push((sig, h)),
+            Err(e) => {
+                eprintln!("dlock: cannot install signal handlers: {e}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        }
     }
+    let Ok(mut handlers) = <[_; 5]>::try_from(handlers) else {
+        return ExitCode::from(EXIT_CONFIG);
+    };
     let Some((program, args)) = command.split_first() else {
         return ExitCode::from(EXIT_CONFIG);
     };
+    let follow = until == Until::AllExited && reaper::adopt_descendants();
     let mut child = match Command::new(program).args(args).spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -126,30 +169,66 @@ pub async fn supervise(parent: u32, grace: Duration, command: &[String]) -> Exit
         }
     };
     let mut tick = tokio::time::interval(PARENT_POLL);
+    let mut status: Option<ExitCode> = None;
     loop {
         tokio::select! {
-            status = child.wait() => {
-                return match status {
+            s = child.wait(), if status.is_none() => {
+                let code = match s {
                     Ok(s) => exit_of(s),
                     Err(e) => {
                         eprintln!("dlock: waiting for {program:?} failed: {e}");
                         ExitCode::from(1)
                     }
                 };
+                if !follow || reaper::reap_exited() {
+                    return code;
+                }
+                status = Some(code);
             }
+            sig = next_signal(&mut handlers) => reaper::forward_outside_group(sig),
             _ = tick.tick() => {
+                if let Some(code) = status && reaper::reap_exited() {
+                    return code;
+                }
                 if u32::try_from(getppid().as_raw()).ok() == Some(parent) {
                     continue;
                 }
                 eprintln!("dlock: the dlock process that held the lock died; stopping {program:?}");
-                let group = getpgrp();
-                let _ = killpg(group, Signal::SIGTERM);
-                if tokio::time::timeout(grace, child.wait()).await.is_err() {
-                    let _ = killpg(group, Signal::SIGKILL); // this process included
-                }
-                return ExitCode::from(EXIT_LOST);
+                return orphaned(grace, &mut child, follow).await;
             }
         }
+    }
+}
+
+/// `dlock` died: stop the command's group (and the processes that left it), SIGKILL after
+/// `grace`, before the lease lets another holder in.
+async fn orphaned(grace: Duration, child: &mut tokio::process::Child, follow: bool) -> ExitCode {
+    let group = getpgrp();
+    let _ = killpg(group, Signal::SIGTERM);
+    reaper::forward_outside_group(Signal::SIGTERM);
+    let all_gone = async {
+        let _ = child.wait().await;
+        let mut tick = tokio::time::interval(PARENT_POLL);
+        while follow && !reaper::reap_exited() {
+            tick.tick().await;
+        }
+    };
+    if tokio::time::timeout(grace, all_gone).await.is_err() {
+        reaper::forward_outside_group(Signal::SIGKILL);
+        let _ = killpg(group, Signal::SIGKILL); // this process included
+    }
+    ExitCode::from(EXIT_LOST)
+}
+
+/// The first of the supervisor's handled signals to arrive.
+async fn next_signal(handlers: &mut [(Signal, tokio::signal::unix::Signal); 5]) -> Signal {
+    let [(a, ha), (b, hb), (c, hc), (d, hd), (e, he)] = handlers;
+    tokio::select! {
+        _ = ha.recv() => *a,
+        _ = hb.recv() => *b,
+        _ = hc.recv() => *c,
+        _ = hd.recv() => *d,
+        _ = he.recv() => *e,
     }
 }
 
