@@ -26,6 +26,7 @@ pub mod backend;
 mod caller;
 mod deadline;
 mod error;
+pub mod faults;
 mod guard;
 mod hold;
 mod latch;

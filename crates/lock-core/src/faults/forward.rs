@@ -1,0 +1,127 @@
+//! The wrapper's [`LockBackend`]: every method forwarded, through the armed faults. A method
+//! left to the trait's default body would answer "unsupported" or "no" whatever the wrapped
+//! store can do, so every one is written out here (`tests::every_method_is_forwarded`).
+
+use async_trait::async_trait;
+
+use super::{FaultyBackend, Op};
+use crate::backend::{AcquireRequest, Attempt, LockBackend, Record, RecordOp, RenewItem, Subscription};
+use crate::{Capability, FencingToken, LockInfo, OwnerToken, Result};
+
+#[async_trait]
+impl LockBackend for FaultyBackend {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn capabilities(&self) -> Capability {
+        self.inner.capabilities()
+    }
+
+    fn identity(&self) -> String {
+        self.inner.identity()
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let lose = self.faults.gate(Op::TryAcquire).await?;
+        let attempt = self.inner.try_acquire(req).await?;
+        if let Attempt::Acquired(_) = attempt {
+            // Held in the store even when its answer is lost below.
+            self.faults.granted(req.key, req.owner);
+        }
+        self.faults.answer(Op::TryAcquire, lose, attempt)
+    }
+
+    async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
+        let lose = self.faults.gate(Op::Release).await?;
+        if self.faults.is_lost(key, owner, true) {
+            return self.faults.answer(Op::Release, lose, false);
+        }
+        let released = self.inner.release(key, owner).await?;
+        self.faults.answered(key, owner, released, true);
+        self.faults.answer(Op::Release, lose, released)
+    }
+
+    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
+        let lose = self.faults.gate(Op::Renew).await?;
+        let lost: Vec<bool> = items.iter().map(|i| self.faults.is_lost(i.key, i.owner, false)).collect();
+        let live: Vec<RenewItem<'_>> =
+            items.iter().zip(&lost).filter(|&(_, &lost)| !lost).map(|(i, _)| *i).collect();
+        let renewed = match live.is_empty() {
+            true => Vec::new(),
+            false => self.inner.renew(&live).await?,
+        };
+        for (item, &held) in live.iter().zip(&renewed) {
+            self.faults.answered(item.key, item.owner, held, false);
+        }
+        let answer = match live.len() == items.len() {
+            // Nothing forgotten: the store's answer as it is.
+            true => renewed,
+            false => {
+                let mut renewed = renewed.into_iter();
+                lost.iter().map(|&lost| !lost && renewed.next().unwrap_or(false)).collect()
+            }
+        };
+        self.faults.answer(Op::Renew, lose, answer)
+    }
+
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        let lose = self.faults.gate(Op::Inspect).await?;
+        let info = self.inner.inspect(key).await?;
+        self.faults.answer(Op::Inspect, lose, info)
+    }
+
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        let lose = self.faults.gate(Op::LeaveQueue).await?;
+        self.inner.leave_queue(key, owner).await?;
+        self.faults.answer(Op::LeaveQueue, lose, ())
+    }
+
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        let lose = self.faults.gate(Op::Subscribe).await?;
+        let sub = self.inner.subscribe(key).await?;
+        // A lost answer drops the subscription, which unsubscribes as the caller's drop would.
+        self.faults.answer(Op::Subscribe, lose, sub)
+    }
+
+    fn listening(&self, key: &str) -> bool {
+        self.inner.listening(key)
+    }
+
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        let lose = self.faults.gate(Op::SetNote).await?;
+        let stored = !self.faults.is_lost(key, owner, false) && self.inner.set_note(key, owner, note).await?;
+        self.faults.answer(Op::SetNote, lose, stored)
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        let lose = self.faults.gate(Op::Note).await?;
+        let note = self.inner.note(key).await?;
+        self.faults.answer(Op::Note, lose, note)
+    }
+
+    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
+        let lose = self.faults.gate(Op::RaiseFence).await?;
+        let raised =
+            !self.faults.is_lost(key, owner, false) && self.inner.raise_fence(key, owner, floor).await?;
+        self.faults.answer(Op::RaiseFence, lose, raised)
+    }
+
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        let lose = self.faults.gate(Op::List).await?;
+        let keys = self.inner.list(prefix, limit).await?;
+        self.faults.answer(Op::List, lose, keys)
+    }
+
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        let lose = self.faults.gate(Op::Evict).await?;
+        let evicted = self.inner.evict(key, fence).await?;
+        self.faults.answer(Op::Evict, lose, evicted)
+    }
+
+    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
+        let lose = self.faults.gate(Op::Record).await?;
+        let record = self.inner.record(key, op).await?;
+        self.faults.answer(Op::Record, lose, record)
+    }
+}

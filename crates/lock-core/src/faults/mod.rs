@@ -1,0 +1,426 @@
+//! Faults on demand around any backend, for testing code that uses locks: calls that fail,
+//! stall or answer late, answers lost after the store applied the request, and holds the store
+//! forgets, so that a test can check what the code does with a `lost()` signal, a timeout or a
+//! temporary error without writing a forwarding [`LockBackend`] of its own.
+//!
+//! [`FaultyBackend::wrap`] puts a backend behind the wrapper and hands back a [`Faults`]
+//! handle. Until a fault is armed the wrapper changes nothing: every method of the trait
+//! (capabilities, subscriptions, notes, records, listing, eviction) is forwarded as it is.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), lock_core::LockError> {
+//! use std::{sync::Arc, time::Duration};
+//! use lock_core::faults::{FaultyBackend, Op};
+//! use lock_core::{Locker, MemoryBackend};
+//!
+//! let (backend, faults) = FaultyBackend::wrap(Arc::new(MemoryBackend::new()));
+//! let locker = Locker::new(Arc::new(backend));
+//!
+//! // The store is unreachable for two attempts: the caller sees temporary errors.
+//! faults.fail_next(Op::TryAcquire, 2);
+//! let refused = locker.try_lock("job").await.expect_err("injected");
+//! assert!(refused.is_temporary());
+//!
+//! // The store forgets a hold: the holder's next renewal is refused and `lost()` fires.
+//! faults.heal();
+//! let guard = locker.lock("job").wait(Duration::from_secs(1)).acquire().await?;
+//! assert_eq!(faults.lose("job").await?, 1);
+//! guard.lost().await;
+//! # Ok(()) }
+//! ```
+//!
+//! Faults apply to the calls that start while they are armed, and last until [`Faults::heal`]
+//! (the counted ones until used up). Waits (latency and stalls) run on tokio's clock, so under
+//! paused time they cost no real time; a stalled call whose future is dropped (a caller's
+//! timeout) never reaches the store.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::backend::{LockBackend, Mutex};
+use crate::{LockError, OwnerToken, Result};
+
+mod forward;
+#[cfg(all(test, feature = "memory"))]
+mod tests;
+
+/// A backend call that faults can be armed on: the [`LockBackend`] method of the same name.
+/// (`name`, `capabilities`, `identity` and `listening` answer locally and never fail.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+#[allow(missing_docs)] // the `LockBackend` methods of the same names
+pub enum Op {
+    TryAcquire,
+    Release,
+    Renew,
+    Inspect,
+    LeaveQueue,
+    Subscribe,
+    SetNote,
+    Note,
+    RaiseFence,
+    List,
+    Evict,
+    Record,
+}
+
+impl Op {
+    /// Every call, for arming one fault on all of them.
+    pub const ALL: [Op; 12] = [
+        Op::TryAcquire,
+        Op::Release,
+        Op::Renew,
+        Op::Inspect,
+        Op::LeaveQueue,
+        Op::Subscribe,
+        Op::SetNote,
+        Op::Note,
+        Op::RaiseFence,
+        Op::List,
+        Op::Evict,
+        Op::Record,
+    ];
+
+    /// The method's name, as in errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::TryAcquire => "try_acquire",
+            Op::Release => "release",
+            Op::Renew => "renew",
+            Op::Inspect => "inspect",
+            Op::LeaveQueue => "leave_queue",
+            Op::Subscribe => "subscribe",
+            Op::SetNote => "set_note",
+            Op::Note => "note",
+            Op::RaiseFence => "raise_fence",
+            Op::List => "list",
+            Op::Evict => "evict",
+            Op::Record => "record",
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Most releases [`Faults::lose`] sends for one holder: a reentrant store counts nested holds,
+/// and each release takes one off.
+const MAX_NESTING: usize = 64;
+
+#[derive(Clone, Copy, Debug)]
+enum Stall {
+    For(Duration),
+    Forever,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Armed {
+    fail_next: u64,
+    fail_all: bool,
+    lose_answers: u64,
+    stall: Option<Stall>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    armed: [Armed; Op::ALL.len()],
+    calls: [u64; Op::ALL.len()],
+    latency: Duration,
+    /// Holds granted through the wrapper and not known to be gone: key → owner → grants.
+    holds: HashMap<String, HashMap<OwnerToken, u32>>,
+    /// Holds the store forgot ([`Faults::lose`]): until their owner releases them or is granted
+    /// the key again, they answer "not held" as a store that lost them would.
+    lost: HashSet<(String, OwnerToken)>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    /// Bumped by `heal`, which ends every wait in progress.
+    healed: watch::Sender<u64>,
+    /// Bumped by every grant, for [`Faults::until_held`].
+    granted: watch::Sender<u64>,
+}
+
+/// What one call meets on its way to the store, decided when it starts.
+struct Plan {
+    latency: Duration,
+    stall: Option<Stall>,
+    fail: bool,
+    lose_answer: bool,
+    healed: watch::Receiver<u64>,
+}
+
+/// A backend behind faults armed through its [`Faults`] handle (see [the module](self)).
+/// Name, capabilities and identity are the wrapped backend's.
+pub struct FaultyBackend {
+    inner: Arc<dyn LockBackend>,
+    faults: Faults,
+}
+
+impl FaultyBackend {
+    /// `inner` behind the wrapper, with no fault armed, and the handle that arms them.
+    pub fn wrap(inner: Arc<dyn LockBackend>) -> (FaultyBackend, Faults) {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            healed: watch::Sender::new(0),
+            granted: watch::Sender::new(0),
+        });
+        let faults = Faults { shared, inner: inner.clone() };
+        (FaultyBackend { inner, faults: faults.clone() }, faults)
+    }
+
+    /// Another handle on this wrapper's faults.
+    pub fn faults(&self) -> Faults {
+        self.faults.clone()
+    }
+
+    /// The wrapped backend.
+    pub fn inner(&self) -> &Arc<dyn LockBackend> {
+        &self.inner
+    }
+}
+
+impl fmt::Debug for FaultyBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FaultyBackend").field("inner", &self.inner).finish_non_exhaustive()
+    }
+}
+
+/// Arms and clears the faults of one [`FaultyBackend`]; clones share them.
+#[derive(Clone)]
+pub struct Faults {
+    shared: Arc<Shared>,
+    inner: Arc<dyn LockBackend>,
+}
+
+impl fmt::Debug for Faults {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.shared.state.lock();
+        f.debug_struct("Faults")
+            .field("armed", &s.armed)
+            .field("latency", &s.latency)
+            .field("lost", &s.lost.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Faults {
+    fn arm(&self, op: Op, f: impl FnOnce(&mut Armed)) {
+        f(&mut self.shared.state.lock().armed[op as usize]);
+    }
+
+    /// The next `n` calls of `op` fail without reaching the store, with a temporary
+    /// [`LockError::Backend`] (a refused connection), as a store that is briefly unreachable.
+    pub fn fail_next(&self, op: Op, n: u64) {
+        self.arm(op, |a| a.fail_next = a.fail_next.saturating_add(n));
+    }
+
+    /// Every call of `op` fails as with [`fail_next`](Self::fail_next), until [`heal`](Self::heal).
+    pub fn fail_all(&self, op: Op) {
+        self.arm(op, |a| a.fail_all = true);
+    }
+
+    /// Every call fails until [`heal`](Self::heal): the store is down. Holds run out on the
+    /// watchdog's failed renewals (the holder's state turns uncertain, then lost at its lease's
+    /// local deadline), as they would with a real outage.
+    pub fn outage(&self) {
+        let mut s = self.shared.state.lock();
+        for a in &mut s.armed {
+            a.fail_all = true;
+        }
+    }
+
+    /// The next `n` calls of `op` reach the store and are applied, and their answers are lost:
+    /// the caller gets a temporary error (a reset connection). A lost grant stays held in the
+    /// store until its lease runs out (a session-bound store's, until the session ends), as it
+    /// would after a real lost answer; a lost renewal extended the lease all the same.
+    pub fn lose_answers(&self, op: Op, n: u64) {
+        self.arm(op, |a| a.lose_answers = a.lose_answers.saturating_add(n));
+    }
+
+    /// Every call of `op` waits `d` before it is sent to the store, until [`heal`](Self::heal)
+    /// (which also ends the waits in progress): a store or a link that answers slowly.
+    pub fn stall(&self, op: Op, d: Duration) {
+        self.arm(op, |a| a.stall = Some(Stall::For(d)));
+    }
+
+    /// Every call of `op` hangs until [`heal`](Self::heal), then goes to the store: a partition
+    /// that drops packets without resetting the connection. Only the caller's own timeout
+    /// (dropping the call's future) ends it earlier, and then the request never reached the
+    /// store.
+    pub fn stall_forever(&self, op: Op) {
+        self.arm(op, |a| a.stall = Some(Stall::Forever));
+    }
+
+    /// Every call waits `d` before it is sent to the store (a slow link), until
+    /// [`heal`](Self::heal) or another `latency`. A stall of the call comes on top.
+    pub fn latency(&self, d: Duration) {
+        self.shared.state.lock().latency = d;
+    }
+
+    /// Clears every armed fault and the latency, and lets every stalled call go on to the
+    /// store. Holds already forgotten ([`lose`](Self::lose)) stay forgotten.
+    pub fn heal(&self) {
+        let mut s = self.shared.state.lock();
+        s.armed = Default::default();
+        s.latency = Duration::ZERO;
+        // Under the state lock, so that a call that planned before it sees the change.
+        self.shared.healed.send_modify(|g| *g += 1);
+    }
+
+    /// How many calls of `op` the wrapper was given (failed ones included).
+    pub fn calls(&self, op: Op) -> u64 {
+        self.shared.state.lock().calls[op as usize]
+    }
+
+    /// Whether a hold of `key` granted through the wrapper is still known to the wrapper (not
+    /// released, refused a renewal, or forgotten).
+    pub fn is_held(&self, key: &str) -> bool {
+        self.shared.state.lock().holds.get(key).is_some_and(|o| !o.is_empty())
+    }
+
+    /// Waits until `key` is held through the wrapper: the point from which
+    /// [`lose`](Self::lose) has a hold to forget, without polling or sleeping in a test.
+    pub async fn until_held(&self, key: &str) {
+        let mut granted = self.shared.granted.subscribe();
+        // The sender lives as long as `self`, so this only ends with the predicate true.
+        let _ = granted.wait_for(|_| self.is_held(key)).await;
+    }
+
+    /// The store forgets every hold of `key` granted through the wrapper, as a store does
+    /// whose lease expired behind a paused holder, whose key was deleted, or that restarted
+    /// without its data: the holds are released in the store (waiters are woken and another
+    /// client may take the key), and each holder's next renewal, release, note or fence raise
+    /// through the wrapper answers "not held", so its watchdog marks it lost and `lost()`
+    /// fires at the next renewal (a third of the lease after the last one). Readers and
+    /// permits of the key are forgotten alike. Answers how many holders the store still had.
+    ///
+    /// # Errors
+    /// The wrapped store's error from a release (faults armed on the wrapper do not apply);
+    /// the holds are then still marked lost, and any left in the store end with their lease.
+    pub async fn lose(&self, key: &str) -> Result<usize> {
+        let owners: Vec<OwnerToken> = {
+            let mut s = self.shared.state.lock();
+            let owners: Vec<_> = s.holds.remove(key).unwrap_or_default().into_keys().collect();
+            for &owner in &owners {
+                s.lost.insert((key.to_owned(), owner));
+            }
+            owners
+        };
+        let mut had = 0;
+        for owner in owners {
+            for nested in 0..MAX_NESTING {
+                if !self.inner.release(key, owner).await? {
+                    break;
+                }
+                if nested == 0 {
+                    had += 1;
+                }
+            }
+        }
+        Ok(had)
+    }
+
+    fn plan(&self, op: Op) -> Plan {
+        let mut s = self.shared.state.lock();
+        s.calls[op as usize] += 1;
+        let latency = s.latency;
+        let a = &mut s.armed[op as usize];
+        let fail = a.fail_all || take_one(&mut a.fail_next);
+        let lose_answer = !fail && take_one(&mut a.lose_answers);
+        Plan { latency, stall: a.stall, fail, lose_answer, healed: self.shared.healed.subscribe() }
+    }
+
+    /// The way to the store of one call of `op`: its waits, then its failure if one is armed.
+    /// `Ok(true)` when the call's answer is to be lost.
+    async fn gate(&self, op: Op) -> Result<bool> {
+        let mut plan = self.plan(op);
+        if !plan.latency.is_zero() || plan.stall.is_some() {
+            let waits = async {
+                tokio::time::sleep(plan.latency).await;
+                match plan.stall {
+                    Some(Stall::For(d)) => tokio::time::sleep(d).await,
+                    Some(Stall::Forever) => std::future::pending().await,
+                    None => {}
+                }
+            };
+            tokio::select! {
+                () = waits => {}
+                _ = plan.healed.changed() => {}
+            }
+        }
+        if plan.fail {
+            return Err(self.injected(op, std::io::ErrorKind::ConnectionRefused, "did not reach the store"));
+        }
+        Ok(plan.lose_answer)
+    }
+
+    /// `answer` as the caller gets it: lost if the call's plan said so.
+    fn answer<T>(&self, op: Op, lose: bool, answer: T) -> Result<T> {
+        match lose {
+            true => {
+                Err(self.injected(op, std::io::ErrorKind::ConnectionReset, "was applied, its answer lost"))
+            }
+            false => Ok(answer),
+        }
+    }
+
+    fn injected(&self, op: Op, kind: std::io::ErrorKind, what: &str) -> LockError {
+        let source = std::io::Error::new(kind, format!("injected fault: {op} {what}"));
+        LockError::temporary(self.inner.name(), source)
+    }
+
+    fn granted(&self, key: &str, owner: OwnerToken) {
+        {
+            let mut s = self.shared.state.lock();
+            s.lost.remove(&(key.to_owned(), owner));
+            *s.holds.entry(key.to_owned()).or_default().entry(owner).or_default() += 1;
+        }
+        self.shared.granted.send_modify(|n| *n += 1);
+    }
+
+    /// The store answered whether `owner` held `key` (a release, a renewal): a hold it no
+    /// longer has is forgotten here too.
+    fn answered(&self, key: &str, owner: OwnerToken, held: bool, release: bool) {
+        let mut s = self.shared.state.lock();
+        let Some(owners) = s.holds.get_mut(key) else { return };
+        match owners.get_mut(&owner) {
+            // A release of a nested hold, or a confirmed renewal: the hold stays.
+            Some(n) if held && release && *n > 1 => *n -= 1,
+            Some(_) if held && !release => {}
+            Some(_) => {
+                owners.remove(&owner);
+                if owners.is_empty() {
+                    s.holds.remove(key);
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Whether the store forgot `owner`'s hold of `key`; `forget` clears the mark (a release).
+    fn is_lost(&self, key: &str, owner: OwnerToken, forget: bool) -> bool {
+        let mut s = self.shared.state.lock();
+        let id = (key.to_owned(), owner);
+        match forget {
+            true => s.lost.remove(&id),
+            false => s.lost.contains(&id),
+        }
+    }
+}
+
+/// Takes one from a counted fault; whether there was one.
+fn take_one(n: &mut u64) -> bool {
+    let some = *n > 0;
+    *n = n.saturating_sub(1);
+    some
+}
