@@ -1,6 +1,8 @@
 //! Testing code that uses locks (`docs/TESTING.md` is the guide): a locker over a fresh
-//! in-process table, and [`take_away`], which takes a lock from its holder on any store that
-//! can evict, so a test can check what the caller does when its lock is lost.
+//! in-process table, [`take_away`], which takes a lock from its holder on any store that can
+//! evict, so a test can check what the caller does when its lock is lost, and
+//! [`FaultyBackend`], which makes any store's calls fail, stall or answer late and makes it
+//! forget a hold, on demand (see [Faults on any store](#faults-on-any-store)).
 //!
 //! The in-process backend keeps time with tokio's clock, so under paused time
 //! (`#[tokio::test(start_paused = true)]`) leases, renewals and waits run in virtual time: a
@@ -40,10 +42,68 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Faults on any store
+//!
+//! [`FaultyBackend::wrap`] puts a backend (the in-process one, or the real store a test runs
+//! against) behind a wrapper that changes nothing until a fault is armed on its [`Faults`]
+//! handle: [`fail_next`](Faults::fail_next), [`fail_all`](Faults::fail_all) and
+//! [`outage`](Faults::outage) answer temporary errors without reaching the store,
+//! [`lose_answers`](Faults::lose_answers) applies the request and loses its answer,
+//! [`stall`](Faults::stall), [`stall_forever`](Faults::stall_forever) and
+//! [`latency`](Faults::latency) delay calls, [`lose`](Faults::lose) makes the store forget a
+//! hold (the holder's next renewal is refused, so its `lost()` fires, and the key is free for
+//! others), and [`heal`](Faults::heal) clears them all. [`until_held`](Faults::until_held)
+//! waits for the code under test to hold a key, so a test needs no sleeps.
+//!
+//! ```
+//! use std::{sync::Arc, time::Duration};
+//!
+//! use dlock::testing::{FaultyBackend, Op};
+//! use dlock::{Locker, MemoryBackend};
+//!
+//! /// The code under test: gives up on a store that does not answer within 2 s, and stops its
+//! /// work as soon as its lock is lost.
+//! async fn run_job(locker: &Locker) -> &'static str {
+//!     let acquire = locker.lock("job").wait(Duration::from_secs(5)).acquire();
+//!     let guard = match tokio::time::timeout(Duration::from_secs(2), acquire).await {
+//!         Err(_) => return "gave up: store not answering",
+//!         Ok(Err(_)) => return "gave up: no lock",
+//!         Ok(Ok(guard)) => guard,
+//!     };
+//!     tokio::select! {
+//!         _ = guard.lost() => "stopped: lock lost",
+//!         _ = tokio::time::sleep(Duration::from_secs(60)) => "done",
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), dlock::LockError> {
+//! // In a test: `#[tokio::test(start_paused = true)]`.
+//! let (backend, faults) = FaultyBackend::wrap(Arc::new(MemoryBackend::new()));
+//! let locker = Locker::new(Arc::new(backend));
+//!
+//! // The store hangs: the code's own timeout ends the wait.
+//! faults.stall_forever(Op::TryAcquire);
+//! assert_eq!(run_job(&locker).await, "gave up: store not answering");
+//! faults.heal();
+//!
+//! // The store forgets the hold while the job runs: the code stops at the next renewal.
+//! let job = tokio::spawn({
+//!     let locker = locker.clone();
+//!     async move { run_job(&locker).await }
+//! });
+//! faults.until_held("job").await;
+//! assert_eq!(faults.lose("job").await?, 1);
+//! assert_eq!(job.await.expect("task"), "stopped: lock lost");
+//! # Ok(())
+//! # }
+//! ```
 
 use std::sync::Arc;
 
 use lock_core::backend::LockBackend;
+pub use lock_core::faults::{Faults, FaultyBackend, Op};
 use lock_core::{Locker, MemoryBackend, Result};
 
 /// A locker over a fresh in-process table of its own, and that table (whose
