@@ -39,4 +39,8 @@ pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::bac
     // Every lock is a Raft commit: 100k holds kept fine (docs/BENCH.md) but took minutes to
     // take, too long for every bench run.
     watchdog_locks: Some(10_000),
+    session_lease: Some(lock_core::backend::registry::SessionLease {
+        option: "lease_ttl",
+        floor: "etcd counts whole seconds and raises it to 1.5 election timeouts (2 s by default)",
+    }),
 };

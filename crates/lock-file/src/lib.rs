@@ -37,6 +37,7 @@ pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::bac
     }),
     // Every grant syncs its fence to disk (file, then directory).
     watchdog_locks: Some(1_000),
+    session_lease: None,
 };
 
 /// The backend's name in errors and metrics.

@@ -39,4 +39,5 @@ pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::bac
     // A held pessimistic or GET_LOCK lock pins one of the pool's connections; an optimistic
     // hold is an InnoDB commit each: leave the watchdog's renewals room.
     watchdog_locks: Some(24),
+    session_lease: None,
 };

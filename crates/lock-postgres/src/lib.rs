@@ -35,4 +35,5 @@ pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::bac
     local: None,
     // A held lock pins one of the pool's connections.
     watchdog_locks: Some(24),
+    session_lease: None,
 };

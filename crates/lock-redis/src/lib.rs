@@ -59,4 +59,5 @@ pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::bac
     modes: &["simple", "reentrant", "fair"],
     local: None,
     watchdog_locks: None,
+    session_lease: None,
 };

@@ -46,4 +46,8 @@ pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::bac
     // Holds live as long as the session, but renewing one checks its node: 10k holds cost the
     // client ~210 ms of CPU per period (docs/BENCH.md), so 100k would not fit in a period.
     watchdog_locks: Some(10_000),
+    session_lease: Some(lock_core::backend::registry::SessionLease {
+        option: "session_timeout",
+        floor: "ZooKeeper raises it to 2 x its tickTime (4 s by default)",
+    }),
 };

@@ -42,6 +42,36 @@ pub struct Descriptor {
     /// At most this many locks in the bench's watchdog scenario, where a hold is costly (a
     /// pinned connection, a durable write); `None`: as the scenario decides.
     pub watchdog_locks: Option<usize>,
+    /// Where a hold's lease is the client session's rather than each lock's (ZooKeeper's
+    /// session timeout, etcd's session lease): the URL option that sets it, so that a caller
+    /// choosing a lease (`dlock run --lease`) chooses how soon a dead holder's locks free.
+    pub session_lease: Option<SessionLease>,
+}
+
+/// The URL option that sets a store's session lease, and the server's lower bound on it.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionLease {
+    /// The query option: `"session_timeout"`.
+    pub option: &'static str,
+    /// What the server does with a shorter one, in words for help text.
+    pub floor: &'static str,
+}
+
+impl SessionLease {
+    /// `url` with the session lease set to `lease`, unless the URL sets it already (its own
+    /// option wins: it is the more specific of the two).
+    pub fn apply(&self, url: &str, lease: std::time::Duration) -> String {
+        let query = url.split_once('?').map_or("", |(_, q)| q);
+        let given = query.split('&').any(|kv| {
+            let name = kv.split_once('=').map_or(kv, |(k, _)| k);
+            name == self.option || name.strip_prefix(self.option).is_some_and(|rest| rest == "_ms")
+        });
+        if given {
+            return url.to_owned();
+        }
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}{}={}ms", self.option, lease.as_millis())
+    }
 }
 
 impl Descriptor {

@@ -369,6 +369,7 @@ impl MemoryBackend {
         modes: &[],
         local: Some(|| Ok(Local { url: "memory://bench".into(), keep: Box::new(()) })),
         watchdog_locks: None,
+        session_lease: None,
     };
 }
 
