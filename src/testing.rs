@@ -53,7 +53,8 @@
 //! [`stall`](Faults::stall), [`stall_forever`](Faults::stall_forever) and
 //! [`latency`](Faults::latency) delay calls, [`lose`](Faults::lose) makes the store forget a
 //! hold (the holder's next renewal is refused, so its `lost()` fires, and the key is free for
-//! others), and [`heal`](Faults::heal) clears them all. [`until_held`](Faults::until_held)
+//! others; [`lose_all`](Faults::lose_all) forgets every hold, a semaphore's and a read-write
+//! lock's parts included), and [`heal`](Faults::heal) clears them all. [`until_held`](Faults::until_held)
 //! waits for the code under test to hold a key, so a test needs no sleeps.
 //!
 //! ```

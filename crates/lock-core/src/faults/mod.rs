@@ -46,6 +46,7 @@ use crate::backend::{LockBackend, Mutex};
 use crate::{LockError, OwnerToken, Result};
 
 mod forward;
+mod holds;
 #[cfg(all(test, feature = "memory"))]
 mod tests;
 
@@ -110,10 +111,6 @@ impl fmt::Display for Op {
         f.write_str(self.name())
     }
 }
-
-/// Most releases [`Faults::lose`] sends for one holder: a reentrant store counts nested holds,
-/// and each release takes one off.
-const MAX_NESTING: usize = 64;
 
 #[derive(Clone, Copy, Debug)]
 enum Stall {
@@ -282,54 +279,6 @@ impl Faults {
         self.shared.state.lock().calls[op as usize]
     }
 
-    /// Whether a hold of `key` granted through the wrapper is still known to the wrapper (not
-    /// released, refused a renewal, or forgotten).
-    pub fn is_held(&self, key: &str) -> bool {
-        self.shared.state.lock().holds.get(key).is_some_and(|o| !o.is_empty())
-    }
-
-    /// Waits until `key` is held through the wrapper: the point from which
-    /// [`lose`](Self::lose) has a hold to forget, without polling or sleeping in a test.
-    pub async fn until_held(&self, key: &str) {
-        let mut granted = self.shared.granted.subscribe();
-        // The sender lives as long as `self`, so this only ends with the predicate true.
-        let _ = granted.wait_for(|_| self.is_held(key)).await;
-    }
-
-    /// The store forgets every hold of `key` granted through the wrapper, as a store does
-    /// whose lease expired behind a paused holder, whose key was deleted, or that restarted
-    /// without its data: the holds are released in the store (waiters are woken and another
-    /// client may take the key), and each holder's next renewal, release, note or fence raise
-    /// through the wrapper answers "not held", so its watchdog marks it lost and `lost()`
-    /// fires at the next renewal (a third of the lease after the last one). Readers and
-    /// permits of the key are forgotten alike. Answers how many holders the store still had.
-    ///
-    /// # Errors
-    /// The wrapped store's error from a release (faults armed on the wrapper do not apply);
-    /// the holds are then still marked lost, and any left in the store end with their lease.
-    pub async fn lose(&self, key: &str) -> Result<usize> {
-        let owners: Vec<OwnerToken> = {
-            let mut s = self.shared.state.lock();
-            let owners: Vec<_> = s.holds.remove(key).unwrap_or_default().into_keys().collect();
-            for &owner in &owners {
-                s.lost.insert((key.to_owned(), owner));
-            }
-            owners
-        };
-        let mut had = 0;
-        for owner in owners {
-            for nested in 0..MAX_NESTING {
-                if !self.inner.release(key, owner).await? {
-                    break;
-                }
-                if nested == 0 {
-                    had += 1;
-                }
-            }
-        }
-        Ok(had)
-    }
-
     fn plan(&self, op: Op) -> Plan {
         let mut s = self.shared.state.lock();
         s.calls[op as usize] += 1;
@@ -346,7 +295,10 @@ impl Faults {
         let mut plan = self.plan(op);
         if !plan.latency.is_zero() || plan.stall.is_some() {
             let waits = async {
-                tokio::time::sleep(plan.latency).await;
+                // Only when asked: even a zero sleep waits for the timer's next tick.
+                if !plan.latency.is_zero() {
+                    tokio::time::sleep(plan.latency).await;
+                }
                 match plan.stall {
                     Some(Stall::For(d)) => tokio::time::sleep(d).await,
                     Some(Stall::Forever) => std::future::pending().await,
@@ -377,44 +329,6 @@ impl Faults {
     fn injected(&self, op: Op, kind: std::io::ErrorKind, what: &str) -> LockError {
         let source = std::io::Error::new(kind, format!("injected fault: {op} {what}"));
         LockError::temporary(self.inner.name(), source)
-    }
-
-    fn granted(&self, key: &str, owner: OwnerToken) {
-        {
-            let mut s = self.shared.state.lock();
-            s.lost.remove(&(key.to_owned(), owner));
-            *s.holds.entry(key.to_owned()).or_default().entry(owner).or_default() += 1;
-        }
-        self.shared.granted.send_modify(|n| *n += 1);
-    }
-
-    /// The store answered whether `owner` held `key` (a release, a renewal): a hold it no
-    /// longer has is forgotten here too.
-    fn answered(&self, key: &str, owner: OwnerToken, held: bool, release: bool) {
-        let mut s = self.shared.state.lock();
-        let Some(owners) = s.holds.get_mut(key) else { return };
-        match owners.get_mut(&owner) {
-            // A release of a nested hold, or a confirmed renewal: the hold stays.
-            Some(n) if held && release && *n > 1 => *n -= 1,
-            Some(_) if held && !release => {}
-            Some(_) => {
-                owners.remove(&owner);
-                if owners.is_empty() {
-                    s.holds.remove(key);
-                }
-            }
-            None => {}
-        }
-    }
-
-    /// Whether the store forgot `owner`'s hold of `key`; `forget` clears the mark (a release).
-    fn is_lost(&self, key: &str, owner: OwnerToken, forget: bool) -> bool {
-        let mut s = self.shared.state.lock();
-        let id = (key.to_owned(), owner);
-        match forget {
-            true => s.lost.remove(&id),
-            false => s.lost.contains(&id),
-        }
     }
 }
 

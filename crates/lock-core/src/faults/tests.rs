@@ -301,7 +301,7 @@ async fn a_forgotten_hold_is_lost_and_free() {
     let start = Instant::now();
     assert_eq!(faults.lose("k").await.expect("lose"), 1);
     assert!(!table.inspect("k").await.expect("inspect").held);
-    guard.lost().await;
+    tokio::time::timeout(LEASE, guard.lost()).await.expect("lost within a lease");
     // At the watchdog's renewal, a third of the default 30 s lease after the grant.
     assert!(start.elapsed() <= LEASE / 3, "{:?}", start.elapsed());
     let other = locker.try_lock("k").await.expect("try").expect("freed for others");
@@ -372,4 +372,41 @@ async fn a_forgotten_hold_answers_not_held_whatever_the_store_says() {
     // Granted again, the owner holds it again.
     b.try_acquire(&request("k", owner, &signal)).await.expect("acquire");
     assert_eq!(b.renew(&items[..1]).await.expect("renew"), [true]);
+}
+
+/// A store down for longer than the lease: the watchdog's renewals fail, the holder turns
+/// uncertain, and `lost()` fires at the lease's local deadline, not before.
+#[tokio::test(start_paused = true)]
+async fn an_outage_longer_than_the_lease_loses_the_hold_at_its_deadline() {
+    let (_table, b, faults) = memory();
+    let locker = Locker::new(Arc::new(b));
+    let guard = locker.try_lock("k").await.expect("try").expect("free");
+    let start = Instant::now();
+    faults.outage();
+    tokio::time::timeout(2 * LEASE, guard.lost()).await.expect("lost");
+    let waited = start.elapsed();
+    assert!(waited > LEASE / 2 && waited <= LEASE, "lost after {waited:?}");
+    assert!(faults.calls(Op::Renew) >= 2, "the watchdog retried");
+}
+
+/// A semaphore's permits and a read-write lock's reader hold parts under derived keys: all of
+/// them are forgotten at once, and every holder learns it.
+#[tokio::test(start_paused = true)]
+async fn losing_everything_reaches_every_primitive() {
+    let (table, b, faults) = memory();
+    let locker = Locker::new(Arc::new(b));
+    let permits = crate::Semaphore::new(&locker, "pool", 2).expect("semaphore");
+    let permit = permits.try_acquire().await.expect("try").expect("a permit");
+    let rw = crate::RwLock::new(&locker, "doc").expect("rwlock");
+    let read = rw.read().wait(Duration::from_secs(1)).acquire().await.expect("read");
+    let mutex = locker.try_lock("m").await.expect("try").expect("free");
+    let keys = faults.held_keys();
+    assert!(keys.len() >= 3, "{keys:?}");
+    assert_eq!(faults.lose_all().await.expect("lose all"), keys.len());
+    for key in &keys {
+        assert!(!table.inspect(key).await.expect("inspect").held, "{key} still held");
+    }
+    let all_lost = async { tokio::join!(mutex.lost(), read.lost(), permit.lost()) };
+    tokio::time::timeout(LEASE, all_lost).await.expect("every holder told within a lease");
+    assert!(faults.held_keys().is_empty());
 }
