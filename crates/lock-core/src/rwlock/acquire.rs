@@ -22,6 +22,7 @@ impl RwLock {
         self.not_blocked_by_caller(false)?;
         let started = Instant::now();
         let deadline = opts.deadline(started)?;
+        self.check_slots(once, deadline).await?;
         if self.native {
             let shared = self.part(&self.gate, Side::Read, once, deadline, opts.lease, started).await?;
             return Ok(
@@ -76,6 +77,7 @@ impl RwLock {
         self.not_blocked_by_caller(true)?;
         let started = Instant::now();
         let deadline = opts.deadline(started)?;
+        self.check_slots(once, deadline).await?;
         let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if self.native {
             let gate = self.part(&self.gate, Side::Write, once, deadline, opts.lease, started).await?;

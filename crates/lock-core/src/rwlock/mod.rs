@@ -36,6 +36,8 @@ const GATE_SUFFIX: &str = "#rw-gate";
 const UPGRADE_SUFFIX: &str = "#rw-up";
 /// Suffix of the reader slot keys, before the slot number: `{name}#rw-r{i}`.
 const READER_SUFFIX: &str = "#rw-r";
+/// Suffix of the record holding the number of reader slots: `{name}#rw-n`.
+const SLOTS_SUFFIX: &str = "#rw-n";
 
 /// A read-write lock: many readers or one writer, across processes.
 ///
@@ -73,7 +75,7 @@ const READER_SUFFIX: &str = "#rw-r";
 /// clone for a side its own hold would block (the write side while it reads, either side while
 /// it writes) gets [`LockError::WouldDeadlock`] at once instead of waiting for itself.
 ///
-/// The suffixes `#rw-gate` and `#rw-r` followed by digits are reserved; the name may be at
+/// The suffixes `#rw-gate`, `#rw-up`, `#rw-n` and `#rw-r` followed by digits are reserved; the name may be at
 /// most [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) minus 8 bytes.
 ///
 /// ```
@@ -153,7 +155,8 @@ impl RwLock {
         let name: String = name.into();
         Self::validate_name(&name)?;
         let prefix = format!("{name}{READER_SUFFIX}");
-        let readers = Semaphore::with_prefix(locker, name.clone(), prefix, DEFAULT_READER_SLOTS)?;
+        let readers = Semaphore::with_prefix(locker, name.clone(), prefix, DEFAULT_READER_SLOTS)?
+            .counted_as(SLOTS_SUFFIX);
         let gate = format!("{name}{GATE_SUFFIX}");
         crate::validate_key(&gate)?;
         Ok(RwLock {
@@ -169,7 +172,11 @@ impl RwLock {
 
     /// With `k` reader slots: at most `k` readers at once; a write takes `k + 1` locks. Every
     /// process must use the same `k` for a name: a writer with fewer slots than a reader's
-    /// would not exclude that reader.
+    /// would not exclude that reader. Where the store keeps records
+    /// ([`Capability::records`](crate::Capability)) the first handle to take either side
+    /// stores its `k` with the lock (the record `{name}#rw-n`, also where the lock is native,
+    /// so that the store tells a read-write lock by its name), and a handle with another `k`
+    /// is refused at its first acquisition with [`LockError::InvalidConfig`].
     ///
     /// # Errors
     /// [`LockError::InvalidConfig`] when `k` is 0 or over [`MAX_PERMITS`](crate::MAX_PERMITS).
@@ -193,6 +200,26 @@ impl RwLock {
     /// The number of reader slots (not used when [`is_native`](Self::is_native)).
     pub fn reader_slots(&self) -> u32 {
         self.readers.permits()
+    }
+
+    /// The key of the record holding the number of reader slots (`{name}#rw-n`, where the
+    /// store keeps records: read it with [`LockBackend::record`](crate::LockBackend::record)).
+    pub fn slots_key(&self) -> String {
+        self.readers.count_key()
+    }
+
+    /// Store this handle's number of reader slots with the lock, or check it against the one
+    /// stored: once per handle (and its clones), before its first acquisition of either side.
+    async fn check_slots(&self, once: bool, deadline: Option<Instant>) -> Result<()> {
+        self.readers.check_count_by(once, deadline).await.map_err(|e| match e {
+            LockError::PermitsMismatch { name, stored, asked } => LockError::InvalidConfig {
+                reason: format!(
+                    "read-write lock {name:?} has {stored} reader slots on the server, not {asked} as this \
+                     handle says"
+                ),
+            },
+            e => e,
+        })
     }
 
     /// The gate's lock key (`{name}#rw-gate`): held by the writer, and by a writer waiting

@@ -100,6 +100,7 @@ impl RwLock {
         }
         let started = Instant::now();
         let deadline = opts.deadline(started)?;
+        self.check_slots(once, deadline).await?;
         let up = self.upgrade_key();
         let Some(gate) = self.part(&up, Side::Exclusive, once, deadline, opts.lease, started).await? else {
             return Ok(None);

@@ -20,9 +20,18 @@ const CHECK_RETRY_MAX: Duration = Duration::from_millis(500);
 pub(super) const COUNT_SUFFIX: &str = "#s-n";
 
 impl Semaphore {
-    /// The key of the record holding the permit count (`{name}#s-n`).
+    /// The key of the record holding the permit count (`{name}#s-n`; a read-write lock's
+    /// reader slots: `{name}#rw-n`).
     pub fn count_key(&self) -> String {
-        format!("{}{COUNT_SUFFIX}", self.name)
+        format!("{}{}", self.name, self.count_suffix)
+    }
+
+    /// The same slots with their count stored under `{name}{suffix}` and checked as a
+    /// semaphore's (a read-write lock's reader slots).
+    pub(crate) fn counted_as(mut self, suffix: &'static str) -> Self {
+        self.counted = true;
+        self.count_suffix = suffix;
+        self
     }
 
     /// The permit count stored with the semaphore: `None` when no handle stored one yet, or
@@ -76,7 +85,7 @@ impl Semaphore {
     /// [`check_count`](Self::check_count), retried after a temporary error until `deadline`
     /// unless `once`, as an acquisition retries its attempts: a record read that a busy store
     /// answered too late fails a try, not a wait with time left.
-    pub(super) async fn check_count_by(&self, once: bool, deadline: Option<Instant>) -> Result<()> {
+    pub(crate) async fn check_count_by(&self, once: bool, deadline: Option<Instant>) -> Result<()> {
         let mut backoff = Backoff::new(CHECK_RETRY_MIN, CHECK_RETRY_MAX);
         loop {
             match self.check_count().await {

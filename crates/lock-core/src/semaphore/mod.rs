@@ -105,9 +105,11 @@ pub struct Semaphore {
     permits: u32,
     /// The backend answered `inspect` with `Unsupported`: attempt every slot instead.
     no_inspect: Arc<AtomicBool>,
-    /// The permit count is stored with the semaphore (not for a read-write lock's reader slots,
-    /// whose count is the lock handle's).
+    /// The permit count is stored with the semaphore (a read-write lock stores its reader
+    /// slots' count the same way, under its own suffix).
     counted: bool,
+    /// Suffix of the record holding the count, after the name (see `count.rs`).
+    count_suffix: &'static str,
     /// This handle's count was checked against the stored one (see `count.rs`).
     checked: Arc<std::sync::OnceLock<()>>,
     /// The store keeps the permits in one key (see `native.rs`).
@@ -196,6 +198,7 @@ impl Semaphore {
             permits,
             no_inspect: Arc::default(),
             counted: false,
+            count_suffix: count::COUNT_SUFFIX,
             checked: Arc::default(),
             native: false,
         })
