@@ -206,6 +206,23 @@ fn a_read_write_lock_is_known_by_its_name_with_readers_and_writer() {
             }
             other => panic!("{store}: unlock of the writer: {other:?}: {stdout}{stderr}"),
         }
+        // Free, and still known as a read-write lock by the reader slots stored with it.
+        wait_for("the lock is free", Duration::from_secs(30), || {
+            dlock(&["status", "--url", &url, "--key", &k]).status.code() == Some(0)
+        });
+        let (_, stdout, _) = out(&dlock(&["status", "--url", &url, "--key", &k]));
+        assert_eq!(
+            stdout.trim(),
+            format!(
+                "{k}: read-write lock free ({})",
+                status_json(&url, &k)["backend"].as_str().unwrap_or("?")
+            ),
+            "{store}"
+        );
+        let args = ["status", "--url", &url, "--key", &k, "--read-write", "--reader-slots", "4"];
+        let (code, _, stderr) = out(&dlock(&args));
+        assert_eq!(code, Some(64), "{store}: 4 reader slots of a lock stored with 16: {stderr}");
+        assert!(stderr.contains("16 reader slots"), "{store}: {stderr}");
     }
 }
 

@@ -3,7 +3,7 @@
 //! keys) or a read-write lock (its gate, its reader slots); and the user's name behind each
 //! internal key a store lists (`job#sp`, `job#s0`, `job#rw-gate` are all `job`).
 
-use dlock::backend::LockInfo;
+use dlock::backend::{LockInfo, RecordOp};
 use dlock::{DEFAULT_READER_SLOTS, DynBackend, Locker, RwLock, Semaphore};
 
 /// What the store shows under a name.
@@ -47,8 +47,9 @@ pub fn user_name(key: &str) -> &str {
 }
 
 /// What `key` is, by looking at every key a primitive of that name would use: the mutex
-/// first, then a semaphore's stored count and pool, then a read-write lock's gate and (where
-/// it is not native) its first [`DEFAULT_READER_SLOTS`] reader slots.
+/// first, then a semaphore's stored count and pool, then a read-write lock's stored number of
+/// reader slots, its gate and (where it is not native) its first [`DEFAULT_READER_SLOTS`]
+/// reader slots (a lock taken before its count was stored, or on a store without records).
 ///
 /// # Errors
 /// Backend errors (`Unsupported` where the store cannot inspect a lock without taking it).
@@ -69,6 +70,9 @@ pub async fn find(backend: &DynBackend, key: &str) -> dlock::Result<Found> {
     }
     if RwLock::validate_name(key).is_ok() {
         let rw = RwLock::new(&locker, key)?;
+        if let Some(k) = stored_slots(backend, &rw).await? {
+            return Ok(Found::ReadWrite(k));
+        }
         let gate = backend.inspect(rw.gate_key()).await?;
         if gate.held || gate.waiters.is_some_and(|w| w > 0) {
             return Ok(Found::ReadWrite(DEFAULT_READER_SLOTS));
@@ -81,6 +85,19 @@ pub async fn find(backend: &DynBackend, key: &str) -> dlock::Result<Found> {
         }
     }
     Ok(Found::Nothing)
+}
+
+/// The number of reader slots stored with the read-write lock `rw` by its first holder, where
+/// the store keeps records.
+///
+/// # Errors
+/// Backend errors.
+pub async fn stored_slots(backend: &DynBackend, rw: &RwLock) -> dlock::Result<Option<u32>> {
+    if !backend.capabilities().records {
+        return Ok(None);
+    }
+    let stored = backend.record(&rw.slots_key(), RecordOp::Get).await?.value;
+    Ok(stored.and_then(|k| u32::try_from(k).ok()))
 }
 
 /// Every key of `keys` inspected at once (a composite's parts: one round trip of time, not

@@ -3,10 +3,10 @@
 //! and what `unlock` names the hold to take by.
 
 use dlock::backend::LockInfo;
-use dlock::{DynBackend, LockError, Locker, RwLock, Semaphore};
+use dlock::{DEFAULT_READER_SLOTS, DynBackend, LockError, Locker, RwLock, Semaphore};
 use serde_json::{Value, json};
 
-use super::kinds::inspect_all;
+use super::kinds::{inspect_all, stored_slots};
 use crate::status::{Shown, described, noted, readers, with_holder};
 
 /// One held part of a primitive: its slot, its key, what the store shows, the identity noted.
@@ -126,16 +126,33 @@ pub struct RwSeen {
     pub reader_parts: Vec<Part>,
     /// The writer's slot holds (composite only).
     pub writer_parts: Vec<Part>,
+    /// The reader slots looked at (composite only).
+    pub reader_slots: u32,
 }
 
 /// The writer and readers of the read-write lock `key`: natively the gate alone; else the
-/// gate and its `reader_slots` slots, each slot told a writer's or a reader's by the identity
-/// noted on it (a writer notes its identity on the gate and on every slot it takes).
+/// gate and its reader slots (as stored with the lock, else `reader_slots`), each slot told a
+/// writer's or a reader's by the identity noted on it (a writer notes its identity on the
+/// gate and on every slot it takes).
 ///
 /// # Errors
-/// Backend errors.
+/// [`LockError::InvalidConfig`] when `reader_slots`, other than the default, disagrees with the
+/// number stored (as `dlock run --reader-slots` would be refused); backend errors.
 pub async fn see_rw(backend: &DynBackend, key: &str, reader_slots: u32) -> dlock::Result<RwSeen> {
-    let rw = RwLock::new(&Locker::new(backend.clone()), key)?.with_reader_slots(reader_slots)?;
+    let rw = RwLock::new(&Locker::new(backend.clone()), key)?;
+    let stored = stored_slots(backend, &rw).await?;
+    let reader_slots = match stored {
+        Some(k) if reader_slots != k && reader_slots != DEFAULT_READER_SLOTS => {
+            return Err(LockError::InvalidConfig {
+                reason: format!(
+                    "read-write lock {key:?} has {k} reader slots stored with it, not {reader_slots}"
+                ),
+            });
+        }
+        Some(k) => k,
+        None => reader_slots,
+    };
+    let rw = rw.with_reader_slots(reader_slots)?;
     let gate_key = rw.gate_key().to_owned();
     let gate = backend.inspect(&gate_key).await?;
     let writer_note = noted(backend, &gate_key, &gate).await?;
@@ -150,6 +167,7 @@ pub async fn see_rw(backend: &DynBackend, key: &str, reader_slots: u32) -> dlock
         readers: 0,
         reader_parts: Vec::new(),
         writer_parts: Vec::new(),
+        reader_slots,
     };
     if seen.native {
         seen.writer_holds = exclusive;
@@ -208,6 +226,7 @@ impl RwSeen {
             "writer": self.writer_holds,
             "writer_waiting": self.writer_waits,
             "readers": self.readers,
+            "reader_slots": (!self.native).then_some(self.reader_slots),
             "reader_holds": reader_holds,
             "fence": fence,
             "holder": self.writer_note,
