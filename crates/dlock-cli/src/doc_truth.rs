@@ -13,10 +13,10 @@ use words::words;
 
 use crate::{EXIT_CONFIG, EXIT_LOST, EXIT_NOPERM, EXIT_TIMEOUT, EXIT_UNAVAILABLE, EXIT_UNSUPPORTED};
 
-/// Every exit status `dlock run` can give besides the command's own: clap's 2 for a bad
-/// argument, the library's, and the shell's 126 and 127 for a command that cannot run.
-const EXIT_STATUSES: [u8; 9] =
-    [2, EXIT_CONFIG, EXIT_UNAVAILABLE, EXIT_TIMEOUT, EXIT_LOST, EXIT_NOPERM, EXIT_UNSUPPORTED, 126, 127];
+/// Every exit status `dlock run` can give besides the command's own: the library's (a bad
+/// argument is 64 too, not clap's 2), and the shell's 126 and 127 for a command that cannot run.
+const EXIT_STATUSES: [u8; 8] =
+    [EXIT_CONFIG, EXIT_UNAVAILABLE, EXIT_TIMEOUT, EXIT_LOST, EXIT_NOPERM, EXIT_UNSUPPORTED, 126, 127];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

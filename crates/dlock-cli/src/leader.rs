@@ -40,13 +40,17 @@ pub struct LeaderArgs<'a> {
 /// lost, and campaign again (unless `--once`). Ends with the command's status when the command
 /// ends by itself (leadership is then given up), 76 when leadership was lost with `--once`.
 pub async fn leader(a: LeaderArgs<'_>) -> ExitCode {
-    let mut sigs = match prepare(a.url, a.lease, a.on_lost, a.command) {
+    if let Err(e) = dlock::validate_key(a.key).and_then(|()| dlock::validate_lease(a.lease)) {
+        return fail(a.url, &e);
+    }
+    let mut sigs = match prepare(a.url, a.lease, a.on_lost) {
         Ok(s) => s,
         Err(code) => return code,
     };
     let identity = a.identity.unwrap_or_else(|| crate::holder::identity(None, None));
+    let store = crate::connect::with_lease(a.url, a.lease);
     let connected = tokio::select! {
-        l = tokio::time::timeout(CONNECT, locker(a.url, a.lease)) => l.map_err(|_| unreachable(CONNECT)).and_then(|l| l),
+        l = tokio::time::timeout(CONNECT, locker(&store, a.lease)) => l.map_err(|_| unreachable(CONNECT)).and_then(|l| l),
         sig = any_signal(&mut sigs) => return exit_signal(sig),
     };
     let candidate = match connected

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+mod connect;
 #[cfg(test)]
 mod doc_truth;
 mod duration;
@@ -17,6 +18,7 @@ mod holder;
 mod leader;
 mod list;
 mod reaper;
+mod report;
 mod run;
 mod status;
 mod stores;
@@ -71,19 +73,25 @@ enum Cmd {
     /// write side of a read-write lock (--read, --write).
     ///
     /// The lock is renewed by a watchdog while the command runs, and released only after the
-    /// command has exited. The command runs in its own process group; SIGTERM, SIGINT and
-    /// SIGHUP sent to dlock are forwarded to that group. If the lock is lost, the group gets
-    /// the --on-lost signal, then SIGKILL after the grace period. If dlock itself dies (SIGKILL,
-    /// OOM), a small supervisor between dlock and the command notices within 50 ms and stops
-    /// the command the same way, well before the lease lets anyone else in. A signal while
-    /// dlock waits for the lock ends it after it left the store's queue (1 s at most for a
-    /// store that does not answer).
+    /// command, and every process it started in the background, have exited (as flock(1)
+    /// holds its lock while any process keeps the descriptor; --ignore-background releases
+    /// at the command's own exit). The command runs in its own process group; SIGTERM, SIGINT
+    /// and SIGHUP sent to dlock are forwarded to that group. If the lock is lost, the group
+    /// gets the --on-lost signal, then SIGKILL after the grace period. If dlock itself dies
+    /// (SIGKILL, OOM), a small supervisor between dlock and the command notices within 50 ms
+    /// and stops the command the same way, well before the lease lets anyone else in. A signal
+    /// while dlock waits for the lock ends it after it left the store's queue (1 s at most for
+    /// a store that does not answer).
     ///
-    /// Exit statuses: the command's own (128 + N when it died of signal N); 2 a bad argument;
-    /// 64 bad URL or missing feature; 69 backend unreachable; 75 (or --conflict-exit-code) lock
-    /// not acquired within --wait; 76 lock lost (command stopped); 77 credentials or permission
-    /// refused; 78 the store cannot hold this kind of lock; 126 the command is not runnable;
-    /// 127 the command was not found.
+    /// Without a command (nor -c), dlock holds the lock as `etcdctl lock NAME` does: it prints
+    /// the key and its fencing token, and holds until stdin closes or a signal arrives.
+    ///
+    /// Exit statuses: the command's own (128 + N when it died of signal N); 64 bad arguments,
+    /// URL or missing feature; 69 backend unreachable (after retrying within --wait); 75 (or
+    /// --conflict-exit-code) lock not acquired within --wait; 76 lock lost (command stopped);
+    /// 77 credentials or permission refused; 78 the store refused the configuration (a
+    /// database that does not exist, TLS to a server without it) or cannot hold this kind of
+    /// lock; 126 the command is not runnable; 127 the command was not found.
     Run {
         /// Store URL, e.g. redis://127.0.0.1:6379 (--help lists the stores of this build)
         #[arg(long, env = "DLOCK_URL")]
@@ -95,7 +103,7 @@ enum Cmd {
         /// the command run at once (every copy must give the same N). The command gets its
         /// permit's slot, 0..N, in DLOCK_PERMIT_SLOT, and no fencing token (permits are not
         /// exclusive).
-        #[arg(long, value_name = "N", conflicts_with_all = ["read", "write"])]
+        #[arg(long, value_name = "N", conflicts_with_all = ["read", "write"], value_parser = permit_count())]
         permits: Option<u32>,
         /// Hold the read side of the read-write lock KEY: many readers at once, none while a
         /// writer holds it or waits for it. No fencing token (readers are not exclusive).
@@ -107,16 +115,25 @@ enum Cmd {
         write: bool,
         /// With --read/--write: reader slots of the read-write lock (at most this many readers
         /// at once; a writer takes them all). Every process using KEY must give the same number.
-        #[arg(long, value_name = "K", default_value_t = dlock::DEFAULT_READER_SLOTS, requires = "side")]
+        #[arg(long, value_name = "K", default_value_t = dlock::DEFAULT_READER_SLOTS, requires = "side", value_parser = permit_count())]
         reader_slots: u32,
-        /// How long to wait for the lock, with its unit (500ms, 30s, 5m); `0`: try once and
-        /// exit 75 at once if it is held.
-        #[arg(long, default_value = "30s", value_parser = crate::duration::parse_wait)]
-        wait: Duration,
+        /// How long to wait for the lock, with its unit (500ms, 30s, 5m, at most 365d);
+        /// `forever` (flock's and `etcdctl lock`'s default) waits without a bound; `0`: try
+        /// once and exit 75 at once if it is held. A server that refuses or drops the
+        /// connection is retried within it.
+        #[arg(long, default_value = "forever", value_parser = crate::duration::parse_wait)]
+        wait: crate::duration::Wait,
         /// Exit status when the lock is not acquired within --wait (flock's -E), instead of 75.
         #[arg(long, value_name = "N", default_value_t = EXIT_TIMEOUT)]
         conflict_exit_code: u8,
-        /// Watchdog lease: renewed every third of it while the command runs.
+        /// Say nothing when the lock is not acquired within --wait (flock's -n is silent): the
+        /// exit status tells.
+        #[arg(long, short = 'q')]
+        quiet: bool,
+        /// The lease: renewed every third of it while the command runs, and how long after a
+        /// dead holder the lock frees. On ZooKeeper it is the session timeout and on etcd the
+        /// session lease's TTL (see --help of --url for the server's minimum); a session option
+        /// in the URL wins.
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         lease: Duration,
         /// What to do to the command when the lock is lost: `SIGNAL[:GRACE]` sends SIGNAL
@@ -139,8 +156,12 @@ enum Cmd {
         /// `dlock status` shows while the lock is held. Public: never put a secret in it.
         #[arg(long, value_name = "LABEL")]
         holder_label: Option<String>,
-        /// The command and its arguments.
-        #[arg(trailing_var_arg = true, required = true)]
+        /// Run this shell command (`sh -c CMD`), as flock -c does, instead of a command and its
+        /// arguments.
+        #[arg(short = 'c', long = "command", value_name = "CMD", conflicts_with = "command")]
+        shell_command: Option<String>,
+        /// The command and its arguments; none (and no -c): hold until stdin closes or a signal.
+        #[arg(trailing_var_arg = true)]
         command: Vec<String>,
     },
     /// Campaign for leadership of a name and run a command only while leading (leader election
@@ -312,6 +333,11 @@ enum Cmd {
     },
 }
 
+/// `--permits` and `--reader-slots`: 1..=256, refused before anything connects.
+fn permit_count() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..=i64::from(dlock::MAX_PERMITS))
+}
+
 /// Installs the Prometheus recorder with its HTTP listener on `addr` (inside the runtime).
 fn serve_metrics(addr: std::net::SocketAddr) -> Result<(), ExitCode> {
     metrics_exporter_prometheus::PrometheusBuilder::new().with_http_listener(addr).install().map_err(|e| {
@@ -329,6 +355,18 @@ fn main() -> ExitCode {
         .with_max_level(tracing::Level::WARN)
         .init();
     let cli = stores::parse();
+    if let Cmd::Status { json: true, .. } | Cmd::List { json: true, .. } | Cmd::Unlock { json: true, .. } =
+        &cli.cmd
+    {
+        report::json_errors();
+    }
+    // A key that no store would take is a usage error whatever the store's state: said before
+    // connecting, so a mistyped key is never reported as an unreachable server.
+    if let Cmd::Status { url, key, .. } | Cmd::Unlock { url, key, .. } = &cli.cmd
+        && let Err(e) = dlock::validate_key(key)
+    {
+        return report::fail(url, &e);
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -347,11 +385,13 @@ fn main() -> ExitCode {
                 reader_slots,
                 wait,
                 conflict_exit_code,
+                quiet,
                 lease,
                 on_lost,
                 metrics_addr,
                 ignore_background,
                 holder_label,
+                shell_command,
                 command,
             } => {
                 if let Some(addr) = metrics_addr
@@ -365,7 +405,11 @@ fn main() -> ExitCode {
                     (None, false, true) => hold::Mode::Write(reader_slots),
                     (None, false, false) => hold::Mode::Mutex,
                 };
-                let waits = run::Waits { wait, conflict_exit_code };
+                let waits = run::Waits { wait, conflict_exit_code, quiet };
+                let command = match shell_command {
+                    Some(c) => vec!["sh".to_owned(), "-c".to_owned(), c],
+                    None => command,
+                };
                 let holder = holder::identity(command.first().map(String::as_str), holder_label.as_deref());
                 let hold = run::HoldArgs {
                     mode,

@@ -5,44 +5,23 @@ use std::time::Duration;
 
 use std::os::unix::process::ExitStatusExt;
 
-use dlock::{LockError, Locker, redact_url};
+use dlock::{LockError, Locker};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::connect;
+use crate::duration::Wait;
 use crate::hold::{Hold, Mode};
 use crate::supervise::{OnLost, Supervision, Until, exit_of};
-use crate::{EXIT_CONFIG, EXIT_LOST, EXIT_NOPERM, EXIT_TIMEOUT, EXIT_UNAVAILABLE, EXIT_UNSUPPORTED};
+use crate::{EXIT_CONFIG, EXIT_LOST};
 
-pub(crate) fn fail(url: &str, e: &LockError) -> ExitCode {
-    let code = match e {
-        LockError::Timeout { .. } => EXIT_TIMEOUT,
-        LockError::Backend { .. } => EXIT_UNAVAILABLE,
-        LockError::Unsupported { .. } => EXIT_UNSUPPORTED,
-        LockError::PermissionDenied { .. } => EXIT_NOPERM,
-        // Granted, then lost before the command could start (the holder's note, the top-up
-        // renewal of a hand-over): the lock's status, not a usage error.
-        LockError::LeaseLost { .. } => EXIT_LOST,
-        _ => EXIT_CONFIG,
-    };
-    let mut msg = format!("dlock: {e}");
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        // Drivers often repeat their source's text in their own message: print it once.
-        let text = s.to_string();
-        if !msg.contains(&text) {
-            msg.push_str(&format!(": {text}"));
-        }
-        src = s.source();
-    }
-    eprintln!("{msg} (url {})", redact_url(url));
-    ExitCode::from(code)
-}
+pub(crate) use crate::report::fail;
 
-/// The error for a server that did not answer the connection within the wait.
+/// The error for a server that did not answer the connection within `wait`.
 pub(crate) fn unreachable(wait: Duration) -> LockError {
-    LockError::temporary("dlock", format!("no connection to the server within --wait {wait:?}"))
+    crate::report::unreachable_for(wait)
 }
 
 pub(crate) async fn locker(url: &str, lease: Duration) -> Result<Locker, LockError> {
@@ -85,12 +64,7 @@ pub(crate) async fn settle() {
 /// Checks shared by every command that runs a command under a hold (`run`, `leader`), and
 /// the signal handlers, installed before anything else so that a signal while waiting ends
 /// dlock cleanly.
-pub(crate) fn prepare(
-    url: &str,
-    lease: Duration,
-    on_lost: OnLost,
-    command: &[String],
-) -> Result<Signals, ExitCode> {
+pub(crate) fn prepare(url: &str, lease: Duration, on_lost: OnLost) -> Result<Signals, ExitCode> {
     if url.get(..9).is_some_and(|s| s.eq_ignore_ascii_case("memory://")) {
         eprintln!(
             "dlock: memory:// locks live inside one process, so another dlock process would never see \
@@ -106,10 +80,6 @@ pub(crate) fn prepare(
             "dlock: --on-lost grace {grace:?} must be shorter than --lease {lease:?}: if dlock dies, \
              the command must be stopped before the lease lets another holder in"
         );
-        return Err(ExitCode::from(EXIT_CONFIG));
-    }
-    if command.is_empty() {
-        eprintln!("dlock: no command given");
         return Err(ExitCode::from(EXIT_CONFIG));
     }
     let kinds = [
@@ -133,15 +103,14 @@ pub(crate) fn prepare(
 /// SIGTERM, SIGINT and SIGHUP, as [`prepare`] installs them.
 pub(crate) type Signals = [Signal_; 3];
 
-/// How long `dlock run --wait 0` (one try) may take to connect.
-const TRY_ONCE_CONNECT: Duration = Duration::from_secs(5);
-
-/// How long `dlock run` waits for the lock, and its exit status when that runs out.
-#[derive(Debug, Clone, Copy)]
+/// How long `dlock run` waits for the lock, and how it says it did not get it.
+#[derive(Debug, Clone)]
 pub struct Waits {
-    pub wait: Duration,
+    pub wait: Wait,
     /// `--conflict-exit-code` (75 unless given).
     pub conflict_exit_code: u8,
+    /// `--quiet`: no message when the lock is not acquired in time.
+    pub quiet: bool,
 }
 
 /// What `dlock run` holds and how: the primitive, the holder identity noted on it, the
@@ -156,39 +125,48 @@ pub struct HoldArgs {
     pub until: Until,
 }
 
-/// Hold `key` while `command` runs; see the `run` subcommand's help.
+/// Hold `key` while `command` runs (or, without a command, until stdin closes or a signal);
+/// see the `run` subcommand's help.
 pub async fn run(
     url: &str,
     key: &str,
     HoldArgs { mode, holder, lease, on_lost, until }: HoldArgs,
-    Waits { wait, conflict_exit_code }: Waits,
+    Waits { wait, conflict_exit_code, quiet }: Waits,
     command: &[String],
 ) -> ExitCode {
-    let mut sigs = match prepare(url, lease, on_lost, command) {
+    // What can be told wrong without the store is told before connecting: a mistyped key is
+    // a usage error (64), not an unreachable server (69), whatever the server's state.
+    if let Err(e) = mode.check(key).and_then(|()| dlock::validate_lease(lease)) {
+        return fail(url, &e);
+    }
+    let mut sigs = match prepare(url, lease, on_lost) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let deadline = tokio::time::Instant::now() + wait;
-    // --wait bounds everything, connecting included; `--wait 0` (one try) still connects.
-    let connect_for = if wait.is_zero() { TRY_ONCE_CONNECT } else { wait };
+    let started = tokio::time::Instant::now();
+    let store = connect::with_lease(url, lease);
     let guard = tokio::select! {
         g = async {
-            let locker = tokio::time::timeout(connect_for, locker(url, lease))
-                .await
-                .map_err(|_| unreachable(connect_for))??
-                .with_holder(holder)?;
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            // --wait bounds everything, connecting included; `--wait 0` (one try) still connects.
+            let backend = connect::connect(&store, &wait, quiet).await?;
+            let locker = Locker::new(backend).with_watchdog_lease(lease)?.with_holder(holder)?;
+            let left = wait.bound.map(|b| b.saturating_sub(started.elapsed()));
             Hold::acquire(&locker, key, mode, left).await
         } => match g {
             Ok(g) => g,
-            Err(e @ LockError::Timeout { .. }) => {
-                fail(url, &e);
+            Err(LockError::Timeout { .. }) => {
+                if !quiet {
+                    eprintln!("dlock: {key} is held elsewhere; not acquired within --wait {wait}");
+                }
                 return ExitCode::from(conflict_exit_code);
             }
             Err(e) => return fail(url, &e),
         },
         sig = any_signal(&mut sigs) => return exit_signal(sig),
     };
+    if command.is_empty() {
+        return crate::hold::hold_until_told(key, guard, &mut sigs).await;
+    }
     let ran = run_held(
         key,
         Supervision { on_lost, until },

@@ -12,10 +12,18 @@ pub(crate) fn command() -> Command {
     Cli::command().mut_subcommand("run", |run| run.mut_arg("url", with_help))
 }
 
-/// Parse the process's arguments against [`command`] (exits on `--help` and bad arguments).
+/// Parse the process's arguments against [`command`]: exits 0 after `--help` and
+/// `--version`, and 64 (EX_USAGE) on bad arguments, the status of every other usage error,
+/// where clap alone would exit 2.
 pub(crate) fn parse() -> Cli {
-    let matches = command().get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let parsed = command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m));
+    parsed.unwrap_or_else(|e| {
+        if !e.use_stderr() {
+            e.exit();
+        }
+        let _ = e.print();
+        std::process::exit(i32::from(crate::EXIT_CONFIG))
+    })
 }
 
 /// `--url`'s long help: one line per registered store that another process can share (the

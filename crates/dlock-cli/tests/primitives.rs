@@ -274,8 +274,8 @@ fn readers_share_a_writer_excludes_them_and_a_waiting_writer_holds_off_new_reade
     let (code, text) = status(false);
     assert_eq!((code, text.trim()), (Some(0), &*format!("{k}: read-write lock free (redis)")));
     let both = dlock(&["run", "--url", &redis_url(), "--key", &k, "--read", "--write", "--", "true"]);
-    assert_eq!(both.status.code(), Some(2), "--read with --write is a usage error");
+    assert_eq!(both.status.code(), Some(64), "--read with --write is a usage error");
     let slots_alone =
         dlock(&["run", "--url", &redis_url(), "--key", &k, "--reader-slots", "2", "--", "true"]);
-    assert_eq!(slots_alone.status.code(), Some(2), "--reader-slots without --read/--write is a usage error");
+    assert_eq!(slots_alone.status.code(), Some(64), "--reader-slots without --read/--write is a usage error");
 }
