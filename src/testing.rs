@@ -48,7 +48,9 @@
 //! [`FaultyBackend::wrap`] puts a backend (the in-process one, or the real store a test runs
 //! against) behind a wrapper that changes nothing until a fault is armed on its [`Faults`]
 //! handle: [`fail_next`](Faults::fail_next), [`fail_all`](Faults::fail_all) and
-//! [`outage`](Faults::outage) answer temporary errors without reaching the store,
+//! [`outage`](Faults::outage) answer temporary errors without reaching the store (and
+//! [`fail_with`](Faults::fail_with) the error of the test's choosing, such as a refused
+//! permission),
 //! [`lose_answers`](Faults::lose_answers) applies the request and loses its answer,
 //! [`stall`](Faults::stall), [`stall_forever`](Faults::stall_forever) and
 //! [`latency`](Faults::latency) delay calls, [`lose`](Faults::lose) makes the store forget a

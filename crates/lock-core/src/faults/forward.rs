@@ -1,6 +1,6 @@
 //! The wrapper's [`LockBackend`]: every method forwarded, through the armed faults. A method
 //! left to the trait's default body would answer "unsupported" or "no" whatever the wrapped
-//! store can do, so every one is written out here (`tests::every_method_is_forwarded`).
+//! store can do, so every one is written out here (`tests::probe::every_method_is_forwarded`).
 
 use async_trait::async_trait;
 

@@ -118,12 +118,31 @@ enum Stall {
     Forever,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+/// The error of [`Faults::fail_with`].
+#[derive(Clone)]
+struct MakeError(Arc<dyn Fn() -> LockError + Send + Sync>);
+
+impl fmt::Debug for MakeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MakeError")
+    }
+}
+
+#[derive(Clone, Debug, Default)]
 struct Armed {
     fail_next: u64,
     fail_all: bool,
+    fail_with: Option<MakeError>,
     lose_answers: u64,
     stall: Option<Stall>,
+}
+
+/// How a call fails.
+enum Failure {
+    /// A temporary error: the connection was refused.
+    Refused,
+    /// The error the test asked for.
+    With(MakeError),
 }
 
 #[derive(Debug, Default)]
@@ -151,7 +170,7 @@ struct Shared {
 struct Plan {
     latency: Duration,
     stall: Option<Stall>,
-    fail: bool,
+    fail: Option<Failure>,
     lose_answer: bool,
     healed: watch::Receiver<u64>,
 }
@@ -226,6 +245,15 @@ impl Faults {
         self.arm(op, |a| a.fail_all = true);
     }
 
+    /// Every call of `op` fails with the error `make` returns, without reaching the store, until
+    /// [`heal`](Self::heal): what a store answers that the code must not retry, such as
+    /// [`LockError::permission_denied`] after a password rotation or
+    /// [`LockError::permanent`]. It takes precedence over the other failures of `op`.
+    pub fn fail_with(&self, op: Op, make: impl Fn() -> LockError + Send + Sync + 'static) {
+        let make = MakeError(Arc::new(make));
+        self.arm(op, |a| a.fail_with = Some(make));
+    }
+
     /// Every call fails until [`heal`](Self::heal): the store is down. Holds run out on the
     /// watchdog's failed renewals (the holder's state turns uncertain, then lost at its lease's
     /// local deadline), as they would with a real outage.
@@ -284,8 +312,11 @@ impl Faults {
         s.calls[op as usize] += 1;
         let latency = s.latency;
         let a = &mut s.armed[op as usize];
-        let fail = a.fail_all || take_one(&mut a.fail_next);
-        let lose_answer = !fail && take_one(&mut a.lose_answers);
+        let fail = match &a.fail_with {
+            Some(make) => Some(Failure::With(make.clone())),
+            None => (a.fail_all || take_one(&mut a.fail_next)).then_some(Failure::Refused),
+        };
+        let lose_answer = fail.is_none() && take_one(&mut a.lose_answers);
         Plan { latency, stall: a.stall, fail, lose_answer, healed: self.shared.healed.subscribe() }
     }
 
@@ -310,10 +341,13 @@ impl Faults {
                 _ = plan.healed.changed() => {}
             }
         }
-        if plan.fail {
-            return Err(self.injected(op, std::io::ErrorKind::ConnectionRefused, "did not reach the store"));
+        match plan.fail {
+            Some(Failure::Refused) => {
+                Err(self.injected(op, std::io::ErrorKind::ConnectionRefused, "did not reach the store"))
+            }
+            Some(Failure::With(make)) => Err((make.0)()),
+            None => Ok(plan.lose_answer),
         }
-        Ok(plan.lose_answer)
     }
 
     /// `answer` as the caller gets it: lost if the call's plan said so.

@@ -1,104 +1,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::{Faults, FaultyBackend, Op};
-use crate::backend::{
-    AcquireRequest, Attempt, Grant, LockBackend, Mutex, NotifyHub, Record, RecordOp, RenewItem, Side,
-    Subscription,
-};
-use crate::{
-    Capability, FencingToken, LeaseSignal, LockError, LockInfo, Locker, MemoryBackend, OwnerToken, Result,
-};
+use crate::backend::{AcquireRequest, Attempt, LockBackend, RecordOp, RenewItem, Side};
+use crate::{FencingToken, LeaseSignal, LockError, Locker, MemoryBackend, OwnerToken};
+
+mod probe;
 
 const LEASE: Duration = Duration::from_secs(30);
-
-/// A store whose every method answers something no default body answers, and notes the call.
-#[derive(Debug, Default)]
-struct Probe {
-    calls: Mutex<Vec<&'static str>>,
-    hub: NotifyHub,
-}
-
-impl Probe {
-    fn call(&self, name: &'static str) {
-        self.calls.lock().push(name);
-    }
-}
-
-#[async_trait]
-impl LockBackend for Probe {
-    fn name(&self) -> &'static str {
-        "probe"
-    }
-    fn capabilities(&self) -> Capability {
-        Capability {
-            notify: true,
-            queue: true,
-            notes: true,
-            raise_fence: true,
-            records: true,
-            ..Capability::NONE
-        }
-    }
-    fn identity(&self) -> String {
-        "probe://one".to_owned()
-    }
-    async fn try_acquire(&self, _: &AcquireRequest<'_>) -> Result<Attempt> {
-        self.call("try_acquire");
-        Ok(Attempt::Acquired(Grant { fence: FencingToken(7), lease: None, slot: Some(3) }))
-    }
-    async fn release(&self, _: &str, _: OwnerToken) -> Result<bool> {
-        self.call("release");
-        Ok(true)
-    }
-    async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
-        self.call("renew");
-        Ok(vec![true; items.len()])
-    }
-    async fn inspect(&self, _: &str) -> Result<LockInfo> {
-        self.call("inspect");
-        Ok(LockInfo { waiters: Some(5), ..LockInfo::held() })
-    }
-    async fn leave_queue(&self, _: &str, _: OwnerToken) -> Result<()> {
-        self.call("leave_queue");
-        Ok(())
-    }
-    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
-        self.call("subscribe");
-        Ok(Some(self.hub.subscribe(key).0))
-    }
-    fn listening(&self, _: &str) -> bool {
-        self.call("listening");
-        true
-    }
-    async fn set_note(&self, _: &str, _: OwnerToken, _: &str) -> Result<bool> {
-        self.call("set_note");
-        Ok(true)
-    }
-    async fn note(&self, _: &str) -> Result<Option<String>> {
-        self.call("note");
-        Ok(Some("probe note".to_owned()))
-    }
-    async fn raise_fence(&self, _: &str, _: OwnerToken, _: FencingToken) -> Result<bool> {
-        self.call("raise_fence");
-        Ok(true)
-    }
-    async fn list(&self, _: &str, _: usize) -> Result<Vec<String>> {
-        self.call("list");
-        Ok(vec!["probe-key".to_owned()])
-    }
-    async fn evict(&self, _: &str, _: FencingToken) -> Result<bool> {
-        self.call("evict");
-        Ok(true)
-    }
-    async fn record(&self, _: &str, _: RecordOp<'_>) -> Result<Record> {
-        self.call("record");
-        Ok(Record { value: Some(11), marks: 2 })
-    }
-}
 
 fn request<'a>(key: &'a str, owner: OwnerToken, signal: &'a LeaseSignal) -> AcquireRequest<'a> {
     AcquireRequest { key, owner, lease: LEASE, wait_until: None, signal, side: Side::Exclusive }
@@ -108,50 +19,6 @@ fn memory() -> (MemoryBackend, FaultyBackend, Faults) {
     let table = MemoryBackend::new();
     let (faulty, faults) = FaultyBackend::wrap(Arc::new(table.clone()));
     (table, faulty, faults)
-}
-
-/// Every method answers the wrapped store's answer and reaches it once: a method left to the
-/// trait's default body answers otherwise (unsupported, `None`, `false`) and is not noted.
-#[tokio::test]
-async fn every_method_is_forwarded() {
-    let probe = Arc::new(Probe::default());
-    let (b, _faults) = FaultyBackend::wrap(probe.clone());
-    let (owner, signal) = (OwnerToken::random(), LeaseSignal::new());
-    assert_eq!(b.name(), "probe");
-    assert_eq!(b.capabilities(), probe.capabilities());
-    assert_eq!(b.identity(), "probe://one");
-    let granted = Attempt::Acquired(Grant { fence: FencingToken(7), lease: None, slot: Some(3) });
-    assert_eq!(b.try_acquire(&request("k", owner, &signal)).await.expect("acquire"), granted);
-    assert!(b.release("k", owner).await.expect("release"));
-    let item = RenewItem { key: "k", owner, lease: LEASE };
-    assert_eq!(b.renew(&[item, item]).await.expect("renew"), vec![true, true]);
-    assert_eq!(b.inspect("k").await.expect("inspect").waiters, Some(5));
-    b.leave_queue("k", owner).await.expect("leave");
-    assert!(b.subscribe("k").await.expect("subscribe").is_some());
-    assert!(b.listening("k"));
-    assert!(b.set_note("k", owner, "n").await.expect("set note"));
-    assert_eq!(b.note("k").await.expect("note").as_deref(), Some("probe note"));
-    assert!(b.raise_fence("k", owner, FencingToken(9)).await.expect("raise"));
-    assert_eq!(b.list("", 10).await.expect("list"), ["probe-key"]);
-    assert!(b.evict("k", FencingToken(7)).await.expect("evict"));
-    assert_eq!(b.record("k", RecordOp::Get).await.expect("record"), Record { value: Some(11), marks: 2 });
-    let calls = probe.calls.lock().clone();
-    let every = [
-        "try_acquire",
-        "release",
-        "renew",
-        "inspect",
-        "leave_queue",
-        "subscribe",
-        "listening",
-        "set_note",
-        "note",
-        "raise_fence",
-        "list",
-        "evict",
-        "record",
-    ];
-    assert_eq!(calls, every);
 }
 
 #[tokio::test]
@@ -352,28 +219,6 @@ async fn a_batch_keeps_its_order() {
     assert_eq!(b.renew(&items).await.expect("renew"), [true, false, true]);
 }
 
-/// A store whose renewal confirms a session, not each key (it answers every item `true`):
-/// a forgotten hold still answers "not held", as the store that forgot it would.
-#[tokio::test]
-async fn a_forgotten_hold_answers_not_held_whatever_the_store_says() {
-    let probe = Arc::new(Probe::default());
-    let (b, faults) = FaultyBackend::wrap(probe.clone());
-    let (owner, signal) = (OwnerToken::random(), LeaseSignal::new());
-    b.try_acquire(&request("k", owner, &signal)).await.expect("acquire");
-    let live = OwnerToken::random();
-    b.try_acquire(&request("live", live, &signal)).await.expect("acquire");
-    assert_eq!(faults.lose("k").await.expect("lose"), 1);
-    let items =
-        [RenewItem { key: "k", owner, lease: LEASE }, RenewItem { key: "live", owner: live, lease: LEASE }];
-    assert_eq!(b.renew(&items).await.expect("renew"), [false, true]);
-    assert!(!b.set_note("k", owner, "n").await.expect("note"));
-    assert!(!b.raise_fence("k", owner, FencingToken(9)).await.expect("raise"));
-    assert!(!b.release("k", owner).await.expect("release"));
-    // Granted again, the owner holds it again.
-    b.try_acquire(&request("k", owner, &signal)).await.expect("acquire");
-    assert_eq!(b.renew(&items[..1]).await.expect("renew"), [true]);
-}
-
 /// A store down for longer than the lease: the watchdog's renewals fail, the holder turns
 /// uncertain, and `lost()` fires at the lease's local deadline, not before.
 #[tokio::test(start_paused = true)]
@@ -409,4 +254,22 @@ async fn losing_everything_reaches_every_primitive() {
     let all_lost = async { tokio::join!(mutex.lost(), read.lost(), permit.lost()) };
     tokio::time::timeout(LEASE, all_lost).await.expect("every holder told within a lease");
     assert!(faults.held_keys().is_empty());
+}
+
+/// An error the code must not retry reaches it at once, through a wait, and only for the
+/// call it was armed on.
+#[tokio::test(start_paused = true)]
+async fn an_error_of_the_tests_choosing_is_not_retried() {
+    let (table, b, faults) = memory();
+    let locker = Locker::new(Arc::new(b));
+    faults.fail_with(Op::TryAcquire, || LockError::permission_denied("memory", "password rotated"));
+    let start = Instant::now();
+    let e = locker.lock("k").wait(Duration::from_secs(5)).acquire().await.expect_err("refused");
+    assert!(matches!(e, LockError::PermissionDenied { .. }), "{e}");
+    assert_eq!(start.elapsed(), Duration::ZERO, "a permanent refusal was retried");
+    assert_eq!(faults.calls(Op::TryAcquire), 1);
+    assert!(!table.inspect("k").await.expect("inspect").held);
+    faults.heal();
+    let guard = locker.try_lock("k").await.expect("healed").expect("free");
+    guard.release().await.expect("release");
 }
