@@ -311,6 +311,10 @@ enum Cmd {
         /// or a writer, nothing unless it still holds with this token.
         #[arg(long, value_name = "TOKEN")]
         fence: Option<u64>,
+        /// Take only the permit or reader of this slot (as `dlock status` shows it): with
+        /// --fence where the store counts fences per slot, so that they repeat across slots.
+        #[arg(long, value_name = "N")]
+        slot: Option<u32>,
         /// Do not ask (it asks only when stdin is a terminal).
         #[arg(long)]
         yes: bool,
@@ -454,8 +458,8 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Cmd::List { url, prefix, limit, json } => list::list(&url, &prefix, limit, json).await,
-            Cmd::Unlock { url, key, force: _, fence, yes, json } => {
-                unlock::unlock(&url, &key, fence, yes, json).await
+            Cmd::Unlock { url, key, force: _, fence, slot, yes, json } => {
+                unlock::unlock(&url, &key, unlock::Named { fence, slot }, yes, json).await
             }
             Cmd::Supervise { parent, grace, ignore_background, command } => {
                 supervise::supervise(parent, grace, supervise::Until::of(ignore_background), &command).await

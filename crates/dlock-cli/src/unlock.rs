@@ -17,6 +17,13 @@ use crate::status::noted;
 use crate::status::primitives::{Part, see_permits, see_rw};
 use crate::{EXIT_CONFIG, EXIT_UNSUPPORTED};
 
+/// Which hold the operator named: by its fence, by its slot (a permit's or a reader's), both.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Named {
+    pub fence: Option<u64>,
+    pub slot: Option<u32>,
+}
+
 /// One hold to take: its key, what the store shows, its holder's identity, and how the
 /// operator sees it.
 struct Target {
@@ -28,16 +35,16 @@ struct Target {
 
 /// Evict the holder of `key` (after asking, when stdin is a terminal and `yes` is not given):
 /// a mutex's holder, a read-write lock's writer (its gate and every slot it took), or the one
-/// permit or reader named by `fence` (or the only one held). Exit 0 when it was evicted or
-/// nothing was held, 1 when nothing was evicted (declined, or the hold changed since it was
-/// inspected), 64 when several permits or readers hold and `fence` names none, 78 when the
-/// store cannot name or take the hold.
-pub async fn unlock(url: &str, key: &str, fence: Option<u64>, yes: bool, json: bool) -> ExitCode {
+/// permit or reader `named` by fence or slot (or the only one held). Exit 0 when it was
+/// evicted or nothing was held, 1 when nothing was evicted (declined, or the hold changed since
+/// it was inspected), 64 when several permits or readers hold and `named` tells none apart, 78
+/// when the store cannot name or take the hold.
+pub async fn unlock(url: &str, key: &str, named: Named, yes: bool, json: bool) -> ExitCode {
     let backend = match crate::status::connect(url, Some(key)).await {
         Ok(b) => b,
         Err(code) => return code,
     };
-    let targets = match targets(&backend, key, fence).await {
+    let targets = match targets(&backend, key, named).await {
         Ok(Ok(t)) => t,
         Ok(Err(code)) => return code,
         Err(e) => return fail(url, &e),
@@ -101,8 +108,9 @@ pub async fn unlock(url: &str, key: &str, fence: Option<u64>, yes: bool, json: b
 async fn targets(
     backend: &DynBackend,
     key: &str,
-    fence: Option<u64>,
+    named: Named,
 ) -> dlock::Result<Result<Vec<Target>, ExitCode>> {
+    let fence = named.fence;
     let store = backend.name();
     Ok(match kinds::find(backend, key).await? {
         Found::Mutex | Found::Nothing => {
@@ -124,7 +132,7 @@ async fn targets(
                 );
                 return Ok(Err(ExitCode::from(EXIT_UNSUPPORTED)));
             }
-            pick(key, "permit", seen.held, fence, store)
+            pick(key, "permit", seen.held, named, store)
         }
         Found::ReadWrite(k) => {
             let seen = see_rw(backend, key, k).await?;
@@ -150,43 +158,54 @@ async fn targets(
                 );
                 Err(ExitCode::from(EXIT_UNSUPPORTED))
             } else {
-                pick(key, "reader", seen.reader_parts, fence, store)
+                pick(key, "reader", seen.reader_parts, named, store)
             }
         }
     })
 }
 
-/// The one hold of `parts` that `fence` names, or the only one held.
-fn pick(
-    key: &str,
-    what: &str,
-    parts: Vec<Part>,
-    fence: Option<u64>,
-    store: &str,
-) -> Result<Vec<Target>, ExitCode> {
+/// The one hold of `parts` that `named` names, or the only one held.
+fn pick(key: &str, what: &str, parts: Vec<Part>, named: Named, store: &str) -> Result<Vec<Target>, ExitCode> {
     if parts.is_empty() {
         return Ok(Vec::new());
     }
-    let chosen = match fence {
-        Some(f) => parts.into_iter().find(|p| p.info.fence == Some(FencingToken(f))),
-        None if parts.len() == 1 => parts.into_iter().next(),
-        None => {
-            let list: Vec<String> = parts.iter().map(|p| describe(what, p)).collect();
-            eprintln!(
-                "dlock: {key}: {} {what}s hold it; name the one to take with --fence: {}",
-                list.len(),
-                list.join("; ")
-            );
-            return Err(ExitCode::from(EXIT_CONFIG));
-        }
+    let asked = |p: &Part| {
+        named.fence.is_none_or(|f| p.info.fence == Some(FencingToken(f)))
+            && named.slot.is_none_or(|s| p.slot == s)
     };
-    match chosen {
-        Some(p) => one(key, what, p, None, store),
-        None => {
-            eprintln!("dlock: no {what} of {key} holds fence {}; nothing evicted", fence.unwrap_or_default());
+    let mut chosen: Vec<Part> = parts.into_iter().filter(asked).collect();
+    match chosen.len() {
+        1 => one(key, what, chosen.remove(0), None, store),
+        0 => {
+            eprintln!("dlock: no {what} of {key} holds with{}; nothing evicted", naming(named));
             Err(ExitCode::from(1))
         }
+        n => {
+            let list: Vec<String> = chosen.iter().map(|p| describe(what, p, true)).collect();
+            eprintln!(
+                "dlock: {key}: {n} {what}s hold it{}; name the one to take with --fence or --slot: {}",
+                if named.fence.is_some() || named.slot.is_some() {
+                    format!(" with{}", naming(named))
+                } else {
+                    String::new()
+                },
+                list.join("; ")
+            );
+            Err(ExitCode::from(EXIT_CONFIG))
+        }
     }
+}
+
+/// What the operator named, for a message: " fence F", " slot S", or both.
+fn naming(named: Named) -> String {
+    let mut s = String::new();
+    if let Some(f) = named.fence {
+        s.push_str(&format!(" fence {f}"));
+    }
+    if let Some(slot) = named.slot {
+        s.push_str(&format!(" slot {slot}"));
+    }
+    s
 }
 
 /// `part` as the hold to take, when it has a fence (and the one asked for, if any).
@@ -206,13 +225,23 @@ fn one(key: &str, what: &str, part: Part, fence: Option<u64>, store: &str) -> Re
         );
         return Err(ExitCode::from(1));
     }
-    let what = describe(what, &part);
+    // A permit's or a reader's slot names it along with its fence.
+    let what = describe(what, &part, matches!(what, "permit" | "reader"));
     Ok(vec![Target { key: part.key, info: part.info, holder: part.holder, what }])
 }
 
-/// The hold as the operator sees it: owner token, identity, fence, lease left.
-fn describe(what: &str, p: &Part) -> String {
-    let mut s = format!("{what} {}", p.info.owner.as_deref().unwrap_or("(unknown)"));
+/// The hold as the operator sees it: its slot (a permit's, a reader's), owner token, identity,
+/// fence, lease left.
+fn describe(what: &str, p: &Part, slotted: bool) -> String {
+    let mut s = what.to_owned();
+    if slotted {
+        s.push_str(&format!(" slot {}", p.slot));
+    }
+    match (&p.info.owner, slotted) {
+        (Some(o), _) => s.push_str(&format!(" {o}")),
+        (None, false) => s.push_str(" (unknown)"),
+        (None, true) => {}
+    }
     if let Some(h) = &p.holder {
         s.push_str(&format!(" ({h})"));
     }

@@ -110,8 +110,12 @@ fn a_semaphore_is_known_by_its_name_with_its_permits_and_holders() {
             let evicts = matches!(store, "postgres" | "etcd");
             match slot0["fence"].as_u64() {
                 Some(fence) => {
-                    let fence = fence.to_string();
-                    let args = ["unlock", "--url", &url, "--key", &k, "--force", "--fence", &fence, "--json"];
+                    // Fences repeat across slots where each slot key counts its own: the slot names it.
+                    let (fence, slot) = (fence.to_string(), slot0["slot"].to_string());
+                    let args = [
+                        "unlock", "--url", &url, "--key", &k, "--force", "--fence", &fence, "--slot", &slot,
+                        "--json",
+                    ];
                     let (code, stdout, stderr) = out(&dlock(&args));
                     match code {
                         Some(0) => {
@@ -182,6 +186,22 @@ fn a_read_write_lock_is_known_by_its_name_with_readers_and_writer() {
         if composite_rw(store) {
             assert_eq!(code, Some(64), "{store}: {stdout}{stderr}");
             assert!(stderr.contains("2 readers hold it"), "{store}: {stderr}");
+            // One reader, named by its slot and fence, is taken where the store can take a hold.
+            let reader = status_json(&url, &k)["reader_holds"][0].clone();
+            let (slot, fence) = (reader["slot"].to_string(), reader["fence"].to_string());
+            let args = ["unlock", "--url", &url, "--key", &k, "--force", "--slot", &slot, "--fence", &fence];
+            let (code, stdout, stderr) = out(&dlock(&args));
+            match code {
+                Some(0) => {
+                    assert!(stdout.contains(&format!("evicted reader slot {slot}")), "{store}: {stdout}");
+                    let holder = reader["holder"].as_str().expect("holder");
+                    let evicted = if holder.contains(&format!(":{} ", r1.id())) { &mut r1 } else { &mut r2 };
+                    let code = wait_exit(evicted, Duration::from_secs(20)).code();
+                    assert_eq!(code, Some(76), "{store}: the evicted reader's command is stopped");
+                }
+                Some(78) => assert!(stderr.contains("force-unlock"), "{store}: {stderr}"),
+                other => panic!("{store}: unlock of one reader: {other:?}: {stdout}{stderr}"),
+            }
         } else {
             assert_eq!(code, Some(78), "{store}: {stdout}{stderr}");
             assert!(stderr.contains("none can be named"), "{store}: the reason: {stderr}");
