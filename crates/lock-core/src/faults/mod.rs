@@ -17,13 +17,12 @@
 //! let (backend, faults) = FaultyBackend::wrap(Arc::new(MemoryBackend::new()));
 //! let locker = Locker::new(Arc::new(backend));
 //!
-//! // The store is unreachable for two attempts: the caller sees temporary errors.
-//! faults.fail_next(Op::TryAcquire, 2);
+//! // The store is unreachable for one attempt: the caller sees a temporary error.
+//! faults.fail_next(Op::TryAcquire, 1);
 //! let refused = locker.try_lock("job").await.expect_err("injected");
 //! assert!(refused.is_temporary());
 //!
 //! // The store forgets a hold: the holder's next renewal is refused and `lost()` fires.
-//! faults.heal();
 //! let guard = locker.lock("job").wait(Duration::from_secs(1)).acquire().await?;
 //! assert_eq!(faults.lose("job").await?, 1);
 //! guard.lost().await;
@@ -71,8 +70,8 @@ pub enum Op {
 }
 
 impl Op {
-    /// Every call, for arming one fault on all of them.
-    pub const ALL: [Op; 12] = [
+    /// Every call, for arming one fault on all of them (a slice: calls may be added).
+    pub const ALL: &'static [Op] = &[
         Op::TryAcquire,
         Op::Release,
         Op::Renew,

@@ -75,9 +75,9 @@ async fn call(b: &FaultyBackend, op: Op) -> Option<LockError> {
 #[tokio::test]
 async fn each_call_fails_when_armed() {
     let (_table, b, faults) = memory();
-    for op in Op::ALL {
+    for &op in Op::ALL {
         faults.fail_all(op);
-        for other in Op::ALL {
+        for &other in Op::ALL {
             let failed = call(&b, other).await;
             match failed {
                 Some(e) if other == op => {
@@ -91,11 +91,11 @@ async fn each_call_fails_when_armed() {
         faults.heal();
     }
     faults.outage();
-    for op in Op::ALL {
+    for &op in Op::ALL {
         assert!(call(&b, op).await.is_some_and(|e| e.is_temporary()), "{op} during the outage");
     }
     faults.heal();
-    for op in Op::ALL {
+    for &op in Op::ALL {
         assert!(call(&b, op).await.is_none(), "{op} after heal");
     }
 }
