@@ -2,14 +2,14 @@
 //! shows it (a mutex's holder, fence and lease left; a semaphore's permits; a read-write
 //! lock's writer or readers), on the stores that can enumerate their locks.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
 use crate::EXIT_CONFIG;
 use crate::run::fail;
-use crate::status::kinds::user_name;
+use crate::status::kinds::{Found, user_name};
 use crate::status::{Kind, Shown, connect, shown};
 
 /// Print every lock held now whose key starts with `prefix`, looking at most at `limit` keys
@@ -31,16 +31,24 @@ pub async fn list(url: &str, prefix: &str, limit: usize, json: bool) -> ExitCode
     };
     let truncated = keys.len() > limit;
     keys.truncate(limit);
-    // A semaphore's slots, a read-write lock's gate and slots: one entry under the user's name.
-    let names: BTreeSet<&str> = keys.iter().map(|k| user_name(k)).collect();
+    // A semaphore's slots, a read-write lock's gate and slots: one entry under the user's
+    // name, looked at as the primitive its keys tell (or as any, where they tell several).
+    let mut names: BTreeMap<&str, BTreeSet<Found>> = BTreeMap::new();
+    for key in &keys {
+        let (name, kind) = user_name(key);
+        names.entry(name).or_default().insert(kind);
+    }
     let mut held: Vec<Value> = Vec::new();
-    for name in names {
+    for (name, kinds) in names {
+        let kind = match kinds.first() {
+            Some(&only) if kinds.len() == 1 && only != Found::Nothing => Kind::Found(only),
+            _ => Kind::Mutex { leader: false },
+        };
         // A key listed may have been released since: only what is held is shown.
-        let Shown { busy: _, text: (head, line), mut value } =
-            match shown(&backend, name, Kind::Mutex { leader: false }).await {
-                Ok(s) => s,
-                Err(e) => return fail(url, &e),
-            };
+        let Shown { busy: _, text: (head, line), mut value } = match shown(&backend, name, kind).await {
+            Ok(s) => s,
+            Err(e) => return fail(url, &e),
+        };
         if !held_now(&value) {
             continue;
         }

@@ -28,6 +28,8 @@ pub enum Kind {
     ReadWrite { reader_slots: u32 },
     /// A semaphore of this many permits.
     Permits(u32),
+    /// What the store was found to hold under KEY (`list`: the kind its keys tell).
+    Found(Found),
 }
 
 /// Print what the backend can tell about `key`: held or free, the remaining lease, the fencing
@@ -40,7 +42,7 @@ pub async fn status(url: &str, key: &str, kind: Kind, json: bool) -> ExitCode {
     let named = match kind {
         Kind::Permits(_) => Semaphore::validate_name(key),
         Kind::ReadWrite { .. } => RwLock::validate_name(key),
-        Kind::Mutex { .. } => dlock::validate_key(key),
+        Kind::Mutex { .. } | Kind::Found(_) => dlock::validate_key(key),
     };
     if let Err(e) = named {
         return fail(url, &e);
@@ -75,9 +77,13 @@ pub async fn status(url: &str, key: &str, kind: Kind, json: bool) -> ExitCode {
 
 /// What `status` (and `list`) shows of `key` as `kind`.
 pub(crate) async fn shown(backend: &DynBackend, key: &str, kind: Kind) -> dlock::Result<Shown> {
+    let kind = match kind {
+        Kind::Mutex { leader: false } => Kind::Found(kinds::find(backend, key).await?),
+        other => other,
+    };
     match kind {
-        Kind::Mutex { leader: true } => mutex(backend, key, true).await,
-        Kind::Mutex { leader: false } => match kinds::find(backend, key).await? {
+        Kind::Mutex { leader } => mutex(backend, key, leader).await,
+        Kind::Found(found) => match found {
             Found::Mutex => mutex(backend, key, false).await,
             Found::Semaphore(n) => Ok(see_permits(backend, key, n).await?.shown()),
             Found::ReadWrite(k) => Ok(see_rw(backend, key, k).await?.shown()),

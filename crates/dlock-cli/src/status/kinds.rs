@@ -7,7 +7,7 @@ use dlock::backend::{LockInfo, RecordOp};
 use dlock::{DEFAULT_READER_SLOTS, DynBackend, Locker, RwLock, Semaphore};
 
 /// What the store shows under a name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Found {
     /// The mutex of that name is held.
     Mutex,
@@ -20,30 +20,40 @@ pub enum Found {
     Nothing,
 }
 
-/// Reserved suffixes of the keys a primitive derives from its name, longest first where one
-/// is a prefix of another: what `list` strips to show the user's name.
-const DERIVED: [&str; 6] = ["#rw-gate", "#rw-up", "#s-n", "#s-m", "#sp", "#latch"];
+/// Reserved suffixes of the keys a primitive derives from its name, and what each tells:
+/// what `list` strips to show the user's name.
+const DERIVED: [(&str, Found); 6] = [
+    ("#rw-gate", Found::ReadWrite(DEFAULT_READER_SLOTS)),
+    ("#rw-up", Found::ReadWrite(DEFAULT_READER_SLOTS)),
+    ("#s-n", Found::Semaphore(None)),
+    ("#s-m", Found::Semaphore(None)),
+    ("#sp", Found::Semaphore(None)),
+    ("#latch", Found::Nothing),
+];
 /// Suffixes followed by a slot number.
-const NUMBERED: [&str; 2] = ["#rw-r", "#s"];
+const NUMBERED: [(&str, Found); 2] =
+    [("#rw-r", Found::ReadWrite(DEFAULT_READER_SLOTS)), ("#s", Found::Semaphore(None))];
 
-/// The name a user gave for an internal `key` (the key itself when it derives from none).
-pub fn user_name(key: &str) -> &str {
-    for suffix in DERIVED {
+/// The name a user gave for an internal `key` (the key itself when it derives from none), and
+/// the primitive the key belongs to: a mutex for a key of its own; `Nothing` where the key
+/// tells none (a latch's).
+pub fn user_name(key: &str) -> (&str, Found) {
+    for (suffix, kind) in DERIVED {
         if let Some(name) = key.strip_suffix(suffix).filter(|n| !n.is_empty()) {
-            return name;
+            return (name, kind);
         }
     }
-    for suffix in NUMBERED {
+    for (suffix, kind) in NUMBERED {
         if let Some((name, digits)) = key.rsplit_once(suffix)
             && !name.is_empty()
             && !digits.is_empty()
             && digits.len() <= 3
             && digits.bytes().all(|b| b.is_ascii_digit())
         {
-            return name;
+            return (name, kind);
         }
     }
-    key
+    (key, Found::Mutex)
 }
 
 /// What `key` is, by looking at every key a primitive of that name would use: the mutex
@@ -126,7 +136,7 @@ pub fn untold(backend: &DynBackend) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
-    use super::user_name;
+    use super::{DEFAULT_READER_SLOTS, Found, user_name};
 
     #[test]
     fn internal_keys_show_their_users_name() {
@@ -146,7 +156,16 @@ mod tests {
             ("job#sx", "job#sx"),
             ("job#s1234", "job#s1234"),
         ] {
-            assert_eq!(user_name(key), name, "{key}");
+            let kind = user_name(key).1;
+            let expected = if name == key {
+                Found::Mutex
+            } else if key.contains("#rw-") {
+                Found::ReadWrite(DEFAULT_READER_SLOTS)
+            } else {
+                Found::Semaphore(None)
+            };
+            assert_eq!(kind, expected, "{key}");
+            assert_eq!(user_name(key).0, name, "{key}");
         }
     }
 }
