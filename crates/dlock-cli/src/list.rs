@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use crate::EXIT_CONFIG;
+use crate::report::refuse;
 use crate::run::fail;
 use crate::status::kinds::{Found, user_name};
 use crate::status::{Kind, Shown, connect, shown};
@@ -17,8 +18,7 @@ use crate::status::{Kind, Shown, connect, shown};
 /// `limit` of 0 (before connecting), 78 where the store cannot enumerate its locks.
 pub async fn list(url: &str, prefix: &str, limit: usize, json: bool) -> ExitCode {
     if limit == 0 {
-        eprintln!("dlock: --limit 0 would look at no key: give 1 or more");
-        return ExitCode::from(EXIT_CONFIG);
+        return refuse(EXIT_CONFIG, "--limit 0 would look at no key: give 1 or more");
     }
     let backend = match connect(url, None).await {
         Ok(b) => b,

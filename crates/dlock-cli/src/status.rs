@@ -65,11 +65,11 @@ pub async fn status(url: &str, key: &str, kind: Kind, json: bool) -> ExitCode {
             if busy { ExitCode::from(1) } else { ExitCode::SUCCESS }
         }
         Err(LockError::PermitsMismatch { stored, asked, .. }) => {
-            eprintln!(
-                "dlock: {key} is a semaphore of {stored} permits (stored with it), not {asked}: `dlock run \
-                 --permits {asked}` would be refused as well; give --permits {stored}, or no --permits"
+            let why = format!(
+                "{key} is a semaphore of {stored} permits (stored with it), not {asked}: `dlock run --permits \
+                 {asked}` would be refused as well; give --permits {stored}, or no --permits"
             );
-            ExitCode::from(EXIT_CONFIG)
+            crate::report::refuse(EXIT_CONFIG, &why)
         }
         Err(e) => fail(url, &e),
     }

@@ -11,6 +11,7 @@ use dlock::backend::LockInfo;
 use dlock::{DynBackend, FencingToken};
 use serde_json::json;
 
+use crate::report::refuse;
 use crate::run::fail;
 use crate::status::kinds::{self, Found};
 use crate::status::noted;
@@ -126,11 +127,11 @@ async fn targets(
         Found::Semaphore(n) => {
             let seen = see_permits(backend, key, n).await?;
             if seen.native && !seen.held.is_empty() {
-                eprintln!(
-                    "dlock: {key} is a semaphore whose permits {store} keeps itself, in one key: it cannot take \
-                     one permit from its holder; nothing evicted (stop the holder's process)"
+                let why = format!(
+                    "{key} is a semaphore whose permits {store} keeps itself, in one key: it cannot take one \
+                     permit from its holder; nothing evicted (stop the holder's process)"
                 );
-                return Ok(Err(ExitCode::from(EXIT_UNSUPPORTED)));
+                return Ok(Err(refuse(EXIT_UNSUPPORTED, &why)));
             }
             pick(key, "permit", seen.held, named, store)
         }
@@ -150,13 +151,12 @@ async fn targets(
                 }
                 Ok(parts)
             } else if seen.native && seen.readers > 0 {
-                eprintln!(
-                    "dlock: {key} is held by {} readers, shared holds of one key that {store} keeps without a \
-                     fence or an identity each: none can be named to take it; nothing evicted (stop the readers' \
-                     processes)",
+                let why = format!(
+                    "{key} is held by {} readers, shared holds of one key that {store} keeps without a fence or \
+                     an identity each: none can be named to take it; nothing evicted (stop the readers' processes)",
                     seen.readers
                 );
-                Err(ExitCode::from(EXIT_UNSUPPORTED))
+                Err(refuse(EXIT_UNSUPPORTED, &why))
             } else {
                 pick(key, "reader", seen.reader_parts, named, store)
             }
@@ -182,16 +182,16 @@ fn pick(key: &str, what: &str, parts: Vec<Part>, named: Named, store: &str) -> R
         }
         n => {
             let list: Vec<String> = chosen.iter().map(|p| describe(what, p, true)).collect();
-            eprintln!(
-                "dlock: {key}: {n} {what}s hold it{}; name the one to take with --fence or --slot: {}",
-                if named.fence.is_some() || named.slot.is_some() {
-                    format!(" with{}", naming(named))
-                } else {
-                    String::new()
-                },
+            let with = if named.fence.is_some() || named.slot.is_some() {
+                format!(" with{}", naming(named))
+            } else {
+                String::new()
+            };
+            let why = format!(
+                "{key}: {n} {what}s hold it{with}; name the one to take with --fence or --slot: {}",
                 list.join("; ")
             );
-            Err(ExitCode::from(EXIT_CONFIG))
+            Err(refuse(EXIT_CONFIG, &why))
         }
     }
 }
@@ -211,11 +211,11 @@ fn naming(named: Named) -> String {
 /// `part` as the hold to take, when it has a fence (and the one asked for, if any).
 fn one(key: &str, what: &str, part: Part, fence: Option<u64>, store: &str) -> Result<Vec<Target>, ExitCode> {
     let Some(f) = part.info.fence else {
-        eprintln!(
-            "dlock: {store} shows no fence for the {what} of {key}, which is how unlock names the hold it takes; \
-             nothing evicted"
+        let why = format!(
+            "{store} shows no fence for the {what} of {key}, which is how unlock names the hold it takes; nothing \
+             evicted"
         );
-        return Err(ExitCode::from(EXIT_UNSUPPORTED));
+        return Err(refuse(EXIT_UNSUPPORTED, &why));
     };
     if fence.is_some_and(|asked| asked != f.0) {
         eprintln!(

@@ -93,9 +93,13 @@ fn a_semaphore_is_known_by_its_name_with_its_permits_and_holders() {
             assert_eq!(stdout.lines().count(), 1, "{store}: one entry, by the user's name: {stdout}");
             assert!(stdout.starts_with(&format!("{k}: semaphore, 2 of 2 permits held")), "{store}: {stdout}");
         }
-        // Two permits held: unlock names neither by itself, and says which there are.
-        let (code, stdout, stderr) = out(&dlock(&["unlock", "--url", &url, "--key", &k, "--force"]));
+        // Two permits held: unlock names neither by itself, and says which there are (with
+        // --json, as a JSON error on stdout too).
+        let (code, stdout, stderr) =
+            out(&dlock(&["unlock", "--url", &url, "--key", &k, "--force", "--json"]));
         assert!(!stdout.contains("free"), "{store}: {stdout}");
+        let error: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{store}: {e}: {stdout}"));
+        assert_eq!(error["error"]["status"].as_i64().map(|s| s as i32), code, "{store}: {stdout}");
         if native_permits(store) {
             assert_eq!(code, Some(78), "{store}: {stdout}{stderr}");
             assert!(stderr.contains("keeps itself"), "{store}: the reason: {stderr}");
@@ -269,8 +273,10 @@ fn list_says_when_its_limit_cut_it_short_and_refuses_zero() {
         stop(c);
     }
     // Refused before connecting: nothing listens on port 1.
-    let (code, _, stderr) = out(&dlock(&["list", "--url", "redis://127.0.0.1:1", "--limit", "0"]));
+    let (code, stdout, stderr) =
+        out(&dlock(&["list", "--url", "redis://127.0.0.1:1", "--limit", "0", "--json"]));
     assert_eq!(code, Some(64), "{stderr}");
+    assert!(stdout.contains("\"status\":64") && stderr.contains("--limit 0"), "{stdout}{stderr}");
 }
 
 #[test]
