@@ -39,6 +39,7 @@ pub async fn connect(url: &str, wait: &Wait, quiet: bool) -> Result<DynBackend, 
     let deadline = wait.bound.map(|b| Instant::now() + if b.is_zero() { ONE_ATTEMPT } else { b });
     let mut backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
     let mut told = false;
+    let mut last: Option<LockError> = None;
     loop {
         let attempt_until =
             deadline.map_or(Instant::now() + ONE_ATTEMPT, |d| d.min(Instant::now() + ONE_ATTEMPT));
@@ -46,7 +47,8 @@ pub async fn connect(url: &str, wait: &Wait, quiet: bool) -> Result<DynBackend, 
             Ok(Ok(b)) => return Ok(b),
             Ok(Err(e)) if !e.is_temporary() => return Err(e),
             Ok(Err(e)) => e,
-            Err(_) => unreachable(&format!("{}ms", ONE_ATTEMPT.as_millis())),
+            // Cut short by the deadline: the attempt before it says why better.
+            Err(_) => last.take().unwrap_or_else(|| unreachable(&format!("{}ms", ONE_ATTEMPT.as_millis()))),
         };
         if wait.once() {
             return Err(e);
@@ -58,6 +60,7 @@ pub async fn connect(url: &str, wait: &Wait, quiet: bool) -> Result<DynBackend, 
             eprintln!("dlock: cannot reach the store yet ({e}); retrying within --wait {wait}");
             told = true;
         }
+        last = Some(e);
         let nap = Instant::now() + backoff.next_delay();
         tokio::time::sleep_until(deadline.map_or(nap, |d| d.min(nap))).await;
     }
