@@ -4,7 +4,7 @@
 //! internal key a store lists (`job#sp`, `job#s0`, `job#rw-gate` are all `job`).
 
 use dlock::backend::{LockInfo, RecordOp};
-use dlock::{DEFAULT_READER_SLOTS, DynBackend, Locker, RwLock, Semaphore};
+use dlock::{DEFAULT_READER_SLOTS, DynBackend, LockError, Locker, RwLock, Semaphore};
 
 /// What the store shows under a name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -70,7 +70,7 @@ pub async fn find(backend: &DynBackend, key: &str) -> dlock::Result<Found> {
     let locker = Locker::new(backend.clone());
     if Semaphore::validate_name(key).is_ok() {
         let sem = Semaphore::new(&locker, key, 1)?;
-        if let Some(n) = sem.stored_permits().await? {
+        if let Some(n) = readable(sem.stored_permits().await)? {
             // A count the library never stores reads as unknown rather than as a wrong one.
             return Ok(Found::Semaphore(u32::try_from(n).ok()));
         }
@@ -106,8 +106,17 @@ pub async fn stored_slots(backend: &DynBackend, rw: &RwLock) -> dlock::Result<Op
     if !backend.capabilities().records {
         return Ok(None);
     }
-    let stored = backend.record(&rw.slots_key(), RecordOp::Get).await?.value;
+    let stored = readable(backend.record(&rw.slots_key(), RecordOp::Get).await.map(|r| r.value))?;
     Ok(stored.and_then(|k| u32::try_from(k).ok()))
+}
+
+/// A stored count as read, or none where this role may not read the records (a PostgreSQL
+/// role without a grant on them): the locks themselves may still be looked at.
+pub fn readable<T>(read: dlock::Result<Option<T>>) -> dlock::Result<Option<T>> {
+    match read {
+        Err(LockError::PermissionDenied { .. }) => Ok(None),
+        other => other,
+    }
 }
 
 /// Every key of `keys` inspected at once (a composite's parts: one round trip of time, not

@@ -6,7 +6,7 @@ use dlock::backend::LockInfo;
 use dlock::{DEFAULT_READER_SLOTS, DynBackend, LockError, Locker, RwLock, Semaphore};
 use serde_json::{Value, json};
 
-use super::kinds::{inspect_all, stored_slots};
+use super::kinds::{inspect_all, readable, stored_slots};
 use crate::status::{Shown, described, noted, readers, with_holder};
 
 /// One held part of a primitive: its slot, its key, what the store shows, the identity noted.
@@ -45,7 +45,7 @@ pub struct SemSeen {
 pub async fn see_permits(backend: &DynBackend, key: &str, permits: Option<u32>) -> dlock::Result<SemSeen> {
     // The handle's own count matters only for the slot keys, looked at below with the count known.
     let sem = Semaphore::new(&Locker::new(backend.clone()), key, permits.unwrap_or(1))?;
-    let stored = sem.stored_permits().await?;
+    let stored = readable(sem.stored_permits().await)?;
     let permits = match (permits, stored) {
         (Some(asked), Some(stored)) if stored != u64::from(asked) => {
             return Err(LockError::PermitsMismatch { name: key.to_owned(), stored, asked });
