@@ -453,7 +453,7 @@ fn main() -> ExitCode {
                 .await
             }
             Cmd::Completions { shell } => {
-                let mut cmd = stores::command();
+                let mut cmd = stores::for_completions();
                 clap_complete::generate(shell, &mut cmd, "dlock", &mut std::io::stdout());
                 ExitCode::SUCCESS
             }

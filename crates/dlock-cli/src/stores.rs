@@ -12,6 +12,14 @@ pub(crate) fn command() -> Command {
     Cli::command().mut_subcommand("run", |run| run.mut_arg("url", with_help))
 }
 
+/// The command line as a shell completes it: without the hidden subcommands (the supervisor
+/// `dlock run` starts), which the completion generators would otherwise offer.
+pub(crate) fn for_completions() -> Command {
+    let full = command();
+    let shown: Vec<Command> = full.get_subcommands().filter(|s| !s.is_hide_set()).cloned().collect();
+    Command::new("dlock").version(env!("CARGO_PKG_VERSION")).subcommands(shown)
+}
+
 /// Parse the process's arguments against [`command`]: exits 0 after `--help` and
 /// `--version`, and 64 (EX_USAGE) on bad arguments, the status of every other usage error,
 /// where clap alone would exit 2.
@@ -67,5 +75,12 @@ mod tests {
         assert!(help.trim_end().ends_with("refused here)"), "memory:// is refused, said last: {help}");
         assert!(!help.contains('`') && !help.contains("\\|"), "{help}");
         assert!(!super::shared_schemes().contains("memory"));
+    }
+
+    #[test]
+    fn completions_offer_no_hidden_subcommand() {
+        let cmd = super::for_completions();
+        assert!(cmd.find_subcommand("__supervise").is_none());
+        assert!(cmd.find_subcommand("run").is_some_and(|r| r.get_arguments().any(|a| a.get_id() == "wait")));
     }
 }
