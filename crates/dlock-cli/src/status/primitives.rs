@@ -207,6 +207,9 @@ impl RwSeen {
             }
             match self.readers {
                 0 if !self.writer_waits => "read-write lock free".to_owned(),
+                // Without notes a writer's slots and the readers' look alike.
+                0 => "read-write lock held by readers the store does not tell apart from the writer's slots"
+                    .to_owned(),
                 n => format!("read-write lock {}", readers(n)),
             }
         };
