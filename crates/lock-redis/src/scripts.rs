@@ -17,6 +17,8 @@ const HANDOFF: &str = concat!(
     include_str!("../scripts/handoff.lua"),
     include_str!("../scripts/read_phases.lua")
 );
+/// Prelude of the interop modes' scripts that tell our holds from the other library's.
+const OURS: &str = include_str!("../scripts/ours.lua");
 /// Prelude of the holder's own steps (notes, raising the fence): who holds a lock, any layout.
 const HOLDER: &str = include_str!("../scripts/holder.lua");
 
@@ -77,6 +79,8 @@ pub(crate) static SET_NOTE: LazyLock<Script> =
     LazyLock::new(|| with(&[FENCE, HANDOFF, HOLDER], include_str!("../scripts/set_note.lua")));
 pub(crate) static EVICT: LazyLock<Publishing> =
     LazyLock::new(|| publishing(&[FENCE, HANDOFF], include_str!("../scripts/evict.lua")));
+pub(crate) static EVICT_PLAIN: LazyLock<Script> =
+    LazyLock::new(|| with(&[OURS], include_str!("../scripts/evict_plain.lua")));
 pub(crate) static RAISE_FENCE: LazyLock<Script> =
     LazyLock::new(|| with(&[FENCE, HOLDER], include_str!("../scripts/raise_fence.lua")));
 pub(crate) static ACQUIRE_SHARED: LazyLock<Script> =
@@ -88,7 +92,7 @@ pub(crate) static RENEW_SHARED: LazyLock<Script> =
 pub(crate) static INSPECT_SHARED: LazyLock<Script> =
     LazyLock::new(|| with(&[FENCE, HANDOFF], include_str!("../scripts/inspect_shared.lua")));
 pub(crate) static INSPECT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/inspect.lua")));
+    LazyLock::new(|| with(&[OURS], include_str!("../scripts/inspect.lua")));
 
 #[cfg(test)]
 mod tests {

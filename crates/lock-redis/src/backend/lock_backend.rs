@@ -11,7 +11,7 @@ use lock_core::backend::{
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use redis::cluster_routing::Slot;
 
-use super::script_calls::{cancel, release_plain, release_simple};
+use super::script_calls::{cancel, evict_plain, release_plain, release_simple};
 use super::{RedisLock, hint};
 use crate::call::Token;
 use crate::error::{NAME, bad_reply, classify};
@@ -151,11 +151,11 @@ impl LockBackend for RedisLock {
         let names = self.inner.layout.names(key);
         let mut conn = self.inner.conn.clone();
         let mut inv = scripts::INSPECT.prepare_invoke();
-        inv.key(names.lock());
-        // Interop modes: the holder may be the other library's client, which has no fence,
-        // and there is no queue; the script then reports neither.
+        inv.key(names.lock()).key(names.fence());
+        // Interop modes: there is no queue, and the script shows a fence only for a hold of
+        // ours (the other library's client draws none).
         if !self.inner.mode.is_interop() {
-            inv.key(names.fence()).key(names.queue());
+            inv.key(names.queue());
         }
         let (held, pttl, owner, fence, waiters): (i64, i64, Vec<u8>, String, i64) =
             inv.invoke_async(&mut conn).await.map_err(classify)?;
@@ -285,13 +285,14 @@ impl LockBackend for RedisLock {
     }
 
     /// `evict.lua`: the hold with `fence` goes, whoever holds it, and the next waiter gets the
-    /// lock. The interop modes' holder may be the other library's client, which has no fence.
+    /// lock. The interop modes: `evict_plain.lua`, for a hold of ours only (the other library's
+    /// client draws no fence, so none names its hold).
     async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
-        if self.inner.mode.is_interop() {
-            return Err(lock_core::backend::unsupported(NAME, "force-unlock in an interop mode"));
-        }
         let names = self.inner.layout.names(key);
         let mut conn = self.inner.conn.clone();
+        if self.inner.mode.is_interop() {
+            return evict_plain(conn, &names, fence).await;
+        }
         let (evicted, next): (i64, String) = scripts::EVICT
             .get(conn.sharded())
             .key(names.lock())

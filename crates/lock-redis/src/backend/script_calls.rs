@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use lock_core::backend::millis;
-use lock_core::{OwnerToken, Result};
+use lock_core::{FencingToken, OwnerToken, Result};
 
 use crate::call::Token;
 use crate::conn::RedisConnection;
@@ -52,6 +52,23 @@ pub(super) async fn release_plain(mut conn: RedisConnection, names: &KeyNames, t
     }
     inv.arg(token).arg(names.channel()).arg(millis(PRL_SIGNAL_EXPIRE));
     inv.invoke_async(&mut conn).await.map_err(classify)
+}
+
+/// `evict_plain.lua`: in an interop mode, delete the hold of ours whose fence is `fence` and
+/// wake waiters as `release_plain` does; `true` when deleted.
+pub(super) async fn evict_plain(
+    mut conn: RedisConnection,
+    names: &KeyNames,
+    fence: FencingToken,
+) -> Result<bool> {
+    let mut inv = scripts::EVICT_PLAIN.prepare_invoke();
+    inv.key(names.lock()).key(names.fence());
+    if let Some(signal) = &names.signal() {
+        inv.key(signal);
+    }
+    inv.arg(fence.0).arg(names.channel()).arg(millis(PRL_SIGNAL_EXPIRE));
+    let evicted: i64 = inv.invoke_async(&mut conn).await.map_err(classify)?;
+    Ok(evicted == 1)
 }
 
 /// The mode's cancel script (`cancel_simple.lua`, `cancel_hash.lua`) for `owner`: with a

@@ -106,6 +106,10 @@ impl LockBackend for LazyRedis {
         self.get().await?.raise_fence(key, owner, floor).await
     }
 
+    async fn evict(&self, key: &str, fence: lock_core::FencingToken) -> Result<bool> {
+        self.get().await?.evict(key, fence).await
+    }
+
     async fn record(
         &self,
         key: &str,
