@@ -99,8 +99,9 @@ enum Cmd {
         /// Lock name.
         #[arg(long)]
         key: String,
-        /// Hold one of N permits of the semaphore KEY instead of the mutex: at most N copies of
-        /// the command run at once (every copy must give the same N). The command gets its
+        /// Hold one of N permits (1..=256) of the semaphore KEY instead of the mutex: at most N
+        /// copies of the command run at once (every copy must give the same N; where the store
+        /// keeps records, a different N is refused with the stored one). The command gets its
         /// permit's slot, 0..N, in DLOCK_PERMIT_SLOT, and no fencing token (permits are not
         /// exclusive).
         #[arg(long, value_name = "N", conflicts_with_all = ["read", "write"], value_parser = permit_count())]
@@ -113,8 +114,9 @@ enum Cmd {
         /// fencing token is exported.
         #[arg(long, group = "side")]
         write: bool,
-        /// With --read/--write: reader slots of the read-write lock (at most this many readers
-        /// at once; a writer takes them all). Every process using KEY must give the same number.
+        /// With --read/--write: reader slots (1..=256) of the read-write lock (at most this many
+        /// readers at once; a writer takes them all), where the store has no read-write lock of
+        /// its own. Every process using KEY must give the same number.
         #[arg(long, value_name = "K", default_value_t = dlock::DEFAULT_READER_SLOTS, requires = "side", value_parser = permit_count())]
         reader_slots: u32,
         /// How long to wait for the lock, with its unit (500ms, 30s, 5m, at most 365d);
@@ -189,7 +191,8 @@ enum Cmd {
         #[arg(long)]
         identity: Option<String>,
         /// Lease of each term, renewed every third of it: a leader that dies is succeeded
-        /// about one lease later.
+        /// about one lease later. On ZooKeeper and etcd it is the session timeout or lease TTL
+        /// (see `dlock run --help`).
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         lease: Duration,
         /// What to do to the command when leadership is lost (see `dlock run --help`).
