@@ -54,7 +54,18 @@ impl LockBackend for QuorumBackend {
         let mut info = crate::LockInfo::held();
         info.remaining = held.iter().filter_map(|i| i.remaining).min();
         info.owner = held.first().and_then(|i| i.owner.clone());
+        // The owner of a majority and its grant's token, which names the hold to evict; only
+        // where tokens are fences (a number without them names no hold).
+        if let Some((owner, fence)) = super::evict::holder(&held, self.quorum) {
+            info.owner = Some(owner);
+            info.fence = fence.filter(|_| self.fencing());
+        }
         Ok(info)
+    }
+
+    /// Every member's hold of the owner that `fence` names, each by its own fence (evict.rs).
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        self.evict_hold(key, fence).await
     }
 
     fn identity(&self) -> String {

@@ -57,6 +57,7 @@ use crate::{FencingToken, LockError, OwnerToken, Result};
 use failure::{Failure, NoQuorum, member_result};
 
 mod attempt;
+mod evict;
 mod failure;
 mod listen;
 mod lock_backend;
@@ -107,6 +108,11 @@ type Members = Arc<[Arc<dyn LockBackend>]>;
 /// - `release` and `renew` go to every member; a key counts as released or renewed when a
 ///   quorum confirmed it. When failed members leave the outcome open, the answer is a
 ///   temporary error (unknown, not lost).
+/// - `inspect` shows the owner that holds on a quorum of the members that answer, and, where
+///   tokens are fences, the largest fence its holds show (the grant's token). `evict` by that
+///   fence takes the owner's hold from every member that shows one no larger, each by its own
+///   fence, and counts as done when fewer than a quorum may still hold it (its renewal is then
+///   refused); see `evict.rs`.
 /// - `subscribe` joins the key's one listener in this process, which listens on `n - q + 1`
 ///   members (from the probe on, replacing members that cannot subscribe by the next ones): a
 ///   release of the lock reaches at least a quorum, so one of them publishes it. Each

@@ -14,6 +14,7 @@ use lock_core::{
 };
 use tokio::time::{Instant, timeout};
 
+mod evict;
 mod fences;
 mod grants;
 mod holds;
@@ -133,6 +134,10 @@ impl LockBackend for Faulty {
     async fn inspect(&self, key: &str) -> Result<lock_core::LockInfo> {
         self.gate().await?;
         self.mem.inspect(key).await
+    }
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        self.gate().await?;
+        self.mem.evict(key, fence).await
     }
 
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
