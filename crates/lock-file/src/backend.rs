@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::NAME;
 use crate::driver::{Files, Held};
-use crate::files::{KeyFiles, grab, probe};
+use crate::files::{KeyFiles, Probed, grab, probe};
 use crate::names::stem;
 use crate::queue::{Ahead, Ticket};
 use crate::records::{OwnedOp, apply};
@@ -38,7 +38,8 @@ const POLL: (Duration, Duration) = (Duration::from_millis(2), Duration::from_mil
 
 /// Locks as advisory file locks (`flock`) in one directory of one host.
 ///
-/// A key's lock is an exclusive `flock` on `<dir>/<key>.lock`, held by an open file until
+/// A key's lock is an exclusive `flock` on `<dir>/<key>` (the file `flock(1)` locks for that
+/// path, so the two exclude each other), held by an open file until
 /// release; the kernel drops it when the process exits, however it exits. Fencing tokens come
 /// from `<dir>/<key>.fence`, raised and synced to disk under the lock before each grant. The
 /// lost signal fires when the lock file is removed or replaced behind the holder. Waiters are
@@ -64,7 +65,7 @@ impl fmt::Debug for FileLock {
 }
 
 impl FileLock {
-    /// Locks in `dir`, created if missing.
+    /// Locks in `dir`, created if missing (a URL asks for that with `?create=true`).
     ///
     /// # Errors
     /// [`LockError::InvalidConfig`] when `dir` is not absolute; backend errors when it cannot
@@ -78,7 +79,10 @@ impl FileLock {
     /// # Errors
     /// As [`new`](Self::new); [`LockError::InvalidConfig`] for a zero period.
     pub fn with_check_every(dir: impl Into<PathBuf>, every: Duration) -> Result<Self> {
-        let dir = dir.into();
+        Self::open(dir.into(), every, true)
+    }
+
+    fn open(dir: PathBuf, every: Duration, create: bool) -> Result<Self> {
         if !dir.is_absolute() {
             return Err(LockError::InvalidConfig {
                 reason: format!("the lock directory must be an absolute path, not {:?}", dir.display()),
@@ -87,7 +91,21 @@ impl FileLock {
         if every.is_zero() {
             return Err(LockError::InvalidConfig { reason: "check_every must be above zero".into() });
         }
-        std::fs::create_dir_all(&dir).map_err(|e| io_error(e, &dir))?;
+        if create {
+            std::fs::create_dir_all(&dir).map_err(|e| io_error(e, &dir))?;
+        } else if let Err(e) = std::fs::metadata(&dir) {
+            // A mistyped directory is a mistake to report, not one to make on disk: two
+            // spellings of one directory would be two sets of locks that exclude nobody.
+            if e.kind() == io::ErrorKind::NotFound {
+                return Err(LockError::InvalidConfig {
+                    reason: format!(
+                        "the lock directory {} does not exist (make it, or add ?create=true to the url)",
+                        dir.display()
+                    ),
+                });
+            }
+            return Err(io_error(e, &dir));
+        }
         if !dir.is_dir() {
             return Err(LockError::permanent(NAME, format!("{} is not a directory", dir.display())));
         }
@@ -95,14 +113,16 @@ impl FileLock {
         Ok(FileLock { dir, sessions: Sessions::new(Files, every, NO_IDLE_BOUND), wakeups })
     }
 
-    /// From `file:///absolute/dir[?check_every=250ms]`.
+    /// From `file:///absolute/dir[?check_every=250ms][&create=true]`: the directory must exist
+    /// unless `create=true` asks for it (and its parents) to be made.
     ///
     /// # Errors
-    /// [`LockError::InvalidConfig`] for another scheme, a host, a relative path or an unknown
-    /// option; as [`new`](Self::new).
+    /// [`LockError::InvalidConfig`] for another scheme, a host, a relative path, an unknown
+    /// option, or a directory that does not exist without `create=true`; as [`new`](Self::new).
     pub fn from_url(url: &str) -> Result<Self> {
         let mut o = UrlOptions::parse(url)?;
         let every = o.take_duration("check_every")?.unwrap_or(DEFAULT_CHECK_EVERY);
+        let create = o.take_flag("create")?.unwrap_or(false);
         let base = o.finish()?;
         let Some(path) = base.strip_prefix("file://") else {
             return Err(LockError::InvalidConfig { reason: format!("not a file:// url: {base:?}") });
@@ -114,7 +134,7 @@ impl FileLock {
                 ),
             });
         }
-        Self::with_check_every(percent_decoded(path), every)
+        Self::open(PathBuf::from(percent_decoded(path)), every, create)
     }
 
     /// The lock directory.
@@ -269,10 +289,10 @@ impl LockBackend for FileLock {
         let look = |f: &KeyFiles| -> io::Result<_> { Ok((probe(f)?, f.line.live()?)) };
         let (fence, waiters) = blocking(&self.files(key), look).await?;
         let mut info = match fence {
-            None => LockInfo::free(),
-            Some(fence) => {
+            Probed::Free => LockInfo::free(),
+            Probed::Held(fence) => {
                 let mut held = LockInfo::held();
-                held.fence = Some(FencingToken(fence));
+                held.fence = fence.map(FencingToken);
                 held
             }
         };
@@ -302,9 +322,13 @@ impl LockBackend for FileLock {
         self.sessions.set_note(key, owner, note).await
     }
 
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        blocking(&self.files(key), move |f| crate::evict::evict(f, fence.0)).await
+    }
+
     async fn note(&self, key: &str) -> Result<Option<String>> {
         let read = |f: &KeyFiles| -> io::Result<Option<String>> {
-            if probe(f)?.is_none() {
+            if probe(f)? == Probed::Free {
                 return Ok(None);
             }
             match std::fs::read_to_string(&f.note) {

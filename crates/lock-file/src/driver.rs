@@ -16,10 +16,14 @@ use crate::NAME;
 #[derive(Debug)]
 pub(crate) struct Held {
     pub(crate) file: File,
+    /// `<stem>.lock`, locked too where it exists (dlocks of earlier versions lock it).
+    pub(crate) legacy: Option<File>,
     /// The same file open for writing, closed after the lock is released: the waiters' wake-up.
     pub(crate) wakes: Option<File>,
     pub(crate) path: PathBuf,
     pub(crate) note: PathBuf,
+    /// `<stem>.held`, the hold's fence and inode (`files::draw`), kept locked while it holds.
+    pub(crate) record: (PathBuf, File),
 }
 
 /// What a hold's check or end fails with.
@@ -73,16 +77,22 @@ impl SessionDriver for Files {
 
     async fn end(&self, _key: &str, held: Held, _why: Ending) -> Result<bool, FileError> {
         let ours = still_names(&held.path, &held.file).map_err(FileError::Io)?;
-        // The note goes first, while the lock still keeps every other holder out.
+        // The note and the record go first, while the lock still keeps every other holder
+        // out (a lock file held by `flock(1)` next must not look like this hold).
         if ours {
-            match std::fs::remove_file(&held.note) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(FileError::Io(e)),
-                _ => {}
+            for path in [&held.note, &held.record.0] {
+                match std::fs::remove_file(path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(FileError::Io(e)),
+                    _ => {}
+                }
             }
         }
         // Closing the file releases the lock too; unlocking first makes the release not wait
         // for a duplicate of the descriptor (a forked child) to close.
         held.file.unlock().map_err(FileError::Io)?;
+        if let Some(legacy) = &held.legacy {
+            legacy.unlock().map_err(FileError::Io)?;
+        }
         // Then the waiters are woken, by the close of the file the holder opened for writing.
         drop(held.wakes);
         Ok(ours)

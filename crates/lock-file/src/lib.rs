@@ -6,6 +6,7 @@
 
 mod backend;
 mod driver;
+mod evict;
 mod files;
 mod names;
 mod queue;
@@ -14,17 +15,18 @@ mod wakeups;
 
 pub use backend::{DEFAULT_CHECK_EVERY, FileLock};
 
-/// The name of `key`'s lock file in the lock directory (what an operator removes to take a
-/// lock away from its holder, whose lost signal then fires).
+/// The name of `key`'s lock file in the lock directory: the key itself where it is made of
+/// `[A-Za-z0-9_-]`, so that `flock(1)` on `<dir>/<key>` takes the same lock. Removing it takes
+/// the lock away from its holder, whose lost signal then fires.
 pub fn lock_file_name(key: &str) -> String {
-    format!("{}.lock", names::stem(key))
+    names::stem(key)
 }
 
 /// The file store in the registry: `file:///absolute/dir`.
 pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::backend::registry::Descriptor {
     name: NAME,
     schemes: &["file"],
-    urls: "`file:///absolute/dir` (`?check_every=`)",
+    urls: "`file:///absolute/dir` (`?check_every=`, `?create=true`)",
     summary: "advisory file locks (`flock`) of one host, not on NFS",
     connect: |url| Box::pin(async move { Ok(std::sync::Arc::new(FileLock::from_url(url)?) as _) }),
     modes: &[],

@@ -1,4 +1,4 @@
-//! The files of a key: `<name>.lock` (the one the lock is taken on), `<name>.fence` (the
+//! The files of a key: `<name>` (the one the lock is taken on), `<name>.fence` (the
 //! counter) and `<name>.note`, all in the lock directory.
 
 use sha2::{Digest, Sha256};

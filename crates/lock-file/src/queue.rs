@@ -13,7 +13,7 @@
 //! - **Numbers**: a ticket is one above the highest ticket of its key in the directory, drawn
 //!   and created under an exclusive `flock` of the directory itself, so every new ticket is
 //!   behind every waiter already in line. Like the fence counter's guard, the guard is nothing
-//!   an operator's `rm dir/*.lock` takes, and a guard whose directory was removed meanwhile is
+//!   an operator's removal of a lock file (`rm dir/<key>`) takes, and a guard whose directory was removed meanwhile is
 //!   taken again on the new one. Numbers start again at 1 once a key's line is empty: only
 //!   their order among the waiters of the moment matters. The fence counter stays apart: a
 //!   grant still draws its fence under `<stem>.fence-guard` (issue 46 point 1), whatever the

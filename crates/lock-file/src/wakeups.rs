@@ -226,8 +226,7 @@ fn watch(dir: &std::path::Path, hub: NotifyHub, line: Arc<InLine>) -> std::io::R
                     }
                 }
                 Some(Ok(e)) => {
-                    let stem =
-                        e.name.as_deref().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".lock"));
+                    let stem = e.name.as_deref().and_then(|n| n.to_str()).and_then(lock_stem);
                     if let Some(stem) = stem {
                         // One waiter per process and release, not every waiter of the key.
                         hub.notify_one(stem);
@@ -244,6 +243,17 @@ fn watch(dir: &std::path::Path, hub: NotifyHub, line: Arc<InLine>) -> std::io::R
         }
     });
     Ok(stop_tx)
+}
+
+/// The key stem whose lock file is named `name`: a stem has no `.`, the key's other files do
+/// (`<stem>.fence`, ...), but for `<stem>.lock`, which dlocks of earlier versions lock.
+#[cfg(target_os = "linux")]
+fn lock_stem(name: &str) -> Option<&str> {
+    match name.split_once('.') {
+        None => Some(name),
+        Some((stem, "lock")) => Some(stem),
+        Some(_) => None,
+    }
 }
 
 #[cfg(not(target_os = "linux"))]

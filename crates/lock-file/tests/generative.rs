@@ -17,6 +17,7 @@ use lock_core::async_trait;
 use lock_file::FileLock;
 use lock_testkit::history::Nemesis;
 use lock_testkit::history::generative::{Mix, run, seed};
+use lock_testkit::history::nemesis::ForceUnlock;
 use lock_testkit::{Client, Factory};
 
 /// Clients on one lock directory, each checking its holds every 50 ms.
@@ -42,7 +43,7 @@ fn temp_dir(prefix: &str) -> tempfile::TempDir {
     if shm.is_dir() { b.tempdir_in(shm) } else { b.tempdir() }.expect("temp dir")
 }
 
-/// Every lock file of the directory removed, as an operator's `rm dir/*.lock` would: a holder
+/// Every lock file of the directory removed, as an operator's `rm dir/<key>` would: a holder
 /// keeps its lock on a file nobody else opens, and learns of it at its next check. The
 /// counter's guard (`<stem>.fence-guard`) is not a lock file: when it was `<stem>.fence.lock`,
 /// this removal took it too and a second process drew the same fence (6 and 9 repeats in 3 s
@@ -85,9 +86,10 @@ impl RemoveInLoop {
     }
 }
 
-/// A lock file: what `rm dir/*.lock` removes.
+/// A key's lock file, `<dir>/<key>`: the only names without a `.` (a key's other files are
+/// `<key>.fence` and so on, the queue is `.queue`).
 fn is_key_lock(p: &Path) -> bool {
-    p.extension().is_some_and(|x| x == "lock")
+    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| !n.contains('.'))
 }
 
 #[async_trait]
@@ -162,4 +164,26 @@ async fn file_generative_fences_while_lock_files_are_removed() {
         eprintln!("{r}; {} lock files removed", fault.removed.load(Ordering::Relaxed));
         r.assert_ok(true);
     }
+}
+
+/// Force-unlocks through the fence (`dlock unlock --force`) landing among grants, releases and
+/// waits: an evicted holder learns it at its next check, so only the fence protects until then,
+/// and every later grant must draw a larger one (the checker's fenced checks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_generative_under_force_unlock() {
+    let files = Files(temp_dir("lock-file-gen-evict-"));
+    let operator = FileLock::new(files.0.path()).expect("the operator's FileLock");
+    let fault = ForceUnlock::new(Arc::new(operator), Duration::from_millis(5));
+    let mix = Mix {
+        max_time: Duration::from_secs(3),
+        operations: 2_000,
+        fault_period: (Duration::from_millis(150), Duration::from_millis(700)),
+        ..Mix::default()
+    }
+    .from_env();
+    let seed = std::env::var_os("DLOCK_HISTORY_SEED").map_or(5_047, |_| seed());
+    let r = run(&files, &mix, Some(&fault), seed).await;
+    eprintln!("{r}");
+    assert!(fault.evicted() > 0, "no hold was evicted: the run proves nothing");
+    r.assert_ok(true);
 }

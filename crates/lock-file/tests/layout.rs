@@ -1,0 +1,98 @@
+//! Issue 47 points 8 and 9 in the library: the lock file is `<dir>/<key>`, the file another
+//! process's `flock` on that path takes; a lock file of an earlier version (`<key>.lock`) is
+//! still honoured; a missing directory is made only when asked; and a hold is taken away
+//! through its fence (`evict`), its holder told and the next fence larger.
+//!
+//! Run: `cargo test -p lock-file --test layout`. (flock(1) itself, through the `dlock` binary,
+//! in `dlock-cli/tests/file_flock.rs`.)
+
+use std::fs::File;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{FencingToken, LockBackend, LockError, Locker};
+use lock_file::FileLock;
+
+fn locker(dir: &std::path::Path) -> (Arc<FileLock>, Locker) {
+    let backend = Arc::new(FileLock::with_check_every(dir, Duration::from_millis(20)).expect("FileLock"));
+    (backend.clone(), Locker::new(backend))
+}
+
+#[tokio::test]
+async fn another_processes_flock_on_the_key_path_excludes_and_is_seen() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (backend, locker) = locker(dir.path());
+    assert_eq!(lock_file::lock_file_name("job"), "job");
+    // flock(1) on `<dir>/job`, as an open file of another process would hold it.
+    let other = File::create(dir.path().join("job")).expect("create");
+    other.lock().expect("flock");
+    assert!(locker.lock("job").try_acquire().await.expect("try").is_none(), "granted past a flock");
+    let info = backend.inspect("job").await.expect("inspect");
+    assert!(info.held, "{info:?}");
+    assert_eq!(info.fence, None, "a flock(1) holder has no fence: {info:?}");
+    other.unlock().expect("unlock");
+    let g = locker.lock("job").try_acquire().await.expect("try").expect("free after the flock");
+    // And the other way round: dlock's hold refuses another open file's flock.
+    let other = File::open(dir.path().join("job")).expect("open");
+    assert!(other.try_lock().is_err(), "flocked past dlock's hold");
+    assert_eq!(backend.inspect("job").await.expect("inspect").fence, g.fence());
+    g.release().await.expect("release");
+    assert!(other.try_lock().is_ok(), "not freed by the release");
+}
+
+#[tokio::test]
+async fn a_lock_file_of_an_earlier_version_still_excludes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (backend, locker) = locker(dir.path());
+    // A dlock of an earlier version holds `<key>.lock`.
+    let old = File::create(dir.path().join("job.lock")).expect("create");
+    old.lock().expect("flock");
+    assert!(locker.lock("job").try_acquire().await.expect("try").is_none(), "granted past an old holder");
+    assert!(backend.inspect("job").await.expect("inspect").held);
+    old.unlock().expect("unlock");
+    let g = locker.lock("job").try_acquire().await.expect("try").expect("free");
+    assert!(old.try_lock().is_err(), "the old version's file is not locked by the new holder");
+    g.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_missing_directory_is_made_only_when_asked() {
+    let dir = tempfile::tempdir().expect("dir");
+    let missing = dir.path().join("not/there");
+    let url = format!("file://{}", missing.display());
+    match FileLock::from_url(&url) {
+        Err(LockError::InvalidConfig { reason }) => assert!(reason.contains("create=true"), "{reason}"),
+        other => panic!("a missing directory: {other:?}"),
+    }
+    assert!(!missing.exists(), "made all the same");
+    FileLock::from_url(&format!("{url}?create=true")).expect("made when asked");
+    assert!(missing.is_dir());
+    FileLock::from_url(&url).expect("there now");
+    assert!(FileLock::from_url(&format!("{url}?create=maybe")).is_err(), "a flag's value is checked");
+}
+
+#[tokio::test]
+async fn evict_takes_the_hold_named_by_its_fence_and_the_next_fence_is_larger() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (_, holder) = locker(dir.path());
+    let (operator, next) = locker(dir.path());
+    let g = holder.lock("job").try_acquire().await.expect("try").expect("free");
+    let fence = g.fence().expect("fenced");
+    assert!(!operator.evict("job", FencingToken(fence.0 + 1)).await.expect("evict"), "another fence");
+    assert!(!g.is_lost());
+    assert!(operator.evict("job", fence).await.expect("evict"), "the hold shown");
+    tokio::time::timeout(Duration::from_secs(5), g.lost()).await.expect("the holder is told");
+    let n = next.lock("job").try_acquire().await.expect("try").expect("free after the eviction");
+    assert!(n.fence() > Some(fence), "{:?} after {fence:?}", n.fence());
+    assert!(!operator.evict("job", fence).await.expect("evict"), "a second copy evicts the next holder");
+    assert!(!n.is_lost());
+    let free_fence = n.fence().expect("fenced");
+    n.release().await.expect("release");
+    drop(g);
+    // A key nobody holds, and a flock(1) holder (no fence, no lost signal), are left alone.
+    assert!(!operator.evict("job", free_fence).await.expect("evict"), "a free key");
+    let other = File::open(dir.path().join("job")).expect("open");
+    other.lock().expect("flock");
+    assert!(!operator.evict("job", free_fence).await.expect("evict"), "a flock(1) holder");
+    assert!(dir.path().join("job").exists());
+}
