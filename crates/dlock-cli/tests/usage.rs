@@ -82,7 +82,10 @@ fn errors_are_json_on_stdout_under_json() {
 fn a_permanent_refusal_is_78() {
     let redis = format!("{}/99", redis_url().trim_end_matches('/'));
     let pg = shared_postgres().url().replace("/locktest", "/no_such_database");
-    for url in [redis, pg] {
+    // TLS asked of servers that have none (the test kit's shared servers are plaintext).
+    let pg_tls = format!("{}?sslmode=require", shared_postgres().url());
+    let my_tls = format!("{}?ssl-mode=required", lock_testkit::server::shared_mariadb().url());
+    for url in [redis, pg, pg_tls, my_tls] {
         let o = dlock(&["run", "--url", &url, "--key", "k", "--wait", "20s", "--", "true"]);
         assert_eq!(o.status.code(), Some(78), "{url}: {}", text(&o));
     }
