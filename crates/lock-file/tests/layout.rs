@@ -96,3 +96,26 @@ async fn evict_takes_the_hold_named_by_its_fence_and_the_next_fence_is_larger() 
     assert!(!operator.evict("job", free_fence).await.expect("evict"), "a flock(1) holder");
     assert!(dir.path().join("job").exists());
 }
+
+/// A holder killed with `kill -9` ends without removing its record (`<key>.held`, its fence and
+/// the inode it locked); a `flock(1)` that takes the same file next must not pass for it.
+#[tokio::test]
+async fn a_killed_holders_record_does_not_make_a_flock_holder_evictable() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().expect("dir");
+    let (backend, locker) = locker(dir.path());
+    let g = locker.lock("job").try_acquire().await.expect("try").expect("free");
+    let fence = g.fence().expect("fenced");
+    g.release().await.expect("release");
+    // What the killed holder left: the record as a grant writes it, locked by nobody.
+    let lock = dir.path().join("job");
+    let ino = std::fs::metadata(&lock).expect("lock file").ino();
+    std::fs::write(dir.path().join("job.held"), format!("{} {ino}\n", fence.0)).expect("record");
+    let other = File::open(&lock).expect("open");
+    other.lock().expect("flock");
+    let info = backend.inspect("job").await.expect("inspect");
+    assert!(info.held);
+    assert_eq!(info.fence, None, "flock(1) shown with the dead holder's fence");
+    assert!(!backend.evict("job", fence).await.expect("evict"), "flock(1) evicted as the dead holder");
+    assert!(lock.exists());
+}
