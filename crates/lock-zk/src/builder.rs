@@ -26,6 +26,9 @@ pub struct ZkLockBuilder {
     auth: Option<(String, String)>,
     create_chroot: bool,
     clock_drift: Option<(f64, Duration)>,
+    /// `zks://` or [`tls_ca`](Self::tls_ca): connect over TLS, trusting `tls_ca` (PEM).
+    tls: bool,
+    tls_ca: Option<String>,
     /// The caller's own client: its session carries the locks, no other is opened.
     client: Option<zk::Client>,
     error: Option<String>,
@@ -39,6 +42,7 @@ impl fmt::Debug for ZkLockBuilder {
             .field("session_timeout", &self.session_timeout)
             .field("connection_timeout", &self.connection_timeout)
             .field("auth_user", &self.auth.as_ref().map(|(u, _)| u))
+            .field("tls", &self.tls)
             // The session id and chroot only: never the client's own Debug, nor the session password.
             .field(
                 "client",
@@ -66,6 +70,9 @@ pub(crate) struct Config {
     /// Clock-drift margin: holds are given up `session_timeout * rate + floor` before the
     /// server may expire the session.
     pub clock_drift: (f64, Duration),
+    /// Over TLS: the CA (PEM) the servers' certificates must chain to.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    pub tls_ca: Option<String>,
     /// The chroot of the caller's own client (`"/"` for none) when the locks ride on it
     /// (`connect` is then empty): its session cannot be re-opened by us.
     pub user_client: Option<String>,
@@ -150,10 +157,25 @@ impl ZkLockBuilder {
                 self.session_timeout = u.session_timeout.or(self.session_timeout);
                 self.connection_timeout = u.connection_timeout.or(self.connection_timeout);
                 self.create_chroot = u.create_chroot.unwrap_or(self.create_chroot);
+                self.tls = u.tls;
+                match u.ca_file.map(|path| std::fs::read_to_string(&path).map_err(|e| (path, e))) {
+                    Some(Ok(pem)) => self.tls_ca = Some(pem),
+                    Some(Err((path, e))) => self.error = Some(format!("url option ca {path:?}: {e}")),
+                    None => {}
+                }
             }
             Err(LockError::InvalidConfig { reason }) => self.error = Some(reason),
             Err(e) => self.error = Some(e.to_string()),
         }
+        self
+    }
+
+    /// Connect over TLS (what `zks://` asks), trusting the CA `pem` (PEM certificates) for the
+    /// servers' certificates, which must name the hosts of the connect string. Needs the `tls`
+    /// feature (`build` refuses it otherwise); URL: `zks://host:port/root?ca=/path/ca.pem`.
+    pub fn tls_ca(mut self, pem: impl Into<String>) -> Self {
+        self.tls = true;
+        self.tls_ca = Some(pem.into());
         self
     }
 
@@ -231,6 +253,7 @@ impl ZkLockBuilder {
                 ("connection_timeout", self.connection_timeout.is_some()),
                 ("create_chroot", self.create_chroot),
                 ("auth", self.auth.is_some()),
+                ("tls_ca/zks://", self.tls),
             ];
             if let Some((name, _)) = own.iter().find(|(_, set)| *set) {
                 return Err(invalid(format!(
@@ -249,6 +272,19 @@ impl ZkLockBuilder {
             return Err(invalid("zookeeper connect string is empty"));
         }
         validate_hosts(&connect).map_err(invalid)?;
+        let tls_ca = match (self.tls, self.tls_ca) {
+            (false, None) => None,
+            (false, Some(_)) => return Err(invalid("tls_ca asks for TLS, but the url is zk://: use zks://")),
+            (true, None) => {
+                return Err(invalid("zookeeper over TLS needs its CA: zks://...?ca=/path/ca.pem"));
+            }
+            (true, Some(_)) if !cfg!(feature = "tls") => {
+                return Err(invalid(
+                    "zookeeper over TLS (zks://) needs lock-zk's `tls` feature (dlock's `zk-tls`)",
+                ));
+            }
+            (true, ca) => ca,
+        };
         let root = self.root.unwrap_or_else(|| DEFAULT_ROOT.to_owned());
         let root = normalize_root(&root).map_err(invalid)?;
         if let Some((user, _)) = &self.auth
@@ -269,6 +305,7 @@ impl ZkLockBuilder {
             connection_timeout: self.connection_timeout,
             auth: self.auth,
             create_chroot: self.create_chroot,
+            tls_ca,
             user_client: None,
         };
         Ok((cfg, None))

@@ -17,6 +17,8 @@ mod queue;
 mod recipe;
 mod records;
 mod session;
+#[cfg(feature = "tls")]
+mod tls;
 mod waiting;
 
 pub use backend::ZkLock;

@@ -1,4 +1,5 @@
-//! The `zk://` URL: `zk://[user:password@]host:port[,host:port...][/root][?options]`.
+//! The `zk://` URL: `zk://[user:password@]host:port[,host:port...][/root][?options]`, and
+//! `zks://` for the same over TLS (`?ca=/path/ca.pem`: the CA the servers' certificates chain to).
 
 use std::time::Duration;
 
@@ -18,6 +19,10 @@ pub(crate) struct ZkUrl {
     pub session_timeout: Option<Duration>,
     pub connection_timeout: Option<Duration>,
     pub create_chroot: Option<bool>,
+    /// `zks://`: connect over TLS.
+    pub tls: bool,
+    /// `ca=`: the PEM file of the CA that TLS servers' certificates must chain to.
+    pub ca_file: Option<String>,
 }
 
 fn invalid(reason: &str) -> LockError {
@@ -35,16 +40,23 @@ fn take_timeout(o: &mut UrlOptions, name: &'static str, legacy: &'static str) ->
 }
 
 impl ZkUrl {
-    /// Parse a `zk://` (or `zookeeper://`) URL. Options: `chroot=/path`, `create_chroot=true`,
+    /// Parse a `zk://` (or `zookeeper://`, or `zks://` for TLS) URL. Options: `chroot=/path`,
+    /// `ca=/path/ca.pem` (`zks://` only), `create_chroot=true`,
     /// `session_timeout=6s` and `connection_timeout=2s` (also as `session_timeout_ms=N` and
     /// `connection_timeout_ms=N`). Unknown and repeated options are errors.
     ///
     /// # Errors
     /// [`LockError::InvalidConfig`], never quoting the password.
     pub fn parse(url: &str) -> Result<ZkUrl> {
-        let scheme = ["zk://", "zookeeper://"].into_iter().find(|s| url.starts_with(s));
-        let scheme = scheme.ok_or_else(|| invalid("zookeeper url must start with zk://"))?;
+        let scheme = ["zk://", "zookeeper://", "zks://"].into_iter().find(|s| url.starts_with(s));
+        let scheme =
+            scheme.ok_or_else(|| invalid("zookeeper url must start with zk:// (or zks:// for TLS)"))?;
+        let tls = scheme == "zks://";
         let mut o = UrlOptions::parse(url)?;
+        let ca_file = o.take::<String>("ca")?;
+        if ca_file.is_some() && !tls {
+            return Err(invalid("url option ca is for TLS: use zks://"));
+        }
         let chroot = o.take::<String>("chroot")?.unwrap_or_default();
         if !chroot.is_empty() && !chroot.starts_with('/') {
             return Err(LockError::InvalidConfig {
@@ -55,6 +67,8 @@ impl ZkUrl {
             create_chroot: o.take_flag("create_chroot")?,
             session_timeout: take_timeout(&mut o, "session_timeout", "session_timeout_ms")?,
             connection_timeout: take_timeout(&mut o, "connection_timeout", "connection_timeout_ms")?,
+            tls,
+            ca_file,
             ..ZkUrl::default()
         };
         let base = o.finish()?;
@@ -86,6 +100,34 @@ mod tests {
             "zk://u@h:1/r",
         ] {
             assert!(ZkUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn zks_asks_for_tls_with_its_ca() {
+        let u = ZkUrl::parse("zks://h:1/r?ca=/etc/zk/ca.pem").expect("valid");
+        assert!(u.tls);
+        assert_eq!((u.ca_file.as_deref(), u.connect.as_str()), (Some("/etc/zk/ca.pem"), "h:1"));
+        assert!(!ZkUrl::parse("zk://h:1/r").expect("valid").tls);
+        for bad in ["zk://h:1/r?ca=/ca.pem", "zkss://h:1/r", "zks://h:1/r?ca=/a&ca=/b"] {
+            assert!(ZkUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tls_needs_its_ca_and_the_feature() {
+        use crate::ZkLockBuilder;
+        let ca = |b: ZkLockBuilder| b.into_config().map(|c| c.0.tls_ca);
+        assert!(ca(ZkLockBuilder::default().url("zks://h:1/r")).is_err(), "no CA");
+        assert!(ca(ZkLockBuilder::default().url("zks://h:1/r?ca=/nonexistent/ca.pem")).is_err());
+        assert!(ca(ZkLockBuilder::default().tls_ca("PEM").url("zk://h:1/r")).is_err(), "zk:// after tls_ca");
+        assert_eq!(ca(ZkLockBuilder::default().url("zk://h:1/r")).expect("plaintext"), None);
+        let tls = ca(ZkLockBuilder::default().url("zk://h:1/r").tls_ca("PEM"));
+        if cfg!(feature = "tls") {
+            assert_eq!(tls.expect("tls"), Some("PEM".to_owned()));
+        } else {
+            let e = tls.expect_err("refused without the feature").to_string();
+            assert!(e.contains("`tls` feature"), "{e}");
         }
     }
 

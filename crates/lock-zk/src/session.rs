@@ -62,7 +62,24 @@ pub(crate) async fn open_client(cfg: &Config, connect: &str) -> Result<zk::Clien
     if let Some((user, pw)) = &cfg.auth {
         c = c.with_auth("digest", format!("{user}:{pw}").as_bytes());
     }
-    let client = c.connect(connect).await.map_err(lock_error)?;
+    #[cfg(feature = "tls")]
+    if let Some(ca) = &cfg.tls_ca {
+        let client = c.with_tls(crate::tls::options(ca)?).secure_connect(connect).await;
+        return match client {
+            Ok(client) => {
+                crate::nodelay::apply(connect).await;
+                Ok(client)
+            }
+            Err(e) => Err(crate::tls::diagnose(connect, ca).await.unwrap_or_else(|| lock_error(e))),
+        };
+    }
+    let client = match c.connect(connect).await {
+        Ok(client) => client,
+        #[cfg(feature = "tls")]
+        Err(e) => return Err(crate::tls::diagnose_plaintext(connect).await.unwrap_or_else(|| lock_error(e))),
+        #[cfg(not(feature = "tls"))]
+        Err(e) => return Err(lock_error(e)),
+    };
     crate::nodelay::apply(connect).await;
     Ok(client)
 }

@@ -8,9 +8,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::{
-    ManagedProcess, Probe, ServerError, Spec, canonical, fault_hooks, find_binary, free_port, loopback,
-    make_temp_dir, require_file,
+    ManagedProcess, Probe, ServerError, Spec, TlsFiles, canonical, fault_hooks, find_binary, free_port,
+    loopback, make_temp_dir, require_file,
 };
+
+mod tls;
 
 /// The default `tickTime` in ms (session timeouts are bounded below by 2 ticks: 100 ms).
 pub const DEFAULT_TICK_MS: u32 = 50;
@@ -47,6 +49,9 @@ fn jvm() -> Result<(PathBuf, OsString), ServerError> {
 
 /// Sends a four-letter word (`srvr`, `mntr`, `cons`, `wchc` ...) and returns the whole answer.
 pub(crate) fn four_letter_word(port: u16, cmd: &str) -> Result<String, ServerError> {
+    if let Some(ca) = tls::ca_of(port) {
+        return tls::four_letter_word(port, &ca, cmd);
+    }
     let ctx = |e| ServerError::io(format!("four-letter word {cmd:?} to 127.0.0.1:{port}"), e);
     let mut stream = TcpStream::connect_timeout(&loopback(port), Duration::from_millis(500)).map_err(ctx)?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).map_err(ctx)?;
@@ -119,6 +124,8 @@ fn write_config(path: &Path, lines: &[String], extra: &[&str]) -> Result<(), Ser
 #[derive(Debug)]
 pub struct ZkServer {
     proc: ManagedProcess,
+    /// A [`start_tls`](Self::start_tls) server's port, known TLS-only while it lives.
+    tls: Option<tls::Registered>,
 }
 
 impl ZkServer {
@@ -132,7 +139,14 @@ impl ZkServer {
     /// `tickTime` given (2 ticks) unless set too. A custom `4lw.commands.whitelist` must keep
     /// `srvr` (readiness) and should keep `conf` (proof that the server on the port is ours).
     pub fn start_with(cfg_lines: &[&str]) -> Result<Self, ServerError> {
-        let (java, cp) = jvm()?;
+        Self::start_inner(cfg_lines, None)
+    }
+
+    fn start_inner(cfg_lines: &[&str], tls: Option<&TlsFiles>) -> Result<Self, ServerError> {
+        let (java, mut cp) = jvm()?;
+        if tls.is_some() {
+            cp.push(tls::NETTY_CLASS_PATH);
+        }
         let tick = effective_tick(cfg_lines);
         super::with_port_retries(|| {
             let port = free_port()?;
@@ -142,15 +156,22 @@ impl ZkServer {
             std::fs::create_dir_all(&data)
                 .map_err(|e| ServerError::io("creating the ZooKeeper dataDir", e))?;
             let cfg = base.join("zoo.cfg");
-            write_config(&cfg, &base_config(tick, &data, port), cfg_lines)?;
-
+            let mut lines = base_config(tick, &data, port);
             let mut args: Vec<OsString> = JVM_OPTS.iter().map(OsString::from).collect();
+            if let Some(files) = tls {
+                args.extend(tls::serve_tls_only(files, &base, &mut lines)?);
+            }
+            write_config(&cfg, &lines, cfg_lines)?;
+
             args.push("-cp".into());
             args.push(cp.clone());
             args.push("org.apache.zookeeper.server.ZooKeeperServerMain".into());
             args.push(cfg.into_os_string());
             let spec = Spec {
-                what: format!("zookeeper (standalone) on 127.0.0.1:{port}"),
+                what: format!(
+                    "zookeeper (standalone{}) on 127.0.0.1:{port}",
+                    if tls.is_some() { ", TLS" } else { "" }
+                ),
                 program: java.clone(),
                 args,
                 port,
@@ -158,7 +179,9 @@ impl ZkServer {
                 probe: Probe::Zk { data_dir: data.display().to_string() },
                 ready_timeout: Duration::from_secs(40),
             };
-            Ok(ZkServer { proc: ManagedProcess::start(spec, dir)? })
+            // before the start: the readiness probe's four-letter words go over TLS
+            let tls = tls.map(|t| tls::Registered::new(port, &t.ca));
+            Ok(ZkServer { proc: ManagedProcess::start(spec, dir)?, tls })
         })
     }
 
