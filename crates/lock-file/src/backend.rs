@@ -1,6 +1,7 @@
 //! [`FileLock`]: the `LockBackend` over a directory of lock files.
 
 use std::fmt;
+use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::NAME;
 use crate::driver::{Files, Held};
-use crate::files::{KeyFiles, Probed, grab, probe};
+use crate::files::{Grabbed, KeyFiles, Probed, grab, probe};
 use crate::names::stem;
 use crate::queue::{Ahead, Ticket};
 use crate::records::{OwnedOp, apply};
@@ -179,18 +180,28 @@ impl FileLock {
         let waiting = Waiting { place: self.wakeups.join(&files.line.stem, ticket.number()), ticket };
         let mine = Some(waiting.ticket.number());
         let mut backoff = Backoff::new(POLL.0, POLL.1);
+        // The lock file of the last attempt, kept open: its close would wake this waiter
+        // (`wakeups` wakes the first in line when any process closes the lock file, so that
+        // the release of a `flock(1)`, which never opens it for writing, is seen at once).
+        let mut kept = None;
         loop {
             // Watched before the look (the first wait of this backend starts the watch), so
             // that whatever happens after the look wakes this waiter.
             let watched = self.wakeups.watching();
             let sent = Instant::now();
             waiting.place.looking();
-            let before = match blocking(files, move |f| turn(f, mine)).await? {
+            let before = match blocking(files, move |f| turn(f, mine, kept)).await? {
                 Turn::Taken(held, fence) => {
                     return Ok(Some(Granted { held, session: 0, fence, sent, answered: None }));
                 }
-                Turn::First => None,
-                Turn::Behind(n) => Some(n),
+                Turn::First(file) => {
+                    kept = file;
+                    None
+                }
+                Turn::Behind(n, file) => {
+                    kept = file;
+                    Some(n)
+                }
             };
             let now = Instant::now();
             if now >= until {
@@ -209,21 +220,21 @@ impl FileLock {
 enum Turn {
     /// The lock, with its fence.
     Taken(Held, u64),
-    /// First in line, the lock held.
-    First,
-    /// Behind the live waiter with this ticket.
-    Behind(u64),
+    /// First in line, the lock held; the lock file kept open for the next attempt.
+    First(Option<File>),
+    /// Behind the live waiter with this ticket; the lock file kept, if any.
+    Behind(u64, Option<File>),
 }
 
 /// Take the lock if no live waiter stands in line before `mine` (before anyone, for an attempt
-/// that does not wait in line) and it is free.
-fn turn(files: &KeyFiles, mine: Option<u64>) -> io::Result<Turn> {
+/// that does not wait in line) and it is free, on `kept` (see `grab`).
+fn turn(files: &KeyFiles, mine: Option<u64>, kept: Option<File>) -> io::Result<Turn> {
     if let Ahead::Behind(n) = files.line.ahead(mine)? {
-        return Ok(Turn::Behind(n));
+        return Ok(Turn::Behind(n, kept));
     }
-    Ok(match grab(files)? {
-        Some((held, fence)) => Turn::Taken(held, fence),
-        None => Turn::First,
+    Ok(match grab(files, kept)? {
+        Grabbed::Taken(held, fence) => Turn::Taken(held, fence),
+        Grabbed::Held(file) => Turn::First(file),
     })
 }
 
@@ -266,7 +277,7 @@ impl LockBackend for FileLock {
             let sent = Instant::now();
             // A cancelled attempt leaves nothing behind: the blocking grab finishes on its own
             // and its result, the locked file, is dropped (closed, so unlocked) with the handle.
-            if let Turn::Taken(held, fence) = blocking(&files, |f| turn(f, None)).await? {
+            if let Turn::Taken(held, fence) = blocking(&files, |f| turn(f, None, None)).await? {
                 return Ok(Some(Granted { held, session: 0, fence, sent, answered: None }));
             }
             match req.wait_until.filter(|&until| until > Instant::now()) {

@@ -49,21 +49,34 @@ impl KeyFiles {
     }
 }
 
-/// Take the key's lock if it is free: the locked file and the next fencing token, or `None`
-/// when another open file holds it (a dlock holder, or any other process's `flock`, such as
-/// `flock(1)` on the same path).
-pub(crate) fn grab(files: &KeyFiles) -> io::Result<Option<(Held, u64)>> {
+/// What an attempt on the lock file found.
+pub(crate) enum Grabbed {
+    /// The lock, with its fence.
+    Taken(Held, u64),
+    /// Another open file holds it (a dlock holder, or any other process's `flock`, such as
+    /// `flock(1)` on the same path). The lock file, still open when the path names it: a
+    /// waiter keeps it for its next attempt (see `wakeups`: closing it would wake the waiter).
+    Held(Option<File>),
+}
+
+/// Take the key's lock if it is free, on `kept` (the file of this waiter's last attempt) while
+/// the path still names it.
+pub(crate) fn grab(files: &KeyFiles, kept: Option<File>) -> io::Result<Grabbed> {
+    let mut kept = kept;
     for _ in 0..REOPENS {
-        let file = open_lock(&files.lock)?;
+        let file = match kept.take() {
+            Some(f) if still_names(&files.lock, &f)? => f,
+            _ => open_lock(&files.lock)?,
+        };
         if !try_exclusive(&file)? {
-            return Ok(None);
+            return Ok(Grabbed::Held(Some(file)));
         }
         // A dlock of an earlier version locks `<stem>.lock` instead: while that file exists,
         // a grant takes it too, so the two versions exclude each other during an upgrade.
         // Nothing makes it any more; an operator removes it once no earlier dlock runs.
         let legacy = match File::open(&files.legacy) {
             Ok(f) if try_exclusive(&f)? => Some(f),
-            Ok(_) => return Ok(None),
+            Ok(_) => return Ok(Grabbed::Held(None)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
@@ -81,9 +94,9 @@ pub(crate) fn grab(files: &KeyFiles) -> io::Result<Option<(Held, u64)>> {
             note: files.note.clone(),
             record: (files.held.clone(), record),
         };
-        return Ok(Some((held, fence)));
+        return Ok(Grabbed::Taken(held, fence));
     }
-    Ok(None)
+    Ok(Grabbed::Held(None))
 }
 
 /// How long an attempt keeps trying past inspections' shared probes of a free lock file (each

@@ -5,8 +5,12 @@
 //!
 //! Only a holder keeps a lock file open for writing (attempts open it read-only, see
 //! `files::open_lock`), so "closed after writing" means a release or a holder's exit, and a
-//! waiter's failed attempt wakes nobody (no herd of waiters waking each other). A release wakes
-//! one subscriber of the key in this process (the one that waited longest), not all of them.
+//! waiter's failed attempt wakes no subscriber (no herd of waiters waking each other). A release
+//! wakes one subscriber of the key in this process (the one that waited longest), not all of
+//! them. Another program's `flock` (flock(1)) opens the lock file read-only, so its release is a
+//! close without writing: that wakes only the first waiter in line, which keeps its own
+//! attempt's file open between looks (closing it would wake itself), so an inspection or a
+//! single attempt elsewhere costs it one look, never a loop.
 //!
 //! A waiter in line is woken only for what it waits for: the first in line for a release, any
 //! other for the end of the ticket just before its own (as ZooKeeper's waiters watch their
@@ -184,7 +188,9 @@ fn watch(dir: &std::path::Path, hub: NotifyHub, line: Arc<InLine>) -> std::io::R
 
     let inotify = Inotify::init()?;
     let changes = WatchMask::CLOSE_WRITE | WatchMask::DELETE | WatchMask::MOVED_FROM;
-    inotify.watches().add(dir, changes)?;
+    // And any close of a lock file: flock(1) opens it read-only, so its release is a
+    // close without writing (handled apart below).
+    inotify.watches().add(dir, changes | WatchMask::CLOSE_NOWRITE)?;
     let queue = dir.join(crate::queue::QUEUE_DIR);
     crate::queue::make_dir(&queue)?;
     let tickets = inotify.watches().add(&queue, changes)?;
@@ -223,6 +229,17 @@ fn watch(dir: &std::path::Path, hub: NotifyHub, line: Arc<InLine>) -> std::io::R
                     let ticket = name.and_then(|n| n.rsplit_once('.'));
                     if let Some((stem, Ok(n))) = ticket.map(|(s, n)| (s, n.parse::<u64>())) {
                         line.wake(stem, Change::Ticket(n));
+                    }
+                }
+                Some(Ok(e)) if e.mask.contains(EventMask::CLOSE_NOWRITE) => {
+                    // A lock file closed by a process that did not open it for writing: the
+                    // release of another program's flock (flock(1)), or just an attempt or an
+                    // inspection. Only the first waiter in line looks again (it keeps its own
+                    // attempt's file open, so its look wakes nobody); the subscribers, whose
+                    // attempts do close the file, would wake each other without end.
+                    let name = e.name.as_deref().and_then(|n| n.to_str());
+                    if let Some(stem) = name.filter(|n| !n.contains('.')) {
+                        line.wake(stem, Change::Released);
                     }
                 }
                 Some(Ok(e)) => {

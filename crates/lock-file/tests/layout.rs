@@ -119,3 +119,41 @@ async fn a_killed_holders_record_does_not_make_a_flock_holder_evictable() {
     assert!(!backend.evict("job", fence).await.expect("evict"), "flock(1) evicted as the dead holder");
     assert!(lock.exists());
 }
+
+/// flock(1) opens the lock file read-only, so its release is a close without writing: the
+/// waiter first in line is woken by it, not by its fallback poll (every 500 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_woken_when_a_flock_holder_lets_go() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (_, locker) = locker(dir.path());
+    let other = File::create(dir.path().join("job")).expect("create");
+    let other = {
+        drop(other);
+        File::open(dir.path().join("job")).expect("open read-only, as flock(1) does")
+    };
+    other.lock().expect("flock");
+    let waiter = tokio::spawn(async move {
+        let g = locker.lock("job").wait(Duration::from_secs(10)).acquire().await.expect("granted");
+        let at = std::time::Instant::now();
+        g.release().await.expect("release");
+        at
+    });
+    // The waiter is in line and has looked: the lock file is open twice in this process,
+    // by `other` and by the waiter's attempt (kept open between looks).
+    let path = dir.path().join("job");
+    let opened = || {
+        let fds = std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd").flatten();
+        fds.filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == path)).count()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while opened() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the waiter never looked");
+        tokio::task::yield_now().await;
+    }
+    let released = std::time::Instant::now();
+    drop(other);
+    let granted = waiter.await.expect("waiter task");
+    let took = granted - released;
+    eprintln!("granted {took:?} after flock(1)'s release");
+    assert!(took < Duration::from_millis(250), "the waiter polled: granted {took:?} after the release");
+}
