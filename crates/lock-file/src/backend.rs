@@ -339,7 +339,8 @@ impl LockBackend for FileLock {
 
     async fn note(&self, key: &str) -> Result<Option<String>> {
         let read = |f: &KeyFiles| -> io::Result<Option<String>> {
-            if probe(f)? == Probed::Free {
+            // Only a live dlock hold's: a note a killed holder left is not a flock(1)'s.
+            if !matches!(probe(f)?, Probed::Held(Some(_))) {
                 return Ok(None);
             }
             match std::fs::read_to_string(&f.note) {

@@ -118,6 +118,9 @@ async fn a_killed_holders_record_does_not_make_a_flock_holder_evictable() {
     assert_eq!(info.fence, None, "flock(1) shown with the dead holder's fence");
     assert!(!backend.evict("job", fence).await.expect("evict"), "flock(1) evicted as the dead holder");
     assert!(lock.exists());
+    // Nor is the note it left flock(1)'s.
+    std::fs::write(dir.path().join("job.note"), "by the killed holder").expect("note");
+    assert_eq!(backend.note("job").await.expect("note"), None, "flock(1) shown with a dead holder's note");
 }
 
 /// flock(1) opens the lock file read-only, so its release is a close without writing: the
