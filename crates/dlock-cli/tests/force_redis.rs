@@ -91,4 +91,9 @@ fn unlock_evicts_a_redlock_holder_on_every_master() {
             &format!("redlock://{}/?mode={mode}", hosts.join(",")),
         );
     }
+    // A master down from the start (a port nobody listens on): the two others are a majority,
+    // the grants are still fenced, and evicting the hold from both is evicting it.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
+    let url = format!("redlock://{},{},{dead}/?mode=simple", hosts[0], hosts[1]);
+    evicts_a_running_holder("redlock-one-down", &url);
 }

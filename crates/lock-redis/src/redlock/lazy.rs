@@ -52,6 +52,12 @@ fn identity_matches_the_connected_backend() {
     assert_eq!(identity("redis://h:1"), default);
 }
 
+#[test]
+fn a_master_down_at_start_keeps_the_quorum_fenced() {
+    let c = LazyRedis::new("redis://127.0.0.1:1/".to_owned()).capabilities();
+    assert!(c.fencing && c.raise_fence, "{c:?}");
+}
+
 #[async_trait]
 impl LockBackend for LazyRedis {
     fn name(&self) -> &'static str {
@@ -60,11 +66,15 @@ impl LockBackend for LazyRedis {
     fn capabilities(&self) -> Capability {
         match self.conn.get() {
             Some(c) => c.capabilities(),
+            // What every connected RedisLock has in the modes Redlock allows: `raise_fence`
+            // too, so the quorum's fencing (and its grants' numbers, and force-unlock, which
+            // needs fences) does not change when a master that was down joins.
             None => {
                 let mut c = Capability::NONE;
                 c.renew = true;
                 c.fencing = true;
                 c.notify = true;
+                c.raise_fence = true;
                 c
             }
         }
