@@ -70,14 +70,18 @@ pub(crate) async fn open_client(cfg: &Config, connect: &str) -> Result<zk::Clien
                 crate::nodelay::apply(connect).await;
                 Ok(client)
             }
-            Err(e) => Err(crate::tls::diagnose(connect, ca).await.unwrap_or_else(|| lock_error(e))),
+            Err(e) if crate::tls::may_be_refused(&e) => {
+                Err(crate::tls::diagnose(connect, ca).await.unwrap_or_else(|| lock_error(e)))
+            }
+            Err(e) => Err(lock_error(e)),
         };
     }
     let client = match c.connect(connect).await {
         Ok(client) => client,
         #[cfg(feature = "tls")]
-        Err(e) => return Err(crate::tls::diagnose_plaintext(connect).await.unwrap_or_else(|| lock_error(e))),
-        #[cfg(not(feature = "tls"))]
+        Err(e) if crate::tls::may_be_refused(&e) => {
+            return Err(crate::tls::diagnose_plaintext(connect).await.unwrap_or_else(|| lock_error(e)));
+        }
         Err(e) => return Err(lock_error(e)),
     };
     crate::nodelay::apply(connect).await;

@@ -61,7 +61,7 @@ enum Refused {
 /// `Some` is the permanent error to return; `None` leaves the client's temporary one.
 pub(crate) async fn diagnose(connect: &str, ca_pem: &str) -> Option<LockError> {
     let roots = roots(ca_pem).ok()?;
-    let (host, refused) = first_handshake(connect, roots).await?;
+    let (host, refused) = first_handshake(connect, roots, Duration::from_secs(2)).await?;
     let why = match refused {
         Refused::Tls(e) => e.to_string(),
         Refused::Closed(e) => {
@@ -74,9 +74,12 @@ pub(crate) async fn diagnose(connect: &str, ca_pem: &str) -> Option<LockError> {
 }
 
 /// After a plaintext connection failed: a server that answers a TLS handshake with a
-/// certificate serves TLS only there, and a plaintext client will never get in.
+/// certificate serves TLS only there, and a plaintext client will never get in. A short wait
+/// for the answer: this runs on every failed connection of a plaintext client, and a server
+/// that is slow to answer is not told apart (its error stays temporary).
 pub(crate) async fn diagnose_plaintext(connect: &str) -> Option<LockError> {
-    let (host, refused) = first_handshake(connect, rustls::RootCertStore::empty()).await?;
+    let (host, refused) =
+        first_handshake(connect, rustls::RootCertStore::empty(), Duration::from_millis(500)).await?;
     // With no root trusted, a certificate that fails to verify is proof of a TLS server.
     matches!(refused, Refused::Tls(rustls::Error::InvalidCertificate(_))).then(|| {
         LockError::permanent(
@@ -87,16 +90,32 @@ pub(crate) async fn diagnose_plaintext(connect: &str) -> Option<LockError> {
 }
 
 /// A handshake with the first host of `connect`, and the host.
-async fn first_handshake(connect: &str, roots: rustls::RootCertStore) -> Option<(String, Refused)> {
+async fn first_handshake(
+    connect: &str,
+    roots: rustls::RootCertStore,
+    answer_within: Duration,
+) -> Option<(String, Refused)> {
     let host = crate::builder::hosts(connect).next()?.trim().to_owned();
     let (name, port) = crate::builder::split_host(&host)?;
     let (name, port) = (name.trim_matches(['[', ']']).to_owned(), port.unwrap_or("2181").parse().ok()?);
-    let refused = tokio::task::spawn_blocking(move || handshake(&name, port, roots)).await.ok()??;
+    let refused =
+        tokio::task::spawn_blocking(move || handshake(&name, port, roots, answer_within)).await.ok()??;
     Some((host, refused))
 }
 
+/// Whether a failure to connect may be the server refusing the handshake (the client reports
+/// every handshake failure as a lost connection, and then no host or a timeout).
+pub(crate) fn may_be_refused(e: &zk::Error) -> bool {
+    matches!(e, zk::Error::NoHosts | zk::Error::ConnectionLoss | zk::Error::Timeout)
+}
+
 /// The handshake's refusal, if the server answered at all.
-fn handshake(host: &str, port: u16, roots: rustls::RootCertStore) -> Option<Refused> {
+fn handshake(
+    host: &str,
+    port: u16,
+    roots: rustls::RootCertStore,
+    answer_within: Duration,
+) -> Option<Refused> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -107,8 +126,8 @@ fn handshake(host: &str, port: u16, roots: rustls::RootCertStore) -> Option<Refu
     let mut conn = rustls::ClientConnection::new(Arc::new(config), server).ok()?;
     let addr = (host, port).to_socket_addrs().ok()?.next()?;
     let mut sock = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    sock.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    sock.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
+    sock.set_read_timeout(Some(answer_within)).ok()?;
+    sock.set_write_timeout(Some(answer_within)).ok()?;
     while conn.is_handshaking() {
         if let Err(e) = conn.complete_io(&mut sock) {
             use std::io::ErrorKind::{ConnectionAborted, ConnectionReset, InvalidData, UnexpectedEof};
