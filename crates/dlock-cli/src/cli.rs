@@ -197,8 +197,8 @@ pub(crate) enum Cmd {
     ///
     /// Exit statuses: 0 free (a semaphore: a permit free); 1 held (a semaphore: every permit
     /// held); 64 bad arguments or URL, a name too long for the primitive, or --permits N
-    /// disagreeing with the semaphore's stored count; 69 backend unreachable;
-    /// 78 the backend cannot tell without taking the lock (MySQL pessimistic mode).
+    /// disagreeing with the semaphore's stored count; 69 backend unreachable; 77 permission
+    /// refused; 78 the store refused the configuration for good.
     Status {
         /// Backend URL (see `dlock run --help`).
         #[arg(long, env = "DLOCK_URL")]
@@ -263,10 +263,11 @@ pub(crate) enum Cmd {
     /// lock changed hands since it was inspected); 64 bad arguments or URL, or several permits
     /// or readers hold and --fence names none; 69 backend
     /// unreachable; 77 permission refused (PostgreSQL ends the holder's session: the holder's
-    /// role or pg_signal_backend); 78 the store cannot name or take the hold (MySQL `GET_LOCK`
-    /// and pessimistic modes, lock files, Redlock: stop the holder's process), or the holds
-    /// have no fence to name them by: a semaphore kept in one key (Redis, ZooKeeper), the
-    /// readers of a read-write lock kept in one key (every store but `GET_LOCK` and lock files).
+    /// role or pg_signal_backend; MySQL: CONNECTION ADMIN for another user's session); 78 the
+    /// hold has no fence to name it by: one taken by another library (the Python libraries of
+    /// the Redis interop modes, flock(1) on a lock file: stop the holder's process), a
+    /// semaphore kept in one key (Redis, ZooKeeper), the readers of a read-write lock kept in
+    /// one key (every store but `GET_LOCK` and lock files).
     Unlock {
         /// Backend URL (see `dlock run --help`).
         #[arg(long, env = "DLOCK_URL")]

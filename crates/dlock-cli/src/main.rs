@@ -29,13 +29,14 @@ use cli::{Cli, Cmd};
 pub const EXIT_TIMEOUT: u8 = 75;
 /// Exit status when the lock was lost while the command ran (the command was terminated).
 pub const EXIT_LOST: u8 = 76;
-/// Exit status for a bad URL, a missing feature or bad arguments.
+/// Exit status for every usage error: a bad URL, a missing feature, bad arguments.
 pub const EXIT_CONFIG: u8 = 64;
 /// Exit status when the backend is unreachable.
 pub const EXIT_UNAVAILABLE: u8 = 69;
 /// Exit status when the backend refused the credentials or the permission.
 pub const EXIT_NOPERM: u8 = 77;
-/// Exit status when the backend cannot do what was asked (`status` of a pessimistic MySQL lock).
+/// Exit status when the store refused the configuration for good (a database that does not
+/// exist, TLS to a server without it) or cannot do what was asked.
 pub const EXIT_UNSUPPORTED: u8 = 78;
 
 /// Installs the Prometheus recorder with its HTTP listener on `addr` (inside the runtime).
