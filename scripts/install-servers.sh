@@ -16,6 +16,8 @@ command -v java >/dev/null || need+=(default-jre-headless)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 [ -f /usr/include/openssl/ssl.h ] || need+=(libssl-dev)
 command -v cc >/dev/null || need+=(gcc)
+# The test kit's readiness probe of a TLS-only ZooKeeper (`openssl s_client`).
+command -v openssl >/dev/null || need+=(openssl)
 # PostgreSQL 15 and etcd 3.4 for their backends; etcd-client's build compiles etcd's protos.
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql)
 command -v etcd >/dev/null || need+=(etcd-server)

@@ -36,7 +36,7 @@ stores! {
     "redis" ["redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel", "redlock"] => lock_redis,
     "mysql" ["mysql", "mariadb"] => lock_mysql,
     "postgres" ["postgres", "postgresql"] => lock_postgres,
-    "zk" ["zk", "zookeeper"] => lock_zk,
+    "zk" ["zk", "zookeeper", "zks"] => lock_zk,
     "etcd" ["etcd", "etcds"] => lock_etcd,
     "file" ["file"] => lock_file,
 }

@@ -103,6 +103,7 @@ fn mysql_lock_user_grants(db: &str, user: &str) -> String {
     format!(
         "GRANT SELECT, INSERT ON `{db}`.`dlock_rows` TO {user}; \
          GRANT SELECT, INSERT ON `{db}`.`dlock_rows_fence` TO {user}; \
+         GRANT SELECT ON `{db}`.`dlock_rows_notes` TO {user}; \
          GRANT SELECT, INSERT, UPDATE, DELETE ON `{db}`.`dlock_leases` TO {user}; \
          GRANT SELECT, INSERT ON `{db}`.`dlock_leases_fence` TO {user};"
     )

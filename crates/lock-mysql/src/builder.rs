@@ -182,6 +182,10 @@ impl MySqlLockBuilder {
     /// URL option, a bad table name or TLS asked for without the `tls` feature; backend errors from connecting (temporary when the
     /// server is unreachable, permanent for bad credentials).
     pub async fn build(self) -> Result<MySqlLock, LockError> {
+        // sqlx's TLS verifier takes the process's rustls provider (see lock_core's
+        // `ensure_tls_provider`: with lock-zk's TLS compiled in there is none by itself).
+        #[cfg(feature = "tls")]
+        lock_core::backend::ensure_tls_provider();
         let (mut mode, mut table) = (self.mode, self.table.clone());
         let source = self.source.parse_url(|url| {
             let parsed = parse_url(url)?;

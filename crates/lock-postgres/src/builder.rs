@@ -165,6 +165,10 @@ impl PgLockBuilder {
     /// from connecting (temporary when the server is unreachable, permanent for bad
     /// credentials).
     pub async fn build(self) -> Result<PgLock, LockError> {
+        // sqlx's TLS verifier takes the process's rustls provider (see lock_core's
+        // `ensure_tls_provider`: with lock-zk's TLS compiled in there is none by itself).
+        #[cfg(feature = "tls")]
+        lock_core::backend::ensure_tls_provider();
         let (mut table, mut keepalive, mut fencing) = (self.table.clone(), self.keepalive, self.fencing);
         let source = self.source.parse_url(|url| {
             let parsed = parse_url(url)?;

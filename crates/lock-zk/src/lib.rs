@@ -37,8 +37,8 @@ pub use zookeeper_client;
 /// ZooKeeper in the registry.
 pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::backend::registry::Descriptor {
     name: "zk",
-    schemes: &["zk", "zookeeper"],
-    urls: "`zk://host:port[,host:port]/root` (`zookeeper://`)",
+    schemes: &["zk", "zookeeper", "zks"],
+    urls: "`zk://host:port[,host:port]/root` (`zookeeper://`; `zks://…?ca=/path/ca.pem` over TLS, feature `zk-tls`)",
     summary: "ZooKeeper: ephemeral sequential nodes, each waiter watching its predecessor",
     connect: |url| {
         Box::pin(async move { Ok(std::sync::Arc::new(ZkLock::builder().url(url).build().await?) as _) })

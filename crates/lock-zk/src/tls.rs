@@ -19,8 +19,7 @@ use crate::error::NAME;
 
 /// Makes ring the process's rustls provider unless one is installed already.
 pub(crate) fn install_provider() {
-    // Err means a provider is installed already (the application's, or ours): either serves.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    lock_core::backend::ensure_tls_provider();
 }
 
 /// The client's TLS options: the server's certificate must chain to `ca_pem` and name the host

@@ -33,6 +33,8 @@ pub mod registry;
 mod runtime;
 pub mod session;
 mod sync;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use backoff::{Backoff, jitter, retry_cleanup};
 pub use cleanup::{Cleanup, settle_cleanups, spawn_cleanup};
@@ -44,6 +46,8 @@ pub use options::{UrlOptions, parse_duration};
 pub use records::{LocalRecord, Record, RecordOp};
 pub use runtime::DropInRuntime;
 pub use sync::Mutex;
+#[cfg(feature = "tls")]
+pub use tls::ensure_tls_provider;
 
 /// Most leases sent in one renew call (Redisson renews up to 100 keys per script call).
 pub const RENEW_BATCH: usize = 100;

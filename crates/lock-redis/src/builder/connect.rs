@@ -98,8 +98,7 @@ impl RedisLockBuilder {
                 #[cfg(feature = "tls")]
                 let client = match self.tls_root_cert.clone() {
                     Some(pem) => {
-                        // redis' rustls has no crypto provider of its own; use ring unless one is set.
-                        let _ = rustls::crypto::ring::default_provider().install_default();
+                        lock_core::backend::ensure_tls_provider();
                         let certs = redis::TlsCertificates { client_tls: None, root_cert: Some(pem) };
                         Client::build_with_tls(info, certs).map_err(bad)?
                     }
@@ -122,10 +121,7 @@ impl RedisLockBuilder {
             (c, _) => c,
         };
         #[cfg(feature = "tls")]
-        {
-            // redis' rustls has no crypto provider of its own; use ring unless one is set.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
+        lock_core::backend::ensure_tls_provider();
         let conn = match (self.manager.clone(), &client) {
             (Some(m), _) => m,
             (None, Some(c)) => {
@@ -237,10 +233,7 @@ impl RedisLockBuilder {
             tls_root_cert: self.tls_root_cert.clone(),
         };
         #[cfg(feature = "tls")]
-        {
-            // redis' rustls has no crypto provider of its own; use ring unless one is set.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
+        lock_core::backend::ensure_tls_provider();
         let conn = match self.cluster.clone() {
             Some(c) => c,
             None => {
