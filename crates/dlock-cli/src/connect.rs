@@ -34,7 +34,7 @@ pub fn with_lease(url: &str, lease: Duration) -> String {
 /// attempt). A permanent failure (bad URL, missing database, credentials) is not retried.
 ///
 /// # Errors
-/// The last failure, or [`unreachable`] when the attempts ran out of time.
+/// The last failure, or [`unreachable()`] when the attempts ran out of time.
 pub async fn connect(url: &str, wait: &Wait, quiet: bool) -> Result<DynBackend, LockError> {
     let deadline = wait.bound.map(|b| Instant::now() + if b.is_zero() { ONE_ATTEMPT } else { b });
     let mut backoff = Backoff::new(RETRY_MIN, RETRY_MAX);

@@ -80,7 +80,7 @@ pub fn unreachable(within: &str) -> LockError {
     LockError::temporary("dlock", format!("no connection to the server within {within}"))
 }
 
-/// [`unreachable`] for a fixed bound of the command's own.
+/// [`unreachable()`] for a fixed bound of the command's own.
 pub fn unreachable_for(d: Duration) -> LockError {
     unreachable(&format!("{}ms", d.as_millis()))
 }
