@@ -418,7 +418,7 @@ pub const ROWS: &[Row] = rows! {
     "dlock list":
         DeadlineBound => Case("operator_verbs_answer_a_silent_store_within_its_bound");
     "dlock unlock":
-        FencesIncrease => Case("unlock_evicts_a_running_holder_where_the_store_allows"),
+        FencesIncrease => Case("unlock_evicts_a_running_holder_on_every_store"),
         DeadlineBound => Case("operator_verbs_answer_a_silent_store_within_its_bound");
 };
 
