@@ -133,7 +133,7 @@ impl Named {
             .map_err(classify)?
             .ok_or_else(|| LockError::permanent(NAME, "GET_LOCK answered no row"))?;
         let conn_id: u64 = row.try_get(1).map_err(classify)?;
-        pinned.id = Some(conn_id);
+        pinned.session = Some(conn_id);
         match self.answer(&row)? {
             Answer::Granted(fence) => self.finish(req, pinned, conn_id, fence, (sent, None)).await,
             Answer::Null => {
@@ -160,7 +160,7 @@ impl Named {
         deadline: Instant,
     ) -> Result<Attempt> {
         let secs = deadline.saturating_duration_since(Instant::now()).as_secs_f64().min(MAX_WAIT_SECS);
-        if let Some(conn_id) = pinned.id {
+        if let Some(conn_id) = pinned.session {
             return self.wait_known(req, pinned, conn_id, (name, secs), deadline).await;
         }
         let mark = OwnerToken::random().to_string();
@@ -175,9 +175,12 @@ impl Named {
             None => return Err(LockError::permanent(NAME, "CONNECTION_ID() answered no row")),
         };
         marked.disarm();
-        pinned.id = Some(conn_id);
+        pinned.session = Some(conn_id);
         let waited =
             killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, rows.try_next()).await;
+        // No answer even after the kill: the connection closes with `pinned`, and a grant
+        // that raced goes with its session.
+        let Some(waited) = waited else { return Ok(Attempt::Held { retry_after: None }) };
         let answer = self.waited(waited)?;
         // The batch's last packet came with its answer: reading it sends nothing.
         while let Ok(Some(_)) = rows.try_next().await {}
@@ -241,6 +244,8 @@ impl Named {
             .fetch_optional(&mut **pinned.conn);
         let waited = killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, wait).await;
         marked.disarm();
+        // No answer even after the kill: as in `wait_once`.
+        let Some(waited) = waited else { return Ok(Attempt::Held { retry_after: None }) };
         let answer = self.waited(waited)?;
         self.settle(req, pinned, conn_id, answer, sent).await
     }
@@ -248,7 +253,7 @@ impl Named {
     /// Keep the connection of an attempt without a grant for the next attempt (every named lock
     /// of the session released), or close it.
     async fn end(&self, pinned: Pinned) {
-        match pinned.end(RELEASE, &self.parts.trips).await {
+        match crate::session::end(pinned, RELEASE, &self.parts.trips).await {
             Ok(clean) => self.warm.put(clean),
             Err(e) => tracing::debug!(error = %e, "ending a GET_LOCK attempt failed; connection closed"),
         }

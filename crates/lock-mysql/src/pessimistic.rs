@@ -135,7 +135,7 @@ impl Pessimistic {
         // `GET_LOCK(name, wait)` caller does: the try first would only fail, and under
         // contention the server's time is what every hand-over waits for. It needs the
         // connection id (to kill a dropped wait), which a kept connection knows.
-        if let (Some(deadline), Some(conn_id)) = (self.contended.wait_at_once(req), pinned.id) {
+        if let (Some(deadline), Some(conn_id)) = (self.contended.wait_at_once(req), pinned.session) {
             return self.wait(req, pinned, conn_id, deadline).await;
         }
         let sent = Instant::now();
@@ -162,7 +162,7 @@ impl Pessimistic {
         // it does not delay the hand-over; asking in the first batch instead (`SELECT
         // CONNECTION_ID();` before the lock) would slow every `acquire()` on a free key for no
         // gain under contention (see `docs/BENCH.md`).
-        let conn_id = match pinned.id {
+        let conn_id = match pinned.session {
             Some(id) => id,
             None => {
                 self.parts.trips.add();
@@ -170,7 +170,7 @@ impl Pessimistic {
                     .fetch_one(&mut **pinned.conn)
                     .await
                     .map_err(classify)?;
-                pinned.id = Some(id);
+                pinned.session = Some(id);
                 id
             }
         };
@@ -193,6 +193,9 @@ impl Pessimistic {
         let wait_sql = self.wait_sql(req.side.is_shared(), remaining, req.key.as_bytes());
         let wait = sqlx::raw_sql(AssertSqlSafe(wait_sql)).fetch_optional(&mut **pinned.conn);
         let waited = killable_wait(&self.parts.pool, conn_id, deadline, &self.parts.trips, wait).await;
+        // No answer even after the kill: the connection closes with `pinned`, and a grant
+        // that raced goes with its session.
+        let Some(waited) = waited else { return Ok(Step::Held) };
         match waited {
             // The server's idle clock started when it sent this answer, so no earlier than when
             // the waiting statement was sent: the keeper counts from that send, and after a
@@ -253,7 +256,7 @@ impl Pessimistic {
 
     async fn held(&self, pinned: Pinned) -> Result<Step> {
         // After a lock-wait timeout the transaction is still open: end it, keep the connection.
-        match pinned.end(ROLLBACK, &self.parts.trips).await {
+        match crate::session::end(pinned, ROLLBACK, &self.parts.trips).await {
             Ok(clean) => self.warm.put(clean),
             Err(e) => {
                 tracing::debug!(error = %e, "rollback after a lost lock race failed; connection closed")
@@ -264,7 +267,7 @@ impl Pessimistic {
 
     async fn no_row(&self, pinned: Pinned) -> Result<Step> {
         // The FOR UPDATE on a missing row may have taken a gap lock: end it before inserting.
-        pinned.end(ROLLBACK, &self.parts.trips).await.map_err(classify)?;
+        crate::session::end(pinned, ROLLBACK, &self.parts.trips).await.map_err(classify)?;
         Ok(Step::NoRow)
     }
 

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use lock_core::LockError;
-use lock_core::backend::DropInRuntime;
 use lock_core::backend::session::{self, Ending, Link, Noted, SessionDriver, Trips};
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Connection, Postgres, Row};
@@ -22,117 +21,70 @@ use crate::key::lock_ids;
 /// to answer its own timeout, short enough that a caller's deadline stays honest.
 pub(crate) const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// A pooled connection that may carry a session lock. Unless it was released cleanly, it is
-/// closed on drop instead of going back to the pool: the server then ends the session, and
-/// with it every advisory lock and any wait the session still had.
-///
-/// Not a [`Cleanup`](lock_core::backend::Cleanup): nothing is sent on drop (closing the socket is the undo, and it needs
-/// no runtime), and the connection is in use until then, so no undo closure could own it.
-pub(crate) struct Pinned {
-    pub(crate) conn: DropInRuntime<PoolConnection<Postgres>>,
-    dirty: bool,
-    /// The session's backend pid, once an answer told it: a connection kept for the next hold
-    /// ([`Warm`]) keeps it, so a later wait can be cancelled without a try first.
-    pub(crate) pid: Option<i32>,
-    /// When the statement after which nothing of ours was left on the session was sent.
-    ended: Instant,
+/// A pooled connection that may carry a session lock, with its backend pid once an answer told
+/// it: closed on drop unless its hold ended cleanly (the server then ends the session, and with
+/// it every advisory lock and any wait the session still had).
+pub(crate) type Pinned = session::Pinned<PoolConnection<Postgres>, i32>;
+
+/// A pinned connection fresh from the pool.
+pub(crate) fn pin(conn: PoolConnection<Postgres>) -> Pinned {
+    Pinned::new(conn, PoolConnection::close_on_drop)
 }
 
 /// Clean connections kept for the next hold.
 pub(crate) type Warm = session::Warm<Pinned>;
 
-impl Pinned {
-    pub(crate) fn new(conn: PoolConnection<Postgres>) -> Self {
-        Pinned { conn: DropInRuntime::new(conn), dirty: true, pid: None, ended: Instant::now() }
-    }
-
-    /// Nothing of ours is left on the session since the statement sent at `sent`: it may go
-    /// back to the pool, or be kept for the next hold.
-    pub(crate) fn clean(&mut self, sent: Instant) {
-        self.dirty = false;
-        self.ended = sent;
-    }
-
-    /// Keep this connection in `warm` when it is clean; else (or without one) drop it: back to
-    /// the pool when clean, closed when not.
-    pub(crate) fn keep(self, warm: Option<&Warm>) {
-        if let Some(warm) = warm {
-            warm.put(self);
+/// `pg_advisory_unlock` and the session's idle bound restored; the connection, clean, when
+/// the session held the lock (it may go back to the pool or be kept). With `noted` (the statement
+/// and the lock name), the hold's note is cleared in the same statement.
+async fn unlock(
+    mut pinned: Pinned,
+    key: i64,
+    shared: bool,
+    idle_before: &str,
+    noted: Option<(&Arc<str>, &[u8])>,
+    trips: &Trips,
+) -> std::result::Result<Option<Pinned>, sqlx::Error> {
+    trips.add();
+    let sent = Instant::now();
+    let query = match noted {
+        None if shared => sqlx::query(include_str!("../sql/unlock_shared.sql")).bind(key).bind(idle_before),
+        None => sqlx::query(include_str!("../sql/unlock.sql")).bind(key).bind(idle_before),
+        Some((stmt, name)) => {
+            sqlx::query(AssertSqlSafe(stmt.clone())).bind(key).bind(idle_before).bind(name.to_vec())
         }
+    };
+    let row = query.fetch_one(&mut **pinned.conn).await?;
+    let released: bool = row.try_get(0)?;
+    if !released {
+        return Ok(None);
     }
-
-    /// `pg_advisory_unlock` and the session's idle bound restored; the connection, clean, when
-    /// the session held the lock (it may go back to the pool or be kept). With `noted` (the statement
-    /// and the lock name), the hold's note is cleared in the same statement.
-    async fn unlock(
-        mut self,
-        key: i64,
-        shared: bool,
-        idle_before: &str,
-        noted: Option<(&Arc<str>, &[u8])>,
-        trips: &Trips,
-    ) -> std::result::Result<Option<Self>, sqlx::Error> {
-        trips.add();
-        let sent = Instant::now();
-        let query = match noted {
-            None if shared => {
-                sqlx::query(include_str!("../sql/unlock_shared.sql")).bind(key).bind(idle_before)
-            }
-            None => sqlx::query(include_str!("../sql/unlock.sql")).bind(key).bind(idle_before),
-            Some((stmt, name)) => {
-                sqlx::query(AssertSqlSafe(stmt.clone())).bind(key).bind(idle_before).bind(name.to_vec())
-            }
-        };
-        let row = query.fetch_one(&mut **self.conn).await?;
-        let released: bool = row.try_get(0)?;
-        if !released {
-            return Ok(None);
-        }
-        self.clean(sent);
-        Ok(Some(self))
-    }
-
-    /// After a lock wait that failed: a 55P03 or 57014 may have ended the statement after
-    /// `pg_advisory_lock` granted the key (the fence write waited for a locked row or table), and
-    /// the grant outlives the statement. Undo it, bounded; the connection is clean only when the
-    /// server answered, else it is closed on drop.
-    pub(crate) async fn unlock_stray(mut self, key: i64, trips: &Trips) {
-        let (classid, objid) = lock_ids(key);
-        trips.add();
-        let sent = Instant::now();
-        let undo = sqlx::query(include_str!("../sql/unlock_stray.sql"))
-            .bind(key)
-            .bind(classid)
-            .bind(objid)
-            .fetch_optional(&mut **self.conn);
-        match tokio::time::timeout(CANCEL_GRACE, undo).await {
-            Ok(Ok(undone)) => {
-                if undone.is_some() {
-                    tracing::debug!(key, "a failed lock wait had been granted; unlocked");
-                }
-                self.clean(sent);
-            }
-            Ok(Err(e)) => tracing::debug!(key, error = %e, "checking a failed lock wait's session failed"),
-            Err(_) => tracing::debug!(key, "no answer checking a failed lock wait's session"),
-        }
-    }
+    pinned.clean(sent);
+    Ok(Some(pinned))
 }
 
-impl session::Kept for Pinned {
-    fn clean_since(&self) -> Option<Instant> {
-        (!self.dirty).then_some(self.ended)
-    }
-
-    fn reuse(&mut self) {
-        self.dirty = true;
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        if self.dirty {
-            self.conn.close_on_drop();
+/// After a lock wait that failed: a 55P03 or 57014 may have ended the statement after
+/// `pg_advisory_lock` granted the key (the fence write waited for a locked row or table), and
+/// the grant outlives the statement. Undo it, bounded; the connection is clean only when the
+/// server answered, else it is closed on drop.
+pub(crate) async fn unlock_stray(mut pinned: Pinned, key: i64, trips: &Trips) {
+    let (classid, objid) = lock_ids(key);
+    trips.add();
+    let sent = Instant::now();
+    let undo = sqlx::query(include_str!("../sql/unlock_stray.sql"))
+        .bind(key)
+        .bind(classid)
+        .bind(objid)
+        .fetch_optional(&mut **pinned.conn);
+    match tokio::time::timeout(CANCEL_GRACE, undo).await {
+        Ok(Ok(undone)) => {
+            if undone.is_some() {
+                tracing::debug!(key, "a failed lock wait had been granted; unlocked");
+            }
+            pinned.clean(sent);
         }
+        Ok(Err(e)) => tracing::debug!(key, error = %e, "checking a failed lock wait's session failed"),
+        Err(_) => tracing::debug!(key, "no answer checking a failed lock wait's session"),
     }
 }
 
@@ -181,7 +133,7 @@ impl SessionDriver for Driver {
     async fn end(&self, key: &str, held: Held, why: Ending) -> Result<bool, sqlx::Error> {
         let Held { pinned, advisory, shared, idle_before, noted, .. } = held;
         let noted = noted.then_some((&self.unlock_noted, key.as_bytes()));
-        let Some(clean) = pinned.unlock(advisory, shared, &idle_before, noted, &self.trips).await? else {
+        let Some(clean) = unlock(pinned, advisory, shared, &idle_before, noted, &self.trips).await? else {
             return Ok(false);
         };
         if why == Ending::Release {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::backend::session::{self, Granted, Trips};
-use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Contended, LockInfo, RenewItem, may_wait};
+use lock_core::backend::{AcquireRequest, Attempt, Contended, LockInfo, RenewItem, may_wait};
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{AssertSqlSafe, Row};
@@ -17,31 +17,16 @@ use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
 use crate::key::{advisory_key, lock_ids};
-use crate::pinned::{CANCEL_GRACE, Driver, Held, Pinned, Warm};
+use crate::pinned::{CANCEL_GRACE, Driver, Held, Pinned, Warm, pin, unlock_stray};
 use crate::sql::Sql;
 
-/// Shortest server-side idle bound: below it a scheduling stall of a loaded client (its task
-/// inside the critical section, its keeper not yet run) lets the server end a hold that the
-/// client still uses. The same floor as lock-mysql's `wait_timeout`.
-const MIN_SERVER_IDLE: Duration = Duration::from_secs(2);
-
-/// `fut`, a request to the server, answered by `bound`: a server that has not answered by then
-/// (paused, partitioned) is a temporary error, and the request's connection is dropped with the
-/// future (closed, unless it was clean).
+/// `fut`, a request to the server, answered by `bound` (see [`session::answered_by`]).
 pub(crate) async fn answered_by<T>(
     what: &'static str,
     bound: Instant,
     fut: impl std::future::Future<Output = std::result::Result<T, sqlx::Error>>,
 ) -> Result<T> {
-    match tokio::time::timeout_at(bound, fut).await {
-        Ok(r) => r.map_err(classify),
-        Err(_) => Err(no_answer(what)),
-    }
-}
-
-/// `what` (a request) went unanswered within its bound.
-fn no_answer(what: &str) -> LockError {
-    LockError::temporary(NAME, format!("no answer from the server in time ({what})"))
+    session::answered_by((NAME, what), bound, fut, classify).await
 }
 
 /// End the lock wait of backend `pid` from another pooled connection. Bounded: a wait the
@@ -84,13 +69,6 @@ impl Sessions {
     }
 }
 
-/// The server-side idle bound for a keep-alive period: three periods, at least 2 s. A
-/// holder that cannot reach the server for that long has its session ended by the server;
-/// the client gives the hold up a drift margin earlier.
-fn server_idle(keepalive: Duration) -> Duration {
-    (keepalive * 3).max(MIN_SERVER_IDLE)
-}
-
 /// A duration as a `lock_timeout` / `idle_session_timeout` value, in whole milliseconds
 /// (rounded up, at least 1: 0 would mean "no limit").
 fn pg_millis(d: Duration) -> String {
@@ -107,7 +85,7 @@ impl Sessions {
     /// The backend's state; with `own_pool` (the builder opened `pool`, nobody else uses it)
     /// cleanly released connections are kept for the next hold. Needs a runtime.
     pub(crate) fn new(pool: PgPool, sql: Sql, keepalive: Duration, own_pool: bool) -> Self {
-        let server_idle = server_idle(keepalive);
+        let server_idle = session::server_idle(keepalive);
         let trips = Trips::default();
         // Kept within a third of the server's idle bound of a holder: the session's own bound
         // (restored at release) is the user's, so a kept connection is handed out only while
@@ -164,12 +142,12 @@ impl Sessions {
         // temporary error. The pool bounds its checkout itself (its acquire timeout: waiting for
         // a connection under load is no silence of the server); a deadline comes first.
         let by_deadline = req.wait_until.map(|deadline| deadline + CANCEL_GRACE);
-        let late = |what| if by_deadline.is_some() { Ok(None) } else { Err(no_answer(what)) };
+        let late = |what| if by_deadline.is_some() { Ok(None) } else { Err(session::no_answer(NAME, what)) };
         // Dropped anywhere below before the hold is recorded, `pinned` closes its connection:
         // the server ends the session and any lock it got.
         let mut pinned = match self.warm.as_ref().and_then(|w| w.take()) {
             Some(kept) => kept,
-            None => Pinned::new(match by_deadline {
+            None => pin(match by_deadline {
                 Some(bound) => match tokio::time::timeout_at(bound, self.pool.acquire()).await {
                     Ok(conn) => conn.map_err(classify)?,
                     Err(_) => return late("a pooled connection"),
@@ -182,7 +160,7 @@ impl Sessions {
         // `pg_advisory_lock` caller does: the try first would only fail, and under contention
         // the server's time is what every hand-over waits for. It needs the backend pid (to
         // cancel a dropped wait), which a kept connection knows.
-        if let (Some(deadline), Some(pid)) = (self.contended.wait_at_once(req), pinned.pid) {
+        if let (Some(deadline), Some(pid)) = (self.contended.wait_at_once(req), pinned.session) {
             return self.wait(req, pinned, pid, deadline).await;
         }
         let sent = Instant::now();
@@ -198,7 +176,7 @@ impl Sessions {
             Err(_) => return late("the lock statement"),
         };
         let Answer { ok, fence, pid, idle_before } = answer(&row, req.side.is_shared() || !self.sql.fenced)?;
-        pinned.pid = Some(pid);
+        pinned.session = Some(pid);
         if ok {
             let held = held(key, req.side.is_shared(), pinned, fence?, pid, idle_before, (sent, None));
             return Ok(Some(held));
@@ -232,36 +210,17 @@ impl Sessions {
         // another connection and `pinned` closes this one, so no grant survives: a grant that
         // raced the cancel goes with the session.
         let (pool, trips) = (self.pool.clone(), self.trips.clone());
-        let canceller = Cleanup::arm("postgres lock wait", move || cancel_backend(pool, pid, trips));
-        let mut cancelled = false;
+        let cancel = move || cancel_backend(pool.clone(), pid, trips.clone());
         let wait_sent = Instant::now();
-        let waited = {
-            self.trips.add();
-            let fut = sqlx::query(AssertSqlSafe(lock_wait.as_str()))
-                .bind(key)
-                .bind(name)
-                .bind(&self.server_idle_text)
-                .bind(pg_millis(remaining))
-                .fetch_one(&mut **pinned.conn);
-            tokio::pin!(fut);
-            tokio::select! {
-                r = &mut fut => Some(r),
-                _ = tokio::time::sleep_until(deadline + CANCEL_GRACE) => {
-                    tracing::debug!(pid, "server did not end the lock wait at the deadline; cancelling it");
-                    cancelled = true;
-                    // Both steps bounded: a server that answers neither is given up, and the
-                    // waiting connection closed (a grant that raced goes with the session).
-                    let cancel = cancel_backend(self.pool.clone(), pid, self.trips.clone());
-                    match tokio::time::timeout(CANCEL_GRACE, cancel).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => tracing::debug!(pid, error = %e, "pg_cancel_backend of a lock wait failed"),
-                        Err(_) => tracing::debug!(pid, "no answer to pg_cancel_backend of a lock wait"),
-                    }
-                    tokio::time::timeout(CANCEL_GRACE, fut).await.ok()
-                }
-            }
-        };
-        canceller.disarm();
+        self.trips.add();
+        let wait = sqlx::query(AssertSqlSafe(lock_wait.as_str()))
+            .bind(key)
+            .bind(name)
+            .bind(&self.server_idle_text)
+            .bind(pg_millis(remaining))
+            .fetch_one(&mut **pinned.conn);
+        let session::Waited { answer: waited, cancelled } =
+            session::cancellable_wait("postgres lock wait", (deadline, CANCEL_GRACE), cancel, wait).await;
         // Unanswered even after the cancel: past the deadline, not acquired.
         let Some(waited) = waited else { return Ok(None) };
         match waited {
@@ -275,7 +234,7 @@ impl Sessions {
             Err(e) if is_contention(&e) => {
                 // A cancel of ours may still be in flight to this backend: never reuse it then.
                 if !cancelled {
-                    pinned.unlock_stray(key, &self.trips).await;
+                    unlock_stray(pinned, key, &self.trips).await;
                 }
                 Ok(None)
             }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::backend::session::{self, Ending, Link, Noted, SessionDriver, Trips};
-use lock_core::backend::{Attempt, Cleanup, DropInRuntime};
+use lock_core::backend::Attempt;
 use lock_core::{LockError, Result};
 use sqlx::mysql::MySqlPool;
 use sqlx::pool::PoolConnection;
@@ -39,69 +39,36 @@ pub(crate) use warm::{Holding, Warm};
 /// answer its own timeout, short enough that a caller's deadline stays honest.
 pub(crate) const KILL_GRACE: Duration = Duration::from_millis(250);
 
-/// A pooled connection carrying (or about to carry) a session-bound lock. Unless the lock was
-/// ended cleanly ([`Pinned::end`]), the connection is closed on drop instead of going back to
-/// the pool: the server then ends the session and frees what it held.
+/// A pooled connection carrying (or about to carry) a session-bound lock, with its connection
+/// id once an answer told it: closed on drop unless the lock was ended cleanly ([`end`]).
+pub(crate) type Pinned = session::Pinned<PoolConnection<MySql>, u64>;
+
+/// A pinned connection fresh from the pool.
+pub(crate) fn pin(conn: PoolConnection<MySql>) -> Pinned {
+    Pinned::new(conn, PoolConnection::close_on_drop)
+}
+
+/// End the hold on `pinned` with `stmt`; on success the connection is clean: dropped, it goes
+/// back to the pool, or it may be kept for the next hold ([`Warm`](warm::Warm)).
 ///
-/// Not a [`Cleanup`]: nothing is sent on drop (closing the socket is the undo, and it needs no
-/// runtime), and the connection is in use until then, so no undo closure could own it.
-pub(crate) struct Pinned {
-    pub(crate) conn: DropInRuntime<PoolConnection<MySql>>,
-    dirty: bool,
-    /// The session's connection id, once an answer told it: a connection kept for the next
-    /// hold ([`Warm`]) keeps it, so a later wait needs no statement to learn it.
-    pub(crate) id: Option<u64>,
-    /// When the statement that ended the last hold was sent ([`Pinned::end`]): the server's idle
-    /// clock on the session started no earlier.
-    ended: Instant,
-}
-
-impl Pinned {
-    pub(crate) fn new(conn: PoolConnection<MySql>) -> Self {
-        Pinned { conn: DropInRuntime::new(conn), dirty: true, id: None, ended: Instant::now() }
+/// One statement goes prepared, cached per connection: the server parses a text statement
+/// on every call, so its execute hands a lock over sooner (docs/BENCH-HISTORY.md, issue 30,
+/// fourth part). A batch (named mode's notes rolled back first) cannot be prepared, and the
+/// text itself says which it is.
+pub(crate) async fn end(
+    mut pinned: Pinned,
+    stmt: &'static str,
+    trips: &Trips,
+) -> std::result::Result<Pinned, sqlx::Error> {
+    trips.add();
+    let sent = Instant::now();
+    if stmt.contains(';') {
+        sqlx::raw_sql(stmt).execute(&mut **pinned.conn).await?;
+    } else {
+        sqlx::query(stmt).execute(&mut **pinned.conn).await?;
     }
-
-    /// End the hold with `stmt`; on success the connection is clean: dropped, it goes
-    /// back to the pool, or it may be kept for the next hold ([`Warm`](warm::Warm)).
-    ///
-    /// One statement goes prepared, cached per connection: the server parses a text statement
-    /// on every call, so its execute hands a lock over sooner (docs/BENCH-HISTORY.md, issue 30,
-    /// fourth part). A batch (named mode's notes rolled back first) cannot be prepared, and the
-    /// text itself says which it is.
-    pub(crate) async fn end(
-        mut self,
-        stmt: &'static str,
-        trips: &Trips,
-    ) -> std::result::Result<Pinned, sqlx::Error> {
-        trips.add();
-        let sent = Instant::now();
-        if stmt.contains(';') {
-            sqlx::raw_sql(stmt).execute(&mut **self.conn).await?;
-        } else {
-            sqlx::query(stmt).execute(&mut **self.conn).await?;
-        }
-        self.dirty = false;
-        self.ended = sent;
-        Ok(self)
-    }
-}
-
-impl session::Kept for Pinned {
-    fn clean_since(&self) -> Option<Instant> {
-        (!self.dirty).then_some(self.ended)
-    }
-
-    fn reuse(&mut self) {
-        self.dirty = true;
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        if self.dirty {
-            self.conn.close_on_drop();
-        }
-    }
+    pinned.clean(sent);
+    Ok(pinned)
 }
 
 /// End the lock wait running on connection `conn_id`. Our own user's threads may always be
@@ -177,7 +144,7 @@ pub(crate) async fn answered_by<T>(
     bound: Instant,
     fut: impl Future<Output = std::result::Result<T, sqlx::Error>>,
 ) -> Result<T> {
-    by(bound, async { fut.await.map_err(classify) }).await
+    session::answered_by((NAME, "request"), bound, fut, classify).await
 }
 
 /// As [`answered_by`], for a future that classifies its own errors.
@@ -186,43 +153,29 @@ async fn by<T>(bound: Instant, fut: impl Future<Output = Result<T>>) -> Result<T
 }
 
 pub(crate) fn no_answer() -> LockError {
-    LockError::temporary(NAME, "no answer from the server in time")
+    session::no_answer(NAME, "request")
 }
 
-/// Run `wait`, a lock wait on connection `conn_id` that the server ends by itself at `deadline`.
-/// If this future is dropped mid-wait, the wait is killed (`KILL QUERY`) so it neither lingers
-/// in the server's queue nor is granted to nobody (closing the connection would not end it: the
-/// server does not read the socket while it waits); if the server has not answered
-/// [`KILL_GRACE`] after the deadline, the wait is killed and its answer awaited.
+/// Run `wait`, a lock wait on connection `conn_id` that the server ends by itself at
+/// `deadline`, killed (`KILL QUERY`) if this future is dropped mid-wait or the server has not
+/// answered [`KILL_GRACE`] after the deadline (see [`session::cancellable_wait`]). `None`: no
+/// answer even after the kill; the caller drops the connection, which closes it.
 pub(crate) async fn killable_wait<T>(
     pool: &MySqlPool,
     conn_id: u64,
     deadline: Instant,
     trips: &Trips,
     wait: impl Future<Output = T>,
-) -> T {
-    let (p, t) = (pool.clone(), trips.clone());
-    let killer = Cleanup::arm("mysql lock wait", move || kill_query(p, conn_id, t));
-    tokio::pin!(wait);
-    let out = tokio::select! {
-        r = &mut wait => r,
-        _ = tokio::time::sleep_until(deadline + KILL_GRACE) => {
-            tracing::debug!(conn_id, "server did not end the lock wait at the deadline; killing it");
-            if let Err(e) = kill_query(pool.clone(), conn_id, trips.clone()).await {
-                tracing::debug!(conn_id, error = %e, "KILL QUERY of a lock wait failed");
-            }
-            wait.await
-        }
-    };
-    killer.disarm();
-    out
+) -> Option<T> {
+    let (pool, trips) = (pool.clone(), trips.clone());
+    let kill = move || kill_query(pool.clone(), conn_id, trips.clone());
+    session::cancellable_wait("mysql lock wait", (deadline, KILL_GRACE), kill, wait).await.answer
 }
 
-/// The server-side idle bound for a keep-alive period: three periods, in whole seconds (the
-/// unit of `wait_timeout`), at least 2 s. A holder that cannot reach the server for that long
-/// has its session ended by the server; the client gives the hold up a drift margin earlier.
+/// The server-side idle bound for a keep-alive period ([`session::server_idle`]) in whole
+/// seconds, the unit of `wait_timeout`.
 pub(crate) fn server_idle(keepalive: Duration) -> Duration {
-    Duration::from_secs((keepalive * 3).as_secs_f64().ceil().max(2.0) as u64)
+    Duration::from_secs(session::server_idle(keepalive).as_secs_f64().ceil() as u64)
 }
 
 /// How a session mode keeps notes on its holds (`sql/notes_session_*.sql`).
@@ -270,7 +223,7 @@ pub(crate) fn granted(
         return Err(LockError::permanent(NAME, "fence counter returned no value"));
     }
     let mut pinned = pinned;
-    pinned.id = Some(conn_id);
+    pinned.session = Some(conn_id);
     let held = Held { pinned, in_tx: false, noted: false, fence };
     Ok(session::Granted { held, session: conn_id, fence, sent, answered })
 }
@@ -336,7 +289,7 @@ impl SessionDriver for Driver {
             Ending::Abandon => self.abandon,
         };
         let stmt = if held.noted || held.in_tx { self.notes.end } else { normal };
-        let clean = held.pinned.end(stmt, &self.trips).await?;
+        let clean = end(held.pinned, stmt, &self.trips).await?;
         if why == Ending::Release
             && let Some(warm) = &self.warm
         {

@@ -10,7 +10,7 @@ use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 
 use lock_core::Result;
 
-use super::{Driver, KILL_GRACE, Pinned, Sessions, server_idle};
+use super::{Driver, KILL_GRACE, Pinned, Sessions, pin, server_idle};
 use crate::error::classify;
 
 /// What a session-bound mode holds with: the holds, the private pool of holding connections,
@@ -75,7 +75,7 @@ impl Warm {
             },
             None => holders.acquire().await,
         };
-        Ok(Some(Pinned::new(conn.map_err(classify)?)))
+        Ok(Some(pin(conn.map_err(classify)?)))
     }
 
     /// Keep `p`, if its hold ended cleanly, for the next acquisition.

@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::bound::no_answer;
 use super::driver::SessionDriver;
+use crate::Result;
 use crate::backend::{session_give_up, waited_grant_anchor};
-use crate::{LockError, Result};
 
 /// A granted session lock, ready to be recorded as a hold ([`Sessions::hold`](super::Sessions::hold)).
 #[derive(Debug)]
@@ -48,9 +49,4 @@ pub(crate) async fn anchor<D: SessionDriver>(
         Ok(Err(e)) => Err(driver.classify(e)),
         Err(_) => Err(no_answer(driver.name(), "the ping confirming a grant")),
     }
-}
-
-/// `what` (a request) went unanswered within its bound.
-pub(crate) fn no_answer(backend: &'static str, what: &str) -> LockError {
-    LockError::temporary(backend, format!("no answer from the server in time ({what})"))
 }

@@ -1,76 +1,25 @@
 //! The hold table of one backend: nesting of one owner without a round trip, every guard's
 //! signal, renewal as a ping, notes and release.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
 
+use super::bound::no_answer;
 use super::driver::{Ending, SessionDriver};
-use super::grant::{Granted, anchor, no_answer};
-use super::keeper::{Cmd, Keeper};
-use super::link::{Link, Signals, Timing, each};
+use super::grant::{Granted, anchor};
+use super::keeper::Keeper;
+use super::link::{Link, Timing, each};
+use super::table::{Cmd, Hold, Holds, Live, find, take};
 use crate::backend::{AcquireRequest, Attempt, Grant, Mutex, RenewItem};
 use crate::{FencingToken, LeaseSignal, LostReason, OwnerToken, Result};
 
 /// Commands queued to one hold's keeper: a renewal or two and a note at most are ever in
 /// flight, so senders never wait.
 const KEEPER_QUEUE: usize = 4;
-
-/// The holding connection with the send time of the last request the server answered on it.
-pub(crate) struct Live<H> {
-    pub(crate) held: H,
-    pub(crate) confirmed: Instant,
-}
-
-/// The connection of one hold, shared by its keeper (pings, notes) and its release, which
-/// takes it out. `None` once taken, by the release or by the keeper when the hold is lost.
-pub(crate) type Slot<H> = Arc<tokio::sync::Mutex<Option<Live<H>>>>;
-
-pub(crate) struct Hold<H> {
-    pub(crate) id: u64,
-    owner: OwnerToken,
-    count: u32,
-    /// A shared hold: it takes no note (its fence is the latest writer's, and readers share
-    /// the key, so a note would pass for the writer's).
-    shared: bool,
-    fence: u64,
-    session: u64,
-    cmd: mpsc::Sender<Cmd>,
-    slot: Slot<H>,
-    signals: Signals,
-}
-
-/// The holds by key: one per owner, so a key has several only while shared
-/// ([`AcquireRequest::shared`]).
-pub(crate) type Holds<H> = Mutex<HashMap<String, Vec<Hold<H>>>>;
-
-/// `owner`'s hold of `key` in `holds`.
-fn find<'a, H>(
-    holds: &'a mut HashMap<String, Vec<Hold<H>>>,
-    key: &str,
-    owner: OwnerToken,
-) -> Option<&'a mut Hold<H>> {
-    holds.get_mut(key)?.iter_mut().find(|h| h.owner == owner)
-}
-
-/// Take the hold that `pick` names out of `key`'s list (dropping an emptied list).
-pub(crate) fn take<H>(
-    holds: &mut HashMap<String, Vec<Hold<H>>>,
-    key: &str,
-    pick: impl Fn(&Hold<H>) -> bool,
-) -> Option<Hold<H>> {
-    let list = holds.get_mut(key)?;
-    let hold = list.iter().position(pick).map(|i| list.swap_remove(i));
-    if list.is_empty() {
-        holds.remove(key);
-    }
-    hold
-}
 
 /// The session-bound holds of one backend, kept by one [`SessionDriver`]: a keeper task per
 /// hold pings its connection (the lost signal, `Uncertain` then `Lost`), renewal is a ping, a

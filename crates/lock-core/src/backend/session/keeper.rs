@@ -3,21 +3,13 @@
 
 use std::sync::{Arc, Weak};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::driver::{Ending, Noted, SessionDriver};
-use super::holds::{Holds, Slot};
 use super::link::{Link, Signals, Timing, each};
-use crate::{LostReason, Result};
-
-/// A request to one hold's keeper.
-pub(crate) enum Cmd {
-    /// Is the holding connection alive? (renew)
-    Ping(oneshot::Sender<bool>),
-    /// Store a note with the hold.
-    Note(String, oneshot::Sender<Result<bool>>),
-}
+use super::table::{Cmd, Holds, Live, Slot, take};
+use crate::LostReason;
 
 /// Keeps the holding connection for the lock's life (sharing it with the release, which takes
 /// it out of the slot and ends the hold in the releasing task, so a release costs no task
@@ -128,11 +120,11 @@ impl<D: SessionDriver> Keeper<D> {
     ///
     /// Under the slot's lock (`guard`), so that a release waiting for it finds the connection
     /// gone and answers `false` rather than ending a hold that is no longer there.
-    fn lost(&self, guard: &mut Option<super::holds::Live<D::Held>>) {
+    fn lost(&self, guard: &mut Option<Live<D::Held>>) {
         // Out of the table first: a guard woken by the signal may at once acquire again with
         // the same owner, and must not nest into this dead hold.
         if let Some(holds) = self.holds.upgrade() {
-            super::holds::take(&mut holds.lock(), &self.key, |h| h.id == self.id);
+            take(&mut holds.lock(), &self.key, |h| h.id == self.id);
         }
         each(&self.signals, |s| s.mark_lost(LostReason::SessionEnded));
         // Then the connection drops unended: the driver closes it, never pools it.

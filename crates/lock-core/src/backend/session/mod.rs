@@ -12,30 +12,39 @@
 //!   ([`waited_grant_anchor`](super::waited_grant_anchor)).
 //! - [`capabilities`]: what such a store can do.
 //! - [`Trips`]: round trips, counted for tests.
-//! - [`Warm`]: clean holding connections kept for the next hold.
+//! - [`Pinned`]: the holding connection, closed unless its hold ended cleanly; [`Warm`]: clean
+//!   ones kept for the next hold.
+//! - Bounds: [`answered_by`] (every request answered by an instant), [`server_idle`] (the
+//!   server's idle bound for a keep-alive period), [`cancellable_wait`] (a wait in the server's
+//!   queue cancelled from elsewhere when its caller gives up).
 //! - Building a pooled store: [`Source`], the defaults, [`connect_first`], [`endpoint`].
 //!
 //! The backend supplies only its driver calls through [`SessionDriver`]: a ping, the end of a
 //! hold, and storing a note.
 
+mod bound;
 mod capability;
 mod driver;
 mod grant;
 mod holds;
 mod keeper;
 mod link;
+mod pinned;
 mod setup;
+mod table;
 mod trips;
 mod warm;
 
 #[cfg(test)]
 mod tests;
 
+pub use bound::{MIN_SERVER_IDLE, Waited, answered_by, cancellable_wait, no_answer, server_idle};
 pub use capability::capabilities;
 pub use driver::{Ending, Noted, SessionDriver};
 pub use grant::Granted;
 pub use holds::Sessions;
 pub use link::Link;
+pub use pinned::Pinned;
 pub use setup::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_CONNECTIONS, MIN_KEEPALIVE, Source,
     connect_first, endpoint, no_source,
