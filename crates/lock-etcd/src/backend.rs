@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse};
-use lock_core::backend::queue::{self, Released};
+use lock_core::backend::queue;
 use lock_core::backend::{
     AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RENEW_BATCH, RenewItem,
 };
@@ -15,9 +15,9 @@ use lock_core::{FencingToken, LockError, LostReason, OwnerToken, Result, async_t
 use tokio::runtime::Handle;
 
 use crate::builder::{Config, EtcdLockBuilder};
-use crate::cleanup::{delete_if_ours, releasing};
-use crate::error::{NAME, bounded, is_temporary, lock_error};
+use crate::error::{NAME, bounded, lock_error};
 use crate::layout::is_reader;
+use crate::recipe::Queue;
 use crate::session::Inner;
 
 /// etcd locks: one key per acquisition under `<prefix>/<encoded key>/`, put under this
@@ -174,41 +174,7 @@ impl LockBackend for EtcdLock {
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        let inner = &self.inner;
-        let hold = match inner.holds.release(key, owner) {
-            Released::NotHeld => return Ok(false),
-            Released::Nested => return Ok(true),
-            Released::Ended(hold) => hold,
-        };
-        let session = inner.current();
-        if session.generation != hold.generation || session.is_ended() {
-            return Ok(false); // the lease that held it is gone, and its key with it
-        }
-        if hold.is_lost() {
-            inner.delete_lost(hold);
-            return Ok(false);
-        }
-        let timeout = inner.cfg.request_timeout;
-        let pending = releasing(&inner.client, &hold.name, hold.fence, timeout, session.life());
-        match delete_if_ours(&inner.client, &hold.name, hold.fence, timeout).await {
-            Ok(true) => {
-                pending.disarm();
-                Ok(true)
-            }
-            Ok(false) => {
-                pending.disarm();
-                hold.mark_lost(LostReason::NotOwner);
-                Ok(false)
-            }
-            Err(e) if is_temporary(&e) => {
-                // Still ours: `pending` keeps deleting in the background until it is gone (or
-                // the lease ends), instead of failing a release that will happen.
-                tracing::debug!(error = %e, "lock release delayed; deleting in the background");
-                Ok(true)
-            }
-            // `pending` keeps trying while the lease lives: the key is ours either way.
-            Err(e) => Err(lock_error(e)),
-        }
+        queue::release(&Queue(&self.inner), key, owner).await
     }
 
     /// Confirms each hold's key is still there with its create revision (one transaction of

@@ -14,6 +14,7 @@ mod note;
 mod options;
 mod recipe;
 mod records;
+mod release;
 mod session;
 
 pub use backend::EtcdLock;

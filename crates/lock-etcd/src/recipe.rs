@@ -87,11 +87,11 @@ impl Inner {
 }
 
 /// The store calls of the shared queue recipe, for one acquisition.
-struct Queue<'a>(&'a Arc<Inner>);
+pub(crate) struct Queue<'a>(pub(crate) &'a Arc<Inner>);
 
 /// One attempt's key: the lease it was put under, its name and create revision, and the
 /// cleanup that deletes it unless the attempt ends in a grant.
-struct Entry {
+pub(crate) struct Entry {
     session: Arc<Session>,
     /// The waiting lease, while the key is queued on it (promoted to the session lease when it
     /// becomes the head).
@@ -119,7 +119,7 @@ struct Early {
 
 /// A wait on the deletes of the predecessor and of our own key, the predecessor waited for,
 /// and whether it is the holder.
-struct PredecessorWatch {
+pub(crate) struct PredecessorWatch {
     woken: mpsc::UnboundedReceiver<Woken>,
     /// Keeps the prefix's watch open while waiting.
     prefix: Arc<PrefixWatch>,

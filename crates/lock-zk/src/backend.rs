@@ -6,17 +6,17 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use lock_core::backend::queue::{self as lock_queue, Released};
+use lock_core::backend::queue as lock_queue;
 use lock_core::backend::{AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem};
-use lock_core::{FencingToken, LockError, LostReason, OwnerToken, Result, async_trait};
+use lock_core::{FencingToken, LockError, OwnerToken, Result, async_trait};
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::builder::{Config, ZkLockBuilder};
-use crate::cleanup::spawn_delete;
-use crate::error::{NAME, SessionEnded, is_temporary, lock_error, session_ended};
+use crate::error::{NAME, SessionEnded, lock_error, session_ended};
 use crate::permits::{gate_dir, is_semaphore};
+use crate::queue::Queue;
 use crate::recipe::{is_reader, queue};
 use crate::session::{Inner, open_client};
 
@@ -226,47 +226,7 @@ impl LockBackend for ZkLock {
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        let inner = &self.inner;
-        let mut hold = match inner.holds.release(key, owner) {
-            Released::NotHeld => return Ok(false),
-            Released::Nested => return Ok(true),
-            Released::Ended(hold) => hold,
-        };
-        let session = inner.current();
-        if session.generation != hold.generation || session.client.state().is_terminated() {
-            hold.stop_watch();
-            return Ok(false); // the session that held it is gone, and its node with it
-        }
-        if hold.is_lost() {
-            hold.stop_watch();
-            spawn_delete(&inner.runtime, session.client.clone(), hold.name);
-            return Ok(false);
-        }
-        // The watch stops only once the delete is answered: out of the table, the hold is not
-        // taken for lost by its watch, and the delete's own event (which the server sends ahead
-        // of the answer) consumes the watch, where stopping it first would make the client send
-        // a request to remove it.
-        let deleted = session.client.delete(&hold.name, None).await;
-        hold.stop_watch();
-        match deleted {
-            Ok(()) => Ok(true),
-            Err(zk::Error::NoNode) => {
-                hold.mark_lost(LostReason::NotOwner);
-                Ok(false)
-            }
-            Err(e) if session_ended(&e) => {
-                hold.mark_lost(LostReason::SessionEnded);
-                Ok(false)
-            }
-            Err(e) if is_temporary(&e) => {
-                // Still ours: keep deleting in the background until it is gone or the session
-                // ends (either frees the lock), instead of failing a release that will happen.
-                tracing::debug!(error = %e, "lock release delayed; deleting in the background");
-                spawn_delete(&inner.runtime, session.client.clone(), hold.name);
-                Ok(true)
-            }
-            Err(e) => Err(lock_error(e)),
-        }
+        lock_queue::release(&Queue(&self.inner), key, owner).await
     }
 
     async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {

@@ -16,6 +16,7 @@ mod permits;
 mod queue;
 mod recipe;
 mod records;
+mod release;
 mod session;
 #[cfg(feature = "tls")]
 mod tls;

@@ -8,6 +8,8 @@
 //!   herd) until it is deleted or the wait ends. The store supplies its calls through
 //!   [`QueueStore`]: create, watch a predecessor, await its deletion, give an entry up, record
 //!   a grant.
+//! - [`release`]: count a nested hold down, or delete the entry by its exact name; the store
+//!   supplies the delete through [`QueueEnd`].
 //! - [`QueueHolds`]: the hold table (nesting without a round trip, every guard's lost signal,
 //!   the holds of one session told uncertain, held or lost at once).
 //! - [`DeadlineKeeper`] and [`Confirmed`]: the send time of the session's last confirmed
@@ -20,6 +22,7 @@ mod deadline;
 mod holds;
 mod note;
 mod recipe;
+mod release;
 
 #[cfg(test)]
 mod tests;
@@ -29,3 +32,4 @@ pub use deadline::{Confirmed, DeadlineKeeper, Holder, Idle, span};
 pub use holds::{HoldKey, Nest, QueueHold, QueueHolds, Released};
 pub use note::stored_note;
 pub use recipe::{Place, QueueStore, Watched, acquire, first, granted, nested, place_behind};
+pub use release::{Ended, QueueEnd, release};
