@@ -1,6 +1,9 @@
 //! The user API: acquire once, acquire with a deadline, run a closure under the lock.
 
+mod attempts;
+mod grant;
 mod request;
+mod wait;
 
 use std::fmt;
 use std::future::Future;
