@@ -69,8 +69,9 @@ pub use postgres::{
     PgServer, USER as POSTGRES_USER,
 };
 pub(crate) use probe::Probe;
-pub use process::ManagedProcess;
-pub(crate) use process::{Spec, process_lifetime_dir, with_port_retries};
+pub use probe::CustomProbe;
+pub use process::{ManagedProcess, Spec};
+pub(crate) use process::{process_lifetime_dir, with_port_retries};
 pub use redis::RedisServer;
 pub use redis_cluster::{CLUSTER_NODE_TIMEOUT_MS, RedisCluster};
 pub use redis_replica::RedisReplicaPair;

@@ -1,5 +1,6 @@
 //! Readiness: proving that the process answering on the port is ours and serving.
 
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -23,6 +24,33 @@ pub(crate) enum Probe {
     Postgres { bin: PathBuf, data_dir: String },
     /// `psql` through it answers `SHOW port` with the port of the PostgreSQL it pools.
     PgBouncer { bin: PathBuf, pg_port: u16 },
+    /// A check written by the crate that starts the server (a store crate's `testing`
+    /// module), so that a new store needs no variant here.
+    Custom(CustomProbe),
+}
+
+type Check = Box<dyn Fn(u32, u16) -> Result<(), String> + Send + Sync>;
+
+/// A readiness check of a server started outside this crate ([`Spec::custom`](super::Spec)):
+/// `check(pid, port)` answers `Ok(())` once the process `pid` serves on `port` and is proved to
+/// be the one started (its own name, pid or directory in an answer of the server), else what
+/// it saw; it is polled every `poll` until it passes or the start times out.
+pub struct CustomProbe {
+    check: Check,
+    poll: Duration,
+}
+
+impl CustomProbe {
+    /// `check(pid, port)`, polled every `poll`.
+    pub fn new(poll: Duration, check: impl Fn(u32, u16) -> Result<(), String> + Send + Sync + 'static) -> Self {
+        CustomProbe { check: Box::new(check), poll }
+    }
+}
+
+impl fmt::Debug for CustomProbe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CustomProbe").field("poll", &self.poll).finish_non_exhaustive()
+    }
 }
 
 impl Probe {
@@ -33,12 +61,14 @@ impl Probe {
             Probe::Zk { .. } => Duration::from_millis(20),
             Probe::Etcd { .. } => Duration::from_millis(50),
             Probe::Postgres { .. } | Probe::PgBouncer { .. } => Duration::from_millis(10),
+            Probe::Custom(c) => c.poll,
         }
     }
 
     /// `Ok(())` when ready; `Err(observation)` otherwise.
     pub(crate) fn check(&self, pid: u32, port: u16) -> Result<(), String> {
         match self {
+            Probe::Custom(c) => (c.check)(pid, port),
             Probe::Redis { password, unix } => {
                 let info = redis::info_server(port, unix.as_deref(), password.as_deref())
                     .map_err(|e| e.to_string())?;

@@ -16,7 +16,7 @@ use nix::unistd::Pid;
 
 use super::ServerError;
 use super::host::{canonical, file_tail, make_temp_dir, port_accepts};
-use super::probe::Probe;
+use super::probe::{CustomProbe, Probe};
 
 /// Runs `script` under `/bin/sh` with `args` and a stdin pipe held only by this process: the
 /// script's `read _eof` returns when this process ends in any way, even by SIGKILL. Own process
@@ -75,19 +75,37 @@ fn kill_and_reap(child: &mut Child) {
     let _ = child.wait();
 }
 
-/// What is needed to (re)spawn a server process.
+/// What is needed to (re)spawn a server process. Outside this crate (a store crate's own
+/// test server) it is made by [`Spec::custom`].
 #[derive(Debug)]
-pub(crate) struct Spec {
+pub struct Spec {
     /// Human-readable name used in errors ("redis-server on 127.0.0.1:PORT").
-    pub what: String,
-    pub program: PathBuf,
-    pub args: Vec<OsString>,
+    pub(crate) what: String,
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<OsString>,
     /// The client port (readiness and kill checks).
-    pub port: u16,
+    pub(crate) port: u16,
     /// Other ports the process listens on (checked closed after a kill).
-    pub other_ports: Vec<u16>,
-    pub probe: Probe,
-    pub ready_timeout: Duration,
+    pub(crate) other_ports: Vec<u16>,
+    pub(crate) probe: Probe,
+    pub(crate) ready_timeout: Duration,
+}
+
+impl Spec {
+    /// `program args` named `what` in errors, serving on `port` (and listening on
+    /// `other_ports`, checked closed after a kill), ready once `probe` passes, within
+    /// `ready_timeout`: for a server started by a store crate's own `testing` module.
+    pub fn custom(
+        what: impl Into<String>,
+        program: PathBuf,
+        args: Vec<OsString>,
+        (port, other_ports): (u16, Vec<u16>),
+        probe: CustomProbe,
+        ready_timeout: Duration,
+    ) -> Spec {
+        let (what, probe) = (what.into(), Probe::Custom(probe));
+        Spec { what, program, args, port, other_ports, probe, ready_timeout }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -122,8 +140,13 @@ impl ManagedProcess {
         Ok(me)
     }
 
-    /// Spawns and waits until ready; kills the process if it does not get ready.
-    pub(crate) fn start(spec: Spec, dir: tempfile::TempDir) -> Result<Self, ServerError> {
+    /// Spawns `spec` in `dir` (its working directory, holding its log and removed when it
+    /// is dropped), next to its watchdog, and waits until ready; kills the process if it does
+    /// not get ready.
+    ///
+    /// # Errors
+    /// The spawn's, or [`ServerError::Exited`] / [`ServerError::NotReady`] with the log's tail.
+    pub fn start(spec: Spec, dir: tempfile::TempDir) -> Result<Self, ServerError> {
         let me = Self::spawn_new(spec, dir)?;
         me.wait_ready()?;
         Ok(me)

@@ -1,0 +1,209 @@
+//! The steps that change a hold: an attempt (create-if-absent), a nested attempt, a rewrite
+//! (renewal or note: compare-and-set on the hold's revision), a release (compare-and-delete)
+//! and the clean-ups of attempts and holds whose answer was lost.
+
+use std::time::Duration;
+
+use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Grant, Side, retry_cleanup, spawn_cleanup};
+use lock_core::{FencingToken, LostReason, Result, backend::unsupported};
+use tokio::time::Instant;
+
+use crate::backend::Inner;
+use crate::error::{NAME, Refused};
+use crate::holds::{Hold, Released};
+use crate::keys::{Value, lock_key};
+use crate::store::{Bucket, Current, nonce, retry};
+
+/// Tries of a create against a key that keeps changing between the refusal and the read.
+const CREATE_TRIES: usize = 4;
+
+impl Inner {
+    /// One attempt: nest into the owner's live hold, or create the key if it is absent or
+    /// deleted, naming the revision it was read at (create-if-absent).
+    pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        if !matches!(req.side, Side::Exclusive | Side::Write) {
+            return Err(unsupported(NAME, "shared holds (read locks, permits)"));
+        }
+        let key = lock_key(req.key);
+        match self.holds.live(req.key, req.owner) {
+            Ok(Some(hold)) => {
+                if self.rewrite(&key, &hold, None).await? {
+                    self.holds.nest(&hold, req.signal);
+                    return Ok(self.granted(hold.fence));
+                }
+                // Gone behind our back: a new hold, once this one is out of the table.
+                hold.mark_lost(LostReason::NotOwner);
+                self.holds.release_lost(req.key, req.owner, &hold);
+            }
+            Ok(None) => {}
+            Err(lost) => self.forget(&key, &lost),
+        }
+        let value = Value { owner: req.owner, nonce: nonce(), fence: None, note: None };
+        // Armed before the first send: a create whose answer is lost (the future dropped, a
+        // timeout) may have landed, and then only this attempt's value is deleted.
+        let cleanup = undo_create(self.bucket.clone(), key.clone(), value.nonce);
+        let id = format!("{:016x}", value.nonce);
+        let mut expected = 0;
+        for _ in 0..CREATE_TRIES {
+            match self.bucket.write(&key, value.encode(), expected, &id).await {
+                Ok(revision) => {
+                    self.holds.insert(req.key, req.owner, Hold::new(revision, value, req.signal));
+                    cleanup.disarm();
+                    return Ok(self.granted(revision));
+                }
+                Err(Refused::Conflict) => {}
+                Err(Refused::Failed(e)) => return Err(e),
+            }
+            match self.bucket.current(&key).await? {
+                Current::Held { revision, value: Some(v), .. } if v.nonce == value.nonce => {
+                    // A copy of this attempt's create landed (answered by the server as a
+                    // duplicate elsewhere): the hold is ours.
+                    self.holds.insert(req.key, req.owner, Hold::new(revision, value, req.signal));
+                    cleanup.disarm();
+                    return Ok(self.granted(revision));
+                }
+                Current::Held { written, .. } => {
+                    // Every create of this attempt was refused: nothing to undo.
+                    cleanup.disarm();
+                    return Ok(Attempt::Held { retry_after: Some(self.bucket.remaining(written)) });
+                }
+                free => expected = free.free_at().unwrap_or(0),
+            }
+        }
+        cleanup.disarm();
+        Ok(Attempt::Held { retry_after: Some(Duration::from_millis(5)) })
+    }
+
+    fn granted(&self, fence: u64) -> Attempt {
+        // The server counts the max age from the message's store time, after this call began.
+        Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(self.bucket.ttl), slot: None })
+    }
+
+    /// Write the hold's value again on its last revision (a renewal: the max age counts from
+    /// the last write), with `note` replaced when given. `Ok(false)`: the key is no longer
+    /// this hold's.
+    pub(crate) async fn rewrite(&self, key: &str, hold: &Hold, note: Option<Option<String>>) -> Result<bool> {
+        let mut w = hold.written.lock().await;
+        if hold.is_lost() {
+            return Ok(false);
+        }
+        let mut value = w.value.clone();
+        if let Some(note) = note {
+            value.note = note;
+        }
+        for _ in 0..2 {
+            let id = w.next_id();
+            match self.bucket.write(key, value.encode(), w.revision, &id).await {
+                Ok(revision) => {
+                    w.revision = revision;
+                    w.value = value;
+                    return Ok(true);
+                }
+                Err(Refused::Failed(e)) => return Err(e),
+                Err(Refused::Conflict) => match self.bucket.current(key).await? {
+                    // An earlier write of this hold landed without its answer (a timeout):
+                    // only this hold writes its nonce with its fence, each write naming the
+                    // one before, so the key has been this hold's all along.
+                    Current::Held { revision, value: Some(v), .. }
+                        if v.nonce == w.value.nonce && v.fence == Some(hold.fence) =>
+                    {
+                        w.revision = revision;
+                    }
+                    _ => return Ok(false),
+                },
+            }
+        }
+        Ok(false)
+    }
+
+    /// Compare-and-delete of the owner's hold (one nesting less if nested).
+    pub(crate) async fn release(&self, key_name: &str, owner: lock_core::OwnerToken) -> Result<bool> {
+        let hold = match self.holds.release(key_name, owner) {
+            Released::NotHeld => return Ok(false),
+            Released::Nested => return Ok(true),
+            Released::Ended(hold) => hold,
+        };
+        let key = lock_key(key_name);
+        if hold.is_lost() {
+            self.forget(&key, &hold);
+            return Ok(false);
+        }
+        let mut w = hold.written.lock().await;
+        for _ in 0..2 {
+            let id = w.next_id();
+            match self.bucket.delete(&key, w.revision, &id).await {
+                Ok(_) => return Ok(true),
+                Err(Refused::Conflict) => match self.bucket.current(&key).await {
+                    Ok(Current::Held { revision, value: Some(v), .. })
+                        if v.nonce == w.value.nonce && v.fence == Some(hold.fence) =>
+                    {
+                        w.revision = revision;
+                    }
+                    Ok(_) => {
+                        hold.mark_lost(LostReason::NotOwner);
+                        return Ok(false);
+                    }
+                    Err(e) => {
+                        drop(w);
+                        self.forget(&key, &hold);
+                        return Err(e);
+                    }
+                },
+                Err(Refused::Failed(e)) => {
+                    // Still ours, or gone: deleted in the background while it could block
+                    // the key (until its TTL), instead of failing a release that will happen.
+                    drop(w);
+                    self.forget(&key, &hold);
+                    if e.is_temporary() {
+                        tracing::debug!(error = %e, "nats lock release delayed; deleting in the background");
+                        return Ok(true);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Delete `hold`'s key in the background if it still carries the hold's value.
+    pub(crate) fn forget(&self, key: &str, hold: &Hold) {
+        let nonce = hold.nonce;
+        let (bucket, key) = (self.bucket.clone(), key.to_owned());
+        spawn_cleanup(&self.runtime, async move {
+            let ttl = bucket.ttl;
+            let _ =
+                retry_cleanup(|| delete_if_ours(&bucket, &key, nonce), retry, tokio::time::sleep(ttl)).await;
+        });
+    }
+}
+
+/// The cleanup of a create: delete the key while it carries this attempt's nonce, retrying
+/// temporary failures until the TTL would have freed it anyway.
+fn undo_create(bucket: Bucket, key: String, nonce: u64) -> Cleanup {
+    Cleanup::arm("nats lock attempt", move || async move {
+        let until = tokio::time::sleep_until(Instant::now() + bucket.ttl);
+        match retry_cleanup(|| delete_if_ours(&bucket, &key, nonce), retry, until).await {
+            Some(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
+    })
+}
+
+/// Delete `key` if its value carries `nonce` (compare-and-delete on the revision read): a
+/// later hold, even of the same owner, has another nonce and is left alone.
+pub(crate) async fn delete_if_ours(bucket: &Bucket, key: &str, nonce: u64) -> Result<()> {
+    for _ in 0..3 {
+        let Current::Held { revision, value: Some(v), .. } = bucket.current(key).await? else {
+            return Ok(());
+        };
+        if v.nonce != nonce {
+            return Ok(());
+        }
+        match bucket.delete(key, revision, &format!("{nonce:016x}.x{revision}")).await {
+            Ok(_) => return Ok(()),
+            Err(Refused::Conflict) => continue,
+            Err(Refused::Failed(e)) => return Err(e),
+        }
+    }
+    Ok(())
+}
