@@ -25,11 +25,12 @@ impl Inner {
             return Err(unsupported(NAME, "shared holds (read locks, permits)"));
         }
         let key = lock_key(req.key);
+        let started = Instant::now();
         match self.holds.live(req.key, req.owner) {
             Ok(Some(hold)) => {
-                if self.rewrite(&key, &hold, None).await? {
+                if self.rewrite(&key, &hold, None, Some(req.lease)).await? {
                     self.holds.nest(&hold, req.signal);
-                    return Ok(self.granted(hold.fence));
+                    return Ok(granted(hold.fence, req.lease));
                 }
                 // Gone behind our back: a new hold, once this one is out of the table.
                 hold.mark_lost(LostReason::NotOwner);
@@ -47,9 +48,13 @@ impl Inner {
         for _ in 0..CREATE_TRIES {
             match self.bucket.write(&key, value.encode(), expected, &id).await {
                 Ok(revision) => {
-                    self.holds.insert(req.key, req.owner, Hold::new(revision, value, req.signal));
+                    self.holds.insert(
+                        req.key,
+                        req.owner,
+                        Hold::new(revision, value, req.signal, started, req.lease),
+                    );
                     cleanup.disarm();
-                    return Ok(self.granted(revision));
+                    return Ok(granted(revision, req.lease));
                 }
                 Err(Refused::Conflict) => {}
                 Err(Refused::Failed(e)) => return Err(e),
@@ -58,9 +63,13 @@ impl Inner {
                 Current::Held { revision, value: Some(v), .. } if v.nonce == value.nonce => {
                     // A copy of this attempt's create landed (answered by the server as a
                     // duplicate elsewhere): the hold is ours.
-                    self.holds.insert(req.key, req.owner, Hold::new(revision, value, req.signal));
+                    self.holds.insert(
+                        req.key,
+                        req.owner,
+                        Hold::new(revision, value, req.signal, started, req.lease),
+                    );
                     cleanup.disarm();
-                    return Ok(self.granted(revision));
+                    return Ok(granted(revision, req.lease));
                 }
                 Current::Held { written, .. } => {
                     // Every create of this attempt was refused: nothing to undo.
@@ -74,15 +83,16 @@ impl Inner {
         Ok(Attempt::Held { retry_after: Some(Duration::from_millis(5)) })
     }
 
-    fn granted(&self, fence: u64) -> Attempt {
-        // The server counts the max age from the message's store time, after this call began.
-        Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(self.bucket.ttl), slot: None })
-    }
-
     /// Write the hold's value again on its last revision (a renewal: the max age counts from
-    /// the last write), with `note` replaced when given. `Ok(false)`: the key is no longer
-    /// this hold's.
-    pub(crate) async fn rewrite(&self, key: &str, hold: &Hold, note: Option<Option<String>>) -> Result<bool> {
+    /// the last write), with `note` replaced when given, and the lease extended to `lease`
+    /// from the send when given. `Ok(false)`: the key is no longer this hold's.
+    pub(crate) async fn rewrite(
+        &self,
+        key: &str,
+        hold: &Hold,
+        note: Option<Option<String>>,
+        lease: Option<Duration>,
+    ) -> Result<bool> {
         let mut w = hold.written.lock().await;
         if hold.is_lost() {
             return Ok(false);
@@ -93,10 +103,12 @@ impl Inner {
         }
         for _ in 0..2 {
             let id = w.next_id();
+            let sent = Instant::now();
             match self.bucket.write(key, value.encode(), w.revision, &id).await {
                 Ok(revision) => {
                     w.revision = revision;
                     w.value = value;
+                    hold.confirm(sent, lease);
                     return Ok(true);
                 }
                 Err(Refused::Failed(e)) => return Err(e),
@@ -175,6 +187,13 @@ impl Inner {
                 retry_cleanup(|| delete_if_ours(&bucket, &key, nonce), retry, tokio::time::sleep(ttl)).await;
         });
     }
+}
+
+/// A grant of `lease`: the server keeps the key for the TTL from the create's store time, after
+/// this call began, and this client's keeper rewrites it while the lease is longer
+/// (keeper.rs).
+fn granted(fence: u64, lease: Duration) -> Attempt {
+    Attempt::Acquired(Grant { fence: FencingToken(fence), lease: Some(lease), slot: None })
 }
 
 /// The cleanup of a create: delete the key while it carries this attempt's nonce, retrying

@@ -70,8 +70,10 @@ impl NatsLock {
         let runtime = Handle::try_current()
             .map_err(|_| LockError::InvalidConfig { reason: "NatsLock needs a tokio runtime".to_owned() })?;
         let bucket = crate::connect::open(&cfg).await?;
-        let inner = Inner { cfg, bucket, holds: Holds::default(), notifier: Notifier::new(), runtime };
-        Ok(NatsLock { inner: Arc::new(inner) })
+        let inner =
+            Arc::new(Inner { cfg, bucket, holds: Holds::default(), notifier: Notifier::new(), runtime });
+        crate::keeper::start(&inner);
+        Ok(NatsLock { inner })
     }
 
     /// The bucket's TTL: every hold's lease, how long a crashed or partitioned holder keeps its
@@ -147,7 +149,7 @@ impl LockBackend for NatsLock {
         let inner = &self.inner;
         let each = items.iter().map(|it| async move {
             let Some(hold) = inner.holds.get(it.key, it.owner) else { return Ok(false) };
-            let ours = inner.rewrite(&lock_key(it.key), &hold, None).await?;
+            let ours = inner.rewrite(&lock_key(it.key), &hold, None, Some(it.lease)).await?;
             if !ours {
                 hold.mark_lost(LostReason::NotOwner);
             }
@@ -182,7 +184,7 @@ impl LockBackend for NatsLock {
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         let inner = &self.inner;
         let Ok(Some(hold)) = inner.holds.live(key, owner) else { return Ok(false) };
-        let ours = inner.rewrite(&lock_key(key), &hold, Some(Some(note.to_owned()))).await?;
+        let ours = inner.rewrite(&lock_key(key), &hold, Some(Some(note.to_owned())), None).await?;
         if !ours {
             hold.mark_lost(LostReason::NotOwner);
         }

@@ -4,8 +4,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use lock_core::backend::Mutex;
 use lock_core::{LeaseSignal, LostReason, OwnerToken};
+use tokio::time::Instant;
 
 use crate::keys::Value;
 
@@ -40,6 +43,15 @@ pub(crate) struct Hold {
     pub nonce: u64,
     pub written: tokio::sync::Mutex<Written>,
     state: Mutex<State>,
+    timing: Mutex<Timing>,
+}
+
+/// When the hold's lease ends, and when the last write the server confirmed was sent: the
+/// server keeps the key until at least that send plus the TTL.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    pub deadline: Instant,
+    pub confirmed: Instant,
 }
 
 #[derive(Debug)]
@@ -49,14 +61,46 @@ struct State {
 }
 
 impl Hold {
-    pub fn new(revision: u64, value: Value, signal: &LeaseSignal) -> Arc<Hold> {
+    /// The hold granted by a create with `revision`, sent at `sent` for `lease`.
+    pub fn new(
+        revision: u64,
+        value: Value,
+        signal: &LeaseSignal,
+        sent: Instant,
+        lease: Duration,
+    ) -> Arc<Hold> {
         let value = Value { fence: Some(revision), ..value };
         Arc::new(Hold {
             fence: revision,
             nonce: value.nonce,
             written: tokio::sync::Mutex::new(Written { revision, writes: 0, value }),
             state: Mutex::new(State { count: 1, signals: vec![signal.clone()] }),
+            timing: Mutex::new(Timing { deadline: sent + lease, confirmed: sent }),
         })
+    }
+
+    pub fn timing(&self) -> Timing {
+        *self.timing.lock()
+    }
+
+    /// A write sent at `sent` was stored; with `lease`, the lease now runs to at least
+    /// `sent + lease` (a lease is only ever extended).
+    pub fn confirm(&self, sent: Instant, lease: Option<Duration>) {
+        let mut t = self.timing.lock();
+        t.confirmed = t.confirmed.max(sent);
+        if let Some(lease) = lease {
+            t.deadline = t.deadline.max(sent + lease);
+        }
+    }
+
+    /// Tell every guard the hold may be lost (a keeper's write went unanswered).
+    pub fn mark_uncertain(&self) {
+        self.state.lock().signals.iter().for_each(LeaseSignal::mark_uncertain);
+    }
+
+    /// Tell every guard the hold is confirmed again.
+    pub fn mark_held(&self) {
+        self.state.lock().signals.iter().for_each(LeaseSignal::mark_held);
     }
 
     /// Whether any of its guards was told the hold is lost.
@@ -83,6 +127,11 @@ pub(crate) enum Released {
 pub(crate) struct Holds(Mutex<HashMap<HoldKey, Arc<Hold>>>);
 
 impl Holds {
+    /// Every hold, for the keeper.
+    pub fn all(&self) -> Vec<(String, Arc<Hold>)> {
+        self.0.lock().iter().map(|((k, _), h)| (k.clone(), h.clone())).collect()
+    }
+
     pub fn len(&self) -> usize {
         self.0.lock().len()
     }

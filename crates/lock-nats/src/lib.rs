@@ -10,6 +10,7 @@ mod builder;
 mod connect;
 mod error;
 mod holds;
+mod keeper;
 mod keys;
 mod notify;
 mod options;
