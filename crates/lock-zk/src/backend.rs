@@ -14,10 +14,10 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use crate::builder::{Config, ZkLockBuilder};
+use crate::contenders::{is_reader, queue};
 use crate::error::{NAME, SessionEnded, lock_error, session_ended};
-use crate::permits::{gate_dir, is_semaphore};
+use crate::layout::{gate_dir, is_semaphore};
 use crate::queue::Queue;
-use crate::recipe::{is_reader, queue};
 use crate::session::{Inner, open_client};
 
 /// ZooKeeper locks: one `EPHEMERAL_SEQUENTIAL` node per acquisition under

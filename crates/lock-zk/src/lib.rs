@@ -7,8 +7,10 @@
 mod backend;
 mod builder;
 mod cleanup;
+mod contenders;
 mod error;
 mod key;
+mod layout;
 mod nodelay;
 mod note;
 mod options;

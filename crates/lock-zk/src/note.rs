@@ -14,8 +14,8 @@ use lock_core::{LostReason, OwnerToken, Result, validate_note};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
+use crate::contenders::queue;
 use crate::error::{lock_error, session_ended, temporary};
-use crate::recipe::queue;
 use crate::session::Inner;
 
 /// How often `note` lists the queue again when its head was deleted between the listing and

@@ -25,31 +25,13 @@ use zookeeper_client as zk;
 
 use crate::cleanup::{self, Node};
 use crate::error::{lock_error, temporary};
+use crate::layout::leases_dir;
 use crate::queue::{Entry, Queue};
 use crate::session::Inner;
 
-/// The gate's directory under a semaphore's: Curator's `InterProcessSemaphoreV2` mutex.
-pub(crate) const GATE_SUFFIX: &str = "/locks";
-/// The leases' directory under a semaphore's.
-const LEASES: &str = "leases";
 /// What follows the slot in the name of our lease nodes, before the sequence (Curator's
 /// lease name).
 const LEASE_NAME: &str = "-lease-";
-
-/// The gate's directory of the semaphore in `dir`.
-pub(crate) fn gate_dir(dir: &str) -> String {
-    format!("{dir}{GATE_SUFFIX}")
-}
-
-/// The leases' directory of the semaphore in `dir`.
-pub(crate) fn leases_dir(dir: &str) -> String {
-    format!("{dir}/{LEASES}")
-}
-
-/// Whether `children` of a lock directory are a semaphore's (Curator's or ours).
-pub(crate) fn is_semaphore(children: &[String]) -> bool {
-    children.iter().any(|c| c == LEASES)
-}
 
 /// The slot our lease node `name` names (`_c_<uuid>-s<slot>-lease-<seq>`); `None` for a
 /// Curator lease.
