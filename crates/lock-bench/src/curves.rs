@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::report::Row;
+use crate::row::Row;
 
 /// One figure of a curve: its label (with the unit) and how to read it off a row.
 struct Figure {

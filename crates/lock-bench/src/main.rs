@@ -18,6 +18,7 @@ mod floor;
 mod micros;
 mod peers;
 mod report;
+mod row;
 mod scenarios;
 mod targets;
 

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::Ctx;
 use crate::error::{BenchError, Result};
-use crate::report::Row;
+use crate::row::Row;
 
 /// The holder's lease: recovery by expiry takes about this long.
 const HOLDER_LEASE: Duration = Duration::from_secs(1);

@@ -18,7 +18,7 @@ use super::Ctx;
 use super::primitives::{CLIENTS, PERMITS, WRITE_EVERY, rwlock_rows, semaphore_row};
 use crate::error::{BenchError, Result};
 use crate::micros::hist;
-use crate::report::Row;
+use crate::row::Row;
 
 /// The session Curator asks for: `ZkLock`'s default, so both sides are clamped alike.
 pub(super) const SESSION: Duration = dlock::lock_zk::DEFAULT_SESSION_TIMEOUT;

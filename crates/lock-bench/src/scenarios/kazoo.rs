@@ -12,7 +12,7 @@ use super::Ctx;
 use super::curator::{SESSION, connect_string, mix_answer};
 use super::primitives::{CLIENTS, PERMITS, WRITE_EVERY, rwlock_rows, semaphore_row};
 use crate::error::{BenchError, Result};
-use crate::report::Row;
+use crate::row::Row;
 
 /// The script, next to this crate's sources.
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/peers/kazoo_bench.py");

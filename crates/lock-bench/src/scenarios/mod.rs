@@ -11,7 +11,7 @@ use dlock::{Locker, OwnerToken};
 
 use crate::error::Result;
 use crate::floor::Floor;
-use crate::report::Row;
+use crate::row::Row;
 use crate::targets::Target;
 
 mod client;

@@ -20,7 +20,7 @@ use super::Ctx;
 use super::primitives::{CLIENTS, PERMITS, WRITE_EVERY, hold_permit, rwlock_rows, semaphore_row};
 use crate::error::{BenchError, Result};
 use crate::micros::{hist, us};
-use crate::report::Row;
+use crate::row::Row;
 
 /// The wait of one acquisition, as in `primitives.rs`.
 const WAIT: Duration = Duration::from_secs(30);

@@ -12,7 +12,7 @@ use super::Ctx;
 use super::counting::Counting;
 use crate::error::{BenchError, Result};
 use crate::micros::{hist, us};
-use crate::report::Row;
+use crate::row::Row;
 
 /// Lease of every part: long enough never to expire during a measurement.
 const LEASE: Duration = Duration::from_secs(10);

@@ -19,7 +19,7 @@ use super::Ctx;
 use super::counting::Counting;
 use crate::error::{BenchError, Result};
 use crate::micros::{hist, us};
-use crate::report::Row;
+use crate::row::Row;
 
 /// Processes the clients are spread over.
 const PROCESSES: usize = 4;

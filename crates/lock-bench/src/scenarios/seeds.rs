@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::Ctx;
 use crate::error::{BenchError, Result};
-use crate::report::Row;
+use crate::row::Row;
 
 /// Lease of every lock taken here: long enough never to expire during the run.
 const LEASE: Duration = Duration::from_secs(10);

@@ -15,7 +15,7 @@ use super::client::Client;
 use crate::alloc::{Allocs, PerOp};
 use crate::error::{BenchError, Result};
 use crate::micros::{hist, us};
-use crate::report::Row;
+use crate::row::Row;
 
 /// Lease of every lock a scenario takes: long enough never to expire during a measurement.
 const LEASE: Duration = Duration::from_secs(10);

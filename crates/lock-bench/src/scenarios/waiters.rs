@@ -14,7 +14,7 @@ use super::Ctx;
 use super::counting::Counting;
 use crate::error::{BenchError, Result};
 use crate::micros::{hist, us};
-use crate::report::Row;
+use crate::row::Row;
 
 /// Backend clients the waiters take in turn: 4 of at most 64 connections (the user's pool and
 /// the holders') keep 1,000 waiters within the SQL servers' connection limits (a waiting

@@ -8,7 +8,7 @@ use dlock::Locker;
 use super::Ctx;
 use super::counting::Counting;
 use crate::error::{BenchError, Result};
-use crate::report::Row;
+use crate::row::Row;
 
 /// Watchdog lease of the scenario: renewed every third, so a period is 1 s.
 const LEASE: Duration = Duration::from_secs(3);
