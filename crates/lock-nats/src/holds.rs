@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use std::time::Duration;
 
@@ -44,6 +45,8 @@ pub(crate) struct Hold {
     pub written: tokio::sync::Mutex<Written>,
     state: Mutex<State>,
     timing: Mutex<Timing>,
+    /// The keeper has a write of this hold in flight.
+    keeping: AtomicBool,
 }
 
 /// When the hold's lease ends, and when the last write the server confirmed was sent: the
@@ -76,7 +79,17 @@ impl Hold {
             written: tokio::sync::Mutex::new(Written { revision, writes: 0, value }),
             state: Mutex::new(State { count: 1, signals: vec![signal.clone()] }),
             timing: Mutex::new(Timing { deadline: sent + lease, confirmed: sent }),
+            keeping: AtomicBool::new(false),
         })
+    }
+
+    /// Whether the keeper may start a write of this hold (none is in flight).
+    pub fn start_keeping(&self) -> bool {
+        !self.keeping.swap(true, Ordering::AcqRel)
+    }
+
+    pub fn stop_keeping(&self) {
+        self.keeping.store(false, Ordering::Release);
     }
 
     pub fn timing(&self) -> Timing {

@@ -13,7 +13,6 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use futures_util::future::join_all;
 use lock_core::{DRIFT_MARGIN_FLOOR, DRIFT_MARGIN_RATE, LostReason, drift_margin};
 use tokio::time::Instant;
 
@@ -28,50 +27,46 @@ pub(crate) fn start(inner: &Arc<Inner>) {
 }
 
 async fn run(weak: Weak<Inner>, ttl: Duration) {
-    // Several looks per renewal period, so that a give-up is never late by much.
     let tick = (ttl / 8).max(Duration::from_millis(5));
     let margin = drift_margin(ttl, DRIFT_MARGIN_RATE, DRIFT_MARGIN_FLOOR);
-    let mut interval = tokio::time::interval(tick);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut wake = Instant::now() + tick;
     loop {
-        interval.tick().await;
+        tokio::time::sleep_until(wake).await;
         let Some(inner) = weak.upgrade() else { return };
         let now = Instant::now();
-        let mut due = Vec::new();
+        wake = now + tick;
         for (key, hold) in inner.holds.all() {
             let t = hold.timing();
             let server_end = t.confirmed + ttl;
             if hold.is_lost() || t.deadline <= server_end {
                 continue;
             }
-            if now + Duration::from_millis(1) >= server_end.checked_sub(margin).unwrap_or(server_end) {
-                // The server may free it before the next confirmation could arrive.
+            // The server may free it from `server_end` on: its guards are told before then,
+            // with the drift margin for the two clocks' rates, and this task wakes for it
+            // precisely rather than at its next tick.
+            let give_up = server_end.checked_sub(margin).unwrap_or(server_end);
+            if now >= give_up {
                 hold.mark_lost(LostReason::DeadlinePassed);
                 continue;
             }
-            if now >= t.confirmed + ttl / 3 {
-                due.push((key, hold));
-            }
-        }
-        if due.is_empty() {
-            continue;
-        }
-        let writes = due.iter().map(|(key, hold)| {
-            let inner = &inner;
-            async move {
-                match inner.rewrite(&lock_key(key), hold, None, None).await {
-                    Ok(true) => hold.mark_held(),
-                    Ok(false) => hold.mark_lost(LostReason::NotOwner),
-                    Err(e) => {
-                        tracing::debug!(error = %e, "nats lock keep-alive failed");
-                        hold.mark_uncertain();
+            wake = wake.min(give_up);
+            if now >= t.confirmed + ttl / 3 && hold.start_keeping() {
+                // In a task of its own: a slow write must not delay the give-ups.
+                let weak = weak.clone();
+                inner.runtime.spawn(async move {
+                    let Some(inner) = weak.upgrade() else { return };
+                    let name = lock_key(&key);
+                    let write = inner.rewrite(&name, &hold, None, None);
+                    match tokio::time::timeout(ttl, write).await {
+                        Ok(Ok(true)) => hold.mark_held(),
+                        Ok(Ok(false)) => hold.mark_lost(LostReason::NotOwner),
+                        // A write cut off here that landed is found by the next one (`rewrite`
+                        // adopts it).
+                        Ok(Err(_)) | Err(_) => hold.mark_uncertain(),
                     }
-                }
+                    hold.stop_keeping();
+                });
             }
-        });
-        // Bounded by one tick, so the give-up checks run on time while the server is slow; a
-        // write cut off here that landed is found by the next one (`rewrite` adopts it).
-        let _ = tokio::time::timeout(tick, join_all(writes)).await;
-        drop(inner);
+        }
     }
 }
