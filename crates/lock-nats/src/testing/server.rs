@@ -56,18 +56,26 @@ impl NatsServer {
     /// # Errors
     /// [`ServerError::MissingBinary`] without the `nats-server` package; the start's errors.
     pub fn start() -> Result<NatsServer, ServerError> {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `nats-server` flags (after ours: `--user u --pass p`).
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_with(extra: &[&str]) -> Result<NatsServer, ServerError> {
         let program = binary()?;
         let mut tries = 0;
         loop {
             tries += 1;
-            match Self::start_once(&program) {
+            match Self::start_once(&program, extra) {
                 Err(ServerError::Exited { .. }) if tries < 3 => continue,
                 other => return other,
             }
         }
     }
 
-    fn start_once(program: &Path) -> Result<NatsServer, ServerError> {
+    fn start_once(program: &Path, extra: &[&str]) -> Result<NatsServer, ServerError> {
         let dir = temp_dir()?;
         let (port, monitor) = (free_port()?, free_port()?);
         // The directory's own name: unique among every server of every test process, so the
@@ -92,6 +100,7 @@ impl NatsServer {
             &name,
         ]
         .iter()
+        .chain(extra)
         .map(OsString::from)
         .collect();
         let what = format!("nats-server on 127.0.0.1:{port}");
