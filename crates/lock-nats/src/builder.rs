@@ -275,7 +275,7 @@ mod tests {
         if cfg!(feature = "tls") {
             assert!(tls.expect("with the feature").tls.is_some_and(|t| t.ca.is_none()));
         } else {
-            let e = tls.err().expect("refused without the feature").to_string();
+            let e = tls.expect_err("refused without the feature").to_string();
             assert!(e.contains("`tls` feature"), "{e}");
         }
         let c = NatsLockBuilder::default().url("nats://h:4222/x").into_config().expect("plain");
