@@ -9,216 +9,25 @@
 //! hand out tokens, which the register checks this way. Without a token (a backend without
 //! fencing) it accepts everything, so any overlap shows up as a lost update.
 
-use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::backend::Mutex;
-use lock_core::{FencingToken, LockError, Locker};
+use lock_core::{LockError, Locker};
 use tokio::time::Instant;
 
 use crate::Factory;
 
+mod check;
 pub mod generative;
 pub mod nemesis;
+mod register;
 
-/// What the register answered to a write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WriteOutcome {
-    /// Stored.
-    Accepted,
-    /// Refused: a higher fencing token was seen before.
-    Rejected,
-}
-
-#[derive(Debug, Default)]
-struct RegisterState {
-    value: u64,
-    /// Highest accepted token, and the hold that wrote with it.
-    top: Option<(u64, u64)>,
-    accepted: u64,
-    rejected: u64,
-    lost_updates: u64,
-    non_increasing: u64,
-}
-
-/// A fenced read-modify-write register: the protected resource of the workload.
-#[derive(Debug, Default)]
-pub struct Register {
-    state: Mutex<RegisterState>,
-}
-
-impl Register {
-    /// The current value, without a token (for observers).
-    pub fn peek(&self) -> u64 {
-        self.state.lock().value
-    }
-
-    /// Read for hold `hold`: the register remembers `fence` as the highest seen when it is, so a
-    /// stale holder's later write is refused even if it comes before this holder's write.
-    /// `None` when `fence` is below the highest seen.
-    pub fn read(&self, hold: u64, fence: Option<FencingToken>) -> Option<u64> {
-        let mut st = self.state.lock();
-        if let (Some(f), Some((top, _))) = (fence, st.top)
-            && f.0 < top
-        {
-            st.rejected += 1;
-            return None;
-        }
-        if let Some(f) = fence
-            && st.top.is_none_or(|(top, _)| f.0 > top)
-        {
-            st.top = Some((f.0, hold));
-        }
-        Some(st.value)
-    }
-
-    /// Write `read + 1` for hold `hold`, as read before; refused if `fence` is below the highest
-    /// seen. An accepted write whose `read` is stale is a lost update; one whose token equals
-    /// the top token of another hold did not increase.
-    pub fn increment(&self, hold: u64, fence: Option<FencingToken>, read: u64) -> WriteOutcome {
-        let mut st = self.state.lock();
-        if let (Some(f), Some((top, _))) = (fence, st.top)
-            && f.0 < top
-        {
-            st.rejected += 1;
-            return WriteOutcome::Rejected;
-        }
-        if let (Some(f), Some((top, by))) = (fence, st.top)
-            && f.0 == top
-            && by != hold
-        {
-            st.non_increasing += 1;
-        }
-        if let Some(f) = fence {
-            st.top = Some((f.0, hold));
-        }
-        if st.value != read {
-            st.lost_updates += 1;
-        }
-        st.value = read + 1;
-        st.accepted += 1;
-        WriteOutcome::Accepted
-    }
-}
-
-/// One hold as the holder saw it.
-#[derive(Clone, Debug)]
-pub struct HoldRecord {
-    /// The client that held it.
-    pub client: usize,
-    /// Its fencing token.
-    pub fence: Option<FencingToken>,
-    /// When `acquire` was called.
-    pub invoked: Instant,
-    /// When `acquire` returned.
-    pub acquired: Instant,
-    /// When the write was sent, and what the register said; `None` when the holder knew the
-    /// lock was lost before writing and did not write.
-    pub write: Option<(Instant, WriteOutcome)>,
-    /// The lost signal had fired before the write (so the holder skipped it).
-    pub lost_before_write: bool,
-    /// The hold turned out lost: the signal fired, or the release reported `LeaseLost`.
-    pub lost: bool,
-    /// When the release returned (or the holder crashed).
-    pub released: Instant,
-}
-
-/// The result of one checked run.
-#[derive(Clone, Debug, Default)]
-pub struct Report {
-    /// Backend and schedule.
-    pub label: String,
-    /// Acquisitions recorded.
-    pub acquisitions: usize,
-    /// Failed acquire calls (temporary errors while the nemesis struck, timeouts).
-    pub acquire_errors: u64,
-    /// Pairs of overlapping holds whose writes were both accepted (must be 0).
-    pub violations: usize,
-    /// Accepted writes whose token did not exceed another hold's (must be 0).
-    pub non_increasing: u64,
-    /// Accepted writes based on a stale read (must be 0).
-    pub lost_updates: u64,
-    /// Writes the register refused because of their token.
-    pub fence_rejections: u64,
-    /// Grants whose fence an earlier grant already carried (must be 0, whatever the fault).
-    pub repeated_fences: usize,
-    /// Grants whose fence was not above that of a grant returned before their `acquire` was
-    /// called (must be 0, whatever the fault).
-    pub fence_regressions: usize,
-    /// Holds that turned out lost.
-    pub lost_holds: usize,
-    /// Of those, how many knew before their write (and skipped it).
-    pub told_before_write: usize,
-    /// Lost holds that wrote without knowing (the signal had not fired yet at the write).
-    pub unknowing_writes: usize,
-    /// Of those, how many the register refused by their token.
-    pub unknowing_rejected: usize,
-    /// Simulated holder crashes, and the longest time from a crash to the next acquisition.
-    pub crashes: usize,
-    /// Longest crash-to-next-acquisition time.
-    pub max_recovery: Option<Duration>,
-    /// Nemesis strikes during the run.
-    pub strikes: usize,
-    /// Wall time of the run.
-    pub elapsed: Duration,
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "[{}] {} acquisitions in {:.1?} ({} strikes, {} acquire errors): violations {}, non-increasing {}, \
-             lost updates {}, fence rejections {}, repeated fences {}, fence regressions {}, lost holds {} (told before write {}, wrote unknowing {} of which fenced off {}), \
-             crashes {} (max recovery {:?})",
-            self.label,
-            self.acquisitions,
-            self.elapsed,
-            self.strikes,
-            self.acquire_errors,
-            self.violations,
-            self.non_increasing,
-            self.lost_updates,
-            self.fence_rejections,
-            self.repeated_fences,
-            self.fence_regressions,
-            self.lost_holds,
-            self.told_before_write,
-            self.unknowing_writes,
-            self.unknowing_rejected,
-            self.crashes,
-            self.max_recovery,
-        )
-    }
-}
-
-impl Report {
-    /// Panic unless exclusion held: no overlapping accepted writes, no lost updates, no
-    /// non-increasing tokens, and at least one acquisition.
-    pub fn assert_safe(&self) {
-        self.assert_fenced_safe();
-        assert_eq!(self.violations, 0, "{self}");
-    }
-
-    /// Panic unless the fenced register stayed consistent: no lost updates and no
-    /// non-increasing tokens, with at least one acquisition. For faults in which the server
-    /// takes a hold away at once and without notice (a killed connection under a
-    /// connection-bound lock, a restart that forgets every lock): the old holder can still
-    /// write before it learns of the loss, so holds may overlap, and only fencing keeps the
-    /// resource consistent. Overlaps are still counted in [`violations`](Self::violations).
-    pub fn assert_fenced_safe(&self) {
-        assert!(self.acquisitions > 0, "{self}: nothing was acquired");
-        assert_eq!(self.lost_updates, 0, "{self}");
-        assert_eq!(self.non_increasing, 0, "{self}");
-        assert_eq!(
-            (self.repeated_fences, self.fence_regressions),
-            (0, 0),
-            "{self}: fences repeated or regressed"
-        );
-    }
-}
+use check::check;
+pub use check::{HoldRecord, Report};
+pub use register::{Register, WriteOutcome};
 
 /// Faults injected while the workload runs: `strike` breaks something, `heal` repairs it.
 #[async_trait]
@@ -444,79 +253,4 @@ pub(crate) async fn strike_until(
 
 async fn new_locker<F: Factory + ?Sized>(factory: &F, lease: Duration) -> Locker {
     factory.client().await.locker().with_watchdog_lease(lease).expect("workload lease")
-}
-
-fn check(label: String, shared: &Shared, strikes: usize, elapsed: Duration) -> Report {
-    let mut holds = shared.holds.lock().clone();
-    holds.sort_by_key(|h| h.acquired);
-    let reg = shared.register.state.lock();
-    // Two holds overlap on [later acquisition, earlier release]; both writing inside that
-    // window with both writes accepted is two holders acting at once.
-    let mut violations = 0;
-    for (i, a) in holds.iter().enumerate() {
-        let Some((wa, WriteOutcome::Accepted)) = a.write else { continue };
-        for b in holds[i + 1..].iter().take_while(|b| b.acquired < a.released) {
-            let Some((wb, WriteOutcome::Accepted)) = b.write else { continue };
-            let (start, end) = (b.acquired, a.released.min(b.released));
-            if b.client != a.client && (start..=end).contains(&wa) && (start..=end).contains(&wb) {
-                violations += 1;
-            }
-        }
-    }
-    let grants: Vec<_> = holds.iter().map(|h| (h.invoked, h.acquired, h.fence.map(|f| f.0))).collect();
-    let (repeated_fences, fence_regressions) = generative::fence_faults(&grants);
-    let crashes = shared.crashes.lock().clone();
-    let max_recovery =
-        crashes.iter().filter_map(|c| holds.iter().find(|h| h.acquired > *c).map(|h| h.acquired - *c)).max();
-    Report {
-        label,
-        acquisitions: holds.len(),
-        acquire_errors: shared.errors.load(Ordering::Relaxed),
-        violations,
-        non_increasing: reg.non_increasing,
-        lost_updates: reg.lost_updates,
-        fence_rejections: reg.rejected,
-        repeated_fences,
-        fence_regressions,
-        lost_holds: holds.iter().filter(|h| h.lost).count(),
-        told_before_write: holds.iter().filter(|h| h.lost && h.lost_before_write).count(),
-        unknowing_writes: holds.iter().filter(|h| h.lost && h.write.is_some()).count(),
-        unknowing_rejected: holds
-            .iter()
-            .filter(|h| h.lost && matches!(h.write, Some((_, WriteOutcome::Rejected))))
-            .count(),
-        crashes: crashes.len(),
-        max_recovery,
-        strikes,
-        elapsed,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn register_remembers_tokens_seen_on_reads() {
-        let r = Register::default();
-        assert_eq!(r.read(1, Some(FencingToken(3))), Some(0));
-        assert_eq!(r.read(2, Some(FencingToken(4))), Some(0));
-        assert_eq!(r.increment(1, Some(FencingToken(3)), 0), WriteOutcome::Rejected, "older than a read");
-        assert_eq!(r.increment(2, Some(FencingToken(4)), 0), WriteOutcome::Accepted);
-        assert_eq!(r.read(1, Some(FencingToken(3))), None);
-        assert_eq!(r.peek(), 1);
-    }
-
-    #[test]
-    fn register_rejects_older_tokens_and_counts_lost_updates() {
-        let r = Register::default();
-        assert_eq!(r.increment(1, Some(FencingToken(5)), 0), WriteOutcome::Accepted);
-        assert_eq!(r.increment(2, Some(FencingToken(4)), 1), WriteOutcome::Rejected);
-        assert_eq!(r.increment(3, Some(FencingToken(5)), 1), WriteOutcome::Accepted);
-        assert_eq!(r.increment(4, None, 0), WriteOutcome::Accepted);
-        let st = r.state.lock();
-        assert_eq!((st.value, st.accepted, st.rejected), (1, 3, 1));
-        assert_eq!(st.non_increasing, 1, "token 5 accepted for two holds");
-        assert_eq!(st.lost_updates, 1, "hold 4 wrote on a stale read");
-    }
 }
