@@ -9,6 +9,7 @@ pub mod rw_fair;
 pub mod rwlock;
 mod sem_calls;
 mod sem_holder;
+mod sem_store;
 pub mod semaphore;
 
 /// Expand every primitive suite (read-write lock, semaphore, leader election, latch) into
