@@ -23,6 +23,7 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v etcdctl >/dev/null || need+=(etcd-client)
 command -v protoc >/dev/null || need+=(protobuf-compiler)
+command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || need+=(nats-server)
 # A transaction-pooling PgBouncer in front of PostgreSQL: the session locks refuse it.
 [ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
 # The other side of the interop tests: Apache Curator (with the JDK's javac to compile the

@@ -39,6 +39,7 @@ stores! {
     "zk" ["zk", "zookeeper", "zks"] => lock_zk,
     "etcd" ["etcd", "etcds"] => lock_etcd,
     "file" ["file"] => lock_file,
+    "nats" ["nats", "nats+tls"] => lock_nats,
 }
 
 /// The stores compiled into this build (by cargo feature), in the order the docs list them.
