@@ -13,7 +13,8 @@ use tokio::runtime::Handle;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use crate::builder::{Config, ZkLockBuilder};
+use crate::builder::ZkLockBuilder;
+use crate::config::Config;
 use crate::contenders::{is_reader, queue};
 use crate::error::{NAME, SessionEnded, lock_error, session_ended};
 use crate::layout::{gate_dir, is_semaphore};

@@ -7,6 +7,7 @@
 mod backend;
 mod builder;
 mod cleanup;
+mod config;
 mod contenders;
 mod error;
 mod key;

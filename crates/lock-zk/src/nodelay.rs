@@ -48,7 +48,7 @@ pub(crate) async fn apply(connect: &str) {
 /// not resolve are left out.
 async fn resolve(connect: &str) -> Vec<SocketAddr> {
     let mut out = Vec::new();
-    for (host, port) in crate::builder::hosts(connect).filter_map(crate::builder::split_host) {
+    for (host, port) in crate::config::hosts(connect).filter_map(crate::config::split_host) {
         let port = port.and_then(|p| p.parse().ok()).unwrap_or(2181);
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if let Ok(addrs) = tokio::net::lookup_host((host, port)).await {

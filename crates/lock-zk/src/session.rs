@@ -14,8 +14,8 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use crate::builder::Config;
 use crate::cleanup;
+use crate::config::Config;
 use crate::encode_key;
 use crate::error::{NAME, SessionEnded, lock_error, session_ended};
 

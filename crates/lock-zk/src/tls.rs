@@ -94,8 +94,8 @@ async fn first_handshake(
     roots: rustls::RootCertStore,
     answer_within: Duration,
 ) -> Option<(String, Refused)> {
-    let host = crate::builder::hosts(connect).next()?.trim().to_owned();
-    let (name, port) = crate::builder::split_host(&host)?;
+    let host = crate::config::hosts(connect).next()?.trim().to_owned();
+    let (name, port) = crate::config::split_host(&host)?;
     let (name, port) = (name.trim_matches(['[', ']']).to_owned(), port.unwrap_or("2181").parse().ok()?);
     let refused =
         tokio::task::spawn_blocking(move || handshake(&name, port, roots, answer_within)).await.ok()??;
