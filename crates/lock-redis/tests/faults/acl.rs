@@ -1,0 +1,147 @@
+//! Authentication and the least-privilege ACL rule: a user with a password (never shown),
+//! and the README's rule for a lock user confined to its key prefix, in every mode.
+
+use std::time::Duration;
+
+use lock_core::backend::LockBackend;
+use lock_redis::redis;
+use lock_redis::{Mode, RedisLock};
+
+use super::{LEASE, admin, backend, locker, server};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_user_and_password_and_no_leak_on_failure() {
+    let Some(srv) = server(&["--requirepass", "adminpw"]) else { return };
+    let mut adm = admin(&srv.url()).await;
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "locker", "on", ">app-s3cr3t", "~*", "&*", "+@all"][..])
+        .query_async(&mut adm)
+        .await
+        .expect("acl setuser");
+    let url = format!("redis://127.0.0.1:{}/", srv.port());
+    let b =
+        RedisLock::builder().url(&url).credentials(Some("locker"), "app-s3cr3t").build().await.expect("auth");
+    assert!(!format!("{b:?}").contains("app-s3cr3t"));
+    let l = locker(&b);
+    l.try_lock("acl").await.expect("try").expect("free").release().await.expect("release");
+
+    let bad = format!("redis://locker:wrong-pw-9@127.0.0.1:{}/", srv.port());
+    let e = RedisLock::builder().url(&bad).build().await.expect_err("wrong password");
+    assert!(!e.is_temporary(), "auth failure must be permanent: {e:?}");
+    let shown = format!("{e} {e:?} {:?}", std::error::Error::source(&e).map(ToString::to_string));
+    assert!(!shown.contains("wrong-pw-9"), "password leaked: {shown}");
+}
+
+/// The ACL rule the README gives for a least-privilege lock user: keys and channels under the
+/// key prefix, and only the commands the library (and its scripts) send. Every mode works with
+/// exactly that: acquire, a waiter woken by pub/sub, renew, release.
+pub const LEAST_PRIVILEGE_ACL: &[&str] = &[
+    "resetkeys",
+    "resetchannels",
+    "~dlock:*",
+    "&dlock:*",
+    "-@all",
+    // connection set-up (redis-rs: HELLO for RESP3 pub/sub, PING; its CLIENT SETINFO may fail)
+    "+hello",
+    "+ping",
+    // the scripts, and the commands they run
+    "+evalsha",
+    "+script|load",
+    "+time",
+    "+set",
+    "+get",
+    "+del",
+    "+exists",
+    "+pexpire",
+    "+pttl",
+    "+incr",
+    "+hset",
+    "+hget",
+    "+hexists",
+    "+hincrby",
+    "+hdel",
+    "+lindex",
+    "+lpop",
+    "+rpush",
+    "+lrem",
+    "+zadd",
+    "+zscore",
+    "+zrem",
+    "+publish",
+    // whether a registered waiter's client still listens (a dead one is passed over; without
+    // this a hand-over falls back to the waiter's liveness deadline)
+    "+pubsub|numsub",
+    // waiting
+    "+subscribe",
+    "+unsubscribe",
+    // dlock status (inspect)
+    "+type",
+    "+llen",
+    "+hkeys",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privilege_acl_user_runs_every_mode() {
+    let Some(srv) = server(&["--requirepass", "adminpw"]) else { return };
+    let mut adm = admin(&srv.url()).await;
+    let mut rule = vec!["SETUSER", "locker", "reset", "on", ">lp-s3cr3t"];
+    rule.extend_from_slice(LEAST_PRIVILEGE_ACL);
+    let _: () = redis::cmd("ACL").arg(&rule[..]).query_async(&mut adm).await.expect("acl setuser");
+    let url = format!("redis://locker:lp-s3cr3t@127.0.0.1:{}/", srv.port());
+    for mode in [Mode::Simple, Mode::Reentrant, Mode::Fair] {
+        let (a, b) = (backend(&url, mode).await, backend(&url, mode).await);
+        let (la, lb) = (locker(&a), locker(&b));
+        let k = format!("lp-{mode:?}");
+        let g = la.lock(&k).try_acquire().await.expect("acquire").expect("free");
+        g.renew(LEASE).await.expect("renew");
+        let waiter = tokio::spawn(async move { lb.lock(&k).wait(Duration::from_secs(5)).acquire().await });
+        tokio::time::sleep(Duration::from_millis(100)).await; // let it subscribe and wait
+        g.release().await.expect("release");
+        let g2 = waiter.await.expect("task").expect("the waiter is woken and acquires");
+        g2.release().await.expect("release");
+        if mode != Mode::Simple {
+            let outer = la.lock("lp-nest").try_acquire().await.expect("try").expect("free");
+            let inner =
+                la.lock("lp-nest").owner(outer.owner()).try_acquire().await.expect("try").expect("nested");
+            inner.release().await.expect("release");
+            outer.release().await.expect("release");
+        }
+    }
+    // Outside the prefix, the same user is refused.
+    let mut c = redis::Client::open(url.as_str())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("conn");
+    let denied: redis::RedisResult<()> =
+        redis::cmd("SET").arg("other:key").arg("1").query_async(&mut c).await;
+    assert!(denied.is_err(), "the ACL must confine the user to its prefix");
+}
+
+/// The interop modes under the least-privilege rule, with the other library's key patterns in
+/// place of `dlock:*` (as the README gives them) and `LPUSH` for python-redis-lock's signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privilege_acl_user_runs_the_interop_modes() {
+    let Some(srv) = server(&["--requirepass", "adminpw"]) else { return };
+    let mut adm = admin(&srv.url()).await;
+    let mut rule = vec!["SETUSER", "locker", "reset", "on", ">lp-s3cr3t"];
+    rule.extend(LEAST_PRIVILEGE_ACL.iter().filter(|r| !r.contains("dlock:")));
+    rule.extend(["~app:*", "&app:*", "~lock:app:*", "&lock:app:*", "~lock-signal:app:*", "+lpush"]);
+    let _: () = redis::cmd("ACL").arg(&rule[..]).query_async(&mut adm).await.expect("acl setuser");
+    let url = format!("redis://locker:lp-s3cr3t@127.0.0.1:{}/?key_prefix=app%3A", srv.port());
+    for mode in [Mode::RedisPy, Mode::PythonRedisLock] {
+        let url = format!("{url}&mode={mode}");
+        let (a, b) =
+            (RedisLock::from_url(&url).await.expect("a"), RedisLock::from_url(&url).await.expect("b"));
+        let (la, lb) = (locker(&a), locker(&b));
+        let k = format!("lp-{mode:?}");
+        let g = la.lock(&k).try_acquire().await.expect("acquire").expect("free");
+        g.renew(LEASE).await.expect("renew");
+        assert!(lb.lock(&k).try_acquire().await.expect("try").is_none(), "{mode:?}: exclusive");
+        let info = b.inspect(&k).await.expect("inspect");
+        assert!(info.held, "{mode:?}: {info:?}");
+        g.release().await.expect("release");
+        let g2 = lb.lock(&k).wait(Duration::from_secs(5)).acquire().await.expect("free again");
+        g2.release().await.expect("release");
+    }
+}
