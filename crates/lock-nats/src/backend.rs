@@ -21,6 +21,7 @@ use crate::holds::Holds;
 use crate::keys::{lock_key, lock_of};
 use crate::notify::Notifier;
 use crate::store::{Bucket, Current};
+use lock_core::backend::{Admin, Notes, Notify};
 
 /// NATS JetStream key-value locks: one bucket key per lock (`l.<encoded key>`), created only
 /// if absent; the create's revision is the fence, a renewal rewrites the value on its last
@@ -126,12 +127,8 @@ impl LockBackend for NatsLock {
         let mut c = Capability::NONE;
         c.renew = true;
         c.fencing = true;
-        // One watch per client (notify.rs).
-        c.notify = true;
         // Nested acquisitions of one owner through this client share its hold (holds.rs).
         c.reentrant = true;
-        // The note rides in the holder's value (keys.rs).
-        c.notes = true;
         c
     }
 
@@ -172,6 +169,23 @@ impl LockBackend for NatsLock {
         Ok(info)
     }
 
+    /// One watch per client (notify.rs).
+    fn notify(&self) -> Option<&dyn Notify> {
+        Some(self)
+    }
+
+    /// The note rides in the holder's value (keys.rs).
+    fn notes(&self) -> Option<&dyn Notes> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Notify for NatsLock {
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         let inner = &self.inner;
         inner.notifier.subscribe(&inner.bucket.kv, key, inner.bucket.timeout).await.map(Some)
@@ -180,7 +194,10 @@ impl LockBackend for NatsLock {
     fn listening(&self, _key: &str) -> bool {
         self.inner.notifier.listening()
     }
+}
 
+#[async_trait]
+impl Notes for NatsLock {
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         let inner = &self.inner;
         let Ok(Some(hold)) = inner.holds.live(key, owner) else { return Ok(false) };
@@ -197,7 +214,10 @@ impl LockBackend for NatsLock {
             _ => None,
         })
     }
+}
 
+#[async_trait]
+impl Admin for NatsLock {
     /// The keys of the bucket (one consumer that delivers the last message of each subject,
     /// headers only), decoded and filtered by `prefix`.
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {

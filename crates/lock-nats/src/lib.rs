@@ -15,9 +15,6 @@ mod keys;
 mod notify;
 mod options;
 mod store;
-#[cfg(feature = "testing")]
-#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
-pub mod testing;
 
 /// The NATS client this backend is built on, so error sources can be downcast and tests can
 /// talk to the server with the same version.

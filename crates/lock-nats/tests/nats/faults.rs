@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use lock_core::backend::LockBackend;
+use lock_core::backend::{LockBackend, Notify};
 use lock_core::{LockError, Locker};
 use lock_nats::NatsLock;
-use lock_nats::testing::{NatsFactory, NatsServer, shared};
+use lock_nats_testing::{NatsFactory, NatsServer, shared};
 use lock_testkit::server::{FaultControl, or_skip};
 use lock_testkit::{Factory, key};
 use tokio::time::Instant;

@@ -10,7 +10,7 @@ mod schedules;
 /// The shared server's clients, or a skip.
 macro_rules! factory {
     () => {
-        match lock_nats::testing::NatsFactory::on_shared() {
+        match lock_nats_testing::NatsFactory::on_shared() {
             Some(f) => f,
             None => return,
         }

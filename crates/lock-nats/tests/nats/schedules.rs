@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use lock_nats::testing::{NatsFactory, NatsServer};
+use lock_nats_testing::{NatsFactory, NatsServer};
 use lock_testkit::Factory;
 use lock_testkit::history::generative::{self, Mix, Primitive};
 use lock_testkit::history::nemesis::{Blackhole, Cut, ForceUnlock, KillRestart, Latency, Pause};

@@ -4,14 +4,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::kv::Operation;
 use lock_core::backend::Mutex;
+use lock_nats::NatsLock;
+use lock_nats::async_nats::jetstream::kv::Operation;
 use lock_testkit::proxy::Proxy;
 use lock_testkit::{Client, ClientFaults, Factory, FaultResult, Unsupported};
 use tokio::sync::OnceCell;
 
-use super::server::{ENV_URL, shared};
-use crate::NatsLock;
+use crate::server::{ENV_URL, shared};
 
 /// Clients of the NATS backend on one bucket, each a connection of its own, directly or
 /// through a proxy of its own (to cut its connection).
