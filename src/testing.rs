@@ -117,7 +117,7 @@ pub fn memory_locker() -> (Locker, MemoryBackend) {
 }
 
 /// Takes `key` from whoever holds it exclusively: the hold [`inspect`](LockBackend::inspect)
-/// shows is evicted ([`LockBackend::evict`]), so its holder's next renewal is refused and its
+/// shows is evicted ([`Admin::evict`](lock_core::backend::Admin::evict)), so its holder's next renewal is refused and its
 /// lost signal fires, and the next holder's fencing token is larger. `Ok(false)` when `key` is
 /// free, held by readers or permits, or changed hands meanwhile.
 ///

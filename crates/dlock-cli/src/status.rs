@@ -164,7 +164,7 @@ pub(crate) fn described(info: &LockInfo) -> ((String, String), Value) {
 /// The identity the holder of `key` noted (`dlock run`, `Locker::with_holder`), where the store
 /// keeps notes and the key is held exclusively.
 pub(crate) async fn noted(backend: &DynBackend, key: &str, info: &LockInfo) -> dlock::Result<Option<String>> {
-    if !info.held || info.readers.is_some() || !backend.capabilities().notes {
+    if !info.held || info.readers.is_some() || backend.notes().is_none() {
         return Ok(None);
     }
     backend.note(key).await

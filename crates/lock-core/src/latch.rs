@@ -33,7 +33,7 @@ const LAST_LOOK: Duration = Duration::from_millis(100);
 /// A count-down latch named `name`, shared by every process that uses the name on the same
 /// backend.
 ///
-/// The latch is a record on the server (`{name}#latch`, [`Capability::records`](crate::Capability)):
+/// The latch is a record on the server (`{name}#latch`, [`LockBackend::records`](crate::backend::LockBackend::records)):
 /// the count it was set to and one mark per [`count_down`](Self::count_down) call, each with a
 /// token of its own, so a count-down the driver sends twice still counts once. It is open when
 /// no count is set or every count was counted down. The record outlives every process until
@@ -89,7 +89,7 @@ impl CountDownLatch {
         validate_key(&name)?;
         validate_key(&key)?;
         let backend = locker.backend();
-        if !backend.capabilities().records {
+        if backend.records().is_none() {
             return Err(LockError::Unsupported { backend: backend.name(), what: "count-down latches" });
         }
         Ok(CountDownLatch { locker: locker.clone(), name: name.into(), key: key.into() })

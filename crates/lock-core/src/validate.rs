@@ -34,7 +34,7 @@ pub fn validate_key(key: &str) -> Result<(), LockError> {
     Ok(())
 }
 
-/// Check a note for [`LockBackend::set_note`](crate::LockBackend::set_note): at most
+/// Check a note for [`Notes::set_note`](crate::backend::Notes::set_note): at most
 /// [`MAX_NOTE_BYTES`](crate::backend::MAX_NOTE_BYTES), no control characters.
 pub fn validate_note(note: &str) -> Result<(), LockError> {
     if note.len() > crate::backend::MAX_NOTE_BYTES {

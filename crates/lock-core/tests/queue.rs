@@ -1,4 +1,4 @@
-//! The core's waiting for backends with a server-side queue of waiters (`Capability::queue`):
+//! The core's waiting for backends with a server-side queue of waiters (`LockBackend::queue`):
 //! every attempt of one acquisition carries `wait_until` and the same owner, and the waiter
 //! leaves the queue exactly when it gives up, also when its future is dropped. Paused time:
 //! what matters here is the order of calls, not real durations.
@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use lock_core::backend::{AcquireRequest, Attempt, Capability, LockInfo, RenewItem, Subscription};
+use lock_core::backend::{AcquireRequest, Attempt, Capability, LockInfo, RenewItem};
+use lock_core::backend::{Notify, WaitQueue};
 use lock_core::{LockBackend, LockError, Locker, MemoryBackend, OwnerToken, Result, async_trait};
 
 /// The memory backend, pretending to keep a queue: records what the core asks of it.
@@ -26,7 +27,6 @@ impl LockBackend for Queued {
     }
     fn capabilities(&self) -> Capability {
         let mut c = self.inner.capabilities();
-        c.queue = true;
         c.native_wait = false;
         c
     }
@@ -47,12 +47,20 @@ impl LockBackend for Queued {
         self.inner.inspect(key).await
     }
 
+    fn notify(&self) -> Option<&dyn Notify> {
+        self.inner.notify()
+    }
+
+    fn queue(&self) -> Option<&dyn WaitQueue> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl WaitQueue for Queued {
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
         self.left.lock().expect("left").push((key.to_owned(), owner));
         Ok(())
-    }
-    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
-        self.inner.subscribe(key).await
     }
 }
 

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use lock_core::backend::RecordOp;
-use lock_core::{LockBackend, LockError, Locker, MemoryBackend, RwLock};
+use lock_core::backend::{RecordOp, Records};
+use lock_core::{LockError, Locker, MemoryBackend, RwLock};
 
 async fn stored(backend: &MemoryBackend, rw: &RwLock) -> Option<u64> {
     backend.record(&rw.slots_key(), RecordOp::Get).await.expect("record").value

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lock_core::backend::{AcquireRequest, Attempt, Capability, Grant, RenewItem, Subscription};
+use lock_core::backend::{AcquireRequest, Attempt, Capability, Grant, RenewItem};
+use lock_core::backend::{Notify, WaitQueue};
 use lock_core::{
     LeaseState, LockBackend, LockError, LockGuard, Locker, LostReason, MemoryBackend, MultiGuard, MultiLock,
     OwnerToken, Result, async_trait,
@@ -71,11 +72,12 @@ impl LockBackend for Flaky {
         self.inner.inspect(key).await
     }
 
-    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
-        self.inner.leave_queue(key, owner).await
+    fn notify(&self) -> Option<&dyn Notify> {
+        self.inner.notify()
     }
-    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
-        self.inner.subscribe(key).await
+
+    fn queue(&self) -> Option<&dyn WaitQueue> {
+        self.inner.queue()
     }
 }
 

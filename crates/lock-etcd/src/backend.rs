@@ -19,6 +19,7 @@ use crate::error::{NAME, bounded, lock_error};
 use crate::layout::is_reader;
 use crate::recipe::Queue;
 use crate::session::Inner;
+use lock_core::backend::{Admin, Notes, Records};
 
 /// etcd locks: one key per acquisition under `<prefix>/<encoded key>/`, put under this
 /// client's lease; the lowest create revision holds, each waiter watches only the key created
@@ -149,24 +150,13 @@ impl LockBackend for EtcdLock {
     }
 
     fn capabilities(&self) -> Capability {
-        // The holder's own key carries its note (see `note.rs`).
         let mut c = queue::capabilities();
         // Every put and delete is a Raft entry committed by a majority before the answer, and
         // revisions are cluster-wide: a leader failover neither loses a grant nor repeats one.
         c.failover_safe = true;
         // A read-write lock's readers and writers queue under one prefix (see `recipe.rs`).
         c.shared = true;
-        // Keys under <prefix>/%records/, outside any lease (records.rs).
-        c.records = true;
         c
-    }
-
-    async fn record(
-        &self,
-        key: &str,
-        op: lock_core::backend::RecordOp<'_>,
-    ) -> Result<lock_core::backend::Record> {
-        self.inner.record(key, op).await
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
@@ -248,6 +238,45 @@ impl LockBackend for EtcdLock {
         Ok(info)
     }
 
+    /// The holder's own key carries its note (see `note.rs`).
+    fn notes(&self) -> Option<&dyn Notes> {
+        Some(self)
+    }
+
+    /// Keys under `<prefix>/%records/`, outside any lease (records.rs).
+    fn records(&self) -> Option<&dyn Records> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Notes for EtcdLock {
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        self.inner.set_note(key, owner, note).await
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        self.inner.note(key).await
+    }
+}
+
+#[async_trait]
+impl Records for EtcdLock {
+    async fn record(
+        &self,
+        key: &str,
+        op: lock_core::backend::RecordOp<'_>,
+    ) -> Result<lock_core::backend::Record> {
+        self.inner.record(key, op).await
+    }
+}
+
+#[async_trait]
+impl Admin for EtcdLock {
     /// The locks with at least one key (a holder's or a waiter's) under the prefix, from one
     /// keys-only range read: `<prefix>/<encoded key>/...`.
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
@@ -294,14 +323,6 @@ impl LockBackend for EtcdLock {
             .and_then(vec![TxnOp::delete(head.key(), None)]);
         let done = bounded(t, kv.txn(txn)).await.map_err(lock_error)?;
         Ok(done.succeeded())
-    }
-
-    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
-        self.inner.set_note(key, owner, note).await
-    }
-
-    async fn note(&self, key: &str) -> Result<Option<String>> {
-        self.inner.note(key).await
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use lock_core::{FencingToken, LockBackend};
+use lock_core::FencingToken;
 use lock_etcd::EtcdLock;
 use lock_etcd::etcd_client::{self as etcd, GetOptions, KeyValue, SortOrder, SortTarget};
 use lock_testkit::{eventually, key, server, within};
@@ -14,6 +14,7 @@ use tokio::time::Instant;
 mod common;
 
 use common::{locker, metric, queued};
+use lock_core::backend::Notes;
 
 /// The session lease of these clients: the default, five times the waiting lease's TTL.
 const SESSION_TTL: Duration = lock_etcd::DEFAULT_LEASE_TTL;

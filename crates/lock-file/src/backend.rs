@@ -22,6 +22,7 @@ use crate::names::stem;
 use crate::queue::{Ahead, Ticket};
 use crate::records::{OwnedOp, apply};
 use crate::wakeups::{Place, Wakeups};
+use lock_core::backend::{Admin, Notes, Notify, Records};
 
 /// How often a hold checks that its lock file is still the one at its path: how soon a holder
 /// learns that someone removed or replaced it.
@@ -261,9 +262,6 @@ impl LockBackend for FileLock {
         // An attempt with a wait waits in the key's line (`wait_in_line`), served in order.
         c.native_wait = true;
         c.fair = true;
-        c.notify = Wakeups::SUPPORTED;
-        // `<stem>.rec` files, replaced whole under a flock (records.rs).
-        c.records = true;
         c
     }
 
@@ -313,28 +311,36 @@ impl LockBackend for FileLock {
         Ok(info)
     }
 
-    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
-        let Some(op) = OwnedOp::of(op) else {
-            return Err(LockError::InvalidConfig { reason: "a record op this store cannot keep".into() });
-        };
-        let (dir, stem) = (self.dir.clone(), stem(key));
-        let path = self.dir.join(format!("{stem}.rec"));
-        match tokio::task::spawn_blocking(move || apply(&dir, &stem, &op)).await {
-            Ok(r) => r.map_err(|e| io_error(e, &path)),
-            Err(e) => Err(LockError::temporary(NAME, e)),
-        }
+    /// Woken by inotify where the kernel has it; polled elsewhere.
+    fn notify(&self) -> Option<&dyn Notify> {
+        Wakeups::SUPPORTED.then_some(self as &dyn Notify)
     }
 
+    fn notes(&self) -> Option<&dyn Notes> {
+        Some(self)
+    }
+
+    /// `<stem>.rec` files, replaced whole under a flock (records.rs).
+    fn records(&self) -> Option<&dyn Records> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Notify for FileLock {
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         Ok(self.wakeups.subscribe(&stem(key)))
     }
+}
 
+#[async_trait]
+impl Notes for FileLock {
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         self.sessions.set_note(key, owner, note).await
-    }
-
-    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
-        blocking(&self.files(key), move |f| crate::evict::evict(f, fence.0)).await
     }
 
     async fn note(&self, key: &str) -> Result<Option<String>> {
@@ -350,5 +356,31 @@ impl LockBackend for FileLock {
             }
         };
         blocking(&self.files(key), read).await
+    }
+}
+
+#[async_trait]
+impl Records for FileLock {
+    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
+        let Some(op) = OwnedOp::of(op) else {
+            return Err(LockError::InvalidConfig { reason: "a record op this store cannot keep".into() });
+        };
+        let (dir, stem) = (self.dir.clone(), stem(key));
+        let path = self.dir.join(format!("{stem}.rec"));
+        match tokio::task::spawn_blocking(move || apply(&dir, &stem, &op)).await {
+            Ok(r) => r.map_err(|e| io_error(e, &path)),
+            Err(e) => Err(LockError::temporary(NAME, e)),
+        }
+    }
+}
+
+#[async_trait]
+impl Admin for FileLock {
+    async fn list(&self, _prefix: &str, _limit: usize) -> Result<Vec<String>> {
+        Err(lock_core::backend::unsupported(NAME, "listing the locks held"))
+    }
+
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        blocking(&self.files(key), move |f| crate::evict::evict(f, fence.0)).await
     }
 }

@@ -149,7 +149,7 @@ impl Wakeups {
         Wakeups { dir, hub: NotifyHub::new(), line: Arc::default(), watching: Mutex::default() }
     }
 
-    /// Whether this platform can wake waiters (the capability `notify`).
+    /// Whether this platform can wake waiters (the backend then hands out notifications).
     pub(crate) const SUPPORTED: bool = cfg!(target_os = "linux");
 
     /// Whether the directories are watched, starting the watch if it is not running.

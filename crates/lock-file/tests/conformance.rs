@@ -66,7 +66,7 @@ async fn reader_slots_store_no_permit_count() {
     assert!(!rw.is_native(), "the file store has no shared holds: the composite");
     rw.read().try_acquire().await.expect("try").expect("free").release().await.expect("release");
     let stored =
-        lock_core::LockBackend::record(&*backend, "slots#s-n", lock_core::backend::RecordOp::Get).await;
+        lock_core::backend::Records::record(&*backend, "slots#s-n", lock_core::backend::RecordOp::Get).await;
     assert_eq!(stored.expect("record").value, None, "the reader slots stored a count");
     let sem = lock_core::Semaphore::new(&locker, "sem", 2).expect("semaphore");
     sem.try_acquire().await.expect("try").expect("free").release().await.expect("release");

@@ -10,6 +10,7 @@ use std::fs::File;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lock_core::backend::{Admin, Notes};
 use lock_core::{FencingToken, LockBackend, LockError, Locker};
 use lock_file::FileLock;
 

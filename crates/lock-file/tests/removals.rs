@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use lock_core::backend::Notes;
 use lock_core::{LockBackend, Locker};
 use lock_file::FileLock;
 use tokio::time::Instant;

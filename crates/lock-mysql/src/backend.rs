@@ -4,9 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lock_core::backend::{
-    AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem, Subscription,
-};
+use lock_core::backend::{AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem};
 use lock_core::{FencingToken, LockError, OwnerToken, Result, validate_key, validate_note};
 use sqlx::mysql::MySqlPool;
 
@@ -14,6 +12,7 @@ use crate::error::{self, NAME};
 use crate::mode::ModeBackend;
 use crate::options::Mode;
 use crate::sql::Flavor;
+use lock_core::backend::{Admin, Notes, Notify, RaiseFence, Records, WaitQueue};
 
 /// MySQL / MariaDB lock backend. Cheap to clone; clones share the pool and the held locks.
 #[derive(Clone)]
@@ -171,6 +170,13 @@ impl MySqlLock {
     }
 }
 
+impl MySqlLock {
+    /// The mode's backend, as any backend (its capabilities' calls through `dyn LockBackend`).
+    fn store(&self) -> &dyn LockBackend {
+        &*self.inner
+    }
+}
+
 // Every step is the mode's; the handle adds the checks that guard direct callers.
 #[async_trait]
 impl LockBackend for MySqlLock {
@@ -185,10 +191,7 @@ impl LockBackend for MySqlLock {
     fn capabilities(&self) -> Capability {
         // Not failover_safe in any mode: replicas apply the binlog asynchronously, so a
         // promoted replica can miss the latest grants (and its sequence can lag): see the README.
-        let mut c = self.inner.capabilities();
-        // The table <table>_recs, the same in every mode (records.rs).
-        c.records = true;
-        c
+        self.inner.capabilities()
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
@@ -210,15 +213,49 @@ impl LockBackend for MySqlLock {
         self.inner.inspect(key).await
     }
 
-    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
-        self.inner.raise_fence(key, owner, floor).await
+    fn notify(&self) -> Option<&dyn Notify> {
+        self.inner.notify()
     }
 
-    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+    fn queue(&self) -> Option<&dyn WaitQueue> {
+        self.inner.queue()
+    }
+
+    fn notes(&self) -> Option<&dyn Notes> {
+        self.inner.notes().map(|_| self as &dyn Notes)
+    }
+
+    fn fences(&self) -> Option<&dyn RaiseFence> {
+        self.inner.fences()
+    }
+
+    /// The table `<table>_recs`, the same in every mode (records.rs).
+    fn records(&self) -> Option<&dyn Records> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        self.inner.admin().map(|_| self as &dyn Admin)
+    }
+}
+
+#[async_trait]
+impl Notes for MySqlLock {
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        // The core validates both; this guards direct callers (a longer note would not fit).
         validate_key(key)?;
-        self.inner.evict(key, fence).await
+        validate_note(note)?;
+        self.store().set_note(key, owner, note).await
     }
 
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        validate_key(key)?;
+        self.store().note(key).await
+    }
+}
+
+#[async_trait]
+impl Records for MySqlLock {
     async fn record(
         &self,
         key: &str,
@@ -227,25 +264,17 @@ impl LockBackend for MySqlLock {
         validate_key(key)?;
         self.record_op(key, op).await
     }
+}
 
-    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
-        self.inner.leave_queue(key, owner).await
+#[async_trait]
+impl Admin for MySqlLock {
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        self.store().list(prefix, limit).await
     }
 
-    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
-        self.inner.subscribe(key).await
-    }
-
-    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
-        // The core validates both; this guards direct callers (a longer note would not fit).
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
         validate_key(key)?;
-        validate_note(note)?;
-        self.inner.set_note(key, owner, note).await
-    }
-
-    async fn note(&self, key: &str) -> Result<Option<String>> {
-        validate_key(key)?;
-        self.inner.note(key).await
+        self.store().evict(key, fence).await
     }
 }
 

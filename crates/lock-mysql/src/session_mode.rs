@@ -15,6 +15,7 @@ use sqlx::mysql::MySqlPool;
 use crate::error::NAME;
 use crate::mode::ModeBackend;
 use crate::session::{Sessions, SessionsExt};
+use lock_core::backend::{Admin, Notes};
 
 /// What every session-bound mode keeps: the backend's pool (row creation, fence counters,
 /// `KILL QUERY`, note reads), the holds, its schema and its round trips.
@@ -54,7 +55,7 @@ pub(crate) trait Recipe: fmt::Debug + Send + Sync + 'static {
     /// What the server shows of `key` without taking it.
     async fn inspect(&self, key: &str) -> Result<LockInfo>;
 
-    /// End the hold of `key` whose fence is `fence` ([`LockBackend::evict`]).
+    /// End the hold of `key` whose fence is `fence` ([`Admin::evict`]).
     async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool>;
 
     /// Whether the mode takes shared holds ([`Capability::shared`]).
@@ -119,10 +120,17 @@ impl<R: Recipe> LockBackend for SessionMode<R> {
         self.recipe.inspect(key).await
     }
 
-    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
-        self.recipe.evict(key, fence).await
+    fn notes(&self) -> Option<&dyn Notes> {
+        Some(self)
     }
 
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl<R: Recipe> Notes for SessionMode<R> {
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         self.recipe.parts().sessions.set_note(key, owner, note).await
     }
@@ -131,6 +139,17 @@ impl<R: Recipe> LockBackend for SessionMode<R> {
         // Read uncommitted on a pooled connection: only a live hold's transaction carries one.
         let parts = self.recipe.parts();
         parts.sessions.note(&parts.pool, key).await
+    }
+}
+
+#[async_trait]
+impl<R: Recipe> Admin for SessionMode<R> {
+    async fn list(&self, _prefix: &str, _limit: usize) -> Result<Vec<String>> {
+        Err(lock_core::backend::unsupported(NAME, "listing the locks held"))
+    }
+
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        self.recipe.evict(key, fence).await
     }
 }
 

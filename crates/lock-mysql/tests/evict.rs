@@ -1,4 +1,4 @@
-//! Force-unlock (`LockBackend::evict`) in the session-bound modes: a hold is named by the fence
+//! Force-unlock (`Admin::evict`) in the session-bound modes: a hold is named by the fence
 //! its note row carries, and only the hold with that fence is ended. A stale fence, a later hold
 //! on the very connection the inspected one used, and a hold nobody noted are left alone.
 //!
@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use lock_core::backend::Admin;
 use lock_core::backend::LockBackend;
 use lock_core::{FencingToken, Locker, OwnerToken};
 use lock_mysql::Mode;

@@ -14,6 +14,7 @@ use sqlx::postgres::{PgConnection, PgPool};
 use crate::error::{NAME, classify};
 use crate::session::Sessions;
 use crate::sql::Sql;
+use lock_core::backend::{Admin, Notes, Records};
 
 /// PostgreSQL lock backend: session advisory locks, fencing tokens from a counter table. Cheap
 /// to clone; clones share the pool and the held locks.
@@ -152,14 +153,8 @@ impl LockBackend for PgLock {
         // exclusive one, so writers are not starved.
         let mut caps = session::capabilities();
         caps.shared = true;
-        // The table <table>_recs (records.rs).
-        caps.records = true;
-        // Unfenced (the builder's `fencing(false)`): no token, and no notes, which name a hold
-        // by its token.
-        if !self.sessions.sql().fenced {
-            caps.fencing = false;
-            caps.notes = false;
-        }
+        // Unfenced (the builder's `fencing(false)`): no token.
+        caps.fencing = self.sessions.sql().fenced;
         caps
     }
 
@@ -182,12 +177,23 @@ impl LockBackend for PgLock {
         self.sessions.inspect(key).await
     }
 
-    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
-        validate_key(key)?;
-        self.fenced("force-unlock (it names the hold by its fencing token)")?;
-        self.sessions.evict(key, fence).await
+    /// Not unfenced (the builder's `fencing(false)`): a note names its hold by its token.
+    fn notes(&self) -> Option<&dyn Notes> {
+        self.sessions.sql().fenced.then_some(self as &dyn Notes)
     }
 
+    /// The table `<table>_recs` (records.rs).
+    fn records(&self) -> Option<&dyn Records> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Notes for PgLock {
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         // The core validates both; this guards direct callers.
         validate_key(key)?;
@@ -201,10 +207,26 @@ impl LockBackend for PgLock {
         self.fenced("notes (they name the hold by its fencing token)")?;
         self.sessions.note(key).await
     }
+}
 
+#[async_trait]
+impl Records for PgLock {
     async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
         validate_key(key)?;
         self.sessions.record(key, op).await
+    }
+}
+
+#[async_trait]
+impl Admin for PgLock {
+    async fn list(&self, _prefix: &str, _limit: usize) -> Result<Vec<String>> {
+        Err(lock_core::backend::unsupported(NAME, "listing the locks held"))
+    }
+
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        validate_key(key)?;
+        self.fenced("force-unlock (it names the hold by its fencing token)")?;
+        self.sessions.evict(key, fence).await
     }
 }
 

@@ -128,12 +128,12 @@ impl PgLockBuilder {
     /// write and its WAL flush; without it a grant writes nothing, and
     /// [`fence()`](lock_core::LockGuard::fence) is `None` ([`Capability::fencing`] `false`). So
     /// are the notes, which name a hold by its token: holder identities, `dlock status`'s
-    /// "by", and force-unlock ([`LockBackend::evict`]) answer `Unsupported`. Locks taken in a
+    /// "by", and force-unlock ([`Admin::evict`]) answer `Unsupported`. Locks taken in a
     /// transaction ([`PgLock::lock_in_transaction`]) stay fenced. Every process locking a name
     /// should agree: a fenced holder's token says nothing about unfenced ones.
     ///
     /// [`Capability::fencing`]: lock_core::Capability
-    /// [`LockBackend::evict`]: lock_core::LockBackend::evict
+    /// [`Admin::evict`]: lock_core::backend::Admin::evict
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = Some(on);
         self

@@ -1,4 +1,4 @@
-//! Force-unlock (`LockBackend::evict`): a session advisory lock goes only with its session, so
+//! Force-unlock (`Admin::evict`): a session advisory lock goes only with its session, so
 //! the holder's session is ended, after checking in the same transaction that the name's fence
 //! is the one the operator inspected (`sql/evict_*.sql`).
 

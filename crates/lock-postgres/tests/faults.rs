@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::backend::LockBackend;
 use lock_core::{LeaseState, LockError, Locker, LostReason, OwnerToken};
 use lock_postgres::sqlx::postgres::PgPoolOptions;
 use lock_postgres::{PgLock, advisory_key};
@@ -17,6 +16,7 @@ use tokio::time::Instant;
 
 mod common;
 use common::{KEEPALIVE, admin, advisory_locks, backend, key, lockers, shared};
+use lock_core::backend::Notes;
 
 /// Terminating the holder's backend fires its lost signal, and a waiter queued in the server
 /// gets the lock at once, with a larger fence.

@@ -16,6 +16,7 @@ use lock_testkit::within;
 
 mod common;
 use common::{KEEPALIVE, backend};
+use lock_core::backend::Notes;
 
 /// The shared server's (lock role URL, administrator URL), or `None` after printing why not.
 fn shared() -> Option<(String, String)> {
@@ -36,7 +37,7 @@ fn key(case: &str) -> String {
 async fn holder_note_is_read_by_others_and_ends_with_the_hold() {
     let Some((url, _)) = shared() else { return };
     let (ba, bb) = (backend(&url).await, backend(&url).await);
-    assert!(ba.capabilities().notes);
+    assert!(ba.notes().is_some());
     let a = Locker::new(ba.clone());
     let k = key("read");
     assert_eq!(bb.note(&k).await.expect("note of a free key"), None);

@@ -13,6 +13,7 @@ use lock_postgres::sqlx;
 
 mod common;
 use common::{admin, backend, key, shared};
+use lock_core::backend::{Admin, Notes};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unfenced_grant_writes_nothing_and_says_so() {
@@ -21,7 +22,7 @@ async fn an_unfenced_grant_writes_nothing_and_says_so() {
     let pg = Arc::new(PgLock::from_url(&format!("{url}{sep}fencing=false")).await.expect("build"));
     assert!(!pg.is_fenced());
     let caps = pg.capabilities();
-    assert!(!caps.fencing && !caps.notes, "{caps:?}");
+    assert!(!caps.fencing && pg.notes().is_none(), "{caps:?}");
     let unfenced = Locker::new(pg.clone());
     let fenced = Locker::new(backend(&url).await);
     let k = key("unfenced");

@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use lock_core::backend::{AcquireRequest, Attempt, LockBackend, RenewItem, Side};
+use lock_core::backend::{Admin, Notes};
 use lock_core::{FencingToken, LeaseSignal, OwnerToken};
 use lock_redis::redis::{self, AsyncCommands, aio::MultiplexedConnection};
 use lock_redis::{Mode, RedisLock};

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::backend::LockBackend;
+use lock_core::backend::WaitQueue;
 use lock_core::{LeaseState, LockGuard, Locker, OwnerToken, RwLock, Semaphore};
 use lock_redis::{Mode, RedisLock};
 use lock_testkit::eventually;

@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use lock_core::backend::{AcquireRequest, Attempt, LockBackend, RenewItem, Side};
+use lock_core::backend::{Notes, RaiseFence};
 use lock_core::{FencingToken, LeaseSignal, LockError, OwnerToken};
 use lock_redis::redis::{self, aio::MultiplexedConnection};
 use lock_redis::{Mode, RedisLock};
@@ -51,7 +52,7 @@ async fn note(b: &RedisLock, key: &str) -> Option<String> {
 async fn a_note_lives_with_its_hold_and_never_shows_with_a_later_one() {
     for mode in MODES {
         let Some(b) = backend(mode).await else { return };
-        assert!(b.capabilities().notes && b.capabilities().raise_fence, "{mode}");
+        assert!(b.notes().is_some() && b.fences().is_some(), "{mode}");
         let key = lock_testkit::key("note");
         let (one, two) = (OwnerToken::random(), OwnerToken::random());
         assert_eq!(note(&b, &key).await, None, "{mode}: a free key has no note");

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 mod common;
 use common::{LONG, backend};
+use lock_core::backend::WaitQueue;
 
 const MODES: [Mode; 3] = [Mode::Simple, Mode::Reentrant, Mode::Fair];
 

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use lock_core::backend::{AcquireRequest, Attempt, LockBackend, Record, RecordOp, RenewItem, Subscription};
+use lock_core::backend::{Admin, Notes, Notify, RaiseFence, Records, WaitQueue};
 use lock_core::{Capability, FencingToken, LockInfo, OwnerToken, Result};
 
 /// The request a [`Hooked`] backend is about to forward.
@@ -122,11 +123,34 @@ impl LockBackend for Hooked {
         (self.hook)(call)?;
         self.answer(call, self.inner.inspect(key).await)
     }
-    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
-        let call = Call::LeaveQueue;
-        (self.hook)(call)?;
-        self.answer(call, self.inner.leave_queue(key, owner).await)
+
+    fn notify(&self) -> Option<&dyn Notify> {
+        self.inner.notify().map(|_| self as &dyn Notify)
     }
+
+    fn queue(&self) -> Option<&dyn WaitQueue> {
+        self.inner.queue().map(|_| self as &dyn WaitQueue)
+    }
+
+    fn notes(&self) -> Option<&dyn Notes> {
+        self.inner.notes().map(|_| self as &dyn Notes)
+    }
+
+    fn fences(&self) -> Option<&dyn RaiseFence> {
+        self.inner.fences().map(|_| self as &dyn RaiseFence)
+    }
+
+    fn records(&self) -> Option<&dyn Records> {
+        self.inner.records().map(|_| self as &dyn Records)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        self.inner.admin().map(|_| self as &dyn Admin)
+    }
+}
+
+#[async_trait]
+impl Notify for Hooked {
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         let call = Call::Subscribe;
         (self.hook)(call)?;
@@ -136,33 +160,57 @@ impl LockBackend for Hooked {
     fn listening(&self, key: &str) -> bool {
         self.inner.listening(key)
     }
+}
 
+#[async_trait]
+impl WaitQueue for Hooked {
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        let call = Call::LeaveQueue;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.leave_queue(key, owner).await)
+    }
+}
+
+#[async_trait]
+impl Notes for Hooked {
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        let call = Call::SetNote;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.set_note(key, owner, note).await)
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        let call = Call::Note;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.note(key).await)
+    }
+}
+
+#[async_trait]
+impl RaiseFence for Hooked {
+    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
+        let call = Call::RaiseFence;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.raise_fence(key, owner, floor).await)
+    }
+}
+
+#[async_trait]
+impl Records for Hooked {
+    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
+        let call = Call::Record;
+        (self.hook)(call)?;
+        self.answer(call, self.inner.record(key, op).await)
+    }
+}
+
+#[async_trait]
+impl Admin for Hooked {
     async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
         self.inner.evict(key, fence).await
     }
 
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
         self.inner.list(prefix, limit).await
-    }
-    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
-        let call = Call::SetNote;
-        (self.hook)(call)?;
-        self.answer(call, self.inner.set_note(key, owner, note).await)
-    }
-    async fn note(&self, key: &str) -> Result<Option<String>> {
-        let call = Call::Note;
-        (self.hook)(call)?;
-        self.answer(call, self.inner.note(key).await)
-    }
-    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
-        let call = Call::RaiseFence;
-        (self.hook)(call)?;
-        self.answer(call, self.inner.raise_fence(key, owner, floor).await)
-    }
-
-    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
-        let call = Call::Record;
-        (self.hook)(call)?;
-        self.answer(call, self.inner.record(key, op).await)
     }
 }

@@ -20,6 +20,7 @@ use crate::error::{NAME, SessionEnded, lock_error, session_ended};
 use crate::layout::{gate_dir, is_semaphore};
 use crate::queue::Queue;
 use crate::session::{Inner, open_client};
+use lock_core::backend::{Admin, Notes, Records};
 
 /// ZooKeeper locks: one `EPHEMERAL_SEQUENTIAL` node per acquisition under
 /// `<root>/<encoded key>/`, lowest sequence holds, each waiter watches only its predecessor.
@@ -187,7 +188,6 @@ impl LockBackend for ZkLock {
     }
 
     fn capabilities(&self) -> Capability {
-        // The holder's own node carries its note (see `note.rs`).
         let mut c = lock_queue::capabilities();
         // Every grant is a quorum write in the ensemble: a leader failover neither loses it nor
         // repeats a czxid (see the README).
@@ -195,19 +195,9 @@ impl LockBackend for ZkLock {
         // Readers and writers queue together in Curator's `InterProcessReadWriteLock` layout
         // (see `recipe.rs`).
         c.shared = true;
-        // Persistent nodes under <root>/%records (records.rs).
-        c.records = true;
         // Permits as Curator's `InterProcessSemaphoreV2` keeps them (see `permits.rs`).
         c.permits = true;
         c
-    }
-
-    async fn record(
-        &self,
-        key: &str,
-        op: lock_core::backend::RecordOp<'_>,
-    ) -> Result<lock_core::backend::Record> {
-        self.inner.record(key, op).await
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
@@ -300,6 +290,45 @@ impl LockBackend for ZkLock {
         Ok(info)
     }
 
+    /// The holder's own node carries its note (see `note.rs`).
+    fn notes(&self) -> Option<&dyn Notes> {
+        Some(self)
+    }
+
+    /// Persistent nodes under `<root>/%records` (records.rs).
+    fn records(&self) -> Option<&dyn Records> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Notes for ZkLock {
+    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
+        self.inner.set_note(key, owner, note).await
+    }
+
+    async fn note(&self, key: &str) -> Result<Option<String>> {
+        self.inner.note(key).await
+    }
+}
+
+#[async_trait]
+impl Records for ZkLock {
+    async fn record(
+        &self,
+        key: &str,
+        op: lock_core::backend::RecordOp<'_>,
+    ) -> Result<lock_core::backend::Record> {
+        self.inner.record(key, op).await
+    }
+}
+
+#[async_trait]
+impl Admin for ZkLock {
     /// The lock directories under the root whose keys start with `prefix` (a directory stays
     /// after its last node goes, so some of them may be free).
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
@@ -347,14 +376,6 @@ impl LockBackend for ZkLock {
             Err(zk::Error::NoNode) => Ok(false),
             Err(e) => Err(lock_error(e)),
         }
-    }
-
-    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
-        self.inner.set_note(key, owner, note).await
-    }
-
-    async fn note(&self, key: &str) -> Result<Option<String>> {
-        self.inner.note(key).await
     }
 }
 

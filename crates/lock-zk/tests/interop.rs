@@ -19,6 +19,7 @@ mod common;
 
 use common::peer::{ANSWER, acquire, answer, release};
 use common::{locker, run_id};
+use lock_core::backend::Notes;
 
 /// Session timeout of our clients (nothing here waits for one to expire).
 const SESSION: Duration = Duration::from_secs(2);

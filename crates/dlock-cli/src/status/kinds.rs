@@ -103,7 +103,7 @@ pub async fn find(backend: &DynBackend, key: &str) -> dlock::Result<Found> {
 /// # Errors
 /// Backend errors.
 pub async fn stored_slots(backend: &DynBackend, rw: &RwLock) -> dlock::Result<Option<u32>> {
-    if !backend.capabilities().records {
+    if backend.records().is_none() {
         return Ok(None);
     }
     let stored = readable(backend.record(&rw.slots_key(), RecordOp::Get).await.map(|r| r.value))?;
@@ -137,7 +137,7 @@ pub async fn inspect_all(backend: &DynBackend, keys: Vec<String>) -> dlock::Resu
 
 /// What could not be told about a free name on this store, for the operator.
 pub fn untold(backend: &DynBackend) -> Option<&'static str> {
-    (!backend.capabilities().records).then_some(
+    backend.records().is_none().then_some(
         "this store keeps no record of a semaphore's count: look at one with --permits N, and at a \
          read-write lock of more than 16 reader slots with --read-write --reader-slots K",
     )

@@ -42,7 +42,7 @@ pub struct PermitInfo {
     pub remaining: Option<Duration>,
     /// Its holder, shortened as [`LockInfo::owner`].
     pub owner: String,
-    /// The identity its holder noted on it (`LockBackend::set_note` on the pool key), if any.
+    /// The identity its holder noted on it (`Notes::set_note` on the pool key), if any.
     pub holder: Option<String>,
 }
 

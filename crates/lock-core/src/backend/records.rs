@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-/// What [`LockBackend::record`](super::LockBackend::record) does to the record under a key.
+/// What [`Records::record`](super::Records::record) does to the record under a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RecordOp<'a> {

@@ -1,11 +1,12 @@
-//! The wrapper's [`LockBackend`]: every method forwarded, through the armed faults. A method
-//! left to the trait's default body would answer "unsupported" or "no" whatever the wrapped
-//! store can do, so every one is written out here (`tests::probe::every_method_is_forwarded`).
+//! The wrapper's [`LockBackend`]: every call forwarded, through the armed faults, and every
+//! capability the wrapped store hands out handed out again as the wrapper's own, so that its
+//! calls pass the faults too (`tests::probe::every_method_is_forwarded`).
 
 use async_trait::async_trait;
 
 use super::{FaultyBackend, Op};
 use crate::backend::{AcquireRequest, Attempt, LockBackend, Record, RecordOp, RenewItem, Subscription};
+use crate::backend::{Admin, Notes, Notify, RaiseFence, Records, WaitQueue};
 use crate::{Capability, FencingToken, LockInfo, OwnerToken, Result};
 
 #[async_trait]
@@ -71,12 +72,33 @@ impl LockBackend for FaultyBackend {
         self.faults.answer(Op::Inspect, lose, info)
     }
 
-    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
-        let lose = self.faults.gate(Op::LeaveQueue).await?;
-        self.inner.leave_queue(key, owner).await?;
-        self.faults.answer(Op::LeaveQueue, lose, ())
+    fn notify(&self) -> Option<&dyn Notify> {
+        self.inner.notify().map(|_| self as &dyn Notify)
     }
 
+    fn queue(&self) -> Option<&dyn WaitQueue> {
+        self.inner.queue().map(|_| self as &dyn WaitQueue)
+    }
+
+    fn notes(&self) -> Option<&dyn Notes> {
+        self.inner.notes().map(|_| self as &dyn Notes)
+    }
+
+    fn fences(&self) -> Option<&dyn RaiseFence> {
+        self.inner.fences().map(|_| self as &dyn RaiseFence)
+    }
+
+    fn records(&self) -> Option<&dyn Records> {
+        self.inner.records().map(|_| self as &dyn Records)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        self.inner.admin().map(|_| self as &dyn Admin)
+    }
+}
+
+#[async_trait]
+impl Notify for FaultyBackend {
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         let lose = self.faults.gate(Op::Subscribe).await?;
         let sub = self.inner.subscribe(key).await?;
@@ -87,7 +109,19 @@ impl LockBackend for FaultyBackend {
     fn listening(&self, key: &str) -> bool {
         self.inner.listening(key)
     }
+}
 
+#[async_trait]
+impl WaitQueue for FaultyBackend {
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        let lose = self.faults.gate(Op::LeaveQueue).await?;
+        self.inner.leave_queue(key, owner).await?;
+        self.faults.answer(Op::LeaveQueue, lose, ())
+    }
+}
+
+#[async_trait]
+impl Notes for FaultyBackend {
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         let lose = self.faults.gate(Op::SetNote).await?;
         let stored = !self.faults.is_lost(key, owner, false) && self.inner.set_note(key, owner, note).await?;
@@ -99,14 +133,29 @@ impl LockBackend for FaultyBackend {
         let note = self.inner.note(key).await?;
         self.faults.answer(Op::Note, lose, note)
     }
+}
 
+#[async_trait]
+impl RaiseFence for FaultyBackend {
     async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
         let lose = self.faults.gate(Op::RaiseFence).await?;
         let raised =
             !self.faults.is_lost(key, owner, false) && self.inner.raise_fence(key, owner, floor).await?;
         self.faults.answer(Op::RaiseFence, lose, raised)
     }
+}
 
+#[async_trait]
+impl Records for FaultyBackend {
+    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
+        let lose = self.faults.gate(Op::Record).await?;
+        let record = self.inner.record(key, op).await?;
+        self.faults.answer(Op::Record, lose, record)
+    }
+}
+
+#[async_trait]
+impl Admin for FaultyBackend {
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
         let lose = self.faults.gate(Op::List).await?;
         let keys = self.inner.list(prefix, limit).await?;
@@ -117,11 +166,5 @@ impl LockBackend for FaultyBackend {
         let lose = self.faults.gate(Op::Evict).await?;
         let evicted = self.inner.evict(key, fence).await?;
         self.faults.answer(Op::Evict, lose, evicted)
-    }
-
-    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
-        let lose = self.faults.gate(Op::Record).await?;
-        let record = self.inner.record(key, op).await?;
-        self.faults.answer(Op::Record, lose, record)
     }
 }

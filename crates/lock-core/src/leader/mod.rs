@@ -3,7 +3,7 @@
 //! Built once here on [`Locker`], so it runs on every backend: the campaign is an unbounded
 //! acquisition of the mutex (woken by the backend's notifications), a term is one hold, the
 //! term's fencing token is the hold's, and leadership ends with the hold's lost signal. The
-//! leader's identity is published as a note on its hold ([`Capability::notes`](crate::Capability)),
+//! leader's identity is published as a note on its hold ([`LockBackend::notes`](crate::backend::LockBackend::notes)),
 //! so observers can read who leads without campaigning.
 
 use std::fmt;
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::backend::{Mutex, unsupported};
+use crate::backend::Mutex;
 use crate::{FencingToken, LockError, LockGuard, Locker, Result, validate_key, validate_note};
 
 use campaign::campaign;
@@ -145,12 +145,9 @@ impl LeaderElection {
     ///
     /// # Errors
     /// [`LockError::Unsupported`] on backends without notes
-    /// ([`Capability::notes`](crate::Capability)); backend errors.
+    /// ([`LockBackend::notes`](crate::backend::LockBackend::notes)); backend errors.
     pub async fn leader(&self) -> Result<Option<String>> {
         let backend = self.locker.backend();
-        if !backend.capabilities().notes {
-            return Err(unsupported(backend.name(), "notes on a hold"));
-        }
         backend.note(&self.name).await
     }
 
@@ -159,7 +156,7 @@ impl LeaderElection {
     async fn win(&self) -> Result<Option<LockGuard>> {
         let guard = self.locker.lock(self.name.to_string()).acquire().await?;
         let backend = self.locker.backend();
-        if !backend.capabilities().notes {
+        if backend.notes().is_none() {
             return Ok(Some(guard));
         }
         match backend.set_note(&self.name, guard.owner(), &self.identity).await {

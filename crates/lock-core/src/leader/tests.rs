@@ -1,5 +1,7 @@
 use super::*;
+use crate::LockBackend;
 use crate::MemoryBackend;
+use crate::backend::{Notes, Notify, RaiseFence, WaitQueue};
 
 fn locker() -> Locker {
     Locker::new(Arc::new(MemoryBackend::new()))
@@ -33,7 +35,7 @@ struct Refusing {
 }
 
 #[async_trait::async_trait]
-impl crate::LockBackend for Refusing {
+impl LockBackend for Refusing {
     fn name(&self) -> &'static str {
         "refusing"
     }
@@ -58,25 +60,21 @@ impl crate::LockBackend for Refusing {
     async fn inspect(&self, key: &str) -> Result<crate::LockInfo> {
         self.inner.inspect(key).await
     }
-    async fn leave_queue(&self, key: &str, owner: crate::OwnerToken) -> Result<()> {
-        self.inner.leave_queue(key, owner).await
+
+    fn notify(&self) -> Option<&dyn Notify> {
+        self.inner.notify()
     }
-    async fn subscribe(&self, key: &str) -> Result<Option<crate::backend::Subscription>> {
-        self.inner.subscribe(key).await
+
+    fn queue(&self) -> Option<&dyn WaitQueue> {
+        self.inner.queue()
     }
-    async fn set_note(&self, key: &str, owner: crate::OwnerToken, note: &str) -> Result<bool> {
-        self.inner.set_note(key, owner, note).await
+
+    fn notes(&self) -> Option<&dyn Notes> {
+        self.inner.notes()
     }
-    async fn note(&self, key: &str) -> Result<Option<String>> {
-        self.inner.note(key).await
-    }
-    async fn raise_fence(
-        &self,
-        key: &str,
-        owner: crate::OwnerToken,
-        floor: crate::FencingToken,
-    ) -> Result<bool> {
-        self.inner.raise_fence(key, owner, floor).await
+
+    fn fences(&self) -> Option<&dyn RaiseFence> {
+        self.inner.fences()
     }
 }
 

@@ -52,7 +52,7 @@ impl Acquisition<'_> {
         // acquisition ends without a grant is armed before each attempt that may take a place,
         // so a future dropped at any point leaves too (an attempt's own cleanup only undoes
         // what that attempt did: the place, and a hold handed to it, are the acquisition's).
-        let queued = caps.queue && !self.once;
+        let queued = self.locker.backend.queue().is_some() && !self.once;
         let mut place: Option<Cleanup> = None;
         let mut wait = Wait::new(self.locker.poll, queued, self.once);
         // Every await of a waiting acquisition keeps its deadline (a try has only the store's
@@ -63,7 +63,7 @@ impl Acquisition<'_> {
             if queued && place.is_none() {
                 place = Some(leave_on_drop(&backend, &self.key, self.owner));
             }
-            if caps.notify && !self.once && !wait.subscribed() && backend.listening(&self.key) {
+            if !self.once && !wait.subscribed() && backend.listening(&self.key) {
                 // Heard from before the attempt is sent: a refusal waits at once.
                 let sub = within(bound, backend.subscribe(&self.key)).await;
                 wait.listen(sub.ok().and_then(|s| s.ok().flatten()));
@@ -105,7 +105,7 @@ impl Acquisition<'_> {
                 }
                 return Err(self.timeout());
             }
-            if caps.notify && !wait.subscribed() {
+            if backend.notify().is_some() && !wait.subscribed() {
                 match within(bound, backend.subscribe(&self.key)).await.map_err(|_| self.timeout())? {
                     Ok(Some(sub)) => {
                         // Subscribed after the refused attempt: retry at once so a release in

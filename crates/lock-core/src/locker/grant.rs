@@ -56,7 +56,7 @@ pub(super) fn release_on_drop(backend: &Arc<dyn LockBackend>, key: &str, owner: 
     })
 }
 
-/// Leaves `key`'s server-side queue as `owner` when dropped armed (see `Capability::queue`).
+/// Leaves `key`'s server-side queue as `owner` when dropped armed (see `LockBackend::queue`).
 pub(super) fn leave_on_drop(backend: &Arc<dyn LockBackend>, key: &str, owner: OwnerToken) -> Cleanup {
     let (backend, key) = (backend.clone(), key.to_owned());
     Cleanup::arm("leaving a lock's wait queue", move || async move { backend.leave_queue(&key, owner).await })

@@ -211,7 +211,7 @@ impl<'a> LockRequest<'a> {
 /// note landed is reported lost; a note the store refused gives the hold back.
 async fn note_holder(locker: &Locker, guard: LockGuard, holder: &str) -> Result<LockGuard> {
     let backend = &locker.backend;
-    if !backend.capabilities().notes {
+    if backend.notes().is_none() {
         return Ok(guard);
     }
     match backend.set_note(guard.key(), guard.owner(), holder).await {

@@ -17,6 +17,7 @@ use crate::{FencingToken, OwnerToken, Result};
 
 mod shared;
 
+use crate::backend::{Admin, Notes, Notify, RaiseFence, Records};
 use shared::{Readers, Shared, Wake};
 
 #[derive(Debug)]
@@ -104,12 +105,8 @@ impl LockBackend for MemoryBackend {
         Capability {
             renew: true,
             fencing: true,
-            notify: true,
             reentrant: true,
-            notes: true,
-            raise_fence: true,
             shared: true,
-            records: true,
             permits: true,
             upgrade: true,
             ..Capability::NONE
@@ -247,10 +244,54 @@ impl LockBackend for MemoryBackend {
             .collect())
     }
 
+    async fn inspect(&self, key: &str) -> Result<LockInfo> {
+        let now = Instant::now();
+        let mut table = self.locks();
+        if let Some(h) = table.holds.get(key).filter(|h| h.expires > now) {
+            return Ok(LockInfo {
+                remaining: Some(h.expires - now),
+                fence: Some(FencingToken(h.fence)),
+                owner: Some(LockInfo::short_owner(&h.owner.to_string())),
+                ..LockInfo::held()
+            });
+        }
+        let Some(r) = table.readers.get_mut(key) else { return Ok(LockInfo::free()) };
+        Ok(match r.count(now) {
+            0 => LockInfo::free(),
+            n => LockInfo { readers: Some(n), permits: r.permits(now), ..LockInfo::held() },
+        })
+    }
+
+    fn notify(&self) -> Option<&dyn Notify> {
+        Some(self)
+    }
+
+    fn notes(&self) -> Option<&dyn Notes> {
+        Some(self)
+    }
+
+    fn fences(&self) -> Option<&dyn RaiseFence> {
+        Some(self)
+    }
+
+    fn records(&self) -> Option<&dyn Records> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Notify for MemoryBackend {
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         Ok(Some(self.inner.hub.subscribe(key).0))
     }
+}
 
+#[async_trait]
+impl Notes for MemoryBackend {
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         let now = Instant::now();
         let mut table = self.locks();
@@ -263,25 +304,14 @@ impl LockBackend for MemoryBackend {
         })
     }
 
-    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
-        let mut table = self.locks();
-        let (record, keep) = table.records.entry(key.to_owned()).or_default().apply(op);
-        if !keep {
-            table.records.remove(key);
-        }
-        drop(table);
-        if !matches!(op, RecordOp::Get) {
-            // A latch's waiters subscribe to its key.
-            self.inner.hub.notify(key);
-        }
-        Ok(record)
-    }
-
     async fn note(&self, key: &str) -> Result<Option<String>> {
         let now = Instant::now();
         Ok(self.locks().holds.get(key).filter(|h| h.expires > now).and_then(|h| h.note.clone()))
     }
+}
 
+#[async_trait]
+impl RaiseFence for MemoryBackend {
     async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
         let now = Instant::now();
         let table = self.locks();
@@ -295,7 +325,27 @@ impl LockBackend for MemoryBackend {
             _ => false,
         })
     }
+}
 
+#[async_trait]
+impl Records for MemoryBackend {
+    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
+        let mut table = self.locks();
+        let (record, keep) = table.records.entry(key.to_owned()).or_default().apply(op);
+        if !keep {
+            table.records.remove(key);
+        }
+        drop(table);
+        if !matches!(op, RecordOp::Get) {
+            // A latch's waiters subscribe to its key.
+            self.inner.hub.notify(key);
+        }
+        Ok(record)
+    }
+}
+
+#[async_trait]
+impl Admin for MemoryBackend {
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
         let now = Instant::now();
         let mut table = self.locks();
@@ -327,24 +377,6 @@ impl LockBackend for MemoryBackend {
         }
         self.inner.hub.notify(key);
         Ok(true)
-    }
-
-    async fn inspect(&self, key: &str) -> Result<LockInfo> {
-        let now = Instant::now();
-        let mut table = self.locks();
-        if let Some(h) = table.holds.get(key).filter(|h| h.expires > now) {
-            return Ok(LockInfo {
-                remaining: Some(h.expires - now),
-                fence: Some(FencingToken(h.fence)),
-                owner: Some(LockInfo::short_owner(&h.owner.to_string())),
-                ..LockInfo::held()
-            });
-        }
-        let Some(r) = table.readers.get_mut(key) else { return Ok(LockInfo::free()) };
-        Ok(match r.count(now) {
-            0 => LockInfo::free(),
-            n => LockInfo { readers: Some(n), permits: r.permits(now), ..LockInfo::held() },
-        })
     }
 }
 

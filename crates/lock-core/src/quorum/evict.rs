@@ -28,7 +28,7 @@ pub(super) fn holder(held: &[&LockInfo], quorum: usize) -> Option<(String, Optio
 }
 
 impl QuorumBackend {
-    /// [`LockBackend::evict`](crate::LockBackend::evict) over the members (module docs above).
+    /// [`Admin::evict`](crate::backend::Admin::evict) over the members (module docs above).
     ///
     /// Evicted when, afterwards, fewer than a quorum of members may still hold it for its
     /// owner (counting members that did not answer): its next renewal cannot reach a quorum,

@@ -102,7 +102,7 @@ impl QuorumBackend {
         let n = self.members.len();
         let start = self.probe.load(Ordering::Relaxed) % n;
         let mut order =
-            (0..n).map(|k| (start + k) % n).filter(|i| self.members[*i].capabilities().notify).peekable();
+            (0..n).map(|k| (start + k) % n).filter(|i| self.members[*i].notify().is_some()).peekable();
         let mut want = n - self.quorum + 1;
         let mut subs = Vec::new();
         let mut failures = Vec::new();

@@ -15,6 +15,7 @@ use super::{NAME, QuorumBackend, drift_allowance};
 use crate::backend::{
     AcquireRequest, Attempt, Capability, Grant, LockBackend, RenewItem, Side, Subscription,
 };
+use crate::backend::{Admin, Notify};
 use crate::{FencingToken, LockError, OwnerToken, Result};
 
 #[async_trait]
@@ -30,7 +31,6 @@ impl LockBackend for QuorumBackend {
         // are asked one attempt at a time, so no native wait or queue.
         let mut c = Capability::NONE;
         c.renew = caps.iter().all(|c| c.renew);
-        c.notify = caps.iter().any(|c| c.notify);
         c.fencing = self.fencing();
         c.refusal_writes = caps.iter().any(|c| c.refusal_writes);
         c
@@ -61,11 +61,6 @@ impl LockBackend for QuorumBackend {
             info.fence = fence.filter(|_| self.fencing());
         }
         Ok(info)
-    }
-
-    /// Every member's hold of the owner that `fence` names, each by its own fence (evict.rs).
-    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
-        self.evict_hold(key, fence).await
     }
 
     fn identity(&self) -> String {
@@ -230,7 +225,33 @@ impl LockBackend for QuorumBackend {
         Ok(confirmed.into_iter().map(|c| c >= self.quorum).collect())
     }
 
+    /// Where any member has notifications: a waiter hears the members that do.
+    fn notify(&self) -> Option<&dyn Notify> {
+        self.members.iter().any(|m| m.notify().is_some()).then_some(self as &dyn Notify)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Notify for QuorumBackend {
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         self.listen(key).await
+    }
+}
+
+#[async_trait]
+impl Admin for QuorumBackend {
+    /// The members may list different keys, and a key one lists need not be held by a
+    /// majority: `dlock list` asks the members themselves.
+    async fn list(&self, _prefix: &str, _limit: usize) -> Result<Vec<String>> {
+        Err(crate::backend::unsupported(self.name(), "listing the locks held"))
+    }
+
+    /// Every member's hold of the owner that `fence` names, each by its own fence (evict.rs).
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        self.evict_hold(key, fence).await
     }
 }

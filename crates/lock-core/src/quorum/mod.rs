@@ -10,9 +10,9 @@
 //! the later one): taken alone, member counters cannot fence off a stale holder. That is
 //! Kleppmann's critique of Redlock ("How to do distributed locking", 2016). This quorum adds the
 //! second round that fixes it, when every member has [`Capability::fencing`] and
-//! [`Capability::raise_fence`]:
+//! [`LockBackend::fences`]:
 //! 1. the token of a grant is the largest fence among the members that granted it;
-//! 2. before answering, the quorum writes that token back with [`LockBackend::raise_fence`]
+//! 2. before answering, the quorum writes that token back with [`RaiseFence::raise_fence`]
 //!    to the members that granted with a smaller one (concurrently, within the member timeout;
 //!    a member that drew the token itself already has its counter there);
 //! 3. the grant is returned only when a majority holds a counter at or above the token (the
@@ -40,7 +40,7 @@
 //! correlation, never for fencing.
 //!
 //! [`Capability::fencing`]: crate::backend::Capability::fencing
-//! [`Capability::raise_fence`]: crate::backend::Capability::raise_fence
+//! [`LockBackend::fences`]: crate::backend::LockBackend::fences
 //! [`Grant`]: crate::backend::Grant
 
 use std::fmt;
@@ -194,7 +194,7 @@ impl QuorumBackend {
     /// Grants carry fencing tokens: every member draws them and can raise its counter (module
     /// docs).
     fn fencing(&self) -> bool {
-        self.members.iter().map(|m| m.capabilities()).all(|c| c.fencing && c.raise_fence)
+        self.members.iter().all(|m| m.capabilities().fencing && m.fences().is_some())
     }
 
     /// Step 2 of the module docs: raise the counters of the members in `grants` that drew less

@@ -173,7 +173,7 @@ impl RwLock {
     /// With `k` reader slots: at most `k` readers at once; a write takes `k + 1` locks. Every
     /// process must use the same `k` for a name: a writer with fewer slots than a reader's
     /// would not exclude that reader. Where the store keeps records
-    /// ([`Capability::records`](crate::Capability)) the first handle to take either side
+    /// ([`LockBackend::records`](crate::backend::LockBackend::records)) the first handle to take either side
     /// stores its `k` with the lock (the record `{name}#rw-n`, also where the lock is native,
     /// so that the store tells a read-write lock by its name), and a handle with another `k`
     /// is refused at its first acquisition with [`LockError::InvalidConfig`].
@@ -203,7 +203,7 @@ impl RwLock {
     }
 
     /// The key of the record holding the number of reader slots (`{name}#rw-n`, where the
-    /// store keeps records: read it with [`LockBackend::record`](crate::LockBackend::record)).
+    /// store keeps records: read it with [`Records::record`](crate::backend::Records::record)).
     pub fn slots_key(&self) -> String {
         self.readers.count_key()
     }

@@ -1,5 +1,5 @@
 //! The permit count stored with the semaphore where the store keeps records
-//! ([`Capability::records`](crate::Capability)): set by the first handle that takes a permit,
+//! ([`LockBackend::records`](crate::backend::LockBackend::records)): set by the first handle that takes a permit,
 //! checked once by every other handle, changed for everyone only by [`Semaphore::resize`].
 
 use std::time::Duration;
@@ -41,7 +41,7 @@ impl Semaphore {
     /// Backend errors.
     pub async fn stored_permits(&self) -> Result<Option<u64>> {
         let backend = self.locker.backend();
-        if !backend.capabilities().records {
+        if backend.records().is_none() {
             return Ok(None);
         }
         Ok(backend.record(&self.count_key(), RecordOp::Get).await?.value)
@@ -59,7 +59,7 @@ impl Semaphore {
     pub async fn resize(&mut self, permits: u32) -> Result<()> {
         validate_permits(permits, "the number of permits")?;
         let backend = self.locker.backend();
-        if backend.capabilities().records {
+        if backend.records().is_some() {
             backend.record(&self.count_key(), RecordOp::Set(u64::from(permits))).await?;
         }
         self.permits = permits;
@@ -102,7 +102,7 @@ impl Semaphore {
     /// Whether the count needs no check before this handle's next acquisition: checked, or not
     /// stored (a handle without a count, a store without records).
     pub(super) fn count_known(&self) -> bool {
-        !self.counted || self.checked.get().is_some() || !self.locker.backend().capabilities().records
+        !self.counted || self.checked.get().is_some() || self.locker.backend().records().is_none()
     }
 
     /// Store this handle's count if none is stored, and refuse a handle that disagrees with

@@ -65,7 +65,7 @@ const SLOT_SUFFIX: &str = "#s";
 /// every slot key of any permit count fits.
 ///
 /// # The permit count
-/// Where the store keeps records ([`Capability::records`](crate::Capability): memory, Redis,
+/// Where the store keeps records ([`LockBackend::records`](crate::backend::LockBackend::records): memory, Redis,
 /// PostgreSQL, MySQL/MariaDB, ZooKeeper, etcd, files), the count is stored with the semaphore (the
 /// record `{name}#s-n`) by the first handle that takes a permit, and a handle built with
 /// another count is refused at its first acquisition with [`LockError::PermitsMismatch`].
@@ -344,8 +344,8 @@ impl Semaphore {
         if once {
             return Ok(None);
         }
-        let caps = self.locker.backend().capabilities();
-        if caps.native_wait || caps.queue {
+        let backend = self.locker.backend();
+        if backend.capabilities().native_wait || backend.queue().is_some() {
             return self.take_queued(deadline, lease, started).await;
         }
         // Every slot was held: wait on all of them. The first grant wins; the other waits are

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::backend::{AcquireRequest, Attempt, Capability, Grant, RenewItem, Side, Subscription};
+use lock_core::backend::{Admin, Notify, RaiseFence};
 use lock_core::{
     FencingToken, LeaseSignal, LockBackend, LockError, Locker, MemoryBackend, OwnerToken, QuorumBackend,
     Result, async_trait, drift_allowance,
@@ -106,15 +107,7 @@ impl LockBackend for Faulty {
         "faulty"
     }
     fn capabilities(&self) -> Capability {
-        let mut c = self.mem.capabilities();
-        c.raise_fence = self.can_raise;
-        c
-    }
-    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
-        self.gate().await?;
-        let f = *self.raise_fault.lock().expect("fault");
-        Self::apply(f).await?;
-        self.mem.raise_fence(key, owner, floor).await
+        self.mem.capabilities()
     }
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         self.gate().await?;
@@ -135,17 +128,47 @@ impl LockBackend for Faulty {
         self.gate().await?;
         self.mem.inspect(key).await
     }
-    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
-        self.gate().await?;
-        self.mem.evict(key, fence).await
+
+    fn notify(&self) -> Option<&dyn Notify> {
+        Some(self)
     }
 
-    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
-        self.mem.leave_queue(key, owner).await
+    fn fences(&self) -> Option<&dyn RaiseFence> {
+        self.can_raise.then_some(self as &dyn RaiseFence)
     }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Notify for Faulty {
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         self.gate().await?;
         self.mem.subscribe(key).await
+    }
+}
+
+#[async_trait]
+impl RaiseFence for Faulty {
+    async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
+        self.gate().await?;
+        let f = *self.raise_fault.lock().expect("fault");
+        Self::apply(f).await?;
+        self.mem.raise_fence(key, owner, floor).await
+    }
+}
+
+#[async_trait]
+impl Admin for Faulty {
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        self.mem.list(prefix, limit).await
+    }
+
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        self.gate().await?;
+        self.mem.evict(key, fence).await
     }
 }
 

@@ -12,6 +12,7 @@ use lock_core::{FencingToken, OwnerToken, Result};
 use super::Optimistic;
 use crate::error::NAME;
 use crate::mode::ModeBackend;
+use lock_core::backend::{Admin, Notes, Notify, WaitQueue};
 
 #[async_trait]
 impl LockBackend for Optimistic {
@@ -28,11 +29,6 @@ impl LockBackend for Optimistic {
         c.renew = true;
         c.fencing = true;
         c.reentrant = true;
-        c.notes = true;
-        // Releases in this process wake the head of this process's queue for the key (the
-        // queue is kept here, not on the server: see `waiters.rs`).
-        c.notify = true;
-        c.queue = true;
         c
     }
 
@@ -52,26 +48,60 @@ impl LockBackend for Optimistic {
         self.inspect_lease(key).await
     }
 
-    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
-        self.evict_lease(key, fence).await
+    /// Releases in this process wake the head of this process's queue for the key (the queue
+    /// is kept here, not on the server: see `waiters.rs`).
+    fn notify(&self) -> Option<&dyn Notify> {
+        Some(self)
     }
 
-    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
-        self.waiters.leave(key, owner);
-        Ok(())
+    fn queue(&self) -> Option<&dyn WaitQueue> {
+        Some(self)
     }
 
+    fn notes(&self) -> Option<&dyn Notes> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Notify for Optimistic {
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         // Fed by every release in this process.
         Ok(Some(self.waiters.subscribe(key)))
     }
+}
 
+#[async_trait]
+impl WaitQueue for Optimistic {
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        self.waiters.leave(key, owner);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Notes for Optimistic {
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         self.set_lease_note(key, owner, note).await
     }
 
     async fn note(&self, key: &str) -> Result<Option<String>> {
         self.lease_note(key).await
+    }
+}
+
+#[async_trait]
+impl Admin for Optimistic {
+    async fn list(&self, _prefix: &str, _limit: usize) -> Result<Vec<String>> {
+        Err(lock_core::backend::unsupported(NAME, "listing the locks held"))
+    }
+
+    async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
+        self.evict_lease(key, fence).await
     }
 }
 

@@ -1,5 +1,5 @@
 //! What the session modes show of a hold without taking it, and force-unlock
-//! (`LockBackend::evict`).
+//! (`Admin::evict`).
 //!
 //! Neither a `GET_LOCK` name nor a row lock carries a fencing token on the server, and MariaDB
 //! draws tokens from one sequence for every key, so no per-key counter tells the current one

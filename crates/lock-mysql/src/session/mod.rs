@@ -21,8 +21,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::backend::session::{self, Ending, Link, Noted, SessionDriver, Trips};
 use lock_core::backend::Attempt;
+use lock_core::backend::session::{self, Ending, Link, Noted, SessionDriver, Trips};
 use lock_core::{LockError, Result};
 use sqlx::mysql::MySqlPool;
 use sqlx::pool::PoolConnection;

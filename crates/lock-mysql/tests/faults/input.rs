@@ -3,6 +3,7 @@
 //! sale's stock update; the whole sale is `examples/flash_sale.rs`).
 
 use super::*;
+use lock_core::backend::Notes;
 
 /// Keys that break naive SQL splicing are carried exactly (both modes); distinct keys that an
 /// unescaping layer would merge stay distinct; an over-long key reaching the backend directly

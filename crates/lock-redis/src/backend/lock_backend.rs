@@ -18,6 +18,7 @@ use crate::error::{NAME, bad_reply, classify};
 use crate::handoffs;
 use crate::options::Mode;
 use crate::scripts;
+use lock_core::backend::{Admin, Notes, Notify, RaiseFence, Records, WaitQueue};
 
 #[async_trait]
 impl LockBackend for RedisLock {
@@ -45,18 +46,8 @@ impl LockBackend for RedisLock {
         let mut c = Capability::NONE;
         c.renew = true;
         c.fencing = true;
-        c.notify = self.inner.notifications;
         c.reentrant = matches!(self.inner.mode, Mode::Reentrant | Mode::Fair);
         c.fair = self.inner.mode == Mode::Fair;
-        // Waiters keep their place in the wait set (fair: the queue) between attempts, so a
-        // release wakes only the one it hands the lock to; the core does the waiting. Not in
-        // the interop modes: the other library's clients would ignore a reservation, so there
-        // is no wait set, and `notify` covers our own releases only (waiters also poll).
-        c.queue = !self.inner.mode.is_interop();
-        // Notes live inside the hold and the fence counter is ours in every mode (see
-        // set_note.lua, raise_fence.lua); neither changes what the other library reads.
-        c.notes = true;
-        c.raise_fence = true;
         // A release grants the next waiter its hold in advance (handoffs.rs).
         c.early_grants = !self.inner.mode.is_interop();
         // Readers in a hash next to the lock (shared.rs); the other library's clients would
@@ -66,13 +57,7 @@ impl LockBackend for RedisLock {
         c.permits = c.shared;
         // An upgrade is a writer whose own read does not count (handoff.lua).
         c.upgrade = c.shared;
-        // A number and a set next to nothing else (record.rs).
-        c.records = true;
         c
-    }
-
-    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
-        self.record_op(key, op).await
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
@@ -178,6 +163,53 @@ impl LockBackend for RedisLock {
         Ok(info)
     }
 
+    /// Pub/sub release messages, unless the builder turned them off.
+    fn notify(&self) -> Option<&dyn Notify> {
+        self.inner.notifications.then_some(self as &dyn Notify)
+    }
+
+    /// Waiters keep their place in the wait set (fair: the queue) between attempts, so a
+    /// release wakes only the one it hands the lock to; the core does the waiting. Not in the
+    /// interop modes: the other library's clients would ignore a reservation, so there is no
+    /// wait set, and notifications cover our own releases only (waiters also poll).
+    fn queue(&self) -> Option<&dyn WaitQueue> {
+        (!self.inner.mode.is_interop()).then_some(self as &dyn WaitQueue)
+    }
+
+    /// Notes live inside the hold and the fence counter is ours in every mode (see
+    /// set_note.lua, raise_fence.lua); neither changes what the other library reads.
+    fn notes(&self) -> Option<&dyn Notes> {
+        Some(self)
+    }
+
+    fn fences(&self) -> Option<&dyn RaiseFence> {
+        Some(self)
+    }
+
+    /// A number and a set next to nothing else (record.rs).
+    fn records(&self) -> Option<&dyn Records> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Notify for RedisLock {
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        let Some(n) = self.notifier().await? else { return Ok(None) };
+        Ok(Some(n.subscribe(key).await.map_err(classify)?))
+    }
+
+    fn listening(&self, key: &str) -> bool {
+        self.inner.notifier.get().is_some_and(|n| n.listening(key))
+    }
+}
+
+#[async_trait]
+impl WaitQueue for RedisLock {
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
         let (conn, names) = (self.inner.conn.clone(), self.inner.layout.names(key));
         let claim = millis(self.claim_window());
@@ -190,16 +222,10 @@ impl LockBackend for RedisLock {
         // taken; never touch a hold otherwise.
         cancel(self.inner.mode, conn, &names, &token, "", claim, self.tag(), &taken).await
     }
+}
 
-    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
-        let Some(n) = self.notifier().await? else { return Ok(None) };
-        Ok(Some(n.subscribe(key).await.map_err(classify)?))
-    }
-
-    fn listening(&self, key: &str) -> bool {
-        self.inner.notifier.get().is_some_and(|n| n.listening(key))
-    }
-
+#[async_trait]
+impl Notes for RedisLock {
     /// `set_note.lua`: the note goes inside the hold (after the value's owner token and nonce,
     /// or the hash field `m`), so it leaves with the hold.
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
@@ -227,7 +253,10 @@ impl LockBackend for RedisLock {
             redis::cmd("GET").arg(&lock).query_async(&mut conn).await.map_err(classify)?;
         Ok(value.as_deref().and_then(note_of_value))
     }
+}
 
+#[async_trait]
+impl RaiseFence for RedisLock {
     /// `raise_fence.lua`, for the holder only; a counter above `floor` is left alone.
     async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
         // The counter is a Redis integer: a floor it cannot hold is no token this backend drew.
@@ -248,7 +277,17 @@ impl LockBackend for RedisLock {
             .map_err(classify)?;
         Ok(held == 1)
     }
+}
 
+#[async_trait]
+impl Records for RedisLock {
+    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
+        self.record_op(key, op).await
+    }
+}
+
+#[async_trait]
+impl Admin for RedisLock {
     /// `SCAN` for the lock names (held exclusively) and the shared-hold hashes (readers,
     /// permits) of the keys starting with `prefix`; both expire with their last hold.
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {

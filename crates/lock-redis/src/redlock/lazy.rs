@@ -3,6 +3,7 @@
 use crate::RedisLock;
 use lock_core::async_trait;
 use lock_core::backend::{AcquireRequest, Attempt, Capability, LockBackend, RenewItem, Subscription};
+use lock_core::backend::{Admin, Notes, Notify, RaiseFence, Records, WaitQueue};
 use lock_core::{OwnerToken, Result};
 use tokio::sync::OnceCell;
 
@@ -54,8 +55,9 @@ fn identity_matches_the_connected_backend() {
 
 #[test]
 fn a_master_down_at_start_keeps_the_quorum_fenced() {
-    let c = LazyRedis::new("redis://127.0.0.1:1/".to_owned()).capabilities();
-    assert!(c.fencing && c.raise_fence, "{c:?}");
+    let lazy = LazyRedis::new("redis://127.0.0.1:1/".to_owned());
+    let c = lazy.capabilities();
+    assert!(c.fencing && lazy.fences().is_some(), "{c:?}");
 }
 
 #[async_trait]
@@ -66,15 +68,14 @@ impl LockBackend for LazyRedis {
     fn capabilities(&self) -> Capability {
         match self.conn.get() {
             Some(c) => c.capabilities(),
-            // What every connected RedisLock has in the modes Redlock allows: `raise_fence`
-            // too, so the quorum's fencing (and its grants' numbers, and force-unlock, which
-            // needs fences) does not change when a master that was down joins.
+            // What every connected RedisLock has in the modes Redlock allows, with the fence
+            // counter handed out too (`fences`), so the quorum's fencing (and its grants'
+            // numbers, and force-unlock, which needs fences) does not change when a master
+            // that was down joins.
             None => {
                 let mut c = Capability::NONE;
                 c.renew = true;
                 c.fencing = true;
-                c.notify = true;
-                c.raise_fence = true;
                 c
             }
         }
@@ -91,22 +92,65 @@ impl LockBackend for LazyRedis {
     async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
         self.get().await?.renew(items).await
     }
-    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
-        self.get().await?.leave_queue(key, owner).await
-    }
 
-    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
-        self.get().await?.subscribe(key).await
-    }
     async fn inspect(&self, key: &str) -> Result<lock_core::LockInfo> {
         self.get().await?.inspect(key).await
     }
+
+    fn notify(&self) -> Option<&dyn Notify> {
+        Some(self)
+    }
+
+    /// Notifications, notes, the fence counter, records and the operator's calls are every
+    /// connected master's in the modes Redlock allows; its wait set only once connected.
+    fn queue(&self) -> Option<&dyn WaitQueue> {
+        self.conn.get().and_then(|c| c.queue()).map(|_| self as &dyn WaitQueue)
+    }
+
+    fn notes(&self) -> Option<&dyn Notes> {
+        Some(self)
+    }
+
+    fn fences(&self) -> Option<&dyn RaiseFence> {
+        Some(self)
+    }
+
+    fn records(&self) -> Option<&dyn Records> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Notify for LazyRedis {
+    async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
+        self.get().await?.subscribe(key).await
+    }
+}
+
+#[async_trait]
+impl WaitQueue for LazyRedis {
+    async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
+        self.get().await?.leave_queue(key, owner).await
+    }
+}
+
+#[async_trait]
+impl Notes for LazyRedis {
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
         self.get().await?.set_note(key, owner, note).await
     }
+
     async fn note(&self, key: &str) -> Result<Option<String>> {
         self.get().await?.note(key).await
     }
+}
+
+#[async_trait]
+impl RaiseFence for LazyRedis {
     async fn raise_fence(
         &self,
         key: &str,
@@ -115,16 +159,26 @@ impl LockBackend for LazyRedis {
     ) -> Result<bool> {
         self.get().await?.raise_fence(key, owner, floor).await
     }
+}
 
-    async fn evict(&self, key: &str, fence: lock_core::FencingToken) -> Result<bool> {
-        self.get().await?.evict(key, fence).await
-    }
-
+#[async_trait]
+impl Records for LazyRedis {
     async fn record(
         &self,
         key: &str,
         op: lock_core::backend::RecordOp<'_>,
     ) -> Result<lock_core::backend::Record> {
         self.get().await?.record(key, op).await
+    }
+}
+
+#[async_trait]
+impl Admin for LazyRedis {
+    async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        self.get().await?.list(prefix, limit).await
+    }
+
+    async fn evict(&self, key: &str, fence: lock_core::FencingToken) -> Result<bool> {
+        self.get().await?.evict(key, fence).await
     }
 }

@@ -151,7 +151,8 @@ pub async fn foreign_release_rejected<F: Factory + ?Sized>(f: &F) {
 /// 12. Reentrancy: a nested acquisition by the same owner succeeds and only the outermost
 ///     release frees the key.
 pub async fn reentrant_nesting<F: Factory + ?Sized>(f: &F) {
-    let Some(ca) = client_with(f, "reentrant_nesting", |c| c.reentrant, "backend is not reentrant").await
+    let Some(ca) =
+        client_with(f, "reentrant_nesting", |b| b.capabilities().reentrant, "backend is not reentrant").await
     else {
         return;
     };

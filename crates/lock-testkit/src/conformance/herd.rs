@@ -30,8 +30,7 @@ const ATTEMPTS_PER_GRANT: usize = 6;
 pub async fn release_wakes_no_herd<F: Factory + ?Sized>(f: &F) {
     let case = "release_wakes_no_herd";
     let backend = f.client().await.backend.clone();
-    let caps = backend.capabilities();
-    if !(caps.notify || caps.native_wait || caps.queue) {
+    if !(backend.notify().is_some() || backend.capabilities().native_wait || backend.queue().is_some()) {
         return skip(&f.label(), case, "waiters poll: no release notification and no wait on the server");
     }
     let (hooked, tries) = Hooked::counting(backend, Call::TryAcquire);

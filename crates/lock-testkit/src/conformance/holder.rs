@@ -15,7 +15,8 @@ use crate::poll::within;
 /// sent.
 pub async fn holder_identity_noted<F: Factory + ?Sized>(f: &F) {
     let case = "holder_identity_noted";
-    let Some(c) = client_with(f, case, |c| c.notes, "the store keeps no notes on a hold").await else {
+    let Some(c) = client_with(f, case, |b| b.notes().is_some(), "the store keeps no notes on a hold").await
+    else {
         return;
     };
     let (backend, plain) = (c.backend.clone(), c.locker());

@@ -31,7 +31,9 @@ pub async fn expired_lease_taken_over<F: Factory + ?Sized>(f: &F) {
 
 /// 6. Renew extends the lease past the original TTL; renew after loss reports the loss.
 pub async fn renew_extends_lease<F: Factory + ?Sized>(f: &F) {
-    let Some(ca) = client_with(f, "renew_extends_lease", |c| c.renew, "backend has no renew").await else {
+    let Some(ca) =
+        client_with(f, "renew_extends_lease", |b| b.capabilities().renew, "backend has no renew").await
+    else {
         return;
     };
     let (a, b) = (ca.locker(), locker(f).await);
@@ -58,7 +60,9 @@ pub async fn renew_extends_lease<F: Factory + ?Sized>(f: &F) {
 /// 7. The watchdog keeps a lock held for 3x its lease without explicit renewal; after release no
 ///    renewal work remains.
 pub async fn watchdog_keeps_lock<F: Factory + ?Sized>(f: &F) {
-    let Some(ca) = client_with(f, "watchdog_keeps_lock", |c| c.renew, "backend has no renew").await else {
+    let Some(ca) =
+        client_with(f, "watchdog_keeps_lock", |b| b.capabilities().renew, "backend has no renew").await
+    else {
         return;
     };
     let lease = f.lease();
@@ -131,7 +135,9 @@ pub async fn lost_signal_fires<F: Factory + ?Sized>(f: &F) {
 /// 15. Renew and nested acquisition only ever extend: a short renewal or a short nested lease
 ///     never cuts a longer lease the key still has.
 pub async fn renew_only_extends<F: Factory + ?Sized>(f: &F) {
-    let Some(ca) = client_with(f, "renew_only_extends", |c| c.renew, "backend has no renew").await else {
+    let Some(ca) =
+        client_with(f, "renew_only_extends", |b| b.capabilities().renew, "backend has no renew").await
+    else {
         return;
     };
     let caps = ca.backend.capabilities();
@@ -156,7 +162,10 @@ pub async fn renew_only_extends<F: Factory + ?Sized>(f: &F) {
 /// 16. A loss reaches every guard of the hold, nested guards included.
 pub async fn lost_reaches_nested_guards<F: Factory + ?Sized>(f: &F) {
     let case = "lost_reaches_nested_guards";
-    let Some(ca) = client_with(f, case, |c| c.reentrant, "backend is not reentrant").await else { return };
+    let Some(ca) = client_with(f, case, |b| b.capabilities().reentrant, "backend is not reentrant").await
+    else {
+        return;
+    };
     let lease = f.lease();
     let a = ca.locker().with_watchdog_lease(lease).expect("lease");
     let k = key("lostnest");

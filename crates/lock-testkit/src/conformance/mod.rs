@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use lock_core::LockBackend;
 use lock_core::Locker;
-use lock_core::backend::Capability;
 
 use crate::factory::{Client, Factory};
 // Also reachable here, where backend fault tests have always found them.
@@ -63,11 +63,11 @@ async fn assert_held(l: &Locker, key: &str, what: &str) {
 async fn client_with<F: Factory + ?Sized>(
     f: &F,
     case: &str,
-    has: fn(&Capability) -> bool,
+    has: fn(&dyn LockBackend) -> bool,
     lacks: &str,
 ) -> Option<Client> {
     let c = f.client().await;
-    if has(&c.backend.capabilities()) {
+    if has(&*c.backend) {
         Some(c)
     } else {
         skip(&f.label(), case, lacks);

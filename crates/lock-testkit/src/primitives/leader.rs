@@ -331,7 +331,7 @@ pub async fn leader_observers_read_identity<F: Factory + ?Sized>(f: &F) {
     let name = key("observe");
     let observer_client = f.client().await;
     let observer = LeaderElection::new(&observer_client.locker(), &name, "observer").expect("observer");
-    if !observer_client.backend.capabilities().notes {
+    if observer_client.backend.notes().is_none() {
         let e = observer.leader().await.expect_err("no notes");
         assert!(matches!(e, LockError::Unsupported { .. }), "{e:?}");
         return skip(&label, "leader_observers_read_identity", "the backend has no notes");

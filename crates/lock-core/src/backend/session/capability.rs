@@ -4,15 +4,14 @@ use crate::backend::Capability;
 
 /// The capabilities of a session-bound store that waits in its server's own queue and keeps
 /// its holds in [`Sessions`](super::Sessions): renewal is a ping, a second acquisition by the
-/// owner nests in the hold table, notes go through the keeper, the lease is the session, and
-/// the store draws fencing tokens from a counter of its own. A store adds what it has besides
-/// (`fair`, `failover_safe`).
+/// owner nests in the hold table, the lease is the session, and the store draws fencing tokens
+/// from a counter of its own. A store adds what it has besides (`fair`, `failover_safe`), and
+/// hands out its notes, which go through the keeper ([`Sessions::set_note`](super::Sessions::set_note)).
 pub fn capabilities() -> Capability {
     let mut c = Capability::NONE;
     c.renew = true;
     c.fencing = true;
     c.reentrant = true;
-    c.notes = true;
     c.native_wait = true;
     c.session_bound = true;
     c

@@ -5,6 +5,7 @@ use tokio::time::Instant;
 
 use super::{Faults, FaultyBackend, Op};
 use crate::backend::{AcquireRequest, Attempt, LockBackend, RecordOp, RenewItem, Side};
+use crate::backend::{Admin, Notes, Notify, RaiseFence, Records, WaitQueue};
 use crate::{FencingToken, LeaseSignal, LockError, Locker, MemoryBackend, OwnerToken};
 
 mod probe;

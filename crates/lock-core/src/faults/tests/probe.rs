@@ -1,5 +1,5 @@
-//! The forwarding checks, against a store whose every answer differs from the trait's
-//! default bodies.
+//! The forwarding checks, against a store that hands out every capability and whose every
+//! answer differs from what a store without it answers.
 
 use std::sync::Arc;
 
@@ -9,6 +9,7 @@ use super::{LEASE, request};
 use crate::backend::{
     AcquireRequest, Attempt, Grant, LockBackend, Mutex, NotifyHub, Record, RecordOp, RenewItem, Subscription,
 };
+use crate::backend::{Admin, Notes, Notify, RaiseFence, Records, WaitQueue};
 use crate::faults::FaultyBackend;
 use crate::{Capability, FencingToken, LeaseSignal, LockInfo, OwnerToken, Result};
 
@@ -31,14 +32,7 @@ impl LockBackend for Probe {
         "probe"
     }
     fn capabilities(&self) -> Capability {
-        Capability {
-            notify: true,
-            queue: true,
-            notes: true,
-            raise_fence: true,
-            records: true,
-            ..Capability::NONE
-        }
+        Capability::NONE
     }
     fn identity(&self) -> String {
         "probe://one".to_owned()
@@ -59,41 +53,92 @@ impl LockBackend for Probe {
         self.call("inspect");
         Ok(LockInfo { waiters: Some(5), ..LockInfo::held() })
     }
-    async fn leave_queue(&self, _: &str, _: OwnerToken) -> Result<()> {
-        self.call("leave_queue");
-        Ok(())
+
+    fn notify(&self) -> Option<&dyn Notify> {
+        Some(self)
     }
+
+    fn queue(&self) -> Option<&dyn WaitQueue> {
+        Some(self)
+    }
+
+    fn notes(&self) -> Option<&dyn Notes> {
+        Some(self)
+    }
+
+    fn fences(&self) -> Option<&dyn RaiseFence> {
+        Some(self)
+    }
+
+    fn records(&self) -> Option<&dyn Records> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Notify for Probe {
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
         self.call("subscribe");
         Ok(Some(self.hub.subscribe(key).0))
     }
+
     fn listening(&self, _: &str) -> bool {
         self.call("listening");
         true
     }
+}
+
+#[async_trait]
+impl WaitQueue for Probe {
+    async fn leave_queue(&self, _: &str, _: OwnerToken) -> Result<()> {
+        self.call("leave_queue");
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Notes for Probe {
     async fn set_note(&self, _: &str, _: OwnerToken, _: &str) -> Result<bool> {
         self.call("set_note");
         Ok(true)
     }
+
     async fn note(&self, _: &str) -> Result<Option<String>> {
         self.call("note");
         Ok(Some("probe note".to_owned()))
     }
+}
+
+#[async_trait]
+impl RaiseFence for Probe {
     async fn raise_fence(&self, _: &str, _: OwnerToken, _: FencingToken) -> Result<bool> {
         self.call("raise_fence");
         Ok(true)
     }
+}
+
+#[async_trait]
+impl Records for Probe {
+    async fn record(&self, _: &str, _: RecordOp<'_>) -> Result<Record> {
+        self.call("record");
+        Ok(Record { value: Some(11), marks: 2 })
+    }
+}
+
+#[async_trait]
+impl Admin for Probe {
     async fn list(&self, _: &str, _: usize) -> Result<Vec<String>> {
         self.call("list");
         Ok(vec!["probe-key".to_owned()])
     }
+
     async fn evict(&self, _: &str, _: FencingToken) -> Result<bool> {
         self.call("evict");
         Ok(true)
-    }
-    async fn record(&self, _: &str, _: RecordOp<'_>) -> Result<Record> {
-        self.call("record");
-        Ok(Record { value: Some(11), marks: 2 })
     }
 }
 
@@ -103,6 +148,8 @@ impl LockBackend for Probe {
 async fn every_method_is_forwarded() {
     let probe = Arc::new(Probe::default());
     let (b, _faults) = FaultyBackend::wrap(probe.clone());
+    // Through the accessors, as the core calls them: each capability handed out again.
+    let b: &dyn LockBackend = &b;
     let (owner, signal) = (OwnerToken::random(), LeaseSignal::new());
     assert_eq!(b.name(), "probe");
     assert_eq!(b.capabilities(), probe.capabilities());
