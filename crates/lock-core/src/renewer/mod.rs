@@ -8,6 +8,8 @@
 //! a spawn and two cross-thread wake-ups per acquire+release cost ~10% of a Redis lock's round
 //! trips (`lock-bench/examples/redis_profile.rs`).
 
+mod lease;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, MutexGuard};
@@ -18,10 +20,12 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+pub(crate) use self::lease::NewLease;
+use self::lease::{Entry, coalesce_window, local_deadline, period, retry_interval};
 use crate::backend::RENEW_BATCH;
 use crate::backend::{Mutex, RenewItem};
 use crate::observe;
-use crate::{LeaseSignal, LockBackend, LockError, LostReason, OwnerToken};
+use crate::{LockBackend, LockError, LostReason, OwnerToken};
 
 /// Longest sleep of the task: a table emptied by releases (which do not wake it) is noticed
 /// within this, and the task then exits, dropping its handle on the backend.
@@ -30,60 +34,6 @@ pub const IDLE_CHECK: Duration = Duration::from_secs(1);
 /// Renew calls in flight at once: 100,000 leases are 1,000 calls of [`RENEW_BATCH`], too many
 /// round trips one after another to fit in a renewal period.
 const RENEW_IN_FLIGHT: usize = 4;
-
-/// Renew when a third of the lease has passed (Redisson: 30 s lease, renewed every 10 s).
-fn period(lease: Duration) -> Duration {
-    lease / 3
-}
-
-/// After a temporary failure, retry sooner than a full period.
-fn retry_interval(lease: Duration) -> Duration {
-    (lease / 10).clamp(Duration::from_millis(5), Duration::from_secs(1))
-}
-
-/// Leases due within this window are renewed together with the ones due now. Smaller than
-/// the retry interval, so a failing backend is not hammered.
-fn coalesce_window(lease: Duration) -> Duration {
-    (period(lease) / 2).min(retry_interval(lease) / 2)
-}
-
-/// A granted lease, as the acquisition saw it; [`Renewer::register`] derives its schedule.
-pub(crate) struct NewLease {
-    pub key: Arc<str>,
-    pub owner: OwnerToken,
-    /// The lease asked for (and renewed with).
-    pub lease: Duration,
-    /// Renewed by the watchdog (no lease given by the caller).
-    pub auto: bool,
-    /// The lease the backend granted, counted from `sent_at`; `None` for session-bound holds.
-    pub granted: Option<Duration>,
-    /// When the granting request was sent: the lease counts from here, never from the answer.
-    pub sent_at: Instant,
-    /// Clock-drift margin kept between the local deadline and the server's expiry.
-    pub margin: Duration,
-    /// Maximum hold time: no renewal is sent past this instant.
-    pub renew_until: Option<Instant>,
-    pub signal: LeaseSignal,
-    /// The backend grants in advance (`Capability::early_grants`): a grant shorter than asked
-    /// is topped up.
-    pub early: bool,
-}
-
-struct Entry {
-    key: Arc<str>,
-    owner: OwnerToken,
-    lease: Duration,
-    auto: bool,
-    /// Local lease deadline, already shortened by `margin`; `None` for session-bound leases.
-    confirmed_until: Option<Instant>,
-    margin: Duration,
-    next_due: Instant,
-    renew_until: Option<Instant>,
-    signal: LeaseSignal,
-    /// Granted shorter than asked and not renewed by the watchdog: renewed once, to the lease
-    /// asked for.
-    top_up: bool,
-}
 
 /// A lease in flight in one renew call: (id, key, owner, lease).
 type Pending = (u64, Arc<str>, OwnerToken, Duration);
@@ -98,36 +48,6 @@ struct State {
     /// When the sleeping task wakes by itself; `None` while it is busy (it looks at the table
     /// again before it sleeps) or not running.
     alarm: Option<Instant>,
-}
-
-impl Entry {
-    /// When the task must next look at this lease: its deadline, or its renewal.
-    fn first_event(&self) -> Option<Instant> {
-        let renew = ((self.auto || self.top_up) && self.renew_until.is_none_or(|u| self.next_due < u))
-            .then_some(self.next_due);
-        match (self.confirmed_until, renew) {
-            (Some(d), Some(r)) => Some(d.min(r)),
-            (d, r) => d.or(r),
-        }
-    }
-
-    /// A renewal sent at `sent_at` for `lease` was confirmed: the deadline only ever moves later.
-    fn extend(&mut self, sent_at: Instant, lease: Duration) {
-        if let Some(d) = self.confirmed_until {
-            let d = d.max(local_deadline(sent_at, lease, self.margin));
-            self.confirmed_until = Some(d);
-            self.signal.extend_deadline(d);
-        }
-        self.next_due = sent_at + period(lease);
-        self.signal.mark_held();
-    }
-}
-
-/// The local deadline of a lease confirmed by a request sent at `sent_at`: the server counts
-/// the lease from when it received the request, later than `sent_at`, and `margin` absorbs the
-/// drift between the two clocks. Never in the past of `sent_at`.
-fn local_deadline(sent_at: Instant, lease: Duration, margin: Duration) -> Instant {
-    sent_at + lease.saturating_sub(margin)
 }
 
 /// Clears the running mark when the task ends, however it ends (a runtime shut down drops it).
