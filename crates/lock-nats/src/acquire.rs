@@ -44,7 +44,7 @@ impl Inner {
         // timeout) may have landed, and then only this attempt's value is deleted.
         let cleanup = undo_create(self.bucket.clone(), key.clone(), value.nonce);
         let id = format!("{:016x}", value.nonce);
-        let mut expected = 0;
+        let mut expected = self.markers.take(&key);
         for _ in 0..CREATE_TRIES {
             match self.bucket.write(&key, value.encode(), expected, &id).await {
                 Ok(revision) => {
@@ -144,7 +144,10 @@ impl Inner {
         for _ in 0..2 {
             let id = w.next_id();
             match self.bucket.delete(&key, w.revision, &id).await {
-                Ok(_) => return Ok(true),
+                Ok(marker) => {
+                    self.markers.put(&key, marker);
+                    return Ok(true);
+                }
                 Err(Refused::Conflict) => match self.bucket.current(&key).await {
                     Ok(Current::Held { revision, value: Some(v), .. })
                         if v.nonce == w.value.nonce && v.fence == Some(hold.fence) =>

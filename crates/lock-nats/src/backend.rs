@@ -19,6 +19,7 @@ use crate::builder::{Config, NatsLockBuilder};
 use crate::error::{self, NAME, Refused, bounded};
 use crate::holds::Holds;
 use crate::keys::{lock_key, lock_of};
+use crate::markers::Markers;
 use crate::notify::Notifier;
 use crate::store::{Bucket, Current};
 use lock_core::backend::{Admin, Notes, Notify};
@@ -40,6 +41,7 @@ pub(crate) struct Inner {
     pub bucket: Bucket,
     pub holds: Holds,
     pub notifier: Notifier,
+    pub markers: Arc<Markers>,
     pub runtime: Handle,
 }
 
@@ -71,8 +73,9 @@ impl NatsLock {
         let runtime = Handle::try_current()
             .map_err(|_| LockError::InvalidConfig { reason: "NatsLock needs a tokio runtime".to_owned() })?;
         let bucket = crate::connect::open(&cfg).await?;
-        let inner =
-            Arc::new(Inner { cfg, bucket, holds: Holds::default(), notifier: Notifier::new(), runtime });
+        let markers = Arc::new(Markers::default());
+        let notifier = Notifier::new(markers.clone());
+        let inner = Arc::new(Inner { cfg, bucket, holds: Holds::default(), notifier, markers, runtime });
         crate::keeper::start(&inner);
         Ok(NatsLock { inner })
     }
@@ -250,7 +253,10 @@ impl Admin for NatsLock {
                 return Ok(false);
             }
             match bucket.delete(&key, revision, &format!("evict.{}.{revision}", fence.0)).await {
-                Ok(_) => return Ok(true),
+                Ok(marker) => {
+                    self.inner.markers.put(&key, marker);
+                    return Ok(true);
+                }
                 Err(Refused::Conflict) => continue,
                 Err(Refused::Failed(e)) => return Err(e),
             }

@@ -12,6 +12,7 @@ mod error;
 mod holds;
 mod keeper;
 mod keys;
+mod markers;
 mod notify;
 mod options;
 mod store;

@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 
 use crate::error::{self, bounded};
 use crate::keys::lock_of;
+use crate::markers::Markers;
 
 /// The client's watch and the waiters it wakes.
 #[derive(Debug)]
@@ -32,6 +33,8 @@ pub(crate) struct Notifier {
     live: Arc<AtomicBool>,
     /// Delete markers seen (a test hook's figure).
     pub events: Arc<AtomicU64>,
+    /// Where the watch notes the delete markers it delivers.
+    markers: Arc<Markers>,
 }
 
 impl Drop for Notifier {
@@ -43,12 +46,13 @@ impl Drop for Notifier {
 }
 
 impl Notifier {
-    pub fn new() -> Notifier {
+    pub fn new(markers: Arc<Markers>) -> Notifier {
         Notifier {
             hub: NotifyHub::new(),
             task: AsyncMutex::new(None),
             live: Arc::default(),
             events: Arc::default(),
+            markers,
         }
     }
 
@@ -67,6 +71,7 @@ impl Notifier {
                 hub: self.hub.clone(),
                 live: self.live.clone(),
                 events: self.events.clone(),
+                markers: self.markers.clone(),
             };
             *task = Some(tokio::spawn(watch.run(ready_tx)));
             let ready =
@@ -92,6 +97,7 @@ struct Watch {
     hub: NotifyHub,
     live: Arc<AtomicBool>,
     events: Arc<AtomicU64>,
+    markers: Arc<Markers>,
 }
 
 impl Watch {
@@ -113,6 +119,7 @@ impl Watch {
                             && let Some(key) = lock_of(&entry.key)
                         {
                             self.events.fetch_add(1, Ordering::Relaxed);
+                            self.markers.put(&entry.key, entry.revision);
                             self.hub.notify_one(&key);
                         }
                     }
