@@ -68,8 +68,8 @@ pub use postgres::{
     ADMIN_PASSWORD as POSTGRES_ADMIN_PASSWORD, DATABASE as POSTGRES_DATABASE, PASSWORD as POSTGRES_PASSWORD,
     PgServer, USER as POSTGRES_USER,
 };
-pub(crate) use probe::Probe;
 pub use probe::CustomProbe;
+pub(crate) use probe::Probe;
 pub use process::{ManagedProcess, Spec};
 pub(crate) use process::{process_lifetime_dir, with_port_retries};
 pub use redis::RedisServer;

@@ -42,7 +42,10 @@ pub struct CustomProbe {
 
 impl CustomProbe {
     /// `check(pid, port)`, polled every `poll`.
-    pub fn new(poll: Duration, check: impl Fn(u32, u16) -> Result<(), String> + Send + Sync + 'static) -> Self {
+    pub fn new(
+        poll: Duration,
+        check: impl Fn(u32, u16) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
         CustomProbe { check: Box::new(check), poll }
     }
 }
