@@ -51,9 +51,7 @@ impl LockBackend for Queued {
         self.inner.notify()
     }
 
-    fn queue(&self) -> Option<&dyn WaitQueue> {
-        Some(self)
-    }
+    lock_core::backend::hand_out!(queue);
 }
 
 #[async_trait]

@@ -238,19 +238,9 @@ impl LockBackend for EtcdLock {
         Ok(info)
     }
 
-    /// The holder's own key carries its note (see `note.rs`).
-    fn notes(&self) -> Option<&dyn Notes> {
-        Some(self)
-    }
-
-    /// Keys under `<prefix>/%records/`, outside any lease (records.rs).
-    fn records(&self) -> Option<&dyn Records> {
-        Some(self)
-    }
-
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
+    // The holder's own key carries its note (see `note.rs`).
+    // Keys under `<prefix>/%records/`, outside any lease (records.rs).
+    lock_core::backend::hand_out!(notes, records, admin);
 }
 
 #[async_trait]

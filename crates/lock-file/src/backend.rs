@@ -316,18 +316,8 @@ impl LockBackend for FileLock {
         Wakeups::SUPPORTED.then_some(self as &dyn Notify)
     }
 
-    fn notes(&self) -> Option<&dyn Notes> {
-        Some(self)
-    }
-
-    /// `<stem>.rec` files, replaced whole under a flock (records.rs).
-    fn records(&self) -> Option<&dyn Records> {
-        Some(self)
-    }
-
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
+    // `<stem>.rec` files, replaced whole under a flock (records.rs).
+    lock_core::backend::hand_out!(notes, records, admin);
 }
 
 #[async_trait]

@@ -229,10 +229,8 @@ impl LockBackend for MySqlLock {
         self.inner.fences()
     }
 
-    /// The table `<table>_recs`, the same in every mode (records.rs).
-    fn records(&self) -> Option<&dyn Records> {
-        Some(self)
-    }
+    // The table `<table>_recs`, the same in every mode (records.rs).
+    lock_core::backend::hand_out!(records);
 
     fn admin(&self) -> Option<&dyn Admin> {
         self.inner.admin().map(|_| self as &dyn Admin)

@@ -120,13 +120,7 @@ impl<R: Recipe> LockBackend for SessionMode<R> {
         self.recipe.inspect(key).await
     }
 
-    fn notes(&self) -> Option<&dyn Notes> {
-        Some(self)
-    }
-
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
+    lock_core::backend::hand_out!(notes, admin);
 }
 
 #[async_trait]

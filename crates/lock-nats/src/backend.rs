@@ -172,19 +172,9 @@ impl LockBackend for NatsLock {
         Ok(info)
     }
 
-    /// One watch per client (notify.rs).
-    fn notify(&self) -> Option<&dyn Notify> {
-        Some(self)
-    }
-
-    /// The note rides in the holder's value (keys.rs).
-    fn notes(&self) -> Option<&dyn Notes> {
-        Some(self)
-    }
-
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
+    // One watch per client (notify.rs).
+    // The note rides in the holder's value (keys.rs).
+    lock_core::backend::hand_out!(notify, notes, admin);
 }
 
 #[async_trait]

@@ -182,14 +182,8 @@ impl LockBackend for PgLock {
         self.sessions.sql().fenced.then_some(self as &dyn Notes)
     }
 
-    /// The table `<table>_recs` (records.rs).
-    fn records(&self) -> Option<&dyn Records> {
-        Some(self)
-    }
-
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
+    // The table `<table>_recs` (records.rs).
+    lock_core::backend::hand_out!(records, admin);
 }
 
 #[async_trait]

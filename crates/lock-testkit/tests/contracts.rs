@@ -84,7 +84,9 @@ fn operations_in_code() -> BTreeSet<String> {
         }
         ops.extend(public_async_methods(&text, |_| true));
     }
-    for store in ["lock-redis", "lock-mysql", "lock-postgres", "lock-zk", "lock-etcd", "lock-file", "lock-nats"] {
+    for store in
+        ["lock-redis", "lock-mysql", "lock-postgres", "lock-zk", "lock-etcd", "lock-file", "lock-nats"]
+    {
         for (_, text) in sources(&root.join("crates").join(store).join("src")) {
             // A store's own public type is `<Name>Lock`; builders and `from_url` are setup.
             ops.extend(

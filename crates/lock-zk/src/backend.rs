@@ -290,19 +290,9 @@ impl LockBackend for ZkLock {
         Ok(info)
     }
 
-    /// The holder's own node carries its note (see `note.rs`).
-    fn notes(&self) -> Option<&dyn Notes> {
-        Some(self)
-    }
-
-    /// Persistent nodes under `<root>/%records` (records.rs).
-    fn records(&self) -> Option<&dyn Records> {
-        Some(self)
-    }
-
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
+    // The holder's own node carries its note (see `note.rs`).
+    // Persistent nodes under `<root>/%records` (records.rs).
+    lock_core::backend::hand_out!(notes, records, admin);
 }
 
 #[async_trait]

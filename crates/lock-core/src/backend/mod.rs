@@ -39,6 +39,8 @@ mod sync;
 #[cfg(feature = "tls")]
 mod tls;
 
+#[doc(inline)]
+pub use crate::hand_out;
 pub use attempt::{AcquireRequest, Attempt, Grant, RenewItem, Side};
 pub use backoff::{Backoff, jitter, retry_cleanup};
 pub use capability::Capability;

@@ -232,3 +232,42 @@ impl dyn LockBackend {
         admin.evict(key, fence).await
     }
 }
+
+/// The accessors of the capabilities a backend always has, each handing out the backend itself:
+/// `hand_out!(notify, notes, records);` inside `impl LockBackend for MyStore`, for a store that
+/// implements [`Notify`], [`Notes`] and [`Records`]. A capability the store has only sometimes
+/// gets its accessor written out, with the condition.
+#[macro_export]
+macro_rules! hand_out {
+    ($($capability:ident),+ $(,)?) => { $( $crate::hand_out!(@one $capability); )+ };
+    (@one notify) => {
+        fn notify(&self) -> Option<&dyn $crate::backend::Notify> {
+            Some(self)
+        }
+    };
+    (@one queue) => {
+        fn queue(&self) -> Option<&dyn $crate::backend::WaitQueue> {
+            Some(self)
+        }
+    };
+    (@one notes) => {
+        fn notes(&self) -> Option<&dyn $crate::backend::Notes> {
+            Some(self)
+        }
+    };
+    (@one fences) => {
+        fn fences(&self) -> Option<&dyn $crate::backend::RaiseFence> {
+            Some(self)
+        }
+    };
+    (@one records) => {
+        fn records(&self) -> Option<&dyn $crate::backend::Records> {
+            Some(self)
+        }
+    };
+    (@one admin) => {
+        fn admin(&self) -> Option<&dyn $crate::backend::Admin> {
+            Some(self)
+        }
+    };
+}

@@ -262,25 +262,7 @@ impl LockBackend for MemoryBackend {
         })
     }
 
-    fn notify(&self) -> Option<&dyn Notify> {
-        Some(self)
-    }
-
-    fn notes(&self) -> Option<&dyn Notes> {
-        Some(self)
-    }
-
-    fn fences(&self) -> Option<&dyn RaiseFence> {
-        Some(self)
-    }
-
-    fn records(&self) -> Option<&dyn Records> {
-        Some(self)
-    }
-
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
+    crate::hand_out!(notify, notes, fences, records, admin);
 }
 
 #[async_trait]

@@ -230,9 +230,7 @@ impl LockBackend for QuorumBackend {
         self.members.iter().any(|m| m.notify().is_some()).then_some(self as &dyn Notify)
     }
 
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
+    crate::hand_out!(admin);
 }
 
 #[async_trait]

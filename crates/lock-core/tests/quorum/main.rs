@@ -129,17 +129,13 @@ impl LockBackend for Faulty {
         self.mem.inspect(key).await
     }
 
-    fn notify(&self) -> Option<&dyn Notify> {
-        Some(self)
-    }
+    lock_core::backend::hand_out!(notify);
 
     fn fences(&self) -> Option<&dyn RaiseFence> {
         self.can_raise.then_some(self as &dyn RaiseFence)
     }
 
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
+    lock_core::backend::hand_out!(admin);
 }
 
 #[async_trait]

@@ -48,23 +48,9 @@ impl LockBackend for Optimistic {
         self.inspect_lease(key).await
     }
 
-    /// Releases in this process wake the head of this process's queue for the key (the queue
-    /// is kept here, not on the server: see `waiters.rs`).
-    fn notify(&self) -> Option<&dyn Notify> {
-        Some(self)
-    }
-
-    fn queue(&self) -> Option<&dyn WaitQueue> {
-        Some(self)
-    }
-
-    fn notes(&self) -> Option<&dyn Notes> {
-        Some(self)
-    }
-
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
+    // Releases in this process wake the head of this process's queue for the key (the queue
+    // is kept here, not on the server: see `waiters.rs`).
+    lock_core::backend::hand_out!(notify, queue, notes, admin);
 }
 
 #[async_trait]

@@ -176,24 +176,10 @@ impl LockBackend for RedisLock {
         (!self.inner.mode.is_interop()).then_some(self as &dyn WaitQueue)
     }
 
-    /// Notes live inside the hold and the fence counter is ours in every mode (see
-    /// set_note.lua, raise_fence.lua); neither changes what the other library reads.
-    fn notes(&self) -> Option<&dyn Notes> {
-        Some(self)
-    }
-
-    fn fences(&self) -> Option<&dyn RaiseFence> {
-        Some(self)
-    }
-
-    /// A number and a set next to nothing else (record.rs).
-    fn records(&self) -> Option<&dyn Records> {
-        Some(self)
-    }
-
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
+    // Notes live inside the hold and the fence counter is ours in every mode (see
+    // set_note.lua, raise_fence.lua); neither changes what the other library reads.
+    // A number and a set next to nothing else (record.rs).
+    lock_core::backend::hand_out!(notes, fences, records, admin);
 }
 
 #[async_trait]

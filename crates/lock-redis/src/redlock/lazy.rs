@@ -97,9 +97,7 @@ impl LockBackend for LazyRedis {
         self.get().await?.inspect(key).await
     }
 
-    fn notify(&self) -> Option<&dyn Notify> {
-        Some(self)
-    }
+    lock_core::backend::hand_out!(notify);
 
     /// Notifications, notes, the fence counter, records and the operator's calls are every
     /// connected master's in the modes Redlock allows; its wait set only once connected.
@@ -107,21 +105,7 @@ impl LockBackend for LazyRedis {
         self.conn.get().and_then(|c| c.queue()).map(|_| self as &dyn WaitQueue)
     }
 
-    fn notes(&self) -> Option<&dyn Notes> {
-        Some(self)
-    }
-
-    fn fences(&self) -> Option<&dyn RaiseFence> {
-        Some(self)
-    }
-
-    fn records(&self) -> Option<&dyn Records> {
-        Some(self)
-    }
-
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
+    lock_core::backend::hand_out!(notes, fences, records, admin);
 }
 
 #[async_trait]

@@ -54,29 +54,7 @@ impl LockBackend for Probe {
         Ok(LockInfo { waiters: Some(5), ..LockInfo::held() })
     }
 
-    fn notify(&self) -> Option<&dyn Notify> {
-        Some(self)
-    }
-
-    fn queue(&self) -> Option<&dyn WaitQueue> {
-        Some(self)
-    }
-
-    fn notes(&self) -> Option<&dyn Notes> {
-        Some(self)
-    }
-
-    fn fences(&self) -> Option<&dyn RaiseFence> {
-        Some(self)
-    }
-
-    fn records(&self) -> Option<&dyn Records> {
-        Some(self)
-    }
-
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
+    crate::hand_out!(notify, queue, notes, fences, records, admin);
 }
 
 #[async_trait]
