@@ -16,7 +16,7 @@ use tokio::runtime::Handle;
 
 use crate::builder::{Config, EtcdLockBuilder};
 use crate::error::{NAME, bounded, lock_error};
-use crate::layout::is_reader;
+use crate::keys::is_reader;
 use crate::recipe::Queue;
 use crate::session::Inner;
 use lock_core::backend::{Admin, Notes, Records};

@@ -19,8 +19,8 @@ use tokio::time::Instant;
 use crate::cleanup;
 use crate::cleanup::AttemptKeys;
 use crate::error::{bounded, lease_gone, lock_error, temporary};
-use crate::hub::{Mark, PrefixWatch, Woken};
-use crate::layout::{AHEAD_MAX, attempt_ops, first_created, ranges, side_dir, waits_for};
+use crate::keys::{AHEAD_MAX, attempt_ops, first_created, ranges, side_dir, waits_for};
+use crate::notify::{Mark, PrefixWatch, Woken};
 use crate::session::{Inner, Session, WaitingLease};
 
 /// `key` as one segment of an etcd key: `%` and `/` percent-encoded, so that no key's prefix
@@ -250,7 +250,7 @@ impl QueueStore for Queue<'_> {
     }
 
     /// Wait for the last key created before ours (and ours, should the lease end) to be
-    /// deleted, on this client's watch of the lock's prefix ([`crate::hub`]): marked first, then
+    /// deleted, on this client's watch of the lock's prefix ([`crate::notify`]): marked first, then
     /// the predecessor read, so a delete after that read cannot be missed.
     async fn watch(
         &self,

@@ -1,5 +1,5 @@
 //! How a client's waiters watch a lock: one watch of the lock's prefix per client, kept open
-//! across waits (`src/hub.rs`), and a waiter that knows every key ahead of its own takes the
+//! across waits (`src/notify.rs`), and a waiter that knows every key ahead of its own takes the
 //! lock from the deletes it sees, without a read.
 
 use std::time::Duration;

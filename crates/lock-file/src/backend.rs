@@ -18,10 +18,10 @@ use tokio::time::Instant;
 use crate::NAME;
 use crate::driver::{Files, Held};
 use crate::files::{Grabbed, KeyFiles, Probed, grab, probe};
-use crate::names::stem;
+use crate::keys::stem;
+use crate::notify::{Place, Wakeups};
 use crate::queue::{Ahead, Ticket};
 use crate::records::{OwnedOp, apply};
-use crate::wakeups::{Place, Wakeups};
 use lock_core::backend::{Admin, Notes, Notify, Records};
 
 /// How often a hold checks that its lock file is still the one at its path: how soon a holder

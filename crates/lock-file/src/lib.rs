@@ -8,10 +8,10 @@ mod backend;
 mod driver;
 mod evict;
 mod files;
-mod names;
+mod keys;
+mod notify;
 mod queue;
 mod records;
-mod wakeups;
 
 pub use backend::{DEFAULT_CHECK_EVERY, FileLock};
 
@@ -19,7 +19,7 @@ pub use backend::{DEFAULT_CHECK_EVERY, FileLock};
 /// `[A-Za-z0-9_-]`, so that `flock(1)` on `<dir>/<key>` takes the same lock. Removing it takes
 /// the lock away from its holder, whose lost signal then fires.
 pub fn lock_file_name(key: &str) -> String {
-    names::stem(key)
+    keys::stem(key)
 }
 
 /// The file store in the registry: `file:///absolute/dir`.

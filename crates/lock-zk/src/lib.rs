@@ -10,7 +10,7 @@ mod cleanup;
 mod config;
 mod contenders;
 mod error;
-mod key;
+mod keys;
 mod layout;
 mod nodelay;
 mod note;
@@ -28,7 +28,7 @@ mod waiting;
 pub use backend::ZkLock;
 pub use builder::{DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT, ZkLockBuilder};
 pub use error::SessionEnded;
-pub use key::encode_key;
+pub use keys::encode_key;
 pub use waiting::{DEAD_WAITER_AFTER, WAITER_HEARTBEAT};
 /// Test hooks (feature `testing`, not for production): the data of a waiting lock node and of a
 /// claimed one, for tests that stand in for a waiter.

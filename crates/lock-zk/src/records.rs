@@ -10,7 +10,7 @@ use lock_core::{LockError, Result};
 use zookeeper_client as zk;
 
 use crate::error::{NAME, lock_error};
-use crate::key::encode_key;
+use crate::keys::encode_key;
 use crate::session::Inner;
 
 /// How often a delete retries when a mark arrived between its listing and the node's delete.

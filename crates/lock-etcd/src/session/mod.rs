@@ -22,7 +22,7 @@ use crate::builder::Config;
 use crate::cleanup;
 use crate::cleanup::Life;
 use crate::error::{bounded, lock_error};
-use crate::hub::Hub;
+use crate::notify::Hub;
 use keeper::{Watch, keep_alive};
 pub use waiting::WAITING_TTL;
 pub(crate) use waiting::{PROMOTED, Waiting, WaitingLease};

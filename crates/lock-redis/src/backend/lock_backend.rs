@@ -178,7 +178,7 @@ impl LockBackend for RedisLock {
 
     // Notes live inside the hold and the fence counter is ours in every mode (see
     // set_note.lua, raise_fence.lua); neither changes what the other library reads.
-    // A number and a set next to nothing else (record.rs).
+    // A number and a set next to nothing else (records.rs).
     lock_core::backend::hand_out!(notes, fences, records, admin);
 }
 

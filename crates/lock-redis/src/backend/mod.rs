@@ -21,7 +21,7 @@ use crate::target::Target;
 
 mod acquire;
 mod lock_backend;
-mod record;
+mod records;
 mod script_calls;
 mod shared;
 
