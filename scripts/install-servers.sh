@@ -5,6 +5,7 @@
 # `--all-features` build). Nothing is started here: lock-testkit spawns its own instances on
 # free loopback ports.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-cli >/dev/null || need+=(redis-tools)
@@ -23,7 +24,11 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v etcdctl >/dev/null || need+=(etcd-client)
 command -v protoc >/dev/null || need+=(protobuf-compiler)
-command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || need+=(nats-server)
+# What a store crate's own test server needs, named in its manifest
+# (`[package.metadata.dlock] test-packages = ["..."]`), so that a new store adds nothing here.
+for pkg in $(sed -n 's/^test-packages *= *\[\(.*\)\]/\1/p' crates/*/Cargo.toml | tr -d '",'); do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
 # A transaction-pooling PgBouncer in front of PostgreSQL: the session locks refuse it.
 [ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
 # The other side of the interop tests: Apache Curator (with the JDK's javac to compile the
