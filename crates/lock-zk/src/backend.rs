@@ -17,7 +17,7 @@ use crate::builder::ZkLockBuilder;
 use crate::config::Config;
 use crate::contenders::{is_reader, queue};
 use crate::error::{NAME, SessionEnded, lock_error, session_ended};
-use crate::layout::{gate_dir, is_semaphore};
+use crate::keys::{gate_dir, is_semaphore};
 use crate::queue::Queue;
 use crate::session::{Inner, open_client};
 use lock_core::backend::{Admin, Notes, Records};

@@ -11,7 +11,6 @@ mod config;
 mod contenders;
 mod error;
 mod keys;
-mod layout;
 mod nodelay;
 mod note;
 mod options;

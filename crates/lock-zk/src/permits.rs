@@ -25,7 +25,7 @@ use zookeeper_client as zk;
 
 use crate::cleanup::{self, Node};
 use crate::error::{lock_error, temporary};
-use crate::layout::leases_dir;
+use crate::keys::leases_dir;
 use crate::queue::{Entry, Queue};
 use crate::session::Inner;
 

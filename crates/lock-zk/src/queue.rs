@@ -16,7 +16,7 @@ use zookeeper_client as zk;
 use crate::cleanup::{self, Node};
 use crate::contenders::node_name;
 use crate::error::{lock_error, outcome_unknown, session_ended, temporary};
-use crate::layout::{GATE_SUFFIX, gate_dir, leases_dir};
+use crate::keys::{GATE_SUFFIX, gate_dir, leases_dir};
 use crate::session::{Inner, Session};
 use crate::waiting::{DEAD_WAITER_AFTER, HELD_DATA, Mark, Waiting, reread};
 
