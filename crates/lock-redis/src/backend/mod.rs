@@ -20,6 +20,7 @@ use crate::replica::ReplicaAck;
 use crate::target::Target;
 
 mod acquire;
+mod capabilities;
 mod lock_backend;
 mod records;
 mod script_calls;
