@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::driver::{Held, still_names};
+use crate::flock::lock_until;
 use crate::queue::Line;
 
 /// A lock file removed between our open and our lock is retried on the new file this many
@@ -231,22 +232,6 @@ pub(crate) fn lock_counter(path: &Path) -> io::Result<File> {
         lock_until(&file, until)?;
         if still_names(path, &file)? {
             return Ok(file);
-        }
-    }
-}
-
-/// `file`'s exclusive lock, polled until `until` (std's blocking lock has no timeout).
-pub(crate) fn lock_until(file: &File, until: Instant) -> io::Result<()> {
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(TryLockError::WouldBlock) if Instant::now() < until => {
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            Err(TryLockError::WouldBlock) => {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "another process keeps the file locked"));
-            }
-            Err(TryLockError::Error(e)) => return Err(e),
         }
     }
 }

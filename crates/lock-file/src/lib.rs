@@ -8,6 +8,7 @@ mod backend;
 mod driver;
 mod evict;
 mod files;
+mod flock;
 mod keys;
 mod notify;
 mod queue;

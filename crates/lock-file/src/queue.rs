@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::driver::still_names;
-use crate::files::lock_until;
+use crate::flock::lock_until;
 
 /// The directory of every key's tickets, in the lock directory. No key's file is named so (a
 /// key's file names start with its stem, which is never empty and has no `.`).

@@ -55,7 +55,7 @@ pub(crate) fn apply(dir: &Path, stem: &str, op: &OwnedOp) -> io::Result<Record> 
     }
     let guard =
         OpenOptions::new().read(true).write(true).create(true).truncate(false).open(at("rec-guard"))?;
-    crate::files::lock_until(&guard, std::time::Instant::now() + LOCK_BOUND)?;
+    crate::flock::lock_until(&guard, std::time::Instant::now() + LOCK_BOUND)?;
     let mut record = read(&path)?;
     let (answer, keep) = record.apply(op.as_op());
     if matches!(op, OwnedOp::Get) {
