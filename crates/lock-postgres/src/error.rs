@@ -77,7 +77,7 @@ pub(crate) fn classify(e: sqlx::Error) -> LockError {
     let other_clients =
         state.as_deref() == Some(PROTOCOL_VIOLATION) && e.to_string().contains("prepared statement");
     if matches!(state.as_deref(), Some(PREPARED_GONE | PREPARED_TAKEN)) || other_clients {
-        return crate::pooler::pooled(&format!("the server answered \"{e}\" for a prepared statement"));
+        return pooled(&format!("the server answered \"{e}\" for a prepared statement"));
     }
     if state.as_deref() == Some(INSUFFICIENT_PRIVILEGE) {
         match missing_grant(&e.to_string()) {
@@ -111,6 +111,19 @@ fn missing_grant(message: &str) -> Option<String> {
     Some(format!(
         "the role needs GRANT {privileges} ON {table} TO <role>; see lock-postgres's README, \"Least-privilege setup\""
     ))
+}
+
+/// The refusal of a transaction-pooling proxy; `seen` says how it showed.
+pub(crate) fn pooled(seen: &str) -> LockError {
+    LockError::InvalidConfig {
+        reason: format!(
+            "PostgreSQL is reached through a transaction-pooling proxy (PgBouncer pool_mode = \
+             transaction or statement): {seen}, so a session lock would stay with a server session \
+             other clients get next. Connect to PostgreSQL directly or through a session-pooling \
+             port; code that runs in a transaction through the proxy can take \
+             PgLock::lock_in_transaction with a PgLock built on a direct connection"
+        ),
+    }
 }
 
 #[cfg(test)]

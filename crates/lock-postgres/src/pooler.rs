@@ -21,7 +21,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool};
 use sqlx::{AssertSqlSafe, Executor, Row};
 use tokio::time::Instant;
 
-use crate::error::{NAME, classify};
+use crate::error::{NAME, classify, pooled};
 
 /// The server session and the port the server was reached on (`NULL` over a unix socket). The
 /// simple query protocol throughout: a prepared statement would not survive a transaction
@@ -53,19 +53,6 @@ pub(crate) async fn forwarded(
         _ => false,
     };
     Ok(!direct)
-}
-
-/// The refusal of a transaction-pooling proxy; `seen` says how it showed.
-pub(crate) fn pooled(seen: &str) -> LockError {
-    LockError::InvalidConfig {
-        reason: format!(
-            "PostgreSQL is reached through a transaction-pooling proxy (PgBouncer pool_mode = \
-             transaction or statement): {seen}, so a session lock would stay with a server session \
-             other clients get next. Connect to PostgreSQL directly or through a session-pooling \
-             port; code that runs in a transaction through the proxy can take \
-             PgLock::lock_in_transaction with a PgLock built on a direct connection"
-        ),
-    }
 }
 
 fn no_answer() -> LockError {

@@ -326,7 +326,7 @@ struct Answer {
 fn answer(row: &PgRow, unfenced: bool) -> Result<Answer> {
     let foreign: Option<String> = row.try_get("foreign").map_err(classify)?;
     if let Some(key) = foreign.filter(|k| !k.is_empty()) {
-        return Err(crate::pooler::pooled(&format!(
+        return Err(crate::error::pooled(&format!(
             "the server session this connection's statement ran on holds advisory key {key} for \
              another client"
         )));
