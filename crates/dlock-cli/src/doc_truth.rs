@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 // One copy with the integration tests that run the README's lines.
-#[path = "../tests/common/words.rs"]
+#[path = "../tests/cli/common/words.rs"]
 mod words;
 
 use words::words;
@@ -71,7 +71,7 @@ fn every_documented_command_line_parses() {
 }
 
 #[test]
-fn both_readmes_show_every_subcommand_and_scheme() {
+fn both_readmes_show_every_subcommand_and_the_main_one_every_scheme() {
     let cli = crate::stores::command();
     for file in ["README.md", "crates/dlock-cli/README.md"] {
         let text = read(&repo().join(file));
@@ -85,6 +85,11 @@ fn both_readmes_show_every_subcommand_and_scheme() {
                 inline || shown.iter().any(|l| l.starts_with(&prefix)),
                 "{file} never shows `dlock {sub}`"
             );
+        }
+        // The schemes are listed once, in the repository's backend table; this README points
+        // there and to `dlock run --help`, which lists those of the build.
+        if file != "README.md" {
+            continue;
         }
         for scheme in dlock::stores().iter().filter(|d| d.name != "memory").flat_map(|d| d.schemes) {
             assert!(text.contains(&format!("`{scheme}://")), "{file} does not name {scheme}://");

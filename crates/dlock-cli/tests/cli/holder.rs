@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 
-mod common;
+use crate::common;
 
 use common::{dlock, key, pid, redis_url, spawn_holder, store_urls, wait_exit, wait_for};
 

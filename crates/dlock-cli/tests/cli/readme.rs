@@ -1,7 +1,7 @@
 //! The README's console output of the command lines that need no server (a refused URL, an
 //! unreachable one), compared with what the real binary prints and the status it exits with.
 
-mod common;
+use crate::common;
 
 use common::{dlock, words::words};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use lock_testkit::server::shared_postgres;
 
-mod common;
+use crate::common;
 
 use common::{dlock, key, spawn_holder, wait_exit, wait_for};
 

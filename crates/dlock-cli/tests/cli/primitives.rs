@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 
-mod common;
+use crate::common;
 
 use common::{
     delete_lock_behind_the_holder, dlock, key, pid, pid_of, redis_url, spawn_flocked, wait_exit, wait_for,

@@ -2,7 +2,7 @@
 //! nobody reads: the hardest stall, since nothing fails): `status`, `list` and `unlock` each
 //! exit 69 (unavailable) within the store's response bound, never hang.
 //!
-//! Run: `cargo test -p dlock-cli --test silent_store`.
+//! Run: `cargo test -p dlock-cli --test cli silent_store::`.
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 
 use common::{delete_lock_behind_the_holder, dlock, key, redis_url, wait_exit, wait_for};
 

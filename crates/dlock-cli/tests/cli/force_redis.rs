@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Output};
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 use common::{dlock, key, redis_url, spawn_holder, wait_exit, wait_for};
 use lock_testkit::server::{RedisServer, require_servers};

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use lock_testkit::server::{shared_etcd, shared_zk};
 use nix::sys::signal::{Signal, kill};
 
-mod common;
+use crate::common;
 
 use common::{key, pid, wait_exit, wait_for};
 

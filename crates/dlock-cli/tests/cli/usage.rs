@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use lock_testkit::server::{RedisServer, shared_postgres};
 
-mod common;
+use crate::common;
 
 use common::{dlock, key, redis_url, wait_exit};
 

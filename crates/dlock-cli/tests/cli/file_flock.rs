@@ -7,13 +7,13 @@
 //! Commands that hold wait for a file the test creates (`$D/go`), so "still holding" is a
 //! state the test controls, not a race against a sleep.
 //!
-//! Run: `LOCK_TEST_REQUIRE=1 cargo test -p dlock-cli --test file_flock`.
+//! Run: `LOCK_TEST_REQUIRE=1 cargo test -p dlock-cli --test cli file_flock::`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 
 use common::{dlock, wait_exit, wait_for};
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use lock_testkit::server::shared_mariadb;
 use nix::sys::signal::{Signal, kill};
 
-mod common;
+use crate::common;
 
 use common::{dlock, key, pid, spawn_holder, wait_exit, wait_for};
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 use common::{dlock, key, redis_url, spawn_holder, store_urls, wait_exit, wait_for};
 

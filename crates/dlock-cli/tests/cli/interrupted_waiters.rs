@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 
-mod common;
+use crate::common;
 
 use common::{dlock, key, pid, redis_url, spawn_holder, wait_exit, wait_for};
 use lock_testkit::server::{shared_etcd, shared_zk};

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use lock_testkit::server::shared_etcd;
 
-mod common;
+use crate::common;
 
 use common::{dlock, key, wait_exit, wait_for};
 
