@@ -11,7 +11,7 @@ use lock_etcd::etcd_client::{self as etcd, GetOptions, KeyValue, SortOrder, Sort
 use lock_testkit::{eventually, key, server, within};
 use tokio::time::Instant;
 
-mod common;
+use crate::common;
 
 use common::{locker, metric, queued};
 use lock_core::backend::Notes;

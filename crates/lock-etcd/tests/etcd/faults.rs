@@ -13,7 +13,7 @@ use lock_testkit::server::{self, EtcdCluster, EtcdServer};
 use lock_testkit::{eventually, key, within};
 use tokio::time::{Instant, timeout};
 
-mod common;
+use crate::common;
 
 use common::{TTL, locker, queued};
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lock_testkit::{eventually, key, server, within};
 
-mod common;
+use crate::common;
 
 use common::{TTL, locker, metric, queued};
 

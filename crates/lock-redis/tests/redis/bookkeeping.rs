@@ -11,7 +11,7 @@ use lock_core::{LeaseSignal, OwnerToken, settle_cleanups};
 use lock_redis::redis::{self, AsyncCommands, aio::ConnectionManager};
 use lock_redis::{Mode, RedisLock};
 
-mod common;
+use crate::common;
 use common::{LONG, SERVER, backend};
 
 const MODES: [Mode; 3] = [Mode::Simple, Mode::Reentrant, Mode::Fair];
@@ -122,12 +122,12 @@ async fn a_burst_of_cancellations_and_releases_leaves_one_bounded_set() {
 
 /// The scripts as the crate builds them (src/scripts.rs): preludes, then the body.
 fn script(body: &str, hold: bool) -> redis::Script {
-    let mut src = String::from(include_str!("../scripts/fence.lua"));
-    src.push_str(include_str!("../scripts/marks.lua"));
-    src.push_str(include_str!("../scripts/handoff.lua"));
-    src.push_str(include_str!("../scripts/read_phases.lua"));
+    let mut src = String::from(include_str!("../../scripts/fence.lua"));
+    src.push_str(include_str!("../../scripts/marks.lua"));
+    src.push_str(include_str!("../../scripts/handoff.lua"));
+    src.push_str(include_str!("../../scripts/read_phases.lua"));
     if hold {
-        src.push_str(include_str!("../scripts/hold.lua"));
+        src.push_str(include_str!("../../scripts/hold.lua"));
     }
     src.push_str(body);
     redis::Script::new(&src)
@@ -139,9 +139,9 @@ async fn late_copy(b: &RedisLock, mode: Mode, key: &str, owner: &str, nonce: &st
     let n = b.key_names(key);
     let (tag, lease) = ("0".repeat(32), LONG.as_millis().to_string());
     let (body, hold) = match mode {
-        Mode::Simple => (include_str!("../scripts/acquire_simple.lua"), false),
-        Mode::Reentrant => (include_str!("../scripts/acquire_reentrant.lua"), true),
-        _ => (include_str!("../scripts/acquire_fair.lua"), true),
+        Mode::Simple => (include_str!("../../scripts/acquire_simple.lua"), false),
+        Mode::Reentrant => (include_str!("../../scripts/acquire_reentrant.lua"), true),
+        _ => (include_str!("../../scripts/acquire_fair.lua"), true),
     };
     let s = script(body, hold);
     let mut inv = s.prepare_invoke();
@@ -168,9 +168,9 @@ async fn cancel(b: &RedisLock, mode: Mode, key: &str, owner: &str, nonce: &str) 
     let tag = "0".repeat(32);
     let s = script(
         if mode == Mode::Simple {
-            include_str!("../scripts/cancel_simple.lua")
+            include_str!("../../scripts/cancel_simple.lua")
         } else {
-            include_str!("../scripts/cancel_hash.lua")
+            include_str!("../../scripts/cancel_hash.lua")
         },
         false,
     );

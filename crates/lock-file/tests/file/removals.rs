@@ -4,7 +4,7 @@
 //! Every client is a `FileLock` of its own on one directory: separate open files exclude each
 //! other as separate processes do.
 //!
-//! Run: `cargo test -p lock-file --test removals`.
+//! Run: `cargo test -p lock-file --test file removals::`.
 
 use std::collections::HashSet;
 use std::path::Path;

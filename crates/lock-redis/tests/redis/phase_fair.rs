@@ -10,7 +10,7 @@ use lock_core::{LeaseSignal, OwnerToken};
 use lock_redis::{Mode, RedisLock};
 use tokio::time::Instant;
 
-mod common;
+use crate::common;
 use common::{LONG, backend};
 use lock_core::backend::WaitQueue;
 

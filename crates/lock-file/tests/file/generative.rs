@@ -5,7 +5,7 @@
 //! a tight loop for a while, so that removals land while other processes are being granted
 //! (issue 46 point 1: a fence handed out twice, which the checker's fence check finds).
 //!
-//! Run: `cargo test -p lock-file --test generative`; `DLOCK_HISTORY_SEED=<seed>` reruns one.
+//! Run: `cargo test -p lock-file --test file generative::`; `DLOCK_HISTORY_SEED=<seed>` reruns one.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

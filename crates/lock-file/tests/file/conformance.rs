@@ -1,7 +1,7 @@
 //! The conformance and primitive suites on the file backend: every client a `FileLock` of its
 //! own on one shared directory (separate open files exclude each other as processes do).
 //!
-//! Run: `cargo test -p lock-file --test conformance`.
+//! Run: `cargo test -p lock-file --test file conformance::`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
@@ -52,8 +52,8 @@ impl ClientFaults for Remove {
     }
 }
 
-lock_testkit::conformance_tests!(crate::FileFactory::default());
-lock_testkit::primitive_tests!(crate::FileFactory::default());
+lock_testkit::conformance_tests!(crate::conformance::FileFactory::default());
+lock_testkit::primitive_tests!(crate::conformance::FileFactory::default());
 
 /// The composite read-write lock's reader slots are a semaphore whose count is the lock
 /// handle's: no count record is stored for them (only `Semaphore::new` stores one).

@@ -11,8 +11,7 @@ use lock_testkit::server;
 use lock_testkit::{eventually, within};
 use lock_zk::{SessionEnded, ZkLock, encode_key, zookeeper_client as zk};
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 use common::{close_session, locker, run_id};
 

@@ -3,7 +3,7 @@
 //! fallback every 500 ms, the one the release wakes), where polling from 2 ms to 100 ms makes
 //! more than a dozen.
 //!
-//! Run: `cargo test -p lock-file --test wakeups`.
+//! Run: `cargo test -p lock-file --test file wakeups::`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -8,7 +8,7 @@ use lock_etcd::etcd_client::GetOptions;
 use lock_testkit::{eventually, key, server, within};
 use tokio::sync::oneshot;
 
-mod common;
+use crate::common;
 
 use common::{TTL, locker, queued};
 

@@ -15,7 +15,7 @@ use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-mod common;
+use crate::common;
 
 use common::peer::{ANSWER, acquire, answer, release};
 use common::{locker, run_id};

@@ -12,7 +12,7 @@ use lock_testkit::server;
 use lock_testkit::{eventually, key, within};
 use tokio::sync::mpsc;
 
-mod common;
+use crate::common;
 
 use common::{TTL, locker};
 use lock_core::backend::Notes;

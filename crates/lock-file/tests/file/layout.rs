@@ -3,7 +3,7 @@
 //! still honoured; a missing directory is made only when asked; and a hold is taken away
 //! through its fence (`evict`), its holder told and the next fence larger.
 //!
-//! Run: `cargo test -p lock-file --test layout`. (flock(1) itself, through the `dlock` binary,
+//! Run: `cargo test -p lock-file --test file layout::`. (flock(1) itself, through the `dlock` binary,
 //! in `dlock-cli/tests/file_flock.rs`.)
 
 use std::fs::File;

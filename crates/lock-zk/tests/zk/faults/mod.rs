@@ -16,8 +16,7 @@ use lock_testkit::{cut_after, eventually};
 use lock_zk::{ZkLock, zookeeper_client as zk};
 use tokio::time::{Instant, timeout};
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod cancel;
 mod queue;
@@ -61,7 +60,7 @@ async fn killed_holder_is_replaced_within_session_timeout() {
     let key = format!("crash-{}", run_id());
     let mut child = KillOnDrop(
         Command::new(std::env::current_exe().expect("test binary"))
-            .args(["--exact", "crash_child_helper", "--nocapture", "--test-threads=1"])
+            .args(["--exact", "faults::crash_child_helper", "--nocapture", "--test-threads=1"])
             .env("LOCK_ZK_CRASH_CHILD", format!("{connect}|{key}"))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

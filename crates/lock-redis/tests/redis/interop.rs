@@ -40,7 +40,7 @@ fn server() -> Option<String> {
 async fn peer(url: &str) -> Option<Peer> {
     let python = python()?;
     let mut cmd = Command::new(python);
-    cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/peer.py")).arg(url);
+    cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/redis/interop/peer.py")).arg(url);
     let mut p = Peer::spawn("python", cmd);
     p.expect("ready", ANSWER).await;
     Some(p)

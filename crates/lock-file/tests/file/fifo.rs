@@ -7,7 +7,7 @@
 //! other as processes do), some shared by two waiters. The killed waiter is a child process:
 //! this test binary run again as `child_waits_in_line`.
 //!
-//! Run: `cargo test -p lock-file --test fifo -- --nocapture`.
+//! Run: `cargo test -p lock-file --test file fifo:: -- --nocapture`.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -168,7 +168,7 @@ async fn a_killed_waiter_is_skipped_at_once() {
     let held = holder.lock(key).try_acquire().await.expect("try").expect("free");
     let exe = std::env::current_exe().expect("this test binary");
     let child = Command::new(exe)
-        .args(["child_waits_in_line", "--exact", "--nocapture"])
+        .args(["fifo::child_waits_in_line", "--exact", "--nocapture"])
         .env(CHILD_DIR, dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -11,7 +11,7 @@ use lock_testkit::{eventually, server, within};
 use lock_zk::ZkLock;
 use tokio::sync::mpsc;
 
-mod common;
+use crate::common;
 
 use common::{children, close_session, locker, run_id};
 use lock_core::backend::Notes;

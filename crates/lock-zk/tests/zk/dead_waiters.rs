@@ -14,7 +14,7 @@ use lock_zk::{DEAD_WAITER_AFTER, WAITER_HEARTBEAT, WAITING_DATA, ZkLock, zookeep
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-mod common;
+use crate::common;
 
 use common::{locker, queued, run_id};
 

@@ -14,7 +14,7 @@ use lock_etcd::etcd_client as etcd;
 use lock_testkit::{eventually, key, server, within};
 use tokio::time::{Instant, timeout};
 
-mod common;
+use crate::common;
 
 use common::{TTL, locker, metric, queued};
 

@@ -6,7 +6,7 @@ use lock_core::RwLock;
 use lock_testkit::within;
 use tokio::sync::oneshot;
 
-mod common;
+use crate::common;
 
 use common::peer::{self, ANSWER, REFUSED_WAIT, acquire_side, answer, release};
 use common::{locker, queued, run_id};
