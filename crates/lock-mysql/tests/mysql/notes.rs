@@ -2,7 +2,7 @@
 //! is read by another client, a non-holder stores nothing, and after a release, a killed
 //! session or an expired lease readers see no note or the new holder's, never the old one.
 //!
-//! Run: `cargo test -p lock-mysql --test notes`.
+//! Run: `cargo test -p lock-mysql --test mysql notes::`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use lock_mysql::Mode;
 use lock_testkit::server::{external_url, or_skip, try_shared_mariadb};
 use lock_testkit::within;
 
-mod common;
+use crate::common;
 
 use common::{IDLE_BOUNDS_ARE_GLOBAL, admin, backend, builder};
 use lock_core::backend::Notes;

@@ -3,13 +3,13 @@
 //! key (both ways), fenced above every earlier holder, and a wait that times out leaves the
 //! transaction usable; a grant, a timeout or an error leaves the caller's settings as they were.
 //!
-//! Run: `cargo test -p lock-postgres --test transaction`.
+//! Run: `cargo test -p lock-postgres --test postgres transaction::`.
 
 use std::time::Duration;
 
 use lock_core::{LockError, Locker};
 
-mod common;
+use crate::common;
 use common::{backend, key, shared};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

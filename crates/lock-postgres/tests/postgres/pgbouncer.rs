@@ -4,7 +4,7 @@
 //! through the transaction pooler locks in it with `lock_in_transaction` on a `PgLock` built on
 //! a direct connection.
 //!
-//! Run: `cargo test -p lock-postgres --test pgbouncer`.
+//! Run: `cargo test -p lock-postgres --test postgres pgbouncer::`.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use lock_postgres::PgLock;
 use lock_postgres::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use lock_testkit::server::{PgBouncer, PgServer, or_skip, try_shared_postgres};
 
-mod common;
+use crate::common;
 use common::key;
 
 /// The shared PostgreSQL and a PgBouncer in `mode` in front of it.

@@ -6,7 +6,7 @@
 //! DistributedLock does for ASCII keys: a short key is its own name, a long, mixed-case or
 //! non-ASCII one is hashed.
 //!
-//! Run: `cargo test -p lock-mysql --test interop`.
+//! Run: `cargo test -p lock-mysql --test mysql interop::`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +18,7 @@ use lock_testkit::interop::{Peer, python};
 use lock_testkit::{eventually, within};
 use tokio::process::Command;
 
-mod common;
+use crate::common;
 
 use common::{builder, hex, shared_url as url, statements_like};
 
@@ -32,7 +32,7 @@ async fn backend(url: &str) -> Arc<MySqlLock> {
 /// A PyMySQL peer on `url`, connected (`READY`); `None` when Python is unavailable (skipped).
 async fn peer(url: &str) -> Option<Peer> {
     let python = python()?;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/get_lock_peer.py");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mysql/interop/get_lock_peer.py");
     let mut cmd = Command::new(python);
     cmd.arg(script).arg(url);
     let mut p = Peer::spawn("pymysql GET_LOCK", cmd);

@@ -2,7 +2,7 @@
 //! another client, a non-holder stores nothing, and after a release or a terminated backend
 //! readers see no note or the new holder's, never the old one.
 //!
-//! Run: `cargo test -p lock-postgres --test notes`.
+//! Run: `cargo test -p lock-postgres --test postgres notes::`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use lock_postgres::sqlx::postgres::PgPoolOptions;
 use lock_testkit::server::{external_url, or_skip, try_shared_postgres};
 use lock_testkit::within;
 
-mod common;
+use crate::common;
 use common::{KEEPALIVE, backend};
 use lock_core::backend::Notes;
 

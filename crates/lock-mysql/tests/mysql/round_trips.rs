@@ -16,7 +16,7 @@ use lock_core::{Locker, OwnerToken};
 use lock_mysql::{Mode, MySqlLock};
 use lock_testkit::eventually;
 
-mod common;
+use crate::common;
 
 const ROUNDS: u64 = 10;
 

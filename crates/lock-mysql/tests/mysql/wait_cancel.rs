@@ -9,7 +9,7 @@ use lock_core::{Locker, OwnerToken};
 use lock_mysql::Mode;
 use lock_testkit::{cut_after, eventually};
 
-mod common;
+use crate::common;
 
 use common::{admin, backend, hex, shared_url, statements_like};
 

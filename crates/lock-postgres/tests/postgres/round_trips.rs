@@ -2,7 +2,7 @@
 //! acquire + release is two round trips, by `try_lock` and by `acquire()` with a wait; so is a
 //! waited one of a key this backend lately found held (the wait, then the release).
 //!
-//! Run: `cargo test -p lock-postgres --test round_trips`.
+//! Run: `cargo test -p lock-postgres --test postgres round_trips::`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use lock_postgres::PgLock;
 use lock_testkit::eventually;
 use lock_testkit::server::{external_url, or_skip, try_shared_postgres};
 
-mod common;
+use crate::common;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uncontended_acquire_and_release_cost_two_round_trips() {

@@ -1,7 +1,7 @@
 //! A `Locker` (and a guard) over the session-bound modes dropped after its runtime has shut
 //! down: nothing panics, and the connection a hold had is closed, so the server frees the lock.
 //!
-//! Run: `cargo test -p lock-mysql --test runtime_gone`.
+//! Run: `cargo test -p lock-mysql --test mysql runtime_gone::`.
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use lock_mysql::{Mode, lock_name};
 use lock_testkit::eventually;
 use lock_testkit::runtime_gone::{dropped_after_the_runtime, runtime, taken_again};
 
-mod common;
+use crate::common;
 
 use common::{builder, hex, shared_url as url, statements_like};
 

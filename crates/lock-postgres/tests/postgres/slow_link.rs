@@ -2,14 +2,14 @@
 //! the server can free it (the server's idle clock starts when it sends the grant, before the
 //! grant arrives).
 //!
-//! Run: `cargo test -p lock-postgres --test slow_link`.
+//! Run: `cargo test -p lock-postgres --test postgres slow_link::`.
 
 use std::time::Duration;
 
 use lock_core::Locker;
 use lock_testkit::slow_link::{proxied, waited_grant_over_a_slow_link};
 
-mod common;
+use crate::common;
 use common::{admin, advisory_locks, backend, key, lockers, shared};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

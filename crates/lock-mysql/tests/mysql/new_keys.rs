@@ -4,7 +4,7 @@
 //! acquisitions/s). Holding transactions run at READ COMMITTED, where a locking read locks only
 //! the rows it finds.
 //!
-//! Run: `cargo test -p lock-mysql --test new_keys` (this binary's server is its own).
+//! Run: `cargo test -p lock-mysql --test mysql new_keys::` (this binary's server is its own).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +13,7 @@ use lock_core::{Locker, OwnerToken};
 use lock_mysql::Mode;
 use lock_testkit::hooked::{Call, Hooked};
 
-mod common;
+use crate::common;
 
 /// Backends, and clients on each: enough creators at once that the gap locks met every time.
 const BACKENDS: usize = 4;

@@ -2,7 +2,7 @@
 //! (SIGSTOPped) server, a dropped waiter, keys one character apart, a killed and restarted
 //! server, the user's own pool and a least-privileged role.
 //!
-//! Run: `cargo test -p lock-postgres --test faults`.
+//! Run: `cargo test -p lock-postgres --test postgres faults::`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use lock_testkit::server::{PgServer, or_skip};
 use lock_testkit::{eventually, within};
 use tokio::time::Instant;
 
-mod common;
+use crate::common;
 use common::{KEEPALIVE, admin, advisory_locks, backend, key, lockers, shared};
 use lock_core::backend::Notes;
 

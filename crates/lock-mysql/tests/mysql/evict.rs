@@ -2,7 +2,7 @@
 //! its note row carries, and only the hold with that fence is ended. A stale fence, a later hold
 //! on the very connection the inspected one used, and a hold nobody noted are left alone.
 //!
-//! Run: `cargo test -p lock-mysql --test evict`.
+//! Run: `cargo test -p lock-mysql --test mysql evict::`.
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use lock_core::backend::LockBackend;
 use lock_core::{FencingToken, Locker, OwnerToken};
 use lock_mysql::Mode;
 
-mod common;
+use crate::common;
 
 const MODES: [Mode; 2] = [Mode::Pessimistic, Mode::NamedLock];
 

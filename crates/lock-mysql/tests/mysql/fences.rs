@@ -5,7 +5,7 @@
 //! granted a fence below the one before it (a fenced resource would have refused the rightful
 //! holder, and accepted the stale one).
 //!
-//! Run: `cargo test -p lock-mysql --test fences`.
+//! Run: `cargo test -p lock-mysql --test mysql fences::`.
 
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use lock_core::{Locker, OwnerToken};
 use lock_mysql::Mode;
 use lock_testkit::conformance::grant_order;
 
-mod common;
+use crate::common;
 
 /// Backends (each its own pool), and clients on each: more than the conformance case's, so
 /// that the old MariaDB statement failed every run.

@@ -3,7 +3,7 @@
 //! statements get; and two clients whose connections reach it only after building never both
 //! hold a key.
 //!
-//! Run: `cargo test -p lock-postgres --test pgbouncer_busy`.
+//! Run: `cargo test -p lock-postgres --test postgres pgbouncer_busy::`.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use lock_testkit::server::{PgBouncer, or_skip, try_shared_postgres};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
-mod common;
+use crate::common;
 use common::key;
 
 /// Clients looping short transactions through the pooler until dropped: the server session a

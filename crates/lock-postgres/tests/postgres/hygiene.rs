@@ -2,7 +2,7 @@
 //! fails after its grant leaves no advisory lock on a pooled connection, and a `Locker` dropped
 //! after its runtime has shut down neither panics nor keeps its lock.
 //!
-//! Run: `cargo test -p lock-postgres --test hygiene`.
+//! Run: `cargo test -p lock-postgres --test postgres hygiene::`.
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use lock_postgres::sqlx;
 use lock_testkit::runtime_gone::{dropped_after_the_runtime, runtime};
 use lock_testkit::{eventually, within};
 
-mod common;
+use crate::common;
 use common::{admin, advisory_locks, backend, key, lock_ids, lockers, shared};
 
 const ANSWER: Duration = Duration::from_secs(10);

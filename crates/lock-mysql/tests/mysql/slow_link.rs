@@ -2,7 +2,7 @@
 //! the server can free it (the server's idle clock starts when it sends the grant, before the
 //! grant arrives); in both session-bound modes.
 //!
-//! Run: `cargo test -p lock-mysql --test slow_link`.
+//! Run: `cargo test -p lock-mysql --test mysql slow_link::`.
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use lock_mysql::sqlx::mysql::MySqlPoolOptions;
 use lock_mysql::{Mode, lock_name};
 use lock_testkit::slow_link::{proxied, waited_grant_over_a_slow_link};
 
-mod common;
+use crate::common;
 
 use common::{backend, hex, shared_url, statements_like_except};
 

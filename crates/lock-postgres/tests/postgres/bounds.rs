@@ -2,7 +2,7 @@
 //! an acquisition with a deadline and a try answer by the deadline or within the server's idle
 //! bound, not when the server wakes up.
 //!
-//! Run: `cargo test -p lock-postgres --test bounds`.
+//! Run: `cargo test -p lock-postgres --test postgres bounds::`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use lock_testkit::server::{PgServer, or_skip};
 use lock_testkit::stall::{Bounds, paused_server_answers_in_time};
 
-mod common;
+use crate::common;
 use common::{key, lockers};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

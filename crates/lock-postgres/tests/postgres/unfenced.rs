@@ -3,7 +3,7 @@
 //! force-unlock) answers `Unsupported`; unfenced and fenced clients of one name exclude each
 //! other. The conformance suite runs unfenced too (`tests/postgres.rs`, module `unfenced`).
 //!
-//! Run: `cargo test -p lock-postgres --test unfenced`.
+//! Run: `cargo test -p lock-postgres --test postgres unfenced::`.
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use lock_core::{LockBackend, LockError, Locker};
 use lock_postgres::PgLock;
 use lock_postgres::sqlx;
 
-mod common;
+use crate::common;
 use common::{admin, backend, key, shared};
 use lock_core::backend::{Admin, Notes};
 

@@ -3,7 +3,7 @@
 //! bound, not when the server wakes up, in every mode; and an attempt with a deadline keeps it
 //! through its pool checkout.
 //!
-//! Run: `cargo test -p lock-mysql --test bounds`.
+//! Run: `cargo test -p lock-mysql --test mysql bounds::`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +17,7 @@ use lock_testkit::stall::{Bounds, paused_server_answers_in_time};
 use lock_testkit::within;
 use tokio::time::Instant;
 
-mod common;
+use crate::common;
 
 /// How a test's clients reach the server.
 #[derive(Clone, Copy, PartialEq, Eq)]

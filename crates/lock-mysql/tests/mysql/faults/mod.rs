@@ -2,7 +2,7 @@
 //! (`server`), hostile or wrong input (`input`), cancelled and cut-off acquisitions (`cancel`),
 //! and holds under faults (`holds`).
 //!
-//! Run: `cargo test -p lock-mysql --test faults`.
+//! Run: `cargo test -p lock-mysql --test mysql faults::`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,8 +17,7 @@ use lock_testkit::server::MariaDbServer;
 use lock_testkit::{cut_after, within};
 use tokio::time::Instant;
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod cancel;
 mod holds;
