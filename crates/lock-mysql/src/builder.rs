@@ -2,15 +2,11 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use lock_core::{LockError, Result};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 
-use lock_core::backend::session::{
-    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_CONNECTIONS, MIN_KEEPALIVE, Source,
-    connect_first, endpoint, no_source,
-};
+use lock_core::backend::session::{PoolSettings, Source, endpoint, no_source};
 
 use crate::backend::MySqlLock;
 use crate::error::{NAME, classify};
@@ -53,10 +49,7 @@ pub struct MySqlLockBuilder {
     source: Source<MySqlConnectOptions, MySqlPool>,
     mode: Option<Mode>,
     table: Option<String>,
-    max_connections: u32,
-    acquire_timeout: Duration,
-    keepalive: Duration,
-    create_schema: bool,
+    settings: PoolSettings,
     upgrade_table: bool,
 }
 
@@ -66,9 +59,9 @@ impl fmt::Debug for MySqlLockBuilder {
             .field("source", &self.source)
             .field("mode", &self.mode)
             .field("table", &self.table)
-            .field("max_connections", &self.max_connections)
-            .field("keepalive", &self.keepalive)
-            .field("create_schema", &self.create_schema)
+            .field("max_connections", &self.settings.max_connections())
+            .field("keepalive", &self.settings.keepalive(None))
+            .field("create_schema", &self.settings.create_schema())
             .field("upgrade_table", &self.upgrade_table)
             .finish()
     }
@@ -80,42 +73,28 @@ impl Default for MySqlLockBuilder {
             source: Source::None,
             mode: None,
             table: None,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
-            keepalive: DEFAULT_KEEPALIVE,
-            create_schema: true,
+            settings: PoolSettings::default(),
             upgrade_table: false,
         }
     }
 }
 
 impl MySqlLockBuilder {
-    /// Connect with a URL: `mysql://user:password@host:3306/database` (MariaDB too). With the
-    /// `tls` feature, `?ssl-mode=required|verify_ca|verify_identity&ssl-ca=...` are honoured.
-    ///
-    /// Two more query options are ours: `mode=pessimistic|optimistic` and `table=<name>`;
-    /// [`mode`](Self::mode) and [`table`](Self::table) set on the builder win over them. The
-    /// driver's `charset`, `collation`, `statement-cache-capacity`, `socket`, `timezone` and
-    /// `ssl-*` are passed on; any other option, or one given twice, is refused by `build`.
-    pub fn url(mut self, url: impl Into<String>) -> Self {
-        self.source = Source::Url(url.into());
-        self
-    }
-
-    /// Connect with ready-made connect options.
-    pub fn connect_options(mut self, options: MySqlConnectOptions) -> Self {
-        self.source = Source::Options(Box::new(options));
-        self
-    }
-
-    /// Use an existing pool (yours). Each held pessimistic or named lock takes a connection for
-    /// the lock's life from the backend's private pool of holding connections, opened with this
-    /// pool's connect options and size (its `after_connect` hook is not run there); this pool
-    /// serves the rest (schema, inspection, `KILL QUERY`, optimistic mode). Size it for your
-    /// concurrently held locks plus headroom.
-    pub fn pool(mut self, pool: MySqlPool) -> Self {
-        self.source = Source::Pool(pool);
-        self
+    lock_core::backend::session::pool_builder! {
+        /// Connect with a URL: `mysql://user:password@host:3306/database` (MariaDB too). With the
+        /// `tls` feature, `?ssl-mode=required|verify_ca|verify_identity&ssl-ca=...` are honoured.
+        ///
+        /// Two more query options are ours: `mode=pessimistic|optimistic` and `table=<name>`;
+        /// [`mode`](Self::mode) and [`table`](Self::table) set on the builder win over them. The
+        /// driver's `charset`, `collation`, `statement-cache-capacity`, `socket`, `timezone` and
+        /// `ssl-*` are passed on; any other option, or one given twice, is refused by `build`.
+        url;
+        /// Use an existing pool (yours). Each held pessimistic or named lock takes a connection for
+        /// the lock's life from the backend's private pool of holding connections, opened with this
+        /// pool's connect options and size (its `after_connect` hook is not run there); this pool
+        /// serves the rest (schema, inspection, `KILL QUERY`, optimistic mode). Size it for your
+        /// concurrently held locks plus headroom.
+        pool: MySqlPool, connect: MySqlConnectOptions, lock: MySqlLock;
     }
 
     /// Pessimistic (row lock, default), optimistic (versioned lease) or named (`GET_LOCK`).
@@ -130,35 +109,6 @@ impl MySqlLockBuilder {
     /// and creates no table itself.
     pub fn table(mut self, table: impl Into<String>) -> Self {
         self.table = Some(table.into());
-        self
-    }
-
-    /// Size of the pool the builder opens (default 32, at least 2; ignored with
-    /// [`pool`](Self::pool)).
-    pub fn max_connections(mut self, n: u32) -> Self {
-        self.max_connections = n.max(2);
-        self
-    }
-
-    /// How long to wait for a pooled connection (default 5 s; ignored with
-    /// [`pool`](Self::pool)).
-    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
-        self.acquire_timeout = timeout;
-        self
-    }
-
-    /// Keep-alive ping period of a held pessimistic or named lock's connection (default 2 s, at least
-    /// 10 ms). The server ends a holding session silent for three periods (at least 2 s).
-    pub fn keepalive(mut self, every: Duration) -> Self {
-        self.keepalive = every.max(MIN_KEEPALIVE);
-        self
-    }
-
-    /// Run `CREATE TABLE IF NOT EXISTS` in `build` (default `true`). Turn it off when the
-    /// application user may not create tables, and run [`MySqlLock::migrate`] (or the SQL in
-    /// `sql/*_schema.sql`) with a privileged user instead.
-    pub fn create_schema(mut self, create: bool) -> Self {
-        self.create_schema = create;
         self
     }
 
@@ -200,10 +150,11 @@ impl MySqlLockBuilder {
             Mode::NamedLock => DEFAULT_NAMED_TABLE.to_owned(),
         });
         validate_table_name(&table)?;
+        let settings = self.settings;
         let pool_options = || {
             MySqlPoolOptions::new()
-                .max_connections(self.max_connections)
-                .acquire_timeout(self.acquire_timeout)
+                .max_connections(settings.max_connections())
+                .acquire_timeout(settings.acquire_timeout())
                 // No ping per checkout: a dead connection fails its first statement with a
                 // temporary error (retried by the core), and sqlx pings on return anyway.
                 .test_before_acquire(false)
@@ -217,7 +168,7 @@ impl MySqlLockBuilder {
                 let opts = opts.disable_statement_logging();
                 // One direct connection first, for the server's own words on failure.
                 let first = sqlx::mysql::MySqlConnection::connect_with(&opts);
-                let _ = connect_first(NAME, self.acquire_timeout, first, classify).await?.close().await;
+                let _ = settings.connect_first(NAME, first, classify).await?.close().await;
                 pool_options().connect_with(opts).await.map_err(classify)?
             }
             Source::Pool(pool) => pool,
@@ -226,6 +177,7 @@ impl MySqlLockBuilder {
             sqlx::query_scalar("SELECT VERSION()").fetch_one(&pool).await.map_err(classify)?;
         let flavor = Flavor::of_version(&version);
         let opts = pool.connect_options();
+        let keepalive = settings.keepalive(None);
         let endpoint = endpoint(opts.get_socket().map(|p| p.as_path()), opts.get_host(), opts.get_port());
         let identity =
             format!("mysql://{endpoint}/{}/{table}?mode={mode}", opts.get_database().unwrap_or(""));
@@ -233,7 +185,7 @@ impl MySqlLockBuilder {
             Mode::Pessimistic => {
                 let sql = PessimisticSql::new(&table, flavor);
                 Arc::new(SessionMode::new(
-                    Pessimistic::new(pool.clone(), sql, flavor, self.keepalive),
+                    Pessimistic::new(pool.clone(), sql, flavor, keepalive),
                     identity.clone(),
                 ))
             }
@@ -246,14 +198,11 @@ impl MySqlLockBuilder {
             }
             Mode::NamedLock => {
                 let sql = NamedSql::new(&table, flavor);
-                Arc::new(SessionMode::new(
-                    Named::new(pool.clone(), sql, flavor, self.keepalive),
-                    identity.clone(),
-                ))
+                Arc::new(SessionMode::new(Named::new(pool.clone(), sql, flavor, keepalive), identity.clone()))
             }
         };
         let lock = MySqlLock { inner, pool, mode, table, flavor, server_version: version, identity };
-        if self.create_schema {
+        if settings.create_schema() {
             lock.migrate_with(self.upgrade_table, false).await?;
         } else if mode == Mode::Optimistic {
             lock.check_table_shape(self.upgrade_table).await?;

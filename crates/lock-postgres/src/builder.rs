@@ -2,12 +2,8 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use lock_core::backend::session::{
-    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_CONNECTIONS, MIN_KEEPALIVE, Source,
-    connect_first, endpoint, no_source,
-};
+use lock_core::backend::session::{PoolSettings, Source, endpoint, no_source};
 use lock_core::{LockError, Result};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
@@ -41,11 +37,8 @@ const DEFAULT_TABLE: &str = "dlock_fence";
 pub struct PgLockBuilder {
     source: Source<PgConnectOptions, PgPool>,
     table: Option<String>,
-    max_connections: u32,
-    acquire_timeout: Duration,
-    keepalive: Option<Duration>,
+    settings: PoolSettings,
     fencing: Option<bool>,
-    create_schema: bool,
 }
 
 impl fmt::Debug for PgLockBuilder {
@@ -53,73 +46,40 @@ impl fmt::Debug for PgLockBuilder {
         f.debug_struct("PgLockBuilder")
             .field("source", &self.source)
             .field("table", &self.table)
-            .field("max_connections", &self.max_connections)
-            .field("keepalive", &self.keepalive)
+            .field("max_connections", &self.settings.max_connections())
+            .field("keepalive", &self.settings.keepalive_set())
             .field("fencing", &self.fencing)
-            .field("create_schema", &self.create_schema)
+            .field("create_schema", &self.settings.create_schema())
             .finish()
     }
 }
 
 impl Default for PgLockBuilder {
     fn default() -> Self {
-        PgLockBuilder {
-            source: Source::None,
-            table: None,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
-            keepalive: None,
-            fencing: None,
-            create_schema: true,
-        }
+        PgLockBuilder { source: Source::None, table: None, settings: PoolSettings::default(), fencing: None }
     }
 }
 
 impl PgLockBuilder {
-    /// Connect with a URL: `postgres://user:password@host:5432/database` (or `postgresql://`).
-    ///
-    /// Three query options are ours: `table=<name>` (the fence table), `keepalive=<duration>`
-    /// (`250ms`, `2s`) and `fencing=false`; [`table`](Self::table),
-    /// [`keepalive`](Self::keepalive) and [`fencing`](Self::fencing) set on the builder win over
-    /// them. The driver's `sslmode`, `sslrootcert`, `application_name` and
-    /// `statement-cache-capacity` are passed on; any other option, or one given twice, is
-    /// refused by `build`.
-    pub fn url(mut self, url: impl Into<String>) -> Self {
-        self.source = Source::Url(url.into());
-        self
-    }
-
-    /// Connect with ready-made connect options.
-    pub fn connect_options(mut self, options: PgConnectOptions) -> Self {
-        self.source = Source::Options(Box::new(options));
-        self
-    }
-
-    /// Use an existing pool (yours). Each held lock takes one of its connections out for the
-    /// lock's life; size it for your concurrently held locks plus headroom. A connection is
-    /// handed back as it was taken (the idle bound the hold set on its session is restored).
-    pub fn pool(mut self, pool: PgPool) -> Self {
-        self.source = Source::Pool(pool);
-        self
+    lock_core::backend::session::pool_builder! {
+        /// Connect with a URL: `postgres://user:password@host:5432/database` (or `postgresql://`).
+        ///
+        /// Three query options are ours: `table=<name>` (the fence table), `keepalive=<duration>`
+        /// (`250ms`, `2s`) and `fencing=false`; [`table`](Self::table),
+        /// [`keepalive`](Self::keepalive) and [`fencing`](Self::fencing) set on the builder win over
+        /// them. The driver's `sslmode`, `sslrootcert`, `application_name` and
+        /// `statement-cache-capacity` are passed on; any other option, or one given twice, is
+        /// refused by `build`.
+        url;
+        /// Use an existing pool (yours). Each held lock takes one of its connections out for the
+        /// lock's life; size it for your concurrently held locks plus headroom. A connection is
+        /// handed back as it was taken (the idle bound the hold set on its session is restored).
+        pool: PgPool, connect: PgConnectOptions, lock: PgLock;
     }
 
     /// The fence table (default `dlock_fence`): lowercase letters, digits and `_`.
     pub fn table(mut self, table: impl Into<String>) -> Self {
         self.table = Some(table.into());
-        self
-    }
-
-    /// Size of the pool the builder opens (default 32, at least 2; ignored with
-    /// [`pool`](Self::pool)).
-    pub fn max_connections(mut self, n: u32) -> Self {
-        self.max_connections = n.max(2);
-        self
-    }
-
-    /// How long to wait for a pooled connection (default 5 s; ignored with
-    /// [`pool`](Self::pool)).
-    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
-        self.acquire_timeout = timeout;
         self
     }
 
@@ -139,22 +99,6 @@ impl PgLockBuilder {
         self
     }
 
-    /// Keep-alive ping period of a held lock's connection (default 2 s, at least 10 ms). The
-    /// server ends a holding session silent for three periods (at least 2 s,
-    /// `idle_session_timeout`).
-    pub fn keepalive(mut self, every: Duration) -> Self {
-        self.keepalive = Some(every.max(MIN_KEEPALIVE));
-        self
-    }
-
-    /// Run `CREATE TABLE IF NOT EXISTS` for the fence table in `build` (default `true`). Turn
-    /// it off when the application role may not create tables, and run [`PgLock::migrate`]
-    /// (or `sql/schema.sql`) with a privileged role instead.
-    pub fn create_schema(mut self, create: bool) -> Self {
-        self.create_schema = create;
-        self
-    }
-
     /// Connect and create the fence table if asked.
     ///
     /// # Errors
@@ -169,17 +113,19 @@ impl PgLockBuilder {
         // `ensure_tls_provider`: with lock-zk's TLS compiled in there is none by itself).
         #[cfg(feature = "tls")]
         lock_core::backend::ensure_tls_provider();
-        let (mut table, mut keepalive, mut fencing) = (self.table.clone(), self.keepalive, self.fencing);
+        let (settings, mut table, mut url_keepalive, mut fencing) =
+            (self.settings, self.table, None, self.fencing);
         let source = self.source.parse_url(|url| {
             let parsed = parse_url(url)?;
             table = table.take().or(parsed.table);
-            keepalive = keepalive.or(parsed.keepalive.map(|k| k.max(MIN_KEEPALIVE)));
+            url_keepalive = parsed.keepalive;
             fencing = fencing.or(parsed.fencing);
             Ok(parsed.connect)
         })?;
         let table = table.unwrap_or_else(|| DEFAULT_TABLE.to_owned());
         validate_table_name(&table)?;
-        let keepalive = keepalive.unwrap_or(DEFAULT_KEEPALIVE);
+        let keepalive = settings.keepalive(url_keepalive);
+        let timeout = settings.acquire_timeout();
         let sql = Sql::new(&table, fencing.unwrap_or(true));
         let own_pool = !matches!(source, Source::Pool(_));
         let pool = match source {
@@ -197,19 +143,19 @@ impl PgLockBuilder {
                 // does the schema check, and the pool connects lazily: one handshake per build
                 // (SCRAM's key derivation is the dearest part of connecting).
                 let first = sqlx::postgres::PgConnection::connect_with(&opts);
-                let mut conn = connect_first(NAME, self.acquire_timeout, first, classify).await?;
+                let mut conn = settings.connect_first(NAME, first, classify).await?;
                 let pool = PgPoolOptions::new()
-                    .max_connections(self.max_connections)
-                    .acquire_timeout(self.acquire_timeout)
+                    .max_connections(settings.max_connections())
+                    .acquire_timeout(timeout)
                     // No ping per checkout: a dead connection fails its first statement with a
                     // temporary error (retried by the core).
                     .test_before_acquire(false)
                     .connect_lazy_with(opts.clone());
-                if pooler::forwarded(&mut conn, &opts, self.acquire_timeout).await? {
+                if pooler::forwarded(&mut conn, &opts, timeout).await? {
                     // The probe's connection goes back to the pool when it passes.
-                    pooler::refuse_transaction_pooling(&pool, &mut conn, self.acquire_timeout).await?;
+                    pooler::refuse_transaction_pooling(&pool, &mut conn, timeout).await?;
                 }
-                if self.create_schema {
+                if settings.create_schema() {
                     migrate_on(&mut conn, &table, &sql, false).await?;
                 }
                 let _ = conn.close().await;
@@ -218,10 +164,10 @@ impl PgLockBuilder {
             Source::Pool(pool) => {
                 let mut conn = pool.acquire().await.map_err(classify)?;
                 let opts = pool.connect_options();
-                if pooler::forwarded(&mut conn, &opts, self.acquire_timeout).await? {
-                    pooler::refuse_transaction_pooling(&pool, &mut conn, self.acquire_timeout).await?;
+                if pooler::forwarded(&mut conn, &opts, timeout).await? {
+                    pooler::refuse_transaction_pooling(&pool, &mut conn, timeout).await?;
                 }
-                if self.create_schema {
+                if settings.create_schema() {
                     migrate_on(&mut conn, &table, &sql, false).await?;
                 }
                 drop(conn);
@@ -244,6 +190,8 @@ impl PgLockBuilder {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

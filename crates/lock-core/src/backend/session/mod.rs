@@ -17,7 +17,9 @@
 //! - Bounds: [`answered_by`] (every request answered by an instant), [`server_idle`] (the
 //!   server's idle bound for a keep-alive period), [`cancellable_wait`] (a wait in the server's
 //!   queue cancelled from elsewhere when its caller gives up).
-//! - Building a pooled store: [`Source`], the defaults, [`connect_first`], [`endpoint`].
+//! - Building a pooled store: [`Source`], the defaults, [`connect_first`], [`endpoint`];
+//!   [`PoolSettings`] and [`pool_builder!`], its builder's pool and hold settings and their
+//!   setters.
 //!
 //! The backend supplies only its driver calls through [`SessionDriver`]: a ping, the end of a
 //! hold, and storing a note.
@@ -30,6 +32,7 @@ mod holds;
 mod keeper;
 mod link;
 mod pinned;
+mod pool;
 mod setup;
 mod table;
 mod trips;
@@ -38,6 +41,7 @@ mod warm;
 #[cfg(test)]
 mod tests;
 
+pub use crate::pool_builder;
 pub use bound::{MIN_SERVER_IDLE, Waited, answered_by, cancellable_wait, no_answer, server_idle};
 pub use capability::capabilities;
 pub use driver::{Ending, Noted, SessionDriver};
@@ -45,6 +49,7 @@ pub use grant::Granted;
 pub use holds::Sessions;
 pub use link::Link;
 pub use pinned::Pinned;
+pub use pool::PoolSettings;
 pub use setup::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_CONNECTIONS, MIN_KEEPALIVE, Source,
     connect_first, endpoint, no_source,
