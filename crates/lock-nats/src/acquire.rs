@@ -9,13 +9,19 @@ use lock_core::{FencingToken, LostReason, Result, backend::unsupported};
 use tokio::time::Instant;
 
 use crate::backend::Inner;
-use crate::error::{NAME, Refused};
+use crate::error::{self, NAME, Refused};
 use crate::holds::{Hold, Released};
 use crate::keys::{Value, lock_key};
 use crate::store::{Bucket, Current, nonce, retry};
 
 /// Tries of a create against a key that keeps changing between the refusal and the read.
 const CREATE_TRIES: usize = 4;
+/// Tries of a hold's write or delete that finds the key moved on by earlier writes of its own
+/// (sent before a timeout or a cut, landing late: a blackholed link delivers several at once).
+/// Two was too few: the generative checker saw a release answer "not held" for a key its
+/// holder still had, after a blackhole and after a pause (the writes queued meanwhile land
+/// together).
+const ADOPT_TRIES: usize = 8;
 
 impl Inner {
     /// One attempt: nest into the owner's live hold, or create the key if it is absent or
@@ -32,7 +38,8 @@ impl Inner {
                     self.holds.nest(&hold, req.signal);
                     return Ok(granted(hold.fence, req.lease));
                 }
-                // Gone behind our back: a new hold, once this one is out of the table.
+                // Gone behind our back: a new hold, once this one is out of the table (the
+                // core sends no release for a lost guard, so the new hold is safe from it).
                 hold.mark_lost(LostReason::NotOwner);
                 self.holds.release_lost(req.key, req.owner, &hold);
             }
@@ -101,7 +108,7 @@ impl Inner {
         if let Some(note) = note {
             value.note = note;
         }
-        for _ in 0..2 {
+        for _ in 0..ADOPT_TRIES {
             let id = w.next_id();
             let sent = Instant::now();
             match self.bucket.write(key, value.encode(), w.revision, &id).await {
@@ -125,7 +132,8 @@ impl Inner {
                 },
             }
         }
-        Ok(false)
+        // Still this hold's after every try (its earlier writes keep landing): not known lost.
+        Err(error::temporary("the lock's key kept changing under its holder's writes"))
     }
 
     /// Compare-and-delete of the owner's hold (one nesting less if nested).
@@ -141,7 +149,7 @@ impl Inner {
             return Ok(false);
         }
         let mut w = hold.written.lock().await;
-        for _ in 0..2 {
+        for _ in 0..ADOPT_TRIES {
             let id = w.next_id();
             match self.bucket.delete(&key, w.revision, &id).await {
                 Ok(marker) => {
@@ -177,7 +185,11 @@ impl Inner {
                 }
             }
         }
-        Ok(false)
+        // Still ours after every try (earlier writes of the hold keep landing): deleted in the
+        // background, as after a timeout; never answered "not held" for a key that is.
+        drop(w);
+        self.forget(&key, &hold);
+        Ok(true)
     }
 
     /// Delete `hold`'s key in the background if it still carries the hold's value.
@@ -214,7 +226,7 @@ fn undo_create(bucket: Bucket, key: String, nonce: u64) -> Cleanup {
 /// Delete `key` if its value carries `nonce` (compare-and-delete on the revision read): a
 /// later hold, even of the same owner, has another nonce and is left alone.
 pub(crate) async fn delete_if_ours(bucket: &Bucket, key: &str, nonce: u64) -> Result<()> {
-    for _ in 0..3 {
+    for _ in 0..ADOPT_TRIES {
         let Current::Held { revision, value: Some(v), .. } = bucket.current(key).await? else {
             return Ok(());
         };
@@ -227,5 +239,6 @@ pub(crate) async fn delete_if_ours(bucket: &Bucket, key: &str, nonce: u64) -> Re
             Err(Refused::Failed(e)) => return Err(e),
         }
     }
-    Ok(())
+    // Still ours: a temporary error, so the clean-up tries again.
+    Err(error::temporary("the attempt's key kept changing while it was undone"))
 }

@@ -211,16 +211,23 @@ impl Notes for NatsLock {
 
 #[async_trait]
 impl Admin for NatsLock {
-    /// The keys of the bucket (one consumer that delivers the last message of each subject,
-    /// headers only), decoded and filtered by `prefix`.
+    /// The lock keys of the bucket's stream, from one stream-info request that names its
+    /// subjects (paged by the server), decoded and filtered by `prefix`. Not a consumer over
+    /// the keys (`Store::keys`): that reads every key's last message and took longer than a
+    /// request's bound on a busy bucket. A key released a moment ago still has its delete
+    /// marker and is listed until the marker expires (the caller inspects each).
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
         let bucket = &self.inner.bucket;
+        let head = format!("$KV.{}.", bucket.name);
         let keys = bounded(bucket.timeout, async {
-            let mut names = bucket.kv.keys().await.map_err(|e| error::driver(e, true))?;
+            let subjects = format!("{head}l.>");
+            let mut names =
+                bucket.kv.stream.info_with_subjects(subjects).await.map_err(|e| error::driver(e, true))?;
             let mut found = BTreeSet::new();
             while let Some(name) = names.next().await {
-                let name = name.map_err(|e| error::driver(e, true))?;
-                if let Some(key) = lock_of(&name).filter(|k| k.starts_with(prefix)) {
+                let (subject, _) = name.map_err(|e| error::driver(e, true))?;
+                let key = subject.strip_prefix(&head).and_then(lock_of);
+                if let Some(key) = key.filter(|k| k.starts_with(prefix)) {
                     found.insert(key);
                 }
             }
