@@ -5,9 +5,10 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use lock_core::Result;
 use lock_core::backend::UrlOptions;
 use lock_core::backend::redact::{DriverUrl, expect_scheme};
-use lock_core::{LockError, Result};
+use lock_core::backend::session::{DriverSettings, refuse_tls_without_feature};
 use sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
 
 /// How locks are kept.
@@ -69,10 +70,6 @@ pub(crate) struct UrlConfig {
     pub(crate) table: Option<String>,
 }
 
-fn invalid(reason: String) -> LockError {
-    LockError::InvalidConfig { reason }
-}
-
 /// Parse a `mysql://` (or `mariadb://`) URL: our options `mode=` and `table=`, the driver's
 /// (`ssl-mode`, `ssl-ca`, `ssl-cert`, `ssl-key`, `charset`, `collation`,
 /// `statement-cache-capacity`, `socket`, `timezone`, with sqlx's alternative spellings), and
@@ -84,56 +81,29 @@ pub(crate) fn parse_url(url: &str) -> Result<UrlConfig> {
     let mode = o.take::<Mode>("mode")?;
     let table = o.take::<String>("table")?;
     let ssl_mode = o.take_either::<MySqlSslMode>("ssl-mode", "sslmode")?;
-    let ssl_ca = o.take_either::<PathBuf>("ssl-ca", "sslca")?;
-    let ssl_cert = o.take_either::<PathBuf>("ssl-cert", "sslcert")?;
-    let ssl_key = o.take_either::<PathBuf>("ssl-key", "sslkey")?;
-    let charset = o.take::<String>("charset")?;
-    let collation = o.take::<String>("collation")?;
-    let cache = o.take::<usize>("statement-cache-capacity")?;
-    let socket = o.take::<PathBuf>("socket")?;
-    let timezone = o.take_either::<String>("timezone", "time-zone")?;
+    let mut driver = DriverSettings::new();
+    driver.add(ssl_mode, MySqlConnectOptions::ssl_mode);
+    driver.add(o.take_either::<PathBuf>("ssl-ca", "sslca")?, MySqlConnectOptions::ssl_ca);
+    driver.add(o.take_either::<PathBuf>("ssl-cert", "sslcert")?, MySqlConnectOptions::ssl_client_cert);
+    driver.add(o.take_either::<PathBuf>("ssl-key", "sslkey")?, MySqlConnectOptions::ssl_client_key);
+    driver.add(o.take::<String>("charset")?, |c, v| c.charset(&v));
+    driver.add(o.take::<String>("collation")?, |c, v| c.collation(&v));
+    driver.add(o.take::<usize>("statement-cache-capacity")?, MySqlConnectOptions::statement_cache_capacity);
+    driver.add(o.take::<PathBuf>("socket")?, MySqlConnectOptions::socket);
+    driver.add(o.take_either::<String>("timezone", "time-zone")?, |c, tz| c.timezone(Some(tz)));
     let base = o.finish()?;
 
     let wants_tls = matches!(
         ssl_mode,
         Some(MySqlSslMode::Required | MySqlSslMode::VerifyCa | MySqlSslMode::VerifyIdentity)
     );
-    if wants_tls && !cfg!(feature = "tls") {
-        return Err(invalid("the url asks for TLS; enable the `tls` feature of lock-mysql".into()));
-    }
-    let mut connect = DriverUrl::split(&base, "mysql").options(
+    refuse_tls_without_feature(wants_tls, cfg!(feature = "tls"), "lock-mysql")?;
+    let connect = DriverUrl::split(&base, "mysql").options(
         url,
         MySqlConnectOptions::username,
         MySqlConnectOptions::password,
     )?;
-    if let Some(m) = ssl_mode {
-        connect = connect.ssl_mode(m);
-    }
-    if let Some(p) = ssl_ca {
-        connect = connect.ssl_ca(p);
-    }
-    if let Some(p) = ssl_cert {
-        connect = connect.ssl_client_cert(p);
-    }
-    if let Some(p) = ssl_key {
-        connect = connect.ssl_client_key(p);
-    }
-    if let Some(c) = charset {
-        connect = connect.charset(&c);
-    }
-    if let Some(c) = collation {
-        connect = connect.collation(&c);
-    }
-    if let Some(n) = cache {
-        connect = connect.statement_cache_capacity(n);
-    }
-    if let Some(p) = socket {
-        connect = connect.socket(p);
-    }
-    if let Some(tz) = timezone {
-        connect = connect.timezone(Some(tz));
-    }
-    Ok(UrlConfig { connect, mode, table })
+    Ok(UrlConfig { connect: driver.apply(connect), mode, table })
 }
 
 #[cfg(test)]

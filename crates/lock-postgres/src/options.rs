@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use lock_core::backend::UrlOptions;
 use lock_core::backend::redact::{DriverUrl, expect_scheme};
+use lock_core::backend::session::{DriverSettings, refuse_tls_without_feature};
 use lock_core::{LockError, Result};
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
 
@@ -60,34 +61,23 @@ pub(crate) fn parse_url(url: &str) -> Result<UrlConfig> {
     let keepalive = o.take_duration("keepalive")?;
     let fencing = o.take_flag("fencing")?;
     let ssl_mode = o.take_either::<PgSslMode>("sslmode", "ssl-mode")?;
-    let ssl_root = o.take_either::<PathBuf>("sslrootcert", "ssl-root-cert")?;
-    let app = o.take_either::<String>("application_name", "application-name")?;
-    let cache = o.take::<usize>("statement-cache-capacity")?;
+    let mut driver = DriverSettings::new();
+    driver.add(ssl_mode, PgConnectOptions::ssl_mode);
+    driver.add(o.take_either::<PathBuf>("sslrootcert", "ssl-root-cert")?, PgConnectOptions::ssl_root_cert);
+    driver
+        .add(o.take_either::<String>("application_name", "application-name")?, |c, a| c.application_name(&a));
+    driver.add(o.take::<usize>("statement-cache-capacity")?, PgConnectOptions::statement_cache_capacity);
     let base = o.finish()?;
 
     let wants_tls =
         matches!(ssl_mode, Some(PgSslMode::Require | PgSslMode::VerifyCa | PgSslMode::VerifyFull));
-    if wants_tls && !cfg!(feature = "tls") {
-        return Err(invalid("the url asks for TLS; enable the `tls` feature of lock-postgres".into()));
-    }
-    let mut connect = DriverUrl::split(&base, "postgres").options(
+    refuse_tls_without_feature(wants_tls, cfg!(feature = "tls"), "lock-postgres")?;
+    let connect = DriverUrl::split(&base, "postgres").options(
         url,
         PgConnectOptions::username,
         PgConnectOptions::password,
     )?;
-    if let Some(m) = ssl_mode {
-        connect = connect.ssl_mode(m);
-    }
-    if let Some(p) = ssl_root {
-        connect = connect.ssl_root_cert(p);
-    }
-    if let Some(a) = app {
-        connect = connect.application_name(&a);
-    }
-    if let Some(n) = cache {
-        connect = connect.statement_cache_capacity(n);
-    }
-    Ok(UrlConfig { connect, table, keepalive, fencing })
+    Ok(UrlConfig { connect: driver.apply(connect), table, keepalive, fencing })
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 //!   queue cancelled from elsewhere when its caller gives up).
 //! - Building a pooled store: [`Source`], the defaults, [`connect_first`], [`endpoint`];
 //!   [`PoolSettings`] and [`pool_builder!`], its builder's pool and hold settings and their
-//!   setters.
+//!   setters; [`DriverSettings`] and [`refuse_tls_without_feature`], its URL's driver options.
 //!
 //! The backend supplies only its driver calls through [`SessionDriver`]: a ping, the end of a
 //! hold, and storing a note.
@@ -36,6 +36,7 @@ mod pool;
 mod setup;
 mod table;
 mod trips;
+mod url;
 mod warm;
 
 #[cfg(test)]
@@ -55,4 +56,5 @@ pub use setup::{
     connect_first, endpoint, no_source,
 };
 pub use trips::Trips;
+pub use url::{DriverSettings, refuse_tls_without_feature};
 pub use warm::{Kept, WARM_MAX, Warm};
