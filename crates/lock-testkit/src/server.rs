@@ -49,6 +49,7 @@ mod redis;
 mod redis_cluster;
 mod redis_replica;
 mod redis_sentinel;
+mod watchdog;
 mod zk;
 
 pub use error::ServerError;
@@ -70,12 +71,13 @@ pub use postgres::{
 };
 pub use probe::CustomProbe;
 pub(crate) use probe::Probe;
+pub(crate) use process::with_port_retries;
 pub use process::{ManagedProcess, Spec};
-pub(crate) use process::{process_lifetime_dir, with_port_retries};
 pub use redis::RedisServer;
 pub use redis_cluster::{CLUSTER_NODE_TIMEOUT_MS, RedisCluster};
 pub use redis_replica::RedisReplicaPair;
 pub use redis_sentinel::{RedisSentinelSet, SENTINEL_DOWN_AFTER_MS, SENTINEL_MASTER_NAME, SentinelNode};
+pub(crate) use watchdog::process_lifetime_dir;
 pub use zk::{DEFAULT_TICK_MS as ZK_DEFAULT_TICK_MS, ZkEnsemble, ZkNode, ZkServer};
 
 /// PEM files for a server that speaks TLS ([`RedisServer::start_tls`],
