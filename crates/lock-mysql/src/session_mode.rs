@@ -94,9 +94,7 @@ impl<R: Recipe> LockBackend for SessionMode<R> {
 
     fn capabilities(&self) -> Capability {
         // Waiters queue in the server (row lock or GET_LOCK), in no promised order.
-        let mut caps = session::capabilities();
-        caps.shared = self.recipe.shared();
-        caps
+        session::capabilities_with(self.recipe.shared(), true)
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {

@@ -150,12 +150,9 @@ impl LockBackend for PgLock {
         // Not failover_safe: advisory locks live in one server's memory and are not
         // replicated; a promoted standby knows none of them (see the README). Shared holds are
         // pg_advisory_lock_shared: the server queues a shared request behind a waiting
-        // exclusive one, so writers are not starved.
-        let mut caps = session::capabilities();
-        caps.shared = true;
-        // Unfenced (the builder's `fencing(false)`): no token.
-        caps.fencing = self.sessions.sql().fenced;
-        caps
+        // exclusive one, so writers are not starved. Unfenced (the builder's `fencing(false)`):
+        // no token.
+        session::capabilities_with(true, self.sessions.sql().fenced)
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {

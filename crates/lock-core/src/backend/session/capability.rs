@@ -16,3 +16,12 @@ pub fn capabilities() -> Capability {
     c.session_bound = true;
     c
 }
+
+/// [`capabilities`] with shared holds if `shared`, and fencing tokens only if `fenced` (a store
+/// may be built without them).
+pub fn capabilities_with(shared: bool, fenced: bool) -> Capability {
+    let mut c = capabilities();
+    c.shared = shared;
+    c.fencing = fenced;
+    c
+}

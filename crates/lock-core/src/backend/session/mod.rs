@@ -44,7 +44,7 @@ mod tests;
 
 pub use crate::pool_builder;
 pub use bound::{MIN_SERVER_IDLE, Waited, answered_by, cancellable_wait, no_answer, server_idle};
-pub use capability::capabilities;
+pub use capability::{capabilities, capabilities_with};
 pub use driver::{Ending, Noted, SessionDriver};
 pub use grant::Granted;
 pub use holds::Sessions;
