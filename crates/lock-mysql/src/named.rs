@@ -7,12 +7,10 @@
 //! ([`crate::session`]); only the statements differ.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::TryStreamExt;
-use lock_core::backend::session::Trips;
 use lock_core::backend::{AcquireRequest, Attempt, Cleanup, LockInfo, may_wait};
 use lock_core::{FencingToken, LockError, OwnerToken, Result};
 use sqlx::mysql::{MySqlPool, MySqlRow};
@@ -22,10 +20,9 @@ use tokio::time::Instant;
 use crate::error::{NAME, classify, is_contention};
 use crate::name::lock_name;
 use crate::session::{
-    Driver, HeldBy, Holding, Pinned, Seen, SessionNotes, SessionsExt, WAIT_MARK, WaitOf, Warm, answered_by,
-    granted, kill_marked, killable_wait, next_fence, seen,
+    HeldBy, Pinned, Seen, SessionsExt, WAIT_MARK, WaitOf, answered_by, kill_marked, killable_wait, seen,
 };
-use crate::session_mode::{Parts, Recipe};
+use crate::session_mode::{DrawOn, Ends, Locked, Parts, Recipe};
 use crate::sql::{Flavor, NamedSql, NoteKind, hex_literal};
 
 /// Release every named lock of the session: the end of a hold, and of an attempt that got no
@@ -54,13 +51,9 @@ enum Answer {
 
 /// The named-lock backend state.
 pub(crate) struct Named {
-    /// The backend's pool (inspection, `KILL QUERY`), the holds (nesting, keepers, release).
+    /// The backend's pool (inspection, `KILL QUERY`), the holds (nesting, keepers, release),
+    /// holding connections set up with the holds' idle bound.
     parts: Parts,
-    /// Private pool of holding connections, each set up once with the holds' idle bound (the
-    /// server ends a holding session silent that long, and with it the lock).
-    holders: MySqlPool,
-    /// Clean holding connections kept for the next acquisition (no pool checkout, no return ping).
-    warm: Arc<Warm>,
     sql: NamedSql,
     flavor: Flavor,
 }
@@ -80,19 +73,11 @@ pub(crate) fn name_literal(name: &str) -> String {
 impl Named {
     /// Needs a runtime (the holders' pool starts its idle reaper).
     pub(crate) fn new(pool: MySqlPool, sql: NamedSql, flavor: Flavor, keepalive: Duration) -> Self {
-        let trips = Trips::default();
-        let notes = SessionNotes {
-            kind: NoteKind::Named,
-            insert: sql.notes.session_insert.clone(),
-            update: sql.notes.session_update.clone(),
-            read: sql.notes.session_read.clone(),
-            begin: Some(sql.note_begin.into()),
-            end: END_NOTED,
-        };
-        let driver = Driver::new(RELEASE, RELEASE, notes, trips.clone());
-        let Holding { sessions, holders, warm } = Holding::new(&pool, sql.session, driver, keepalive);
-        let parts = Parts::new(pool, sessions, trips, &sql.schema, &sql.notes.schema);
-        Named { parts, holders, warm, sql, flavor }
+        let begin = Some(sql.note_begin.into());
+        let ends =
+            Ends { release: RELEASE, abandon: RELEASE, kind: NoteKind::Named, begin, noted: END_NOTED };
+        let parts = Parts::new(pool, (sql.session, &sql.schema, &sql.notes), ends, keepalive);
+        Named { parts, sql, flavor }
     }
 
     /// The statement taking `name`, waiting up to `secs` (0: try once).
@@ -108,40 +93,6 @@ impl Named {
             (v, Flavor::MariaDb) => Answer::Granted(Some(v.unsigned_abs())),
             (_, Flavor::MySql) => Answer::Granted(None),
         })
-    }
-
-    /// One attempt, unbounded: [`SessionMode`](crate::session_mode::SessionMode) bounds it (a
-    /// nesting never reaches it). A request that may wait waits in the server's queue from its
-    /// first round trip ([`wait_once`](Self::wait_once)); one that may not tries once.
-    async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let name = lock_name(req.key);
-        let Some(mut pinned) = self.warm.pinned(&self.holders, req).await? else {
-            return Ok(Attempt::Held { retry_after: None });
-        };
-        if let Some(deadline) = may_wait(req) {
-            return self.wait_once(req, pinned, &name, deadline).await;
-        }
-        let sent = Instant::now();
-        // One round trip: GET_LOCK(name, 0), which answers the fencing token of a grant
-        // (MariaDB) and the connection id; prepared, as a release is (`Pinned::end`).
-        self.parts.trips.add();
-        let row = sqlx::query(AssertSqlSafe(self.sql.get_lock_bound.clone()))
-            .bind(name.as_str())
-            .bind(0.0_f64)
-            .fetch_optional(&mut **pinned.conn)
-            .await
-            .map_err(classify)?
-            .ok_or_else(|| LockError::permanent(NAME, "GET_LOCK answered no row"))?;
-        let conn_id: u64 = row.try_get(1).map_err(classify)?;
-        pinned.session = Some(conn_id);
-        match self.answer(&row)? {
-            Answer::Granted(fence) => self.finish(req, pinned, conn_id, fence, (sent, None)).await,
-            Answer::Null => {
-                self.end(pinned).await;
-                Err(LockError::temporary(NAME, "GET_LOCK answered NULL"))
-            }
-            Answer::Held => self.held(pinned).await,
-        }
     }
 
     /// A waiting attempt in one round trip, as a bare `GET_LOCK(name, wait)` caller's: the
@@ -213,8 +164,9 @@ impl Named {
             // needs no confirming ping, so the new holder's first command is its own (a release
             // right away is not queued behind a ping). See
             // `lock_core::backend::session::Granted::answered`.
-            Some(Answer::Granted(fence)) => {
-                self.finish(req, pinned, conn_id, fence, (sent, Some(Instant::now()))).await
+            Some(Answer::Granted(drawn)) => {
+                let answered = Some(Instant::now());
+                self.finish(req, Locked { pinned, conn_id, drawn, sent, answered }).await
             }
             _ => self.held(pinned).await,
         }
@@ -254,7 +206,7 @@ impl Named {
     /// of the session released), or close it.
     async fn end(&self, pinned: Pinned) {
         match crate::session::end(pinned, RELEASE, &self.parts.trips).await {
-            Ok(clean) => self.warm.put(clean),
+            Ok(clean) => self.parts.warm.put(clean),
             Err(e) => tracing::debug!(error = %e, "ending a GET_LOCK attempt failed; connection closed"),
         }
     }
@@ -264,23 +216,10 @@ impl Named {
         Ok(Attempt::Held { retry_after: None })
     }
 
-    /// Granted: take a fencing token (MySQL), start the keeper, record the hold.
-    async fn finish(
-        &self,
-        req: &AcquireRequest<'_>,
-        mut pinned: Pinned,
-        conn_id: u64,
-        drawn: Option<u64>,
-        (confirmed, answered): (Instant, Option<Instant>),
-    ) -> Result<Attempt> {
-        let fence = match drawn {
-            Some(f) => f,
-            // MySQL: the counter row in autocommit on the holding connection (no transaction is
-            // open there), after the grant. If this fails or the future is dropped, `pinned`
-            // closes the connection and the lock goes with the session.
-            None => next_fence(&mut **pinned.conn, &self.sql.fence_next, req.key, &self.parts.trips).await?,
-        };
-        self.parts.sessions.hold(req, granted(pinned, conn_id, (fence, false), (confirmed, answered))?).await
+    /// Granted: take a fencing token (MySQL: on the holding connection), start the keeper,
+    /// record the hold.
+    async fn finish(&self, req: &AcquireRequest<'_>, locked: Locked) -> Result<Attempt> {
+        self.parts.hold(req, locked, false, (&self.sql.fence_next, DrawOn::Holder)).await
     }
 }
 
@@ -290,12 +229,40 @@ impl Recipe for Named {
         &self.parts
     }
 
-    fn checkout(&self) -> Duration {
-        self.holders.options().get_acquire_timeout()
-    }
-
+    /// One attempt, unbounded: [`SessionMode`](crate::session_mode::SessionMode) bounds it (a
+    /// nesting never reaches it). A request that may wait waits in the server's queue from its
+    /// first round trip ([`wait_once`](Self::wait_once)); one that may not tries once.
     async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        self.try_once(req).await
+        let name = lock_name(req.key);
+        let Some(mut pinned) = self.parts.warm.pinned(&self.parts.holders, req).await? else {
+            return Ok(Attempt::Held { retry_after: None });
+        };
+        if let Some(deadline) = may_wait(req) {
+            return self.wait_once(req, pinned, &name, deadline).await;
+        }
+        let sent = Instant::now();
+        // One round trip: GET_LOCK(name, 0), which answers the fencing token of a grant
+        // (MariaDB) and the connection id; prepared, as a release is (`Pinned::end`).
+        self.parts.trips.add();
+        let row = sqlx::query(AssertSqlSafe(self.sql.get_lock_bound.clone()))
+            .bind(name.as_str())
+            .bind(0.0_f64)
+            .fetch_optional(&mut **pinned.conn)
+            .await
+            .map_err(classify)?
+            .ok_or_else(|| LockError::permanent(NAME, "GET_LOCK answered no row"))?;
+        let conn_id: u64 = row.try_get(1).map_err(classify)?;
+        pinned.session = Some(conn_id);
+        match self.answer(&row)? {
+            Answer::Granted(drawn) => {
+                self.finish(req, Locked { pinned, conn_id, drawn, sent, answered: None }).await
+            }
+            Answer::Null => {
+                self.end(pinned).await;
+                Err(LockError::temporary(NAME, "GET_LOCK answered NULL"))
+            }
+            Answer::Held => self.held(pinned).await,
+        }
     }
 
     /// Whether some session holds the key's name (`IS_USED_LOCK`), without taking it, and,

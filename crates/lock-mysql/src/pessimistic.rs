@@ -11,11 +11,9 @@
 //! shared pool never sees a holder's settings.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::backend::session::Trips;
 use lock_core::backend::{AcquireRequest, Attempt, Contended, LockInfo, jitter, may_wait};
 use lock_core::{FencingToken, LockError, Result};
 use sqlx::mysql::MySqlPool;
@@ -23,11 +21,8 @@ use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
-use crate::session::{
-    Driver, HeldBy, Holding, Pinned, Seen, SessionNotes, SessionsExt, Warm, answered_by, granted,
-    killable_wait, next_fence, seen,
-};
-use crate::session_mode::{Parts, Recipe};
+use crate::session::{HeldBy, Pinned, Seen, SessionsExt, answered_by, killable_wait, seen};
+use crate::session_mode::{DrawOn, Ends, Locked, Parts, Recipe};
 use crate::sql::{Flavor, NoteKind, PessimisticSql, hex_literal};
 
 /// End the holding transaction (release): the connection goes back to the holders' pool with
@@ -48,23 +43,17 @@ const ROW_ROUNDS: usize = 8;
 const ROW_RETRY: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(5));
 
 enum Step {
-    /// Locked, with the connection id, (MariaDB) the fencing token drawn by the lock statement,
-    /// when the granting request was sent (the server's idle clock started no earlier) and,
-    /// after a wait in the server's queue, when its answer arrived.
-    Locked(Pinned, u64, Option<u64>, Instant, Option<Instant>),
+    /// Locked, with the connection id and (MariaDB) the fencing token drawn by the lock statement.
+    Locked(Locked),
     Held,
     NoRow,
 }
 
 /// The pessimistic backend state.
 pub(crate) struct Pessimistic {
-    /// The backend's pool, the holds (nesting, keepers, renewal, release with `COMMIT`).
+    /// The backend's pool, the holds (nesting, keepers, renewal, release with `COMMIT`),
+    /// holding connections set up with autocommit off and the holds' idle bound.
     parts: Parts,
-    /// Private pool of holding connections, each set up once with autocommit off and the
-    /// holds' idle bound (the server ends a holding session silent that long, and frees the row).
-    holders: MySqlPool,
-    /// Clean holding connections kept for the next acquisition (no pool checkout, no return ping).
-    warm: Arc<Warm>,
     sql: PessimisticSql,
     flavor: Flavor,
     /// Keys lately found held: a waiting attempt on one skips the try.
@@ -83,54 +72,25 @@ impl fmt::Debug for Pessimistic {
 impl Pessimistic {
     /// Needs a runtime (the holders' pool starts its idle reaper).
     pub(crate) fn new(pool: MySqlPool, sql: PessimisticSql, flavor: Flavor, keepalive: Duration) -> Self {
-        let trips = Trips::default();
         // A hold with a note ends with ROLLBACK, never COMMIT: the note row must never be committed.
-        let notes = SessionNotes {
+        let ends = Ends {
+            release: COMMIT,
+            abandon: ROLLBACK,
             kind: NoteKind::Pessimistic,
-            insert: sql.notes.session_insert.clone(),
-            update: sql.notes.session_update.clone(),
-            read: sql.notes.session_read.clone(),
             begin: None,
-            end: ROLLBACK,
+            noted: ROLLBACK,
         };
-        let driver = Driver::new(COMMIT, ROLLBACK, notes, trips.clone());
-        let Holding { sessions, holders, warm } = Holding::new(&pool, sql.session, driver, keepalive);
-        let parts = Parts::new(pool, sessions, trips, &sql.schema, &sql.notes.schema);
-        Pessimistic { parts, holders, warm, sql, flavor, contended: Contended::default() }
-    }
-
-    /// One attempt, unbounded: [`SessionMode`](crate::session_mode::SessionMode) bounds it (a
-    /// nesting never reaches it).
-    async fn try_once(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        // The row may have to be created first (once per key). An insert can also give way to
-        // another transaction's short-lived gap lock (a NOWAIT probe of a missing neighbour key),
-        // so it is tried a few times, briefly apart; misses beyond that mean someone deletes rows under us: a
-        // temporary error, which the core retries.
-        let mut step = self.attempt(req).await?;
-        for round in 0..ROW_ROUNDS {
-            if !matches!(step, Step::NoRow) {
-                break;
-            }
-            if round > 0 {
-                tokio::time::sleep(jitter(ROW_RETRY.0, ROW_RETRY.1)).await;
-            }
-            self.create_row(req.key).await?;
-            step = self.attempt(req).await?;
-        }
-        match step {
-            Step::Locked(pinned, conn_id, fence, confirmed, answered) => {
-                self.finish(req, pinned, conn_id, fence, (confirmed, answered)).await
-            }
-            Step::Held => Ok(Attempt::Held { retry_after: None }),
-            Step::NoRow => Err(LockError::temporary(NAME, "lock row disappeared while locking")),
-        }
+        let parts = Parts::new(pool, (sql.session, &sql.schema, &sql.notes), ends, keepalive);
+        Pessimistic { parts, sql, flavor, contended: Contended::default() }
     }
 
     /// Open a transaction on a fresh pooled connection and lock the row: at once, or waiting in
     /// the server's queue until `wait_until`.
-    async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Step> {
+    async fn step(&self, req: &AcquireRequest<'_>) -> Result<Step> {
         let key = req.key.as_bytes();
-        let Some(mut pinned) = self.warm.pinned(&self.holders, req).await? else { return Ok(Step::Held) };
+        let Some(mut pinned) = self.parts.warm.pinned(&self.parts.holders, req).await? else {
+            return Ok(Step::Held);
+        };
         // A key this backend lately found held is waited for from the first round trip, as a
         // `GET_LOCK(name, wait)` caller does: the try first would only fail, and under
         // contention the server's time is what every hand-over waits for. It needs the
@@ -149,7 +109,8 @@ impl Pessimistic {
         match first {
             Ok(Some(row)) => {
                 let conn_id: u64 = row.try_get(1).map_err(classify)?;
-                return Ok(Step::Locked(pinned, conn_id, self.drawn_fence(req, &row)?, sent, None));
+                let drawn = self.drawn_fence(req, &row)?;
+                return Ok(Step::Locked(Locked { pinned, conn_id, drawn, sent, answered: None }));
             }
             Ok(None) => return self.no_row(pinned).await,
             Err(e) if is_contention(&e) => self.contended.found_held(req.key),
@@ -203,7 +164,8 @@ impl Pessimistic {
             // behind one (see `lock_core::backend::session::Granted::answered`).
             Ok(Some(row)) => {
                 let fence = self.drawn_fence(req, &row)?;
-                Ok(Step::Locked(pinned, conn_id, fence, wait_sent, Some(Instant::now())))
+                let answered = Some(Instant::now());
+                Ok(Step::Locked(Locked { pinned, conn_id, drawn: fence, sent: wait_sent, answered }))
             }
             Ok(None) => self.no_row(pinned).await,
             Err(e) if is_contention(&e) => self.held(pinned).await,
@@ -257,7 +219,7 @@ impl Pessimistic {
     async fn held(&self, pinned: Pinned) -> Result<Step> {
         // After a lock-wait timeout the transaction is still open: end it, keep the connection.
         match crate::session::end(pinned, ROLLBACK, &self.parts.trips).await {
-            Ok(clean) => self.warm.put(clean),
+            Ok(clean) => self.parts.warm.put(clean),
             Err(e) => {
                 tracing::debug!(error = %e, "rollback after a lost lock race failed; connection closed")
             }
@@ -294,26 +256,6 @@ impl Pessimistic {
             Err(e) => Err(classify(e)),
         }
     }
-
-    /// The row is locked: take a fencing token (MySQL), start the keeper task, record the hold.
-    async fn finish(
-        &self,
-        req: &AcquireRequest<'_>,
-        pinned: Pinned,
-        conn_id: u64,
-        drawn: Option<u64>,
-        (confirmed, answered): (Instant, Option<Instant>),
-    ) -> Result<Attempt> {
-        let fence = match drawn {
-            Some(f) => f,
-            // MySQL: autocommit, on another pooled connection, after the grant (grant order;
-            // survives the holder's rollback). If this future is dropped here, `pinned` closes
-            // its connection and the lock goes with it.
-            None => next_fence(&self.parts.pool, &self.sql.fence_next, req.key, &self.parts.trips).await?,
-        };
-        let granted = granted(pinned, conn_id, (fence, req.side.is_shared()), (confirmed, answered))?;
-        self.parts.sessions.hold(req, granted).await
-    }
 }
 
 #[async_trait]
@@ -322,12 +264,34 @@ impl Recipe for Pessimistic {
         &self.parts
     }
 
-    fn checkout(&self) -> Duration {
-        self.holders.options().get_acquire_timeout()
-    }
-
+    /// One attempt, unbounded: [`SessionMode`](crate::session_mode::SessionMode) bounds it (a
+    /// nesting never reaches it).
     async fn attempt(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        self.try_once(req).await
+        // The row may have to be created first (once per key). An insert can also give way to
+        // another transaction's short-lived gap lock (a NOWAIT probe of a missing neighbour key),
+        // so it is tried a few times, briefly apart; misses beyond that mean someone deletes rows under us: a
+        // temporary error, which the core retries.
+        let mut step = self.step(req).await?;
+        for round in 0..ROW_ROUNDS {
+            if !matches!(step, Step::NoRow) {
+                break;
+            }
+            if round > 0 {
+                tokio::time::sleep(jitter(ROW_RETRY.0, ROW_RETRY.1)).await;
+            }
+            self.create_row(req.key).await?;
+            step = self.step(req).await?;
+        }
+        match step {
+            // Take a fencing token (MySQL: on another pooled connection, in grant order), start
+            // the keeper task, record the hold.
+            Step::Locked(locked) => {
+                let draw = (&self.sql.fence_next, DrawOn::Pool);
+                self.parts.hold(req, locked, req.side.is_shared(), draw).await
+            }
+            Step::Held => Ok(Attempt::Held { retry_after: None }),
+            Step::NoRow => Err(LockError::temporary(NAME, "lock row disappeared while locking")),
+        }
     }
 
     /// Shared row locks: `FOR SHARE` / `LOCK IN SHARE MODE`.

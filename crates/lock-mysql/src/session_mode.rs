@@ -11,31 +11,113 @@ use lock_core::backend::session::{self, Trips};
 use lock_core::backend::{AcquireRequest, Attempt, Capability, LockBackend, LockInfo, RenewItem};
 use lock_core::{FencingToken, OwnerToken, Result};
 use sqlx::mysql::MySqlPool;
+use tokio::time::Instant;
 
 use crate::error::NAME;
 use crate::mode::ModeBackend;
-use crate::session::{Sessions, SessionsExt};
+use crate::session::{
+    Driver, Holding, Pinned, SessionNotes, Sessions, SessionsExt, Warm, granted, next_fence,
+};
+use crate::sql::{NoteKind, NotesSql};
 use lock_core::backend::{Admin, Notes};
 
 /// What every session-bound mode keeps: the backend's pool (row creation, fence counters,
-/// `KILL QUERY`, note reads), the holds, its schema and its round trips.
+/// `KILL QUERY`, note reads), the holds, the private pool of holding connections and the clean
+/// ones kept for the next acquisition, its schema and its round trips.
 pub(crate) struct Parts {
     pub(crate) pool: MySqlPool,
     pub(crate) sessions: Sessions,
+    /// Holding connections, each set up once with the mode's session settings (the server ends
+    /// a holding session silent for the holds' idle bound, and with it the lock).
+    pub(crate) holders: MySqlPool,
+    /// Clean holding connections kept for the next acquisition (no pool checkout, no return ping).
+    pub(crate) warm: Arc<Warm>,
     pub(crate) schema: Arc<str>,
     pub(crate) notes_schema: Arc<str>,
     pub(crate) trips: Trips,
 }
 
+/// How a mode's holds end, and how it keeps notes on them.
+pub(crate) struct Ends {
+    /// Ends a hold at release.
+    pub(crate) release: &'static str,
+    /// Ends a hold whose backend was dropped.
+    pub(crate) abandon: &'static str,
+    pub(crate) kind: NoteKind,
+    /// Opens the transaction the notes live in (a pessimistic hold is one).
+    pub(crate) begin: Option<Arc<str>>,
+    /// Ends a hold whose transaction carries a note.
+    pub(crate) noted: &'static str,
+}
+
 impl Parts {
+    /// The parts of a mode whose holding connections are set up by `setup` (a template with
+    /// `{idle}` still to fill), whose schema is `schema` and whose holds end as `ends` says.
+    /// Needs a runtime (the holders' pool starts its idle reaper).
     pub(crate) fn new(
         pool: MySqlPool,
-        sessions: Sessions,
-        trips: Trips,
-        schema: &Arc<str>,
-        notes_schema: &Arc<str>,
+        (setup, schema, notes): (&'static str, &Arc<str>, &NotesSql),
+        ends: Ends,
+        keepalive: Duration,
     ) -> Self {
-        Parts { pool, sessions, trips, schema: schema.clone(), notes_schema: notes_schema.clone() }
+        let trips = Trips::default();
+        let kept = SessionNotes {
+            kind: ends.kind,
+            insert: notes.session_insert.clone(),
+            update: notes.session_update.clone(),
+            read: notes.session_read.clone(),
+            begin: ends.begin,
+            end: ends.noted,
+        };
+        let driver = Driver::new(ends.release, ends.abandon, kept, trips.clone());
+        let Holding { sessions, holders, warm } = Holding::new(&pool, setup, driver, keepalive);
+        let (schema, notes_schema) = (schema.clone(), notes.schema.clone());
+        Parts { pool, sessions, holders, warm, schema, notes_schema, trips }
+    }
+}
+
+/// A lock the server granted on a holding connection.
+pub(crate) struct Locked {
+    pub(crate) pinned: Pinned,
+    pub(crate) conn_id: u64,
+    /// The fencing token the lock statement drew (MariaDB), or `None` (MySQL: drawn after the
+    /// grant, [`Parts::hold`]).
+    pub(crate) drawn: Option<u64>,
+    /// When the granting request was sent (the server's idle clock started no earlier).
+    pub(crate) sent: Instant,
+    /// After a wait in the server's queue, when its answer arrived.
+    pub(crate) answered: Option<Instant>,
+}
+
+/// Where a mode draws a MySQL fencing token after the grant, in autocommit.
+pub(crate) enum DrawOn {
+    /// The holding connection, which has no transaction open (named mode).
+    Holder,
+    /// Another pooled connection: the holding one has its transaction open, whose rollback
+    /// must not take the token back (pessimistic mode).
+    Pool,
+}
+
+impl Parts {
+    /// Hold `locked`: with the fencing token drawn with it or drawn now by `fence_next` (see
+    /// [`DrawOn`]), start the keeper and record the hold. If this fails or the future is
+    /// dropped, the pinned connection closes and the lock goes with its session.
+    pub(crate) async fn hold(
+        &self,
+        req: &AcquireRequest<'_>,
+        mut locked: Locked,
+        shared: bool,
+        (fence_next, on): (&Arc<str>, DrawOn),
+    ) -> Result<Attempt> {
+        let fence = match (locked.drawn, on) {
+            (Some(f), _) => f,
+            (None, DrawOn::Holder) => {
+                next_fence(&mut **locked.pinned.conn, fence_next, req.key, &self.trips).await?
+            }
+            (None, DrawOn::Pool) => next_fence(&self.pool, fence_next, req.key, &self.trips).await?,
+        };
+        let times = (locked.sent, locked.answered);
+        self.sessions.hold(req, granted(locked.pinned, locked.conn_id, (fence, shared), times)?).await
     }
 }
 
@@ -44,9 +126,6 @@ impl Parts {
 pub(crate) trait Recipe: fmt::Debug + Send + Sync + 'static {
     /// What the mode shares with the other session-bound modes.
     fn parts(&self) -> &Parts;
-
-    /// How long the pool the mode takes its holding connections from may take to hand one out.
-    fn checkout(&self) -> Duration;
 
     /// One attempt to take the lock on a pinned connection and hand it to the holds,
     /// unbounded (a nesting is answered by the holds before it).
@@ -103,7 +182,9 @@ impl<R: Recipe> LockBackend for SessionMode<R> {
         if let Some(nested) = parts.sessions.nested(req) {
             return Ok(nested);
         }
-        parts.sessions.bounded_attempt(req.wait_until, self.recipe.checkout(), self.recipe.attempt(req)).await
+        // How long the pool of holding connections may take to hand one out.
+        let checkout = parts.holders.options().get_acquire_timeout();
+        parts.sessions.bounded_attempt(req.wait_until, checkout, self.recipe.attempt(req)).await
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
