@@ -23,6 +23,11 @@ use super::{
     run_command, running_as_root,
 };
 
+mod psql;
+
+pub(crate) use psql::psql;
+use psql::psql_command;
+
 /// The database created in every instance, owned by [`USER`].
 pub const DATABASE: &str = "locktest";
 /// The login role created in every instance: no superuser, owner of [`DATABASE`].
@@ -143,33 +148,6 @@ pub(crate) fn as_user(
         program.into_os_string(),
     ];
     Ok((PathBuf::from("/usr/bin/setpriv"), args))
-}
-
-/// Runs SQL as the superuser with `psql` over TCP; one `-c` per statement (CREATE DATABASE
-/// cannot share a transaction); returns stdout (`-A -t`: unaligned, no headers).
-pub(crate) fn psql(
-    bin: &Path,
-    port: u16,
-    database: &str,
-    statements: &[&str],
-) -> Result<String, ServerError> {
-    run_command("psql", &mut psql_command(bin, port, database, statements))
-}
-
-/// `psql` as the superuser, each statement a `-c`, stopping at the first error.
-fn psql_command(bin: &Path, port: u16, database: &str, statements: &[&str]) -> Command {
-    let mut cmd = Command::new(bin.join("psql"));
-    cmd.env("PGPASSWORD", ADMIN_PASSWORD)
-        .env("PGCONNECT_TIMEOUT", "2")
-        .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-U", "postgres"])
-        .arg("-p")
-        .arg(port.to_string())
-        .arg("-d")
-        .arg(database);
-    for s in statements {
-        cmd.arg("-c").arg(s);
-    }
-    cmd
 }
 
 /// A private PostgreSQL on `127.0.0.1:port()` with database `locktest` owned by the login role
