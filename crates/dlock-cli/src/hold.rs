@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use dlock::{FencingToken, LockGuard, Locker, Permit, ReadGuard, Result, RwLock, Semaphore, WriteGuard};
 
 use crate::EXIT_LOST;
-use crate::run::{Signals, any_signal};
+use crate::signals::{Signals, any_signal};
 
 /// Which primitive `dlock run` takes on its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

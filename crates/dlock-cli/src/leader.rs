@@ -6,7 +6,8 @@ use std::time::Duration;
 use dlock::{LeaderElection, LockError};
 
 use crate::EXIT_LOST;
-use crate::run::{any_signal, exit_signal, fail, locker, prepare, run_held, unreachable};
+use crate::run::{fail, locker, prepare, run_held, unreachable};
+use crate::signals::{any_signal, exit_signal};
 use crate::supervise::{OnLost, Supervision, Until};
 
 /// How long `dlock leader` waits for the connection to the backend.

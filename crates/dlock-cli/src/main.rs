@@ -18,6 +18,7 @@ mod list;
 mod reaper;
 mod report;
 mod run;
+mod signals;
 mod status;
 mod stores;
 mod supervise;

@@ -14,6 +14,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::connect;
 use crate::duration::Wait;
 use crate::hold::{Hold, Mode};
+use crate::signals::{Signals, any_signal, exit_signal};
 use crate::supervise::{OnLost, Supervision, Until, exit_of};
 use crate::{EXIT_CONFIG, EXIT_LOST};
 
@@ -26,22 +27,6 @@ pub(crate) fn unreachable(wait: Duration) -> LockError {
 
 pub(crate) async fn locker(url: &str, lease: Duration) -> Result<Locker, LockError> {
     Locker::new(dlock::from_url(url).await?).with_watchdog_lease(lease)
-}
-
-/// The first of SIGTERM, SIGINT and SIGHUP to arrive.
-pub(crate) async fn any_signal(sigs: &mut Signals) -> Signal {
-    let [(a, sa), (b, sb), (c, sc)] = sigs;
-    tokio::select! {
-        _ = sa.recv() => *a,
-        _ = sb.recv() => *b,
-        _ = sc.recv() => *c,
-    }
-}
-
-pub(crate) type Signal_ = (Signal, tokio::signal::unix::Signal);
-
-pub(crate) fn exit_signal(sig: Signal) -> ExitCode {
-    ExitCode::from(u8::try_from(128 + sig as i32).unwrap_or(255))
 }
 
 /// How long `dlock` waits, before it exits, for the store to forget what a cancelled wait left
@@ -99,9 +84,6 @@ pub(crate) fn prepare(url: &str, lease: Duration, on_lost: OnLost) -> Result<Sig
     }
     sigs.try_into().map_err(|_| ExitCode::from(EXIT_CONFIG))
 }
-
-/// SIGTERM, SIGINT and SIGHUP, as [`prepare`] installs them.
-pub(crate) type Signals = [Signal_; 3];
 
 /// How long `dlock run` waits for the lock, and how it says it did not get it.
 #[derive(Debug, Clone)]
