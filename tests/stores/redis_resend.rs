@@ -14,7 +14,7 @@ use lock_redis::{Mode, RedisLock};
 use lock_testkit::eventually;
 use lock_testkit::server::{RedisCluster, RedisSentinelSet, or_skip};
 
-mod support;
+use crate::support;
 
 use support::redis::PREFIX;
 

@@ -12,7 +12,7 @@ use lock_redis::Mode;
 use lock_redis::redis::{self, aio::ConnectionManager};
 use lock_testkit::server::{RedisSentinelSet, or_skip, try_shared_redis_sentinel};
 
-mod support;
+use crate::support;
 
 use support::redis::{PREFIX, RedisFactory, assert_held_after_failover, backend, wait_for_replica};
 
@@ -32,18 +32,18 @@ async fn factory(mode: Mode) -> RedisFactory<ConnectionManager> {
 }
 
 mod simple {
-    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Simple).await);
-    lock_testkit::primitive_tests!(crate::factory(lock_redis::Mode::Simple).await);
+    lock_testkit::conformance_tests!(crate::redis_sentinel::factory(lock_redis::Mode::Simple).await);
+    lock_testkit::primitive_tests!(crate::redis_sentinel::factory(lock_redis::Mode::Simple).await);
 }
 
 mod fair {
-    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Fair).await);
+    lock_testkit::conformance_tests!(crate::redis_sentinel::factory(lock_redis::Mode::Fair).await);
 }
 
 /// The cases that sever a hold, with the holder's connection killed first.
 mod simple_killed {
     use lock_testkit::{LoseBy, Loss};
-    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::factory(lock_redis::Mode::Simple).await, Loss::CutThenSever);
+    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::redis_sentinel::factory(lock_redis::Mode::Simple).await, Loss::CutThenSever);
         renew_extends_lease, lost_signal_fires);
 }
 

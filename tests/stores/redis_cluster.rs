@@ -15,7 +15,7 @@ use lock_redis::redis::{self, aio::ConnectionManager, cluster_async::ClusterConn
 use lock_redis::{Mode, RedisLock};
 use lock_testkit::server::{RedisCluster, try_shared_redis_cluster};
 
-mod support;
+use crate::support;
 
 use support::redis::{PREFIX, RedisFactory, assert_held_after_failover, backend, wait_for_replica};
 
@@ -44,16 +44,16 @@ async fn factory(mode: Mode) -> RedisFactory<ClusterConnection> {
 }
 
 mod simple {
-    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Simple).await);
-    lock_testkit::primitive_tests!(crate::factory(lock_redis::Mode::Simple).await);
+    lock_testkit::conformance_tests!(crate::redis_cluster::factory(lock_redis::Mode::Simple).await);
+    lock_testkit::primitive_tests!(crate::redis_cluster::factory(lock_redis::Mode::Simple).await);
 }
 
 mod reentrant {
-    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Reentrant).await);
+    lock_testkit::conformance_tests!(crate::redis_cluster::factory(lock_redis::Mode::Reentrant).await);
 }
 
 mod fair {
-    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Fair).await);
+    lock_testkit::conformance_tests!(crate::redis_cluster::factory(lock_redis::Mode::Fair).await);
 }
 
 /// Every key of one lock is in the lock's slot, and different locks land on every master: the

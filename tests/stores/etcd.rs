@@ -10,7 +10,7 @@ use lock_etcd::etcd_client::{self as etcd, GetOptions, SortOrder, SortTarget};
 use lock_testkit::proxy::Proxy;
 use lock_testkit::{Client, ClientFaults, Factory, FaultResult, server};
 
-mod support;
+use crate::support;
 
 use support::proxied::{Proxies, cut};
 
@@ -115,14 +115,14 @@ impl ClientFaults for Operator {
 }
 
 mod plain {
-    lock_testkit::conformance_tests!(crate::factory().await);
-    lock_testkit::primitive_tests!(crate::factory().await);
+    lock_testkit::conformance_tests!(crate::etcd::factory().await);
+    lock_testkit::primitive_tests!(crate::etcd::factory().await);
 }
 
 /// The cases that lose a hold, with the holder's lease revoked instead of its key deleted.
 mod lease_revoked {
     use lock_testkit::{LoseBy, Loss};
-    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::factory().await, Loss::ExpireSession);
+    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::etcd::factory().await, Loss::ExpireSession);
         lost_signal_fires, lost_reaches_nested_guards, late_cleanup_spares_later_grant);
 }
 
@@ -130,7 +130,7 @@ mod lease_revoked {
 /// finds its key gone).
 mod killed {
     use lock_testkit::{LoseBy, Loss};
-    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::proxied().await, Loss::CutThenSever);
+    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::etcd::proxied().await, Loss::CutThenSever);
         renew_extends_lease, lost_signal_fires);
 }
 

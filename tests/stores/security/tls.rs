@@ -200,7 +200,7 @@ async fn verifies_against_ssl_cert_file(url: &str, pki: &Pki) -> String {
     }
     let exe = std::env::current_exe().expect("test binary");
     let out = tokio::process::Command::new(exe)
-        .args(["--exact", "tls::child_locks_through_url", "--ignored", "--nocapture"])
+        .args(["--exact", "security::tls::child_locks_through_url", "--ignored", "--nocapture"])
         .env("SSL_CERT_FILE", &pki.files.ca)
         .env(CHILD_URL, url)
         .output();

@@ -1,7 +1,7 @@
 //! The conformance suite on the MySQL/MariaDB backend, all three modes, against the shared private
 //! mariadbd of this test binary (or `LOCK_TEST_MYSQL_URL`).
 //!
-//! Run: `cargo test --features mysql --test mysql`.
+//! Run: `cargo test --all-features --test stores mysql::`.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -108,18 +108,18 @@ impl ClientFaults for Admin {
 }
 
 mod pessimistic {
-    lock_testkit::conformance_tests!(crate::MySqlFactory::new(lock_mysql::Mode::Pessimistic).await);
-    lock_testkit::primitive_tests!(crate::MySqlFactory::new(lock_mysql::Mode::Pessimistic).await);
+    lock_testkit::conformance_tests!(crate::mysql::MySqlFactory::new(lock_mysql::Mode::Pessimistic).await);
+    lock_testkit::primitive_tests!(crate::mysql::MySqlFactory::new(lock_mysql::Mode::Pessimistic).await);
 }
 
 mod optimistic {
-    lock_testkit::conformance_tests!(crate::MySqlFactory::new(lock_mysql::Mode::Optimistic).await);
-    lock_testkit::primitive_tests!(crate::MySqlFactory::new(lock_mysql::Mode::Optimistic).await);
+    lock_testkit::conformance_tests!(crate::mysql::MySqlFactory::new(lock_mysql::Mode::Optimistic).await);
+    lock_testkit::primitive_tests!(crate::mysql::MySqlFactory::new(lock_mysql::Mode::Optimistic).await);
 }
 
 mod named_lock {
-    lock_testkit::conformance_tests!(crate::MySqlFactory::new(lock_mysql::Mode::NamedLock).await);
-    lock_testkit::primitive_tests!(crate::MySqlFactory::new(lock_mysql::Mode::NamedLock).await);
+    lock_testkit::conformance_tests!(crate::mysql::MySqlFactory::new(lock_mysql::Mode::NamedLock).await);
+    lock_testkit::primitive_tests!(crate::mysql::MySqlFactory::new(lock_mysql::Mode::NamedLock).await);
 }
 
 /// A latch whose store stops answering (its client's connections blackholed) answers by its

@@ -8,7 +8,7 @@ use lock_redis::Mode;
 use lock_redis::redis::{self, aio::ConnectionManager};
 use lock_testkit::server::{external_url, shared_redis};
 
-mod support;
+use crate::support;
 
 use support::redis::RedisFactory;
 
@@ -23,39 +23,39 @@ async fn factory(mode: Mode) -> RedisFactory<ConnectionManager> {
 }
 
 mod simple {
-    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Simple).await);
-    lock_testkit::primitive_tests!(crate::factory(lock_redis::Mode::Simple).await);
+    lock_testkit::conformance_tests!(crate::redis::factory(lock_redis::Mode::Simple).await);
+    lock_testkit::primitive_tests!(crate::redis::factory(lock_redis::Mode::Simple).await);
 }
 
 mod reentrant {
-    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Reentrant).await);
-    lock_testkit::primitive_tests!(crate::factory(lock_redis::Mode::Reentrant).await);
+    lock_testkit::conformance_tests!(crate::redis::factory(lock_redis::Mode::Reentrant).await);
+    lock_testkit::primitive_tests!(crate::redis::factory(lock_redis::Mode::Reentrant).await);
 }
 
 mod fair {
-    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Fair).await);
-    lock_testkit::primitive_tests!(crate::factory(lock_redis::Mode::Fair).await);
+    lock_testkit::conformance_tests!(crate::redis::factory(lock_redis::Mode::Fair).await);
+    lock_testkit::primitive_tests!(crate::redis::factory(lock_redis::Mode::Fair).await);
 }
 
 /// The interop layouts (a plain `SET NX PX` key shared with redis-py / python-redis-lock).
 mod redis_py {
-    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::RedisPy).await);
+    lock_testkit::conformance_tests!(crate::redis::factory(lock_redis::Mode::RedisPy).await);
 }
 
 mod python_redis_lock {
-    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::PythonRedisLock).await);
+    lock_testkit::conformance_tests!(crate::redis::factory(lock_redis::Mode::PythonRedisLock).await);
 }
 
 /// The cases that sever a hold, with the holder's connection killed first.
 mod simple_killed {
     use lock_testkit::{LoseBy, Loss};
-    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::factory(lock_redis::Mode::Simple).await, Loss::CutThenSever);
+    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::redis::factory(lock_redis::Mode::Simple).await, Loss::CutThenSever);
         renew_extends_lease, lost_signal_fires);
 }
 
 mod fair_killed {
     use lock_testkit::{LoseBy, Loss};
-    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::factory(lock_redis::Mode::Fair).await, Loss::CutThenSever);
+    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::redis::factory(lock_redis::Mode::Fair).await, Loss::CutThenSever);
         renew_extends_lease, lost_signal_fires);
 }
 

@@ -2,7 +2,7 @@
 //! off from the store (connections blackholed: open, silent), answers by its deadline or the
 //! store's response bound (`lock_testkit::deadlines`, one table of operations for all).
 //!
-//! Run: `cargo test --all-features --test deadlines -- --nocapture` (prints every figure).
+//! Run: `cargo test --all-features --test stores deadlines:: -- --nocapture` (prints every figure).
 
 use std::time::Duration;
 

@@ -9,7 +9,7 @@ use lock_testkit::proxy::Proxy;
 use lock_testkit::{Client, ClientFaults, Factory, FaultResult, Unsupported, eventually, server, zk_queue};
 use lock_zk::{ZkLock, zookeeper_client as zk};
 
-mod support;
+use crate::support;
 
 use support::proxied::{Proxies, cut};
 
@@ -166,18 +166,18 @@ impl ClientFaults for Operator {
 }
 
 mod plain {
-    lock_testkit::conformance_tests!(crate::factory(crate::Mode::Plain).await);
-    lock_testkit::primitive_tests!(crate::factory(crate::Mode::Plain).await);
+    lock_testkit::conformance_tests!(crate::zk::factory(crate::zk::Mode::Plain).await);
+    lock_testkit::primitive_tests!(crate::zk::factory(crate::zk::Mode::Plain).await);
 }
 
 mod secured {
-    lock_testkit::conformance_tests!(crate::factory(crate::Mode::Secured).await);
+    lock_testkit::conformance_tests!(crate::zk::factory(crate::zk::Mode::Secured).await);
 }
 
 /// The cases that lose a hold, with the holder's session ended instead of its node deleted.
 mod session_expired {
     use lock_testkit::{LoseBy, Loss};
-    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::proxied().await, Loss::ExpireSession);
+    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::zk::proxied().await, Loss::ExpireSession);
         lost_signal_fires, lost_reaches_nested_guards, late_cleanup_spares_later_grant);
 }
 
@@ -185,7 +185,7 @@ mod session_expired {
 /// its session, then finds its node gone).
 mod killed {
     use lock_testkit::{LoseBy, Loss};
-    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::proxied().await, Loss::CutThenSever);
+    lock_testkit::conformance_tests!(@cases LoseBy::new(crate::zk::proxied().await, Loss::CutThenSever);
         renew_extends_lease, lost_signal_fires);
 }
 

@@ -98,12 +98,12 @@ impl ClientFaults for Majority {
 }
 
 mod simple {
-    lock_testkit::conformance_tests!(crate::factory(lock_redis::Mode::Simple).await);
-    lock_testkit::primitive_tests!(crate::factory(lock_redis::Mode::Simple).await);
+    lock_testkit::conformance_tests!(crate::redlock::factory(lock_redis::Mode::Simple).await);
+    lock_testkit::primitive_tests!(crate::redlock::factory(lock_redis::Mode::Simple).await);
 }
 
 mod reentrant_members {
-    lock_testkit::conformance_tests!(@cases crate::factory(lock_redis::Mode::Reentrant).await;
+    lock_testkit::conformance_tests!(@cases crate::redlock::factory(lock_redis::Mode::Reentrant).await;
         round_trip, expired_lease_taken_over, foreign_release_rejected, renew_extends_lease,
         lost_signal_fires, cancelled_acquire_leaves_nothing, reentrant_nesting);
 }

@@ -1,7 +1,7 @@
 //! The conformance suite on the PostgreSQL backend, against the shared private postgres of
 //! this test binary (or `LOCK_TEST_POSTGRES_URL`).
 //!
-//! Run: `cargo test --features postgres --test postgres`.
+//! Run: `cargo test --all-features --test stores postgres::`.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -92,12 +92,12 @@ impl ClientFaults for Admin {
     }
 }
 
-lock_testkit::conformance_tests!(crate::PgFactory::new().await);
-lock_testkit::primitive_tests!(crate::PgFactory::new().await);
+lock_testkit::conformance_tests!(crate::postgres::PgFactory::new().await);
+lock_testkit::primitive_tests!(crate::postgres::PgFactory::new().await);
 
 /// The conformance suite with grants that draw no fencing token.
 mod unfenced {
-    lock_testkit::conformance_tests!(crate::PgFactory::unfenced().await);
+    lock_testkit::conformance_tests!(crate::postgres::PgFactory::unfenced().await);
 }
 
 /// `postgres://` and `postgresql://` reach the same lock space through the facade's
