@@ -8,7 +8,7 @@ use lock_core::backend::{AcquireRequest, Attempt, Cleanup, Grant, Side, retry_cl
 use lock_core::{FencingToken, LostReason, Result, backend::unsupported};
 use tokio::time::Instant;
 
-use crate::backend::Inner;
+use crate::client::Inner;
 use crate::error::{self, NAME, Refused};
 use crate::holds::{Hold, Released};
 use crate::keys::{Value, lock_key};

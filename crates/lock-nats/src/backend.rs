@@ -16,12 +16,13 @@ use lock_core::{FencingToken, LockError, LostReason, OwnerToken, Result, async_t
 use tokio::runtime::Handle;
 
 use crate::builder::{Config, NatsLockBuilder};
+use crate::client::Inner;
 use crate::error::{self, NAME, Refused, bounded};
 use crate::holds::Holds;
 use crate::keys::{lock_key, lock_of};
 use crate::markers::Markers;
 use crate::notify::Notifier;
-use crate::store::{Bucket, Current};
+use crate::store::Current;
 use lock_core::backend::{Admin, Notes, Notify};
 
 /// NATS JetStream key-value locks: one bucket key per lock (`l.<encoded key>`), created only
@@ -34,15 +35,6 @@ use lock_core::backend::{Admin, Notes, Notify};
 #[derive(Clone)]
 pub struct NatsLock {
     inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub cfg: Config,
-    pub bucket: Bucket,
-    pub holds: Holds,
-    pub notifier: Notifier,
-    pub markers: Arc<Markers>,
-    pub runtime: Handle,
 }
 
 impl fmt::Debug for NatsLock {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use lock_core::{DRIFT_MARGIN_FLOOR, DRIFT_MARGIN_RATE, LostReason, drift_margin};
 use tokio::time::Instant;
 
-use crate::backend::Inner;
+use crate::client::Inner;
 use crate::keys::lock_key;
 
 /// Start the keeper of `inner`; it ends when the client is dropped.

@@ -7,6 +7,7 @@
 mod acquire;
 mod backend;
 mod builder;
+mod client;
 mod connect;
 mod error;
 mod holds;
