@@ -12,12 +12,12 @@ use crate::backend::MySqlLock;
 use crate::error::{NAME, classify};
 use crate::mode::ModeBackend;
 use crate::named::Named;
+use crate::notify::Waiters;
 use crate::optimistic::Optimistic;
 use crate::options::{Mode, parse_url};
 use crate::pessimistic::Pessimistic;
 use crate::session_mode::SessionMode;
 use crate::sql::{Flavor, NamedSql, OptimisticSql, PessimisticSql, validate_table_name};
-use crate::waiters::Waiters;
 
 impl MySqlLock {
     /// Start building: `MySqlLock::builder().url("mysql://...").mode(Mode::Optimistic).build().await`.

@@ -7,9 +7,10 @@
 mod backend;
 mod builder;
 mod error;
+mod keys;
 mod mode;
-mod name;
 mod named;
+mod notify;
 mod optimistic;
 mod options;
 mod pessimistic;
@@ -17,11 +18,10 @@ mod records;
 mod session;
 mod session_mode;
 mod sql;
-mod waiters;
 
 pub use backend::MySqlLock;
 pub use builder::MySqlLockBuilder;
-pub use name::{MAX_LOCK_NAME, lock_name};
+pub use keys::{MAX_LOCK_NAME, lock_name};
 pub use options::Mode;
 pub use sql::{MAX_TABLE_NAME, validate_table_name};
 /// The driver, re-exported so callers build pools and downcast error sources with one version.

@@ -18,7 +18,7 @@ use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
-use crate::name::lock_name;
+use crate::keys::lock_name;
 use crate::session::{
     HeldBy, Pinned, Seen, SessionsExt, WAIT_MARK, WaitOf, answered_by, kill_marked, killable_wait, seen,
 };

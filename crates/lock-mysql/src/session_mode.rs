@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::error::NAME;
 use crate::mode::ModeBackend;
 use crate::session::{
-    Driver, Holding, Pinned, SessionNotes, Sessions, SessionsExt, Warm, granted, next_fence,
+    Driver, Holding, Kept, Pinned, SessionNotes, Sessions, SessionsExt, granted, next_fence,
 };
 use crate::sql::{NoteKind, NotesSql};
 use lock_core::backend::{Admin, Notes};
@@ -31,7 +31,7 @@ pub(crate) struct Parts {
     /// a holding session silent for the holds' idle bound, and with it the lock).
     pub(crate) holders: MySqlPool,
     /// Clean holding connections kept for the next acquisition (no pool checkout, no return ping).
-    pub(crate) warm: Arc<Warm>,
+    pub(crate) warm: Arc<Kept>,
     pub(crate) schema: Arc<str>,
     pub(crate) notes_schema: Arc<str>,
     pub(crate) trips: Trips,

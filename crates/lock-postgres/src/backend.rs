@@ -12,7 +12,7 @@ use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnection, PgPool};
 
 use crate::error::{NAME, classify};
-use crate::session::Sessions;
+use crate::session::Advisory;
 use crate::sql::Sql;
 use lock_core::backend::{Admin, Notes, Records};
 
@@ -20,7 +20,7 @@ use lock_core::backend::{Admin, Notes, Records};
 /// to clone; clones share the pool and the held locks.
 #[derive(Clone)]
 pub struct PgLock {
-    pub(crate) sessions: Arc<Sessions>,
+    pub(crate) sessions: Arc<Advisory>,
     pub(crate) pool: PgPool,
     pub(crate) table: String,
     /// `postgres://host:port/database?table=...`, without credentials.

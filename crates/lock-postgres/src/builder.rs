@@ -11,7 +11,7 @@ use crate::backend::{PgLock, migrate_on};
 use crate::error::{NAME, classify};
 use crate::options::{parse_url, validate_table_name};
 use crate::pooler;
-use crate::session::Sessions;
+use crate::session::Advisory;
 use crate::sql::Sql;
 
 impl PgLock {
@@ -179,7 +179,7 @@ impl PgLockBuilder {
         let database = opts.get_database().unwrap_or(opts.get_username()).to_owned();
         let identity = format!("postgres://{endpoint}/{database}?table={table}");
         let lock = PgLock {
-            sessions: Arc::new(Sessions::new(pool.clone(), sql, keepalive, own_pool)),
+            sessions: Arc::new(Advisory::new(pool.clone(), sql, keepalive, own_pool)),
             pool,
             table,
             identity,

@@ -6,10 +6,10 @@ use lock_core::{FencingToken, Result};
 use sqlx::AssertSqlSafe;
 use tokio::time::Instant;
 
-use crate::key::{advisory_key, lock_ids};
-use crate::session::{Sessions, answered_by};
+use crate::keys::{advisory_key, lock_ids};
+use crate::session::{Advisory, answered_by};
 
-impl Sessions {
+impl Advisory {
     /// Ends the session holding `key` if the name's fence is `fence`; `false` when it is not,
     /// or nobody holds the key exclusively. The fence row stays locked until the holder's
     /// session is gone, so no later grant can be the one ended. A grant racing in (it took the

@@ -8,7 +8,7 @@ mod backend;
 mod builder;
 mod error;
 mod evict;
-mod key;
+mod keys;
 mod options;
 mod pinned;
 mod pooler;
@@ -19,7 +19,7 @@ mod xact;
 
 pub use backend::PgLock;
 pub use builder::PgLockBuilder;
-pub use key::advisory_key;
+pub use keys::advisory_key;
 pub use options::{MAX_TABLE_NAME, validate_table_name};
 /// The driver, re-exported so callers build pools and downcast error sources with one version.
 pub use sqlx;

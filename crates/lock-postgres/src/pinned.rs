@@ -14,7 +14,7 @@ use sqlx::{AssertSqlSafe, Connection, Postgres, Row};
 use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_connection_lost};
-use crate::key::lock_ids;
+use crate::keys::lock_ids;
 
 /// How long past the caller's deadline the client waits for the server's own `lock_timeout`
 /// before it cancels the wait itself with `pg_cancel_backend`: long enough for a loaded server

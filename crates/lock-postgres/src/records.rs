@@ -8,7 +8,7 @@ use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
 
 use crate::error::{NAME, classify};
-use crate::session::{Sessions, answered_by};
+use crate::session::{Advisory, answered_by};
 
 /// A number as the column's `bigint`.
 fn stored(v: u64) -> Result<i64> {
@@ -17,7 +17,7 @@ fn stored(v: u64) -> Result<i64> {
     })
 }
 
-impl Sessions {
+impl Advisory {
     pub(crate) async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
         let name = key.as_bytes();
         let bound = Instant::now() + self.server_idle();

@@ -16,7 +16,7 @@ use sqlx::{AssertSqlSafe, Row};
 use tokio::time::Instant;
 
 use crate::error::{NAME, classify, is_contention};
-use crate::key::{advisory_key, lock_ids};
+use crate::keys::{advisory_key, lock_ids};
 use crate::pinned::{CANCEL_GRACE, Driver, Held, Pinned, Warm, pin, unlock_stray};
 use crate::sql::Sql;
 
@@ -41,7 +41,7 @@ async fn cancel_backend(pool: PgPool, pid: i32, trips: Trips) -> Result<()> {
 const CANCEL_BOUND: Duration = Duration::from_secs(2);
 
 /// The backend state: the pool, the statements and the holds of this backend.
-pub(crate) struct Sessions {
+pub(crate) struct Advisory {
     pool: PgPool,
     sql: Sql,
     /// `idle_session_timeout` of a holding session: the server ends a holder silent this long.
@@ -58,7 +58,7 @@ pub(crate) struct Sessions {
     contended: Contended,
 }
 
-impl Sessions {
+impl Advisory {
     pub(crate) fn pool(&self) -> &PgPool {
         &self.pool
     }
@@ -75,13 +75,13 @@ fn pg_millis(d: Duration) -> String {
     format!("{}ms", lock_core::backend::millis(d).min(i32::MAX as u64))
 }
 
-impl fmt::Debug for Sessions {
+impl fmt::Debug for Advisory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sessions").field("holds", &self.holds).finish()
+        f.debug_struct("Advisory").field("holds", &self.holds).finish()
     }
 }
 
-impl Sessions {
+impl Advisory {
     /// The backend's state; with `own_pool` (the builder opened `pool`, nobody else uses it)
     /// cleanly released connections are kept for the next hold. Needs a runtime.
     pub(crate) fn new(pool: PgPool, sql: Sql, keepalive: Duration, own_pool: bool) -> Self {
@@ -100,7 +100,7 @@ impl Sessions {
             trips: trips.clone(),
             warm: warm.clone(),
         };
-        Sessions {
+        Advisory {
             pool,
             sql,
             server_idle,

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::PgLock;
 use crate::error::{LOCK_NOT_AVAILABLE, NAME, classify, sqlstate};
-use crate::key::advisory_key;
+use crate::keys::advisory_key;
 use crate::session::answered_by;
 
 /// Waits for the key for the rest of the caller's transaction (bounded by `lock_timeout`),

@@ -21,6 +21,8 @@
 mod imports;
 #[path = "structure/lex.rs"]
 mod lex;
+#[path = "structure/vocabulary.rs"]
+mod vocabulary;
 
 use std::path::{Path, PathBuf};
 
@@ -185,4 +187,43 @@ fn a_circle_through_three_files_is_found() {
 fn the_lexer_drops_comments_strings_and_lifetimes() {
     let t = lex("a /* b /* c */ d */ e // f\n'g' h<'i> r#\"j\"# '\\'' k \"l\\\"m\" n");
     assert_eq!(t, ["a", "e", "h", "<", ">", "\"j", "k", "\"l\\\"m", "n"]);
+}
+
+/// The store crates: those whose `lib.rs` registers a store (`DESCRIPTOR`), lock-core aside.
+fn store_crates() -> Vec<(String, PathBuf)> {
+    crates()
+        .into_iter()
+        .filter(|(name, dir)| {
+            name != "lock-core"
+                && std::fs::read_to_string(dir.join("src/lib.rs")).is_ok_and(|t| t.contains("DESCRIPTOR"))
+        })
+        .collect()
+}
+
+#[test]
+fn every_store_names_its_concepts_alike() {
+    let stores = store_crates();
+    assert!(stores.len() >= 7, "the scan found too few stores: {stores:?}");
+    let mut bad = Vec::new();
+    for (name, dir) in &stores {
+        let stems: Vec<String> =
+            rust_files(&dir.join("src")).iter().filter_map(|f| vocabulary::stem(f)).collect();
+        for required in vocabulary::REQUIRED {
+            if !stems.iter().any(|s| s == required) {
+                bad.push(format!("{name}: no {required}.rs"));
+            }
+        }
+        for (synonym, word) in vocabulary::SYNONYMS {
+            if stems.iter().any(|s| s == synonym) {
+                bad.push(format!("{name}: {synonym}.rs is what the other stores call {word}.rs"));
+            }
+        }
+        for file in rust_files(&dir.join("src")) {
+            let text = std::fs::read_to_string(&file).expect("read");
+            for ty in vocabulary::namesakes(&text) {
+                bad.push(format!("{name}: {} wraps a type of its own name, {ty}", file.display()));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "the stores' vocabulary differs:\n{}", bad.join("\n"));
 }

@@ -15,9 +15,9 @@ use tokio::time::Instant;
 
 use super::{Optimistic, SWEEP_EVERY, micros, owner_bytes};
 use crate::error::classify;
+use crate::notify::Turn;
 use crate::session::{KILL_GRACE, no_answer};
 use crate::sql::{OptimisticAcquire, OptimisticSql, hex_literal};
-use crate::waiters::Turn;
 
 /// One acquisition attempt's connection, shared by the attempt and its cleanup: every statement
 /// of the attempt goes through it, and if the attempt's future is dropped, the cleanup is sent

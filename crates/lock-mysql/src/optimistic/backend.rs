@@ -1,5 +1,5 @@
 //! The optimistic mode as a backend: its steps are in `acquire.rs` and `hold.rs`, its waiters
-//! in this process's queue (`waiters.rs`).
+//! in this process's queue (`notify.rs`).
 
 use std::sync::Arc;
 
@@ -49,7 +49,7 @@ impl LockBackend for Optimistic {
     }
 
     // Releases in this process wake the head of this process's queue for the key (the queue
-    // is kept here, not on the server: see `waiters.rs`).
+    // is kept here, not on the server: see `notify.rs`).
     lock_core::backend::hand_out!(notify, queue, notes, admin);
 }
 

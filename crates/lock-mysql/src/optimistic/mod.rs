@@ -15,8 +15,8 @@ use sqlx::mysql::MySqlPool;
 use tokio::time::Instant;
 
 use crate::error::classify;
+use crate::notify::Waiters;
 use crate::sql::OptimisticSql;
-use crate::waiters::Waiters;
 
 mod acquire;
 mod backend;

@@ -5,7 +5,7 @@
 //! are `lock_core::backend::session`'s; this module is their MySQL driver ([`Driver`]): the
 //! ping, the statement that ends a hold, and notes. Holding connections come from a private
 //! pool whose sessions carry the holds' settings from the start ([`Holding`]); a cleanly
-//! ended one is kept for the next hold ([`Warm`]). [`Pinned`] closes a connection that was
+//! ended one is kept for the next hold ([`Kept`]). [`Pinned`] closes a connection that was
 //! not ended cleanly, and [`killable_wait`] ends a lock wait in the server with `KILL QUERY`
 //! when its future is dropped.
 //!
@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use crate::error::{NAME, classify, is_connection_lost, is_refused};
 use crate::sql::{NoteKind, hex_literal};
 pub(crate) use evict::{HeldBy, Seen, evict, seen};
-pub(crate) use warm::{Holding, Warm};
+pub(crate) use warm::{Holding, Kept};
 
 /// How long past the caller's deadline the client waits for the server's own timeout of a lock
 /// wait before it cancels the wait itself with `KILL QUERY`: long enough for a loaded server to
@@ -49,7 +49,7 @@ pub(crate) fn pin(conn: PoolConnection<MySql>) -> Pinned {
 }
 
 /// End the hold on `pinned` with `stmt`; on success the connection is clean: dropped, it goes
-/// back to the pool, or it may be kept for the next hold ([`Warm`](warm::Warm)).
+/// back to the pool, or it may be kept for the next hold ([`Kept`](warm::Kept)).
 ///
 /// One statement goes prepared, cached per connection: the server parses a text statement
 /// on every call, so its execute hands a lock over sooner (docs/BENCH-HISTORY.md, issue 30,
@@ -248,7 +248,7 @@ pub(crate) struct Driver {
     notes: SessionNotes,
     trips: Trips,
     /// Where a cleanly released connection is kept for the next hold.
-    warm: Option<Arc<Warm>>,
+    warm: Option<Arc<Kept>>,
 }
 
 impl Driver {
@@ -262,7 +262,7 @@ impl Driver {
     }
 
     /// Keep cleanly released connections in `warm` instead of returning them to their pool.
-    pub(crate) fn with_warm(mut self, warm: Arc<Warm>) -> Self {
+    pub(crate) fn with_warm(mut self, warm: Arc<Kept>) -> Self {
         self.warm = Some(warm);
         self
     }

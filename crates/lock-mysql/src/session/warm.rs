@@ -18,7 +18,7 @@ use crate::error::classify;
 pub(crate) struct Holding {
     pub(crate) sessions: Sessions,
     pub(crate) holders: MySqlPool,
-    pub(crate) warm: Arc<Warm>,
+    pub(crate) warm: Arc<Kept>,
 }
 
 impl Holding {
@@ -32,7 +32,7 @@ impl Holding {
         let fresh = idle / 3;
         let setup = setup.replace("{idle}", &idle.as_secs().to_string()).into();
         let holders = holders_pool(pool, setup, fresh);
-        let warm = Warm::new(fresh, &holders);
+        let warm = Kept::new(fresh, &holders);
         let sessions = Sessions::new(driver.with_warm(warm.clone()), keepalive, idle);
         Holding { sessions, holders, warm }
     }
@@ -44,16 +44,16 @@ impl Holding {
 /// server's idle bound (`fresh`, counted from when its last statement was sent); a sweeper hands
 /// older ones back to the pool (whose return ping restarts the server's idle clock, or finds the
 /// session gone and closes the connection).
-pub(crate) struct Warm(Arc<session::Warm<Pinned>>);
+pub(crate) struct Kept(Arc<session::Warm<Pinned>>);
 
-impl Warm {
+impl Kept {
     /// Keep connections of `holders` for `fresh` after their last statement's send, except
     /// while every connection of that pool is out. Needs a runtime.
     pub(crate) fn new(fresh: Duration, holders: &MySqlPool) -> Arc<Self> {
         let holders = holders.clone();
         let pressed =
             move || holders.num_idle() == 0 && holders.size() >= holders.options().get_max_connections();
-        Arc::new(Warm(session::Warm::new(fresh, pressed)))
+        Arc::new(Kept(session::Warm::new(fresh, pressed)))
     }
 
     /// A clean holding connection for the next hold of `req`: a kept one, or one from
