@@ -33,7 +33,7 @@ pub async fn sem_count_is_stored_and_checked<F: Factory + ?Sized>(f: &F) {
     sem(f, &name, 4).await.try_acquire().await.expect("try").expect("free").release().await.expect("release");
 }
 
-/// Where the store keeps permits ([`Semaphore::is_native`]) every permit is a hold of the one
+/// Where the store keeps permits ([`Semaphore::is_native`](lock_core::Semaphore::is_native)) every permit is a hold of the one
 /// pool key, with its own slot and a fence above every earlier permit's (both listed by
 /// `inspect`), and the slot keys stay untouched; elsewhere each permit holds its slot's key.
 pub async fn sem_store_keeps_permits<F: Factory + ?Sized>(f: &F) {

@@ -6,6 +6,8 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::{Notify, watch};
 
+#[cfg(doc)]
+use super::NotifyHub;
 use super::{Back, Named, Source, Subscription};
 
 impl Subscription {

@@ -85,7 +85,7 @@ impl ZkEnsemble {
         Self::start_sized(3, &[])
     }
 
-    /// Starts a 3-node ensemble with extra `zoo.cfg` lines (see [`ZkServer::start_with`]).
+    /// Starts a 3-node ensemble with extra `zoo.cfg` lines (see [`ZkServer::start_with`](super::ZkServer::start_with)).
     pub fn start_with(cfg_lines: &[&str]) -> Result<Self, ServerError> {
         Self::start_sized(3, cfg_lines)
     }
