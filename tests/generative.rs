@@ -17,11 +17,12 @@
 use std::time::Duration;
 
 use lock_testkit::history::generative::{Mix, Primitive, run, run_primitive, seed};
-use lock_testkit::history::nemesis::{Failover, KillLeader, KillRestart, KillSessions, Pause, RowsLocked};
+use lock_testkit::history::nemesis::{KillLeader, KillRestart, KillSessions, Pause};
 use lock_testkit::server::{
     EtcdCluster, EtcdServer, FaultControl, MariaDbServer, PgServer, RedisCluster, RedisSentinelSet,
     RedisServer, ZkEnsemble, ZkServer, or_skip,
 };
+use lock_testkit::server::{Failover, RowsLocked};
 
 // Not `tests/runs.rs`: cargo would take that for a test binary of its own.
 #[path = "generative/runs.rs"]
@@ -95,7 +96,7 @@ async fn redis(mode: &str) {
     let url = move |p: u16| format!("redis://127.0.0.1:{p}/?mode={mode}");
     // Holds are leases, not sessions: killing the connections only drops requests in flight.
     let revokes = Revokes { on_cut: false, on_restart: true, on_session_kill: false };
-    let session = KillSessions::Redis(&srv);
+    let session = KillSessions(&srv);
     generative(&format!("redis/{mode}"), &srv, srv.port(), revokes, Some(session), url).await;
 }
 
@@ -125,7 +126,7 @@ async fn mysql(mode: &str) {
     let url = move |p: u16| format!("{}?mode={mode}", through(&base, port, p));
     let held_by_session = mode != "optimistic";
     let revokes = Revokes { on_cut: held_by_session, on_restart: false, on_session_kill: held_by_session };
-    let session = KillSessions::MariaDb(&srv);
+    let session = KillSessions(&srv);
     generative(&format!("mysql/{mode}"), &srv, port, revokes, Some(session), url).await;
 }
 
@@ -150,7 +151,7 @@ async fn postgres_generative() {
     let (base, port) = (srv.url(), srv.port());
     let url = move |p: u16| through(&base, port, p);
     let revokes = Revokes { on_cut: true, on_restart: false, on_session_kill: true };
-    let session = KillSessions::Postgres(&srv);
+    let session = KillSessions(&srv);
     generative("postgres", &srv, port, revokes, Some(session), url).await;
 }
 
@@ -170,7 +171,7 @@ async fn etcd_generative() {
     let url = |p: u16| format!("etcd://127.0.0.1:{p}/generative?lease_ttl=1s");
     // A revoked lease deletes its keys at once; the holder hears of it at its next keep-alive.
     let revokes = Revokes { on_cut: false, on_restart: false, on_session_kill: true };
-    let session = KillSessions::Etcd(&srv);
+    let session = KillSessions(&srv);
     generative("etcd", &srv, srv.port(), revokes, Some(session), url).await;
 }
 

@@ -320,6 +320,6 @@ async fn mysql_kill_connection_history() {
         let f = UrlFactory { label: format!("mysql/{mode}"), url };
         let w =
             Workload { fault_period: (Duration::from_millis(700), Duration::from_millis(100)), ..workload() };
-        report(&run(&f, &w, Some(&KillSessions::MariaDb(&srv))).await);
+        report(&run(&f, &w, Some(&KillSessions(&srv))).await);
     }
 }

@@ -57,7 +57,7 @@ pub use etcd::{EtcdCluster, EtcdNode, EtcdServer};
 pub use fault::FaultControl;
 pub(crate) use fault::fault_hooks;
 pub(crate) use host::{
-    canonical, find_binary, loopback, make_temp_dir, require_file, run_command, running_as_root,
+    canonical, find_binary, loopback, make_temp_dir, port_accepts, require_file, run_command, running_as_root,
 };
 pub use host::{free_port, is_installed};
 pub use mariadb::{
@@ -67,16 +67,17 @@ pub use mariadb::{
 pub use pgbouncer::PgBouncer;
 pub use postgres::{
     ADMIN_PASSWORD as POSTGRES_ADMIN_PASSWORD, DATABASE as POSTGRES_DATABASE, PASSWORD as POSTGRES_PASSWORD,
-    PgServer, USER as POSTGRES_USER,
+    PgServer, RowsLocked, USER as POSTGRES_USER,
 };
-pub use probe::CustomProbe;
-pub(crate) use probe::Probe;
+pub use probe::Probe;
 pub(crate) use process::with_port_retries;
 pub use process::{ManagedProcess, Spec};
 pub use redis::RedisServer;
 pub use redis_cluster::{CLUSTER_NODE_TIMEOUT_MS, RedisCluster};
 pub use redis_replica::RedisReplicaPair;
-pub use redis_sentinel::{RedisSentinelSet, SENTINEL_DOWN_AFTER_MS, SENTINEL_MASTER_NAME, SentinelNode};
+pub use redis_sentinel::{
+    Failover, RedisSentinelSet, SENTINEL_DOWN_AFTER_MS, SENTINEL_MASTER_NAME, SentinelNode,
+};
 pub(crate) use watchdog::process_lifetime_dir;
 pub use zk::{DEFAULT_TICK_MS as ZK_DEFAULT_TICK_MS, ZkEnsemble, ZkNode, ZkServer};
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use lock_testkit::server::{CustomProbe, FaultControl, ManagedProcess, ServerError, Spec, free_port};
+use lock_testkit::server::{FaultControl, ManagedProcess, Probe, ServerError, Spec, free_port};
 
 /// Environment variable: `host:port` of an externally managed nats-server with JetStream to
 /// test against instead of a private one (faults then need a private server).
@@ -104,15 +104,9 @@ impl NatsServer {
         .map(OsString::from)
         .collect();
         let what = format!("nats-server on 127.0.0.1:{port}");
-        let probe = CustomProbe::new(Duration::from_millis(20), move |_pid, _port| ready(monitor, &name));
-        let spec = Spec::custom(
-            what,
-            program.to_owned(),
-            args,
-            (port, vec![monitor]),
-            probe,
-            Duration::from_secs(20),
-        );
+        let probe = Probe::new(Duration::from_millis(20), move |_pid, _port| ready(monitor, &name));
+        let spec =
+            Spec::new(what, program.to_owned(), args, (port, vec![monitor]), probe, Duration::from_secs(20));
         Ok(NatsServer { proc: ManagedProcess::start(spec, dir)? })
     }
 

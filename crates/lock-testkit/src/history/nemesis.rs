@@ -12,10 +12,7 @@ use lock_core::backend::Mutex;
 
 use super::Nemesis;
 use crate::proxy::Proxy;
-use crate::server::{
-    EtcdCluster, EtcdServer, FaultControl, MARIADB_USER, MariaDbServer, POSTGRES_USER, PgServer,
-    RedisSentinelSet, RedisServer, ServerError, ZkEnsemble,
-};
+use crate::server::{FaultControl, ServerError};
 
 /// The server process paused (SIGSTOP) for a while: requests hang, connections stay open.
 pub struct Pause<'a>(pub &'a (dyn FaultControl + Sync), pub Duration);
@@ -30,32 +27,18 @@ pub struct Latency<'a>(pub &'a Proxy, pub Duration);
 
 /// The server ends its clients' sessions from its side: what an operator or a server-side
 /// timeout does, unlike [`Cut`], which the client's own network does.
-pub enum KillSessions<'a> {
-    /// `CLIENT KILL TYPE normal` and `TYPE pubsub`.
-    Redis(&'a RedisServer),
-    /// `KILL CONNECTION` of every connection of the lock user.
-    MariaDb(&'a MariaDbServer),
-    /// `pg_terminate_backend` of every backend of the lock user.
-    Postgres(&'a PgServer),
-    /// Every lease revoked (their keys go with them).
-    Etcd(&'a EtcdServer),
-}
+pub struct KillSessions<'a>(pub &'a dyn EndSessions);
 
-/// Every row of a PostgreSQL table locked by another transaction (`FOR UPDATE`) for a while:
-/// a statement that writes one of them (a grant's fence write) waits past its bounds and is
-/// cancelled, after the advisory lock was granted.
-pub struct RowsLocked<'a> {
-    server: &'a PgServer,
-    table: &'static str,
-    hold: Duration,
-    open: lock_core::backend::Mutex<Option<std::process::Child>>,
-}
-
-impl<'a> RowsLocked<'a> {
-    /// `table`'s rows locked for `hold` at each strike.
-    pub fn new(server: &'a PgServer, table: &'static str, hold: Duration) -> Self {
-        RowsLocked { server, table, hold, open: Default::default() }
-    }
+/// A server that can end its clients' sessions ([`KillSessions`]), implemented by each store's
+/// test server.
+pub trait EndSessions: Sync {
+    /// How, for the schedule's name: `CLIENT KILL`, `pg_terminate_backend`, ...
+    fn how(&self) -> &'static str;
+    /// Ends every session of the lock user (an admin's own session may stay).
+    ///
+    /// # Errors
+    /// When the admin client cannot reach the server; the nemesis tries again.
+    fn end_sessions(&self) -> Result<(), ServerError>;
 }
 
 /// A replicated store whose leader [`KillLeader`] kills.
@@ -68,10 +51,6 @@ pub trait Replicated: Sync {
 
 /// The leader SIGKILLed (the others elect a new one), restarted when healing.
 pub struct KillLeader<'a>(pub &'a dyn Replicated);
-
-/// The Sentinel primary paused until the sentinels promote its replica (at most the given
-/// time), resumed when healing, and healed once the sentinels have made it a replica in sync.
-pub struct Failover<'a>(pub &'a RedisSentinelSet, pub Duration);
 
 #[async_trait]
 impl Nemesis for Pause<'_> {
@@ -141,106 +120,22 @@ impl Nemesis for Latency<'_> {
 /// How many times a session kill is tried before the run fails.
 const KILL_TRIES: u32 = 5;
 
-impl KillSessions<'_> {
-    fn kill(&self) -> Result<(), ServerError> {
-        match self {
-            KillSessions::Redis(s) => {
-                s.command(&["CLIENT", "KILL", "TYPE", "normal"])?;
-                s.command(&["CLIENT", "KILL", "TYPE", "pubsub"]).map(drop)
-            }
-            KillSessions::MariaDb(s) => {
-                let ids = s.exec_as_root(&format!(
-                    "SELECT id FROM information_schema.processlist WHERE user = '{MARIADB_USER}'"
-                ))?;
-                for id in ids.split_whitespace() {
-                    // a connection may end on its own before its turn: "Unknown thread id"
-                    let _ = s.exec_as_root(&format!("KILL CONNECTION {id}"));
-                }
-                Ok(())
-            }
-            KillSessions::Postgres(s) => s
-                .exec_as_admin(&[&format!(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = '{POSTGRES_USER}'"
-                )])
-                .map(drop),
-            KillSessions::Etcd(s) => {
-                let leases = s.etcdctl(&["lease", "list"])?;
-                // "found N leases", then one hexadecimal id per line
-                for id in leases.lines().skip(1).map(str::trim).filter(|l| !l.is_empty()) {
-                    // a lease may expire or be revoked by its holder before its turn
-                    let _ = s.etcdctl(&["lease", "revoke", id]);
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
 #[async_trait]
 impl Nemesis for KillSessions<'_> {
     fn name(&self) -> String {
-        let how = match self {
-            KillSessions::Redis(_) => "CLIENT KILL",
-            KillSessions::MariaDb(_) => "KILL CONNECTION",
-            KillSessions::Postgres(_) => "pg_terminate_backend",
-            KillSessions::Etcd(_) => "leases revoked",
-        };
-        format!("sessions killed ({how})")
+        format!("sessions killed ({})", self.0.how())
     }
     async fn strike(&self) {
         // The admin client connects afresh each time: under a soak's load its connect can time
         // out once, which says nothing about the lock.
         let mut tries = 0;
-        while let Err(e) = tokio::task::block_in_place(|| self.kill()) {
+        while let Err(e) = tokio::task::block_in_place(|| self.0.end_sessions()) {
             tries += 1;
             assert!(tries < KILL_TRIES, "kill the sessions ({tries} tries): {e}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
     async fn heal(&self) {}
-}
-
-#[async_trait]
-impl Nemesis for RowsLocked<'_> {
-    fn name(&self) -> String {
-        format!("{} rows locked {:?}", self.table, self.hold)
-    }
-    async fn strike(&self) {
-        let tx = format!(
-            "BEGIN; SELECT count(*) FROM (SELECT 1 FROM {} FOR UPDATE) r; SELECT pg_sleep({}); COMMIT;",
-            self.table,
-            self.hold.as_secs_f64()
-        );
-        let child = self.server.spawn_as_admin(&[&tx]).expect("start the locking transaction");
-        *self.open.lock() = Some(child);
-    }
-    async fn heal(&self) {
-        let Some(child) = self.open.lock().take() else { return };
-        let out = tokio::task::block_in_place(|| child.wait_with_output()).expect("the locking transaction");
-        assert!(
-            out.status.success(),
-            "the locking transaction failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Replicated for ZkEnsemble {
-    fn leader(&self) -> Option<usize> {
-        self.leader_index()
-    }
-    fn members(&self) -> Vec<&(dyn FaultControl + Sync)> {
-        self.nodes().iter().map(|n| n as _).collect()
-    }
-}
-
-impl Replicated for EtcdCluster {
-    fn leader(&self) -> Option<usize> {
-        self.leader_index()
-    }
-    fn members(&self) -> Vec<&(dyn FaultControl + Sync)> {
-        self.nodes().iter().map(|n| n as _).collect()
-    }
 }
 
 #[async_trait]
@@ -263,30 +158,6 @@ impl Nemesis for KillLeader<'_> {
                 m.restart().expect("restart member");
             }
         });
-    }
-}
-
-#[async_trait]
-impl Nemesis for Failover<'_> {
-    fn name(&self) -> String {
-        "primary paused until its replica is promoted".into()
-    }
-    async fn strike(&self) {
-        let Failover(set, limit) = *self;
-        tokio::task::block_in_place(|| {
-            let old = set.primary().expect("primary");
-            set.servers()[old].pause().expect("pause primary");
-            set.wait_for_failover(old, limit).expect("promotion");
-        });
-    }
-    async fn heal(&self) {
-        let Failover(set, limit) = *self;
-        for s in set.servers().iter().filter(|s| s.process().is_paused()) {
-            s.resume().expect("resume the old primary");
-        }
-        // Until the old primary is a replica in sync again, grants that ask for a replica's
-        // acknowledgement are refused: the fault lasts until then.
-        tokio::task::block_in_place(|| set.wait_for_replica(limit)).expect("the old primary rejoins");
     }
 }
 
@@ -389,4 +260,4 @@ macro_rules! debug_by_name {
     };
 }
 
-debug_by_name!(Pause, KillRestart, Blackhole, Cut, Latency, KillSessions, KillLeader, Failover, RowsLocked);
+debug_by_name!(Pause, KillRestart, Blackhole, Cut, Latency, KillSessions, KillLeader);

@@ -158,15 +158,14 @@ impl EtcdServer {
             let base = canonical(dir.path());
             let name = member_name(&base, "etcd");
             let cluster = format!("{name}=http://127.0.0.1:{peer}");
-            let spec = Spec {
-                what: format!("etcd on 127.0.0.1:{port}"),
-                program: etcd.clone(),
-                args: args(&name, &base.join("data"), (port, peer), &cluster, tls, extra),
-                port,
-                other_ports: vec![peer],
-                probe: Probe::Etcd { etcdctl: ctl.clone(), name, ca: ca.clone() },
-                ready_timeout: Duration::from_secs(30),
-            };
+            let spec = Spec::new(
+                format!("etcd on 127.0.0.1:{port}"),
+                etcd.clone(),
+                args(&name, &base.join("data"), (port, peer), &cluster, tls, extra),
+                (port, vec![peer]),
+                probe(ctl.clone(), name, ca.clone()),
+                Duration::from_secs(30),
+            );
             Ok(EtcdServer { proc: ManagedProcess::start(spec, dir)?, etcdctl: ctl.clone(), ca: ca.clone() })
         })
     }
@@ -286,15 +285,14 @@ impl EtcdCluster {
                 if let Some(i) = a.iter().position(|x| x == "--initial-cluster-token") {
                     a[i + 1] = "etcdc-cluster".into();
                 }
-                let spec = Spec {
-                    what: format!("etcd member {} on 127.0.0.1:{client}", index + 1),
-                    program: etcd.clone(),
-                    args: a,
-                    port: client,
-                    other_ports: vec![peer],
-                    probe: Probe::Etcd { etcdctl: ctl.clone(), name, ca: None },
-                    ready_timeout: Duration::from_secs(30),
-                };
+                let spec = Spec::new(
+                    format!("etcd member {} on 127.0.0.1:{client}", index + 1),
+                    etcd.clone(),
+                    a,
+                    (client, vec![peer]),
+                    probe(ctl.clone(), name, None),
+                    Duration::from_secs(30),
+                );
                 // Spawned now, all members boot in parallel; readiness (a quorum) is checked below.
                 let proc = ManagedProcess::spawn_new(spec, dir)?;
                 nodes.push(EtcdNode { proc, index, etcdctl: ctl.clone() });
@@ -362,5 +360,35 @@ mod tests {
             (json_u64(s, "member_id"), json_u64(s, "leader"), json_u64(s, "nope")),
             (Some(42), Some(42), None)
         );
+    }
+}
+
+/// `etcdctl endpoint health` commits, and `member list` names the member answering `name`.
+/// `ca`: the node serves clients over TLS only, with a certificate of this CA.
+fn probe(etcdctl: PathBuf, name: String, ca: Option<PathBuf>) -> Probe {
+    Probe::new(Duration::from_millis(50), move |_pid, port| check_ready(&etcdctl, port, &name, ca.as_deref()))
+}
+
+impl crate::history::nemesis::Replicated for EtcdCluster {
+    fn leader(&self) -> Option<usize> {
+        self.leader_index()
+    }
+    fn members(&self) -> Vec<&(dyn super::FaultControl + Sync)> {
+        self.nodes().iter().map(|n| n as _).collect()
+    }
+}
+
+impl crate::history::nemesis::EndSessions for EtcdServer {
+    fn how(&self) -> &'static str {
+        "leases revoked"
+    }
+    fn end_sessions(&self) -> Result<(), ServerError> {
+        let leases = self.etcdctl(&["lease", "list"])?;
+        // "found N leases", then one hexadecimal id per line
+        for id in leases.lines().skip(1).map(str::trim).filter(|l| !l.is_empty()) {
+            // a lease may expire or be revoked by its holder before its turn
+            let _ = self.etcdctl(&["lease", "revoke", id]);
+        }
+        Ok(())
     }
 }

@@ -1,5 +1,6 @@
 //! A private `mariadbd` with a fresh datadir copied from a per-process template.
 
+use super::port_accepts;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -215,19 +216,14 @@ impl MariaDbServer {
             args.extend(extra_args.iter().map(OsString::from));
             let admin_socket = tls.map(|_| socket.clone());
 
-            let spec = Spec {
-                what: format!("mariadbd on 127.0.0.1:{port}"),
-                program: program.clone(),
+            let spec = Spec::new(
+                format!("mariadbd on 127.0.0.1:{port}"),
+                program.clone(),
                 args,
-                port,
-                other_ports: Vec::new(),
-                probe: Probe::MariaDb {
-                    client: client.clone(),
-                    datadir: format!("{}/", datadir.display()),
-                    socket: admin_socket.clone(),
-                },
-                ready_timeout: Duration::from_secs(30),
-            };
+                (port, Vec::new()),
+                probe(client.clone(), format!("{}/", datadir.display()), admin_socket.clone()),
+                Duration::from_secs(30),
+            );
             let proc = ManagedProcess::start(spec, dir)?;
             query_as_root(
                 &client,
@@ -282,3 +278,35 @@ impl MariaDbServer {
 }
 
 fault_hooks!(MariaDbServer, proc);
+
+/// `mariadb -e 'select @@datadir'` prints `datadir` (which ends in `/`); over `socket` when set
+/// (a server that refuses plaintext TCP).
+fn probe(client: PathBuf, datadir: String, socket: Option<PathBuf>) -> Probe {
+    Probe::new(Duration::from_millis(10), move |_pid, port| {
+        if !port_accepts(port) {
+            return Err("port not accepting connections".into());
+        }
+        let got =
+            query_as_root(&client, port, socket.as_deref(), "select @@datadir").map_err(|e| e.to_string())?;
+        if got.trim() == datadir {
+            Ok(())
+        } else {
+            Err(format!("select @@datadir returned {:?}, expected {datadir:?}", got.trim()))
+        }
+    })
+}
+
+impl crate::history::nemesis::EndSessions for MariaDbServer {
+    fn how(&self) -> &'static str {
+        "KILL CONNECTION"
+    }
+    fn end_sessions(&self) -> Result<(), ServerError> {
+        let ids = self
+            .exec_as_root(&format!("SELECT id FROM information_schema.processlist WHERE user = '{USER}'"))?;
+        for id in ids.split_whitespace() {
+            // a connection may end on its own before its turn: "Unknown thread id"
+            let _ = self.exec_as_root(&format!("KILL CONNECTION {id}"));
+        }
+        Ok(())
+    }
+}

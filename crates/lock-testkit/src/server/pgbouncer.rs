@@ -2,6 +2,8 @@
 //! what a PostgreSQL session lock must tell apart (a transaction-pooling one hands a server
 //! session to other clients between transactions).
 
+use super::port_accepts;
+use super::postgres::psql;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -46,15 +48,14 @@ impl PgBouncer {
             }
             let (program, mut args) = as_user(user, PathBuf::from(BINARY))?;
             args.push(ini.into_os_string());
-            let spec = Spec {
-                what: format!("pgbouncer ({pool_mode}) on 127.0.0.1:{port}"),
+            let spec = Spec::new(
+                format!("pgbouncer ({pool_mode}) on 127.0.0.1:{port}"),
                 program,
                 args,
-                port,
-                other_ports: Vec::new(),
-                probe: Probe::PgBouncer { bin: psql_bin.clone(), pg_port: pg.port() },
-                ready_timeout: Duration::from_secs(20),
-            };
+                (port, Vec::new()),
+                probe(psql_bin.clone(), pg.port()),
+                Duration::from_secs(20),
+            );
             Ok(PgBouncer { proc: ManagedProcess::start(spec, dir)? })
         })
     }
@@ -93,4 +94,19 @@ fn config(pg_port: u16, port: u16, pool_mode: &str, users: &Path) -> String {
          server_round_robin = 0\n",
         users = users.display()
     )
+}
+
+/// `psql` through it answers `SHOW port` with the port of the PostgreSQL it pools.
+fn probe(bin: PathBuf, pg_port: u16) -> Probe {
+    Probe::new(Duration::from_millis(10), move |_pid, port| {
+        if !port_accepts(port) {
+            return Err("port not accepting connections".into());
+        }
+        let got = psql(&bin, port, DATABASE, &["SHOW port"]).map_err(|e| e.to_string())?;
+        if got.trim() == pg_port.to_string() {
+            Ok(())
+        } else {
+            Err(format!("SHOW port through it returned {:?}, expected {pg_port}", got.trim()))
+        }
+    })
 }

@@ -8,6 +8,9 @@
 //! sessions of their own, so `pause`, `resume` and `kill` signal them too, found through
 //! `/proc`.
 
+use super::port_accepts;
+use crate::history::Nemesis;
+use async_trait::async_trait;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -206,15 +209,14 @@ impl PgServer {
             for s in settings {
                 setting(s);
             }
-            let spec = Spec {
-                what: format!("postgres on 127.0.0.1:{port}"),
+            let spec = Spec::new(
+                format!("postgres on 127.0.0.1:{port}"),
                 program,
                 args,
-                port,
-                other_ports: Vec::new(),
-                probe: Probe::Postgres { bin: bin.clone(), data_dir: data_dir.display().to_string() },
-                ready_timeout: Duration::from_secs(30),
-            };
+                (port, Vec::new()),
+                probe(bin.clone(), data_dir.display().to_string()),
+                Duration::from_secs(30),
+            );
             let proc = ManagedProcess::start(spec, dir)?;
             psql(
                 &bin,
@@ -378,5 +380,79 @@ impl super::FaultControl for PgServer {
     }
     fn resume(&self) -> Result<(), ServerError> {
         PgServer::resume(self)
+    }
+}
+
+/// `psql -c 'SHOW data_directory'` (as the superuser, over TCP) prints `data_dir`.
+fn probe(bin: PathBuf, data_dir: String) -> Probe {
+    Probe::new(Duration::from_millis(10), move |_pid, port| {
+        if !port_accepts(port) {
+            return Err("port not accepting connections".into());
+        }
+        let got = psql(&bin, port, "postgres", &["SHOW data_directory"]).map_err(|e| e.to_string())?;
+        if got.trim() == data_dir {
+            Ok(())
+        } else {
+            Err(format!("SHOW data_directory returned {:?}, expected {data_dir:?}", got.trim()))
+        }
+    })
+}
+
+/// Every row of a PostgreSQL table locked by another transaction (`FOR UPDATE`) for a while:
+/// a statement that writes one of them (a grant's fence write) waits past its bounds and is
+/// cancelled, after the advisory lock was granted.
+pub struct RowsLocked<'a> {
+    server: &'a PgServer,
+    table: &'static str,
+    hold: Duration,
+    open: lock_core::backend::Mutex<Option<std::process::Child>>,
+}
+
+impl<'a> RowsLocked<'a> {
+    /// `table`'s rows locked for `hold` at each strike.
+    pub fn new(server: &'a PgServer, table: &'static str, hold: Duration) -> Self {
+        RowsLocked { server, table, hold, open: Default::default() }
+    }
+}
+#[async_trait]
+impl Nemesis for RowsLocked<'_> {
+    fn name(&self) -> String {
+        format!("{} rows locked {:?}", self.table, self.hold)
+    }
+    async fn strike(&self) {
+        let tx = format!(
+            "BEGIN; SELECT count(*) FROM (SELECT 1 FROM {} FOR UPDATE) r; SELECT pg_sleep({}); COMMIT;",
+            self.table,
+            self.hold.as_secs_f64()
+        );
+        let child = self.server.spawn_as_admin(&[&tx]).expect("start the locking transaction");
+        *self.open.lock() = Some(child);
+    }
+    async fn heal(&self) {
+        let Some(child) = self.open.lock().take() else { return };
+        let out = tokio::task::block_in_place(|| child.wait_with_output()).expect("the locking transaction");
+        assert!(
+            out.status.success(),
+            "the locking transaction failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl std::fmt::Debug for RowsLocked<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl crate::history::nemesis::EndSessions for PgServer {
+    fn how(&self) -> &'static str {
+        "pg_terminate_backend"
+    }
+    fn end_sessions(&self) -> Result<(), ServerError> {
+        self.exec_as_admin(&[&format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = '{USER}'"
+        )])
+        .map(drop)
     }
 }

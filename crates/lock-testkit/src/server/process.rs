@@ -16,11 +16,10 @@ use nix::unistd::Pid;
 
 use super::ServerError;
 use super::host::{file_tail, port_accepts};
-use super::probe::{CustomProbe, Probe};
+use super::probe::Probe;
 use super::watchdog::{kill_and_reap, spawn_watchdog};
 
-/// What is needed to (re)spawn a server process. Outside this crate (a store crate's own
-/// test server) it is made by [`Spec::custom`].
+/// What is needed to (re)spawn a server process, made by [`Spec::new`].
 #[derive(Debug)]
 pub struct Spec {
     /// Human-readable name used in errors ("redis-server on 127.0.0.1:PORT").
@@ -38,17 +37,16 @@ pub struct Spec {
 impl Spec {
     /// `program args` named `what` in errors, serving on `port` (and listening on
     /// `other_ports`, checked closed after a kill), ready once `probe` passes, within
-    /// `ready_timeout`: for a server started by a store crate's own `testing` module.
-    pub fn custom(
+    /// `ready_timeout`.
+    pub fn new(
         what: impl Into<String>,
         program: PathBuf,
         args: Vec<OsString>,
         (port, other_ports): (u16, Vec<u16>),
-        probe: CustomProbe,
+        probe: Probe,
         ready_timeout: Duration,
     ) -> Spec {
-        let (what, probe) = (what.into(), Probe::Custom(probe));
-        Spec { what, program, args, port, other_ports, probe, ready_timeout }
+        Spec { what: what.into(), program, args, port, other_ports, probe, ready_timeout }
     }
 }
 

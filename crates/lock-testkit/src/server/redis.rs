@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{
@@ -89,18 +90,14 @@ impl RedisServer {
                 args.extend([OsString::from("--unixsocket"), unix.clone().into_os_string()]);
             }
             args.extend(extra_args.iter().map(OsString::from));
-            let spec = Spec {
-                what: format!(
-                    "redis-server on 127.0.0.1:{port}{}",
-                    if tls.is_some() { " (TLS)" } else { "" }
-                ),
-                program: program.clone(),
+            let spec = Spec::new(
+                format!("redis-server on 127.0.0.1:{port}{}", if tls.is_some() { " (TLS)" } else { "" }),
+                program.clone(),
                 args,
-                port,
-                other_ports: Vec::new(),
-                probe: Probe::Redis { password: password.clone(), unix: unix.clone() },
-                ready_timeout: Duration::from_secs(15),
-            };
+                (port, Vec::new()),
+                probe(password.clone(), unix.clone()),
+                Duration::from_secs(15),
+            );
             let proc = ManagedProcess::start(spec, dir)?;
             Ok(RedisServer { proc, password: password.clone(), tls: tls.is_some() })
         })
@@ -217,4 +214,31 @@ fn info_on<S: Read + Write>(mut stream: BufReader<S>, password: Option<&str>) ->
         command(&mut stream, &["AUTH", pw])?;
     }
     command(&mut stream, &["INFO", "server"])
+}
+
+/// `INFO server` reports `process_id:<pid>` (over `unix` when set: a TLS-only server's socket).
+pub(crate) fn probe(password: Option<String>, unix: Option<PathBuf>) -> Probe {
+    Probe::new(Duration::from_millis(5), move |pid, port| {
+        let info = info_server(port, unix.as_deref(), password.as_deref()).map_err(|e| e.to_string())?;
+        let reported = info
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("process_id:"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        if reported == pid.to_string() {
+            Ok(())
+        } else {
+            Err(format!("INFO server reports process_id:{reported}, expected {pid}"))
+        }
+    })
+}
+
+impl crate::history::nemesis::EndSessions for RedisServer {
+    fn how(&self) -> &'static str {
+        "CLIENT KILL"
+    }
+    fn end_sessions(&self) -> Result<(), ServerError> {
+        self.command(&["CLIENT", "KILL", "TYPE", "normal"])?;
+        self.command(&["CLIENT", "KILL", "TYPE", "pubsub"]).map(drop)
+    }
 }

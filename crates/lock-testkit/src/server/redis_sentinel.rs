@@ -1,13 +1,15 @@
 //! A Sentinel-managed Redis: one primary, one replica, three sentinels (`redis-server
 //! --sentinel`, no extra package), all private processes on loopback.
 
+use crate::history::Nemesis;
+use async_trait::async_trait;
 use std::ffi::OsString;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::redis::query;
 use super::{
-    ManagedProcess, Probe, RedisServer, ServerError, Spec, fault_hooks, find_binary, free_port, make_temp_dir,
+    ManagedProcess, RedisServer, ServerError, Spec, fault_hooks, find_binary, free_port, make_temp_dir,
 };
 
 /// The name the sentinels know the primary by.
@@ -40,15 +42,14 @@ impl SentinelNode {
             );
             std::fs::write(&conf, text)
                 .map_err(|e| ServerError::io(format!("writing {}", conf.display()), e))?;
-            let spec = Spec {
-                what: format!("redis sentinel on 127.0.0.1:{port}"),
-                program: program.clone(),
-                args: vec![conf.into_os_string(), OsString::from("--sentinel")],
-                port,
-                other_ports: Vec::new(),
-                probe: Probe::Redis { password: None, unix: None },
-                ready_timeout: Duration::from_secs(15),
-            };
+            let spec = Spec::new(
+                format!("redis sentinel on 127.0.0.1:{port}"),
+                program.clone(),
+                vec![conf.into_os_string(), OsString::from("--sentinel")],
+                (port, Vec::new()),
+                super::redis::probe(None, None),
+                Duration::from_secs(15),
+            );
             Ok(SentinelNode { proc: ManagedProcess::start(spec, dir)? })
         })
     }
@@ -191,5 +192,38 @@ fn wait_for(
             });
         }
         thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The Sentinel primary paused until the sentinels promote its replica (at most the given
+/// time), resumed when healing, and healed once the sentinels have made it a replica in sync.
+pub struct Failover<'a>(pub &'a RedisSentinelSet, pub Duration);
+#[async_trait]
+impl Nemesis for Failover<'_> {
+    fn name(&self) -> String {
+        "primary paused until its replica is promoted".into()
+    }
+    async fn strike(&self) {
+        let Failover(set, limit) = *self;
+        tokio::task::block_in_place(|| {
+            let old = set.primary().expect("primary");
+            set.servers()[old].pause().expect("pause primary");
+            set.wait_for_failover(old, limit).expect("promotion");
+        });
+    }
+    async fn heal(&self) {
+        let Failover(set, limit) = *self;
+        for s in set.servers().iter().filter(|s| s.process().is_paused()) {
+            s.resume().expect("resume the old primary");
+        }
+        // Until the old primary is a replica in sync again, grants that ask for a replica's
+        // acknowledgement are refused: the fault lasts until then.
+        tokio::task::block_in_place(|| set.wait_for_replica(limit)).expect("the old primary rejoins");
+    }
+}
+
+impl std::fmt::Debug for Failover<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
     }
 }

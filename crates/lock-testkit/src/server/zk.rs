@@ -170,18 +170,17 @@ impl ZkServer {
             args.push(cp.clone());
             args.push("org.apache.zookeeper.server.ZooKeeperServerMain".into());
             args.push(cfg.into_os_string());
-            let spec = Spec {
-                what: format!(
+            let spec = Spec::new(
+                format!(
                     "zookeeper (standalone{}) on 127.0.0.1:{port}",
                     if tls.is_some() { ", TLS" } else { "" }
                 ),
-                program: java.clone(),
+                java.clone(),
                 args,
-                port,
-                other_ports: Vec::new(),
-                probe: Probe::Zk { data_dir: data.display().to_string() },
-                ready_timeout: Duration::from_secs(40),
-            };
+                (port, Vec::new()),
+                probe(data.display().to_string()),
+                Duration::from_secs(40),
+            );
             // before the start: the readiness probe's four-letter words go over TLS
             let tls = tls.map(|t| tls::Registered::new(port, &t.ca));
             Ok(ZkServer { proc: ManagedProcess::start(spec, dir)?, tls })
@@ -210,3 +209,21 @@ impl ZkServer {
 }
 
 fault_hooks!(ZkServer, proc);
+
+/// `srvr` answers `Mode: standalone|leader|follower|observer`, and `conf` mentions `data_dir`.
+fn probe(data_dir: String) -> Probe {
+    Probe::new(Duration::from_millis(20), move |_pid, port| {
+        let srvr = four_letter_word(port, "srvr").map_err(|e| e.to_string())?;
+        let mode = parse_mode(&srvr).ok_or_else(|| format!("srvr: {}", srvr.trim()))?;
+        if !matches!(mode.as_str(), "standalone" | "leader" | "follower" | "observer") {
+            return Err(format!("srvr Mode: {mode}"));
+        }
+        let conf = four_letter_word(port, "conf").map_err(|e| e.to_string())?;
+        // a custom whitelist without `conf` only loses the ownership check
+        if conf.contains(data_dir.as_str()) || conf.contains("not in the whitelist") {
+            Ok(())
+        } else {
+            Err(format!("conf does not mention our dataDir {data_dir}"))
+        }
+    })
+}

@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::{JVM_OPTS, base_config, effective_tick, four_letter_word, jvm, parse_mode, write_config};
 use crate::server::{
-    ManagedProcess, Probe, ServerError, Spec, canonical, fault_hooks, free_port, make_temp_dir,
-    with_port_retries,
+    ManagedProcess, ServerError, Spec, canonical, fault_hooks, free_port, make_temp_dir, with_port_retries,
 };
 
 /// One member of a [`ZkEnsemble`] (`QuorumPeerMain`), with the same fault hooks as every server.
@@ -130,15 +129,14 @@ impl ZkEnsemble {
                 args.push(cp.clone());
                 args.push("org.apache.zookeeper.server.quorum.QuorumPeerMain".into());
                 args.push(cfg.into_os_string());
-                let spec = Spec {
-                    what: format!("zookeeper node {} on 127.0.0.1:{client}", i + 1),
-                    program: java.clone(),
+                let spec = Spec::new(
+                    format!("zookeeper node {} on 127.0.0.1:{client}", i + 1),
+                    java.clone(),
                     args,
-                    port: client,
-                    other_ports: vec![election],
-                    probe: Probe::Zk { data_dir: data.display().to_string() },
-                    ready_timeout: Duration::from_secs(60),
-                };
+                    (client, vec![election]),
+                    super::probe(data.display().to_string()),
+                    Duration::from_secs(60),
+                );
                 // spawned now, all JVMs boot in parallel; readiness is checked below
                 let proc = ManagedProcess::spawn_new(spec, dir)?;
                 nodes.push(ZkNode { proc, index: i, quorum_port: quorum, election_port: election });
@@ -215,5 +213,14 @@ impl ZkEnsemble {
             self.nodes[i].proc.wait_ready()?;
         }
         Ok(())
+    }
+}
+
+impl crate::history::nemesis::Replicated for ZkEnsemble {
+    fn leader(&self) -> Option<usize> {
+        self.leader_index()
+    }
+    fn members(&self) -> Vec<&(dyn crate::server::FaultControl + Sync)> {
+        self.nodes().iter().map(|n| n as _).collect()
     }
 }
