@@ -349,20 +349,6 @@ impl EtcdCluster {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::json_u64;
-
-    #[test]
-    fn json_numbers_are_found() {
-        let s = r#"{"header":{"cluster_id":1,"member_id":42},"leader":42}"#;
-        assert_eq!(
-            (json_u64(s, "member_id"), json_u64(s, "leader"), json_u64(s, "nope")),
-            (Some(42), Some(42), None)
-        );
-    }
-}
-
 /// `etcdctl endpoint health` commits, and `member list` names the member answering `name`.
 /// `ca`: the node serves clients over TLS only, with a certificate of this CA.
 fn probe(etcdctl: PathBuf, name: String, ca: Option<PathBuf>) -> Probe {
@@ -390,5 +376,19 @@ impl crate::history::nemesis::EndSessions for EtcdServer {
             let _ = self.etcdctl(&["lease", "revoke", id]);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_u64;
+
+    #[test]
+    fn json_numbers_are_found() {
+        let s = r#"{"header":{"cluster_id":1,"member_id":42},"leader":42}"#;
+        assert_eq!(
+            (json_u64(s, "member_id"), json_u64(s, "leader"), json_u64(s, "nope")),
+            (Some(42), Some(42), None)
+        );
     }
 }
