@@ -16,13 +16,16 @@
 
 use std::time::Duration;
 
+use lock_etcd_testing::{EtcdCluster, EtcdServer};
+use lock_mysql_testing::MariaDbServer;
+use lock_postgres_testing::PgServer;
+use lock_postgres_testing::RowsLocked;
+use lock_redis_testing::Failover;
+use lock_redis_testing::{RedisCluster, RedisSentinelSet, RedisServer};
 use lock_testkit::history::generative::{Mix, Primitive, run, run_primitive, seed};
 use lock_testkit::history::nemesis::{KillLeader, KillRestart, KillSessions, Pause};
-use lock_testkit::server::{
-    EtcdCluster, EtcdServer, FaultControl, MariaDbServer, PgServer, RedisCluster, RedisSentinelSet,
-    RedisServer, ZkEnsemble, ZkServer, or_skip,
-};
-use lock_testkit::server::{Failover, RowsLocked};
+use lock_testkit::server::{FaultControl, or_skip};
+use lock_zk_testing::{ZkEnsemble, ZkServer};
 
 // Not `tests/runs.rs`: cargo would take that for a test binary of its own.
 #[path = "generative/runs.rs"]

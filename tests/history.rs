@@ -11,13 +11,16 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use lock_core::{Locker, async_trait};
+use lock_etcd_testing::EtcdServer;
+use lock_mysql_testing::MariaDbServer;
+use lock_postgres_testing::PgServer;
+use lock_redis_testing::RedisServer;
 use lock_testkit::Factory;
 use lock_testkit::history::nemesis::{Blackhole, Cut, KillLeader, KillRestart, KillSessions, Pause};
 use lock_testkit::history::{Nemesis, Report, Workload, run};
 use lock_testkit::proxy::Proxy;
-use lock_testkit::server::{
-    EtcdServer, FaultControl, MariaDbServer, PgServer, RedisServer, ZkEnsemble, ZkServer, or_skip,
-};
+use lock_testkit::server::{FaultControl, or_skip};
+use lock_zk_testing::{ZkEnsemble, ZkServer};
 use nix::sys::signal::{Signal, kill};
 
 // Not `tests/processes.rs`: cargo would take that for a test binary of its own.

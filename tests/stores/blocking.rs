@@ -100,8 +100,7 @@ fn memory_from_plain_threads() {
 #[cfg(feature = "redis")]
 #[test]
 fn redis_from_plain_threads() {
-    let url = lock_testkit::server::external_url("redis")
-        .unwrap_or_else(|| lock_testkit::server::shared_redis().url());
+    let url = lock_redis_testing::external_url().unwrap_or_else(|| lock_redis_testing::shared_redis().url());
     increments_under_one_lock(&url, 10, 100);
     drop_releases_before_returning(&url);
     lost_signal_reaches_a_plain_thread(&url);

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use lock_testkit::deadlines::every_operation_answers_in_time;
-use lock_testkit::server;
 
 /// Builds a backend from a URL naming the test's proxy.
 async fn connect(url: String) -> std::sync::Arc<dyn lock_core::LockBackend> {
@@ -38,7 +37,7 @@ const PG_LONGER: &[(&str, Duration, &str)] =
     &[("LockBackend::evict", Duration::from_secs(17), "two idle bounds and the termination's 5 s")];
 
 async fn redis(mode: &str, longer: &[(&str, Duration, &str)]) {
-    let s = server::shared_redis();
+    let s = lock_redis_testing::shared_redis();
     let url = format!("{}?mode={mode}", s.url());
     every_operation_answers_in_time(&format!("redis {mode}"), &url, s.port(), connect, REDIS, longer).await;
 }
@@ -59,7 +58,7 @@ async fn redis_fair() {
 }
 
 async fn mysql(mode: &str, longer: &[(&str, Duration, &str)]) {
-    let s = server::shared_mariadb();
+    let s = lock_mysql_testing::shared_mariadb();
     let base = s.url();
     let sep = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{sep}mode={mode}");
@@ -83,19 +82,19 @@ async fn mysql_get_lock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
-    let s = server::shared_postgres();
+    let s = lock_postgres_testing::shared_postgres();
     every_operation_answers_in_time("postgres", &s.url(), s.port(), connect, SQL, PG_LONGER).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper() {
-    let s = server::shared_zk();
+    let s = lock_zk_testing::shared_zk();
     let url = format!("zk://{}/", s.connect_string());
     every_operation_answers_in_time("zookeeper", &url, s.port(), connect, ZK, &[]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd() {
-    let s = server::shared_etcd();
+    let s = lock_etcd_testing::shared_etcd();
     every_operation_answers_in_time("etcd", &s.url("deadlines"), s.port(), connect, ETCD, &[]).await;
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use lock_etcd::EtcdLock;
 use lock_etcd::etcd_client::{self as etcd, GetOptions, SortOrder, SortTarget};
 use lock_testkit::proxy::Proxy;
-use lock_testkit::{Client, ClientFaults, Factory, FaultResult, server};
+use lock_testkit::{Client, ClientFaults, Factory, FaultResult};
 
 use crate::support;
 
@@ -27,7 +27,8 @@ pub struct EtcdFactory {
 
 /// A factory on the shared server.
 pub async fn factory() -> EtcdFactory {
-    let endpoints = server::external_url("etcd").unwrap_or_else(|| server::shared_etcd().endpoint());
+    let endpoints =
+        lock_etcd_testing::external_url().unwrap_or_else(|| lock_etcd_testing::shared_etcd().endpoint());
     EtcdFactory { endpoints: endpoints.split(',').map(str::to_owned).collect(), proxies: Proxies::direct() }
 }
 
@@ -138,7 +139,7 @@ mod killed {
 /// deadlines, not by the store's timeouts (`lock_testkit::stall`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latch_on_an_unreachable_store_answers_by_its_deadline() {
-    let s = server::shared_etcd();
+    let s = lock_etcd_testing::shared_etcd();
     let connect = |url: String| async move { dlock::from_url(&url).await.expect("backend") };
     lock_testkit::stall::unreachable_latch_answers_in_time(&s.url("latch"), s.port(), connect).await;
 }

@@ -17,4 +17,5 @@ mod redis_resend;
 mod redis_sentinel;
 mod redlock;
 mod security;
+mod servers;
 mod zk;

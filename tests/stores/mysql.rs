@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use lock_mysql::{Mode, MySqlLock};
-use lock_testkit::server::{external_url, shared_mariadb};
+use lock_mysql_testing::shared_mariadb;
 use lock_testkit::{Client, ClientFaults, Factory, FaultResult, Unsupported};
 
 /// Builds one `MySqlLock` (own pool) per client; its faults break leases behind the holder's
@@ -30,7 +30,7 @@ impl std::fmt::Debug for MySqlFactory {
 impl MySqlFactory {
     /// A factory on the shared mariadbd (or `LOCK_TEST_MYSQL_URL`).
     pub async fn new(mode: Mode) -> Self {
-        let url = external_url("mysql").unwrap_or_else(|| shared_mariadb().url());
+        let url = lock_mysql_testing::external_url().unwrap_or_else(|| shared_mariadb().url());
         let admin = MySqlPoolOptions::new().max_connections(2).connect(&url).await.expect("admin pool");
         MySqlFactory { mode, url, admin }
     }

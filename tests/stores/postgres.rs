@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use lock_postgres::PgLock;
 use lock_postgres::sqlx::postgres::{PgPool, PgPoolOptions};
-use lock_testkit::server::{external_url, shared_postgres};
+use lock_postgres_testing::shared_postgres;
 use lock_testkit::{Client, ClientFaults, Factory, FaultResult};
 
 /// Builds one `PgLock` (own pool) per client; its faults end the holder's session behind its
@@ -31,7 +31,7 @@ impl PgFactory {
     /// A factory on the shared postgres (or `LOCK_TEST_POSTGRES_URL`, whose role terminates
     /// its own backends).
     pub async fn new() -> Self {
-        let (url, admin_url) = match external_url("postgres") {
+        let (url, admin_url) = match lock_postgres_testing::external_url() {
             Some(url) => (url.clone(), url),
             None => (shared_postgres().url(), shared_postgres().admin_url()),
         };
@@ -104,12 +104,12 @@ mod unfenced {
 /// `from_url`, and a typo'd option is a typed error naming it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_schemes_reach_one_lock_space_through_from_url() {
-    let url = external_url("postgres").unwrap_or_else(|| shared_postgres().url());
+    let url = lock_postgres_testing::external_url().unwrap_or_else(|| shared_postgres().url());
     let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
     let a = dlock::from_url(&format!("postgres://{rest}")).await.expect("postgres://");
     let b = dlock::from_url(&format!("postgresql://{rest}")).await.expect("postgresql://");
     assert_eq!((a.name(), a.identity()), (b.name(), b.identity()));
-    assert!(!a.identity().contains(lock_testkit::server::POSTGRES_PASSWORD), "{}", a.identity());
+    assert!(!a.identity().contains(lock_postgres_testing::POSTGRES_PASSWORD), "{}", a.identity());
     let (a, b) = (dlock::Locker::new(a), dlock::Locker::new(b));
     let k = format!("from-url-{}", dlock::OwnerToken::random());
     let g = a.try_lock(&k).await.expect("try").expect("free");

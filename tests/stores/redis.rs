@@ -1,19 +1,19 @@
 //! The conformance suite on the Redis backend, once per mode (the interop modes too), against a real redis-server
-//! (`lock_testkit::server::shared_redis`, or `LOCK_TEST_REDIS_URL`).
+//! (`lock_redis_testing::shared_redis`, or `LOCK_TEST_REDIS_URL`).
 //!
 //! `sever` deletes the lock key behind the holder's back; the `*_killed` variants
 //! `CLIENT KILL` the holder's connection first, so the loss is discovered across a reconnect.
 
 use lock_redis::Mode;
 use lock_redis::redis::{self, aio::ConnectionManager};
-use lock_testkit::server::{external_url, shared_redis};
+use lock_redis_testing::shared_redis;
 
 use crate::support;
 
 use support::redis::RedisFactory;
 
 async fn factory(mode: Mode) -> RedisFactory<ConnectionManager> {
-    let url = external_url("redis").unwrap_or_else(|| shared_redis().url());
+    let url = lock_redis_testing::external_url().unwrap_or_else(|| shared_redis().url());
     let admin = redis::Client::open(url.as_str())
         .expect("url")
         .get_connection_manager()

@@ -1,5 +1,5 @@
 //! The Redis backend on a Redis Cluster (`redis+cluster://`): the conformance suite on a
-//! 3-master cluster shared by this binary (`lock_testkit::server::try_shared_redis_cluster`),
+//! 3-master cluster shared by this binary (`lock_redis_testing::try_shared_redis_cluster`),
 //! the lock keys spread over all three masters, a lock followed through a slot migration
 //! (`ASK`, then `MOVED`), and a master killed and replaced by its replica (a cluster of its own).
 //!
@@ -13,7 +13,7 @@ use std::time::Duration;
 use lock_core::{LockBackend, Locker};
 use lock_redis::redis::{self, aio::ConnectionManager, cluster_async::ClusterConnection};
 use lock_redis::{Mode, RedisLock};
-use lock_testkit::server::{RedisCluster, try_shared_redis_cluster};
+use lock_redis_testing::{RedisCluster, try_shared_redis_cluster};
 
 use crate::support;
 

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use lock_core::{LockBackend, Locker, OwnerToken};
 use lock_redis::{Mode, RedisLock};
+use lock_redis_testing::{RedisCluster, RedisSentinelSet};
 use lock_testkit::eventually;
-use lock_testkit::server::{RedisCluster, RedisSentinelSet, or_skip};
+use lock_testkit::server::or_skip;
 
 use crate::support;
 

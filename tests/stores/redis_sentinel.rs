@@ -1,6 +1,6 @@
 //! The Redis backend through Redis Sentinel (`redis+sentinel://sentinels/master-name`): the
 //! conformance suite on a primary + replica watched by three sentinels, shared by this binary
-//! (`lock_testkit::server::try_shared_redis_sentinel`), and a failover of a set of its own: the
+//! (`lock_redis_testing::try_shared_redis_sentinel`), and a failover of a set of its own: the
 //! primary killed while a lock is held and a waiter waits; after the replica's promotion the
 //! backend follows it and the lock works again.
 
@@ -10,7 +10,8 @@ use std::time::Duration;
 use lock_core::{LockBackend, Locker};
 use lock_redis::Mode;
 use lock_redis::redis::{self, aio::ConnectionManager};
-use lock_testkit::server::{RedisSentinelSet, or_skip, try_shared_redis_sentinel};
+use lock_redis_testing::{RedisSentinelSet, try_shared_redis_sentinel};
+use lock_testkit::server::or_skip;
 
 use crate::support;
 
@@ -55,7 +56,7 @@ async fn identity_names_the_sentinels_and_the_master() {
     let b = backend(&set.url(), Mode::Simple).await;
     let id = b.identity();
     assert!(
-        id.starts_with("redis+sentinel://") && id.contains(lock_testkit::server::SENTINEL_MASTER_NAME),
+        id.starts_with("redis+sentinel://") && id.contains(lock_redis_testing::SENTINEL_MASTER_NAME),
         "{id}"
     );
     let primary_port = set.servers()[set.primary().expect("primary")].port().to_string();

@@ -11,7 +11,8 @@ use lock_core::backend::LockBackend;
 use lock_core::{LeaseState, LockError, Locker, QuorumBackend, async_trait};
 use lock_redis::redis::{self, aio::ConnectionManager};
 use lock_redis::{Mode, RedisLock};
-use lock_testkit::server::{RedisServer, or_skip};
+use lock_redis_testing::RedisServer;
+use lock_testkit::server::or_skip;
 use lock_testkit::{Client, ClientFaults, Factory, FaultResult};
 
 const MASTERS: usize = 5;

@@ -24,9 +24,10 @@ use dlock::lock_mysql::{self, MySqlLock};
 use dlock::lock_redis::{RedisLock, redis};
 use dlock::{LockError, Locker};
 use lock_core::backend::Mutex;
-use lock_testkit::server::{
-    MARIADB_DATABASE, MariaDbServer, POSTGRES_DATABASE, PgServer, RedisServer, or_skip,
-};
+use lock_mysql_testing::{MARIADB_DATABASE, MariaDbServer};
+use lock_postgres_testing::{POSTGRES_DATABASE, PgServer};
+use lock_redis_testing::RedisServer;
+use lock_testkit::server::or_skip;
 use lock_testkit::within;
 
 // ---------------------------------------------------------------------------------------------

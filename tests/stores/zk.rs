@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use lock_testkit::proxy::Proxy;
-use lock_testkit::{Client, ClientFaults, Factory, FaultResult, Unsupported, eventually, server, zk_queue};
+use lock_testkit::{Client, ClientFaults, Factory, FaultResult, Unsupported, eventually, zk_queue};
 use lock_zk::{ZkLock, zookeeper_client as zk};
 
 use crate::support;
@@ -38,7 +38,8 @@ pub struct ZkFactory {
 
 /// A factory for `mode` on the shared server.
 pub async fn factory(mode: Mode) -> ZkFactory {
-    let hosts = server::external_url("zk").unwrap_or_else(|| server::shared_zk().connect_string());
+    let hosts =
+        lock_zk_testing::external_url().unwrap_or_else(|| lock_zk_testing::shared_zk().connect_string());
     let connect = match mode {
         Mode::Plain => hosts,
         Mode::Secured => format!("{hosts}/dlock-secured"),
@@ -193,7 +194,7 @@ mod killed {
 /// deadlines, not by the store's timeouts (`lock_testkit::stall`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latch_on_an_unreachable_store_answers_by_its_deadline() {
-    let s = server::shared_zk();
+    let s = lock_zk_testing::shared_zk();
     let url = format!("zk://{}/", s.connect_string());
     let connect = |url: String| async move { dlock::from_url(&url).await.expect("backend") };
     lock_testkit::stall::unreachable_latch_answers_in_time(&url, s.port(), connect).await;

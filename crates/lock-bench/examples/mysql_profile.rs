@@ -16,7 +16,7 @@ use dlock::lock_mysql::sqlx::{
     self, AssertSqlSafe, Connection, Executor, MySqlConnection, Row, mysql::MySqlPoolOptions,
 };
 use dlock::{LeaseSignal, Locker, OwnerToken};
-use lock_testkit::server::MariaDbServer;
+use lock_mysql_testing::MariaDbServer;
 use tokio::time::Instant;
 
 const SET: &str = "SET SESSION wait_timeout = 6, net_read_timeout = 6, net_write_timeout = 6, \

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use dlock::backend::{AcquireRequest, LockBackend, Side};
 use dlock::lock_redis::{Mode, RedisLock, redis};
 use dlock::{LeaseSignal, Locker, OwnerToken};
-use lock_testkit::server::RedisServer;
+use lock_redis_testing::RedisServer;
 
 type R<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 

@@ -210,7 +210,7 @@ fn args_nodelay() -> bool {
 }
 
 async fn run(flavor: &str, rounds: usize) -> Res<()> {
-    let server = lock_testkit::server::ZkServer::start_with(&["forceSync=yes"])?;
+    let server = lock_zk_testing::ZkServer::start_with(&["forceSync=yes"])?;
     let connect = server.connect_string();
     println!("zookeeper on {connect} (forceSync=yes); runtime {flavor}; {rounds} rounds x {BATCH}");
     let client = zkc::Client::connector().connect(&connect).await?;

@@ -114,7 +114,7 @@ fn registered(name: &str, url: &str) -> Vec<Target> {
 #[allow(unused_variables, clippy::ptr_arg)]
 fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send>>, notes: &mut Vec<String>) {
     #[cfg(feature = "redis")]
-    match lock_testkit::server::RedisServer::start() {
+    match lock_redis_testing::RedisServer::start() {
         Ok(s) => {
             targets.extend(registered("redis", &s.url()));
             #[cfg(feature = "peers")]
@@ -127,7 +127,7 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
         Err(e) => notes.push(format!("redis skipped: {e}")),
     }
     #[cfg(feature = "mysql")]
-    match lock_testkit::server::MariaDbServer::start() {
+    match lock_mysql_testing::MariaDbServer::start() {
         Ok(s) => {
             targets.extend(registered("mysql", &s.url()));
             #[cfg(feature = "peers")]
@@ -138,7 +138,7 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
     }
     #[cfg(feature = "zk")]
     // The default fsync setting: the figures compare with Curator's on a real disk write path.
-    match lock_testkit::server::ZkServer::start_with(&["forceSync=yes"]) {
+    match lock_zk_testing::ZkServer::start_with(&["forceSync=yes"]) {
         Ok(s) => {
             targets.extend(registered("zk", &format!("zk://{}/dlock-bench", s.connect_string())));
             // Curator on the same server (a JVM; its scenarios say n/a without a JDK).
@@ -152,7 +152,7 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
         Err(e) => notes.push(format!("zk skipped: {e}")),
     }
     #[cfg(feature = "postgres")]
-    match lock_testkit::server::PgServer::start() {
+    match lock_postgres_testing::PgServer::start() {
         Ok(s) => {
             targets.extend(registered("postgres", &s.url()));
             // Without fencing tokens (`fencing=false`): a grant writes nothing, as the peers'.
@@ -165,7 +165,7 @@ fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send
         Err(e) => notes.push(format!("postgres skipped: {e}")),
     }
     #[cfg(feature = "etcd")]
-    match lock_testkit::server::EtcdServer::start() {
+    match lock_etcd_testing::EtcdServer::start() {
         Ok(s) => {
             targets.extend(registered("etcd", &s.url("dlock-bench")));
             servers.push(Box::new(s));
@@ -218,7 +218,7 @@ fn start_topologies(
     notes.push("the Redis topologies need the redis feature".into());
     #[cfg(feature = "redis")]
     {
-        use lock_testkit::server::{RedisCluster, RedisSentinelSet, RedisServer};
+        use lock_redis_testing::{RedisCluster, RedisSentinelSet, RedisServer};
         let [(_, cluster_name), (_, sentinel_name), (_, redlock_name)] = TOPOLOGIES;
         if cluster {
             // Masters only: the figures compare routing, not replication.

@@ -59,6 +59,11 @@ fn crates() -> Vec<(String, PathBuf)> {
         if e.path().join("Cargo.toml").exists() {
             out.push((e.file_name().to_string_lossy().into_owned(), e.path()));
         }
+        // A store's testing side is a crate of its own next to it (`crates/lock-x/testing`).
+        let testing = e.path().join("testing");
+        if testing.join("Cargo.toml").exists() {
+            out.push((format!("{}-testing", e.file_name().to_string_lossy()), testing));
+        }
     }
     out.sort();
     out

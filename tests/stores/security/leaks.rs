@@ -209,7 +209,7 @@ async fn no_secret_leaks_from_zk() {
     eprintln!("zk, nothing listening: {e}");
     seen.push(format!("{:?}", dlock::lock_zk::ZkLock::builder().url(&down)));
 
-    if let Some(zk) = or_skip("zookeeper", lock_testkit::server::ZkServer::start()) {
+    if let Some(zk) = or_skip("zookeeper", lock_zk_testing::ZkServer::start()) {
         let base = format!("127.0.0.1:{}", zk.port());
         let ok = format!("zk://app:{r}@{base}/secured?create_chroot=true");
         let a = Locker::new(attempt(&ok, &mut seen).await.expect("right credentials"));
@@ -309,7 +309,7 @@ async fn no_secret_leaks_from_raw_password_in_zk_url() {
 async fn no_secret_leaks_from_etcd() {
     capture();
     let (right, wrong) = (nasty_password("EtOkJ9"), nasty_password("EtNoK0"));
-    let Some(srv) = or_skip("etcd", lock_testkit::server::EtcdServer::start()) else { return };
+    let Some(srv) = or_skip("etcd", lock_etcd_testing::EtcdServer::start()) else { return };
     let (user_pw, root_pw) = (format!("--new-user-password={right}"), format!("--new-user-password={wrong}"));
     for cmd in [
         &["user", "add", "root", "--interactive=false", root_pw.as_str()][..],

@@ -4,7 +4,9 @@
 use super::*;
 use dlock::lock_etcd::EtcdLock;
 use dlock::lock_redis::Mode;
-use lock_testkit::server::{EtcdServer, MARIADB_PASSWORD, TlsFiles};
+use lock_etcd_testing::EtcdServer;
+use lock_mysql_testing::MARIADB_PASSWORD;
+use lock_testkit::server::TlsFiles;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 
 /// A throwaway CA and a server certificate it signed for 127.0.0.1 and localhost, as PEM

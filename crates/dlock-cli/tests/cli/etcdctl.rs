@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use lock_testkit::server::shared_etcd;
+use lock_etcd_testing::shared_etcd;
 
 use crate::common;
 

@@ -5,7 +5,8 @@
 
 use std::process::Command;
 
-use lock_testkit::server::{RedisServer, require_servers};
+use lock_redis_testing::RedisServer;
+use lock_testkit::server::require_servers;
 
 fn run(url: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_dlock"))

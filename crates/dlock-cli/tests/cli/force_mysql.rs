@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Output};
 use std::time::Duration;
 
-use lock_testkit::server::shared_mariadb;
+use lock_mysql_testing::shared_mariadb;
 use nix::sys::signal::{Signal, kill};
 
 use crate::common;

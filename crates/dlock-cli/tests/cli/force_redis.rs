@@ -11,7 +11,8 @@ use std::time::Duration;
 use crate::common;
 
 use common::{dlock, key, redis_url, spawn_holder, wait_exit, wait_for};
-use lock_testkit::server::{RedisServer, require_servers};
+use lock_redis_testing::RedisServer;
+use lock_testkit::server::require_servers;
 
 /// `dlock run` with a 1 s lease of a command that writes its fencing token to `$D/fence`.
 fn holder(dir: &Path, url: &str, key: &str) -> Child {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlock::{LockError, Locker, MAX_KEY_BYTES, MultiLock};
-use lock_testkit::server::{external_url, shared_redis};
+use lock_redis_testing::shared_redis;
 
 /// The password every hostile URL carries, raw and percent-encoded (it contains `/ ? # @ %`).
 const SECRET: &str = "s3/cr?t#p@ss%w0rd";
@@ -109,7 +109,7 @@ fn keys() -> Vec<(String, Want)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_keys_leases_and_waits() {
     let prefix = lock_testkit::conformance::key("hostile");
-    let redis_url = external_url("redis").unwrap_or_else(|| shared_redis().url());
+    let redis_url = lock_redis_testing::external_url().unwrap_or_else(|| shared_redis().url());
     let backends: Vec<(&str, Locker)> = vec![
         ("memory", Locker::new(dlock::from_url("memory://hostile").await.expect("memory"))),
         (
@@ -317,7 +317,7 @@ fn hostile_cli_arguments() {
 /// without the prefix does not see their lock), instead of turning the host into a password.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_at_sign_in_an_option_is_the_options() {
-    let url = external_url("redis").unwrap_or_else(|| shared_redis().url());
+    let url = lock_redis_testing::external_url().unwrap_or_else(|| shared_redis().url());
     let base = url.split('?').next().unwrap_or(&url).trim_end_matches('/').to_owned();
     let prefixed = format!("{base}/0?key_prefix=ops@x");
     let connect = |u: String| async move { Locker::new(dlock::from_url(&u).await.expect("connect")) };

@@ -14,7 +14,8 @@ use nix::sys::signal::{Signal, kill};
 use crate::common;
 
 use common::{dlock, key, pid, redis_url, spawn_holder, wait_exit, wait_for};
-use lock_testkit::server::{shared_etcd, shared_zk};
+use lock_etcd_testing::shared_etcd;
+use lock_zk_testing::shared_zk;
 
 /// The waiters interrupted per case: more than one, so a queue that skips one dead entry at a
 /// time shows up as a multiple of its cost.
@@ -200,7 +201,7 @@ fn zk_url() -> String {
 /// did not confirm.
 #[test]
 fn an_unanswering_store_delays_an_interrupted_waiter_by_one_second_at_most() {
-    let srv = lock_testkit::server::RedisServer::start().expect("redis");
+    let srv = lock_redis_testing::RedisServer::start().expect("redis");
     let (url, k) = (srv.url(), key("interrupted-frozen"));
     let dir = tempfile::tempdir().expect("tmp");
     let mut holder =

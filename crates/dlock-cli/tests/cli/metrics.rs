@@ -3,7 +3,8 @@
 
 use std::process::Command;
 
-use lock_testkit::server::{RedisServer, free_port, or_skip};
+use lock_redis_testing::RedisServer;
+use lock_testkit::server::{free_port, or_skip};
 
 #[test]
 fn metrics_are_served_while_the_command_runs() {

@@ -7,7 +7,7 @@
 use std::process::Output;
 use std::time::Duration;
 
-use lock_testkit::server::shared_postgres;
+use lock_postgres_testing::shared_postgres;
 
 use crate::common;
 

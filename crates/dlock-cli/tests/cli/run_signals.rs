@@ -184,7 +184,7 @@ fn status_inspects_without_acquiring_and_run_times_out_with_75() {
 /// Wrong credentials are a permission problem, not an outage: exit 77, in the server's words.
 #[test]
 fn refused_credentials_exit_77() {
-    let srv = lock_testkit::server::RedisServer::start_with(&["--requirepass", "right-pw"]).expect("redis");
+    let srv = lock_redis_testing::RedisServer::start_with(&["--requirepass", "right-pw"]).expect("redis");
     let out = dlock(&[
         "run",
         "--url",
@@ -219,8 +219,8 @@ fn a_refused_connection_is_reported_at_once_with_its_cause() {
 /// held case, with the holder's fence and session, is `force_mysql.rs`.
 #[test]
 fn status_of_a_free_pessimistic_mysql_lock_is_free() {
-    let url = lock_testkit::server::external_url("mysql")
-        .unwrap_or_else(|| lock_testkit::server::shared_mariadb().url());
+    let url =
+        lock_mysql_testing::external_url().unwrap_or_else(|| lock_mysql_testing::shared_mariadb().url());
     for mode in ["pessimistic", "optimistic"] {
         let out = dlock(&["status", "--url", &format!("{url}?mode={mode}"), "--key", &key("free-status")]);
         assert_eq!(out.status.code(), Some(0), "{mode}: {}", String::from_utf8_lossy(&out.stderr));

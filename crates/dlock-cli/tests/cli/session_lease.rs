@@ -6,7 +6,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lock_testkit::server::{shared_etcd, shared_zk};
+use lock_etcd_testing::shared_etcd;
+use lock_zk_testing::shared_zk;
 use nix::sys::signal::{Signal, kill};
 
 use crate::common;

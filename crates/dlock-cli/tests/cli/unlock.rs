@@ -26,7 +26,7 @@ fn text(out: &std::process::Output) -> (String, String) {
 fn unlock_evicts_a_running_holder_on_every_store() {
     // Every shared store (GET_LOCK for MySQL), and MySQL optimistic mode.
     let mut stores: Vec<(&str, String)> = store_urls("dlock-unlock");
-    let optimistic = format!("{}?mode=optimistic", lock_testkit::server::shared_mariadb().url());
+    let optimistic = format!("{}?mode=optimistic", lock_mysql_testing::shared_mariadb().url());
     stores.push(("mysql optimistic", optimistic));
     for (store, url) in stores {
         let dir = tempfile::tempdir().expect("tmp");

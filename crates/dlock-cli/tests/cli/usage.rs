@@ -8,7 +8,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use lock_testkit::server::{RedisServer, shared_postgres};
+use lock_postgres_testing::shared_postgres;
+use lock_redis_testing::RedisServer;
 
 use crate::common;
 
@@ -84,7 +85,7 @@ fn a_permanent_refusal_is_78() {
     let pg = shared_postgres().url().replace("/locktest", "/no_such_database");
     // TLS asked of servers that have none (the test kit's shared servers are plaintext).
     let pg_tls = format!("{}?sslmode=require", shared_postgres().url());
-    let my_tls = format!("{}?ssl-mode=required", lock_testkit::server::shared_mariadb().url());
+    let my_tls = format!("{}?ssl-mode=required", lock_mysql_testing::shared_mariadb().url());
     for url in [redis, pg, pg_tls, my_tls] {
         let o = dlock(&["run", "--url", &url, "--key", "k", "--wait", "20s", "--", "true"]);
         assert_eq!(o.status.code(), Some(78), "{url}: {}", text(&o));

@@ -26,7 +26,7 @@ async fn etcd_lock_at(endpoint: String, ttl: Duration, request_timeout: Duration
 }
 
 async fn etcd_lock() -> EtcdLock {
-    etcd_lock_at(server::shared_etcd().endpoint(), TTL, Duration::from_secs(2)).await
+    etcd_lock_at(lock_etcd_testing::shared_etcd().endpoint(), TTL, Duration::from_secs(2)).await
 }
 
 /// The `i`-th cut-off offset, spread over `0..max_us` microseconds: on loopback a refused
@@ -141,7 +141,7 @@ async fn semaphore_and_rwlock_under_cut_offs_free_every_slot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_clients_leave_no_task_running() {
     let metrics = tokio::runtime::Handle::current().metrics();
-    let endpoint = server::shared_etcd().endpoint();
+    let endpoint = lock_etcd_testing::shared_etcd().endpoint();
     let before = metrics.num_alive_tasks();
     {
         // A cancel marker waits twice the request timeout before its delete.
@@ -177,7 +177,7 @@ async fn dropped_clients_leave_no_task_running() {
 /// queue answered): only then is the refusal the deadline's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_attempt_answers_in_time_when_the_server_is_cut_off() {
-    let Some(srv) = server::or_skip("etcd", server::EtcdServer::start()) else { return };
+    let Some(srv) = server::or_skip("etcd", lock_etcd_testing::EtcdServer::start()) else { return };
     let endpoint = srv.endpoint();
     let proxy = lock_testkit::proxy::Proxy::start(endpoint.parse().expect("addr")).await.expect("proxy");
     // A long lease: the holder's keep-alives and checks send no transaction during the test.
@@ -218,8 +218,12 @@ async fn refused_attempt_answers_in_time_when_the_server_is_cut_off() {
 /// periodic look. The long TTL only spaces keep-alives (and idle looks) 10 s apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grant_near_the_lease_deadline_is_given_up_at_the_deadline() {
-    let e =
-        etcd_lock_at(server::shared_etcd().endpoint(), Duration::from_secs(30), Duration::from_secs(2)).await;
+    let e = etcd_lock_at(
+        lock_etcd_testing::shared_etcd().endpoint(),
+        Duration::from_secs(30),
+        Duration::from_secs(2),
+    )
+    .await;
     // The keep-alive confirms once right after the grant; a confirmation landing after the
     // hook would move the deadline again, so wait for it.
     let granted = e.lease_confirmed_at();
@@ -243,7 +247,7 @@ async fn grant_near_the_lease_deadline_is_given_up_at_the_deadline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a 35 s outage: run with --ignored"]
 async fn release_during_a_long_outage_deletes_the_key_once_back() {
-    let Some(srv) = server::or_skip("etcd", server::EtcdServer::start()) else { return };
+    let Some(srv) = server::or_skip("etcd", lock_etcd_testing::EtcdServer::start()) else { return };
     let srv = Arc::new(srv);
     let endpoint = srv.endpoint();
     let holder = etcd_lock_at(endpoint.clone(), Duration::from_secs(60), Duration::from_secs(1)).await;

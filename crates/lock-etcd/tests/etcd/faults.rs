@@ -9,7 +9,8 @@ use std::time::Duration;
 use lock_core::{LeaseState, LockBackend, LockError, LockGuard, LostReason};
 use lock_etcd::EtcdLock;
 use lock_etcd::etcd_client as etcd;
-use lock_testkit::server::{self, EtcdCluster, EtcdServer};
+use lock_etcd_testing::{EtcdCluster, EtcdServer};
+use lock_testkit::server;
 use lock_testkit::{eventually, key, within};
 use tokio::time::{Instant, timeout};
 
@@ -22,7 +23,7 @@ async fn etcd_lock(endpoints: &[String], ttl: Duration) -> EtcdLock {
 }
 
 fn shared() -> Vec<String> {
-    vec![server::shared_etcd().endpoint()]
+    vec![lock_etcd_testing::shared_etcd().endpoint()]
 }
 
 /// Ten waiters queue behind a holder; every release wakes exactly one waiter (counted on the

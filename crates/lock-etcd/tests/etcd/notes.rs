@@ -8,7 +8,6 @@ use std::time::Duration;
 use lock_core::{LeaseState, LockBackend, LockError, LockGuard, LostReason, OwnerToken};
 use lock_etcd::EtcdLock;
 use lock_etcd::etcd_client::{self as etcd, GetOptions, SortOrder, SortTarget};
-use lock_testkit::server;
 use lock_testkit::{eventually, key, within};
 use tokio::sync::mpsc;
 
@@ -21,7 +20,8 @@ use lock_core::backend::Notes;
 const ANSWER: Duration = Duration::from_secs(10);
 
 async fn etcd_lock() -> EtcdLock {
-    common::etcd_lock([server::shared_etcd().endpoint()], "/notes", TTL, Duration::from_secs(2)).await
+    common::etcd_lock([lock_etcd_testing::shared_etcd().endpoint()], "/notes", TTL, Duration::from_secs(2))
+        .await
 }
 
 /// Every key queued under `prefix` (first = holder) with its value and version.

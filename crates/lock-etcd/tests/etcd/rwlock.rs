@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use lock_core::{LockBackend, RwLock};
 use lock_etcd::etcd_client::GetOptions;
-use lock_testkit::{eventually, key, server, within};
+use lock_testkit::{eventually, key, within};
 use tokio::sync::oneshot;
 
 use crate::common;
@@ -16,7 +16,9 @@ const ANSWER: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_writer_queues_between_readers() {
-    let e = common::etcd_lock([server::shared_etcd().endpoint()], "/rw", TTL, Duration::from_secs(2)).await;
+    let e =
+        common::etcd_lock([lock_etcd_testing::shared_etcd().endpoint()], "/rw", TTL, Duration::from_secs(2))
+            .await;
     let rw = RwLock::new(&locker(&e), key("rw-layout")).expect("rwlock");
     assert!(rw.is_native(), "etcd has shared holds");
     let prefix = e.lock_prefix(rw.gate_key());

@@ -42,7 +42,7 @@ async fn until_queued(client: &etcd::Client, prefix: &str, n: usize) {
 /// lease, and its promotion's put reads as no note.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_queues_on_the_short_lease_and_holds_on_the_session_lease() {
-    let Some(srv) = server::or_skip("etcd", server::try_shared_etcd()) else { return };
+    let Some(srv) = server::or_skip("etcd", lock_etcd_testing::try_shared_etcd()) else { return };
     let (holder, waiter) = (etcd_lock(&srv.endpoint()).await, etcd_lock(&srv.endpoint()).await);
     let k = key("short-lease");
     let (prefix, mut observer) = (holder.lock_prefix(&k), holder.client());
@@ -80,7 +80,7 @@ async fn a_waiter_queues_on_the_short_lease_and_holds_on_the_session_lease() {
 /// by its session lease's (10 s): its key goes with the waiting lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_cut_off_costs_the_next_at_most_the_short_lease() {
-    let Some(srv) = server::or_skip("etcd", server::try_shared_etcd()) else { return };
+    let Some(srv) = server::or_skip("etcd", lock_etcd_testing::try_shared_etcd()) else { return };
     let endpoint = srv.endpoint();
     let proxy = lock_testkit::proxy::Proxy::start(endpoint.parse().expect("addr")).await.expect("proxy");
     let holder = etcd_lock(&endpoint).await;
@@ -114,7 +114,7 @@ async fn a_waiter_cut_off_costs_the_next_at_most_the_short_lease() {
 /// nested) and no lease grant. A server of its own, whose metrics count the requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_free_lock_taken_with_a_wait_is_one_transaction() {
-    let Some(srv) = server::or_skip("etcd", server::EtcdServer::start()) else { return };
+    let Some(srv) = server::or_skip("etcd", lock_etcd_testing::EtcdServer::start()) else { return };
     let endpoint = srv.endpoint();
     // A long session lease: no keep-alive (and its check of the holds, a transaction) while
     // counting.

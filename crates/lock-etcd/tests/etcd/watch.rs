@@ -17,7 +17,7 @@ use common::{TTL, locker, metric, queued};
 /// its own, whose metrics count the watch streams opened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_waits_share_one_prefix_watch() {
-    let Some(srv) = server::or_skip("etcd", server::EtcdServer::start()) else { return };
+    let Some(srv) = server::or_skip("etcd", lock_etcd_testing::EtcdServer::start()) else { return };
     let endpoint = srv.endpoint();
     let timeout = Duration::from_secs(2);
     let holder = common::etcd_lock([endpoint.clone()], "/watch", TTL, timeout).await;
@@ -49,7 +49,7 @@ async fn repeated_waits_share_one_prefix_watch() {
 /// hand-over's path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_that_knew_every_key_ahead_takes_the_lock_without_a_read() {
-    let Some(srv) = server::or_skip("etcd", server::try_shared_etcd()) else { return };
+    let Some(srv) = server::or_skip("etcd", lock_etcd_testing::try_shared_etcd()) else { return };
     let endpoints = [srv.endpoint()];
     let timeout = Duration::from_secs(2);
     let holder = common::etcd_lock(endpoints.clone(), "/ahead", TTL, timeout).await;

@@ -12,7 +12,7 @@ use lock_core::backend::{AcquireRequest, Attempt, LockBackend, Side};
 use lock_core::{LeaseSignal, Locker, OwnerToken};
 use lock_mysql::sqlx::mysql::MySqlPoolOptions;
 use lock_mysql::{Mode, MySqlLock};
-use lock_testkit::server::MariaDbServer;
+use lock_mysql_testing::MariaDbServer;
 use lock_testkit::stall::{Bounds, paused_server_answers_in_time};
 use lock_testkit::within;
 use tokio::time::Instant;

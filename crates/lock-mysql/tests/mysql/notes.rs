@@ -10,7 +10,8 @@ use std::time::Duration;
 use lock_core::backend::LockBackend;
 use lock_core::{LockError, Locker, OwnerToken};
 use lock_mysql::Mode;
-use lock_testkit::server::{external_url, or_skip, try_shared_mariadb};
+use lock_mysql_testing::try_shared_mariadb;
+use lock_testkit::server::or_skip;
 use lock_testkit::within;
 
 use crate::common;
@@ -21,7 +22,7 @@ use lock_core::backend::Notes;
 const MODES: [Mode; 3] = [Mode::Pessimistic, Mode::NamedLock, Mode::Optimistic];
 
 fn shared_url() -> Option<String> {
-    external_url("mysql").or_else(|| or_skip("mariadb", try_shared_mariadb()).map(|s| s.url()))
+    lock_mysql_testing::external_url().or_else(|| or_skip("mariadb", try_shared_mariadb()).map(|s| s.url()))
 }
 
 fn key(case: &str) -> String {

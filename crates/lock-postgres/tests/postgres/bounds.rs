@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_testkit::server::{PgServer, or_skip};
+use lock_postgres_testing::PgServer;
+use lock_testkit::server::or_skip;
 use lock_testkit::stall::{Bounds, paused_server_answers_in_time};
 
 use crate::common;

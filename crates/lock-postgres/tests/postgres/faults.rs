@@ -10,7 +10,8 @@ use std::time::Duration;
 use lock_core::{LeaseState, LockError, Locker, LostReason, OwnerToken};
 use lock_postgres::sqlx::postgres::PgPoolOptions;
 use lock_postgres::{PgLock, advisory_key};
-use lock_testkit::server::{PgServer, or_skip};
+use lock_postgres_testing::PgServer;
+use lock_testkit::server::or_skip;
 use lock_testkit::{eventually, within};
 use tokio::time::Instant;
 

@@ -11,7 +11,8 @@ use lock_core::backend::LockBackend;
 use lock_core::{LockError, Locker, OwnerToken};
 use lock_postgres::PgLock;
 use lock_postgres::sqlx::postgres::PgPoolOptions;
-use lock_testkit::server::{external_url, or_skip, try_shared_postgres};
+use lock_postgres_testing::try_shared_postgres;
+use lock_testkit::server::or_skip;
 use lock_testkit::within;
 
 use crate::common;
@@ -20,7 +21,7 @@ use lock_core::backend::Notes;
 
 /// The shared server's (lock role URL, administrator URL), or `None` after printing why not.
 fn shared() -> Option<(String, String)> {
-    if let Some(url) = external_url("postgres") {
+    if let Some(url) = lock_postgres_testing::external_url() {
         return Some((url.clone(), url));
     }
     or_skip("postgres", try_shared_postgres()).map(|s| (s.url(), s.admin_url()))

@@ -12,7 +12,8 @@ use std::time::Duration;
 use lock_core::{LockError, Locker};
 use lock_postgres::PgLock;
 use lock_postgres::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use lock_testkit::server::{PgBouncer, PgServer, or_skip, try_shared_postgres};
+use lock_postgres_testing::{PgBouncer, PgServer, try_shared_postgres};
+use lock_testkit::server::or_skip;
 
 use crate::common;
 use common::key;

@@ -13,7 +13,8 @@ use lock_core::{LockError, Locker};
 use lock_postgres::PgLock;
 use lock_postgres::sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use lock_postgres::sqlx::{Connection, raw_sql};
-use lock_testkit::server::{PgBouncer, or_skip, try_shared_postgres};
+use lock_postgres_testing::{PgBouncer, try_shared_postgres};
+use lock_testkit::server::or_skip;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 

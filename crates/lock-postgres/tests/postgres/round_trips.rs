@@ -9,14 +9,15 @@ use std::time::Duration;
 
 use lock_core::{Locker, OwnerToken};
 use lock_postgres::PgLock;
+use lock_postgres_testing::try_shared_postgres;
 use lock_testkit::eventually;
-use lock_testkit::server::{external_url, or_skip, try_shared_postgres};
+use lock_testkit::server::or_skip;
 
 use crate::common;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uncontended_acquire_and_release_cost_two_round_trips() {
-    let url = match external_url("postgres") {
+    let url = match lock_postgres_testing::external_url() {
         Some(u) => u,
         None => match or_skip("postgres", try_shared_postgres()) {
             Some(s) => s.url(),

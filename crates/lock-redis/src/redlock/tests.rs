@@ -32,7 +32,8 @@ fn redlock_urls_name_every_master() {
 /// excluded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_scheme_locks_on_three_masters() {
-    use lock_testkit::server::{RedisServer, require_servers};
+    use lock_redis_testing::RedisServer;
+    use lock_testkit::server::require_servers;
     let mut masters = Vec::new();
     for _ in 0..3 {
         match RedisServer::start() {

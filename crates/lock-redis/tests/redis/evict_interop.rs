@@ -12,7 +12,8 @@ use lock_core::backend::{Admin, Notes};
 use lock_core::{FencingToken, LeaseSignal, OwnerToken};
 use lock_redis::redis::{self, AsyncCommands, aio::MultiplexedConnection};
 use lock_redis::{Mode, RedisLock};
-use lock_testkit::server::{RedisServer, or_skip};
+use lock_redis_testing::RedisServer;
+use lock_testkit::server::or_skip;
 
 const INTEROP: [Mode; 2] = [Mode::RedisPy, Mode::PythonRedisLock];
 const LEASE: Duration = Duration::from_secs(30);

@@ -7,8 +7,9 @@ use std::time::Duration;
 use lock_core::{LeaseState, LockError, Locker};
 use lock_redis::redis::{self, aio::ConnectionManager};
 use lock_redis::{Mode, RedisLock};
+use lock_redis_testing::RedisServer;
 use lock_testkit::eventually;
-use lock_testkit::server::{RedisServer, or_skip};
+use lock_testkit::server::or_skip;
 use tokio::time::{Instant, timeout};
 
 const LEASE: Duration = Duration::from_millis(600);

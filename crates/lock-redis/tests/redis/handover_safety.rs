@@ -10,8 +10,9 @@ use std::time::Duration;
 use lock_core::backend::WaitQueue;
 use lock_core::{LeaseState, LockGuard, Locker, OwnerToken, RwLock, Semaphore};
 use lock_redis::{Mode, RedisLock};
+use lock_redis_testing::RedisServer;
 use lock_testkit::eventually;
-use lock_testkit::server::{RedisServer, or_skip};
+use lock_testkit::server::or_skip;
 
 /// No lease runs out and no waiter heartbeat comes during a test.
 const LONG: Duration = Duration::from_secs(60);

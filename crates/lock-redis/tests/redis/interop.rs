@@ -12,8 +12,9 @@ use lock_core::backend::LockBackend;
 use lock_core::{Locker, OwnerToken};
 use lock_redis::redis::{self, AsyncCommands, aio::MultiplexedConnection};
 use lock_redis::{Mode, RedisLock};
+use lock_redis_testing::{RedisServer, try_shared_redis};
 use lock_testkit::interop::{Peer, python};
-use lock_testkit::server::{RedisServer, external_url, or_skip, try_shared_redis};
+use lock_testkit::server::or_skip;
 use lock_testkit::{eventually, within};
 use tokio::process::Command;
 use tokio::time::Instant;
@@ -30,7 +31,7 @@ const HANDOVER_BOUND: Duration = Duration::from_secs(2);
 /// The URL of `LOCK_TEST_REDIS_URL`, else of the shared server, or `None` after `SKIPPED` (a
 /// missing server fails under `LOCK_TEST_REQUIRE=1`).
 fn server() -> Option<String> {
-    match external_url("redis") {
+    match lock_redis_testing::external_url() {
         Some(url) => Some(url),
         None => or_skip("redis-server", try_shared_redis()).map(RedisServer::url),
     }

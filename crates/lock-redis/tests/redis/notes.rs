@@ -11,7 +11,8 @@ use lock_core::backend::{Notes, RaiseFence};
 use lock_core::{FencingToken, LeaseSignal, LockError, OwnerToken};
 use lock_redis::redis::{self, aio::MultiplexedConnection};
 use lock_redis::{Mode, RedisLock};
-use lock_testkit::server::{RedisServer, or_skip};
+use lock_redis_testing::RedisServer;
+use lock_testkit::server::or_skip;
 use tokio::time::Instant;
 
 const MODES: [Mode; 5] = [Mode::Simple, Mode::Reentrant, Mode::Fair, Mode::RedisPy, Mode::PythonRedisLock];

@@ -11,7 +11,8 @@ use lock_core::backend::LockBackend;
 use lock_core::{LockError, Locker};
 use lock_redis::redis;
 use lock_redis::{RedisLock, ReplicasNotAcknowledged};
-use lock_testkit::server::{RedisCluster, RedisReplicaPair, or_skip};
+use lock_redis_testing::{RedisCluster, RedisReplicaPair};
+use lock_testkit::server::or_skip;
 use tokio::time::Instant;
 
 /// Long enough for a replica's acknowledgement on a loaded machine (a paused replica's test

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use lock_core::{Locker, Semaphore};
 use lock_redis::{Mode, RedisLock, redis};
+use lock_redis_testing::RedisServer;
 use lock_testkit::eventually;
-use lock_testkit::server::{RedisServer, or_skip};
+use lock_testkit::server::or_skip;
 use tokio::time::timeout;
 
 /// Long enough that no lease runs out and no waiter's heartbeat (a third of its timeout) comes

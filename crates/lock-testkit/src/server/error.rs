@@ -76,7 +76,8 @@ impl ServerError {
         matches!(self, ServerError::MissingBinary { .. })
     }
 
-    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
+    /// An I/O failure, with what was being done.
+    pub fn io(context: impl Into<String>, source: io::Error) -> Self {
         ServerError::Io { context: context.into(), source: Arc::new(source) }
     }
 }

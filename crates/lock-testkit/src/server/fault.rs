@@ -38,6 +38,7 @@ pub trait FaultControl {
 }
 
 /// Inherent forwarding of the fault hooks (so callers need no trait import) + `FaultControl`.
+#[macro_export]
 macro_rules! fault_hooks {
     ($ty:ty, $field:ident) => {
         impl $ty {
@@ -82,4 +83,3 @@ macro_rules! fault_hooks {
         }
     };
 }
-pub(crate) use fault_hooks;

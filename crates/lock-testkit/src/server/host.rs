@@ -72,12 +72,13 @@ fn ephemeral_low() -> u32 {
         .unwrap_or(32_768)
 }
 
-pub(crate) fn loopback(port: u16) -> SocketAddr {
+/// `127.0.0.1:port`.
+pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port))
 }
 
 /// Finds `name` in `PATH` (and the sbin directories, which a non-root `PATH` often lacks).
-pub(crate) fn find_binary(name: &str, debian_package: &'static str) -> Result<PathBuf, ServerError> {
+pub fn find_binary(name: &str, debian_package: &'static str) -> Result<PathBuf, ServerError> {
     let missing = || ServerError::MissingBinary { binary: name.to_string(), debian_package };
     if name.contains('/') {
         return if is_executable(Path::new(name)) { Ok(PathBuf::from(name)) } else { Err(missing()) };
@@ -91,8 +92,8 @@ pub(crate) fn find_binary(name: &str, debian_package: &'static str) -> Result<Pa
         .ok_or_else(missing)
 }
 
-/// True if `binary` is found where [`RedisServer::start`](super::RedisServer::start) and the
-/// other servers would look for it (`PATH` plus the sbin directories).
+/// True if `binary` is found where [`find_binary`] looks for it (`PATH` plus the sbin
+/// directories), as the servers do.
 pub fn is_installed(binary: &str) -> bool {
     find_binary(binary, "").is_ok()
 }
@@ -102,7 +103,7 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// Checks that a data file (a jar) exists.
-pub(crate) fn require_file(path: &str, debian_package: &'static str) -> Result<PathBuf, ServerError> {
+pub fn require_file(path: &str, debian_package: &'static str) -> Result<PathBuf, ServerError> {
     let p = PathBuf::from(path);
     if p.is_file() {
         Ok(p)
@@ -122,7 +123,7 @@ pub(crate) fn temp_base() -> PathBuf {
 }
 
 /// A fresh private directory `BASE/lktk-<kind>-XXXXXX`, canonicalised.
-pub(crate) fn make_temp_dir(kind: &str) -> Result<tempfile::TempDir, ServerError> {
+pub fn make_temp_dir(kind: &str) -> Result<tempfile::TempDir, ServerError> {
     tempfile::Builder::new()
         .prefix(&format!("lktk-{kind}-"))
         .tempdir_in(temp_base())
@@ -130,11 +131,13 @@ pub(crate) fn make_temp_dir(kind: &str) -> Result<tempfile::TempDir, ServerError
 }
 
 /// True when this process runs as root (some servers refuse to, or need telling).
-pub(crate) fn running_as_root() -> bool {
+pub fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
-pub(crate) fn canonical(path: &Path) -> PathBuf {
+/// `path` with its links resolved (itself when that fails): what a server reports of its own
+/// directories.
+pub fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
@@ -149,7 +152,7 @@ pub(crate) fn file_tail(path: &Path, max_bytes: u64) -> String {
 }
 
 /// Runs a helper command to completion; non-zero exit becomes [`ServerError::Command`].
-pub(crate) fn run_command(what: &str, cmd: &mut Command) -> Result<String, ServerError> {
+pub fn run_command(what: &str, cmd: &mut Command) -> Result<String, ServerError> {
     let out = cmd.stdin(Stdio::null()).output().map_err(|e| ServerError::io(format!("running {what}"), e))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -167,7 +170,7 @@ pub(crate) fn run_command(what: &str, cmd: &mut Command) -> Result<String, Serve
 }
 
 /// True if a TCP connection to `127.0.0.1:port` is accepted right now.
-pub(crate) fn port_accepts(port: u16) -> bool {
+pub fn port_accepts(port: u16) -> bool {
     TcpStream::connect_timeout(&loopback(port), Duration::from_millis(250)).is_ok()
 }
 

@@ -75,7 +75,7 @@ pub struct ManagedProcess {
 
 impl ManagedProcess {
     /// Spawns the process (not yet waiting for readiness).
-    pub(crate) fn spawn_new(spec: Spec, dir: tempfile::TempDir) -> Result<Self, ServerError> {
+    pub fn spawn_new(spec: Spec, dir: tempfile::TempDir) -> Result<Self, ServerError> {
         let log_path = dir.path().join("server.log");
         let me = ManagedProcess { spec, log_path, state: Mutex::new(ProcState::default()), dir };
         me.spawn()?;
@@ -157,7 +157,7 @@ impl ManagedProcess {
 
     /// Polls the readiness probe until it passes, the process exits, or the timeout elapses.
     /// On failure the process is killed.
-    pub(crate) fn wait_ready(&self) -> Result<(), ServerError> {
+    pub fn wait_ready(&self) -> Result<(), ServerError> {
         let started = Instant::now();
         let deadline = started + self.spec.ready_timeout;
         let pid = self.pid();
@@ -269,7 +269,7 @@ impl ManagedProcess {
     }
 
     /// Starts the process again (like [`restart`](Self::restart)) without waiting for readiness.
-    pub(crate) fn respawn(&self) -> Result<(), ServerError> {
+    pub fn respawn(&self) -> Result<(), ServerError> {
         self.kill()?;
         self.spawn()
     }
@@ -358,9 +358,7 @@ impl Drop for ManagedProcess {
 
 /// Runs `attempt` up to 3 times while the server exits during startup (typically: the port we
 /// picked was grabbed by someone else in between). Other errors are returned at once.
-pub(crate) fn with_port_retries<T>(
-    mut attempt: impl FnMut() -> Result<T, ServerError>,
-) -> Result<T, ServerError> {
+pub fn with_port_retries<T>(mut attempt: impl FnMut() -> Result<T, ServerError>) -> Result<T, ServerError> {
     let mut tries = 0;
     loop {
         tries += 1;

@@ -37,7 +37,7 @@ pub(crate) fn spawn_exit_reaper(dir: &Path) -> Result<Child, ServerError> {
 /// A fresh directory (`make_temp_dir(kind)`, canonicalised) that lasts until this process ends
 /// in any way, for a per-process template: removed by the returned reaper, which must be kept
 /// (never dropped) for as long as the directory should live.
-pub(crate) fn process_lifetime_dir(kind: &str) -> Result<(PathBuf, Child), ServerError> {
+pub fn process_lifetime_dir(kind: &str) -> Result<(PathBuf, Child), ServerError> {
     let dir = make_temp_dir(kind)?.keep();
     match spawn_exit_reaper(&dir) {
         Ok(reaper) => Ok((canonical(&dir), reaper)),

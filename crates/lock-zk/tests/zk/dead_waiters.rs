@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use lock_core::{LockBackend, LockGuard};
-use lock_testkit::{eventually, server, within};
+use lock_testkit::{eventually, within};
 use lock_zk::{DEAD_WAITER_AFTER, WAITER_HEARTBEAT, WAITING_DATA, ZkLock, zookeeper_client as zk};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -30,12 +30,12 @@ const PASS_OVER: Duration =
     Duration::from_millis(DEAD_WAITER_AFTER.as_millis() as u64 + WAITER_HEARTBEAT.as_millis() as u64 + 1000);
 
 async fn zk_lock() -> ZkLock {
-    common::zk_lock(&server::shared_zk().connect_string(), "/dead-waiters", SESSION).await
+    common::zk_lock(&lock_zk_testing::shared_zk().connect_string(), "/dead-waiters", SESSION).await
 }
 
 /// A session standing for a killed process: it never closes its nodes (until dropped).
 async fn dead_session() -> zk::Client {
-    let connect = server::shared_zk().connect_string();
+    let connect = lock_zk_testing::shared_zk().connect_string();
     let connector = zk::Client::connector().with_session_timeout(DEAD_SESSION).connect(&connect);
     connector.await.expect("raw session")
 }

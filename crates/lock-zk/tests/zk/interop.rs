@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use lock_core::{LockBackend, LockError, LockGuard};
 use lock_testkit::interop::{self, Peer};
-use lock_testkit::{eventually, server, within};
+use lock_testkit::{eventually, within};
 use lock_zk::{ZkLock, zookeeper_client as zk};
 use tokio::process::Command;
 use tokio::sync::mpsc;
@@ -50,7 +50,7 @@ impl Other {
     }
 
     async fn spawn_with(self, session: Duration) -> Option<Peer> {
-        let connect = server::shared_zk().connect_string();
+        let connect = lock_zk_testing::shared_zk().connect_string();
         if let Other::Curator = self {
             return interop::curator_peer(&connect, session).await;
         }
@@ -67,7 +67,7 @@ impl Other {
 
 async fn zk_lock() -> ZkLock {
     ZkLock::builder()
-        .connect_string(server::shared_zk().connect_string())
+        .connect_string(lock_zk_testing::shared_zk().connect_string())
         .root("/interop")
         .session_timeout(SESSION)
         .build()

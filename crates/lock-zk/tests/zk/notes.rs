@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lock_core::{LeaseState, LockBackend, LockError, OwnerToken};
 use lock_testkit::proxy::Proxy;
-use lock_testkit::{eventually, server, within};
+use lock_testkit::{eventually, within};
 use lock_zk::ZkLock;
 use tokio::sync::mpsc;
 
@@ -25,7 +25,7 @@ async fn zk_lock(connect: &str) -> ZkLock {
 }
 
 async fn shared_lock() -> ZkLock {
-    zk_lock(&server::shared_zk().connect_string()).await
+    zk_lock(&lock_zk_testing::shared_zk().connect_string()).await
 }
 
 /// A waiter on `key` through `z`, reporting its guard on the channel once granted; returns when
@@ -157,8 +157,8 @@ async fn note_ends_with_the_hold() {
 /// reads no note, and the old owner's `set_note` stores nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn note_dies_with_the_session() {
-    let connect = server::shared_zk().connect_string();
-    let port = server::shared_zk().port();
+    let connect = lock_zk_testing::shared_zk().connect_string();
+    let port = lock_zk_testing::shared_zk().port();
     let proxy = Proxy::start(format!("127.0.0.1:{port}").parse().expect("addr")).await.expect("proxy");
     let key = format!("session-{}", run_id());
     let holder = zk_lock(&format!("127.0.0.1:{}", proxy.port())).await;

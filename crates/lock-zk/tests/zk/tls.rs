@@ -17,8 +17,9 @@ mod on {
     use std::time::{Duration, Instant};
 
     use lock_core::{LockError, Locker};
-    use lock_testkit::server::{TlsFiles, ZkServer, or_skip};
+    use lock_testkit::server::{TlsFiles, or_skip};
     use lock_zk::ZkLock;
+    use lock_zk_testing::ZkServer;
     use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 
     /// A throwaway CA and a server certificate it signed for 127.0.0.1 and localhost, as files

@@ -8,16 +8,18 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use lock_testkit::server::{
-    external_url, shared_etcd, shared_mariadb, shared_postgres, shared_redis, shared_zk,
-};
+use lock_etcd_testing::shared_etcd;
+use lock_mysql_testing::shared_mariadb;
+use lock_postgres_testing::shared_postgres;
+use lock_redis_testing::shared_redis;
+use lock_zk_testing::shared_zk;
 use nix::unistd::Pid;
 
 pub mod words;
 
 /// `LOCK_TEST_REDIS_URL`, else the private redis-server this test process shares.
 pub fn redis_url() -> String {
-    external_url("redis").unwrap_or_else(|| shared_redis().url())
+    lock_redis_testing::external_url().unwrap_or_else(|| shared_redis().url())
 }
 
 pub fn key(case: &str) -> String {

@@ -12,7 +12,7 @@ use futures_util::FutureExt;
 
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use lock_mysql::{Mode, MySqlLock, MySqlLockBuilder};
-use lock_testkit::server::{external_url, shared_mariadb};
+use lock_mysql_testing::shared_mariadb;
 
 /// The keep-alive of the tests' backends: the server's idle bound for a holding session is then
 /// its floor, 2 s.
@@ -20,7 +20,7 @@ pub const KEEPALIVE: Duration = Duration::from_millis(100);
 
 /// `LOCK_TEST_MYSQL_URL`, else the private mariadbd this test process shares.
 pub fn shared_url() -> String {
-    external_url("mysql").unwrap_or_else(|| shared_mariadb().url())
+    lock_mysql_testing::external_url().unwrap_or_else(|| shared_mariadb().url())
 }
 
 /// A builder on `url` in `mode` with the [`KEEPALIVE`].

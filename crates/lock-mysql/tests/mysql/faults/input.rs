@@ -257,7 +257,7 @@ async fn least_privilege_user_runs_both_modes() {
             .await
             .expect("schema as root");
     }
-    let db = lock_testkit::server::MARIADB_DATABASE;
+    let db = lock_mysql_testing::MARIADB_DATABASE;
     let grants = format!(
         "CREATE USER 'lp'@'%' IDENTIFIED BY 'lp-s3cr3t'; \
          GRANT SELECT, INSERT, UPDATE, DELETE ON {db}.{p_table} TO 'lp'@'%'; \

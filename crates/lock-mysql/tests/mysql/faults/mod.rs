@@ -13,7 +13,7 @@ use lock_core::{LeaseSignal, LeaseState, LockError, Locker, OwnerToken};
 use lock_mysql::sqlx::AssertSqlSafe;
 use lock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use lock_mysql::{Mode, MySqlLock, validate_table_name};
-use lock_testkit::server::MariaDbServer;
+use lock_mysql_testing::MariaDbServer;
 use lock_testkit::{cut_after, within};
 use tokio::time::Instant;
 

@@ -10,13 +10,14 @@ use std::time::Duration;
 use lock_core::{Locker, OwnerToken};
 use lock_postgres::sqlx::postgres::{PgPool, PgPoolOptions};
 use lock_postgres::{PgLock, advisory_key};
-use lock_testkit::server::{external_url, require_servers, try_shared_postgres};
+use lock_postgres_testing::try_shared_postgres;
+use lock_testkit::server::require_servers;
 
 pub const KEEPALIVE: Duration = Duration::from_millis(100);
 
 /// The shared server's (lock role URL, administrator URL), or `None` after printing why not.
 pub fn shared() -> Option<(String, String)> {
-    if let Some(url) = external_url("postgres") {
+    if let Some(url) = lock_postgres_testing::external_url() {
         return Some((url.clone(), url));
     }
     match try_shared_postgres() {

@@ -5,7 +5,8 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use lock_redis::{Mode, RedisLock};
-use lock_testkit::server::{RedisServer, or_skip};
+use lock_redis_testing::RedisServer;
+use lock_testkit::server::or_skip;
 
 /// No lease, waiter deadline or claim window (a third of the waiter timeout) runs out during a
 /// test: what the steps show is the order of grants, not a lapse.

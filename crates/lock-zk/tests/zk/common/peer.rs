@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use lock_testkit::interop::{self, Peer};
-use lock_testkit::server;
 use lock_zk::ZkLock;
 
 /// How long any answer may take on a loaded 2-core machine (a JVM starting included).
@@ -17,12 +16,12 @@ pub const REFUSED_WAIT: Duration = Duration::from_millis(300);
 
 /// A Curator peer on the shared server (`None` when Curator is missing and not required).
 pub async fn curator() -> Option<Peer> {
-    interop::curator_peer(&server::shared_zk().connect_string(), PEER_SESSION).await
+    interop::curator_peer(&lock_zk_testing::shared_zk().connect_string(), PEER_SESSION).await
 }
 
 /// Our backend on the shared server, with lock directories under `root`.
 pub async fn zk_lock(root: &str) -> ZkLock {
-    super::zk_lock(&server::shared_zk().connect_string(), root, SESSION).await
+    super::zk_lock(&lock_zk_testing::shared_zk().connect_string(), root, SESSION).await
 }
 
 /// What a peer answered to `acquire`: its lock node and that node's `czxid`.

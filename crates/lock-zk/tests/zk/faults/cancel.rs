@@ -15,7 +15,7 @@ async fn cut_off_acquisitions_leave_the_key_free() {
     // because on a loaded 2-core machine (the suite beside a JVM server) rounds were seen to
     // take over a second, uncut ones included; the printed p50/p99 show the real figures.
     const CLEANUP_BOUND: Duration = Duration::from_secs(3);
-    let connect = server::shared_zk().connect_string();
+    let connect = lock_zk_testing::shared_zk().connect_string();
     let za = zk_lock(&connect, SESSION).await;
     let (a, c) = (locker(&za), locker(&zk_lock(&connect, SESSION).await));
     let key = format!("cut-{}", run_id());

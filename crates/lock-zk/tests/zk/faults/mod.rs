@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use lock_core::{LeaseState, LockBackend, LockError, LockGuard, LostReason, OwnerToken};
 use lock_testkit::proxy::Proxy;
-use lock_testkit::server::{self, ZkEnsemble, ZkServer};
 use lock_testkit::{cut_after, eventually};
 use lock_zk::{ZkLock, zookeeper_client as zk};
+use lock_zk_testing::{ZkEnsemble, ZkServer};
 use tokio::time::{Instant, timeout};
 
 use crate::common;
@@ -56,7 +56,7 @@ impl Drop for KillOnDrop {
 /// the session timeout (plus a tick of expiry rounding).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_holder_is_replaced_within_session_timeout() {
-    let connect = server::shared_zk().connect_string();
+    let connect = lock_zk_testing::shared_zk().connect_string();
     let key = format!("crash-{}", run_id());
     let mut child = KillOnDrop(
         Command::new(std::env::current_exe().expect("test binary"))

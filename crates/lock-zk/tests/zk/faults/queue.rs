@@ -8,7 +8,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_waiters_no_herd_fifo() {
     const WAITERS: usize = 20;
-    let connect = server::shared_zk().connect_string();
+    let connect = lock_zk_testing::shared_zk().connect_string();
     let key = format!("herd-{}", run_id());
     let holder = zk_lock(&connect, SESSION).await;
     let dir = holder.lock_dir(&key);
@@ -33,7 +33,7 @@ async fn twenty_waiters_no_herd_fifo() {
     }
     let wakeups = || clients.iter().map(ZkLock::watch_wakeups).sum::<u64>();
     assert_eq!(wakeups(), 0, "no waiter may wake before the first release");
-    if let Ok(wchs) = server::shared_zk().four_letter("wchs") {
+    if let Ok(wchs) = lock_zk_testing::shared_zk().four_letter("wchs") {
         println!("server watches with {WAITERS} queued waiters: {}", wchs.trim().replace('\n', "; "));
     }
 
@@ -56,7 +56,7 @@ async fn twenty_waiters_no_herd_fifo() {
 /// with the wrong password) can neither delete a holder's node nor queue in the directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acl_protects_lock_nodes() {
-    let connect = server::shared_zk().connect_string();
+    let connect = lock_zk_testing::shared_zk().connect_string();
     let key = format!("acl-{}", run_id());
     let secured = |user: &'static str, pw: &'static str| {
         let connect = connect.clone();
@@ -112,7 +112,7 @@ async fn acl_protects_lock_nodes() {
 /// created again by the next acquisition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reaped_lock_directory_is_recreated() {
-    let connect = server::shared_zk().connect_string();
+    let connect = lock_zk_testing::shared_zk().connect_string();
     let key = format!("reap-{}", run_id());
     let z = zk_lock(&connect, SESSION).await;
     let l = locker(&z);
@@ -130,7 +130,7 @@ async fn reaped_lock_directory_is_recreated() {
 /// the lock space), unless creating it is asked for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_chroot_is_refused_unless_asked_for() {
-    let connect = server::shared_zk().connect_string();
+    let connect = lock_zk_testing::shared_zk().connect_string();
     let chroot = format!("/typo-{}", run_id());
     let err = ZkLock::builder()
         .connect_string(format!("{connect}{chroot}"))

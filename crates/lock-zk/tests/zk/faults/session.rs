@@ -132,7 +132,7 @@ async fn ensemble_leader_killed_lock_survives() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitioned_holder_is_told_before_a_waiter_is_granted() {
     const ROUNDS: usize = 4;
-    let zks = server::shared_zk();
+    let zks = lock_zk_testing::shared_zk();
     let proxy =
         Proxy::start(format!("127.0.0.1:{}", zks.port()).parse().expect("addr")).await.expect("proxy");
     let key = format!("partition-{}", run_id());
@@ -200,8 +200,8 @@ async fn partitioned_holder_is_told_before_a_waiter_is_granted() {
 /// (its own signal) and one with a fixed lease; the hold leaves the client's table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_session_reaches_every_nested_guard() {
-    let connect = server::shared_zk().connect_string();
-    let port = server::shared_zk().port();
+    let connect = lock_zk_testing::shared_zk().connect_string();
+    let port = lock_zk_testing::shared_zk().port();
     let proxy = Proxy::start(format!("127.0.0.1:{port}").parse().expect("addr")).await.expect("proxy");
     let key = format!("killnest-{}", run_id());
     let z = zk_lock(&format!("127.0.0.1:{}", proxy.port()), SESSION).await;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lock_core::backend::Mutex;
 use lock_testkit::proxy::Proxy;
-use lock_testkit::{Client, ClientFaults, Factory, FaultResult, eventually, server, zk_queue};
+use lock_testkit::{Client, ClientFaults, Factory, FaultResult, eventually, zk_queue};
 use lock_zk::{ZkLock, zookeeper_client as zk};
 
 const SESSION: Duration = Duration::from_millis(1000);
@@ -21,7 +21,7 @@ pub struct UserClients {
 }
 
 pub async fn factory() -> UserClients {
-    let server = server::shared_zk().connect_string();
+    let server = lock_zk_testing::shared_zk().connect_string();
     let admin = zk::Client::connect(&server).await.expect("admin");
     match admin.create(CHROOT, b"", &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await {
         Ok(_) | Err(zk::Error::NodeExists) => {}

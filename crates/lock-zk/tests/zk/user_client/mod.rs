@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use lock_core::{LeaseState, LockBackend, LockError, LostReason};
 use lock_testkit::proxy::Proxy;
-use lock_testkit::server;
 use lock_testkit::{eventually, within};
 use lock_zk::{SessionEnded, ZkLock, encode_key, zookeeper_client as zk};
 
@@ -26,7 +25,7 @@ async fn mkdir(client: &zk::Client, path: &str) {
 /// opened, and a lock built from a URL with the same chroot and root is the same lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_client_lock_excludes_url_lock_in_its_chroot() {
-    let connect = server::shared_zk().connect_string();
+    let connect = lock_zk_testing::shared_zk().connect_string();
     let id = run_id();
     let plain = zk::Client::connect(&connect).await.expect("plain client");
     let chroot = format!("/uc-{id}");
@@ -79,7 +78,7 @@ async fn user_client_lock_excludes_url_lock_in_its_chroot() {
 /// lock holds on it, and dropping the lock leaves its session open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_client_keeps_working_for_the_users_znodes() {
-    let connect = server::shared_zk().connect_string();
+    let connect = lock_zk_testing::shared_zk().connect_string();
     let id = run_id();
     let user = zk::Client::connect(&connect).await.expect("user's client");
     let acls = [zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())];
@@ -120,7 +119,7 @@ async fn user_client_keeps_working_for_the_users_znodes() {
 /// The user's client, with a `session` timeout, connected to the shared server through a proxy
 /// of its own, and a lock on it under `/user-client`.
 async fn proxied_user_lock(session: Duration) -> (Proxy, zk::Client, ZkLock) {
-    let port = server::shared_zk().port();
+    let port = lock_zk_testing::shared_zk().port();
     let proxy = Proxy::start(format!("127.0.0.1:{port}").parse().expect("addr")).await.expect("proxy");
     let user = zk::Client::connector()
         .with_session_timeout(session)
@@ -138,7 +137,7 @@ async fn proxied_user_lock(session: Duration) -> (Proxy, zk::Client, ZkLock) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_client_session_expiry_loses_guards_and_fails_later_acquires() {
     const SESSION: Duration = Duration::from_millis(2000);
-    let connect = server::shared_zk().connect_string();
+    let connect = lock_zk_testing::shared_zk().connect_string();
     let (proxy, user, z) = proxied_user_lock(SESSION).await;
     let l = locker(&z);
     let key = format!("expire-{}", run_id());
@@ -193,7 +192,7 @@ async fn user_client_session_expiry_loses_guards_and_fails_later_acquires() {
 /// neither the password nor the client's session password.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_client_refuses_connection_settings() {
-    let connect = server::shared_zk().connect_string();
+    let connect = lock_zk_testing::shared_zk().connect_string();
     let user = zk::Client::connect(&connect).await.expect("user's client");
     let b = || ZkLock::builder().client(user.clone());
     for (what, builder) in [
@@ -270,7 +269,7 @@ async fn user_client_cut_off_gives_holds_up_at_the_deadline() {
 /// An authenticated user client gets creator-only lock nodes; an unauthenticated one open ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_client_acls_follow_its_authentication() {
-    let connect = server::shared_zk().connect_string();
+    let connect = lock_zk_testing::shared_zk().connect_string();
     let id = run_id();
     let authed = zk::Client::connector()
         .with_auth("digest", format!("bob-{id}:pw").as_bytes())

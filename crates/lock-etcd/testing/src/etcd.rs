@@ -355,16 +355,16 @@ fn probe(etcdctl: PathBuf, name: String, ca: Option<PathBuf>) -> Probe {
     Probe::new(Duration::from_millis(50), move |_pid, port| check_ready(&etcdctl, port, &name, ca.as_deref()))
 }
 
-impl crate::history::nemesis::Replicated for EtcdCluster {
+impl lock_testkit::history::nemesis::Replicated for EtcdCluster {
     fn leader(&self) -> Option<usize> {
         self.leader_index()
     }
-    fn members(&self) -> Vec<&(dyn super::FaultControl + Sync)> {
+    fn members(&self) -> Vec<&(dyn lock_testkit::server::FaultControl + Sync)> {
         self.nodes().iter().map(|n| n as _).collect()
     }
 }
 
-impl crate::history::nemesis::EndSessions for EtcdServer {
+impl lock_testkit::history::nemesis::EndSessions for EtcdServer {
     fn how(&self) -> &'static str {
         "leases revoked"
     }

@@ -233,7 +233,7 @@ pub(crate) fn probe(password: Option<String>, unix: Option<PathBuf>) -> Probe {
     })
 }
 
-impl crate::history::nemesis::EndSessions for RedisServer {
+impl lock_testkit::history::nemesis::EndSessions for RedisServer {
     fn how(&self) -> &'static str {
         "CLIENT KILL"
     }

@@ -296,7 +296,7 @@ fn probe(client: PathBuf, datadir: String, socket: Option<PathBuf>) -> Probe {
     })
 }
 
-impl crate::history::nemesis::EndSessions for MariaDbServer {
+impl lock_testkit::history::nemesis::EndSessions for MariaDbServer {
     fn how(&self) -> &'static str {
         "KILL CONNECTION"
     }

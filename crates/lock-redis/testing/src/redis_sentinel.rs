@@ -1,8 +1,8 @@
 //! A Sentinel-managed Redis: one primary, one replica, three sentinels (`redis-server
 //! --sentinel`, no extra package), all private processes on loopback.
 
-use crate::history::Nemesis;
 use async_trait::async_trait;
+use lock_testkit::history::Nemesis;
 use std::ffi::OsString;
 use std::thread;
 use std::time::{Duration, Instant};

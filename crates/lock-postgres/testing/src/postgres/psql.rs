@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Command;
 
 use super::ADMIN_PASSWORD;
-use crate::server::{ServerError, run_command};
+use crate::{ServerError, run_command};
 
 /// Runs SQL as the superuser with `psql` over TCP; one `-c` per statement (CREATE DATABASE
 /// cannot share a transaction); returns stdout (`-A -t`: unaligned, no headers).

@@ -9,8 +9,6 @@
 //! `/proc`.
 
 use super::port_accepts;
-use crate::history::Nemesis;
-use async_trait::async_trait;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -362,7 +360,7 @@ impl Drop for PgServer {
     }
 }
 
-impl super::FaultControl for PgServer {
+impl lock_testkit::server::FaultControl for PgServer {
     fn process(&self) -> &ManagedProcess {
         &self.proc
     }
@@ -396,63 +394,4 @@ fn probe(bin: PathBuf, data_dir: String) -> Probe {
             Err(format!("SHOW data_directory returned {:?}, expected {data_dir:?}", got.trim()))
         }
     })
-}
-
-/// Every row of a PostgreSQL table locked by another transaction (`FOR UPDATE`) for a while:
-/// a statement that writes one of them (a grant's fence write) waits past its bounds and is
-/// cancelled, after the advisory lock was granted.
-pub struct RowsLocked<'a> {
-    server: &'a PgServer,
-    table: &'static str,
-    hold: Duration,
-    open: lock_core::backend::Mutex<Option<std::process::Child>>,
-}
-
-impl<'a> RowsLocked<'a> {
-    /// `table`'s rows locked for `hold` at each strike.
-    pub fn new(server: &'a PgServer, table: &'static str, hold: Duration) -> Self {
-        RowsLocked { server, table, hold, open: Default::default() }
-    }
-}
-#[async_trait]
-impl Nemesis for RowsLocked<'_> {
-    fn name(&self) -> String {
-        format!("{} rows locked {:?}", self.table, self.hold)
-    }
-    async fn strike(&self) {
-        let tx = format!(
-            "BEGIN; SELECT count(*) FROM (SELECT 1 FROM {} FOR UPDATE) r; SELECT pg_sleep({}); COMMIT;",
-            self.table,
-            self.hold.as_secs_f64()
-        );
-        let child = self.server.spawn_as_admin(&[&tx]).expect("start the locking transaction");
-        *self.open.lock() = Some(child);
-    }
-    async fn heal(&self) {
-        let Some(child) = self.open.lock().take() else { return };
-        let out = tokio::task::block_in_place(|| child.wait_with_output()).expect("the locking transaction");
-        assert!(
-            out.status.success(),
-            "the locking transaction failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl std::fmt::Debug for RowsLocked<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.name())
-    }
-}
-
-impl crate::history::nemesis::EndSessions for PgServer {
-    fn how(&self) -> &'static str {
-        "pg_terminate_backend"
-    }
-    fn end_sessions(&self) -> Result<(), ServerError> {
-        self.exec_as_admin(&[&format!(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = '{USER}'"
-        )])
-        .map(drop)
-    }
 }

@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lock_testkit::server::{
-    self, FaultControl, MariaDbServer, RedisServer, ServerError, ZkEnsemble, ZkServer,
-};
+use lock_mysql_testing::MariaDbServer;
+use lock_redis_testing::RedisServer;
+use lock_testkit::server::{self, FaultControl, ServerError};
+use lock_zk_testing::{ZkEnsemble, ZkServer};
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use sqlx::Connection;
@@ -311,13 +312,13 @@ fn orphan_helper() {
     if std::env::var_os(HELPER_ENV).is_none() {
         return;
     }
-    let shared = server::shared_redis(); // in a static: never dropped
+    let shared = lock_redis_testing::shared_redis(); // in a static: never dropped
     let own = RedisServer::start().expect("redis");
     let maria = MariaDbServer::start().expect("mariadb");
     println!("LKTK_SERVER {} {}", shared.pid(), shared.process().dir().display());
     println!("LKTK_SERVER {} {}", own.pid(), own.process().dir().display());
     println!("LKTK_SERVER {} {}", maria.pid(), maria.process().dir().display());
-    if let Some(tpl) = server::mariadb_template_dir() {
+    if let Some(tpl) = lock_mysql_testing::mariadb_template_dir() {
         println!("LKTK_DIR {}", tpl.display());
     }
     // exit(0) skips every destructor, like a test process that is killed
@@ -333,7 +334,7 @@ fn watchdog_kills_servers_of_a_dead_test_process() {
     }
     let exe = std::env::current_exe().expect("current exe");
     let out = Command::new(exe)
-        .args(["orphan_helper", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["servers::orphan_helper", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(HELPER_ENV, "1")
         .output()
         .expect("run helper");

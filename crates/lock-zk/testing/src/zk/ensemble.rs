@@ -6,7 +6,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::{JVM_OPTS, base_config, effective_tick, four_letter_word, jvm, parse_mode, write_config};
-use crate::server::{
+use crate::{
     ManagedProcess, ServerError, Spec, canonical, fault_hooks, free_port, make_temp_dir, with_port_retries,
 };
 
@@ -216,11 +216,11 @@ impl ZkEnsemble {
     }
 }
 
-impl crate::history::nemesis::Replicated for ZkEnsemble {
+impl lock_testkit::history::nemesis::Replicated for ZkEnsemble {
     fn leader(&self) -> Option<usize> {
         self.leader_index()
     }
-    fn members(&self) -> Vec<&(dyn crate::server::FaultControl + Sync)> {
+    fn members(&self) -> Vec<&(dyn lock_testkit::server::FaultControl + Sync)> {
         self.nodes().iter().map(|n| n as _).collect()
     }
 }
