@@ -1,6 +1,6 @@
 //! Hostile and wrong input: keys and table names, a bad password, the least-privileged user,
 //! a table of an older version, the session's time zone, and the seed's business CAS (the flash
-//! sale's stock update; the whole sale is `examples/flash_sale.rs`).
+//! sale's stock update; the whole sale is `examples/mysql_flash_sale.rs`).
 
 use super::*;
 use lock_core::backend::Notes;
@@ -157,7 +157,7 @@ async fn bad_password_is_permanent_and_redacted() {
     assert!(err.to_string().contains("Access denied"), "{err}");
 }
 
-/// The seed's optimistic business update (as in `examples/flash_sale.rs`, with the table as a
+/// The seed's optimistic business update (as in `examples/mysql_flash_sale.rs`, with the table as a
 /// parameter): wins only if the row is still at `expected_version`.
 async fn decrement_stock_cas(
     pool: &MySqlPool,

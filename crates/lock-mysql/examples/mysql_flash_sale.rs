@@ -5,7 +5,7 @@
 //!
 //! ```sh
 //! MYSQL_URL='mysql://user:password@127.0.0.1:3306/test?mode=optimistic' \
-//!     cargo run -p lock-mysql --example flash_sale
+//!     cargo run -p lock-mysql --example mysql_flash_sale
 //! ```
 //!
 //! It creates (and refills) a table `seckill_good` in that database.
@@ -95,7 +95,7 @@ async fn main() -> Result<(), Error> {
     let Ok(url) = std::env::var("MYSQL_URL") else {
         println!("set MYSQL_URL to run the flash sale, for example:");
         println!(
-            "  MYSQL_URL='mysql://root@127.0.0.1:3306/test' cargo run -p lock-mysql --example flash_sale"
+            "  MYSQL_URL='mysql://root@127.0.0.1:3306/test' cargo run -p lock-mysql --example mysql_flash_sale"
         );
         return Ok(());
     };
