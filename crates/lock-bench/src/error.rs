@@ -92,6 +92,7 @@ pub enum BenchError {
 
 impl BenchError {
     /// A raw client's error, for `map_err`.
+    #[cfg_attr(not(any(feature = "zk", feature = "peers")), allow(dead_code))]
     pub fn driver<E>(what: &'static str) -> impl FnOnce(E) -> BenchError
     where
         E: Into<DriverError>,

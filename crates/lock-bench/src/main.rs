@@ -20,6 +20,7 @@ mod peers;
 mod report;
 mod row;
 mod scenarios;
+mod sides;
 mod targets;
 
 use error::BenchError;

@@ -105,86 +105,62 @@ fn per_mode(store: &Descriptor, url: &str) -> Vec<Target> {
 }
 
 /// The targets of the registered store `name` at `url` (its modes, its watchdog bound).
-#[cfg(any(feature = "redis", feature = "mysql", feature = "zk", feature = "postgres", feature = "etcd"))]
 fn registered(name: &str, url: &str) -> Vec<Target> {
     dlock::stores().iter().find(|d| d.name == name).map_or_else(Vec::new, |d| per_mode(d, url))
 }
 
-// Without backend features nothing is pushed, which these lints would flag.
-#[allow(unused_variables, clippy::ptr_arg)]
+/// Every store with a server: its testing side starts one, and its targets (a per mode, the
+/// side's variants, the peers on the same server) run on it.
 fn start_servers(targets: &mut Vec<Target>, servers: &mut Vec<Box<dyn Any + Send>>, notes: &mut Vec<String>) {
-    #[cfg(feature = "redis")]
-    match lock_redis_testing::RedisServer::start() {
-        Ok(s) => {
-            targets.extend(registered("redis", &s.url()));
-            #[cfg(feature = "peers")]
-            {
-                targets.push(Target::peer("rslock (redis)", s.url(), Peer::Rslock));
-                targets.push(Target::peer("distributed-lock (redis)", s.url(), Peer::DistributedLockRedis));
+    for side in crate::sides::all() {
+        let store = side.store();
+        match side.start() {
+            Ok(started) => {
+                targets.extend(registered(store, &started.url));
+                for (name, url) in &started.variants {
+                    targets.extend(
+                        registered(store, url).into_iter().map(|t| Target { name: name.clone(), ..t }),
+                    );
+                }
+                targets.extend(peers_of(store, &started.url));
+                servers.push(started.keep);
             }
-            servers.push(Box::new(s));
+            Err(e) => notes.push(format!("{store} skipped: {e}")),
         }
-        Err(e) => notes.push(format!("redis skipped: {e}")),
     }
-    #[cfg(feature = "mysql")]
-    match lock_mysql_testing::MariaDbServer::start() {
-        Ok(s) => {
-            targets.extend(registered("mysql", &s.url()));
-            #[cfg(feature = "peers")]
-            targets.push(Target::peer("distributed-lock (mysql)", s.url(), Peer::DistributedLockMysql));
-            servers.push(Box::new(s));
-        }
-        Err(e) => notes.push(format!("mysql skipped: {e}")),
-    }
-    #[cfg(feature = "zk")]
-    // The default fsync setting: the figures compare with Curator's on a real disk write path.
-    match lock_zk_testing::ZkServer::start_with(&["forceSync=yes"]) {
-        Ok(s) => {
-            targets.extend(registered("zk", &format!("zk://{}/dlock-bench", s.connect_string())));
-            // Curator on the same server (a JVM; its scenarios say n/a without a JDK).
-            let curator = Target::new("curator (zk)", format!("zk://{}/dlock-bench", s.connect_string()));
-            targets.push(Target { peer: Some(Peer::Curator), ..curator });
-            // kazoo too (Python; its scenarios say n/a without the venv).
-            let kazoo = Target::new("kazoo (zk)", format!("zk://{}/dlock-bench", s.connect_string()));
-            targets.push(Target { peer: Some(Peer::Kazoo), ..kazoo });
-            servers.push(Box::new(s));
-        }
-        Err(e) => notes.push(format!("zk skipped: {e}")),
-    }
-    #[cfg(feature = "postgres")]
-    match lock_postgres_testing::PgServer::start() {
-        Ok(s) => {
-            targets.extend(registered("postgres", &s.url()));
-            // Without fencing tokens (`fencing=false`): a grant writes nothing, as the peers'.
-            let unfenced = registered("postgres", &format!("{}?fencing=false", s.url()));
-            targets.extend(unfenced.into_iter().map(|t| Target { name: "postgres/unfenced".into(), ..t }));
-            #[cfg(feature = "peers")]
-            targets.push(Target::peer("distributed-lock (postgres)", s.url(), Peer::DistributedLockPostgres));
-            servers.push(Box::new(s));
-        }
-        Err(e) => notes.push(format!("postgres skipped: {e}")),
-    }
-    #[cfg(feature = "etcd")]
-    match lock_etcd_testing::EtcdServer::start() {
-        Ok(s) => {
-            targets.extend(registered("etcd", &s.url("dlock-bench")));
-            servers.push(Box::new(s));
-        }
-        Err(e) => notes.push(format!("etcd skipped: {e}")),
-    }
-    if cfg!(not(all(
-        feature = "redis",
-        feature = "mysql",
-        feature = "zk",
-        feature = "postgres",
-        feature = "etcd"
-    ))) {
+    if crate::sides::all().len() < dlock::stores().iter().filter(|d| d.local.is_none()).count() {
         notes.push("built without some backend features; build with --features full for all".into());
     }
     if cfg!(not(feature = "peers")) {
         notes.push(
             "built without the peers (rslock, distributed-lock); build with --features peers for them".into(),
         );
+    }
+}
+
+/// The other libraries' locks on the server of `store` at its URL `url`.
+fn peers_of(store: &str, url: &str) -> Vec<Target> {
+    let bare = url.split_once('?').map_or(url, |(u, _)| u);
+    match store {
+        #[cfg(feature = "peers")]
+        "redis" => vec![
+            Target::peer("rslock (redis)", bare, Peer::Rslock),
+            Target::peer("distributed-lock (redis)", bare, Peer::DistributedLockRedis),
+        ],
+        #[cfg(feature = "peers")]
+        "mysql" => vec![Target::peer("distributed-lock (mysql)", bare, Peer::DistributedLockMysql)],
+        #[cfg(feature = "peers")]
+        "postgres" => vec![Target::peer("distributed-lock (postgres)", bare, Peer::DistributedLockPostgres)],
+        // Curator (a JVM) and kazoo (Python) on the same server; their scenarios say n/a
+        // without a JDK or the venv.
+        "zk" => vec![
+            Target { peer: Some(Peer::Curator), ..Target::new("curator (zk)", url) },
+            Target { peer: Some(Peer::Kazoo), ..Target::new("kazoo (zk)", url) },
+        ],
+        _ => {
+            let _ = bare;
+            Vec::new()
+        }
     }
 }
 

@@ -20,6 +20,7 @@ pub mod primitives;
 pub mod proxy;
 pub mod runtime_gone;
 pub mod server;
+pub mod side;
 pub mod slow_link;
 pub mod stall;
 pub mod zk_queue;

@@ -17,8 +17,11 @@ use lock_testkit::server::{
 };
 
 mod etcd;
+mod floor;
+mod side;
 
 pub use etcd::{EtcdCluster, EtcdNode, EtcdServer};
+pub use side::Side;
 
 /// Environment variable: endpoints of an externally managed etcd (`host:port[,host:port]`).
 pub const ENV_ETCD_URL: &str = "LOCK_TEST_ETCD_URL";

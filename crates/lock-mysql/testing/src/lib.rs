@@ -16,12 +16,15 @@ use lock_testkit::server::{
     make_temp_dir, port_accepts, process_lifetime_dir, run_command, running_as_root, with_port_retries,
 };
 
+mod floor;
 mod mariadb;
+mod side;
 
 pub use mariadb::{
     DATABASE as MARIADB_DATABASE, MariaDbServer, PASSWORD as MARIADB_PASSWORD, USER as MARIADB_USER,
     template_dir as mariadb_template_dir,
 };
+pub use side::Side;
 
 /// Environment variable: URL of an externally managed MySQL/MariaDB (`mysql://user:pw@host:port/db`).
 pub const ENV_MYSQL_URL: &str = "LOCK_TEST_MYSQL_URL";

@@ -12,7 +12,10 @@
 #![deny(missing_docs)]
 
 mod factory;
+mod floor;
 mod server;
+mod side;
 
 pub use factory::NatsFactory;
 pub use server::{ENV_URL, NatsServer, shared, try_shared};
+pub use side::Side;

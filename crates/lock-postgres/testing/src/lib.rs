@@ -17,8 +17,10 @@ use lock_testkit::server::{
 };
 
 mod faults;
+mod floor;
 mod pgbouncer;
 mod postgres;
+mod side;
 
 pub use faults::RowsLocked;
 pub use pgbouncer::PgBouncer;
@@ -26,6 +28,7 @@ pub use postgres::{
     ADMIN_PASSWORD as POSTGRES_ADMIN_PASSWORD, DATABASE as POSTGRES_DATABASE, PASSWORD as POSTGRES_PASSWORD,
     PgServer, USER as POSTGRES_USER,
 };
+pub use side::Side;
 
 /// Environment variable: URL of an externally managed PostgreSQL (`postgres://user:pw@host:port/db`;
 /// the role must be able to create the fence table, and to terminate its own backends).

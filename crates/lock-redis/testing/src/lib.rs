@@ -17,10 +17,12 @@ use lock_testkit::server::{
     loopback, make_temp_dir, run_command, with_port_retries,
 };
 
+mod floor;
 mod redis;
 mod redis_cluster;
 mod redis_replica;
 mod redis_sentinel;
+mod side;
 
 pub use redis::RedisServer;
 pub use redis_cluster::{CLUSTER_NODE_TIMEOUT_MS, RedisCluster};
@@ -28,6 +30,7 @@ pub use redis_replica::RedisReplicaPair;
 pub use redis_sentinel::{
     Failover, RedisSentinelSet, SENTINEL_DOWN_AFTER_MS, SENTINEL_MASTER_NAME, SentinelNode,
 };
+pub use side::Side;
 
 /// Environment variable: URL of an externally managed Redis to test against instead of a private one.
 pub const ENV_REDIS_URL: &str = "LOCK_TEST_REDIS_URL";

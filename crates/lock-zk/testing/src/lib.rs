@@ -16,8 +16,11 @@ use lock_testkit::server::{
     loopback, make_temp_dir, require_file, with_port_retries,
 };
 
+mod floor;
+mod side;
 mod zk;
 
+pub use side::Side;
 pub use zk::{DEFAULT_TICK_MS as ZK_DEFAULT_TICK_MS, ZkEnsemble, ZkNode, ZkServer};
 
 /// Environment variable: connect string of an externally managed ZooKeeper (`host:port[,host:port]`).
