@@ -16,8 +16,7 @@
 
 use std::time::Duration;
 
-use lock_etcd_testing::{EtcdCluster, EtcdServer};
-use lock_mysql_testing::MariaDbServer;
+use lock_etcd_testing::EtcdCluster;
 use lock_postgres_testing::PgServer;
 use lock_postgres_testing::RowsLocked;
 use lock_redis_testing::Failover;
@@ -25,7 +24,7 @@ use lock_redis_testing::{RedisCluster, RedisSentinelSet, RedisServer};
 use lock_testkit::history::generative::{Mix, Primitive, run, run_primitive, seed};
 use lock_testkit::history::nemesis::{KillLeader, KillRestart, KillSessions, Pause};
 use lock_testkit::server::{FaultControl, or_skip};
-use lock_zk_testing::{ZkEnsemble, ZkServer};
+use lock_zk_testing::ZkEnsemble;
 
 // Not `tests/runs.rs`: cargo would take that for a test binary of its own.
 #[path = "generative/runs.rs"]
@@ -33,15 +32,14 @@ mod runs;
 mod support;
 
 use runs::{
-    PauseAll, Revokes, force_unlock, generative, mix, record, record_line, seeds, without_proxy,
-    without_proxy_mix,
+    PauseAll, force_unlock, generative, mix, record, record_line, seeds, without_proxy, without_proxy_mix,
 };
+use support::sides;
 use support::url::{UrlFactory, through};
 
 /// Every registered store that needs no server (the in-process table, a lock directory):
 /// every seed's operations, without faults (no server to fault; a store's own faults, such as
 /// lock files removed, are its crate's tests).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_stores_generative() {
     for store in dlock::stores() {
         let Some(make) = store.local else { continue };
@@ -57,7 +55,6 @@ async fn local_stores_generative() {
 
 /// The semaphore and read-write lock schedules on every registered server-less store, without
 /// faults: one seed (CI's, or the one given).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_stores_primitives_generative() {
     let m = Mix { max_time: Duration::from_secs(2), ..mix() };
     let seed = if std::env::var_os("DLOCK_HISTORY_SEED").is_some() { seed() } else { 5_000 };
@@ -74,114 +71,58 @@ async fn local_stores_primitives_generative() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_force_unlock_generative() {
     let store = dlock::stores().iter().find(|s| s.name == "memory").expect("the memory store");
     let local = (store.local.expect("memory is local"))().expect("a memory store");
     force_unlock(&UrlFactory { label: "memory".into(), url: local.url.clone() }).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_force_unlock_generative() {
     let Some(srv) = or_skip("redis", RedisServer::start()) else { return };
     let url = format!("redis://127.0.0.1:{}/?mode=fair", srv.port());
     force_unlock(&UrlFactory { label: "redis/fair".into(), url }).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_force_unlock_generative() {
     let Some(srv) = or_skip("postgres", PgServer::start()) else { return };
     force_unlock(&UrlFactory { label: "postgres".into(), url: srv.url() }).await;
 }
 
-async fn redis(mode: &str) {
-    let Some(srv) = or_skip("redis", RedisServer::start()) else { return };
-    let url = move |p: u16| format!("redis://127.0.0.1:{p}/?mode={mode}");
-    // Holds are leases, not sessions: killing the connections only drops requests in flight.
-    let revokes = Revokes { on_cut: false, on_restart: true, on_session_kill: false };
-    let session = KillSessions(&srv);
-    generative(&format!("redis/{mode}"), &srv, srv.port(), revokes, Some(session), url).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_simple_generative() {
-    redis("simple").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_reentrant_generative() {
-    redis("reentrant").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_fair_generative() {
-    redis("fair").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_py_interop_generative() {
-    redis("redis-py").await;
-}
-
-async fn mysql(mode: &str) {
-    let Some(srv) = or_skip("mariadb", MariaDbServer::start()) else { return };
-    let (base, port) = (srv.url(), srv.port());
-    let url = move |p: u16| format!("{}?mode={mode}", through(&base, port, p));
-    let held_by_session = mode != "optimistic";
-    let revokes = Revokes { on_cut: held_by_session, on_restart: false, on_session_kill: held_by_session };
-    let session = KillSessions(&srv);
-    generative(&format!("mysql/{mode}"), &srv, port, revokes, Some(session), url).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_pessimistic_generative() {
-    mysql("pessimistic").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_optimistic_generative() {
-    mysql("optimistic").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_get_lock_generative() {
-    mysql("get_lock").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_generative() {
-    let Some(srv) = or_skip("postgres", PgServer::start()) else { return };
-    let (base, port) = (srv.url(), srv.port());
-    let url = move |p: u16| through(&base, port, p);
-    let revokes = Revokes { on_cut: true, on_restart: false, on_session_kill: true };
-    let session = KillSessions(&srv);
-    generative("postgres", &srv, port, revokes, Some(session), url).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zk_generative() {
-    let Some(srv) = or_skip("zookeeper", ZkServer::start()) else { return };
-    let url = |p: u16| format!("zk://127.0.0.1:{p}/generative?session_timeout_ms=600");
-    // No command ends a session from the server side: the blackhole outlasts the session
-    // timeout (700 ms against 600 ms), so the sessions expire under it.
-    let revokes = Revokes { on_cut: false, on_restart: false, on_session_kill: false };
-    generative("zk", &srv, srv.port(), revokes, None, url).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd_generative() {
-    let Some(srv) = or_skip("etcd", EtcdServer::start()) else { return };
-    let url = |p: u16| format!("etcd://127.0.0.1:{p}/generative?lease_ttl=1s");
-    // A revoked lease deletes its keys at once; the holder hears of it at its next keep-alive.
-    let revokes = Revokes { on_cut: false, on_restart: false, on_session_kill: true };
-    let session = KillSessions(&srv);
-    generative("etcd", &srv, srv.port(), revokes, Some(session), url).await;
+/// The tests: every checked target of every store with a server (`stores::mysql/get_lock`:
+/// every seed under the fault it picks, then the primitives' schedules; the targets, what each
+/// fault revokes and how the server ends sessions come from the stores' testing sides,
+/// `StoreSide::checked`), then the schedules of one topology or fault each.
+fn main() -> std::process::ExitCode {
+    let args = libtest_mimic::Arguments::from_args();
+    let mut tests = sides::trials(
+        |c| c.generative,
+        |c, s| {
+            let session = s.server.sessions().map(KillSessions);
+            Box::pin(generative(&c.label, &*s.server, s.port, c.revokes, session, |p| {
+                through(&s.url, s.port, p)
+            }))
+        },
+    );
+    tests.extend(sides::tests![
+        local_stores_generative,
+        local_stores_primitives_generative,
+        memory_force_unlock_generative,
+        redis_force_unlock_generative,
+        postgres_force_unlock_generative,
+        postgres_fence_rows_locked_generative,
+        redis_cluster_generative,
+        redis_sentinel_generative,
+        redlock_generative,
+        redis_sentinel_failover_generative,
+        zk_ensemble_failover_generative,
+        etcd_cluster_failover_generative,
+    ]);
+    libtest_mimic::run(&args, tests).exit_code()
 }
 
 /// PostgreSQL with every fence row locked by another transaction 700 ms at a time: grants
 /// whose fence write waits past the wait's deadline or a cut-off, after the advisory lock was
 /// granted. Nothing may stay locked on a pooled connection.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_fence_rows_locked_generative() {
     let Some(srv) = or_skip("postgres", PgServer::start()) else { return };
     let f = UrlFactory { label: "postgres".into(), url: srv.url() };
@@ -196,7 +137,6 @@ async fn postgres_fence_rows_locked_generative() {
 }
 
 /// Redis Cluster (3 masters), reentrant: every master paused past the lease.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_cluster_generative() {
     let Some(cluster) = or_skip("redis cluster", RedisCluster::start(3, 0)) else { return };
     let f = UrlFactory {
@@ -209,7 +149,6 @@ async fn redis_cluster_generative() {
 
 /// Redis through Sentinel (a primary and a replica), fair mode: the primary paused past the
 /// lease (shorter than the sentinels' failover).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_sentinel_generative() {
     let Some(set) = or_skip("redis sentinel", RedisSentinelSet::start()) else { return };
     let primary = &set.servers()[set.primary().expect("primary")];
@@ -221,7 +160,6 @@ async fn redis_sentinel_generative() {
 /// bare majority that included it is then held by one master only: lost without notice until
 /// the next renewal or the release (Redlock's documented limit without delayed restarts), so
 /// only the fence protects the resource.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_generative() {
     let Some(a) = or_skip("redis", RedisServer::start()) else { return };
     let (b, c) = (RedisServer::start().expect("redis"), RedisServer::start().expect("redis"));
@@ -234,7 +172,6 @@ async fn redlock_generative() {
 /// paused until the sentinels promote the replica. Renewals and releases are not acknowledged,
 /// so the promoted replica may expire a hold sooner than its holder believes (only the fence
 /// protects then), but no grant and no fence is lost.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_sentinel_failover_generative() {
     let Some(set) = or_skip("redis sentinel", RedisSentinelSet::start()) else { return };
     let f = UrlFactory {
@@ -247,7 +184,6 @@ async fn redis_sentinel_failover_generative() {
 
 /// ZooKeeper, a 3-node ensemble: the leader killed, restarted when healing. Sessions outlive
 /// the election, so no hold is taken away.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_ensemble_failover_generative() {
     let Some(e) = or_skip("zookeeper ensemble", ZkEnsemble::start()) else { return };
     e.wait_for_quorum(Duration::from_secs(30)).expect("quorum");
@@ -259,7 +195,6 @@ async fn zk_ensemble_failover_generative() {
 
 /// etcd, a 3-member cluster: the leader killed, restarted when healing. The new leader
 /// extends every lease, so no hold is taken away.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_cluster_failover_generative() {
     let Some(c) = or_skip("etcd cluster", EtcdCluster::start()) else { return };
     let f = UrlFactory {

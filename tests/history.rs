@@ -11,9 +11,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use lock_core::{Locker, async_trait};
-use lock_etcd_testing::EtcdServer;
 use lock_mysql_testing::MariaDbServer;
-use lock_postgres_testing::PgServer;
 use lock_redis_testing::RedisServer;
 use lock_testkit::Factory;
 use lock_testkit::history::nemesis::{Blackhole, Cut, KillLeader, KillRestart, KillSessions, Pause};
@@ -28,7 +26,9 @@ use nix::sys::signal::{Signal, kill};
 mod processes;
 mod support;
 
+use lock_testkit::side::Revokes;
 use processes::{Holder, LEASE, holder_processes};
+use support::sides;
 use support::url::{UrlFactory, through};
 use tokio::time::Instant;
 
@@ -80,15 +80,6 @@ fn report_fenced(r: &Report) {
     r.assert_fenced_safe();
 }
 
-/// Which faults make the server drop holds at once, without notice to the holder.
-#[derive(Clone, Copy)]
-struct Revokes {
-    /// A closed connection frees the lock (connection-bound locks).
-    on_cut: bool,
-    /// A killed and restarted server forgets its locks (no persistence).
-    on_restart: bool,
-}
-
 /// Run the workload with no faults, then under each schedule, on clients made by `url_of`
 /// (given the proxy's port).
 async fn schedules(
@@ -114,7 +105,6 @@ async fn schedules(
 
 /// Every registered store that needs no server (the in-process table, a lock directory):
 /// holders crash through the run.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_stores_history() {
     for store in dlock::stores() {
         let Some(make) = store.local else { continue };
@@ -124,64 +114,29 @@ async fn local_stores_history() {
     }
 }
 
-async fn redis_history(mode: &str) {
-    let Some(srv) = or_skip("redis", RedisServer::start()) else { return };
-    let url = move |p: u16| format!("redis://127.0.0.1:{p}/?mode={mode}");
-    let revokes = Revokes { on_cut: false, on_restart: true };
-    schedules(&format!("redis/{mode}"), &srv, srv.port(), revokes, url).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_simple_history() {
-    redis_history("simple").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_fair_history() {
-    redis_history("fair").await;
-}
-
-async fn mysql_history(mode: &str) {
-    let Some(srv) = or_skip("mariadb", MariaDbServer::start()) else { return };
-    let (base, port) = (srv.url(), srv.port());
-    let url = move |p: u16| format!("{}?mode={mode}", through(&base, port, p));
-    let revokes = Revokes { on_cut: mode == "pessimistic", on_restart: false };
-    schedules(&format!("mysql/{mode}"), &srv, srv.port(), revokes, url).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_pessimistic_history() {
-    mysql_history("pessimistic").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_optimistic_history() {
-    mysql_history("optimistic").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zk_history() {
-    let Some(srv) = or_skip("zookeeper", ZkServer::start()) else { return };
-    // The session (the lease) expires during a 900 ms fault.
-    let url = |p: u16| format!("zk://127.0.0.1:{p}/history?session_timeout_ms=600");
-    schedules("zk", &srv, srv.port(), Revokes { on_cut: false, on_restart: false }, url).await;
-}
-
-/// etcd: the lease outlives a cut connection and a restart (the server keeps its keys).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd_history() {
-    let Some(srv) = or_skip("etcd", EtcdServer::start()) else { return };
-    let url = |p: u16| format!("etcd://127.0.0.1:{p}/history?lease_ttl=1s");
-    schedules("etcd", &srv, srv.port(), Revokes { on_cut: false, on_restart: false }, url).await;
-}
-
-/// PostgreSQL: a cut connection ends the session and its advisory locks at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_history() {
-    let Some(srv) = or_skip("postgres", PgServer::start()) else { return };
-    let (base, port) = (srv.url(), srv.port());
-    let url = move |p: u16| through(&base, port, p);
-    schedules("postgres", &srv, port, Revokes { on_cut: true, on_restart: false }, url).await;
+/// The tests: every checked target of every store with a server (`stores::redis/fair`: no
+/// faults, then the server paused, the network blackholed and cut, the server killed and
+/// restarted; the targets and what each fault revokes come from the stores' testing sides,
+/// `StoreSide::checked`), then the schedules of one topology or fault each.
+fn main() -> std::process::ExitCode {
+    let args = libtest_mimic::Arguments::from_args();
+    let mut tests = sides::trials(
+        |c| c.history,
+        |c, s| Box::pin(schedules(&c.label, &*s.server, s.port, c.revokes, |p| through(&s.url, s.port, p))),
+    );
+    tests.extend(sides::tests![
+        local_stores_history,
+        redlock_minority_killed_history,
+        redlock_majority_killed_history,
+        history_child,
+        redis_holder_processes,
+        local_stores_killed_holder_process,
+        mysql_holder_processes,
+        zk_holder_processes,
+        zk_ensemble_leader_killed_history,
+        mysql_kill_connection_history,
+    ]);
+    libtest_mimic::run(&args, tests).exit_code()
 }
 
 /// Redlock masters killed together (SIGKILL), all restarted (empty) when healing.
@@ -216,7 +171,6 @@ async fn redlock_factory(masters: [&RedisServer; 3]) -> UrlFactory {
 }
 
 /// Redlock over three masters, one of them killed and restarted: a majority stays.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_minority_killed_history() {
     let Some(a) = or_skip("redis", RedisServer::start()) else { return };
     let (b, c) = (RedisServer::start().expect("redis"), RedisServer::start().expect("redis"));
@@ -229,7 +183,6 @@ async fn redlock_minority_killed_history() {
 /// fault, then a majority that forgot every grant and counter. Their counters restart from the
 /// clock, above every earlier token, so the register stays consistent (fenced-safe: a holder
 /// told of its loss only at its next renewal may overlap the next one, as Redlock allows).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_majority_killed_history() {
     let Some(a) = or_skip("redis", RedisServer::start()) else { return };
     let (b, c) = (RedisServer::start().expect("redis"), RedisServer::start().expect("redis"));
@@ -243,12 +196,10 @@ async fn redlock_majority_killed_history() {
 
 /// Not a check of its own: the body of the holder process that the process schedules spawn
 /// (this test binary re-run with only this test); see `processes::child`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_child() {
     processes::child().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_holder_processes() {
     let Some(srv) = or_skip("redis", RedisServer::start()) else { return };
     holder_processes("redis/simple", &format!("{}?mode=simple", srv.url()), LEASE + Duration::from_secs(1))
@@ -259,7 +210,6 @@ async fn redis_holder_processes() {
 /// at once (the kernel closes the process's files). A paused holder keeps it, as `flock(1)`'s
 /// would: nothing times out, so the paused half of [`holder_processes`] does not apply. The
 /// in-process table is left out: another process never shares it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_stores_killed_holder_process() {
     for store in dlock::stores().iter().filter(|d| d.name != "memory") {
         let Some(make) = store.local else { continue };
@@ -284,7 +234,6 @@ async fn local_stores_killed_holder_process() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_holder_processes() {
     let Some(srv) = or_skip("mariadb", MariaDbServer::start()) else { return };
     let limit = LEASE + Duration::from_secs(1);
@@ -292,7 +241,6 @@ async fn mysql_holder_processes() {
     holder_processes("mysql/pessimistic", &format!("{}?mode=pessimistic", srv.url()), limit).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_holder_processes() {
     let Some(srv) = or_skip("zookeeper", ZkServer::start()) else { return };
     let session = Duration::from_millis(600);
@@ -303,7 +251,6 @@ async fn zk_holder_processes() {
 // ---------------------------------------------------------------------------------------------
 // Backend-specific faults: a ZooKeeper leader killed in an ensemble, MySQL `KILL CONNECTION`.
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zk_ensemble_leader_killed_history() {
     let Some(e) = or_skip("zookeeper ensemble", ZkEnsemble::start()) else { return };
     e.wait_for_quorum(Duration::from_secs(30)).expect("quorum");
@@ -315,7 +262,6 @@ async fn zk_ensemble_leader_killed_history() {
     report(&run(&f, &w, Some(&KillLeader(&e))).await);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_kill_connection_history() {
     let Some(srv) = or_skip("mariadb", MariaDbServer::start()) else { return };
     for mode in ["pessimistic", "optimistic"] {

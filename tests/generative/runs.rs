@@ -15,6 +15,7 @@ use lock_testkit::history::nemesis::{
 };
 use lock_testkit::proxy::Proxy;
 use lock_testkit::server::FaultControl;
+use lock_testkit::side::Revokes;
 
 use crate::support::url::UrlFactory;
 
@@ -25,14 +26,6 @@ pub const CI_SEEDS: [u64; 7] = [5_000, 5_001, 5_002, 5_003, 5_004, 5_005, 5_006]
 /// The latency fault: a third of the mix's lease each way, so a renewal's round trip eats most
 /// of the lease's safety margin.
 pub const LATENCY: Duration = Duration::from_millis(50);
-
-/// Which faults make the server drop holds at once, without notice to the holder.
-#[derive(Clone, Copy)]
-pub struct Revokes {
-    pub on_cut: bool,
-    pub on_restart: bool,
-    pub on_session_kill: bool,
-}
 
 /// The mix of one run; in a soak, `DLOCK_SOAK_OPERATIONS` is the total per backend and mode,
 /// spread over the five faults.

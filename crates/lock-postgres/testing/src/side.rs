@@ -1,8 +1,9 @@
 //! What the bench takes from lock-postgres: a private PostgreSQL, and the raw floor.
 
 use lock_core::backend::Capability;
+use lock_testkit::history::nemesis::EndSessions;
 use lock_testkit::server::ServerError;
-use lock_testkit::side::{FloorFuture, Started, StoreSide};
+use lock_testkit::side::{Checked, CheckedServer, Faultable, FloorFuture, Revokes, Started, StoreSide};
 
 use crate::{PgServer, floor};
 
@@ -25,5 +26,19 @@ impl StoreSide for Side {
     }
     fn floor<'a>(&'a self, url: &'a str, _: Capability, n: usize) -> FloorFuture<'a> {
         Box::pin(floor::postgres(url, n))
+    }
+    /// A cut connection ends the session and its advisory locks at once.
+    fn checked(&self) -> Vec<Checked> {
+        let revokes = Revokes { on_cut: true, on_restart: false, on_session_kill: true };
+        vec![Checked::new("postgres", revokes, || {
+            let s = PgServer::start()?;
+            Ok(CheckedServer { port: s.port(), url: s.url(), server: Box::new(s) })
+        })]
+    }
+}
+
+impl Faultable for PgServer {
+    fn sessions(&self) -> Option<&dyn EndSessions> {
+        Some(self)
     }
 }

@@ -1,8 +1,9 @@
 //! What the bench takes from lock-redis: a private Redis, and the raw floors of each topology.
 
 use lock_core::backend::Capability;
+use lock_testkit::history::nemesis::EndSessions;
 use lock_testkit::server::ServerError;
-use lock_testkit::side::{FloorFuture, Started, StoreSide};
+use lock_testkit::side::{Checked, CheckedServer, Faultable, FloorFuture, Revokes, Started, StoreSide};
 
 use crate::{RedisServer, floor};
 
@@ -28,5 +29,28 @@ impl StoreSide for Side {
             "redlock" => Box::pin(floor::redlock(url, n)),
             _ => Box::pin(floor::redis(url, n)),
         }
+    }
+    /// Every mode; the classic checker runs one per way of holding (simple, fair).
+    fn checked(&self) -> Vec<Checked> {
+        // Holds are leases, not sessions: killing the connections only drops requests in
+        // flight; a restarted server has forgotten them (no persistence).
+        let revokes = Revokes { on_cut: false, on_restart: true, on_session_kill: false };
+        ["simple", "fair", "reentrant", "redis-py"]
+            .into_iter()
+            .map(|mode| {
+                let c = Checked::new(format!("redis/{mode}"), revokes, move || {
+                    let s = RedisServer::start()?;
+                    let (port, url) = (s.port(), format!("redis://127.0.0.1:{}/?mode={mode}", s.port()));
+                    Ok(CheckedServer { server: Box::new(s), port, url })
+                });
+                if matches!(mode, "simple" | "fair") { c } else { c.generative_only() }
+            })
+            .collect()
+    }
+}
+
+impl Faultable for RedisServer {
+    fn sessions(&self) -> Option<&dyn EndSessions> {
+        Some(self)
     }
 }

@@ -1,10 +1,12 @@
-//! A store's testing side as the workspace's bench sees it: a private server started for a run,
-//! and the store's raw floor (its own client doing the bare round trip and the bare commands of
-//! one acquire + release, without the lock library).
+//! A store's testing side as the workspace's bench and history checkers see it: a private
+//! server started for a run, the targets the checkers fault ([`Checked`]), and the store's raw
+//! floor (its own client doing the bare round trip and the bare commands of one acquire +
+//! release, without the lock library).
 //!
 //! Each store with a server implements [`StoreSide`] in its testing crate
-//! (`crates/lock-<store>/testing`); the bench loops over them, so a new store brings its bench
-//! rows and its floor with it instead of a branch in the bench.
+//! (`crates/lock-<store>/testing`); the bench and the history checkers loop over them, so a new
+//! store brings its bench rows, its floor and its fault schedules with it instead of a branch
+//! in each.
 
 use std::any::Any;
 use std::future::Future;
@@ -14,6 +16,10 @@ use std::time::{Duration, Instant};
 use lock_core::backend::Capability;
 
 use crate::server::ServerError;
+
+mod checked;
+
+pub use checked::{Checked, CheckedServer, Faultable, Revokes};
 
 /// A raw client's failure: whatever its driver says.
 pub type DriverError = Box<dyn std::error::Error + Send + Sync>;
@@ -69,6 +75,11 @@ pub trait StoreSide: Sync {
     /// The raw floor at `url` (one of [`schemes`](Self::schemes)) for a target whose backend
     /// declares `caps`, `n` samples each.
     fn floor<'a>(&'a self, url: &'a str, caps: Capability, n: usize) -> FloorFuture<'a>;
+    /// The history checkers' targets, each on a private server; none by default (a store
+    /// whose checks run in its own crate's tests).
+    fn checked(&self) -> Vec<Checked> {
+        Vec::new()
+    }
 }
 
 impl std::fmt::Debug for dyn StoreSide {
