@@ -190,7 +190,7 @@ impl LockBackend for EtcdLock {
                 .map(|(n, _)| TxnOp::get(n.as_str(), Some(GetOptions::new().with_keys_only())))
                 .collect();
             let mut kv = inner.client.kv_client();
-            let resp = bounded(inner.cfg.request_timeout, kv.txn(Txn::new().and_then(ops)))
+            let resp = bounded(inner.cfg.conn.request_timeout, kv.txn(Txn::new().and_then(ops)))
                 .await
                 .map_err(lock_error)?;
             for (op, (_, fence)) in resp.op_responses().into_iter().zip(chunk) {
@@ -218,7 +218,7 @@ impl LockBackend for EtcdLock {
         let opts =
             GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend).with_keys_only();
         let mut kv = self.inner.client.kv_client();
-        let resp = bounded(self.inner.cfg.request_timeout, kv.get(dir.as_str(), Some(opts)))
+        let resp = bounded(self.inner.cfg.conn.request_timeout, kv.get(dir.as_str(), Some(opts)))
             .await
             .map_err(lock_error)?;
         let Some(head) = resp.kvs().first() else { return Ok(LockInfo::free()) };
@@ -274,7 +274,7 @@ impl Admin for EtcdLock {
         let from = format!("{root}{}", crate::recipe::encode_key(prefix));
         let opts = GetOptions::new().with_prefix().with_keys_only();
         let mut kv = self.inner.client.kv_client();
-        let resp = bounded(self.inner.cfg.request_timeout, kv.get(from.as_str(), Some(opts)))
+        let resp = bounded(self.inner.cfg.conn.request_timeout, kv.get(from.as_str(), Some(opts)))
             .await
             .map_err(lock_error)?;
         let mut keys = std::collections::BTreeSet::new();
@@ -301,7 +301,7 @@ impl Admin for EtcdLock {
             .with_keys_only()
             .with_limit(1);
         let mut kv = self.inner.client.kv_client();
-        let t = self.inner.cfg.request_timeout;
+        let t = self.inner.cfg.conn.request_timeout;
         let resp = bounded(t, kv.get(dir.as_str(), Some(opts))).await.map_err(lock_error)?;
         let Some(head) = resp.kvs().first().filter(|h| !is_reader(&dir, h.key())) else { return Ok(false) };
         if u64::try_from(head.create_revision()).ok() != Some(fence.0) {

@@ -4,11 +4,14 @@ use std::fmt;
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
+use lock_core::backend::cluster::{ClusterSettings, Connection};
 use lock_core::{LockError, Result};
 
 use crate::EtcdLock;
 use crate::error::{bounded, lock_error};
-use crate::options::EtcdUrl;
+use crate::options::{ETCD, parse};
+
+pub use lock_core::backend::cluster::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT};
 
 /// Key prefix used when none is given: lock keys are `<prefix>/<key>/<lease>_<n>`.
 pub const DEFAULT_PREFIX: &str = "/dlock";
@@ -16,25 +19,15 @@ pub const DEFAULT_PREFIX: &str = "/dlock";
 /// locks. etcd counts leases in whole seconds and raises a TTL below its minimum (1.5 election
 /// timeouts, rounded up to a second).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
-/// Timeout of each unary request when none is given.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// Timeout of connecting to one endpoint when none is given.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Builder of an [`EtcdLock`]. `Debug` never prints the password.
 #[derive(Clone, Default)]
 #[must_use = "a builder does nothing until built"]
 pub struct EtcdLockBuilder {
-    endpoints: Vec<String>,
+    settings: ClusterSettings<Tls>,
     client: Option<Client>,
     prefix: Option<String>,
-    lease_ttl: Option<Duration>,
-    connect_timeout: Option<Duration>,
-    request_timeout: Option<Duration>,
-    auth: Option<(String, String)>,
     clock_drift: Option<(f64, Duration)>,
-    tls: Option<Tls>,
-    error: Option<String>,
 }
 
 /// How to connect over TLS.
@@ -49,44 +42,25 @@ pub(crate) struct Tls {
 impl fmt::Debug for EtcdLockBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EtcdLockBuilder")
-            .field("endpoints", &self.endpoints)
+            .field("settings", &self.settings)
             .field("own_client", &self.client.is_some())
             .field("prefix", &self.prefix)
-            .field("lease_ttl", &self.lease_ttl)
-            .field("auth_user", &self.auth.as_ref().map(|(u, _)| u))
-            .field("tls", &self.tls.is_some())
             .finish_non_exhaustive()
     }
 }
 
 /// The validated configuration.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub(crate) struct Config {
-    /// `host:port` of every endpoint (empty with the user's own client).
-    pub endpoints: Vec<String>,
+    /// Endpoints (empty with the user's own client), timeouts, auth and TLS.
+    pub conn: Connection<Tls>,
     /// Key prefix without a trailing slash (may be `""`).
     pub prefix: String,
     /// Requested lease TTL, whole seconds.
     pub lease_ttl: Duration,
-    pub connect_timeout: Duration,
-    pub request_timeout: Duration,
-    pub auth: Option<(String, String)>,
     /// Clock-drift margin: holds are given up `ttl * rate + floor` before the lease can expire
     /// on the server.
     pub clock_drift: (f64, Duration),
-    pub tls: Option<Tls>,
-}
-
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Config")
-            .field("endpoints", &self.endpoints)
-            .field("prefix", &self.prefix)
-            .field("lease_ttl", &self.lease_ttl)
-            .field("auth_user", &self.auth.as_ref().map(|(u, _)| u))
-            .field("tls", &self.tls.is_some())
-            .finish_non_exhaustive()
-    }
 }
 
 fn invalid(reason: impl Into<String>) -> LockError {
@@ -94,11 +68,24 @@ fn invalid(reason: impl Into<String>) -> LockError {
 }
 
 impl EtcdLockBuilder {
-    /// The cluster's client endpoints, `host:port` each (`http://` is added; several endpoints
-    /// are balanced and failed over by the client).
-    pub fn endpoints<S: Into<String>>(mut self, endpoints: impl IntoIterator<Item = S>) -> Self {
-        self.endpoints = endpoints.into_iter().map(Into::into).collect();
-        self
+    lock_core::backend::cluster::cluster_builder! {
+        /// The cluster's client endpoints, `host:port` each (`http://` is added; several endpoints
+        /// are balanced and failed over by the client).
+        hosts: endpoints;
+        /// The lease TTL (default [`DEFAULT_LEASE_TTL`], rounded up to whole seconds; the server
+        /// may raise it to its minimum): how long a crashed or partitioned holder keeps its locks.
+        lease_ttl;
+        /// Timeout of connecting to an endpoint (default [`DEFAULT_CONNECT_TIMEOUT`]).
+        connect_timeout;
+        /// Timeout of each request (default [`DEFAULT_REQUEST_TIMEOUT`]).
+        request_timeout;
+        /// etcd user authentication (the client refreshes its token when it expires).
+        auth;
+        /// Connect over TLS (what `etcds://` asks): the server's certificate must chain to the
+        /// platform's trusted roots (`SSL_CERT_FILE` names another bundle) unless
+        /// [`tls_root_cert`](Self::tls_root_cert) gives the CA. Building fails with
+        /// [`LockError::InvalidConfig`] without this crate's `tls` feature.
+        tls;
     }
 
     /// Use this client instead of connecting (its endpoints, auth and timeouts are the
@@ -114,20 +101,8 @@ impl EtcdLockBuilder {
     /// or repeated options are refused by `build`. User and password are percent-encoded.
     /// Settings given here replace earlier ones, and later builder calls replace these.
     pub fn url(mut self, url: &str) -> Self {
-        match EtcdUrl::parse(url) {
-            Ok(u) => {
-                self.endpoints = u.endpoints;
-                self.prefix = u.prefix.or(self.prefix);
-                self.auth = u.auth.or(self.auth);
-                self.lease_ttl = u.lease_ttl.or(self.lease_ttl);
-                self.connect_timeout = u.connect_timeout.or(self.connect_timeout);
-                self.request_timeout = u.request_timeout.or(self.request_timeout);
-                if u.tls {
-                    self.tls = Some(self.tls.unwrap_or_default());
-                }
-            }
-            Err(LockError::InvalidConfig { reason }) => self.error = Some(reason),
-            Err(e) => self.error = Some(e.to_string()),
+        if let Some(u) = self.settings.take_url(parse(url)) {
+            self.prefix = u.path.or(self.prefix);
         }
         self
     }
@@ -139,43 +114,9 @@ impl EtcdLockBuilder {
         self
     }
 
-    /// The lease TTL (default [`DEFAULT_LEASE_TTL`], rounded up to whole seconds; the server
-    /// may raise it to its minimum): how long a crashed or partitioned holder keeps its locks.
-    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
-        self.lease_ttl = Some(ttl);
-        self
-    }
-
-    /// Timeout of connecting to an endpoint (default [`DEFAULT_CONNECT_TIMEOUT`]).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = Some(timeout);
-        self
-    }
-
-    /// Timeout of each request (default [`DEFAULT_REQUEST_TIMEOUT`]).
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = Some(timeout);
-        self
-    }
-
-    /// etcd user authentication (the client refreshes its token when it expires).
-    pub fn auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
-        self.auth = Some((user.into(), password.into()));
-        self
-    }
-
-    /// Connect over TLS (what `etcds://` asks): the server's certificate must chain to the
-    /// platform's trusted roots (`SSL_CERT_FILE` names another bundle) unless
-    /// [`tls_root_cert`](Self::tls_root_cert) gives the CA. Building fails with
-    /// [`LockError::InvalidConfig`] without this crate's `tls` feature.
-    pub fn tls(mut self) -> Self {
-        self.tls = Some(self.tls.unwrap_or_default());
-        self
-    }
-
     /// Connect over TLS and trust only this CA certificate (PEM) for the server's.
     pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.tls = Some(Tls { root_cert: Some(pem.into()) });
+        self.settings.set_tls(Tls { root_cert: Some(pem.into()) });
         self
     }
 
@@ -189,27 +130,9 @@ impl EtcdLockBuilder {
     }
 
     pub(crate) fn into_config(self) -> Result<(Config, Option<Client>)> {
-        if let Some(e) = self.error {
-            return Err(invalid(e));
-        }
-        if self.tls.is_some() && !cfg!(feature = "tls") {
-            return Err(invalid("etcd over TLS (etcds://) needs lock-etcd's `tls` feature (dlock's `tls`)"));
-        }
-        if self.client.is_none() {
-            if self.endpoints.is_empty() {
-                return Err(invalid("etcd endpoints are missing"));
-            }
-            for e in &self.endpoints {
-                validate_endpoint(e).map_err(invalid)?;
-            }
-        }
+        let ttl = self.settings.lease_ttl().unwrap_or(DEFAULT_LEASE_TTL);
+        let conn = self.settings.check(&ETCD, self.client.is_none())?;
         let prefix = normalize_prefix(self.prefix.as_deref().unwrap_or(DEFAULT_PREFIX)).map_err(invalid)?;
-        if let Some((user, _)) = &self.auth
-            && user.is_empty()
-        {
-            return Err(invalid("etcd user must be non-empty"));
-        }
-        let ttl = self.lease_ttl.unwrap_or(DEFAULT_LEASE_TTL);
         if ttl.is_zero() || ttl > Duration::from_secs(i64::MAX as u64 / 2) {
             return Err(invalid(format!("lease ttl {ttl:?} is out of range")));
         }
@@ -219,14 +142,10 @@ impl EtcdLockBuilder {
             return Err(invalid(format!("clock drift rate {} is outside 0.0..=0.5", clock_drift.0)));
         }
         let config = Config {
-            endpoints: self.endpoints,
+            conn,
             prefix,
             lease_ttl: Duration::from_secs(ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0)),
-            connect_timeout: self.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT),
-            request_timeout: self.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT),
-            auth: self.auth,
             clock_drift,
-            tls: self.tls,
         };
         Ok((config, self.client))
     }
@@ -242,50 +161,34 @@ impl EtcdLockBuilder {
         let (cfg, client) = self.into_config()?;
         let client = match client {
             Some(c) => c,
-            None => connect(&cfg).await?,
+            None => connect(&cfg.conn).await?,
         };
         EtcdLock::start(cfg, client).await
     }
 }
 
-async fn connect(cfg: &Config) -> Result<Client> {
+async fn connect(conn: &Connection<Tls>) -> Result<Client> {
     // No client-side per-request timeout (it would end keep-alive and watch streams, see
     // `error::bounded`) and no HTTP/2 pings (etcd answers pings more often than every 5 s with
     // GOAWAY): requests are bounded one by one, and the keep-alive finds a dead connection.
     let mut opts =
-        ConnectOptions::new().with_connect_timeout(cfg.connect_timeout).with_auto_token_refresh(true);
-    if let Some((user, pw)) = &cfg.auth {
+        ConnectOptions::new().with_connect_timeout(conn.connect_timeout).with_auto_token_refresh(true);
+    if let Some((user, pw)) = &conn.auth {
         opts = opts.with_user(user.clone(), pw.clone());
     }
     #[cfg(feature = "tls")]
-    if let Some(tls) = &cfg.tls {
+    if let Some(tls) = &conn.tls {
         use etcd_client::{Certificate, TlsOptions};
         opts = opts.with_tls(match &tls.root_cert {
             Some(pem) => TlsOptions::new().ca_certificate(Certificate::from_pem(pem)),
             None => TlsOptions::new().with_native_roots(),
         });
     }
-    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
-    let urls: Vec<String> = cfg.endpoints.iter().map(|e| format!("{scheme}://{e}")).collect();
+    let scheme = if conn.tls.is_some() { "https" } else { "http" };
+    let urls: Vec<String> = conn.hosts.iter().map(|e| format!("{scheme}://{e}")).collect();
     // With a user, connecting authenticates: a request that waits for an endpoint to answer.
-    let limit = cfg.connect_timeout + cfg.request_timeout;
+    let limit = conn.connect_timeout + conn.request_timeout;
     bounded(limit, Client::connect(urls, Some(opts))).await.map_err(lock_error)
-}
-
-/// `host:port` with a host and a valid port: a typo is a configuration error, not a server
-/// that never answers.
-fn validate_endpoint(e: &str) -> std::result::Result<(), String> {
-    let (host, port) = e.rsplit_once(':').ok_or_else(|| format!("etcd endpoint {e:?} needs host:port"))?;
-    if host.is_empty()
-        || host == "[]"
-        || (host.contains(':') && !(host.starts_with('[') && host.ends_with(']')))
-    {
-        return Err(format!("etcd endpoint {e:?} has no valid host (write IPv6 addresses as [addr]:port)"));
-    }
-    if !port.parse::<u16>().is_ok_and(|p| p > 0) {
-        return Err(format!("etcd endpoint {e:?} has an invalid port {port:?}"));
-    }
-    Ok(())
 }
 
 fn normalize_prefix(prefix: &str) -> std::result::Result<String, String> {
@@ -305,10 +208,10 @@ mod tests {
             .url("etcd://al%40ice:p%3Aw@h1:2379,h2:2380/locks/app/?lease_ttl=1500ms")
             .into_config()
             .expect("valid url");
-        assert_eq!(c.endpoints, ["h1:2379", "h2:2380"]);
+        assert_eq!(c.conn.hosts, ["h1:2379", "h2:2380"]);
         assert_eq!(c.prefix, "/locks/app");
         assert_eq!(c.lease_ttl, Duration::from_secs(2), "rounded up to whole seconds");
-        assert_eq!(c.auth, Some(("al@ice".to_owned(), "p:w".to_owned())));
+        assert_eq!(c.conn.auth, Some(("al@ice".to_owned(), "p:w".to_owned())));
         for dbg in [format!("{c:?}"), format!("{:?}", EtcdLockBuilder::default().auth("u", "p:w"))] {
             assert!(!dbg.contains("p:w"), "{dbg}");
         }
@@ -336,15 +239,15 @@ mod tests {
             EtcdLockBuilder::default().endpoints(["h:1"]).tls_root_cert(b"pem".to_vec()).into_config();
         if cfg!(feature = "tls") {
             let (c, _) = tls.expect("etcds:// with the tls feature");
-            assert!(c.tls.is_some_and(|t| t.root_cert.is_none()), "the platform's roots");
+            assert!(c.conn.tls.is_some_and(|t| t.root_cert.is_none()), "the platform's roots");
             let (c, _) = with_ca.expect("a CA");
-            assert_eq!(c.tls.and_then(|t| t.root_cert).as_deref(), Some(&b"pem"[..]));
+            assert_eq!(c.conn.tls.and_then(|t| t.root_cert).as_deref(), Some(&b"pem"[..]));
         } else {
             let e = tls.err().expect("refused without the feature").to_string();
             assert!(e.contains("`tls` feature"), "{e}");
             assert!(with_ca.is_err());
         }
         let (c, _) = EtcdLockBuilder::default().url("etcd://h:2379/x").into_config().expect("plain");
-        assert!(c.tls.is_none());
+        assert!(c.conn.tls.is_none());
     }
 }

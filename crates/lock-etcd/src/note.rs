@@ -40,7 +40,7 @@ impl Inner {
             .when([Compare::create_revision(name.as_str(), CompareOp::Equal, fence)])
             .and_then([TxnOp::put(name.as_str(), note, Some(PutOptions::new().with_ignore_lease()))]);
         let mut kv = self.client.kv_client();
-        let resp = bounded(self.cfg.request_timeout, kv.txn(txn)).await.map_err(lock_error)?;
+        let resp = bounded(self.cfg.conn.request_timeout, kv.txn(txn)).await.map_err(lock_error)?;
         if !resp.succeeded() {
             // Deleted behind our back: the hold is over (the keep-alive's check would say so).
             self.holds.lose(&hk, &name, LostReason::NotOwner);
@@ -54,8 +54,9 @@ impl Inner {
         let opts =
             GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend).with_limit(1);
         let mut kv = self.client.kv_client();
-        let resp =
-            bounded(self.cfg.request_timeout, kv.get(dir.as_str(), Some(opts))).await.map_err(lock_error)?;
+        let resp = bounded(self.cfg.conn.request_timeout, kv.get(dir.as_str(), Some(opts)))
+            .await
+            .map_err(lock_error)?;
         Ok(resp.kvs().first().and_then(|head| decode(head.value(), head.version())))
     }
 }

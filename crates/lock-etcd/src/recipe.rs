@@ -76,7 +76,7 @@ impl Inner {
         #[cfg(feature = "testing")]
         self.predecessor_reads.fetch_add(1, Ordering::Relaxed);
         let mut kv = self.client.kv_client();
-        let resp = bounded(self.cfg.request_timeout, kv.txn(txn)).await.map_err(lock_error)?;
+        let resp = bounded(self.cfg.conn.request_timeout, kv.txn(txn)).await.map_err(lock_error)?;
         let rs = ranges(&resp);
         if !rs.first().is_some_and(|r| r.iter().any(|k| k.create_revision() == fence)) {
             return Err(temporary("own lock key vanished while waiting"));
@@ -161,7 +161,7 @@ impl QueueStore for Queue<'_> {
         };
         let dir = inner.dir(req.key);
         let mut kv = inner.client.kv_client();
-        let timeout = inner.cfg.request_timeout;
+        let timeout = inner.cfg.conn.request_timeout;
         let mut regranted = false;
         // A request that may wait marks the watch before its key goes in, if this client already
         // watches the lock's prefix: what the put's transaction reads is then all a wait needs
@@ -274,7 +274,7 @@ impl QueueStore for Queue<'_> {
             return Ok(Watched::Armed(PredecessorWatch { woken, prefix, predecessor, head: false, ahead }));
         }
         let (dir, side, name, fence) = (entry.dir.as_str(), entry.side, entry.name.as_str(), entry.fence);
-        let prefix = inner.hub.watch(&inner.client, dir, inner.cfg.request_timeout).await?;
+        let prefix = inner.hub.watch(&inner.client, dir, inner.cfg.conn.request_timeout).await?;
         // Ended since it was handed out: the next round opens another.
         let Some(mark) = prefix.mark() else { return Ok(Watched::Moved(Place::Behind(None))) };
         match inner.predecessor(dir, side, name, fence).await? {
@@ -337,7 +337,7 @@ impl QueueStore for Queue<'_> {
     /// the put: past that (the server unreachable, or this future dropped) the delete goes on
     /// in the background while the lease lives, and the caller gets its answer in time.
     async fn leave(&self, entry: Entry) -> Result<Attempt> {
-        let _ = tokio::time::timeout(self.0.cfg.request_timeout, entry.cleanup.run_now()).await;
+        let _ = tokio::time::timeout(self.0.cfg.conn.request_timeout, entry.cleanup.run_now()).await;
         Ok(Attempt::Held { retry_after: None })
     }
 
@@ -370,7 +370,7 @@ impl Queue<'_> {
     /// As [`Inner::promote`]; the key's cleanup then deletes it.
     async fn head(&self, entry: &mut Entry) -> Result<Place<Option<Vec<u8>>>> {
         let Some(waiting) = entry.waiting.take() else { return Ok(Place::Head) };
-        let (inner, timeout) = (self.0, self.0.cfg.request_timeout);
+        let (inner, timeout) = (self.0, self.0.cfg.conn.request_timeout);
         let both = entry.session.life().and(waiting.life());
         // While the promotion's answer is unknown the key is on either lease.
         cleanup::answered(&mut entry.cleanup, &inner.client, entry.name.clone(), timeout, both);

@@ -51,7 +51,7 @@ impl Inner {
             _ => return Err(unsupported(NAME, "this record operation")),
         };
         let mut kv = self.client.kv_client();
-        let resp = bounded(self.cfg.request_timeout, kv.txn(txn)).await.map_err(lock_error)?;
+        let resp = bounded(self.cfg.conn.request_timeout, kv.txn(txn)).await.map_err(lock_error)?;
         let mut gets: Vec<_> = resp
             .op_responses()
             .into_iter()

@@ -19,7 +19,7 @@ impl QueueEnd for Queue<'_> {
     /// it is sent, so that a release whose answer is lost still frees the key.
     async fn end(&self, hold: &mut QueueHold) -> Ended {
         let (inner, session) = (self.0, self.0.current());
-        let timeout = inner.cfg.request_timeout;
+        let timeout = inner.cfg.conn.request_timeout;
         let pending = releasing(&inner.client, &hold.name, hold.fence, timeout, session.life());
         match delete_if_ours(&inner.client, &hold.name, hold.fence, timeout).await {
             Ok(true) => {

@@ -113,7 +113,7 @@ impl LockBackend for NatsLock {
 
     /// `nats://<sorted servers>/<bucket>`: no credentials.
     fn identity(&self) -> String {
-        let mut servers = self.inner.cfg.servers.clone();
+        let mut servers = self.inner.cfg.conn.hosts.clone();
         servers.sort();
         format!("nats://{}/{}", servers.join(","), self.inner.cfg.bucket)
     }

@@ -4,20 +4,19 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use lock_core::backend::cluster::{ClusterSettings, Connection};
 use lock_core::{LockError, Result};
 
 use crate::NatsLock;
-use crate::options::NatsUrl;
+use crate::options::{NATS, parse};
+
+pub use lock_core::backend::cluster::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT};
 
 /// The bucket used when none is given.
 pub const DEFAULT_BUCKET: &str = "dlock";
 /// The TTL a bucket is created with when none is given: how long a crashed or partitioned
 /// holder keeps its locks. An existing bucket keeps its own.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
-/// Timeout of each request when none is given.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// Timeout of connecting when none is given.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The shortest TTL a bucket may have: JetStream refuses a max age under 100 ms, and a lease
 /// needs a few round trips.
 pub const MIN_LEASE_TTL: Duration = Duration::from_millis(100);
@@ -26,14 +25,8 @@ pub const MIN_LEASE_TTL: Duration = Duration::from_millis(100);
 #[derive(Clone, Default)]
 #[must_use = "a builder does nothing until built"]
 pub struct NatsLockBuilder {
-    servers: Vec<String>,
+    settings: ClusterSettings<Tls>,
     bucket: Option<String>,
-    lease_ttl: Option<Duration>,
-    connect_timeout: Option<Duration>,
-    request_timeout: Option<Duration>,
-    auth: Option<(String, String)>,
-    tls: Option<Tls>,
-    error: Option<String>,
 }
 
 /// How to connect over TLS.
@@ -46,39 +39,20 @@ pub(crate) struct Tls {
 impl fmt::Debug for NatsLockBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NatsLockBuilder")
-            .field("servers", &self.servers)
+            .field("settings", &self.settings)
             .field("bucket", &self.bucket)
-            .field("lease_ttl", &self.lease_ttl)
-            .field("auth_user", &self.auth.as_ref().map(|(u, _)| u))
-            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }
 
 /// The validated configuration.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub(crate) struct Config {
-    /// `host:port` of every server.
-    pub servers: Vec<String>,
+    /// Servers, timeouts, auth and TLS.
+    pub conn: Connection<Tls>,
     pub bucket: String,
     /// The TTL asked for (`None`: the bucket's, or [`DEFAULT_LEASE_TTL`] for a new bucket).
     pub lease_ttl: Option<Duration>,
-    pub connect_timeout: Duration,
-    pub request_timeout: Duration,
-    pub auth: Option<(String, String)>,
-    pub tls: Option<Tls>,
-}
-
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Config")
-            .field("servers", &self.servers)
-            .field("bucket", &self.bucket)
-            .field("lease_ttl", &self.lease_ttl)
-            .field("auth_user", &self.auth.as_ref().map(|(u, _)| u))
-            .field("tls", &self.tls.is_some())
-            .finish_non_exhaustive()
-    }
 }
 
 fn invalid(reason: impl Into<String>) -> LockError {
@@ -86,10 +60,22 @@ fn invalid(reason: impl Into<String>) -> LockError {
 }
 
 impl NatsLockBuilder {
-    /// The servers, `host:port` each (the client connects to one and fails over to the others).
-    pub fn servers<S: Into<String>>(mut self, servers: impl IntoIterator<Item = S>) -> Self {
-        self.servers = servers.into_iter().map(Into::into).collect();
-        self
+    lock_core::backend::cluster::cluster_builder! {
+        /// The servers, `host:port` each (the client connects to one and fails over to the others).
+        hosts: servers;
+        /// The bucket's TTL: every hold's lease, how long a crashed or partitioned holder keeps
+        /// its locks. A new bucket is created with it (default [`DEFAULT_LEASE_TTL`]); an existing
+        /// bucket with another TTL is refused, since its clients would not agree on their leases.
+        lease_ttl;
+        /// Timeout of connecting (default [`DEFAULT_CONNECT_TIMEOUT`]).
+        connect_timeout;
+        /// Timeout of each request (default [`DEFAULT_REQUEST_TIMEOUT`]).
+        request_timeout;
+        /// User and password authentication.
+        auth;
+        /// Connect over TLS (what `nats+tls://` asks), trusting the platform's roots unless
+        /// [`tls_ca`](Self::tls_ca) names a CA. Building fails without this crate's `tls` feature.
+        tls;
     }
 
     /// Configure from a URL: `nats://[user:password@]host:port[,host:port...][/bucket]`
@@ -97,21 +83,11 @@ impl NatsLockBuilder {
     /// `lease_ttl=10s`, `connect_timeout=2s`, `request_timeout=5s` and `ca=/path/ca.pem`
     /// (durations with their unit). Unknown or repeated options are refused by `build`.
     pub fn url(mut self, url: &str) -> Self {
-        match NatsUrl::parse(url) {
-            Ok(u) => {
-                self.servers = u.servers;
-                self.bucket = u.bucket.or(self.bucket);
-                self.auth = u.auth.or(self.auth);
-                self.lease_ttl = u.lease_ttl.or(self.lease_ttl);
-                self.connect_timeout = u.connect_timeout.or(self.connect_timeout);
-                self.request_timeout = u.request_timeout.or(self.request_timeout);
-                if u.tls || u.ca.is_some() {
-                    let tls = self.tls.take().unwrap_or_default();
-                    self.tls = Some(Tls { ca: u.ca.or(tls.ca) });
-                }
+        if let Some(u) = self.settings.take_url(parse(url)) {
+            self.bucket = u.path.or(self.bucket);
+            if let Some(ca) = u.extra {
+                self.settings.tls_mut().ca = Some(ca);
             }
-            Err(LockError::InvalidConfig { reason }) => self.error = Some(reason),
-            Err(e) => self.error = Some(e.to_string()),
         }
         self
     }
@@ -123,83 +99,25 @@ impl NatsLockBuilder {
         self
     }
 
-    /// The bucket's TTL: every hold's lease, how long a crashed or partitioned holder keeps
-    /// its locks. A new bucket is created with it (default [`DEFAULT_LEASE_TTL`]); an existing
-    /// bucket with another TTL is refused, since its clients would not agree on their leases.
-    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
-        self.lease_ttl = Some(ttl);
-        self
-    }
-
-    /// Timeout of connecting (default [`DEFAULT_CONNECT_TIMEOUT`]).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = Some(timeout);
-        self
-    }
-
-    /// Timeout of each request (default [`DEFAULT_REQUEST_TIMEOUT`]).
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = Some(timeout);
-        self
-    }
-
-    /// User and password authentication.
-    pub fn auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
-        self.auth = Some((user.into(), password.into()));
-        self
-    }
-
-    /// Connect over TLS (what `nats+tls://` asks), trusting the platform's roots unless
-    /// [`tls_ca`](Self::tls_ca) names a CA. Building fails without this crate's `tls` feature.
-    pub fn tls(mut self) -> Self {
-        self.tls = Some(self.tls.unwrap_or_default());
-        self
-    }
-
     /// Connect over TLS and trust this CA certificate (a PEM file) for the server's.
     pub fn tls_ca(mut self, pem_file: impl Into<PathBuf>) -> Self {
-        self.tls = Some(Tls { ca: Some(pem_file.into()) });
+        self.settings.set_tls(Tls { ca: Some(pem_file.into()) });
         self
     }
 
     pub(crate) fn into_config(self) -> Result<Config> {
-        if let Some(e) = self.error {
-            return Err(invalid(e));
-        }
-        if self.tls.is_some() && !cfg!(feature = "tls") {
-            return Err(invalid(
-                "NATS over TLS (nats+tls://) needs lock-nats's `tls` feature (dlock's `tls`)",
-            ));
-        }
-        if self.servers.is_empty() {
-            return Err(invalid("nats servers are missing"));
-        }
-        for s in &self.servers {
-            validate_server(s).map_err(invalid)?;
-        }
+        let lease_ttl = self.settings.lease_ttl();
+        let conn = self.settings.check(&NATS, true)?;
         let bucket = self.bucket.unwrap_or_else(|| DEFAULT_BUCKET.to_owned());
         if bucket.is_empty() || !bucket.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
             return Err(invalid(format!("nats bucket {bucket:?} may hold only letters, digits, - and _")));
         }
-        if let Some((user, _)) = &self.auth
-            && user.is_empty()
-        {
-            return Err(invalid("nats user must be non-empty"));
-        }
-        if let Some(ttl) = self.lease_ttl
+        if let Some(ttl) = lease_ttl
             && !(MIN_LEASE_TTL..=Duration::from_secs(86_400 * 365)).contains(&ttl)
         {
             return Err(invalid(format!("lease ttl {ttl:?} is out of range (at least {MIN_LEASE_TTL:?})")));
         }
-        Ok(Config {
-            servers: self.servers,
-            bucket,
-            lease_ttl: self.lease_ttl,
-            connect_timeout: self.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT),
-            request_timeout: self.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT),
-            auth: self.auth,
-            tls: self.tls,
-        })
+        Ok(Config { conn, bucket, lease_ttl })
     }
 
     /// Connect, open the bucket (creating it with the TTL if it does not exist) and return the
@@ -214,22 +132,6 @@ impl NatsLockBuilder {
     }
 }
 
-/// `host:port` with a host and a valid port: a typo is a configuration error, not a server
-/// that never answers.
-fn validate_server(s: &str) -> std::result::Result<(), String> {
-    let (host, port) = s.rsplit_once(':').ok_or_else(|| format!("nats server {s:?} needs host:port"))?;
-    if host.is_empty()
-        || host == "[]"
-        || (host.contains(':') && !(host.starts_with('[') && host.ends_with(']')))
-    {
-        return Err(format!("nats server {s:?} has no valid host (write IPv6 addresses as [addr]:port)"));
-    }
-    if !port.parse::<u16>().is_ok_and(|p| p > 0) {
-        return Err(format!("nats server {s:?} has an invalid port {port:?}"));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,10 +142,10 @@ mod tests {
             .url("nats://al%40ice:p%3Aw@h1:4222,h2:4223/locks?lease_ttl=1500ms")
             .into_config()
             .expect("valid url");
-        assert_eq!(c.servers, ["h1:4222", "h2:4223"]);
+        assert_eq!(c.conn.hosts, ["h1:4222", "h2:4223"]);
         assert_eq!(c.bucket, "locks");
         assert_eq!(c.lease_ttl, Some(Duration::from_millis(1500)));
-        assert_eq!(c.auth, Some(("al@ice".to_owned(), "p:w".to_owned())));
+        assert_eq!(c.conn.auth, Some(("al@ice".to_owned(), "p:w".to_owned())));
         for dbg in [format!("{c:?}"), format!("{:?}", NatsLockBuilder::default().auth("u", "p:w"))] {
             assert!(!dbg.contains("p:w"), "{dbg}");
         }
@@ -273,12 +175,12 @@ mod tests {
     fn tls_is_asked_by_nats_tls_urls_and_needs_the_feature() {
         let tls = NatsLockBuilder::default().url("nats+tls://h:4222/x").into_config();
         if cfg!(feature = "tls") {
-            assert!(tls.expect("with the feature").tls.is_some_and(|t| t.ca.is_none()));
+            assert!(tls.expect("with the feature").conn.tls.is_some_and(|t| t.ca.is_none()));
         } else {
             let e = tls.expect_err("refused without the feature").to_string();
             assert!(e.contains("`tls` feature"), "{e}");
         }
         let c = NatsLockBuilder::default().url("nats://h:4222/x").into_config().expect("plain");
-        assert!(c.tls.is_none());
+        assert!(c.conn.tls.is_none());
     }
 }

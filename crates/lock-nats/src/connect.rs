@@ -4,18 +4,19 @@ use std::time::Duration;
 
 use async_nats::ConnectOptions;
 use async_nats::jetstream::{self, stream, stream::DiscardPolicy, stream::StorageType};
+use lock_core::backend::cluster::Connection;
 use lock_core::{LockError, Result};
 
-use crate::builder::{Config, DEFAULT_LEASE_TTL};
+use crate::builder::{Config, DEFAULT_LEASE_TTL, Tls};
 use crate::error::{self, bounded};
 use crate::store::Bucket;
 
 /// The client's connection and the bucket.
 pub(crate) async fn open(cfg: &Config) -> Result<Bucket> {
-    let client = connect(cfg).await?;
+    let client = connect(&cfg.conn).await?;
     let mut js = jetstream::new(client);
-    js.set_timeout(cfg.request_timeout);
-    let limit = cfg.request_timeout * 2;
+    js.set_timeout(cfg.conn.request_timeout);
+    let limit = cfg.conn.request_timeout * 2;
     let kv = match bounded(limit, async { Ok(js.get_key_value(&cfg.bucket).await) }).await? {
         Ok(kv) => kv,
         // Not there (or not readable): create it; a bucket created meanwhile by another
@@ -58,7 +59,7 @@ pub(crate) async fn open(cfg: &Config) -> Result<Bucket> {
             ),
         });
     }
-    Ok(Bucket { js, kv, name: cfg.bucket.clone(), ttl, timeout: cfg.request_timeout })
+    Ok(Bucket { js, kv, name: cfg.bucket.clone(), ttl, timeout: cfg.conn.request_timeout })
 }
 
 /// The stream of a key-value bucket as `nats kv add --history 1 --ttl <ttl>` makes it.
@@ -85,10 +86,10 @@ fn stream_config(bucket: &str, ttl: Duration) -> stream::Config {
     }
 }
 
-async fn connect(cfg: &Config) -> Result<async_nats::Client> {
+async fn connect(conn: &Connection<Tls>) -> Result<async_nats::Client> {
     let mut opts = ConnectOptions::new()
-        .connection_timeout(cfg.connect_timeout)
-        .request_timeout(Some(cfg.request_timeout))
+        .connection_timeout(conn.connect_timeout)
+        .request_timeout(Some(conn.request_timeout))
         // Reconnect soon after a server comes back: the default backoff grows to seconds,
         // longer than a short lease.
         .reconnect_delay_callback(|attempts| {
@@ -97,19 +98,19 @@ async fn connect(cfg: &Config) -> Result<async_nats::Client> {
         // A dead connection (a server gone without a FIN) is found within a few seconds.
         .ping_interval(Duration::from_secs(2))
         .name("dlock");
-    if let Some((user, pw)) = &cfg.auth {
+    if let Some((user, pw)) = &conn.auth {
         opts = opts.user_and_password(user.clone(), pw.clone());
     }
-    let scheme = if cfg.tls.is_some() { "tls" } else { "nats" };
+    let scheme = if conn.tls.is_some() { "tls" } else { "nats" };
     #[cfg(feature = "tls")]
-    if let Some(tls) = &cfg.tls {
+    if let Some(tls) = &conn.tls {
         lock_core::backend::ensure_tls_provider();
         opts = opts.require_tls(true);
         if let Some(ca) = &tls.ca {
             opts = opts.add_root_certificates(ca.clone());
         }
     }
-    let addrs: Vec<String> = cfg.servers.iter().map(|s| format!("{scheme}://{s}")).collect();
-    let limit = cfg.connect_timeout + cfg.request_timeout;
+    let addrs: Vec<String> = conn.hosts.iter().map(|s| format!("{scheme}://{s}")).collect();
+    let limit = conn.connect_timeout + conn.request_timeout;
     bounded(limit, async { opts.connect(addrs).await.map_err(error::connect) }).await
 }

@@ -8,9 +8,10 @@
 //! toolkit below is what every backend otherwise writes again: [`Cleanup`] for cancelled
 //! attempts, the poison-tolerant [`Mutex`], [`UrlOptions`], [`redact`], [`NotifyHub`],
 //! [`Backoff`] and [`millis`], for session-bound stores the keeper and hold table of
-//! [`session`], and for stores that queue waiters by a sequence or revision the recipe of
-//! [`queue`]; and the [`registry::Descriptor`] through which the facade, the command, the bench
-//! and the docs know a store. `docs/ARCHITECTURE.md` has the recipe for a new backend.
+//! [`session`], for stores reached through one client of a cluster the endpoints, URL and
+//! settings of [`cluster`], and for stores that queue waiters by a sequence or revision the
+//! recipe of [`queue`]; and the [`registry::Descriptor`] through which the facade, the command,
+//! the bench and the docs know a store. `docs/ARCHITECTURE.md` has the recipe for a new backend.
 
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ mod attempt;
 mod backoff;
 mod capability;
 mod cleanup;
+pub mod cluster;
 mod contended;
 mod info;
 mod lock_backend;

@@ -133,7 +133,7 @@ impl Drop for Inner {
         let waiting = self.waiting.take().filter(|w| !w.is_ended()).map(|w| w.id);
         for id in session.into_iter().chain(waiting) {
             let mut lease = self.client.lease_client();
-            let timeout = self.cfg.request_timeout;
+            let timeout = self.cfg.conn.request_timeout;
             // Counted as a clean-up: a program that settles them before it exits
             // (`settle_cleanups`) does not cut the revoke off, and its keys go now.
             lock_core::backend::spawn_cleanup(&self.runtime, async move {
@@ -148,7 +148,7 @@ async fn grant(client: &Client, cfg: &Config) -> Result<(i64, Duration, Instant,
     let sent = Instant::now();
     let secs = i64::try_from(cfg.lease_ttl.as_secs()).unwrap_or(i64::MAX).max(1);
     let mut leases = client.lease_client();
-    let resp = bounded(cfg.request_timeout, leases.grant(secs, None)).await.map_err(lock_error)?;
+    let resp = bounded(cfg.conn.request_timeout, leases.grant(secs, None)).await.map_err(lock_error)?;
     let granted = Duration::from_secs(u64::try_from(resp.ttl()).unwrap_or(1).max(1));
     let cluster = resp.header().map_or(0, |h| h.cluster_id());
     Ok((resp.id(), granted, sent, cluster))
@@ -228,7 +228,7 @@ impl Inner {
                 self.client.clone(),
                 session.lease,
                 session.ttl,
-                self.cfg.request_timeout,
+                self.cfg.conn.request_timeout,
             );
         }
         self.holds.take(generation, LostReason::DeadlinePassed);
@@ -244,7 +244,7 @@ impl Inner {
                 self.client.clone(),
                 h.name,
                 h.fence,
-                self.cfg.request_timeout,
+                self.cfg.conn.request_timeout,
                 session.life(),
             );
         }
@@ -264,7 +264,8 @@ impl Inner {
                 .iter()
                 .map(|(_, n, _)| TxnOp::get(n.as_str(), Some(GetOptions::new().with_keys_only())))
                 .collect();
-            let Ok(resp) = bounded(self.cfg.request_timeout, kv.txn(Txn::new().and_then(ops))).await else {
+            let Ok(resp) = bounded(self.cfg.conn.request_timeout, kv.txn(Txn::new().and_then(ops))).await
+            else {
                 return; // the keep-alive notices connection trouble on its own
             };
             for (op, (hk, name, fence)) in resp.op_responses().into_iter().zip(chunk) {

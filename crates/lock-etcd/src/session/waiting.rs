@@ -105,7 +105,7 @@ pub(crate) async fn grant(client: &Client, cfg: &Config) -> Result<(i64, Duratio
     let ttl = WAITING_TTL.min(cfg.lease_ttl);
     let secs = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX).max(1);
     let mut leases = client.lease_client();
-    let resp = bounded(cfg.request_timeout, leases.grant(secs, None)).await.map_err(lock_error)?;
+    let resp = bounded(cfg.conn.request_timeout, leases.grant(secs, None)).await.map_err(lock_error)?;
     Ok((resp.id(), Duration::from_secs(u64::try_from(resp.ttl()).unwrap_or(1).max(1)), sent))
 }
 
@@ -168,7 +168,7 @@ impl Inner {
         let put = TxnOp::put(name, PROMOTED, Some(PutOptions::new().with_lease(session.lease)));
         let txn = Txn::new().when([Compare::create_revision(name, CompareOp::Equal, fence)]).and_then([put]);
         let mut kv = self.client.kv_client();
-        match bounded(self.cfg.request_timeout, kv.txn(txn)).await {
+        match bounded(self.cfg.conn.request_timeout, kv.txn(txn)).await {
             Ok(resp) if resp.succeeded() => Ok(()),
             Ok(_) => Err(temporary("own lock key vanished while waiting")),
             // The put names only the session lease.
