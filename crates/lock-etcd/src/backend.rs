@@ -19,7 +19,7 @@ use crate::error::{NAME, bounded, lock_error};
 use crate::keys::is_reader;
 use crate::recipe::Queue;
 use crate::session::Inner;
-use lock_core::backend::{Admin, Notes, Records};
+use lock_core::backend::Admin;
 
 /// etcd locks: one key per acquisition under `<prefix>/<encoded key>/`, put under this
 /// client's lease; the lowest create revision holds, each waiter watches only the key created
@@ -243,27 +243,7 @@ impl LockBackend for EtcdLock {
     lock_core::backend::hand_out!(notes, records, admin);
 }
 
-#[async_trait]
-impl Notes for EtcdLock {
-    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
-        self.inner.set_note(key, owner, note).await
-    }
-
-    async fn note(&self, key: &str) -> Result<Option<String>> {
-        self.inner.note(key).await
-    }
-}
-
-#[async_trait]
-impl Records for EtcdLock {
-    async fn record(
-        &self,
-        key: &str,
-        op: lock_core::backend::RecordOp<'_>,
-    ) -> Result<lock_core::backend::Record> {
-        self.inner.record(key, op).await
-    }
-}
+lock_core::backend::forward_to!(EtcdLock, inner: notes, records);
 
 #[async_trait]
 impl Admin for EtcdLock {

@@ -20,7 +20,7 @@ use crate::error::{NAME, SessionEnded, lock_error, session_ended};
 use crate::keys::{gate_dir, is_semaphore};
 use crate::queue::Queue;
 use crate::session::{Inner, open_client};
-use lock_core::backend::{Admin, Notes, Records};
+use lock_core::backend::Admin;
 
 /// ZooKeeper locks: one `EPHEMERAL_SEQUENTIAL` node per acquisition under
 /// `<root>/<encoded key>/`, lowest sequence holds, each waiter watches only its predecessor.
@@ -295,27 +295,7 @@ impl LockBackend for ZkLock {
     lock_core::backend::hand_out!(notes, records, admin);
 }
 
-#[async_trait]
-impl Notes for ZkLock {
-    async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
-        self.inner.set_note(key, owner, note).await
-    }
-
-    async fn note(&self, key: &str) -> Result<Option<String>> {
-        self.inner.note(key).await
-    }
-}
-
-#[async_trait]
-impl Records for ZkLock {
-    async fn record(
-        &self,
-        key: &str,
-        op: lock_core::backend::RecordOp<'_>,
-    ) -> Result<lock_core::backend::Record> {
-        self.inner.record(key, op).await
-    }
-}
+lock_core::backend::forward_to!(ZkLock, inner: notes, records);
 
 #[async_trait]
 impl Admin for ZkLock {

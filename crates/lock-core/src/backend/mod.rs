@@ -42,6 +42,8 @@ mod sync;
 mod tls;
 
 #[doc(inline)]
+pub use crate::forward_to;
+#[doc(inline)]
 pub use crate::hand_out;
 pub use attempt::{AcquireRequest, Attempt, Grant, RenewItem, Side};
 pub use backoff::{Backoff, jitter, retry_cleanup};

@@ -271,3 +271,39 @@ macro_rules! hand_out {
         }
     };
 }
+
+/// The capabilities a store's state implements in full, forwarded to it:
+/// `forward_to!(MyStore, inner: notes, records);` beside `impl LockBackend for MyStore`, for a
+/// store whose field `inner` has `set_note` and `note` (for [`Notes`]) and `record` (for
+/// [`Records`]) with the traits' signatures (as inherent methods, on `self` or on an
+/// `Arc<Self>`). Pair it with [`hand_out!`](crate::hand_out) for the accessors.
+#[macro_export]
+macro_rules! forward_to {
+    ($store:ty, $field:ident: $($capability:ident),+ $(,)?) => {
+        $( $crate::forward_to!(@one $store, $field, $capability); )+
+    };
+    (@one $store:ty, $field:ident, notes) => {
+        #[$crate::async_trait]
+        impl $crate::backend::Notes for $store {
+            async fn set_note(&self, key: &str, owner: $crate::OwnerToken, note: &str) -> $crate::Result<bool> {
+                self.$field.set_note(key, owner, note).await
+            }
+
+            async fn note(&self, key: &str) -> $crate::Result<::std::option::Option<::std::string::String>> {
+                self.$field.note(key).await
+            }
+        }
+    };
+    (@one $store:ty, $field:ident, records) => {
+        #[$crate::async_trait]
+        impl $crate::backend::Records for $store {
+            async fn record(
+                &self,
+                key: &str,
+                op: $crate::backend::RecordOp<'_>,
+            ) -> $crate::Result<$crate::backend::Record> {
+                self.$field.record(key, op).await
+            }
+        }
+    };
+}
