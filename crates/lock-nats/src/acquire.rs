@@ -53,38 +53,27 @@ impl Inner {
         let id = format!("{:016x}", value.nonce);
         let mut expected = self.markers.take(&key);
         for _ in 0..CREATE_TRIES {
-            match self.bucket.write(&key, value.encode(), expected, &id).await {
-                Ok(revision) => {
-                    self.holds.insert(
-                        req.key,
-                        req.owner,
-                        Hold::new(revision, value, req.signal, started, req.lease),
-                    );
-                    cleanup.disarm();
-                    return Ok(granted(revision, req.lease));
-                }
-                Err(Refused::Conflict) => {}
+            let revision = match self.bucket.write(&key, value.encode(), expected, &id).await {
+                Ok(revision) => revision,
                 Err(Refused::Failed(e)) => return Err(e),
-            }
-            match self.bucket.current(&key).await? {
-                Current::Held { revision, value: Some(v), .. } if v.nonce == value.nonce => {
+                Err(Refused::Conflict) => match self.bucket.current(&key).await? {
                     // A copy of this attempt's create landed (answered by the server as a
                     // duplicate elsewhere): the hold is ours.
-                    self.holds.insert(
-                        req.key,
-                        req.owner,
-                        Hold::new(revision, value, req.signal, started, req.lease),
-                    );
-                    cleanup.disarm();
-                    return Ok(granted(revision, req.lease));
-                }
-                Current::Held { written, .. } => {
-                    // Every create of this attempt was refused: nothing to undo.
-                    cleanup.disarm();
-                    return Ok(Attempt::Held { retry_after: Some(self.bucket.remaining(written)) });
-                }
-                free => expected = free.free_at().unwrap_or(0),
-            }
+                    Current::Held { revision, value: Some(v), .. } if v.nonce == value.nonce => revision,
+                    Current::Held { written, .. } => {
+                        // Every create of this attempt was refused: nothing to undo.
+                        cleanup.disarm();
+                        return Ok(Attempt::Held { retry_after: Some(self.bucket.remaining(written)) });
+                    }
+                    free => {
+                        expected = free.free_at().unwrap_or(0);
+                        continue;
+                    }
+                },
+            };
+            self.holds.insert(req.key, req.owner, Hold::new(revision, value, req.signal, started, req.lease));
+            cleanup.disarm();
+            return Ok(granted(revision, req.lease));
         }
         cleanup.disarm();
         Ok(Attempt::Held { retry_after: Some(Duration::from_millis(5)) })
