@@ -1,17 +1,6 @@
 //! The raw etcd floor: the bare v3 lock steps.
 
-use std::time::Duration;
-
 use lock_testkit::side::{DriverError, RawFloor, time};
-
-fn floor(
-    rtt_label: &'static str,
-    pair_label: &'static str,
-    rtt: Vec<Duration>,
-    pair: Vec<Duration>,
-) -> RawFloor {
-    RawFloor { rtt_label, pair_label, rtt, pair }
-}
 
 /// The bare etcd v3 lock steps: one transaction that puts a key if absent and reads the
 /// queue's head, and one delete (no lease, no keep-alive, no watch).
@@ -43,5 +32,5 @@ pub(crate) async fn etcd(url: &str, n: usize) -> Result<RawFloor, DriverError> {
         }
     })
     .await?;
-    Ok(floor("get", "txn put-if-absent + head read, delete", rtt, pair))
+    Ok(RawFloor::new("get", "txn put-if-absent + head read, delete", rtt, pair))
 }

@@ -1,18 +1,7 @@
 //! The raw MySQL/MariaDB floor: the bare lock statements on one connection.
 
-use std::time::Duration;
-
 use lock_core::backend::Capability;
 use lock_testkit::side::{DriverError, RawFloor, strip_query, time};
-
-fn floor(
-    rtt_label: &'static str,
-    pair_label: &'static str,
-    rtt: Vec<Duration>,
-    pair: Vec<Duration>,
-) -> RawFloor {
-    RawFloor { rtt_label, pair_label, rtt, pair }
-}
 
 pub(crate) async fn mysql(url: &str, caps: Capability, n: usize) -> Result<RawFloor, DriverError> {
     use lock_mysql::sqlx::{self, Connection};
@@ -42,7 +31,7 @@ pub(crate) async fn mysql(url: &str, caps: Capability, n: usize) -> Result<RawFl
             Ok::<_, sqlx::Error>(())
         })
         .await?;
-        return Ok(floor("SELECT 1", "2 x autocommit UPDATE ... WHERE (CAS)", rtt, pair));
+        return Ok(RawFloor::new("SELECT 1", "2 x autocommit UPDATE ... WHERE (CAS)", rtt, pair));
     }
     // Waiting in the server's lock queue: a locking read inside a transaction.
     let pair = time(n, |_| async {
@@ -52,5 +41,5 @@ pub(crate) async fn mysql(url: &str, caps: Capability, n: usize) -> Result<RawFl
         tx.commit().await
     })
     .await?;
-    Ok(floor("SELECT 1", "BEGIN; SELECT ... FOR UPDATE; COMMIT", rtt, pair))
+    Ok(RawFloor::new("SELECT 1", "BEGIN; SELECT ... FOR UPDATE; COMMIT", rtt, pair))
 }

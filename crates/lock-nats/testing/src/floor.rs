@@ -47,10 +47,5 @@ pub(crate) async fn nats(url: &str, n: usize) -> Result<RawFloor, DriverError> {
         }
     })
     .await?;
-    Ok(RawFloor {
-        rtt_label: "direct get",
-        pair_label: "write expecting no key + delete expecting its revision",
-        rtt,
-        pair,
-    })
+    Ok(RawFloor::new("direct get", "write expecting no key + delete expecting its revision", rtt, pair))
 }

@@ -1,17 +1,6 @@
 //! The raw PostgreSQL floor: the bare advisory lock on one connection.
 
-use std::time::Duration;
-
 use lock_testkit::side::{DriverError, RawFloor, strip_query, time};
-
-fn floor(
-    rtt_label: &'static str,
-    pair_label: &'static str,
-    rtt: Vec<Duration>,
-    pair: Vec<Duration>,
-) -> RawFloor {
-    RawFloor { rtt_label, pair_label, rtt, pair }
-}
 
 /// The bare advisory lock: `pg_try_advisory_lock` + `pg_advisory_unlock`, one round trip each,
 /// on one connection (no fence counter, no pool, no keeper).
@@ -37,5 +26,5 @@ pub(crate) async fn postgres(url: &str, n: usize) -> Result<RawFloor, DriverErro
         }
     })
     .await?;
-    Ok(floor("SELECT 1", "pg_try_advisory_lock + pg_advisory_unlock", rtt, pair))
+    Ok(RawFloor::new("SELECT 1", "pg_try_advisory_lock + pg_advisory_unlock", rtt, pair))
 }

@@ -6,21 +6,12 @@ use lock_testkit::side::{DriverError, RawFloor, strip_query, time};
 
 type Result<T, E = DriverError> = std::result::Result<T, E>;
 
-fn floor(
-    rtt_label: &'static str,
-    pair_label: &'static str,
-    rtt: Vec<Duration>,
-    pair: Vec<Duration>,
-) -> RawFloor {
-    RawFloor { rtt_label, pair_label, rtt, pair }
-}
-
 pub(crate) async fn redis(url: &str, n: usize) -> Result<RawFloor, DriverError> {
     use lock_redis::redis;
     let client = redis::Client::open(redis_info(strip_query(url))?)?;
     let con = client.get_multiplexed_async_connection().await?;
     let (rtt, pair) = redis_pair(&con, n).await?;
-    Ok(floor("PING", "SET NX PX + EVALSHA unlock", rtt, pair))
+    Ok(RawFloor::new("PING", "SET NX PX + EVALSHA unlock", rtt, pair))
 }
 
 /// A single-node URL with the same socket settings as the backend's (Nagle off).
@@ -91,7 +82,7 @@ pub(crate) async fn redis_cluster(url: &str, n: usize) -> Result<RawFloor, Drive
     let client = redis::cluster::ClusterClientBuilder::new(nodes).build()?;
     let con = client.get_async_connection().await?;
     let (rtt, pair) = redis_pair(&con, n).await?;
-    Ok(floor("PING (any node)", "SET NX PX + EVALSHA unlock (key's master)", rtt, pair))
+    Ok(RawFloor::new("PING (any node)", "SET NX PX + EVALSHA unlock (key's master)", rtt, pair))
 }
 
 /// Through Sentinel: the primary the sentinels name now (asked once, as the backend does at
@@ -190,7 +181,7 @@ pub(crate) async fn redlock(url: &str, n: usize) -> Result<RawFloor, DriverError
         everywhere(Phase::Unlock(k)).await
     })
     .await?;
-    Ok(floor(
+    Ok(RawFloor::new(
         "PING to every master at once",
         "SET NX PX, then EVALSHA unlock, on every master at once",
         rtt,

@@ -52,6 +52,18 @@ pub struct Started {
     pub keep: Box<dyn Any + Send>,
 }
 
+impl RawFloor {
+    /// The samples `rtt` of `rtt_label` and `pair` of `pair_label`.
+    pub fn new(
+        rtt_label: &'static str,
+        pair_label: &'static str,
+        rtt: Vec<Duration>,
+        pair: Vec<Duration>,
+    ) -> Self {
+        RawFloor { rtt_label, pair_label, rtt, pair }
+    }
+}
+
 impl std::fmt::Debug for Started {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Started")

@@ -1,17 +1,6 @@
 //! The raw ZooKeeper floor: the bare recipe steps.
 
-use std::time::Duration;
-
 use lock_testkit::side::{DriverError, RawFloor, time};
-
-fn floor(
-    rtt_label: &'static str,
-    pair_label: &'static str,
-    rtt: Vec<Duration>,
-    pair: Vec<Duration>,
-) -> RawFloor {
-    RawFloor { rtt_label, pair_label, rtt, pair }
-}
 
 pub(crate) async fn zk(url: &str, n: usize) -> Result<RawFloor, DriverError> {
     use lock_zk::zookeeper_client as zkc;
@@ -42,5 +31,5 @@ pub(crate) async fn zk(url: &str, n: usize) -> Result<RawFloor, DriverError> {
         }
     })
     .await?;
-    Ok(floor("exists", "create ephemeral-sequential + delete", rtt, pair))
+    Ok(RawFloor::new("exists", "create ephemeral-sequential + delete", rtt, pair))
 }
