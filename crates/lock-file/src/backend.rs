@@ -1,7 +1,6 @@
 //! [`FileLock`]: the `LockBackend` over a directory of lock files.
 
 use std::fmt;
-use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,11 +16,12 @@ use tokio::time::Instant;
 
 use crate::NAME;
 use crate::driver::{Files, Held};
-use crate::files::{Grabbed, KeyFiles, Probed, grab, probe};
+use crate::files::{KeyFiles, Probed, probe};
 use crate::keys::stem;
 use crate::notify::{Place, Wakeups};
-use crate::queue::{Ahead, Ticket};
+use crate::queue::Ticket;
 use crate::records::{OwnedOp, apply};
+use crate::turn::{AbandonOnDrop, Abandoned, Turn, turn};
 use lock_core::backend::{Admin, Notes, Notify, Records};
 
 /// How often a hold checks that its lock file is still the one at its path: how soon a holder
@@ -176,7 +176,12 @@ struct Waiting {
 impl FileLock {
     /// Wait in `files`' line until this waiter is first and the lock is free (the lock file
     /// taken), or until `until` (then `None`). Dropped at any await, the ticket goes with it.
-    async fn wait_in_line(&self, files: &KeyFiles, until: Instant) -> Result<Option<Granted<Held>>> {
+    async fn wait_in_line(
+        &self,
+        files: &KeyFiles,
+        until: Instant,
+        abandoned: &Abandoned,
+    ) -> Result<Option<Granted<Held>>> {
         let ticket = blocking(files, |f| f.line.enqueue()).await?;
         let waiting = Waiting { place: self.wakeups.join(&files.line.stem, ticket.number()), ticket };
         let mine = Some(waiting.ticket.number());
@@ -191,7 +196,8 @@ impl FileLock {
             let watched = self.wakeups.watching();
             let sent = Instant::now();
             waiting.place.looking();
-            let before = match blocking(files, move |f| turn(f, mine, kept)).await? {
+            let flag = abandoned.clone();
+            let before = match blocking(files, move |f| turn(f, mine, kept, &flag)).await? {
                 Turn::Taken(held, fence) => {
                     return Ok(Some(Granted { held, session: 0, fence, sent, answered: None }));
                 }
@@ -203,6 +209,8 @@ impl FileLock {
                     kept = file;
                     Some(n)
                 }
+                // Not seen: only a dropped attempt abandons its grabs.
+                Turn::Abandoned => return Ok(None),
             };
             let now = Instant::now();
             if now >= until {
@@ -215,28 +223,6 @@ impl FileLock {
             }
         }
     }
-}
-
-/// What an attempt in line found.
-enum Turn {
-    /// The lock, with its fence.
-    Taken(Held, u64),
-    /// First in line, the lock held; the lock file kept open for the next attempt.
-    First(Option<File>),
-    /// Behind the live waiter with this ticket; the lock file kept, if any.
-    Behind(u64, Option<File>),
-}
-
-/// Take the lock if no live waiter stands in line before `mine` (before anyone, for an attempt
-/// that does not wait in line) and it is free, on `kept` (see `grab`).
-fn turn(files: &KeyFiles, mine: Option<u64>, kept: Option<File>) -> io::Result<Turn> {
-    if let Ahead::Behind(n) = files.line.ahead(mine)? {
-        return Ok(Turn::Behind(n, kept));
-    }
-    Ok(match grab(files, kept)? {
-        Grabbed::Taken(held, fence) => Turn::Taken(held, fence),
-        Grabbed::Held(file) => Turn::First(file),
-    })
 }
 
 /// Runs a blocking file operation off the runtime's workers.
@@ -273,13 +259,16 @@ impl LockBackend for FileLock {
         let attempt = || async {
             let files = self.files(req.key);
             let sent = Instant::now();
-            // A cancelled attempt leaves nothing behind: the blocking grab finishes on its own
-            // and its result, the locked file, is dropped (closed, so unlocked) with the handle.
-            if let Turn::Taken(held, fence) = blocking(&files, |f| turn(f, None, None)).await? {
+            // A cancelled attempt leaves nothing behind: a blocking grab that has not started
+            // takes nothing (`Abandoned`), and one that has finishes on its own and its
+            // result, the locked file, is dropped (closed, so unlocked) with the handle.
+            let abandon = AbandonOnDrop(Abandoned::default());
+            let flag = abandon.0.clone();
+            if let Turn::Taken(held, fence) = blocking(&files, move |f| turn(f, None, None, &flag)).await? {
                 return Ok(Some(Granted { held, session: 0, fence, sent, answered: None }));
             }
             match req.wait_until.filter(|&until| until > Instant::now()) {
-                Some(until) => self.wait_in_line(&files, until).await,
+                Some(until) => self.wait_in_line(&files, until, &abandon.0).await,
                 None => Ok(None),
             }
         };

@@ -13,6 +13,7 @@ mod keys;
 mod notify;
 mod queue;
 mod records;
+mod turn;
 
 pub use backend::{DEFAULT_CHECK_EVERY, FileLock};
 
