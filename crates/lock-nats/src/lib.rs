@@ -16,6 +16,9 @@ mod keys;
 mod markers;
 mod notify;
 mod options;
+/// The URL parser of [`NatsLock::from_url`], for the test kit's raw client (feature `testing`).
+#[cfg(feature = "testing")]
+pub use options::parse as parse_url;
 mod store;
 
 /// The NATS client this backend is built on, so error sources can be downcast and tests can

@@ -26,7 +26,7 @@ pub(crate) const NATS: Cluster = Cluster {
 /// # Errors
 /// [`LockError::InvalidConfig`](lock_core::LockError::InvalidConfig), never quoting the
 /// password.
-pub(crate) fn parse(url: &str) -> Result<ClusterUrl<Option<PathBuf>>> {
+pub fn parse(url: &str) -> Result<ClusterUrl<Option<PathBuf>>> {
     let mut u = NATS.parse_url(url, |o| Ok(o.take::<String>("ca")?.map(PathBuf::from)))?;
     u.path = u.path.map(|p| p.trim_matches('/').to_owned()).filter(|p| !p.is_empty());
     Ok(u)

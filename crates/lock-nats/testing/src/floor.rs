@@ -1,27 +1,24 @@
 //! The raw NATS floor: the bare key-value steps of a lock with the JetStream client alone.
 
-use lock_core::backend::redact::split_userinfo;
 use lock_nats::async_nats::{self, HeaderMap, header};
-use lock_testkit::side::{DriverError, RawFloor, strip_query, time};
+use lock_testkit::side::{DriverError, RawFloor, time};
 
 /// On the URL's bucket (the lock library's own client has made it by then): a direct read of
 /// one key as the round trip, and for the pair a write that expects the key absent (what an
 /// uncontended grant is) and a delete marker that expects the write's revision (a release).
 /// No message ids (the library's dedup of a resent write), no keeper, no watch.
 pub(crate) async fn nats(url: &str, n: usize) -> Result<RawFloor, DriverError> {
-    let rest = strip_query(url.split_once("://").map_or(url, |(_, r)| r));
-    let (userinfo, rest) = split_userinfo(rest);
-    let (hosts, bucket) =
-        rest.split_once('/').ok_or("a nats URL names its bucket: nats://host:port/bucket")?;
-    let bucket = bucket.trim_end_matches('/');
+    // The library's own parser: the same hosts, bucket and (percent-decoded) credentials.
+    let u = lock_nats::parse_url(url)?;
+    let bucket = u.path.unwrap_or_else(|| lock_nats::DEFAULT_BUCKET.to_owned());
     let mut opts = async_nats::ConnectOptions::new();
-    if let Some((user, pw)) = userinfo.and_then(|u| u.split_once(':')) {
-        opts = opts.user_and_password(user.to_owned(), pw.to_owned());
+    if let Some((user, pw)) = u.auth {
+        opts = opts.user_and_password(user, pw);
     }
-    let addrs: Vec<String> = hosts.split(',').map(|h| format!("nats://{h}")).collect();
+    let addrs: Vec<String> = u.hosts.iter().map(|h| format!("nats://{h}")).collect();
     let client = opts.connect(addrs).await?;
     let js = async_nats::jetstream::new(client);
-    let kv = js.get_key_value(bucket).await?;
+    let kv = js.get_key_value(bucket.as_str()).await?;
     let rtt = time(n, |_| {
         let kv = &kv;
         async move { kv.entry("dlock-floor").await.map(drop) }
