@@ -40,7 +40,7 @@ command -v javac >/dev/null || need+=(default-jdk-headless)
 command -v python3 >/dev/null || need+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "install-servers: redis, mariadb, zookeeper, postgresql, pgbouncer, etcd, curator and the build headers already installed"
+  echo "install-servers: redis, mariadb, zookeeper, postgresql, pgbouncer, etcd, the stores' test packages, curator and the build headers already installed"
   exit 0
 fi
 echo "install-servers: installing ${need[*]}"
