@@ -151,9 +151,12 @@ impl LockGuard {
         self.held().signal.subscribe()
     }
 
-    /// The local lease deadline on the monotonic clock (`None` for session-bound leases).
+    /// The local lease deadline on the monotonic clock, past which the guard reads lost: the
+    /// lease's, or the server's own where it keeps the hold for less (see
+    /// [`LeaseSignal::server_keeps_until`]). `None` for session-bound leases whose backend
+    /// reports no server deadline.
     pub fn lease_deadline(&self) -> Option<Instant> {
-        self.held().registration.as_ref().and_then(Registration::deadline)
+        self.held().signal.deadline()
     }
 
     /// Extend the lease to `lease` from now (compare-and-extend).

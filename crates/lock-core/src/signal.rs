@@ -1,12 +1,13 @@
 //! The lost-lock signal shared by a guard, the watchdog and the backend.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::Mutex;
+use crate::backend::{Confirmed, Mutex};
 
 /// What the holder knows about its lease.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,10 +48,37 @@ pub struct LeaseSignal {
     /// made outside a `Locker`).
     backend: &'static str,
     key: Option<Arc<str>>,
-    /// The latest local lease deadline of the hold (only ever moved later), so that a reader
-    /// past it is told lost even while the watchdog task that would mark it has not run (a
-    /// starved runtime, a blocked worker thread): the flag alone is as late as that task.
-    deadline: Arc<Mutex<Option<Instant>>>,
+    /// The hold's local deadlines, so that a reader past one is told lost even while the task
+    /// that would mark it has not run (a starved runtime, a blocked worker thread): the flag
+    /// alone is as late as that task.
+    deadlines: Arc<Mutex<Deadlines>>,
+}
+
+/// The two instants past which a hold reads lost; each only ever moves later.
+#[derive(Debug, Default)]
+struct Deadlines {
+    /// The lease's: its grant or last confirmed renewal, less the drift margin.
+    lease: Option<Instant>,
+    /// The server's own, where it keeps a hold for less than its lease and the backend extends
+    /// it in the background (a bucket's TTL, a session's timeout): the last confirmed send of
+    /// the hold's session, and how long after one the server surely keeps it.
+    server: Option<(Confirmed, Duration)>,
+}
+
+impl Deadlines {
+    /// The earlier of the two.
+    fn first(&self) -> Option<Instant> {
+        let server = self.server.as_ref().map(|(c, span)| c.at() + *span);
+        match (self.lease, server) {
+            (Some(l), Some(s)) => Some(l.min(s)),
+            (l, s) => l.or(s),
+        }
+    }
+}
+
+/// `slot` set to the later of itself and `at`.
+fn extend(slot: &mut Option<Instant>, at: Instant) {
+    *slot = Some(slot.map_or(at, |old| old.max(at)));
 }
 
 impl Default for LeaseSignal {
@@ -67,7 +95,7 @@ impl LeaseSignal {
             state: watch::Sender::new(LeaseState::Held),
             backend: "unknown",
             key: None,
-            deadline: Arc::default(),
+            deadlines: Arc::default(),
         }
     }
 
@@ -133,8 +161,35 @@ impl LeaseSignal {
 
     /// The hold's local lease deadline is at least `deadline` (a grant or a confirmed renewal).
     pub(crate) fn extend_deadline(&self, deadline: Instant) {
-        let mut d = self.deadline.lock();
-        *d = Some(d.map_or(deadline, |old| old.max(deadline)));
+        extend(&mut self.deadlines.lock().lease, deadline);
+    }
+
+    /// The server keeps the hold `span` after the last send `confirmed` records (its TTL or
+    /// session timeout, less the drift margin), and may free it from then on, whatever lease
+    /// was asked for. For a backend whose server keeps holds for less than their lease, or
+    /// for no lease at all, and whose background task keeps them alive: past that instant the
+    /// guard reads lost by itself, even while the task that would tell it is starved of CPU.
+    /// A signal never tied reads only its lease.
+    pub fn kept_by(&self, confirmed: &Confirmed, span: Duration) {
+        self.deadlines.lock().server = Some((confirmed.clone(), span));
+    }
+
+    /// Tied to the same server deadline as `other` (a nested acquisition's signal, tied as the
+    /// hold's first).
+    pub fn kept_as(&self, other: &LeaseSignal) {
+        if Arc::ptr_eq(&self.deadlines, &other.deadlines) {
+            return;
+        }
+        let server = other.deadlines.lock().server.clone();
+        if server.is_some() {
+            self.deadlines.lock().server = server;
+        }
+    }
+
+    /// The instant past which the hold reads lost, if it has one: the earlier of its lease's
+    /// deadline and the server's.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.deadlines.lock().first()
     }
 
     /// Whether the lease was marked lost (the flag alone: no clock read, for the watchdog's
@@ -148,7 +203,7 @@ impl LeaseSignal {
         if self.lost.is_cancelled() {
             return true;
         }
-        let passed = self.deadline.lock().is_some_and(|d| d <= Instant::now());
+        let passed = self.deadline().is_some_and(|d| d <= Instant::now());
         if passed {
             self.mark_lost(LostReason::DeadlinePassed);
         }
@@ -193,5 +248,37 @@ mod tests {
         let a = LeaseSignal::new();
         assert!(a.same_as(&a.clone()));
         assert!(!a.same_as(&LeaseSignal::new()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_servers_deadline_is_read_lost_without_any_task_marking_it() {
+        let s = LeaseSignal::new();
+        let now = Instant::now();
+        let confirmed = Confirmed::new(now);
+        s.extend_deadline(now + Duration::from_secs(9));
+        s.kept_by(&confirmed, Duration::from_millis(300));
+        let nested = LeaseSignal::new();
+        nested.kept_as(&s);
+        // An earlier confirmation does not move it back.
+        confirmed.confirm(now - Duration::from_millis(100));
+        assert_eq!(s.deadline(), Some(now + Duration::from_millis(300)));
+        tokio::time::advance(Duration::from_millis(200)).await;
+        confirmed.confirm(Instant::now());
+        assert_eq!(nested.deadline(), Some(now + Duration::from_millis(500)));
+        tokio::time::advance(Duration::from_millis(299)).await;
+        assert_eq!(s.state(), LeaseState::Held);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(s.state(), LeaseState::Lost(LostReason::DeadlinePassed));
+        assert!(nested.is_lost() && s.token().is_cancelled());
+    }
+
+    #[test]
+    fn a_later_server_deadline_leaves_the_lease_deadline_first() {
+        let s = LeaseSignal::new();
+        let now = Instant::now();
+        s.extend_deadline(now + Duration::from_secs(1));
+        s.kept_by(&Confirmed::new(now), Duration::from_secs(5));
+        assert_eq!(s.deadline(), Some(now + Duration::from_secs(1)));
+        assert_eq!(LeaseSignal::new().deadline(), None);
     }
 }

@@ -352,7 +352,7 @@ impl QueueStore for Queue<'_> {
         cleanup.disarm();
         let hold = QueueHold::new(name, fence, session.generation, req.signal).of_side(side);
         let old = self.0.holds.insert(req.key, req.owner, hold, || None);
-        session.held();
+        session.held(req.signal);
         if let Some(old) = old {
             // Only a lost hold can be replaced (a live one nests): its key goes, by its name.
             self.0.delete_lost(old);

@@ -71,7 +71,11 @@ impl Inner {
                     }
                 },
             };
-            self.holds.insert(req.key, req.owner, Hold::new(revision, value, req.signal, started, req.lease));
+            self.holds.insert(
+                req.key,
+                req.owner,
+                Hold::new(revision, value, req.signal, started, (req.lease, self.bucket.ttl)),
+            );
             cleanup.disarm();
             return Ok(granted(revision, req.lease));
         }

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use std::time::Duration;
 
-use lock_core::backend::Mutex;
-use lock_core::{LeaseSignal, LostReason, OwnerToken};
+use lock_core::backend::queue::span;
+use lock_core::backend::{Confirmed, Mutex};
+use lock_core::{DRIFT_MARGIN_FLOOR, DRIFT_MARGIN_RATE, LeaseSignal, LostReason, OwnerToken};
 use tokio::time::Instant;
 
 use crate::keys::Value;
@@ -44,9 +45,22 @@ pub(crate) struct Hold {
     pub nonce: u64,
     pub written: tokio::sync::Mutex<Written>,
     state: Mutex<State>,
-    timing: Mutex<Timing>,
+    /// When the hold's lease ends.
+    deadline: Mutex<Instant>,
+    /// The send time of the hold's last write the server stored: it keeps the key a TTL after
+    /// that at least.
+    confirmed: Confirmed,
+    /// How long the server surely keeps the key after a write's send: the bucket's TTL less
+    /// the drift margin.
+    kept: Duration,
     /// The keeper has a write of this hold in flight.
     keeping: AtomicBool,
+}
+
+/// How long the server surely keeps a key after the send of its last write, by this machine's
+/// clock: `ttl` less the drift margin for the two clocks' rates.
+pub(crate) fn kept_for(ttl: Duration) -> Duration {
+    span(ttl, (DRIFT_MARGIN_RATE, DRIFT_MARGIN_FLOOR))
 }
 
 /// When the hold's lease ends, and when the last write the server confirmed was sent: the
@@ -64,21 +78,26 @@ struct State {
 }
 
 impl Hold {
-    /// The hold granted by a create with `revision`, sent at `sent` for `lease`.
+    /// The hold granted by a create with `revision`, sent at `sent` for `lease`, in a bucket of
+    /// `ttl`.
     pub fn new(
         revision: u64,
         value: Value,
         signal: &LeaseSignal,
         sent: Instant,
-        lease: Duration,
+        (lease, ttl): (Duration, Duration),
     ) -> Arc<Hold> {
         let value = Value { fence: Some(revision), ..value };
+        let (confirmed, kept) = (Confirmed::new(sent), kept_for(ttl));
+        signal.kept_by(&confirmed, kept);
         Arc::new(Hold {
             fence: revision,
             nonce: value.nonce,
             written: tokio::sync::Mutex::new(Written { revision, writes: 0, value }),
             state: Mutex::new(State { count: 1, signals: vec![signal.clone()] }),
-            timing: Mutex::new(Timing { deadline: sent + lease, confirmed: sent }),
+            deadline: Mutex::new(sent + lease),
+            confirmed,
+            kept,
             keeping: AtomicBool::new(false),
         })
     }
@@ -93,16 +112,18 @@ impl Hold {
     }
 
     pub fn timing(&self) -> Timing {
-        *self.timing.lock()
+        Timing { deadline: *self.deadline.lock(), confirmed: self.confirmed.at() }
     }
 
     /// A write sent at `sent` was stored; with `lease`, the lease now runs to at least
-    /// `sent + lease` (a lease is only ever extended).
+    /// `sent + lease` (a lease is only ever extended). The guards, tied to `confirmed`, read
+    /// the hold lost `kept` after its last confirmed send even if the keeper, which would tell
+    /// them, has not run.
     pub fn confirm(&self, sent: Instant, lease: Option<Duration>) {
-        let mut t = self.timing.lock();
-        t.confirmed = t.confirmed.max(sent);
+        self.confirmed.confirm(sent);
         if let Some(lease) = lease {
-            t.deadline = t.deadline.max(sent + lease);
+            let mut d = self.deadline.lock();
+            *d = (*d).max(sent + lease);
         }
     }
 
@@ -145,6 +166,14 @@ impl Holds {
         self.0.lock().iter().map(|((k, _), h)| (k.clone(), h.clone())).collect()
     }
 
+    /// Take out of the table every hold whose guards were all told it is lost: the core sends
+    /// no release for a lost guard, so without this a hold lost and never acquired again by
+    /// its owner would stay for good. Its key is left to the server's TTL: deleting it would
+    /// let a successor in before the drift margin the holder was promised has passed.
+    pub fn drop_lost(&self) {
+        self.0.lock().retain(|_, h| !h.state.lock().signals.iter().all(LeaseSignal::is_lost));
+    }
+
     pub fn len(&self) -> usize {
         self.0.lock().len()
     }
@@ -171,6 +200,7 @@ impl Holds {
         let mut s = hold.state.lock();
         s.count += 1;
         if !s.signals.iter().any(|x| x.same_as(signal)) {
+            signal.kept_by(&hold.confirmed, hold.kept);
             s.signals.push(signal.clone());
         }
     }

@@ -6,17 +6,19 @@
 //! little longer than asked, which only a crashed holder's waiters notice). A longer one is
 //! rewritten by this task every third of the TTL, as a session's keep-alive would be; and when
 //! its rewrites go unconfirmed so long that the server may already have freed the key (the
-//! last confirmed send plus the TTL, less the drift margin), its guards are told it is lost,
-//! before anyone else can be granted it. A crashed holder therefore blocks its keys for at
+//! last confirmed send plus the TTL, less the drift margin), its guards read it lost by
+//! themselves (`Hold::confirm` tells them that instant), before anyone else can be granted it,
+//! and this task tells those that wait on the lost signal. A crashed holder therefore blocks its keys for at
 //! most the TTL, whatever lease it asked for.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use lock_core::{DRIFT_MARGIN_FLOOR, DRIFT_MARGIN_RATE, LostReason, drift_margin};
+use lock_core::LostReason;
 use tokio::time::Instant;
 
 use crate::client::Inner;
+use crate::holds::kept_for;
 use crate::keys::lock_key;
 
 /// Start the keeper of `inner`; it ends when the client is dropped.
@@ -28,23 +30,24 @@ pub(crate) fn start(inner: &Arc<Inner>) {
 
 async fn run(weak: Weak<Inner>, ttl: Duration) {
     let tick = (ttl / 8).max(Duration::from_millis(5));
-    let margin = drift_margin(ttl, DRIFT_MARGIN_RATE, DRIFT_MARGIN_FLOOR);
+    let kept = kept_for(ttl);
     let mut wake = Instant::now() + tick;
     loop {
         tokio::time::sleep_until(wake).await;
         let Some(inner) = weak.upgrade() else { return };
         let now = Instant::now();
         wake = now + tick;
+        inner.holds.drop_lost();
         for (key, hold) in inner.holds.all() {
             let t = hold.timing();
             let server_end = t.confirmed + ttl;
             if hold.is_lost() || t.deadline <= server_end {
                 continue;
             }
-            // The server may free it from `server_end` on: its guards are told before then,
-            // with the drift margin for the two clocks' rates, and this task wakes for it
-            // precisely rather than at its next tick.
-            let give_up = server_end.checked_sub(margin).unwrap_or(server_end);
+            // The server may free it from `server_end` on: its guards read it lost from
+            // `give_up` by themselves (`Hold::confirm`), and this task wakes then to tell
+            // those that wait on the lost signal rather than read it.
+            let give_up = t.confirmed + kept;
             if now >= give_up {
                 hold.mark_lost(LostReason::DeadlinePassed);
                 continue;

@@ -142,7 +142,7 @@ impl Inner {
         cleanup::found(&mut cleanup, client, path.clone());
         let dir_watch = listed.await.ok().map(|(_, watch)| watch);
         cleanup.disarm();
-        self.record_hold(req, session.generation, path, stat.czxid, dir_watch);
+        self.record_hold(req, &session, path, stat.czxid, dir_watch);
         // A created node's czxid is a zxid: never negative.
         let fence = FencingToken(u64::try_from(stat.czxid).unwrap_or(0));
         Ok(Attempt::Acquired(Grant { fence, lease: None, slot: Some(slot) }))

@@ -363,7 +363,7 @@ impl QueueStore for Queue<'_> {
     fn hold(&self, req: &AcquireRequest<'_>, entry: Entry) -> Result<i64> {
         let Entry { dir_watch, session, dir, name, czxid, cleanup, .. } = entry;
         cleanup.disarm();
-        self.0.record_hold(req, session.generation, format!("{dir}/{name}"), czxid, dir_watch);
+        self.0.record_hold(req, &session, format!("{dir}/{name}"), czxid, dir_watch);
         Ok(czxid)
     }
 }

@@ -16,7 +16,7 @@ use zookeeper_client as zk;
 use crate::contenders::{is_reader, queue};
 use crate::error::session_ended;
 use crate::queue::Queue;
-use crate::session::Inner;
+use crate::session::{Inner, Session};
 
 /// Pause before watching our own node again after a request failed (the connection is down;
 /// the session monitor handles the state, this only re-arms the watch).
@@ -67,16 +67,18 @@ impl Inner {
         })
     }
 
-    /// Record the hold of `req` on node `path` (created as `czxid` in session `generation`),
-    /// watched from now on (first through `dir_watch`, see `watch_own_node`).
+    /// Record the hold of `req` on node `path` (created as `czxid` in `session`), watched from
+    /// now on (first through `dir_watch`, see `watch_own_node`).
     pub(crate) fn record_hold(
         self: &Arc<Self>,
         req: &AcquireRequest<'_>,
-        generation: u64,
+        session: &Session,
         path: String,
         czxid: i64,
         dir_watch: Option<zk::OneshotWatcher>,
     ) {
+        let generation = session.generation;
+        session.held(req.signal, self.cfg.clock_drift);
         let hold = QueueHold::new(path.clone(), czxid, generation, req.signal).of_side(req.side);
         let hk = (req.key.to_owned(), req.owner);
         // The watch starts with the hold in the table, where it looks after each event.

@@ -7,7 +7,9 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use lock_core::backend::Mutex;
-use lock_core::backend::queue::{Confirmed, DeadlineKeeper, HoldKey, Holder, Idle, QueueHold, QueueHolds};
+use lock_core::backend::queue::{
+    Confirmed, DeadlineKeeper, HoldKey, Holder, Idle, QueueHold, QueueHolds, span,
+};
 use lock_core::{LeaseSignal, LockError, LostReason, Result};
 use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
@@ -95,6 +97,13 @@ impl Session {
 
     pub fn confirm(&self, sent: Instant) {
         self.confirmed.confirm(sent);
+    }
+
+    /// A hold with `signal` was taken in this session: its guards read it lost by themselves a
+    /// session timeout (less the drift margin for `clock_drift`) after the last confirmed send,
+    /// when the deadline keeper gives it up.
+    pub fn held(&self, signal: &LeaseSignal, clock_drift: (f64, Duration)) {
+        signal.kept_by(&self.confirmed, span(self.client.session_timeout(), clock_drift));
     }
 
     /// Start the monitor and the deadline keeper. Only once `inner` exists: a task that found

@@ -24,6 +24,7 @@ mod backoff;
 mod capability;
 mod cleanup;
 pub mod cluster;
+mod confirmed;
 mod contended;
 mod info;
 mod lock_backend;
@@ -49,6 +50,7 @@ pub use attempt::{AcquireRequest, Attempt, Grant, RenewItem, Side};
 pub use backoff::{Backoff, jitter, retry_cleanup};
 pub use capability::Capability;
 pub use cleanup::{Cleanup, settle_cleanups, spawn_cleanup};
+pub use confirmed::Confirmed;
 pub use contended::{Contended, MIN_WAIT, may_wait};
 pub use info::{LockInfo, PermitInfo};
 pub use lock_backend::LockBackend;
@@ -77,8 +79,13 @@ pub fn millis(d: Duration) -> u64 {
 /// sent no earlier than `confirmed` (its send time); the core's drift margin covers the rates
 /// of the two clocks.
 pub fn session_give_up(confirmed: Instant, server_idle: Duration) -> Instant {
-    let margin = crate::drift_margin(server_idle, crate::DRIFT_MARGIN_RATE, crate::DRIFT_MARGIN_FLOOR);
-    confirmed + server_idle.saturating_sub(margin)
+    confirmed + session_span(server_idle)
+}
+
+/// How long after a confirmed send a session of `server_idle` surely lives: the bound less the
+/// drift margin.
+pub(crate) fn session_span(server_idle: Duration) -> Duration {
+    confirmed::span(server_idle, (crate::DRIFT_MARGIN_RATE, crate::DRIFT_MARGIN_FLOOR))
 }
 
 /// What a session-bound hold granted after a wait in the server's queue counts from: the

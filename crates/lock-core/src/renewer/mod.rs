@@ -99,10 +99,6 @@ impl Drop for Registration {
 }
 
 impl Registration {
-    pub fn deadline(&self) -> Option<Instant> {
-        self.renewer.lock().entries.get(&self.id).and_then(|e| e.confirmed_until)
-    }
-
     /// Record a renewal confirmed by the caller (a manual `renew`). The backend extends to
     /// the later of the old expiry and the new lease, so the local deadline does the same, and
     /// the watchdog keeps renewing with the longer of its lease and this one.

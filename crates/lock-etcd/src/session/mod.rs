@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use etcd_client::{Client, GetOptions, Txn, TxnOp, TxnOpResponse};
 use lock_core::backend::Mutex;
-use lock_core::backend::queue::{Confirmed, DeadlineKeeper, HoldKey, Holder, Idle, QueueHold, QueueHolds};
-use lock_core::{LostReason, Result};
+use lock_core::backend::queue::{
+    Confirmed, DeadlineKeeper, HoldKey, Holder, Idle, QueueHold, QueueHolds, span,
+};
+use lock_core::{LeaseSignal, LostReason, Result};
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, watch};
 use tokio::task::AbortHandle;
@@ -71,19 +73,21 @@ impl Session {
         Life::new(self.over.subscribe())
     }
 
-    /// A hold was taken on this lease: its deadline now matters.
-    pub fn held(&self) {
+    /// A hold with `signal` was taken on this lease: its deadline now matters, to the deadline
+    /// keeper and to the hold's guards, which read it lost past that by themselves.
+    pub fn held(&self, signal: &LeaseSignal) {
+        signal.kept_by(&self.confirmed, span(self.ttl, self.clock_drift));
         self.new_hold.notify_one();
     }
 
-    /// When the holds of this lease must be given up: a TTL after the last confirmed send, less
-    /// the drift margin.
     /// Send time of the last confirmed keep-alive (or the grant).
     #[cfg(feature = "testing")]
     pub fn confirmed_at(&self) -> Instant {
         self.confirmed.at()
     }
 
+    /// When the holds of this lease must be given up: a TTL after the last confirmed send, less
+    /// the drift margin.
     pub fn give_up_at(&self) -> Instant {
         self.confirmed.give_up_at(self.ttl, self.clock_drift)
     }
@@ -92,7 +96,7 @@ impl Session {
     /// that much earlier (or later).
     #[cfg(feature = "testing")]
     pub fn set_give_up_at(&self, at: Instant) {
-        if let Some(sent) = at.checked_sub(lock_core::backend::queue::span(self.ttl, self.clock_drift)) {
+        if let Some(sent) = at.checked_sub(span(self.ttl, self.clock_drift)) {
             self.confirmed.set(sent);
         }
     }

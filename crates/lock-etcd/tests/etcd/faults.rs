@@ -26,6 +26,20 @@ fn shared() -> Vec<String> {
     vec![lock_etcd_testing::shared_etcd().endpoint()]
 }
 
+/// A holder whose runtime is starved (its only thread blocked here) sends no keep-alive and runs
+/// no deadline keeper, and the server may end its lease a TTL after the last keep-alive: the
+/// guard reads lost from then on by itself, before anyone else can be granted the lock, with no
+/// task to tell it.
+#[tokio::test]
+async fn a_starved_holder_reads_its_hold_lost_at_the_lease_ttl() {
+    let holder = etcd_lock(&shared(), TTL).await;
+    let g = locker(&holder).try_lock(&key("starved")).await.expect("try").expect("free");
+    let deadline = g.lease_deadline().expect("the lease's deadline");
+    assert!(deadline <= Instant::now() + TTL, "within a TTL");
+    std::thread::sleep(deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(10));
+    assert!(g.is_lost(), "past the lease's deadline the server may have ended it");
+}
+
 /// Ten waiters queue behind a holder; every release wakes exactly one waiter (counted on the
 /// clients' predecessor watches), and they are served in arrival order (fair FIFO).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

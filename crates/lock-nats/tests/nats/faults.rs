@@ -9,7 +9,7 @@ use lock_core::{LockError, Locker};
 use lock_nats::NatsLock;
 use lock_nats_testing::{NatsFactory, NatsServer, shared};
 use lock_testkit::server::{FaultControl, or_skip};
-use lock_testkit::{Factory, key};
+use lock_testkit::{Factory, eventually, key};
 use tokio::time::Instant;
 
 /// A holder that asked for a 30 s lease and crashed (its client dropped without a release)
@@ -47,6 +47,37 @@ async fn crashed_holder_is_freed_by_the_bucket_ttl() {
     let g = other.lock(&k).wait(Duration::from_secs(10)).acquire().await.expect("freed by the TTL");
     assert!(t.elapsed() < f.lease() * 4, "freed after {:?}, TTL {:?}", t.elapsed(), f.lease());
     g.release().await.expect("release");
+}
+
+/// A holder whose runtime is starved (here its only thread is blocked) runs neither the keeper
+/// that rewrites a lease longer than the TTL nor anything else, and the server frees the key at
+/// the TTL: its guard reads lost from then on by itself, before another client can take the
+/// key. (The generative checker saw a release answer "lost" while the guard still read held,
+/// under a blackhole on a loaded machine.)
+#[tokio::test]
+async fn a_starved_holder_reads_its_hold_lost_at_the_bucket_ttl() {
+    let Some(shared) = NatsFactory::on_shared() else { return };
+    let ttl = Duration::from_millis(300);
+    let f = NatsFactory::new(shared.endpoint().to_owned(), "starved", ttl);
+    let k = key("starved");
+    let holder = f.connect(f.endpoint()).await;
+    let (mine, other) = (Locker::new(std::sync::Arc::new(holder.clone())), f.client().await.locker());
+    let t = Instant::now();
+    let g = mine.lock(&k).lease(ttl * 10).try_acquire().await.expect("try").expect("free");
+    let deadline = g.lease_deadline().expect("a deadline");
+    assert!(deadline <= t + ttl, "the guard's deadline is the server's, not its lease's");
+    std::thread::sleep(ttl + Duration::from_millis(20));
+    assert!(g.is_lost(), "past the bucket's TTL the server may have freed the key");
+    let taken = other.lock(&k).wait(Duration::from_secs(5)).acquire().await.expect("freed by the TTL");
+    assert!(taken.fence() > g.fence());
+    taken.release().await.expect("release");
+    // The core sends no release for a lost guard: the client's table lets the hold go itself.
+    assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
+    eventually(Duration::from_secs(2), "the lost hold leaves the table", || {
+        let n = holder.held_count();
+        async move { n == 0 }
+    })
+    .await;
 }
 
 /// Every client of a bucket shares its TTL: another one asked for is refused, none asked

@@ -1,5 +1,5 @@
-//! The deadline of a session or lease shared by many holds: the send time of its last
-//! confirmed request, and the task that gives its holds up when that gets too old.
+//! The task that gives up the holds of a session or lease shared by many when its last
+//! confirmed request gets too old.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -8,49 +8,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::QueueHolds;
-use crate::backend::Mutex;
-
-/// Send time of the last request the server answered on one session or lease: the server ends
-/// it a TTL (or session timeout) after it last heard from us, which is no earlier. Clones share
-/// the time.
-#[derive(Clone, Debug)]
-pub struct Confirmed(Arc<Mutex<Instant>>);
-
-impl Confirmed {
-    /// Confirmed by the request (or grant) sent at `sent`.
-    pub fn new(sent: Instant) -> Confirmed {
-        Confirmed(Arc::new(Mutex::new(sent)))
-    }
-
-    /// A request sent at `sent` was answered; an earlier send never moves the time back.
-    pub fn confirm(&self, sent: Instant) {
-        let mut c = self.0.lock();
-        if sent > *c {
-            *c = sent;
-        }
-    }
-
-    /// Send time of the last confirmed request.
-    pub fn at(&self) -> Instant {
-        *self.0.lock()
-    }
-
-    /// Set the time outright (tests move a deadline with it).
-    pub fn set(&self, sent: Instant) {
-        *self.0.lock() = sent;
-    }
-
-    /// When the holds must be given up: `ttl` after the last confirmed send, less the core's
-    /// drift margin for `clock_drift` (rate, floor).
-    pub fn give_up_at(&self, ttl: Duration, clock_drift: (f64, Duration)) -> Instant {
-        self.at() + span(ttl, clock_drift)
-    }
-}
-
-/// How long after a confirmed send the holds stay: `ttl` less the drift margin.
-pub fn span(ttl: Duration, (rate, floor): (f64, Duration)) -> Duration {
-    ttl.saturating_sub(crate::drift_margin(ttl, rate, floor))
-}
+use crate::backend::Confirmed;
 
 /// What the deadline keeper asks of the backend it keeps.
 pub trait Holder: Send + Sync + 'static {

@@ -142,6 +142,9 @@ impl QueueHolds {
         // so a long hold nested in a loop does not grow. (A release does not say which guard
         // it ends, so a signal from another `Locker` stays until the hold ends.)
         if !h.signals.iter().any(|s| s.same_as(signal)) {
+            if let Some(first) = h.signals.first() {
+                signal.kept_as(first);
+            }
             h.signals.push(signal.clone());
         }
         Nest::Nested(h.fence)

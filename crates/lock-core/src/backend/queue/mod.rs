@@ -27,8 +27,10 @@ mod release;
 #[cfg(test)]
 mod tests;
 
+pub use crate::backend::Confirmed;
+pub use crate::backend::confirmed::span;
 pub use capability::capabilities;
-pub use deadline::{Confirmed, DeadlineKeeper, Holder, Idle, span};
+pub use deadline::{DeadlineKeeper, Holder, Idle};
 pub use holds::{HoldKey, Nest, QueueHold, QueueHolds, Released};
 pub use note::stored_note;
 pub use recipe::{Place, QueueStore, Watched, acquire, first, granted, nested, place_behind};

@@ -14,7 +14,7 @@ use super::grant::{Granted, anchor};
 use super::keeper::Keeper;
 use super::link::{Link, Timing, each};
 use super::table::{Cmd, Hold, Holds, Live, find, take};
-use crate::backend::{AcquireRequest, Attempt, Grant, Mutex, RenewItem};
+use crate::backend::{AcquireRequest, Attempt, Confirmed, Grant, Mutex, RenewItem, session_span};
 use crate::{FencingToken, LeaseSignal, LostReason, OwnerToken, Result};
 
 /// Commands queued to one hold's keeper: a renewal or two and a note at most are ever in
@@ -82,6 +82,9 @@ impl<D: SessionDriver> Sessions<D> {
         // A nesting through the same `Locker` carries the hold's own signal: keep each once.
         let mut signals = h.signals.lock();
         if !signals.iter().any(|s| s.same_as(signal)) {
+            if let Some(first) = signals.first() {
+                signal.kept_as(first);
+            }
             signals.push(signal.clone());
         }
         Some(FencingToken(h.fence))
@@ -120,7 +123,12 @@ impl<D: SessionDriver> Sessions<D> {
     /// # Errors
     /// The confirming ping failed or went unanswered: the connection closes with `g`.
     pub async fn hold(&self, req: &AcquireRequest<'_>, mut g: Granted<D::Held>) -> Result<Attempt> {
-        let confirmed = anchor(&*self.driver, &mut g, self.timing.every, self.timing.server_idle).await?;
+        let anchored = anchor(&*self.driver, &mut g, self.timing.every, self.timing.server_idle).await?;
+        let confirmed = Confirmed::new(anchored);
+        // The server ends the session its idle bound after it last heard from us: past that,
+        // less the drift margin, the guards read the hold lost even before the keeper (or a
+        // request on the connection) has run to tell them.
+        req.signal.kept_by(&confirmed, session_span(self.timing.server_idle));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(KEEPER_QUEUE);
         let signals = Arc::new(Mutex::new(vec![req.signal.clone()]));
@@ -152,7 +160,7 @@ impl<D: SessionDriver> Sessions<D> {
         list.retain(|h| h.owner != req.owner && !h.cmd.is_closed());
         list.push(hold);
         drop(holds);
-        tokio::spawn(keeper.run(confirmed));
+        tokio::spawn(keeper.run(anchored));
         Ok(Attempt::Acquired(Grant { fence: FencingToken(g.fence), lease: None, slot: None }))
     }
 
@@ -181,8 +189,8 @@ impl<D: SessionDriver> Sessions<D> {
         // what happens; dropped later, the connection is closed: the lock is freed.
         let live = slot.lock().await.take();
         drop(cmd);
-        let Some(Live { held, mut confirmed }) = live else { return Ok(false) }; // the keeper saw it die
-        let mut link = Link::new(&signals, key, self.timing, &mut confirmed);
+        let Some(Live { held, confirmed }) = live else { return Ok(false) }; // the keeper saw it die
+        let mut link = Link::new(&signals, key, self.timing, &confirmed);
         match link.send(self.driver.end(key, held, Ending::Release)).await {
             Some(Ok(released)) => Ok(released),
             Some(Err(e)) if self.driver.connection_lost(&e) => {

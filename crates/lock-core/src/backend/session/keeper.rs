@@ -71,7 +71,7 @@ impl<D: SessionDriver> Keeper<D> {
         let slot = self.slot.clone();
         let mut guard = slot.lock().await;
         let Some(live) = guard.as_mut() else { return false };
-        let mut link = Link::new(&self.signals, &self.key, self.timing, &mut live.confirmed);
+        let mut link = Link::new(&self.signals, &self.key, self.timing, &live.confirmed);
         match link.send(self.driver.ping(&mut live.held)).await {
             Some(Ok(())) => {
                 link.confirm();
@@ -94,7 +94,7 @@ impl<D: SessionDriver> Keeper<D> {
         let slot = self.slot.clone();
         let mut guard = slot.lock().await;
         let live = guard.as_mut()?;
-        let mut link = Link::new(&self.signals, &self.key, self.timing, &mut live.confirmed);
+        let mut link = Link::new(&self.signals, &self.key, self.timing, &live.confirmed);
         let noted = self.driver.note(&self.key, &mut live.held, note, &mut link).await;
         match noted {
             Noted::Answered(_) => link.confirm(),
@@ -108,8 +108,8 @@ impl<D: SessionDriver> Keeper<D> {
     /// and the server frees the lock as it ends the session).
     async fn abandon(self) {
         let live = self.slot.lock().await.take();
-        if let Some(mut live) = live {
-            let mut link = Link::new(&self.signals, &self.key, self.timing, &mut live.confirmed);
+        if let Some(live) = live {
+            let mut link = Link::new(&self.signals, &self.key, self.timing, &live.confirmed);
             let _ = link.send(self.driver.end(&self.key, live.held, Ending::Abandon)).await;
         }
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::LeaseSignal;
-use crate::backend::{Mutex, session_give_up};
+use crate::backend::{Confirmed, Mutex, session_give_up};
 
 /// The lost signals of every acquisition of one hold (a nesting from another `Locker` brings
 /// its own).
@@ -37,8 +37,9 @@ pub struct Link<'a> {
     signals: &'a Mutex<Vec<LeaseSignal>>,
     key: &'a str,
     timing: Timing,
-    /// Send time of the last request the server answered on this connection.
-    confirmed: &'a mut Instant,
+    /// Send time of the last request the server answered on this connection (the hold's
+    /// guards read their deadline from it too).
+    confirmed: &'a Confirmed,
     /// Send time of the last request sent through this link.
     sent: Option<Instant>,
 }
@@ -48,7 +49,7 @@ impl<'a> Link<'a> {
         signals: &'a Mutex<Vec<LeaseSignal>>,
         key: &'a str,
         timing: Timing,
-        confirmed: &'a mut Instant,
+        confirmed: &'a Confirmed,
     ) -> Self {
         Link { signals, key, timing, confirmed, sent: None }
     }
@@ -62,7 +63,7 @@ impl<'a> Link<'a> {
         let sent = Instant::now();
         self.sent = Some(sent);
         let uncertain_at = sent + self.timing.every;
-        let give_up = session_give_up(*self.confirmed, self.timing.server_idle);
+        let give_up = session_give_up(self.confirmed.at(), self.timing.server_idle);
         tokio::pin!(request);
         let mut uncertain = false;
         loop {
@@ -85,7 +86,7 @@ impl<'a> Link<'a> {
     /// earlier than that request's send, and every guard is told the hold is confirmed.
     pub fn confirm(&mut self) {
         if let Some(sent) = self.sent {
-            *self.confirmed = sent;
+            self.confirmed.confirm(sent);
             each(self.signals, LeaseSignal::mark_held);
         }
     }

@@ -6,10 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
 
 use super::link::Signals;
-use crate::backend::Mutex;
+use crate::backend::{Confirmed, Mutex};
 use crate::{OwnerToken, Result};
 
 /// A request to one hold's keeper.
@@ -23,7 +22,7 @@ pub(crate) enum Cmd {
 /// The holding connection with the send time of the last request the server answered on it.
 pub(crate) struct Live<H> {
     pub(crate) held: H,
-    pub(crate) confirmed: Instant,
+    pub(crate) confirmed: Confirmed,
 }
 
 /// The connection of one hold, shared by its keeper (pings, notes) and its release, which

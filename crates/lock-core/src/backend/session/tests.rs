@@ -156,6 +156,23 @@ async fn a_silent_server_makes_the_hold_uncertain_then_lost_from_the_last_confir
     assert!(!s.sessions.release("k", s.owner).await.expect("release"));
 }
 
+/// The guards read the session's deadline by themselves: a holder whose keeper is starved of CPU
+/// (not run at the deadline) still reads the hold lost when the server may have ended it.
+#[tokio::test(start_paused = true)]
+async fn the_guards_read_the_sessions_deadline_without_the_keeper() {
+    let s = Setup::new();
+    let sent = Instant::now();
+    assert!(matches!(s.hold(sent, None).await, Ok(Attempt::Acquired(_))));
+    assert_eq!(s.signal.deadline(), Some(session_give_up(sent, IDLE)));
+    // A nesting through another `Locker` brings its own signal, tied to the same deadline.
+    let nested = LeaseSignal::new();
+    assert!(s.sessions.reenter("k", s.owner, &nested).is_some());
+    tokio::time::sleep_until(sent + EVERY + Duration::from_millis(1)).await;
+    assert_eq!(s.stats.pings.load(Ordering::SeqCst), 1);
+    let give_up = session_give_up(sent + EVERY, IDLE);
+    assert_eq!((s.signal.deadline(), nested.deadline()), (Some(give_up), Some(give_up)));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_grant_after_a_short_wait_counts_from_the_waiting_send() {
     let s = Setup::new();

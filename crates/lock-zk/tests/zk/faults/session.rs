@@ -3,6 +3,21 @@
 
 use super::*;
 
+/// A holder whose runtime is starved (its only thread blocked here) confirms nothing and runs no
+/// deadline keeper, and the server may expire its session a session timeout after it last heard
+/// from it: the guard reads lost from then on by itself, before anyone else can be granted the
+/// lock, with no task to tell it.
+#[tokio::test]
+async fn a_starved_holder_reads_its_hold_lost_at_the_session_timeout() {
+    let connect = lock_zk_testing::shared_zk().connect_string();
+    let holder = zk_lock(&connect, SESSION).await;
+    let g = locker(&holder).try_lock(&format!("starved-{}", run_id())).await.expect("try").expect("free");
+    let deadline = g.lease_deadline().expect("the session's deadline");
+    assert!(deadline <= Instant::now() + holder.session_timeout(), "within a session timeout");
+    std::thread::sleep(deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(10));
+    assert!(g.is_lost(), "past the session's deadline the server may have expired it");
+}
+
 /// The holder's server is frozen (SIGSTOP) past the session timeout: the holder learns the lock
 /// is uncertain, then lost within a session timeout of its last confirmed request (counted from
 /// when that request was sent, less the drift margin); after the server resumes, another client
