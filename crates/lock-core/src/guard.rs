@@ -151,10 +151,9 @@ impl LockGuard {
         self.held().signal.subscribe()
     }
 
-    /// The local lease deadline on the monotonic clock, past which the guard reads lost: the
-    /// lease's, or the server's own where it keeps the hold for less (see
-    /// [`LeaseSignal::server_keeps_until`]). `None` for session-bound leases whose backend
-    /// reports no server deadline.
+    /// The local deadline on the monotonic clock past which the guard reads lost: the lease's,
+    /// or the server's own where it frees the hold sooner by its own clock (a TTL, a session
+    /// timeout; see [`LeaseSignal::kept_by`]). `None` for a hold with neither (a file lock).
     pub fn lease_deadline(&self) -> Option<Instant> {
         self.held().signal.deadline()
     }
