@@ -24,27 +24,27 @@ impl LockBackend for FaultyBackend {
     }
 
     async fn try_acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
-        let lose = self.faults.gate(Op::TryAcquire).await?;
+        let pass = self.faults.gate(Op::TryAcquire).await?;
         let attempt = self.inner.try_acquire(req).await?;
         if let Attempt::Acquired(_) = attempt {
             // Held in the store even when its answer is lost below.
             self.faults.granted(req.key, req.owner);
         }
-        self.faults.answer(Op::TryAcquire, lose, attempt)
+        self.faults.answer(Op::TryAcquire, pass, attempt)
     }
 
     async fn release(&self, key: &str, owner: OwnerToken) -> Result<bool> {
-        let lose = self.faults.gate(Op::Release).await?;
+        let pass = self.faults.gate(Op::Release).await?;
         if self.faults.is_lost(key, owner, true) {
-            return self.faults.answer(Op::Release, lose, false);
+            return self.faults.answer(Op::Release, pass, false);
         }
         let released = self.inner.release(key, owner).await?;
         self.faults.answered(key, owner, released, true);
-        self.faults.answer(Op::Release, lose, released)
+        self.faults.answer(Op::Release, pass, released)
     }
 
     async fn renew(&self, items: &[RenewItem<'_>]) -> Result<Vec<bool>> {
-        let lose = self.faults.gate(Op::Renew).await?;
+        let pass = self.faults.gate_n(Op::Renew, items.len()).await?;
         let lost: Vec<bool> = items.iter().map(|i| self.faults.is_lost(i.key, i.owner, false)).collect();
         let live: Vec<RenewItem<'_>> =
             items.iter().zip(&lost).filter(|&(_, &lost)| !lost).map(|(i, _)| *i).collect();
@@ -63,13 +63,13 @@ impl LockBackend for FaultyBackend {
                 lost.iter().map(|&lost| !lost && renewed.next().unwrap_or(false)).collect()
             }
         };
-        self.faults.answer(Op::Renew, lose, answer)
+        self.faults.answer(Op::Renew, pass, answer)
     }
 
     async fn inspect(&self, key: &str) -> Result<LockInfo> {
-        let lose = self.faults.gate(Op::Inspect).await?;
+        let pass = self.faults.gate(Op::Inspect).await?;
         let info = self.inner.inspect(key).await?;
-        self.faults.answer(Op::Inspect, lose, info)
+        self.faults.answer(Op::Inspect, pass, info)
     }
 
     fn notify(&self) -> Option<&dyn Notify> {
@@ -100,10 +100,10 @@ impl LockBackend for FaultyBackend {
 #[async_trait]
 impl Notify for FaultyBackend {
     async fn subscribe(&self, key: &str) -> Result<Option<Subscription>> {
-        let lose = self.faults.gate(Op::Subscribe).await?;
+        let pass = self.faults.gate(Op::Subscribe).await?;
         let sub = self.inner.subscribe(key).await?;
         // A lost answer drops the subscription, which unsubscribes as the caller's drop would.
-        self.faults.answer(Op::Subscribe, lose, sub)
+        self.faults.answer(Op::Subscribe, pass, sub)
     }
 
     fn listening(&self, key: &str) -> bool {
@@ -114,57 +114,57 @@ impl Notify for FaultyBackend {
 #[async_trait]
 impl WaitQueue for FaultyBackend {
     async fn leave_queue(&self, key: &str, owner: OwnerToken) -> Result<()> {
-        let lose = self.faults.gate(Op::LeaveQueue).await?;
+        let pass = self.faults.gate(Op::LeaveQueue).await?;
         self.inner.leave_queue(key, owner).await?;
-        self.faults.answer(Op::LeaveQueue, lose, ())
+        self.faults.answer(Op::LeaveQueue, pass, ())
     }
 }
 
 #[async_trait]
 impl Notes for FaultyBackend {
     async fn set_note(&self, key: &str, owner: OwnerToken, note: &str) -> Result<bool> {
-        let lose = self.faults.gate(Op::SetNote).await?;
+        let pass = self.faults.gate(Op::SetNote).await?;
         let stored = !self.faults.is_lost(key, owner, false) && self.inner.set_note(key, owner, note).await?;
-        self.faults.answer(Op::SetNote, lose, stored)
+        self.faults.answer(Op::SetNote, pass, stored)
     }
 
     async fn note(&self, key: &str) -> Result<Option<String>> {
-        let lose = self.faults.gate(Op::Note).await?;
+        let pass = self.faults.gate(Op::Note).await?;
         let note = self.inner.note(key).await?;
-        self.faults.answer(Op::Note, lose, note)
+        self.faults.answer(Op::Note, pass, note)
     }
 }
 
 #[async_trait]
 impl RaiseFence for FaultyBackend {
     async fn raise_fence(&self, key: &str, owner: OwnerToken, floor: FencingToken) -> Result<bool> {
-        let lose = self.faults.gate(Op::RaiseFence).await?;
+        let pass = self.faults.gate(Op::RaiseFence).await?;
         let raised =
             !self.faults.is_lost(key, owner, false) && self.inner.raise_fence(key, owner, floor).await?;
-        self.faults.answer(Op::RaiseFence, lose, raised)
+        self.faults.answer(Op::RaiseFence, pass, raised)
     }
 }
 
 #[async_trait]
 impl Records for FaultyBackend {
     async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
-        let lose = self.faults.gate(Op::Record).await?;
+        let pass = self.faults.gate(Op::Record).await?;
         let record = self.inner.record(key, op).await?;
-        self.faults.answer(Op::Record, lose, record)
+        self.faults.answer(Op::Record, pass, record)
     }
 }
 
 #[async_trait]
 impl Admin for FaultyBackend {
     async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
-        let lose = self.faults.gate(Op::List).await?;
+        let pass = self.faults.gate(Op::List).await?;
         let keys = self.inner.list(prefix, limit).await?;
-        self.faults.answer(Op::List, lose, keys)
+        self.faults.answer(Op::List, pass, keys)
     }
 
     async fn evict(&self, key: &str, fence: FencingToken) -> Result<bool> {
-        let lose = self.faults.gate(Op::Evict).await?;
+        let pass = self.faults.gate(Op::Evict).await?;
         let evicted = self.inner.evict(key, fence).await?;
-        self.faults.answer(Op::Evict, lose, evicted)
+        self.faults.answer(Op::Evict, pass, evicted)
     }
 }

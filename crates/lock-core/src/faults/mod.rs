@@ -43,9 +43,11 @@ use tokio::sync::watch;
 
 use crate::backend::{LockBackend, Mutex};
 use crate::{LockError, OwnerToken, Result};
+use hooks::{Hook, Hooks, Pass};
 
 mod forward;
 mod holds;
+mod hooks;
 #[cfg(all(test, feature = "memory"))]
 mod tests;
 
@@ -154,6 +156,7 @@ struct State {
     /// Holds the store forgot ([`Faults::lose`]): until their owner releases them or is granted
     /// the key again, they answer "not held" as a store that lost them would.
     lost: HashSet<(String, OwnerToken)>,
+    hooks: Hooks,
 }
 
 #[derive(Debug)]
@@ -171,6 +174,7 @@ struct Plan {
     stall: Option<Stall>,
     fail: Option<Failure>,
     lose_answer: bool,
+    before: Option<Hook>,
     healed: watch::Receiver<u64>,
 }
 
@@ -316,12 +320,19 @@ impl Faults {
             None => (a.fail_all || take_one(&mut a.fail_next)).then_some(Failure::Refused),
         };
         let lose_answer = fail.is_none() && take_one(&mut a.lose_answers);
-        Plan { latency, stall: a.stall, fail, lose_answer, healed: self.shared.healed.subscribe() }
+        let stall = a.stall;
+        let before = s.hooks.before.clone();
+        Plan { latency, stall, fail, lose_answer, before, healed: self.shared.healed.subscribe() }
     }
 
-    /// The way to the store of one call of `op`: its waits, then its failure if one is armed.
-    /// `Ok(true)` when the call's answer is to be lost.
-    async fn gate(&self, op: Op) -> Result<bool> {
+    /// The way to the store of one call of `op`: its waits, then its failure if one is armed,
+    /// then the hook.
+    async fn gate(&self, op: Op) -> Result<Pass> {
+        self.gate_n(op, 1).await
+    }
+
+    /// [`gate`](Self::gate) for a call carrying `items` holds.
+    async fn gate_n(&self, op: Op, items: usize) -> Result<Pass> {
         let mut plan = self.plan(op);
         if !plan.latency.is_zero() || plan.stall.is_some() {
             let waits = async {
@@ -345,17 +356,29 @@ impl Faults {
                 Err(self.injected(op, std::io::ErrorKind::ConnectionRefused, "did not reach the store"))
             }
             Some(Failure::With(make)) => Err((make.0)()),
-            None => Ok(plan.lose_answer),
+            None => {
+                if let Some(hook) = plan.before {
+                    hook.call(op, items)?;
+                }
+                Ok(Pass { lose: plan.lose_answer, items })
+            }
         }
     }
 
-    /// `answer` as the caller gets it: lost if the call's plan said so.
-    fn answer<T>(&self, op: Op, lose: bool, answer: T) -> Result<T> {
-        match lose {
-            true => {
-                Err(self.injected(op, std::io::ErrorKind::ConnectionReset, "was applied, its answer lost"))
-            }
-            false => Ok(answer),
+    /// `answer` as the caller gets it: lost if the call's plan said so, or replaced by the
+    /// answers' hook.
+    fn answer<T>(&self, op: Op, pass: Pass, answer: T) -> Result<T> {
+        if pass.lose {
+            return Err(self.injected(
+                op,
+                std::io::ErrorKind::ConnectionReset,
+                "was applied, its answer lost",
+            ));
+        }
+        let after = self.shared.state.lock().hooks.after.clone();
+        match after {
+            Some(hook) => hook.call(op, pass.items).map(|()| answer),
+            None => Ok(answer),
         }
     }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use lock_core::{LockBackend, LockError, Locker};
 use lock_file::FileLock;
-use lock_testkit::hooked::{Call, Hooked};
+use lock_testkit::hooked::{Call, answers_hooked};
 use lock_testkit::{eventually, within};
 use tokio::time::Instant;
 
@@ -102,7 +102,7 @@ async fn waiters_are_granted_in_the_order_they_queued() {
         let mut waiters = Vec::new();
         for i in 0..WAITERS {
             let counted = answered.clone();
-            let hooked = Hooked::new(clients[i % clients.len()].clone(), |_| Ok(())).with_answers(move |c| {
+            let hooked = answers_hooked(clients[i % clients.len()].clone(), move |c| {
                 if c == Call::TryAcquire {
                     counted.fetch_add(1, Ordering::SeqCst);
                 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use lock_core::Locker;
 use lock_core::backend::LockBackend;
 use lock_file::FileLock;
-use lock_testkit::hooked::{Call, Hooked};
+use lock_testkit::hooked::{Call, hooked};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_the_waiter_without_polling() {
@@ -21,7 +21,7 @@ async fn a_release_wakes_the_waiter_without_polling() {
     // The waiter's backend counts its acquisition attempts.
     let attempts = Arc::new(AtomicUsize::new(0));
     let counted = attempts.clone();
-    let waiting = Arc::new(Hooked::new(Arc::new(FileLock::new(dir.path()).expect("waiter")), move |call| {
+    let waiting = Arc::new(hooked(Arc::new(FileLock::new(dir.path()).expect("waiter")), move |call| {
         if call == Call::TryAcquire {
             counted.fetch_add(1, Ordering::SeqCst);
         }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use lock_core::{Locker, OwnerToken};
 use lock_mysql::Mode;
-use lock_testkit::hooked::{Call, Hooked};
+use lock_testkit::hooked::{Call, hooked};
 
 use crate::common;
 
@@ -26,7 +26,7 @@ async fn many_new_keys_at_once_are_each_taken_in_one_attempt() {
     let mut lockers = Vec::new();
     for _ in 0..BACKENDS {
         let seen = attempts.clone();
-        let hooked = Hooked::new(common::backend(&url, Mode::Pessimistic).await, move |call| {
+        let hooked = hooked(common::backend(&url, Mode::Pessimistic).await, move |call| {
             if matches!(call, Call::TryAcquire) {
                 seen.fetch_add(1, Ordering::Relaxed);
             }

@@ -8,7 +8,7 @@ use lock_core::Locker;
 use tokio::task::JoinSet;
 
 use crate::factory::{Factory, key, skip};
-use crate::hooked::{Call, Hooked};
+use crate::hooked::{Call, counting};
 use crate::poll::{eventually, within};
 
 /// Waiters queued on one key.
@@ -33,7 +33,7 @@ pub async fn release_wakes_no_herd<F: Factory + ?Sized>(f: &F) {
     if !(backend.notify().is_some() || backend.capabilities().native_wait || backend.queue().is_some()) {
         return skip(&f.label(), case, "waiters poll: no release notification and no wait on the server");
     }
-    let (hooked, tries) = Hooked::counting(backend, Call::TryAcquire);
+    let (hooked, tries) = counting(backend, Call::TryAcquire);
     let locker = Locker::new(Arc::new(hooked));
     let k = key("herd");
     let held =

@@ -35,7 +35,7 @@ use lock_core::backend::RecordOp;
 use lock_core::{CountDownLatch, LockError, Locker};
 
 use crate::factory::{Factory, key, skip};
-use crate::hooked::{Call, Hooked};
+use crate::hooked::{Call, answers_hooked};
 use crate::poll::within;
 
 /// How long a waiter that must be let through may take.
@@ -119,7 +119,7 @@ pub async fn latch_count_down_whose_answer_is_lost_counts_once<F: Factory + ?Siz
     let lose = Arc::new(AtomicBool::new(true));
     let losing = lose.clone();
     let backend = f.client().await.locker().backend().clone();
-    let hooked = Hooked::new(backend, |_| Ok(())).with_answers(move |call| {
+    let hooked = answers_hooked(backend, move |call| {
         if call == Call::Record && losing.swap(false, Ordering::SeqCst) {
             return Err(LockError::temporary("test", "the answer was lost"));
         }

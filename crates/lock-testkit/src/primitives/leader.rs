@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::factory::{Client, Factory, key, skip};
-use crate::hooked::Hooked;
+use crate::hooked::hooked;
 use crate::poll::within;
 
 /// How long any one step of a case may take before the case fails (liveness, not timing).
@@ -38,7 +38,7 @@ impl Partition {
     pub fn wrap(inner: Arc<dyn LockBackend>) -> (Arc<dyn LockBackend>, Arc<AtomicBool>) {
         let cut = Arc::new(AtomicBool::new(false));
         let (name, switch) = (inner.name(), cut.clone());
-        let partitioned = Hooked::new(inner, move |_| {
+        let partitioned = hooked(inner, move |_| {
             if switch.load(Ordering::SeqCst) {
                 return Err(LockError::temporary(name, std::io::Error::other("partitioned by the test")));
             }

@@ -1,4 +1,4 @@
-//! The semaphore cases that count the backend calls of an acquisition (a `Hooked` backend).
+//! The semaphore cases that count the backend calls of an acquisition (a hooked backend).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -7,7 +7,7 @@ use std::time::Duration;
 use lock_core::{Locker, Semaphore};
 
 use crate::factory::{Factory, key, skip};
-use crate::hooked::{Call, Hooked};
+use crate::hooked::{Call, counting, hooked};
 use crate::poll::{eventually, within};
 
 /// A waiting acquisition on a native semaphore whose handle checked its count is one waiting
@@ -17,7 +17,7 @@ use crate::poll::{eventually, within};
 /// queueing store, a queue entry for nothing).
 pub async fn sem_waiter_sends_no_try_of_its_own<F: Factory + ?Sized>(f: &F) {
     let case = "sem_waiter_sends_no_try_of_its_own";
-    let (hooked, tries) = Hooked::counting(f.client().await.backend.clone(), Call::TryAcquire);
+    let (hooked, tries) = counting(f.client().await.backend.clone(), Call::TryAcquire);
     let s = Semaphore::new(&Locker::new(Arc::new(hooked)), key("sem_direct"), 1).expect("semaphore");
     if !s.is_native() {
         return skip(
@@ -55,7 +55,7 @@ pub async fn sem_slot_scan_inspects_only_where_refusals_write<F: Factory + ?Size
     let (t, l) = (tries.clone(), looks.clone());
     let backend = f.client().await.backend.clone();
     let writes = backend.capabilities().refusal_writes;
-    let hooked = Hooked::new(backend, move |call| {
+    let hooked = hooked(backend, move |call| {
         match call {
             Call::TryAcquire => t.fetch_add(1, Ordering::SeqCst),
             Call::Inspect => l.fetch_add(1, Ordering::SeqCst),
@@ -107,7 +107,7 @@ pub async fn sem_mismatched_handle_sends_no_attempt<F: Factory + ?Sized>(f: &F) 
     let name = key("sem_mismatch");
     let two = Semaphore::new(&Locker::new(backend.clone()), &name, 2).expect("semaphore");
     two.try_acquire().await.expect("try").expect("free").release().await.expect("release");
-    let (hooked, tries) = Hooked::counting(backend, Call::TryAcquire);
+    let (hooked, tries) = counting(backend, Call::TryAcquire);
     let locker = Locker::new(Arc::new(hooked));
     let three = Semaphore::new(&locker, &name, 3).expect("semaphore");
     let refused = three.try_acquire().await;
@@ -132,7 +132,7 @@ pub async fn sem_waiter_retries_a_failed_count_check<F: Factory + ?Sized>(f: &F)
     }
     let failing = |backend: std::sync::Arc<dyn lock_core::LockBackend>| {
         let failed = Arc::new(AtomicUsize::new(0));
-        let hooked = Hooked::new(backend, move |call| {
+        let hooked = hooked(backend, move |call| {
             if call == Call::Record && failed.fetch_add(1, Ordering::SeqCst) == 0 {
                 return Err(lock_core::LockError::temporary("test", "a record read answered too late"));
             }
