@@ -1,14 +1,15 @@
 //! A decorator over a target's backend that counts what reaches it: acquisition attempts
 //! (`try_acquire` calls, so wake-ups show as attempts per acquisition), subscriptions (so the
 //! attempts that follow a wake-up can be told from the first attempt and the one after
-//! subscribing) and renewals (calls and items). It is the test kit's hooked forwarder with
-//! a counting hook, so every request goes on unchanged, on the same `dyn` path users take.
+//! subscribing) and renewals (calls and items). It is lock-core's fault wrapper with a counting
+//! hook and no fault armed, so every request goes on unchanged, on the same `dyn` path users
+//! take.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dlock::DynBackend;
-use lock_testkit::hooked::{Call, hooked};
+use dlock::faults::{FaultyBackend, Op};
 
 /// The counters a [`Counting`] backend's hook adds to.
 #[derive(Debug, Default)]
@@ -31,11 +32,12 @@ impl Counting {
     pub fn new(inner: DynBackend) -> Arc<Self> {
         let counts = Arc::new(Counts::default());
         let seen = counts.clone();
-        let backend = hooked(inner, move |call| {
-            match call {
-                Call::TryAcquire => seen.attempts.fetch_add(1, Ordering::Relaxed),
-                Call::Subscribe => seen.subscribes.fetch_add(1, Ordering::Relaxed),
-                Call::Renew { items } => {
+        let (backend, faults) = FaultyBackend::wrap(inner);
+        faults.before_each(move |op, items| {
+            match op {
+                Op::TryAcquire => seen.attempts.fetch_add(1, Ordering::Relaxed),
+                Op::Subscribe => seen.subscribes.fetch_add(1, Ordering::Relaxed),
+                Op::Renew => {
                     seen.renew_items.fetch_add(items as u64, Ordering::Relaxed);
                     seen.renew_calls.fetch_add(1, Ordering::Relaxed)
                 }

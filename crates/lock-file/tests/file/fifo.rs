@@ -15,9 +15,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use lock_core::faults::Op;
 use lock_core::{LockBackend, LockError, Locker};
 use lock_file::FileLock;
-use lock_testkit::hooked::{Call, answers_hooked};
+use lock_testkit::hooked::answers_hooked;
 use lock_testkit::{eventually, within};
 use tokio::time::Instant;
 
@@ -103,7 +104,7 @@ async fn waiters_are_granted_in_the_order_they_queued() {
         for i in 0..WAITERS {
             let counted = answered.clone();
             let hooked = answers_hooked(clients[i % clients.len()].clone(), move |c| {
-                if c == Call::TryAcquire {
+                if c == Op::TryAcquire {
                     counted.fetch_add(1, Ordering::SeqCst);
                 }
                 Ok(())

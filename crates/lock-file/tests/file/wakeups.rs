@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use lock_core::Locker;
 use lock_core::backend::LockBackend;
+use lock_core::faults::Op;
 use lock_file::FileLock;
-use lock_testkit::hooked::{Call, hooked};
+use lock_testkit::hooked::hooked;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_the_waiter_without_polling() {
@@ -22,7 +23,7 @@ async fn a_release_wakes_the_waiter_without_polling() {
     let attempts = Arc::new(AtomicUsize::new(0));
     let counted = attempts.clone();
     let waiting = Arc::new(hooked(Arc::new(FileLock::new(dir.path()).expect("waiter")), move |call| {
-        if call == Call::TryAcquire {
+        if call == Op::TryAcquire {
             counted.fetch_add(1, Ordering::SeqCst);
         }
         Ok(())

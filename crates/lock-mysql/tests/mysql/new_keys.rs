@@ -9,9 +9,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use lock_core::faults::Op;
 use lock_core::{Locker, OwnerToken};
 use lock_mysql::Mode;
-use lock_testkit::hooked::{Call, hooked};
+use lock_testkit::hooked::hooked;
 
 use crate::common;
 
@@ -27,7 +28,7 @@ async fn many_new_keys_at_once_are_each_taken_in_one_attempt() {
     for _ in 0..BACKENDS {
         let seen = attempts.clone();
         let hooked = hooked(common::backend(&url, Mode::Pessimistic).await, move |call| {
-            if matches!(call, Call::TryAcquire) {
+            if matches!(call, Op::TryAcquire) {
                 seen.fetch_add(1, Ordering::Relaxed);
             }
             Ok(())

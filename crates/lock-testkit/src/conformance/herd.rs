@@ -8,8 +8,9 @@ use lock_core::Locker;
 use tokio::task::JoinSet;
 
 use crate::factory::{Factory, key, skip};
-use crate::hooked::{Call, counting};
+use crate::hooked::counting;
 use crate::poll::{eventually, within};
+use lock_core::faults::Op;
 
 /// Waiters queued on one key.
 const WAITERS: usize = 24;
@@ -33,7 +34,7 @@ pub async fn release_wakes_no_herd<F: Factory + ?Sized>(f: &F) {
     if !(backend.notify().is_some() || backend.capabilities().native_wait || backend.queue().is_some()) {
         return skip(&f.label(), case, "waiters poll: no release notification and no wait on the server");
     }
-    let (hooked, tries) = counting(backend, Call::TryAcquire);
+    let (hooked, tries) = counting(backend, Op::TryAcquire);
     let locker = Locker::new(Arc::new(hooked));
     let k = key("herd");
     let held =

@@ -35,8 +35,9 @@ use lock_core::backend::RecordOp;
 use lock_core::{CountDownLatch, LockError, Locker};
 
 use crate::factory::{Factory, key, skip};
-use crate::hooked::{Call, answers_hooked};
+use crate::hooked::answers_hooked;
 use crate::poll::within;
+use lock_core::faults::Op;
 
 /// How long a waiter that must be let through may take.
 const THROUGH: Duration = Duration::from_secs(5);
@@ -120,7 +121,7 @@ pub async fn latch_count_down_whose_answer_is_lost_counts_once<F: Factory + ?Siz
     let losing = lose.clone();
     let backend = f.client().await.locker().backend().clone();
     let hooked = answers_hooked(backend, move |call| {
-        if call == Call::Record && losing.swap(false, Ordering::SeqCst) {
+        if call == Op::Record && losing.swap(false, Ordering::SeqCst) {
             return Err(LockError::temporary("test", "the answer was lost"));
         }
         Ok(())

@@ -7,8 +7,9 @@ use std::time::Duration;
 use lock_core::{Locker, Semaphore};
 
 use crate::factory::{Factory, key, skip};
-use crate::hooked::{Call, counting, hooked};
+use crate::hooked::{counting, hooked};
 use crate::poll::{eventually, within};
+use lock_core::faults::Op;
 
 /// A waiting acquisition on a native semaphore whose handle checked its count is one waiting
 /// request: at most three backend attempts from the call to the grant after a release (where
@@ -17,7 +18,7 @@ use crate::poll::{eventually, within};
 /// queueing store, a queue entry for nothing).
 pub async fn sem_waiter_sends_no_try_of_its_own<F: Factory + ?Sized>(f: &F) {
     let case = "sem_waiter_sends_no_try_of_its_own";
-    let (hooked, tries) = counting(f.client().await.backend.clone(), Call::TryAcquire);
+    let (hooked, tries) = counting(f.client().await.backend.clone(), Op::TryAcquire);
     let s = Semaphore::new(&Locker::new(Arc::new(hooked)), key("sem_direct"), 1).expect("semaphore");
     if !s.is_native() {
         return skip(
@@ -57,8 +58,8 @@ pub async fn sem_slot_scan_inspects_only_where_refusals_write<F: Factory + ?Size
     let writes = backend.capabilities().refusal_writes;
     let hooked = hooked(backend, move |call| {
         match call {
-            Call::TryAcquire => t.fetch_add(1, Ordering::SeqCst),
-            Call::Inspect => l.fetch_add(1, Ordering::SeqCst),
+            Op::TryAcquire => t.fetch_add(1, Ordering::SeqCst),
+            Op::Inspect => l.fetch_add(1, Ordering::SeqCst),
             _ => 0,
         };
         Ok(())
@@ -107,7 +108,7 @@ pub async fn sem_mismatched_handle_sends_no_attempt<F: Factory + ?Sized>(f: &F) 
     let name = key("sem_mismatch");
     let two = Semaphore::new(&Locker::new(backend.clone()), &name, 2).expect("semaphore");
     two.try_acquire().await.expect("try").expect("free").release().await.expect("release");
-    let (hooked, tries) = counting(backend, Call::TryAcquire);
+    let (hooked, tries) = counting(backend, Op::TryAcquire);
     let locker = Locker::new(Arc::new(hooked));
     let three = Semaphore::new(&locker, &name, 3).expect("semaphore");
     let refused = three.try_acquire().await;
@@ -133,7 +134,7 @@ pub async fn sem_waiter_retries_a_failed_count_check<F: Factory + ?Sized>(f: &F)
     let failing = |backend: std::sync::Arc<dyn lock_core::LockBackend>| {
         let failed = Arc::new(AtomicUsize::new(0));
         let hooked = hooked(backend, move |call| {
-            if call == Call::Record && failed.fetch_add(1, Ordering::SeqCst) == 0 {
+            if call == Op::Record && failed.fetch_add(1, Ordering::SeqCst) == 0 {
                 return Err(lock_core::LockError::temporary("test", "a record read answered too late"));
             }
             Ok(())
