@@ -15,6 +15,7 @@ pub mod history;
 pub mod hooked;
 pub mod interop;
 mod memory;
+pub mod pki;
 mod poll;
 pub mod primitives;
 pub mod proxy;

@@ -1,46 +1,12 @@
 //! TLS end to end: a TLS-only Redis, MariaDB with `require_secure_transport` and a TLS-only
-//! etcd, each with a throwaway CA from `rcgen`.
+//! etcd, each with a throwaway CA (`lock_testkit::pki`).
 
 use super::*;
 use dlock::lock_etcd::EtcdLock;
 use dlock::lock_redis::Mode;
 use lock_etcd_testing::EtcdServer;
 use lock_mysql_testing::MARIADB_PASSWORD;
-use lock_testkit::server::TlsFiles;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-
-/// A throwaway CA and a server certificate it signed for 127.0.0.1 and localhost, as PEM
-/// strings and as files (removed on drop).
-pub(super) struct Pki {
-    pub ca_pem: String,
-    pub files: TlsFiles,
-    _dir: tempfile::TempDir,
-}
-
-impl Pki {
-    pub fn new(name: &str) -> Pki {
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.distinguished_name.push(DnType::CommonName, format!("dlock test CA {name}"));
-        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("ca key")).expect("ca");
-        let key = KeyPair::generate().expect("key");
-        let params =
-            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).expect("params");
-        let cert = params.signed_by(&key, &ca).expect("server cert");
-        let dir = tempfile::tempdir().expect("tmp");
-        let put = |n: &str, body: &str| {
-            let path = dir.path().join(n);
-            std::fs::write(&path, body).expect("write pem");
-            path
-        };
-        let files = TlsFiles {
-            ca: put("ca.pem", &ca.pem()),
-            cert: put("server.pem", &cert.pem()),
-            key: put("server.key", &key.serialize_pem()),
-        };
-        Pki { ca_pem: ca.pem(), files, _dir: dir }
-    }
-}
+pub(super) use lock_testkit::pki::Pki;
 
 /// The refusal of a client that trusts another CA than the server's (within 20 s), which must
 /// name the certificate problem; and its text.

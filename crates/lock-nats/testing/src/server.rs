@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use lock_testkit::server::{FaultControl, ManagedProcess, Probe, ServerError, Spec, free_port};
+use lock_testkit::server::{FaultControl, ManagedProcess, Probe, ServerError, Spec, TlsFiles, free_port};
 
 /// Environment variable: `host:port` of an externally managed nats-server with JetStream to
 /// test against instead of a private one (faults then need a private server).
@@ -73,6 +73,16 @@ impl NatsServer {
                 other => return other,
             }
         }
+    }
+
+    /// Starts a server that serves clients over TLS only, with `tls`'s certificate and key
+    /// (`nats+tls://` URLs trusting `tls.ca`); its monitoring port stays plain HTTP.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_tls(tls: &TlsFiles) -> Result<NatsServer, ServerError> {
+        let (cert, key) = (tls.cert.to_string_lossy(), tls.key.to_string_lossy());
+        Self::start_with(&["--tls", "--tlscert", &cert, "--tlskey", &key])
     }
 
     fn start_once(program: &Path, extra: &[&str]) -> Result<NatsServer, ServerError> {

@@ -6,6 +6,7 @@
 
 mod faults;
 mod schedules;
+mod tls;
 
 /// The shared server's clients, or a skip.
 macro_rules! factory {

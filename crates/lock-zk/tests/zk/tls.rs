@@ -17,43 +17,10 @@ mod on {
     use std::time::{Duration, Instant};
 
     use lock_core::{LockError, Locker};
-    use lock_testkit::server::{TlsFiles, or_skip};
+    use lock_testkit::pki::Pki;
+    use lock_testkit::server::or_skip;
     use lock_zk::ZkLock;
     use lock_zk_testing::ZkServer;
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-
-    /// A throwaway CA and a server certificate it signed for 127.0.0.1 and localhost, as files
-    /// (removed on drop).
-    struct Pki {
-        files: TlsFiles,
-        _dir: tempfile::TempDir,
-    }
-
-    impl Pki {
-        fn new(name: &str) -> Pki {
-            let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-            ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-            ca_params.distinguished_name.push(DnType::CommonName, format!("lock-zk test CA {name}"));
-            let ca =
-                CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("ca key")).expect("ca");
-            let key = KeyPair::generate().expect("key");
-            let params =
-                CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).expect("params");
-            let cert = params.signed_by(&key, &ca).expect("server cert");
-            let dir = tempfile::tempdir().expect("tmp");
-            let put = |n: &str, body: &str| {
-                let path = dir.path().join(n);
-                std::fs::write(&path, body).expect("write pem");
-                path
-            };
-            let files = TlsFiles {
-                ca: put("ca.pem", &ca.pem()),
-                cert: put("server.pem", &cert.pem()),
-                key: put("server.key", &key.serialize_pem()),
-            };
-            Pki { files, _dir: dir }
-        }
-    }
 
     fn zks_url(port: u16, ca: &Path) -> String {
         format!("zks://127.0.0.1:{port}/tls-test?ca={}&connection_timeout=1s", ca.display())
