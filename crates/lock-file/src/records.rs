@@ -28,7 +28,7 @@ impl OwnedOp {
             RecordOp::Get => OwnedOp::Get,
             RecordOp::Init(v) => OwnedOp::Init(v),
             RecordOp::Set(v) => OwnedOp::Set(v),
-            RecordOp::Mark(t) if !t.is_empty() && !t.contains(['\n', '\r']) => OwnedOp::Mark(t.to_owned()),
+            RecordOp::Mark(t) if LocalRecord::valid_mark(t) => OwnedOp::Mark(t.to_owned()),
             RecordOp::Delete => OwnedOp::Delete,
             _ => return None,
         })
@@ -62,15 +62,8 @@ pub(crate) fn apply(dir: &Path, stem: &str, op: &OwnedOp) -> io::Result<Record> 
         return Ok(answer);
     }
     if keep {
-        let (value, marks) = record.parts();
-        let mut text = value.map_or_else(|| "-".to_owned(), |v| v.to_string());
-        for m in marks {
-            text.push('\n');
-            text.push_str(m);
-        }
-        text.push('\n');
         let mut f = File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
+        f.write_all(record.to_text().as_bytes())?;
         f.sync_all()?;
         std::fs::rename(&tmp, &path)?;
     } else {
@@ -96,12 +89,7 @@ fn read(path: &Path) -> io::Result<LocalRecord> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LocalRecord::default()),
         Err(e) => return Err(e),
     };
-    let mut lines = text.lines();
-    let value = match lines.next() {
-        None | Some("-") => None,
-        Some(v) => Some(v.parse().map_err(|_| {
-            io::Error::new(io::ErrorKind::InvalidData, format!("{} holds no record", path.display()))
-        })?),
-    };
-    Ok(LocalRecord::from_parts(value, lines.map(str::to_owned)))
+    LocalRecord::from_text(&text).ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidData, format!("{} holds no record", path.display()))
+    })
 }

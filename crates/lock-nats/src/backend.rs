@@ -23,7 +23,7 @@ use crate::keys::{lock_key, lock_of};
 use crate::markers::Markers;
 use crate::notify::Notifier;
 use crate::store::Current;
-use lock_core::backend::{Admin, Notes, Notify};
+use lock_core::backend::{Admin, Notes, Notify, Record, RecordOp, Records};
 
 /// NATS JetStream key-value locks: one bucket key per lock (`l.<encoded key>`), created only
 /// if absent; the create's revision is the fence, a renewal rewrites the value on its last
@@ -67,7 +67,9 @@ impl NatsLock {
         let bucket = crate::connect::open(&cfg).await?;
         let markers = Arc::new(Markers::default());
         let notifier = Notifier::new(markers.clone());
-        let inner = Arc::new(Inner { cfg, bucket, holds: Holds::default(), notifier, markers, runtime });
+        let records = tokio::sync::OnceCell::new();
+        let inner =
+            Arc::new(Inner { cfg, bucket, holds: Holds::default(), notifier, markers, runtime, records });
         crate::keeper::start(&inner);
         Ok(NatsLock { inner })
     }
@@ -166,7 +168,8 @@ impl LockBackend for NatsLock {
 
     // One watch per client (notify.rs).
     // The note rides in the holder's value (keys.rs).
-    lock_core::backend::hand_out!(notify, notes, admin);
+    // Records in a bucket of their own, without a TTL (records.rs).
+    lock_core::backend::hand_out!(notify, notes, records, admin);
 }
 
 #[async_trait]
@@ -178,6 +181,13 @@ impl Notify for NatsLock {
 
     fn listening(&self, _key: &str) -> bool {
         self.inner.notifier.listening()
+    }
+}
+
+#[async_trait]
+impl Records for NatsLock {
+    async fn record(&self, key: &str, op: RecordOp<'_>) -> Result<Record> {
+        self.inner.record(key, op).await
     }
 }
 

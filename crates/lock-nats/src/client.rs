@@ -19,4 +19,6 @@ pub(crate) struct Inner {
     pub notifier: Notifier,
     pub markers: Arc<Markers>,
     pub runtime: Handle,
+    /// The records bucket (records.rs), opened on the first record op.
+    pub records: tokio::sync::OnceCell<Bucket>,
 }

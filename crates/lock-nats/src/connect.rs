@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use async_nats::ConnectOptions;
+use async_nats::jetstream::kv::Store;
 use async_nats::jetstream::{self, stream, stream::DiscardPolicy, stream::StorageType};
 use lock_core::backend::cluster::Connection;
 use lock_core::{LockError, Result};
@@ -16,29 +17,8 @@ pub(crate) async fn open(cfg: &Config) -> Result<Bucket> {
     let client = connect(&cfg.conn).await?;
     let mut js = jetstream::new(client);
     js.set_timeout(cfg.conn.request_timeout);
-    let limit = cfg.conn.request_timeout * 2;
-    let kv = match bounded(limit, async { Ok(js.get_key_value(&cfg.bucket).await) }).await? {
-        Ok(kv) => kv,
-        // Not there (or not readable): create it; a bucket created meanwhile by another
-        // client with the same settings is the same stream, which JetStream accepts again.
-        // Not there (or not readable): create it; a bucket created meanwhile by another
-        // client with the same settings is the same stream, which JetStream accepts again.
-        Err(_) => {
-            bounded(limit, async {
-                js.create_stream(stream_config(&cfg.bucket, cfg.lease_ttl.unwrap_or(DEFAULT_LEASE_TTL)))
-                    .await
-                    .map_err(|e| {
-                        if error::permission(&e) {
-                            LockError::permission_denied(error::NAME, e)
-                        } else {
-                            error::driver(e, true)
-                        }
-                    })?;
-                js.get_key_value(&cfg.bucket).await.map_err(|e| error::driver(e, true))
-            })
-            .await?
-        }
-    };
+    let ttl = Some(cfg.lease_ttl.unwrap_or(DEFAULT_LEASE_TTL));
+    let kv = open_or_create(&js, &cfg.bucket, ttl, cfg.conn.request_timeout).await?;
     let ttl = kv.stream.cached_info().config.max_age;
     if ttl < crate::builder::MIN_LEASE_TTL {
         return Err(LockError::InvalidConfig {
@@ -62,19 +42,49 @@ pub(crate) async fn open(cfg: &Config) -> Result<Bucket> {
     Ok(Bucket { js, kv, name: cfg.bucket.clone(), ttl, timeout: cfg.conn.request_timeout })
 }
 
-/// The stream of a key-value bucket as `nats kv add --history 1 --ttl <ttl>` makes it.
+/// The bucket `name`, created with `ttl` (`None`: its keys never expire) if it is not there.
+pub(crate) async fn open_or_create(
+    js: &jetstream::Context,
+    name: &str,
+    ttl: Option<Duration>,
+    timeout: Duration,
+) -> Result<Store> {
+    let limit = timeout * 2;
+    match bounded(limit, async { Ok(js.get_key_value(name).await) }).await? {
+        Ok(kv) => Ok(kv),
+        // Not there (or not readable): create it; a bucket created meanwhile by another
+        // client with the same settings is the same stream, which JetStream accepts again.
+        Err(_) => {
+            bounded(limit, async {
+                js.create_stream(stream_config(name, ttl)).await.map_err(|e| {
+                    if error::permission(&e) {
+                        LockError::permission_denied(error::NAME, e)
+                    } else {
+                        error::driver(e, true)
+                    }
+                })?;
+                js.get_key_value(name).await.map_err(|e| error::driver(e, true))
+            })
+            .await
+        }
+    }
+}
+
+/// The stream of a key-value bucket as `nats kv add --history 1 --ttl <ttl>` makes it (no
+/// `--ttl` for `None`).
 ///
 /// Not `create_key_value`: async-nats 0.51 asks the account's limits first and cannot read
 /// a 2.9 server's answer (it lacks the `reserved_*` fields of 2.10).
-fn stream_config(bucket: &str, ttl: Duration) -> stream::Config {
+fn stream_config(bucket: &str, ttl: Option<Duration>) -> stream::Config {
+    let what = if ttl.is_some() { "locks" } else { "records" };
     stream::Config {
         name: format!("KV_{bucket}"),
-        description: Some("dlock locks (lock-nats)".to_owned()),
+        description: Some(format!("dlock {what} (lock-nats)")),
         subjects: vec![format!("$KV.{bucket}.>")],
         // One message per key: a renewal replaces the grant, and the max age counts from the
         // last write.
         max_messages_per_subject: 1,
-        max_age: ttl,
+        max_age: ttl.unwrap_or_default(),
         // On disk: the revisions (the fences) survive a server restart.
         storage: StorageType::File,
         num_replicas: 1,

@@ -16,6 +16,7 @@ mod keys;
 mod markers;
 mod notify;
 mod options;
+mod records;
 /// The URL parser of [`NatsLock::from_url`], for the test kit's raw client (feature `testing`).
 #[cfg(feature = "testing")]
 pub use options::parse as parse_url;

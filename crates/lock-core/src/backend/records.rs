@@ -33,7 +33,7 @@ pub struct Record {
 
 /// A record kept in memory, for a store that keeps its records in its own process (the memory
 /// backend) or as a model of the rules in a test.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct LocalRecord {
     value: Option<u64>,
     marks: HashSet<String>,
@@ -48,6 +48,34 @@ impl LocalRecord {
     /// The number and the marks, to write back as a whole.
     pub fn parts(&self) -> (Option<u64>, impl Iterator<Item = &str>) {
         (self.value, self.marks.iter().map(String::as_str))
+    }
+
+    /// The record as text, as a store that keeps it whole writes it (a file, a key's value):
+    /// its number (`-` for none) on the first line, then one mark per line.
+    pub fn to_text(&self) -> String {
+        let mut text = self.value.map_or_else(|| "-".to_owned(), |v| v.to_string());
+        for m in &self.marks {
+            text.push('\n');
+            text.push_str(m);
+        }
+        text.push('\n');
+        text
+    }
+
+    /// A record read back from [`to_text`](Self::to_text)'s form; `None` for text that is not
+    /// one.
+    pub fn from_text(text: &str) -> Option<LocalRecord> {
+        let mut lines = text.lines();
+        let value = match lines.next() {
+            None | Some("-") => None,
+            Some(v) => Some(v.parse().ok()?),
+        };
+        Some(LocalRecord::from_parts(value, lines.map(str::to_owned)))
+    }
+
+    /// Whether `token` can be a mark in the text form: not empty, no line break.
+    pub fn valid_mark(token: &str) -> bool {
+        !token.is_empty() && !token.contains(['\n', '\r'])
     }
 
     /// Apply `op`; `false` in the answer's second place when the record is now empty (it can
@@ -84,5 +112,22 @@ mod tests {
         assert_eq!(r.apply(RecordOp::Mark("a")).0.marks, 1, "a resent mark counts once");
         assert_eq!(r.apply(RecordOp::Set(3)).0, Record { value: Some(3), marks: 1 });
         assert_eq!(r.apply(RecordOp::Delete), (Record::default(), false));
+    }
+
+    #[test]
+    fn the_text_form_reads_back_what_it_wrote() {
+        let mut r = LocalRecord::default();
+        assert_eq!(LocalRecord::from_text(&r.to_text()), Some(r.clone()));
+        r.apply(RecordOp::Init(3));
+        r.apply(RecordOp::Mark("a b"));
+        r.apply(RecordOp::Mark("c"));
+        assert_eq!(LocalRecord::from_text(&r.to_text()), Some(r.clone()));
+        assert_eq!(r.apply(RecordOp::Get).0, Record { value: Some(3), marks: 2 });
+        assert!(LocalRecord::from_text("three\n").is_none());
+        assert!(
+            !LocalRecord::valid_mark("")
+                && !LocalRecord::valid_mark("a\nb")
+                && LocalRecord::valid_mark("a b")
+        );
     }
 }
