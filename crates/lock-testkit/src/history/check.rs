@@ -8,7 +8,8 @@ use std::time::Duration;
 use lock_core::FencingToken;
 use tokio::time::Instant;
 
-use super::{Shared, WriteOutcome, generative};
+use super::judge::{fence_faults, overlapping_writes};
+use super::{Shared, WriteOutcome};
 
 /// One hold as the holder saw it.
 #[derive(Clone, Debug)]
@@ -130,21 +131,9 @@ pub(super) fn check(label: String, shared: &Shared, strikes: usize, elapsed: Dur
     let mut holds = shared.holds.lock().clone();
     holds.sort_by_key(|h| h.acquired);
     let reg = shared.register.state.lock();
-    // Two holds overlap on [later acquisition, earlier release]; both writing inside that
-    // window with both writes accepted is two holders acting at once.
-    let mut violations = 0;
-    for (i, a) in holds.iter().enumerate() {
-        let Some((wa, WriteOutcome::Accepted)) = a.write else { continue };
-        for b in holds[i + 1..].iter().take_while(|b| b.acquired < a.released) {
-            let Some((wb, WriteOutcome::Accepted)) = b.write else { continue };
-            let (start, end) = (b.acquired, a.released.min(b.released));
-            if b.client != a.client && (start..=end).contains(&wa) && (start..=end).contains(&wb) {
-                violations += 1;
-            }
-        }
-    }
+    let violations = overlapping_writes(&holds, |h| (h.client, h.acquired, h.released, h.write));
     let grants: Vec<_> = holds.iter().map(|h| (h.invoked, h.acquired, h.fence.map(|f| f.0))).collect();
-    let (repeated_fences, fence_regressions) = generative::fence_faults(&grants);
+    let (repeated_fences, fence_regressions) = fence_faults(&grants);
     let crashes = shared.crashes.lock().clone();
     let max_recovery =
         crashes.iter().filter_map(|c| holds.iter().find(|h| h.acquired > *c).map(|h| h.acquired - *c)).max();

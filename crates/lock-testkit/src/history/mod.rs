@@ -22,6 +22,7 @@ use crate::Factory;
 
 mod check;
 pub mod generative;
+mod judge;
 pub mod nemesis;
 mod register;
 

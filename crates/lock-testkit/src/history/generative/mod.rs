@@ -39,7 +39,6 @@ use client::client;
 pub use primitives::{Primitive, PrimitivesReport, run_primitive};
 pub use report::GenReport;
 use report::check;
-pub(crate) use report::fence_faults;
 
 /// The seed of a run: `DLOCK_HISTORY_SEED` when set, else a random one.
 pub fn seed() -> u64 {

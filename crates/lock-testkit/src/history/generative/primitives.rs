@@ -18,10 +18,10 @@ use std::time::Duration;
 use lock_core::{FencingToken, LockError, RwLock, Semaphore};
 use tokio::time::Instant;
 
-use super::report::fence_faults;
 use super::{Mix, Nemesis, lease, locker};
 use crate::Factory;
 use crate::history::Register;
+use crate::history::judge::fence_faults;
 use crate::history::strike_until;
 
 mod ops;
