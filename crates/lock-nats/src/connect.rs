@@ -56,13 +56,19 @@ pub(crate) async fn open_or_create(
         // client with the same settings is the same stream, which JetStream accepts again.
         Err(_) => {
             bounded(limit, async {
-                js.create_stream(stream_config(name, ttl)).await.map_err(|e| {
-                    if error::permission(&e) {
+                if let Err(e) = js.create_stream(stream_config(name, ttl)).await {
+                    // Two clients creating it at once: the server may refuse the second
+                    // ("subjects overlap", its check racing the first's create). Then it is
+                    // there to open.
+                    if let Ok(kv) = js.get_key_value(name).await {
+                        return Ok(kv);
+                    }
+                    return Err(if error::permission(&e) {
                         LockError::permission_denied(error::NAME, e)
                     } else {
                         error::driver(e, true)
-                    }
-                })?;
+                    });
+                }
                 js.get_key_value(name).await.map_err(|e| error::driver(e, true))
             })
             .await
