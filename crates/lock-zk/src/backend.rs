@@ -152,8 +152,9 @@ impl ZkLock {
     }
 
     /// Test hook (feature `testing`, not for production): how many predecessor deletions this
-    /// client's waiters were woken by (with no herd effect, one release causes at most one;
-    /// a predecessor's heartbeats and notes, which fire the watch too, are not counted).
+    /// client's waiters acted on, told by the watch or found when setting it again (with no
+    /// herd effect, one release causes one; a predecessor's heartbeats and notes, which fire
+    /// the watch too, are not counted).
     #[cfg(feature = "testing")]
     pub fn watch_wakeups(&self) -> u64 {
         self.inner.wakeups.load(Ordering::Relaxed)

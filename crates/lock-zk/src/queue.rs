@@ -289,7 +289,13 @@ impl QueueStore for Queue<'_> {
         let client = &entry.session.client;
         let (data, stat, watcher) = match client.get_and_watch_data(&predecessor).await {
             Ok(read) => read,
-            Err(zk::Error::NoNode) => return Ok(Watched::Moved(self.settle(entry, true).await?)),
+            Err(zk::Error::NoNode) => {
+                // Deleted before the watch was set again (after its data changed or it went
+                // stale): this waiter acts on that deletion as on the watch's event.
+                #[cfg(feature = "testing")]
+                self.0.wakeups.fetch_add(1, Ordering::Relaxed);
+                return Ok(Watched::Moved(self.settle(entry, true).await?));
+            }
             Err(e) => return Err(lock_error(e)),
         };
         entry.session.confirm(sent);
