@@ -57,30 +57,59 @@ impl MultiLock {
         }
         let started = Instant::now();
         let deadline = started + wait;
-        let mut guards = Vec::with_capacity(parts.len());
-        for (_, locker, key) in parts {
-            let mut req = locker.lock(key.clone()).wait(deadline.saturating_duration_since(Instant::now()));
-            if let Some(l) = lease {
-                req = req.lease(l);
-            }
-            match req.acquire().await {
-                Ok(g) => guards.push(g),
-                Err(e) => {
-                    for g in guards.into_iter().rev() {
-                        if let Err(re) = g.release().await {
-                            tracing::warn!(error = %re, "releasing a partial multi-lock failed");
-                        }
-                    }
-                    return Err(match e {
-                        LockError::Timeout { key, .. } => {
-                            LockError::Timeout { key, waited: started.elapsed() }
-                        }
-                        other => other,
-                    });
+        loop {
+            let guards = match in_order(&parts, deadline, lease).await {
+                Ok(guards) => guards,
+                Err(LockError::Timeout { key, .. }) => {
+                    return Err(LockError::Timeout { key, waited: started.elapsed() });
                 }
+                Err(e) => return Err(e),
+            };
+            if !guards.iter().any(LockGuard::is_lost) {
+                return Ok(MultiGuard { guards });
+            }
+            // A lock taken early was lost while a later one was awaited (a fixed lease shorter
+            // than that wait): its key may be someone else's now. Taking it again while
+            // holding later keys would break the order that keeps multi-locks from
+            // deadlocking, so everything goes back and the set is taken again from the first.
+            release_partial(guards).await;
+        }
+    }
+}
+
+/// Each lock of `parts` in turn, waiting until `deadline`; on a failure those taken are
+/// released and the error returned.
+async fn in_order(
+    parts: &[(String, &Locker, &String)],
+    deadline: Instant,
+    lease: Option<Duration>,
+) -> Result<Vec<LockGuard>> {
+    let mut guards = Vec::with_capacity(parts.len());
+    for (_, locker, key) in parts {
+        let mut req = locker.lock((*key).clone()).wait(deadline.saturating_duration_since(Instant::now()));
+        if let Some(l) = lease {
+            req = req.lease(l);
+        }
+        match req.acquire().await {
+            Ok(g) => guards.push(g),
+            Err(e) => {
+                release_partial(guards).await;
+                return Err(e);
             }
         }
-        Ok(MultiGuard { guards })
+    }
+    Ok(guards)
+}
+
+/// Release the locks of an unfinished multi-lock, the last taken first.
+async fn release_partial(guards: Vec<LockGuard>) {
+    for g in guards.into_iter().rev() {
+        if g.is_lost() {
+            continue;
+        }
+        if let Err(re) = g.release().await {
+            tracing::warn!(error = %re, "releasing a partial multi-lock failed");
+        }
     }
 }
 

@@ -36,6 +36,9 @@ pub enum Promise {
     NotWedged,
     /// Never more holders of a semaphore than its (stored) permit count.
     PermitsNeverExceeded,
+    /// A grant that waited is live when handed out: a part gathered and lost during the wait
+    /// (a fixed lease shorter than the wait, a session ended) is gathered again, never granted.
+    GrantedLive,
     /// Read-write locks are phase-fair: a reader queued behind a writer gets in before writers
     /// that queued after it, and writers are never starved.
     PhaseFair,
@@ -47,13 +50,14 @@ pub enum Promise {
 
 impl Promise {
     /// Every promise.
-    pub const ALL: [Promise; 9] = [
+    pub const ALL: [Promise; 10] = [
         Promise::Exclusion,
         Promise::FencesIncrease,
         Promise::LostBeforeSuccessor,
         Promise::DeadlineBound,
         Promise::NotWedged,
         Promise::PermitsNeverExceeded,
+        Promise::GrantedLive,
         Promise::PhaseFair,
         Promise::CallerStateUnchanged,
         Promise::BookkeepingBounded,
@@ -68,6 +72,7 @@ impl Promise {
             Promise::DeadlineBound => has(Kind::Store),
             Promise::NotWedged | Promise::BookkeepingBounded => has(Kind::Waits),
             Promise::PermitsNeverExceeded => has(Kind::Permits),
+            Promise::GrantedLive => has(Kind::Grants) && has(Kind::Waits),
             Promise::PhaseFair => has(Kind::Shared),
             Promise::CallerStateUnchanged => has(Kind::CallerSession),
         }

@@ -78,7 +78,6 @@ impl RwLock {
         let started = Instant::now();
         let deadline = opts.deadline(started)?;
         self.check_slots(once, deadline).await?;
-        let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if self.native {
             let gate = self.part(&self.gate, Side::Write, once, deadline, opts.lease, started).await?;
             return Ok(gate.map(|gate| WriteGuard {
@@ -87,13 +86,39 @@ impl RwLock {
                 _mark: self.holders.mark(true),
             }));
         }
+        loop {
+            let Some(w) = self.gather_write(once, opts.lease, deadline, started).await? else {
+                return Ok(None);
+            };
+            if !w.is_lost() {
+                return Ok(Some(w));
+            }
+            // A part was lost while the others were awaited (a fixed lease shorter than the
+            // readers' stay, a session ended): its key may already be someone else's, so the
+            // write side is not handed out dead. The caller's wait goes on.
+            release_quietly(RW, w.release()).await;
+            if once {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// The gate, then every reader slot at once, each waiting until `deadline` unless `once`.
+    async fn gather_write(
+        &self,
+        once: bool,
+        lease: Option<Duration>,
+        deadline: Option<Instant>,
+        started: Instant,
+    ) -> Result<Option<WriteGuard>> {
+        let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let gate = if once {
-            match self.gate_request(opts.lease).try_acquire().await? {
+            match self.gate_request(lease).try_acquire().await? {
                 Some(g) => g,
                 None => return Ok(None),
             }
         } else {
-            let mut req = self.gate_request(opts.lease);
+            let mut req = self.gate_request(lease);
             if let Some(w) = remaining() {
                 req = req.wait(w);
             }
@@ -108,7 +133,7 @@ impl RwLock {
         let k = self.readers.permits();
         let mut parts: FuturesUnordered<_> = (0..k)
             .map(|slot| {
-                let mut req = self.readers.slot_request(slot, opts.lease);
+                let mut req = self.readers.slot_request(slot, lease);
                 let w = if once { Some(Duration::ZERO) } else { remaining() };
                 if let Some(w) = w {
                     req = req.wait(w);

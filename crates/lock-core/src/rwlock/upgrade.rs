@@ -102,14 +102,27 @@ impl RwLock {
         let deadline = opts.deadline(started)?;
         self.check_slots(once, deadline).await?;
         let up = self.upgrade_key();
-        let Some(gate) = self.part(&up, Side::Exclusive, once, deadline, opts.lease, started).await? else {
-            return Ok(None);
-        };
-        let read = match self.part(&self.gate, Side::Read, once, deadline, opts.lease, started).await {
-            Ok(Some(r)) => r,
-            other => {
-                release_quietly("an upgradeable read", gate.release()).await;
-                return other.map(|_| None);
+        let (gate, read) = loop {
+            let Some(gate) = self.part(&up, Side::Exclusive, once, deadline, opts.lease, started).await?
+            else {
+                return Ok(None);
+            };
+            let read = match self.part(&self.gate, Side::Read, once, deadline, opts.lease, started).await {
+                Ok(Some(r)) => r,
+                other => {
+                    release_quietly("an upgradeable read", gate.release()).await;
+                    return other.map(|_| None);
+                }
+            };
+            if !gate.is_lost() {
+                break (gate, read);
+            }
+            // The upgrade gate was lost while the read waited for a writer (a fixed lease
+            // shorter than that wait): another upgradeable reader may hold it now, so the
+            // guard is not handed out; the caller's wait goes on.
+            release_quietly("an upgradeable read", read.release()).await;
+            if once {
+                return Ok(None);
             }
         };
         let rw = self.clone();

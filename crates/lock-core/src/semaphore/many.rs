@@ -77,6 +77,10 @@ async fn give_back(permits: Vec<Permit>) {
 impl PermitRequest<'_> {
     /// Take `n` permits, all or none, waiting up to the request's wait.
     ///
+    /// The permits granted are live: one the request gathered and lost while it waited for the
+    /// rest (its fixed lease ran out, its session ended) is dropped and its place gathered
+    /// again. A fixed lease shorter than that wait can therefore end in a timeout.
+    ///
     /// # Errors
     /// [`LockError::InvalidConfig`] when `n` is 0 or more than the semaphore's permits;
     /// [`LockError::Timeout`] (naming the semaphore) at the deadline, with nothing held;
@@ -163,13 +167,21 @@ impl Semaphore {
             Err(LockError::Timeout { .. }) => return Err(timeout()),
             Err(e) => return Err(e),
         };
-        let mut got = Vec::new();
+        let mut got: Vec<Permit> = Vec::new();
         let result = loop {
+            // A gathered permit can be lost while the request waits for the rest (a fixed
+            // lease running out, a session ending); its slot may then be taken again, even by
+            // this request. Granting it would hand out a dead permit beside a live one on the
+            // same slot, so it is dropped and its place gathered again.
+            got.retain(|p| !p.is_lost());
             if let Err(e) = self.gather(&mut got, n, lease).await {
                 break Err(e);
             }
-            if got.len() == n as usize {
+            if got.len() == n as usize && !got.iter().any(Permit::is_lost) {
                 break Ok(());
+            }
+            if got.len() == n as usize {
+                continue;
             }
             // One more, waiting: a slot this request holds is simply found held again.
             match self.take(false, deadline, lease).await {

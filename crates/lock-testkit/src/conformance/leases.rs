@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lock_core::{LeaseState, LockError};
+use lock_core::{LeaseState, LockError, MultiLock};
 use tokio::time::Instant;
 
 use super::{Factory, assert_free, assert_held, client_with, expire, key, locker, skip};
@@ -226,4 +226,36 @@ pub async fn lost_before_successor<F: Factory + ?Sized>(f: &F) {
         "holder told {gap:?} before the successor, margin {margin:?}"
     );
     acquired.1.release().await.expect("release");
+}
+
+/// A multi-lock waiting for a later key holds the earlier ones; with a fixed lease they run
+/// out meanwhile and may be taken by others. The multi-lock is granted only live locks: it
+/// gives everything back and takes the set again rather than hand out a lost part.
+pub async fn multilock_grants_only_live_parts<F: Factory + ?Sized>(f: &F) {
+    let (a, b) = (locker(f).await, locker(f).await);
+    let (k1, k2) = (key("multi_live-1"), key("multi_live-2"));
+    let blocker = b.try_lock(&k2).await.expect("try").expect("free");
+    // The store's short lease: on NATS a lost hold's key stays for the bucket's TTL.
+    let lease = f.lease();
+    let waiter = tokio::spawn({
+        let (a, k1, k2) = (a.clone(), k1.clone(), k2.clone());
+        async move {
+            MultiLock::new().with(&a, &k1).with(&a, &k2).acquire(Duration::from_secs(15), Some(lease)).await
+        }
+    });
+    eventually(Duration::from_secs(10), "the multi-lock takes its first key and waits", || async {
+        b.try_lock(&k1).await.expect("try").is_none()
+    })
+    .await;
+    // Time passing is the case: the first key's fixed lease runs out while the second is
+    // awaited.
+    tokio::time::sleep(lease * 2).await;
+    blocker.release().await.expect("release");
+    let m = within(Duration::from_secs(20), "the multi-lock", waiter)
+        .await
+        .expect("task")
+        .expect("both keys once the blocker left");
+    assert!(!m.is_lost(), "granted a multi-lock already lost: {:?}", m.guards());
+    let e = m.release().await;
+    assert!(e.is_ok(), "releasing a live multi-lock: {e:?}");
 }

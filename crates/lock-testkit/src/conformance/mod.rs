@@ -29,7 +29,8 @@ pub use holder::{evict_takes_the_lock_from_its_holder, holder_identity_noted, li
 pub use input::{ODD_KEYS, bad_input};
 pub use leases::{
     expired_lease_taken_over, fencing_tokens_increase, lost_before_successor, lost_reaches_nested_guards,
-    lost_signal_fires, renew_extends_lease, renew_only_extends, watchdog_keeps_lock,
+    lost_signal_fires, multilock_grants_only_live_parts, renew_extends_lease, renew_only_extends,
+    watchdog_keeps_lock,
 };
 
 mod cancellation;
@@ -113,7 +114,7 @@ macro_rules! conformance_tests {
             lost_before_successor, cancel_on_free_key, late_cleanup_spares_later_grant,
             inspect_without_acquiring, capabilities_are_honest, holder_identity_noted,
             evict_takes_the_lock_from_its_holder, list_names_the_held_keys, release_wakes_no_herd,
-            fences_increase_under_contention);
+            fences_increase_under_contention, multilock_grants_only_live_parts);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(

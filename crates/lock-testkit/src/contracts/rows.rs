@@ -24,14 +24,16 @@ pub const ROWS: &[Row] = rows! {
         LostBeforeSuccessor => Gap("the closure's lost signal is not checked against a successor"),
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Gap("no case cancels a with_lock"),
-        BookkeepingBounded => Gap("no case counts what a cancelled with_lock leaves");
+        BookkeepingBounded => Gap("no case counts what a cancelled with_lock leaves"),
+        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
     "LockRequest::acquire":
         Exclusion => Case("mutual_exclusion"),
         FencesIncrease => Case("fences_increase_under_contention"),
         LostBeforeSuccessor => Case("lost_before_successor"),
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Case("cancelled_acquire_leaves_nothing"),
-        BookkeepingBounded => Case("a_burst_of_cancellations_and_releases_leaves_one_bounded_set");
+        BookkeepingBounded => Case("a_burst_of_cancellations_and_releases_leaves_one_bounded_set"),
+        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
     "LockRequest::try_acquire":
         Exclusion => Case("round_trip"),
         FencesIncrease => Case("fences_never_repeat_while_lock_files_are_removed"),
@@ -43,7 +45,8 @@ pub const ROWS: &[Row] = rows! {
         LostBeforeSuccessor => Gap("the closure's lost signal is not checked against a successor"),
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Gap("no case cancels a run"),
-        BookkeepingBounded => Gap("no case counts what a cancelled run leaves");
+        BookkeepingBounded => Gap("no case counts what a cancelled run leaves"),
+        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
     "LockGuard::release":
         DeadlineBound => Case("every_operation_answers_in_time");
     "LockGuard::renew":
@@ -54,7 +57,8 @@ pub const ROWS: &[Row] = rows! {
         LostBeforeSuccessor => Gap("no case loses one part of a MultiLock before a successor"),
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Gap("no case cancels a MultiLock part-way"),
-        BookkeepingBounded => Gap("no case counts what a cancelled MultiLock leaves");
+        BookkeepingBounded => Gap("no case counts what a cancelled MultiLock leaves"),
+        GrantedLive => Case("multilock_grants_only_live_parts");
     "MultiGuard::release":
         DeadlineBound => Case("every_operation_answers_in_time");
     "ReadRequest::acquire":
@@ -64,7 +68,8 @@ pub const ROWS: &[Row] = rows! {
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Case("rw_crashed_writer_frees_lock"),
         PhaseFair => Case("rw_phase_fair"),
-        BookkeepingBounded => Case("a_burst_of_cancellations_and_releases_leaves_one_bounded_set");
+        BookkeepingBounded => Case("a_burst_of_cancellations_and_releases_leaves_one_bounded_set"),
+        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
     "ReadRequest::try_acquire":
         FencesIncrease => Gap("no case compares a read's fence with earlier grants'"),
         Exclusion => Case("rw_readers_share"),
@@ -78,7 +83,8 @@ pub const ROWS: &[Row] = rows! {
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Case("rw_crashed_writer_frees_lock"),
         PhaseFair => Case("rw_writer_not_starved"),
-        BookkeepingBounded => Gap("no case counts what a cancelled write leaves");
+        BookkeepingBounded => Gap("no case counts what a cancelled write leaves"),
+        GrantedLive => Case("rw_write_grants_only_live_parts");
     "WriteRequest::try_acquire":
         Exclusion => Case("rw_writer_excludes_everyone"),
         FencesIncrease => Case("rw_write_fences_increase"),
@@ -96,7 +102,8 @@ pub const ROWS: &[Row] = rows! {
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Gap("no case cancels an upgradeable read"),
         PhaseFair => Case("rw_phase_fair"),
-        BookkeepingBounded => Gap("no case counts what a cancelled upgradeable read leaves");
+        BookkeepingBounded => Gap("no case counts what a cancelled upgradeable read leaves"),
+        GrantedLive => Case("rw_upgradeable_read_grants_only_live_parts");
     "UpgradeableRequest::try_acquire":
         FencesIncrease => Gap("no case compares an upgradeable read's fence with earlier grants'"),
         Exclusion => Case("rw_upgradeable_read_upgrades_before_writers"),
@@ -110,7 +117,8 @@ pub const ROWS: &[Row] = rows! {
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Gap("no case cancels an upgrade"),
         PhaseFair => Case("rw_upgradeable_read_upgrades_before_writers"),
-        BookkeepingBounded => Gap("no case counts what a cancelled upgrade leaves");
+        BookkeepingBounded => Gap("no case counts what a cancelled upgrade leaves"),
+        GrantedLive => Gap("the guard's own read may run out during the wait; the guard then reads lost");
     "UpgradeableReadGuard::try_upgrade":
         Exclusion => Case("rw_upgradeable_read_upgrades_before_writers"),
         FencesIncrease => Gap("no case compares an upgrade's fence with earlier writes'"),
@@ -139,7 +147,8 @@ pub const ROWS: &[Row] = rows! {
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Case("sem_crashed_holder_permit_returns"),
         PermitsNeverExceeded => Case("sem_count_never_exceeded"),
-        BookkeepingBounded => Gap("no case counts what a cancelled permit wait leaves");
+        BookkeepingBounded => Gap("no case counts what a cancelled permit wait leaves"),
+        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
     "PermitRequest::try_acquire":
         Exclusion => Case("sem_permits_shared_up_to_n"),
         FencesIncrease => Case("sem_store_keeps_permits"),
@@ -152,8 +161,9 @@ pub const ROWS: &[Row] = rows! {
         LostBeforeSuccessor => Gap("no case loses one of several permits before a successor"),
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Case("sem_many_waiters_do_not_deadlock"),
-        PermitsNeverExceeded => Case("sem_many_all_or_none"),
-        BookkeepingBounded => Gap("no case counts what a cancelled multi-permit wait leaves");
+        PermitsNeverExceeded => Case("sem_many_grants_only_live_permits"),
+        BookkeepingBounded => Gap("no case counts what a cancelled multi-permit wait leaves"),
+        GrantedLive => Case("sem_many_grants_only_live_permits");
     "PermitRequest::try_acquire_many":
         Exclusion => Case("sem_many_all_or_none"),
         FencesIncrease => Gap("no case checks the fences of several permits taken at once"),
@@ -184,7 +194,8 @@ pub const ROWS: &[Row] = rows! {
         LostBeforeSuccessor => Case("leader_told_before_successor"),
         DeadlineBound => Gap("no stall case campaigns"),
         NotWedged => Case("leader_resignation_hands_over"),
-        BookkeepingBounded => Gap("no case counts what a cancelled campaign leaves");
+        BookkeepingBounded => Gap("no case counts what a cancelled campaign leaves"),
+        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
     "Candidate::resign":
         DeadlineBound => Case("every_operation_answers_in_time");
     "LockBackend::inspect":
@@ -201,7 +212,8 @@ pub const ROWS: &[Row] = rows! {
         DeadlineBound => Gap("no stall case takes a transaction lock"),
         NotWedged => Case("a_transaction_lock_leaves_the_callers_settings_as_they_were"),
         CallerStateUnchanged => Case("a_transaction_lock_leaves_the_callers_settings_as_they_were"),
-        BookkeepingBounded => Gap("a transaction lock ends with the transaction: nothing counted");
+        BookkeepingBounded => Gap("a transaction lock ends with the transaction: nothing counted"),
+        GrantedLive => Gap("a transaction lock has no lease: it lasts as long as the transaction");
     "PgLock::try_lock_in_transaction":
         Exclusion => Gap("no case runs two transactions' locks on one key against each other"),
         FencesIncrease => Gap("no case checks a transaction lock's fences"),
@@ -214,14 +226,16 @@ pub const ROWS: &[Row] = rows! {
         LostBeforeSuccessor => Case("a_lost_lock_stops_the_command_with_status_76"),
         DeadlineBound => Case("an_unresponsive_server_fails_within_the_wait_naming_it"),
         NotWedged => Case("interrupted_redis_waiters_leave_the_queue_in_every_mode"),
-        BookkeepingBounded => Gap("no case counts what interrupted runs leave on the server");
+        BookkeepingBounded => Gap("no case counts what interrupted runs leave on the server"),
+        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
     "dlock leader":
         Exclusion => Case("only_the_leader_runs_the_command_and_a_stopped_leader_hands_over"),
         FencesIncrease => Gap("no case checks the fences of successive terms through the CLI"),
         LostBeforeSuccessor => Case("lost_leadership_stops_the_command_and_the_next_term_starts_it_again"),
         DeadlineBound => Gap("no stall case campaigns through the CLI"),
         NotWedged => Case("interrupted_followers_leave_the_queue"),
-        BookkeepingBounded => Gap("no case counts what interrupted campaigns leave");
+        BookkeepingBounded => Gap("no case counts what interrupted campaigns leave"),
+        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
     "dlock status":
         DeadlineBound => Case("operator_verbs_answer_a_silent_store_within_its_bound");
     "dlock list":

@@ -6,9 +6,11 @@
 pub mod latch;
 pub mod leader;
 pub mod rw_fair;
+mod rw_lost;
 pub mod rwlock;
 mod sem_calls;
 mod sem_holder;
+mod sem_many;
 mod sem_store;
 pub mod semaphore;
 

@@ -14,6 +14,8 @@ macro_rules! rwlock_tests {
             rw_reader_lost_signal_fires,
             rw_writer_lost_signal_fires,
             rw_crashed_writer_frees_lock,
+            rw_write_grants_only_live_parts,
+            rw_upgradeable_read_grants_only_live_parts,
             rw_reader_cannot_upgrade,
             rw_upgradeable_read_upgrades_before_writers,
             rw_bad_input,
@@ -38,10 +40,14 @@ use std::time::Duration;
 use lock_core::{LockError, MAX_KEY_BYTES, MAX_PERMITS, RwLock};
 
 pub use super::rw_fair::rw_phase_fair;
+pub use super::rw_lost::{
+    rw_crashed_writer_frees_lock, rw_reader_lost_signal_fires, rw_upgradeable_read_grants_only_live_parts,
+    rw_write_grants_only_live_parts, rw_writer_lost_signal_fires,
+};
 use crate::factory::{Factory, key, skip};
 use crate::poll::within;
 
-async fn rw<F: Factory + ?Sized>(f: &F, name: &str, slots: u32) -> RwLock {
+pub(super) async fn rw<F: Factory + ?Sized>(f: &F, name: &str, slots: u32) -> RwLock {
     let l = f.client().await.locker();
     RwLock::new(&l, name).expect("rwlock").with_reader_slots(slots).expect("slots")
 }
@@ -193,59 +199,6 @@ pub async fn rw_write_fences_increase<F: Factory + ?Sized>(f: &F) {
     let g3 = a.write().wait(Duration::from_secs(5)).acquire().await.expect("writer");
     assert!(g3.fence().expect("fence") > f2);
     g3.release().await.expect("release");
-}
-
-/// A reader's lost signal fires when its slot is severed behind its back.
-pub async fn rw_reader_lost_signal_fires<F: Factory + ?Sized>(f: &F) {
-    let c = f.client().await;
-    let lease = f.lease();
-    let l = c.locker().with_watchdog_lease(lease).expect("lease");
-    let r = RwLock::new(&l, key("rw_rlost")).expect("rwlock").with_reader_slots(2).expect("slots");
-    let g = r.read().try_acquire().await.expect("try").expect("free");
-    if let Err(u) = c.faults.sever(g.key()).await {
-        return skip(&f.label(), "rw_reader_lost_signal_fires", u);
-    }
-    within(lease * 10 + Duration::from_secs(5), "reader lost signal", g.lost()).await;
-    assert!(g.is_lost());
-    assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
-}
-
-/// A writer's lost signal fires when any one part (here a reader slot) is severed.
-pub async fn rw_writer_lost_signal_fires<F: Factory + ?Sized>(f: &F) {
-    let c = f.client().await;
-    let lease = f.lease();
-    let l = c.locker().with_watchdog_lease(lease).expect("lease");
-    let r = RwLock::new(&l, key("rw_wlost")).expect("rwlock").with_reader_slots(3).expect("slots");
-    let g = r.write().try_acquire().await.expect("try").expect("free");
-    assert!(!g.is_lost());
-    let part = g.slots().get(1).map_or(g.gate().key(), |slot| slot.key());
-    if let Err(u) = c.faults.sever(part).await {
-        return skip(&f.label(), "rw_writer_lost_signal_fires", u);
-    }
-    within(lease * 10 + Duration::from_secs(5), "writer lost signal", g.lost()).await;
-    assert!(g.is_lost());
-    assert!(matches!(g.release().await, Err(LockError::LeaseLost { .. })));
-    // Every other part was released: the lock is free again.
-    let g =
-        r.write().wait(Duration::from_secs(5)).acquire().await.expect("free after a lost writer's release");
-    g.release().await.expect("release");
-}
-
-/// A writer that crashes (abandons its guard, drops its client) frees the lock when its leases
-/// or session end.
-pub async fn rw_crashed_writer_frees_lock<F: Factory + ?Sized>(f: &F) {
-    let name = key("rw_crash");
-    let lease = f.lease();
-    let c = f.client().await;
-    let r = RwLock::new(&c.locker(), &name).expect("rwlock").with_reader_slots(2).expect("slots");
-    let g = r.write().lease(lease).try_acquire().await.expect("try").expect("free");
-    g.abandon();
-    drop((r, c));
-    let b = rw(f, &name, 2).await;
-    let g = b.read().lease(lease).wait(Duration::from_secs(15)).acquire().await.expect("reader after crash");
-    g.release().await.expect("release");
-    let g = b.write().lease(lease).wait(Duration::from_secs(15)).acquire().await.expect("writer after crash");
-    g.release().await.expect("release");
 }
 
 /// A reader cannot upgrade: a write request of the caller holding a read lock is refused at

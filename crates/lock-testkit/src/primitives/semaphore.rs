@@ -17,6 +17,7 @@ macro_rules! semaphore_tests {
             sem_bad_input,
             sem_many_all_or_none,
             sem_many_waiters_do_not_deadlock,
+            sem_many_grants_only_live_permits,
             sem_count_is_stored_and_checked,
             sem_mismatched_handle_sends_no_attempt,
             sem_waiter_retries_a_failed_count_check,
@@ -48,6 +49,9 @@ pub use super::sem_calls::{
     sem_waiter_retries_a_failed_count_check, sem_waiter_sends_no_try_of_its_own,
 };
 pub use super::sem_holder::sem_permit_holders_noted;
+pub use super::sem_many::{
+    sem_many_all_or_none, sem_many_grants_only_live_permits, sem_many_waiters_do_not_deadlock,
+};
 pub use super::sem_store::{sem_count_is_stored_and_checked, sem_store_keeps_permits};
 use crate::factory::{Factory, key, skip};
 use crate::poll::within;
@@ -304,61 +308,4 @@ pub async fn sem_bad_input<F: Factory + ?Sized>(f: &F) {
     s.acquire().try_acquire_many(2).await.expect("try many").expect("free").release().await.expect("release");
     let wait = ok.acquire().wait(Duration::MAX).acquire().await;
     assert!(matches!(wait, Err(LockError::InvalidWait { .. })), "{wait:?}");
-}
-
-/// `n` permits in one request, all or none: a single pass that finds too few free holds none
-/// afterwards, a granted request holds `n` distinct slots, a waiting one gets them once enough
-/// are released, and `n` of 0 or above the permits is refused.
-pub async fn sem_many_all_or_none<F: Factory + ?Sized>(f: &F) {
-    let name = key("sem_many");
-    let (a, b) = (sem(f, &name, 3).await, sem(f, &name, 3).await);
-    let one = a.try_acquire().await.expect("try").expect("free");
-    assert!(b.acquire().try_acquire_many(3).await.expect("try").is_none(), "3 of 3 while one is held");
-    let two =
-        b.acquire().try_acquire_many(2).await.expect("try").expect("the failed pass gave its permits back");
-    let mut slots: Vec<u32> = two.permits().iter().map(|p| p.slot()).collect();
-    slots.push(one.slot());
-    slots.sort();
-    assert_eq!(slots, [0, 1, 2], "distinct slots");
-    let waiter = tokio::spawn(async move {
-        let c = b;
-        let p = c.acquire().wait(Duration::from_secs(10)).acquire_many(3).await;
-        (c, p)
-    });
-    two.release().await.expect("release");
-    one.release().await.expect("release");
-    let (c, all) = within(Duration::from_secs(15), "acquire_many(3)", waiter).await.expect("task");
-    let all = all.expect("3 permits once released");
-    assert_eq!(all.len(), 3);
-    assert!(a.try_acquire().await.expect("try").is_none(), "every permit is held");
-    all.release().await.expect("release");
-    for n in [0, 4] {
-        let e = c.acquire().try_acquire_many(n).await.expect_err("bad count");
-        assert!(matches!(e, LockError::InvalidConfig { .. }), "{n}: {e:?}");
-    }
-}
-
-/// Two requests of 3 permits out of 4, waiting at once while 2 are held elsewhere: without the
-/// many gate each could gather 2 and wait for the other forever. Both are granted in turn.
-pub async fn sem_many_waiters_do_not_deadlock<F: Factory + ?Sized>(f: &F) {
-    let name = key("sem_many_dl");
-    let holder = sem(f, &name, 4).await;
-    let held = holder.acquire().try_acquire_many(2).await.expect("try").expect("free");
-    let mut tasks = Vec::new();
-    for _ in 0..2 {
-        let s = sem(f, &name, 4).await;
-        tasks.push(tokio::spawn(async move {
-            let p = s.acquire().wait(Duration::from_secs(20)).acquire_many(3).await?;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            p.release().await
-        }));
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await; // give both the chance to gather, if they could
-    held.release().await.expect("release");
-    for t in tasks {
-        within(Duration::from_secs(30), "a multi-permit request", t)
-            .await
-            .expect("task")
-            .expect("both requests are granted in turn");
-    }
 }
