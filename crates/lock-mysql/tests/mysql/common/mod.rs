@@ -71,6 +71,19 @@ pub async fn statements_like_except(pool: &MySqlPool, pattern: &str, except: &st
     .expect("processlist")
 }
 
+/// How many sessions wait in a `GET_LOCK` like `pattern` now: in the server's `User lock`
+/// state, so a statement that merely names `GET_LOCK` (a `PREPARE` on a connection being
+/// warmed, a try that answers at once) is not counted.
+pub async fn lock_waits_like(pool: &MySqlPool, pattern: &str) -> i64 {
+    lock_mysql::sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO LIKE ?",
+    )
+    .bind(pattern)
+    .fetch_one(pool)
+    .await
+    .expect("processlist")
+}
+
 /// `bytes` in lower-case hex, as a statement's `X'..'` literal names a key or lock name.
 pub fn hex(bytes: impl AsRef<[u8]>) -> String {
     bytes.as_ref().iter().map(|b| format!("{b:02x}")).collect()

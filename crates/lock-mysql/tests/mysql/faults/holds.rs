@@ -209,9 +209,10 @@ async fn optimistic_loss_reaches_every_guard_of_the_hold() {
     }
 }
 
-/// How many sessions wait in `GET_LOCK` on the server now.
+/// How many sessions wait in `GET_LOCK` on the server now (a `PREPARE` naming it, which the
+/// backends' connections run when warmed, is no wait).
 async fn get_lock_waits(admin: &MySqlPool) -> i64 {
-    statements_like(admin, "%GET_LOCK(%").await
+    crate::common::lock_waits_like(admin, "%GET_LOCK(%").await
 }
 
 /// A named acquisition dropped while it waits in the server's GET_LOCK queue is killed there
