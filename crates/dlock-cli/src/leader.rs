@@ -104,13 +104,21 @@ pub async fn leader(a: LeaderArgs<'_>) -> ExitCode {
         };
         if ran.lost {
             eprintln!("dlock: leadership of {:?} lost while {:?} ran", a.key, ran.program);
+        }
+        // Told to stop while the term ran: a loss at the same moment must not start another
+        // term (the signal was spent on the command, and the campaign would run it again).
+        if ran.signalled {
+            let _ = candidate.resign().await;
+            return ran.exit();
+        }
+        if ran.lost {
             if a.once {
                 let _ = candidate.resign().await;
                 return ExitCode::from(EXIT_LOST);
             }
             continue;
         }
-        // The command ended by itself (or by a signal dlock forwarded): give up leadership.
+        // The command ended by itself: give up leadership.
         return match candidate.resign().await {
             Err(LockError::LeaseLost { .. }) => {
                 eprintln!("dlock: leadership of {:?} was lost while {:?} ran", a.key, ran.program);

@@ -176,6 +176,9 @@ pub(crate) struct Ran {
     status: std::io::Result<std::process::ExitStatus>,
     /// The hold was lost while the command ran (it was stopped, unless `--on-lost none`).
     pub lost: bool,
+    /// dlock was told to stop (SIGTERM, SIGINT, SIGHUP) and passed the signal on to the
+    /// command: whatever else happened, it is not to run the command again.
+    pub signalled: bool,
     /// The command's program, for messages.
     pub program: String,
 }
@@ -245,13 +248,14 @@ pub(crate) async fn run_held(
         return Err(ExitCode::from(1));
     };
     let mut lost_at: Option<tokio::time::Instant> = None;
-    let mut killed = false;
+    let (mut killed, mut signalled) = (false, false);
     tokio::pin!(lost);
     let status = loop {
         let kill_at = lost_at.map(|t| t + grace);
         tokio::select! {
             status = sup.wait() => break status,
             sig = any_signal(sigs) => {
+                signalled = true;
                 let _ = killpg(group, sig);
             }
             () = &mut lost, if lost_at.is_none() => {
@@ -277,5 +281,5 @@ pub(crate) async fn run_held(
         tokio::time::sleep(grace).await;
         let _ = killpg(group, Signal::SIGKILL);
     }
-    Ok(Ran { status, lost: lost_at.is_some(), program: program.clone() })
+    Ok(Ran { status, lost: lost_at.is_some(), signalled, program: program.clone() })
 }

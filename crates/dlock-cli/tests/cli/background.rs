@@ -26,9 +26,12 @@ fn run(dir: &Path, url: &str, key: &str, extra: &[&str], body: &str) -> Child {
         .expect("spawn dlock run")
 }
 
-/// A loop that ends once `$D/go` exists, written to `$D/<tag>` when it starts.
+/// A loop that ends once `$D/go` exists, written to `$D/<tag>` when it starts and removed when
+/// it ends (a test waits for that before its directory goes, or the loop would run for good).
 fn waits_for_go(tag: &str) -> String {
-    format!("sh -c 'echo $$ > \"$D/{tag}\"; while [ ! -e \"$D/go\" ]; do sleep 0.02; done'")
+    format!(
+        "sh -c 'echo $$ > \"$D/{tag}\"; while [ ! -e \"$D/go\" ]; do sleep 0.02; done; rm -f \"$D/{tag}\"'"
+    )
 }
 
 /// `dlock status` of the mutex `key`: true when held (exit 1), false when free (exit 0).
@@ -83,6 +86,7 @@ fn ignore_background_releases_when_the_command_exits() {
     wait_for("background process starts", Duration::from_secs(10), || dir.path().join("bg").exists());
     assert!(!held(&url, &k), "--ignore-background: released at the command's exit");
     std::fs::write(dir.path().join("go"), "").expect("go");
+    wait_for("the background loop ends", Duration::from_secs(10), || !dir.path().join("bg").exists());
 }
 
 /// `--on-lost SIG:3s` for every catchable signal the grammar accepts: the command gets SIG,

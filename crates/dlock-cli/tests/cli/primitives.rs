@@ -17,7 +17,8 @@ use nix::sys::signal::{Signal, kill};
 use crate::common;
 
 use common::{
-    delete_lock_behind_the_holder, dlock, key, pid, pid_of, redis_url, spawn_flocked, wait_exit, wait_for,
+    UNTIL_STOPPED, delete_lock_behind_the_holder, dlock, key, pid, pid_of, redis_url, spawn_flocked,
+    wait_exit, wait_for,
 };
 
 /// `dlock leader` of a shell command that holds `$D/mutex`, appends its term to `$D/terms`,
@@ -25,8 +26,7 @@ use common::{
 /// the tests wait for the pid, then read the terms.
 fn dlock_leader(dir: &Path, key: &str, tag: &str, extra: &[&str]) -> Child {
     let body = format!(
-        "trap 'exit 143' TERM; echo \"{tag} $DLOCK_FENCING_TOKEN\" >> \"$D/terms\"; echo $$ > \"$D/pid.{tag}\"; \
-         sleep 30 & wait $!"
+        "echo \"{tag} $DLOCK_FENCING_TOKEN\" >> \"$D/terms\"; echo $$ > \"$D/pid.{tag}\"; {UNTIL_STOPPED}"
     );
     let url = redis_url();
     let mut args = vec!["leader", "--url", &url, "--key", key, "--identity", tag];
@@ -115,6 +115,28 @@ fn lost_leadership_stops_the_command_and_the_next_term_starts_it_again() {
     assert_eq!(wait_exit(&mut a, Duration::from_secs(10)).code(), Some(143));
 }
 
+/// SIGTERM to a leading `dlock leader` ends it even when leadership is lost while the command
+/// is stopping: the signal was passed on to the command, and campaigning again would start the
+/// command anew with nothing left to stop it.
+#[test]
+fn a_signal_ends_the_leader_even_when_leadership_is_lost_meanwhile() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let k = key("leader-signal-lost");
+    // The command takes 1.5 s to stop, during which its leadership is taken away. It naps in
+    // the foreground, so nothing it started outlives it.
+    let body = "trap 'sleep 1.5; exit 143' TERM; echo \"a $DLOCK_FENCING_TOKEN\" >> \"$D/terms\"; \
+                echo $$ > \"$D/pid.a\"; while :; do sleep 0.05; done";
+    let url = redis_url();
+    let args =
+        ["leader", "--url", &url, "--key", &k, "--identity", "a", "--lease", "1s", "--on-lost", "none"];
+    let mut a = spawn_flocked(dir.path(), &args, body);
+    wait_for("a's command starts", Duration::from_secs(20), || pid_of(dir.path(), "a").is_some());
+    kill(pid(&a), Signal::SIGTERM).expect("SIGTERM a");
+    delete_lock_behind_the_holder(&url, &k, Duration::ZERO);
+    assert_eq!(wait_exit(&mut a, Duration::from_secs(10)).code(), Some(143), "the command's status");
+    assert_eq!(terms(dir.path()).len(), 1, "no second term after the signal");
+}
+
 #[test]
 fn with_once_lost_leadership_exits_76() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -146,8 +168,8 @@ fn the_commands_status_passes_through_and_bad_input_exits_64() {
 /// environment in `$D/env.<tag>`, then sleeps (exit 143 on SIGTERM).
 fn dlock_run(dir: &Path, key: &str, tag: &str, mode: &[&str]) -> Child {
     let body = format!(
-        "trap 'exit 143' TERM; echo \"slot=${{DLOCK_PERMIT_SLOT-unset}} fence=${{DLOCK_FENCING_TOKEN-unset}}\" \
-         > \"$D/env.{tag}\"; echo $$ > \"$D/pid.{tag}\"; sleep 30 & wait $!"
+        "echo \"slot=${{DLOCK_PERMIT_SLOT-unset}} fence=${{DLOCK_FENCING_TOKEN-unset}}\" \
+         > \"$D/env.{tag}\"; echo $$ > \"$D/pid.{tag}\"; {UNTIL_STOPPED}"
     );
     Command::new(env!("CARGO_BIN_EXE_dlock"))
         .args([

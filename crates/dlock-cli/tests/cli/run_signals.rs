@@ -19,12 +19,9 @@ use common::{
 };
 
 /// `dlock run` of a shell command that holds `$D/mutex` while it sleeps `secs`, recording its
-/// pid in `$D/pid.<tag>`; with `trap`, it exits 143 on SIGTERM.
-fn dlock_run(dir: &Path, key: &str, tag: &str, secs: f64, trap: bool, extra: &[&str]) -> Child {
-    let body = format!(
-        "echo $$ > \"$D/pid.{tag}\"; {} sleep {secs} & wait $!",
-        if trap { "trap 'exit 143' TERM;" } else { "" }
-    );
+/// pid in `$D/pid.<tag>` (the shell becomes the `sleep`: see [`common::UNTIL_STOPPED`]).
+fn dlock_run(dir: &Path, key: &str, tag: &str, secs: f64, extra: &[&str]) -> Child {
+    let body = format!("echo $$ > \"$D/pid.{tag}\"; exec sleep {secs}");
     let url = redis_url();
     let mut args = vec!["run", "--url", &url, "--key", key];
     args.extend(extra);
@@ -33,8 +30,8 @@ fn dlock_run(dir: &Path, key: &str, tag: &str, secs: f64, trap: bool, extra: &[&
 
 /// A first `dlock run` (tag `a`) holding `key` while its command sleeps 30 s, returned once
 /// the command runs: the `dlock` process and the command's pid.
-fn start_holder(dir: &Path, key: &str, trap: bool, extra: &[&str]) -> (Child, i32) {
-    let a = dlock_run(dir, key, "a", 30.0, trap, extra);
+fn start_holder(dir: &Path, key: &str, extra: &[&str]) -> (Child, i32) {
+    let a = dlock_run(dir, key, "a", 30.0, extra);
     wait_for("first command starts", Duration::from_secs(20), || pid_of(dir, "a").is_some());
     (a, pid_of(dir, "a").expect("pid"))
 }
@@ -49,8 +46,8 @@ fn alive(pid: i32) -> bool {
 fn sigterm_is_forwarded_and_the_lock_released_only_after_the_command_exits() {
     let dir = tempfile::tempdir().expect("tmp");
     let k = key("sigterm");
-    let (mut a, cmd) = start_holder(dir.path(), &k, true, &["--lease", "2s", "--on-lost", "TERM:500ms"]);
-    let mut b = dlock_run(dir.path(), &k, "b", 0.1, false, &["--wait", "20s"]);
+    let (mut a, cmd) = start_holder(dir.path(), &k, &["--lease", "2s", "--on-lost", "TERM:500ms"]);
+    let mut b = dlock_run(dir.path(), &k, "b", 0.1, &["--wait", "20s"]);
     std::thread::sleep(Duration::from_millis(200)); // give B the chance to overlap, if it could
     assert!(pid_of(dir.path(), "b").is_none(), "second command started while the first held the lock");
     kill(pid(&a), Signal::SIGTERM).expect("SIGTERM dlock");
@@ -65,8 +62,8 @@ fn sigterm_is_forwarded_and_the_lock_released_only_after_the_command_exits() {
 fn a_killed_dlock_takes_its_command_down_before_the_lease_frees_the_lock() {
     let dir = tempfile::tempdir().expect("tmp");
     let k = key("sigkill");
-    let (mut a, cmd) = start_holder(dir.path(), &k, false, &["--lease", "1s", "--on-lost", "TERM:200ms"]);
-    let mut b = dlock_run(dir.path(), &k, "b", 0.1, false, &["--wait", "20s"]);
+    let (mut a, cmd) = start_holder(dir.path(), &k, &["--lease", "1s", "--on-lost", "TERM:200ms"]);
+    let mut b = dlock_run(dir.path(), &k, "b", 0.1, &["--wait", "20s"]);
     kill(pid(&a), Signal::SIGKILL).expect("SIGKILL dlock");
     let killed = Instant::now();
     let _ = wait_exit(&mut a, Duration::from_secs(5));
@@ -82,7 +79,7 @@ fn a_killed_dlock_takes_its_command_down_before_the_lease_frees_the_lock() {
 fn a_lost_lock_stops_the_command_with_status_76() {
     let dir = tempfile::tempdir().expect("tmp");
     let k = key("lost");
-    let (mut a, cmd) = start_holder(dir.path(), &k, false, &["--lease", "600ms", "--on-lost", "TERM:200ms"]);
+    let (mut a, cmd) = start_holder(dir.path(), &k, &["--lease", "600ms", "--on-lost", "TERM:200ms"]);
     delete_lock_behind_the_holder(&redis_url(), &k, Duration::from_secs(10));
     let s = wait_exit(&mut a, Duration::from_secs(10));
     assert_eq!(s.code(), Some(76), "a lost lock exits 76");
@@ -161,7 +158,7 @@ fn status_inspects_without_acquiring_and_run_times_out_with_75() {
     let free = status(false);
     assert_eq!(free.status.code(), Some(0), "{}", String::from_utf8_lossy(&free.stderr));
     assert!(String::from_utf8_lossy(&free.stdout).contains("free"));
-    let (mut a, cmd) = start_holder(dir.path(), &k, true, &["--lease", "2s", "--on-lost", "TERM:500ms"]);
+    let (mut a, cmd) = start_holder(dir.path(), &k, &["--lease", "2s", "--on-lost", "TERM:500ms"]);
     let held = status(true);
     assert_eq!(held.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&held.stdout).expect("json");

@@ -106,13 +106,19 @@ pub fn store_urls(root: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// `dlock run <args> -- sh -c '<body>; sleep 30'` with `D` = `dir`: a holder whose command runs
-/// `body` once it holds, then sleeps until stopped (exit 143 on SIGTERM).
+/// How a test command runs until it is stopped: the shell becomes the `sleep`, which a signal
+/// to the group ends (dlock reports SIGTERM as 143). A shell waiting on a background `sleep`
+/// could take the signal while forking it; the `sleep` then missed it and kept `dlock`, which
+/// waits for every process the command started, for its 30 s.
+pub const UNTIL_STOPPED: &str = "exec sleep 30";
+
+/// `dlock run <args> -- sh -c '<body>; exec sleep 30'` with `D` = `dir`: a holder whose command
+/// runs `body` once it holds, then sleeps until stopped (143 on SIGTERM).
 pub fn spawn_holder(dir: &Path, args: &[&str], body: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_dlock"))
         .arg("run")
         .args(args)
-        .args(["--", "sh", "-c", &format!("trap 'exit 143' TERM; {body}; sleep 30 & wait $!")])
+        .args(["--", "sh", "-c", &format!("{body}; {UNTIL_STOPPED}")])
         .env("D", dir)
         .stdin(Stdio::null())
         .spawn()
