@@ -1,6 +1,6 @@
 //! Records: one key per record in the bucket `<bucket>_records`, a stream with no max age (a
-//! record outlives every lease until it is deleted), its value `LocalRecord`'s text form (the
-//! rules and the form every store shares). Each op reads the record and, if the op changes it,
+//! record outlives every lease until it is deleted, and a deleted record's marker is purged),
+//! its value `LocalRecord`'s text form (the rules and the form every store shares). Each op reads the record and, if the op changes it,
 //! writes it back naming the revision read (compare-and-set), again from the read on a
 //! conflict. Every op is idempotent, so a copy of a write sent twice, or an op applied again
 //! after a conflict, leaves what one would.
@@ -40,6 +40,14 @@ impl Inner {
                 false => bucket.delete(&name, revision, &id).await,
             };
             match written {
+                Ok(marker) if !keep => {
+                    // The record is gone: so is its marker, or each name ever deleted would
+                    // leave one. A failed purge leaves the marker, which reads as no record.
+                    if let Err(e) = bucket.purge_through(&name, marker).await {
+                        tracing::debug!(error = %e, "purging a deleted record's marker failed");
+                    }
+                    return Ok(answer);
+                }
                 Ok(_) => return Ok(answer),
                 Err(Refused::Conflict) => continue,
                 Err(Refused::Failed(e)) => return Err(e),

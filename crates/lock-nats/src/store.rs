@@ -89,6 +89,20 @@ impl Bucket {
         self.publish(key, h, Bytes::new()).await
     }
 
+    /// Remove `key`'s messages up to the delete marker stored as `marker`, the marker
+    /// included: in a bucket without a max age the marker would otherwise stay for good, one
+    /// per name ever deleted. A write stored after the marker has a later sequence and stays.
+    ///
+    /// # Errors
+    /// The server's refusal, or a timeout.
+    pub async fn purge_through(&self, key: &str, marker: u64) -> Result<()> {
+        let purge = self.kv.stream.purge().filter(self.subject(key)).sequence(marker + 1);
+        bounded(self.timeout, async {
+            purge.await.map(drop).map_err(|e| LockError::temporary(error::NAME, e))
+        })
+        .await
+    }
+
     async fn publish(&self, key: &str, headers: HeaderMap, value: Bytes) -> Result<u64, Refused> {
         let send = async {
             let ack = self.js.publish_with_headers(self.subject(key), headers, value).await;

@@ -5,6 +5,7 @@
 //! With `LOCK_TEST_REQUIRE=1` a missing nats-server fails instead of skipping.
 
 mod faults;
+mod records;
 mod resend;
 mod schedules;
 mod tls;
