@@ -1,6 +1,7 @@
 //! The attempts of one acquisition: each sent with the deadline it may wait to, a grant turned
-//! into a guard, a refusal followed by a wait ([`Wait`]), a temporary error retried under a
-//! fresh owner token, and a queue store's place left when the acquisition ends without a grant.
+//! into a guard (unless it was answered past its lease), a refusal followed by a wait
+//! ([`Wait`]), a temporary error retried under a fresh owner token, and a queue store's place
+//! left when the acquisition ends without a grant.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,6 +71,18 @@ impl Acquisition<'_> {
             }
             let attempt = within(bound, self.attempt(caps, queued, &mut wait)).await;
             let retry_after = match attempt.map_err(|_| self.timeout())? {
+                Ok(Step::Granted(guard)) if guard.is_lost() && self.rotate => {
+                    // Answered after its lease ran out by this machine's clock (held up on its
+                    // way): the store may have freed it for someone else already, so it is no
+                    // guard. The dead grant keeps the key until its lease ends; the next
+                    // attempt goes under a fresh owner, and the old one's queue place goes.
+                    tracing::debug!(key = %self.key, "a grant answered past its lease; not handed out");
+                    drop(guard);
+                    self.owner = OwnerToken::random();
+                    wait.renamed();
+                    drop(place.take());
+                    None
+                }
                 Ok(Step::Granted(guard)) => {
                     if let Some(p) = place.take() {
                         p.disarm(); // the grant took this waiter out of the queue

@@ -2,6 +2,7 @@
 //! file cost CI minutes. `cargo test -p lock-core --test core
 //! <module>::` runs one concern.
 
+mod late_grant;
 mod memory_turns;
 mod queue;
 mod quorum;

@@ -25,7 +25,7 @@ pub const ROWS: &[Row] = rows! {
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Gap("no case cancels a with_lock"),
         BookkeepingBounded => Gap("no case counts what a cancelled with_lock leaves"),
-        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
+        GrantedLive => Gap("one hold through LockRequest::acquire, which has the case; none of its own");
     "LockRequest::acquire":
         Exclusion => Case("mutual_exclusion"),
         FencesIncrease => Case("fences_increase_under_contention"),
@@ -33,7 +33,7 @@ pub const ROWS: &[Row] = rows! {
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Case("cancelled_acquire_leaves_nothing"),
         BookkeepingBounded => Case("a_burst_of_cancellations_and_releases_leaves_one_bounded_set"),
-        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
+        GrantedLive => Case("a_waiting_acquisition_is_not_handed_a_grant_answered_past_its_lease");
     "LockRequest::try_acquire":
         Exclusion => Case("round_trip"),
         FencesIncrease => Case("fences_never_repeat_while_lock_files_are_removed"),
@@ -46,7 +46,7 @@ pub const ROWS: &[Row] = rows! {
         DeadlineBound => Case("every_operation_answers_in_time"),
         NotWedged => Gap("no case cancels a run"),
         BookkeepingBounded => Gap("no case counts what a cancelled run leaves"),
-        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
+        GrantedLive => Gap("one hold through LockRequest::acquire, which has the case; none of its own");
     "LockGuard::release":
         DeadlineBound => Case("every_operation_answers_in_time");
     "LockGuard::renew":
@@ -69,7 +69,7 @@ pub const ROWS: &[Row] = rows! {
         NotWedged => Case("rw_crashed_writer_frees_lock"),
         PhaseFair => Case("rw_phase_fair"),
         BookkeepingBounded => Case("a_burst_of_cancellations_and_releases_leaves_one_bounded_set"),
-        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
+        GrantedLive => Gap("one hold through LockRequest::acquire, which has the case; none of its own");
     "ReadRequest::try_acquire":
         FencesIncrease => Gap("no case compares a read's fence with earlier grants'"),
         Exclusion => Case("rw_readers_share"),
@@ -148,7 +148,7 @@ pub const ROWS: &[Row] = rows! {
         NotWedged => Case("sem_crashed_holder_permit_returns"),
         PermitsNeverExceeded => Case("sem_count_never_exceeded"),
         BookkeepingBounded => Gap("no case counts what a cancelled permit wait leaves"),
-        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
+        GrantedLive => Gap("one hold through LockRequest::acquire, which has the case; none of its own");
     "PermitRequest::try_acquire":
         Exclusion => Case("sem_permits_shared_up_to_n"),
         FencesIncrease => Case("sem_store_keeps_permits"),
@@ -195,7 +195,7 @@ pub const ROWS: &[Row] = rows! {
         DeadlineBound => Gap("no stall case campaigns"),
         NotWedged => Case("leader_resignation_hands_over"),
         BookkeepingBounded => Gap("no case counts what a cancelled campaign leaves"),
-        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
+        GrantedLive => Gap("one hold through LockRequest::acquire, which has the case; none of its own");
     "Candidate::resign":
         DeadlineBound => Case("every_operation_answers_in_time");
     "LockBackend::inspect":
@@ -227,7 +227,7 @@ pub const ROWS: &[Row] = rows! {
         DeadlineBound => Case("an_unresponsive_server_fails_within_the_wait_naming_it"),
         NotWedged => Case("interrupted_redis_waiters_leave_the_queue_in_every_mode"),
         BookkeepingBounded => Gap("no case counts what interrupted runs leave on the server"),
-        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
+        GrantedLive => Gap("one hold through LockRequest::acquire, which has the case; none of its own");
     "dlock leader":
         Exclusion => Case("only_the_leader_runs_the_command_and_a_stopped_leader_hands_over"),
         FencesIncrease => Gap("no case checks the fences of successive terms through the CLI"),
@@ -235,7 +235,7 @@ pub const ROWS: &[Row] = rows! {
         DeadlineBound => Gap("no stall case campaigns through the CLI"),
         NotWedged => Case("interrupted_followers_leave_the_queue"),
         BookkeepingBounded => Gap("no case counts what interrupted campaigns leave"),
-        GrantedLive => Gap("one hold, from the attempt that answered; no case answers a grant past its lease");
+        GrantedLive => Gap("one hold through LockRequest::acquire, which has the case; none of its own");
     "dlock status":
         DeadlineBound => Case("operator_verbs_answer_a_silent_store_within_its_bound");
     "dlock list":
