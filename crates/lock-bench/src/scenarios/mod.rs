@@ -58,18 +58,20 @@ impl Sizes {
     /// `--quick`: a run of a few minutes, a smoke run; otherwise the full comparison.
     pub fn new(quick: bool) -> Self {
         if quick {
+            // Every row once, with samples enough to read a median: CI runs it on every
+            // change, so each size is the least that still exercises its scenario.
             Sizes {
-                uncontended_ops: 500,
-                contended_for: Duration::from_millis(250),
-                handoffs: 30,
+                uncontended_ops: 200,
+                contended_for: Duration::from_millis(100),
+                handoffs: 15,
                 scale_clients: &[1, 8, 32],
-                scale_for: Duration::from_millis(200),
+                scale_for: Duration::from_millis(100),
                 watchdog_locks: &[200],
                 waiters: &[10],
                 watchdog_periods: 1,
-                increments: 100,
-                stock: (1_000, 2_000),
-                floor_samples: 300,
+                increments: 50,
+                stock: (500, 1_000),
+                floor_samples: 100,
                 crash_session: Some("2s"),
             }
         } else {
