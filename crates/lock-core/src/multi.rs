@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::parts::{release_quietly, until_live};
 use crate::{LockError, LockGuard, Locker, Result, validate_wait};
 
 /// Several locks taken together in a canonical order (by key, then the backend's
@@ -57,22 +58,21 @@ impl MultiLock {
         }
         let started = Instant::now();
         let deadline = started + wait;
-        loop {
-            let guards = match in_order(&parts, deadline, lease).await {
-                Ok(guards) => guards,
-                Err(LockError::Timeout { key, .. }) => {
-                    return Err(LockError::Timeout { key, waited: started.elapsed() });
-                }
-                Err(e) => return Err(e),
-            };
-            if !guards.iter().any(LockGuard::is_lost) {
-                return Ok(MultiGuard { guards });
-            }
-            // A lock taken early was lost while a later one was awaited (a fixed lease shorter
-            // than that wait): its key may be someone else's now. Taking it again while
-            // holding later keys would break the order that keeps multi-locks from
-            // deadlocking, so everything goes back and the set is taken again from the first.
-            release_partial(guards).await;
+        // A lock taken early can be lost while a later one is awaited: everything goes back and
+        // the set is taken again from its first key, since taking one key again while holding
+        // later ones would break the order that keeps multi-locks from deadlocking.
+        let held = until_live(
+            false,
+            || async { in_order(&parts, deadline, lease).await.map(Some) },
+            |guards: &Vec<LockGuard>| guards.iter().any(LockGuard::is_lost),
+            release_partial,
+        )
+        .await;
+        match held {
+            Ok(Some(guards)) => Ok(MultiGuard { guards }),
+            Ok(None) => unreachable!("a multi-lock that waits hands out its locks or an error"),
+            Err(LockError::Timeout { key, .. }) => Err(LockError::Timeout { key, waited: started.elapsed() }),
+            Err(e) => Err(e),
         }
     }
 }
@@ -101,15 +101,11 @@ async fn in_order(
     Ok(guards)
 }
 
-/// Release the locks of an unfinished multi-lock, the last taken first.
+/// Release the locks of an unfinished multi-lock, the last taken first (a lost one answers that
+/// it was lost, which is no failure here).
 async fn release_partial(guards: Vec<LockGuard>) {
     for g in guards.into_iter().rev() {
-        if g.is_lost() {
-            continue;
-        }
-        if let Err(re) = g.release().await {
-            tracing::warn!(error = %re, "releasing a partial multi-lock failed");
-        }
+        release_quietly("a partial multi-lock", g.release()).await;
     }
 }
 

@@ -31,3 +31,30 @@ pub(crate) async fn any_lost(tokens: Vec<CancellationToken>) {
     }
     select_all(tokens.into_iter().map(|t| Box::pin(t.cancelled_owned()))).await;
 }
+
+/// Gather a hold of several parts with `gather` until none of them is lost when it is handed
+/// out: a part can run out (a fixed lease shorter than the wait for the others, a session
+/// ended) while the others are awaited, and its key may be someone else's by then. Such a
+/// gathering is given back (`give_back`) and gathered again, within the deadline `gather`
+/// keeps; a single try (`once`) answers `None` instead.
+pub(crate) async fn until_live<T, G, B>(
+    once: bool,
+    mut gather: impl FnMut() -> G,
+    lost: impl Fn(&T) -> bool,
+    give_back: impl Fn(T) -> B,
+) -> Result<Option<T>>
+where
+    G: Future<Output = Result<Option<T>>>,
+    B: Future<Output = ()>,
+{
+    loop {
+        let Some(held) = gather().await? else { return Ok(None) };
+        if !lost(&held) {
+            return Ok(Some(held));
+        }
+        give_back(held).await;
+        if once {
+            return Ok(None);
+        }
+    }
+}

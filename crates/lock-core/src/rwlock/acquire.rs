@@ -11,7 +11,7 @@ use super::guard::ReadPart;
 use super::request::Opts;
 use super::{ReadGuard, RwLock, WriteGuard};
 use crate::backend::Side;
-use crate::parts::release_quietly;
+use crate::parts::{release_quietly, until_live};
 use crate::{LockError, LockGuard, Permit, Result};
 
 /// What a failed part release logs.
@@ -86,21 +86,14 @@ impl RwLock {
                 _mark: self.holders.mark(true),
             }));
         }
-        loop {
-            let Some(w) = self.gather_write(once, opts.lease, deadline, started).await? else {
-                return Ok(None);
-            };
-            if !w.is_lost() {
-                return Ok(Some(w));
-            }
-            // A part was lost while the others were awaited (a fixed lease shorter than the
-            // readers' stay, a session ended): its key may already be someone else's, so the
-            // write side is not handed out dead. The caller's wait goes on.
-            release_quietly(RW, w.release()).await;
-            if once {
-                return Ok(None);
-            }
-        }
+        let lease = opts.lease;
+        until_live(
+            once,
+            move || self.gather_write(once, lease, deadline, started),
+            WriteGuard::is_lost,
+            |w: WriteGuard| release_quietly(RW, w.release()),
+        )
+        .await
     }
 
     /// The gate, then every reader slot at once, each waiting until `deadline` unless `once`.

@@ -19,7 +19,7 @@ use super::request::{Opts, request_settings};
 use super::{RwLock, UPGRADE_SUFFIX};
 use crate::backend::Side;
 use crate::caller::HolderMark;
-use crate::parts::{any_lost, release_all, release_quietly};
+use crate::parts::{any_lost, release_all, release_quietly, until_live};
 use crate::{FencingToken, LockError, LockGuard, Result};
 
 /// An upgradeable read request being built: `rw.upgradeable_read().wait(..).acquire().await`.
@@ -102,29 +102,32 @@ impl RwLock {
         let deadline = opts.deadline(started)?;
         self.check_slots(once, deadline).await?;
         let up = self.upgrade_key();
-        let (gate, read) = loop {
-            let Some(gate) = self.part(&up, Side::Exclusive, once, deadline, opts.lease, started).await?
-            else {
+        let (up, lease) = (&up, opts.lease);
+        let gather = move || async move {
+            let Some(gate) = self.part(up, Side::Exclusive, once, deadline, lease, started).await? else {
                 return Ok(None);
             };
-            let read = match self.part(&self.gate, Side::Read, once, deadline, opts.lease, started).await {
-                Ok(Some(r)) => r,
+            match self.part(&self.gate, Side::Read, once, deadline, lease, started).await {
+                Ok(Some(read)) => Ok(Some((gate, read))),
                 other => {
                     release_quietly("an upgradeable read", gate.release()).await;
-                    return other.map(|_| None);
+                    other.map(|_| None)
                 }
-            };
-            if !gate.is_lost() {
-                break (gate, read);
-            }
-            // The upgrade gate was lost while the read waited for a writer (a fixed lease
-            // shorter than that wait): another upgradeable reader may hold it now, so the
-            // guard is not handed out; the caller's wait goes on.
-            release_quietly("an upgradeable read", read.release()).await;
-            if once {
-                return Ok(None);
             }
         };
+        // The upgrade gate can run out while the read waits for a writer: another upgradeable
+        // reader may hold it then.
+        let held = until_live(
+            once,
+            gather,
+            |(gate, _): &(LockGuard, LockGuard)| gate.is_lost(),
+            |(gate, read): (LockGuard, LockGuard)| {
+                drop(gate);
+                release_quietly("an upgradeable read", read.release())
+            },
+        )
+        .await?;
+        let Some((gate, read)) = held else { return Ok(None) };
         let rw = self.clone();
         Ok(Some(UpgradeableReadGuard {
             gate,

@@ -177,10 +177,10 @@ impl Semaphore {
             if let Err(e) = self.gather(&mut got, n, lease).await {
                 break Err(e);
             }
-            if got.len() == n as usize && !got.iter().any(Permit::is_lost) {
-                break Ok(());
-            }
             if got.len() == n as usize {
+                if !got.iter().any(Permit::is_lost) {
+                    break Ok(());
+                }
                 continue;
             }
             // One more, waiting: a slot this request holds is simply found held again.
