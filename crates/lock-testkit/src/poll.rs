@@ -45,3 +45,27 @@ pub async fn cut_after<T>(fut: impl Future<Output = T>, after: Duration) -> Opti
         tokio::task::yield_now().await;
     }
 }
+
+/// The middle of the `*_grants_only_live_*` cases: once `gathered` holds (the waiting request
+/// `waiter` holds what it could get and waits for the rest), its fixed `lease` runs out twice
+/// over, which is the case's point (time passing, not a stand-in for synchronisation); then
+/// `release_held` frees what it waits for, and the request's grant is returned.
+pub(crate) async fn outlasting_its_lease<T, C, F>(
+    what: &str,
+    lease: Duration,
+    waiter: tokio::task::JoinHandle<lock_core::Result<T>>,
+    gathered: C,
+    release_held: impl Future<Output = lock_core::Result<()>>,
+) -> T
+where
+    C: FnMut() -> F,
+    F: Future<Output = bool>,
+{
+    eventually(Duration::from_secs(10), &format!("{what}: gathers what it can and waits"), gathered).await;
+    tokio::time::sleep(lease * 2).await;
+    release_held.await.expect("release what the request waits for");
+    within(Duration::from_secs(20), what, waiter)
+        .await
+        .expect("task")
+        .unwrap_or_else(|e| panic!("{what}: not granted once the holder left: {e}"))
+}

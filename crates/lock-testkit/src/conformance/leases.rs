@@ -7,7 +7,7 @@ use lock_core::{LeaseState, LockError, MultiLock};
 use tokio::time::Instant;
 
 use super::{Factory, assert_free, assert_held, client_with, expire, key, locker, skip};
-use crate::poll::{eventually, within};
+use crate::poll::{eventually, outlasting_its_lease, within};
 
 /// 4. An expired lease can be taken over, and the stale owner's release afterwards must not
 ///    remove the new owner's lock.
@@ -243,18 +243,8 @@ pub async fn multilock_grants_only_live_parts<F: Factory + ?Sized>(f: &F) {
             MultiLock::new().with(&a, &k1).with(&a, &k2).acquire(Duration::from_secs(15), Some(lease)).await
         }
     });
-    eventually(Duration::from_secs(10), "the multi-lock takes its first key and waits", || async {
-        b.try_lock(&k1).await.expect("try").is_none()
-    })
-    .await;
-    // Time passing is the case: the first key's fixed lease runs out while the second is
-    // awaited.
-    tokio::time::sleep(lease * 2).await;
-    blocker.release().await.expect("release");
-    let m = within(Duration::from_secs(20), "the multi-lock", waiter)
-        .await
-        .expect("task")
-        .expect("both keys once the blocker left");
+    let gathered = || async { b.try_lock(&k1).await.expect("try").is_none() };
+    let m = outlasting_its_lease("the multi-lock", lease, waiter, gathered, blocker.release()).await;
     assert!(!m.is_lost(), "granted a multi-lock already lost: {:?}", m.guards());
     let e = m.release().await;
     assert!(e.is_ok(), "releasing a live multi-lock: {e:?}");

@@ -7,7 +7,7 @@ use lock_core::{LockError, RwLock};
 
 use super::rwlock::rw;
 use crate::factory::{Factory, key, skip};
-use crate::poll::{eventually, within};
+use crate::poll::{outlasting_its_lease, within};
 
 /// A reader's lost signal fires when its slot is severed behind its back.
 pub async fn rw_reader_lost_signal_fires<F: Factory + ?Sized>(f: &F) {
@@ -76,18 +76,8 @@ pub async fn rw_write_grants_only_live_parts<F: Factory + ?Sized>(f: &F) {
         async move { w.write().lease(lease).wait(Duration::from_secs(15)).acquire().await }
     });
     let probe = rw(f, &name, 2).await;
-    eventually(Duration::from_secs(10), "the writer waits for the reader", || async {
-        probe.read().try_acquire().await.expect("try").is_none()
-    })
-    .await;
-    // What the case is about is time passing: the writer's fixed lease runs out on what it
-    // gathered while it waits for the reader.
-    tokio::time::sleep(lease * 2).await;
-    held.release().await.expect("release");
-    let w = within(Duration::from_secs(20), "the writer", waiter)
-        .await
-        .expect("task")
-        .expect("the write side once the reader left");
+    let gathered = || async { probe.read().try_acquire().await.expect("try").is_none() };
+    let w = outlasting_its_lease("the writer", lease, waiter, gathered, held.release()).await;
     assert!(!w.is_lost(), "granted a write side already lost: {w:?}");
     let e = w.release().await;
     assert!(e.is_ok(), "releasing a live write side: {e:?}");
@@ -111,17 +101,8 @@ pub async fn rw_upgradeable_read_grants_only_live_parts<F: Factory + ?Sized>(f: 
         asking.upgradeable_read().lease(lease).wait(Duration::from_secs(15)).acquire().await
     });
     let probe = rw(f, &name, 2).await;
-    eventually(Duration::from_secs(10), "the upgradeable read holds its gate and waits", || async {
-        probe.upgradeable_read().try_acquire().await.expect("try").is_none()
-    })
-    .await;
-    // Time passing is the case: the gate's fixed lease runs out while the read waits.
-    tokio::time::sleep(lease * 2).await;
-    held.release().await.expect("release");
-    let u = within(Duration::from_secs(20), "the upgradeable read", waiter)
-        .await
-        .expect("task")
-        .expect("the upgradeable read once the writer left");
+    let gathered = || async { probe.upgradeable_read().try_acquire().await.expect("try").is_none() };
+    let u = outlasting_its_lease("the upgradeable read", lease, waiter, gathered, held.release()).await;
     assert!(!u.is_lost(), "granted an upgradeable read already lost: {u:?}");
     let e = u.release().await;
     assert!(e.is_ok(), "releasing a live upgradeable read: {e:?}");

@@ -6,7 +6,7 @@ use lock_core::LockError;
 
 use super::semaphore::sem;
 use crate::factory::{Factory, key, skip};
-use crate::poll::{eventually, within};
+use crate::poll::{outlasting_its_lease, within};
 
 /// `n` permits in one request, all or none: a single pass that finds too few free holds none
 /// afterwards, a granted request holds `n` distinct slots, a waiting one gets them once enough
@@ -87,18 +87,8 @@ pub async fn sem_many_grants_only_live_permits<F: Factory + ?Sized>(f: &F) {
         let b = b.clone();
         async move { b.acquire().lease(lease).wait(Duration::from_secs(15)).acquire_many(2).await }
     });
-    eventually(Duration::from_secs(10), "the request gathers the free permit", || async {
-        b.available().await.expect("available") == 0
-    })
-    .await;
-    // What the case is about is time passing: the gathered permit's fixed lease runs out while
-    // the request waits for the held one.
-    tokio::time::sleep(lease * 2).await;
-    held.release().await.expect("release");
-    let got = within(Duration::from_secs(20), "acquire_many(2)", waiter)
-        .await
-        .expect("task")
-        .expect("two permits once the holder released");
+    let gathered = || async { b.available().await.expect("available") == 0 };
+    let got = outlasting_its_lease("acquire_many(2)", lease, waiter, gathered, held.release()).await;
     let mut slots: Vec<u32> = got.permits().iter().map(|p| p.slot()).collect();
     slots.dedup();
     assert_eq!(slots.len(), 2, "two distinct slots: {:?}", got.permits());
