@@ -27,6 +27,7 @@ pub use lock_core::*;
 pub mod blocking;
 #[cfg(feature = "serde")]
 mod config;
+pub mod fenced;
 mod registry;
 #[cfg(feature = "memory")]
 pub mod testing;

@@ -27,6 +27,7 @@ mod caller;
 mod deadline;
 mod error;
 pub mod faults;
+pub mod fenced;
 mod guard;
 mod hold;
 mod latch;

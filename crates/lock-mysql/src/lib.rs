@@ -7,6 +7,7 @@
 mod backend;
 mod builder;
 mod error;
+pub mod fenced;
 mod keys;
 mod mode;
 mod named;

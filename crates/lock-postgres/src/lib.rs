@@ -8,6 +8,7 @@ mod backend;
 mod builder;
 mod error;
 mod evict;
+pub mod fenced;
 mod keys;
 mod options;
 mod pinned;

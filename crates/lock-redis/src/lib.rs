@@ -9,6 +9,7 @@ mod builder;
 mod call;
 mod conn;
 mod error;
+pub mod fenced;
 mod handoffs;
 mod keys;
 mod notify;

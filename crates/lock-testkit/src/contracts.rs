@@ -46,11 +46,14 @@ pub enum Promise {
     CallerStateUnchanged,
     /// What a call leaves on the server is bounded per lock, whatever the call rate.
     BookkeepingBounded,
+    /// A fenced write whose fence is older than one admitted for its resource is refused and
+    /// writes nothing; the same fence is admitted again.
+    StaleRefused,
 }
 
 impl Promise {
     /// Every promise.
-    pub const ALL: [Promise; 10] = [
+    pub const ALL: [Promise; 11] = [
         Promise::Exclusion,
         Promise::FencesIncrease,
         Promise::LostBeforeSuccessor,
@@ -61,6 +64,7 @@ impl Promise {
         Promise::PhaseFair,
         Promise::CallerStateUnchanged,
         Promise::BookkeepingBounded,
+        Promise::StaleRefused,
     ];
 
     /// Whether the promise applies to an operation of these kinds.
@@ -75,6 +79,7 @@ impl Promise {
             Promise::GrantedLive => has(Kind::Grants) && has(Kind::Waits),
             Promise::PhaseFair => has(Kind::Shared),
             Promise::CallerStateUnchanged => has(Kind::CallerSession),
+            Promise::StaleRefused => has(Kind::Fenced),
         }
     }
 }
@@ -103,9 +108,11 @@ pub enum Kind {
     CallerSession,
     /// Takes a lock away from its holder (an operator's eviction).
     TakesAway,
+    /// Writes the user's data under a fence (`dlock::fenced`).
+    Fenced,
 }
 
-use Kind::{CallerSession, Grants, Permits, Shared, Store, TakesAway, Waits};
+use Kind::{CallerSession, Fenced, Grants, Permits, Shared, Store, TakesAway, Waits};
 
 /// A public operation: `Type::method` of the user API, `LockBackend::method` of the operator
 /// calls, or `dlock <verb>`.
@@ -170,6 +177,11 @@ pub const OPERATIONS: &[Operation] = &[
     op("LockBackend::evict", &[Store, TakesAway]),
     op("PgLock::lock_in_transaction", &[Store, Grants, Waits, CallerSession]),
     op("PgLock::try_lock_in_transaction", &[Store, Grants, CallerSession]),
+    op("Fenced::write", &[Fenced]),
+    op("lock_postgres::Fences::admit", &[Store, Fenced, CallerSession]),
+    op("lock_mysql::Fences::admit", &[Store, Fenced, CallerSession]),
+    op("lock_redis::fenced::set", &[Store, Fenced]),
+    op("lock_redis::fenced::delete", &[Store, Fenced]),
     op("dlock run", ACQUIRE),
     op("dlock leader", ACQUIRE),
     op("dlock status", CALL),
@@ -180,6 +192,8 @@ pub const OPERATIONS: &[Operation] = &[
     op("dlock supervise", &[]),
     op("PgLock::migrate", &[]),
     op("MySqlLock::migrate", &[]),
+    op("lock_postgres::Fences::create_table", &[]),
+    op("lock_mysql::Fences::create_table", &[]),
 ];
 
 /// How a row's promise is checked for its operation.

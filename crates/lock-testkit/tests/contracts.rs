@@ -118,6 +118,7 @@ fn operations_in_code() -> BTreeSet<String> {
         assert!(text.contains(&format!("    async fn {call}(")), "LockBackend::{call} is gone");
         ops.insert(format!("LockBackend::{call}"));
     }
+    ops.extend(fenced_writes(&root));
     let cli = std::fs::read_to_string(root.join("crates/dlock-cli/src/cli.rs")).expect("cli");
     let verbs = cli.split_once("enum Cmd {").expect("the CLI's verbs").1;
     let verbs = &verbs[..verbs.find("\n}").expect("end of Cmd")];
@@ -129,6 +130,43 @@ fn operations_in_code() -> BTreeSet<String> {
         }
     }
     ops
+}
+
+/// The fenced writes (`dlock::fenced`): lock-core's methods that take a fence, and every
+/// `pub async fn` of a store's `fenced` module, free (`lock_redis::fenced::set`) or of a type
+/// (`lock_postgres::Fences::admit`).
+fn fenced_writes(root: &Path) -> Vec<String> {
+    let core =
+        std::fs::read_to_string(root.join("crates/lock-core/src/fenced.rs")).expect("lock-core's fenced");
+    let fenced = core.split_once("impl<T> Fenced<T> {").expect("lock_core::fenced::Fenced").1;
+    let fenced = &fenced[..fenced.find("\n}").expect("end of impl Fenced")];
+    let mut out: Vec<String> = fenced
+        .lines()
+        .filter_map(|l| l.strip_prefix("    pub fn "))
+        .filter(|rest| rest.contains("fence: FencingToken"))
+        .map(|rest| {
+            format!(
+                "Fenced::{}",
+                rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>()
+            )
+        })
+        .collect();
+    for store in store_crates(root) {
+        let Ok(text) = std::fs::read_to_string(store.join("src/fenced.rs")) else { continue };
+        let krate = store.file_name().and_then(|n| n.to_str()).expect("name").replace('-', "_");
+        let name =
+            |rest: &str| rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("pub async fn ") {
+                out.push(format!("{krate}::fenced::{}", name(rest)));
+            }
+        }
+        for m in public_async_methods(&text, |_| true) {
+            out.push(format!("{krate}::{m}"));
+        }
+    }
+    assert!(out.len() >= 5, "the fenced writes were not found: {out:?}");
+    out
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod common;
 mod bounds;
 mod evict;
 mod faults;
+mod fenced;
 mod fences;
 mod interop;
 mod new_keys;

@@ -6,6 +6,7 @@ mod common;
 
 mod bounds;
 mod faults;
+mod fenced;
 mod hygiene;
 mod notes;
 mod pgbouncer;

@@ -7,6 +7,7 @@ mod common;
 mod bookkeeping;
 mod evict_interop;
 mod faults;
+mod fenced;
 mod handover_safety;
 mod interop;
 mod notes;

@@ -220,6 +220,22 @@ pub const ROWS: &[Row] = rows! {
         LostBeforeSuccessor => Gap("a transaction lock has no lost signal: it ends with the transaction"),
         DeadlineBound => Gap("no stall case tries a transaction lock"),
         CallerStateUnchanged => Gap("the settings case takes the waiting call only");
+    "Fenced::write":
+        StaleRefused => Case("a_refused_write_does_not_run");
+    "lock_postgres::Fences::admit":
+        StaleRefused => Case("a_paused_holders_late_write_is_refused"),
+        DeadlineBound => Gap("runs in the caller's transaction under the caller's own statement_timeout; no deadline of its own"),
+        CallerStateUnchanged => Case("an_admit_leaves_the_callers_settings_as_they_were");
+    "lock_mysql::Fences::admit":
+        StaleRefused => Case("a_paused_holders_late_write_is_refused"),
+        DeadlineBound => Gap("runs in the caller's transaction under the caller's own timeouts; no deadline of its own"),
+        CallerStateUnchanged => Case("an_admit_leaves_the_callers_settings_as_they_were");
+    "lock_redis::fenced::set":
+        StaleRefused => Case("a_paused_holders_late_write_is_refused"),
+        DeadlineBound => Gap("runs on the caller's connection under its own response timeout; no deadline of its own");
+    "lock_redis::fenced::delete":
+        StaleRefused => Case("the_watermark_outlives_a_delete_and_compares_exactly"),
+        DeadlineBound => Gap("runs on the caller's connection under its own response timeout; no deadline of its own");
     "dlock run":
         Exclusion => Case("permits_limit_how_many_copies_run_at_once"),
         FencesIncrease => Gap("the CLI exports the library's fence: checked only that it is one (fencing_token_is_exported_only_when_real)"),

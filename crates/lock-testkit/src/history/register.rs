@@ -1,8 +1,10 @@
-//! The fenced register: the resource the workload protects, which refuses a stale token and
-//! counts what it saw (lost updates, tokens that did not increase).
+//! The fenced register: the resource the workload protects. It refuses a stale token by the
+//! public rule (`lock_core::fenced::Watermark`, what users' resources apply) and counts what
+//! it saw (lost updates, tokens that did not increase).
 
 use lock_core::FencingToken;
 use lock_core::backend::Mutex;
+use lock_core::fenced::Watermark;
 
 /// What the register answered to a write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,13 +18,18 @@ pub enum WriteOutcome {
 #[derive(Debug, Default)]
 pub(super) struct RegisterState {
     pub(super) value: u64,
-    /// Highest accepted token, and the hold that wrote with it.
-    pub(super) top: Option<(u64, u64)>,
+    /// Highest admitted token.
+    mark: Watermark,
+    /// The hold that last raised or wrote with the top token.
+    by: Option<u64>,
     pub(super) accepted: u64,
     pub(super) rejected: u64,
     pub(super) lost_updates: u64,
     pub(super) non_increasing: u64,
 }
+
+/// The name refusals give the register.
+const RESOURCE: &str = "register";
 
 /// A fenced read-modify-write register: the protected resource of the workload.
 #[derive(Debug, Default)]
@@ -41,16 +48,15 @@ impl Register {
     /// `None` when `fence` is below the highest seen.
     pub fn read(&self, hold: u64, fence: Option<FencingToken>) -> Option<u64> {
         let mut st = self.state.lock();
-        if let (Some(f), Some((top, _))) = (fence, st.top)
-            && f.0 < top
-        {
-            st.rejected += 1;
-            return None;
-        }
-        if let Some(f) = fence
-            && st.top.is_none_or(|(top, _)| f.0 > top)
-        {
-            st.top = Some((f.0, hold));
+        if let Some(f) = fence {
+            let before = st.mark.top();
+            if st.mark.admit(RESOURCE, f).is_err() {
+                st.rejected += 1;
+                return None;
+            }
+            if before.is_none_or(|top| f > top) {
+                st.by = Some(hold);
+            }
         }
         Some(st.value)
     }
@@ -60,20 +66,16 @@ impl Register {
     /// the top token of another hold did not increase.
     pub fn increment(&self, hold: u64, fence: Option<FencingToken>, read: u64) -> WriteOutcome {
         let mut st = self.state.lock();
-        if let (Some(f), Some((top, _))) = (fence, st.top)
-            && f.0 < top
-        {
-            st.rejected += 1;
-            return WriteOutcome::Rejected;
-        }
-        if let (Some(f), Some((top, by))) = (fence, st.top)
-            && f.0 == top
-            && by != hold
-        {
-            st.non_increasing += 1;
-        }
         if let Some(f) = fence {
-            st.top = Some((f.0, hold));
+            let before = st.mark.top();
+            if st.mark.admit(RESOURCE, f).is_err() {
+                st.rejected += 1;
+                return WriteOutcome::Rejected;
+            }
+            if before == Some(f) && st.by != Some(hold) {
+                st.non_increasing += 1;
+            }
+            st.by = Some(hold);
         }
         if st.value != read {
             st.lost_updates += 1;
