@@ -8,6 +8,9 @@
 //! twice for a key and that fences grow in real-time order, whatever the fault. Each run prints its seed and figures (kept
 //! in `target/tmp/generative.txt`, which `.ci/run` prints).
 //!
+//! `simulated_generative` runs the mix on a paused clock against the in-process table with
+//! simulated faults (`lock_testkit::history::sim`, `docs/PROOF.md`).
+//!
 //! CI runs a fixed set of seeds (one per fault); `DLOCK_HISTORY_SEED=<seed>` reruns one (its
 //! fault and its operations), and the soak is `DLOCK_SOAK_OPERATIONS=1000000 cargo test
 //! --release --all-features --test generative -- --nocapture --test-threads 1` (that many
@@ -23,6 +26,7 @@ use lock_redis_testing::Failover;
 use lock_redis_testing::{RedisCluster, RedisSentinelSet, RedisServer};
 use lock_testkit::history::generative::{Mix, Primitive, run, run_primitive, seed};
 use lock_testkit::history::nemesis::{KillLeader, KillRestart, KillSessions, Pause};
+use lock_testkit::history::sim::{sim_seed, simulate};
 use lock_testkit::server::{FaultControl, or_skip};
 use lock_zk_testing::ZkEnsemble;
 
@@ -117,7 +121,36 @@ fn main() -> std::process::ExitCode {
         zk_ensemble_failover_generative,
         etcd_cluster_failover_generative,
     ]);
+    // Not through `tests!`: the simulation runs on a runtime of its own, with a paused clock.
+    tests.push(libtest_mimic::Trial::test("simulated_generative", || {
+        simulated_generative();
+        Ok(())
+    }));
     libtest_mimic::run(&args, tests).exit_code()
+}
+
+/// The client logic simulated (`lock_testkit::history::sim`): the mix against the in-process
+/// table, every client behind the fault wrapper, on a paused clock. CI runs fixed seeds;
+/// `DLOCK_SIM_SEED=<seed>` runs one, `DLOCK_SIM_OPERATIONS` sets the operations per seed.
+fn simulated_generative() {
+    let operations =
+        std::env::var("DLOCK_SIM_OPERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let m = Mix { operations, max_time: Duration::from_secs(24 * 3600), ..mix() };
+    let seeds = if std::env::var_os("DLOCK_SIM_SEED").is_some() {
+        vec![sim_seed()]
+    } else {
+        vec![7_001, 7_002, 7_003]
+    };
+    for seed in seeds {
+        let (r, took) = simulate(&m, seed);
+        record(&r);
+        let rate = r.operations as f64 / took.as_secs_f64();
+        record_line(&format!(
+            "[simulated seed={seed}] {} operations in {took:.2?} real time: {rate:.0} per second",
+            r.operations
+        ));
+        r.assert_ok(false);
+    }
 }
 
 /// PostgreSQL with every fence row locked by another transaction 700 ms at a time: grants

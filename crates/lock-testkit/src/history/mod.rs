@@ -25,6 +25,7 @@ pub mod generative;
 mod judge;
 pub mod nemesis;
 mod register;
+pub mod sim;
 
 use check::check;
 pub use check::{HoldRecord, Report};
