@@ -141,8 +141,12 @@ fn simulated_generative() {
     } else {
         vec![7_001, 7_002, 7_003]
     };
-    for seed in seeds {
+    let (first, _) = simulate(&m, seeds[0]);
+    for &seed in &seeds {
         let (r, took) = simulate(&m, seed);
+        if seed == seeds[0] {
+            assert_eq!(r.to_string(), first.to_string(), "seed {seed} ran twice, two histories");
+        }
         record(&r);
         let rate = r.operations as f64 / took.as_secs_f64();
         record_line(&format!(

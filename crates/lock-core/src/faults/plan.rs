@@ -100,6 +100,9 @@ async fn wait_out(plan: &mut Plan) {
         }
     };
     tokio::select! {
+        // The first ready branch, not a random one: what a random pick could choose, the
+        // same every run, so a simulated run replays its seed (`history::sim`).
+        biased;
         () = waits => {}
         _ = plan.healed.changed() => {}
     }

@@ -97,6 +97,9 @@ impl Wait {
         let woken = async { if queued { sub.notified_for(me).await } else { sub.notified_as(me).await } };
         let alive = async {
             tokio::select! {
+                // The first ready branch, not a random one: what a random pick could choose, the
+                // same every run, so a simulated run replays its seed (`history::sim`).
+                biased;
                 _ = tokio::time::sleep_until(wake) => true,
                 alive = woken => alive,
             }

@@ -211,6 +211,9 @@ impl Renewer {
             };
             if batch.is_empty() {
                 tokio::select! {
+                    // The first ready branch, not a random one: what a random pick could choose, the
+                    // same every run, so a simulated run replays its seed (`history::sim`).
+                    biased;
                     _ = tokio::time::sleep_until(wake_at) => {}
                     _ = self.shared.wake.notified() => {}
                 }

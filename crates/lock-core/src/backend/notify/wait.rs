@@ -46,6 +46,9 @@ impl Subscription {
                     }
                 };
                 let (alive, single) = tokio::select! {
+                    // The first ready branch, not a random one: what a random pick could choose, the
+                    // same every run, so a simulated run replays its seed (`history::sim`).
+                    biased;
                     changed = rx.changed() => (changed.is_ok(), false),
                     () = one.notify.notified() => (true, true),
                     () = named => (true, false),
@@ -96,6 +99,9 @@ impl Subscription {
         };
         let Source::Hub(rx) = &mut self.rx else { return self.notified().await };
         tokio::select! {
+            // The first ready branch, not a random one: what a random pick could choose, the
+            // same every run, so a simulated run replays its seed (`history::sim`).
+            biased;
             changed = rx.changed() => changed.is_ok(),
             () = notify.notified() => true,
         }
