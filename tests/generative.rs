@@ -26,7 +26,7 @@ use lock_redis_testing::Failover;
 use lock_redis_testing::{RedisCluster, RedisSentinelSet, RedisServer};
 use lock_testkit::history::generative::{Mix, Primitive, run, run_primitive, seed};
 use lock_testkit::history::nemesis::{KillLeader, KillRestart, KillSessions, Pause};
-use lock_testkit::history::sim::{sim_seed, simulate};
+use lock_testkit::history::sim::{sim_seed, simulate, simulate_primitive};
 use lock_testkit::server::{FaultControl, or_skip};
 use lock_zk_testing::ZkEnsemble;
 
@@ -154,6 +154,12 @@ fn simulated_generative() {
             r.operations
         ));
         r.assert_ok(false);
+    }
+    let m = Mix { operations: operations / 4, ..m };
+    for (p, limit) in [(Primitive::Semaphore, 3), (Primitive::RwLock, 4)] {
+        let (r, took) = simulate_primitive(p, &m, seeds[0]);
+        record_line(&format!("{r} (simulated, {took:.2?} real time)"));
+        r.assert_ok(limit);
     }
 }
 

@@ -20,7 +20,7 @@ use lock_core::backend::Mutex;
 use lock_core::faults::{Faults, FaultyBackend, Op};
 
 use super::Nemesis;
-use super::generative::{self, GenReport, Mix};
+use super::generative::{self, GenReport, Mix, Primitive, PrimitivesReport, run_primitive};
 use crate::factory::{Client, ClientFaults, Factory, FaultResult};
 
 /// The seed of a simulation: `DLOCK_SIM_SEED` when set, else a random one.
@@ -34,6 +34,25 @@ pub fn sim_seed() -> u64 {
 /// Runs `mix` with faults drawn from `seed` on a paused clock; the report and the real time
 /// it took.
 pub fn simulate(mix: &Mix, seed: u64) -> (GenReport, Duration) {
+    let (factory, nemesis) = parts(seed);
+    timed(seed, generative::run(&factory, mix, Some(&nemesis), seed))
+}
+
+/// [`simulate`] for a semaphore's or a read-write lock's schedule ([`run_primitive`]).
+pub fn simulate_primitive(primitive: Primitive, mix: &Mix, seed: u64) -> (PrimitivesReport, Duration) {
+    let (factory, nemesis) = parts(seed);
+    timed(seed, run_primitive(&factory, primitive, mix, Some(&nemesis), seed))
+}
+
+fn parts(seed: u64) -> (SimFactory, SimNemesis) {
+    let factory = SimFactory::default();
+    let nemesis =
+        SimNemesis { clients: factory.clients.clone(), rng: Mutex::new(fastrand::Rng::with_seed(seed)) };
+    (factory, nemesis)
+}
+
+/// `run` to its end on a one-thread runtime whose clock is paused, and the real time it took.
+fn timed<T>(seed: u64, run: impl Future<Output = T>) -> (T, Duration) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -43,13 +62,8 @@ pub fn simulate(mix: &Mix, seed: u64) -> (GenReport, Duration) {
     // generator, seeded here.
     fastrand::seed(seed);
     let started = std::time::Instant::now();
-    let report = rt.block_on(async {
-        let factory = SimFactory::default();
-        let nemesis =
-            SimNemesis { clients: factory.clients.clone(), rng: Mutex::new(fastrand::Rng::with_seed(seed)) };
-        generative::run(&factory, mix, Some(&nemesis), seed).await
-    });
-    (report, started.elapsed())
+    let out = rt.block_on(run);
+    (out, started.elapsed())
 }
 
 /// Clients of one in-process table, each behind a fault wrapper whose handle the nemesis keeps.
