@@ -9,6 +9,8 @@
 //! trips (`lock-bench/examples/redis_profile.rs`).
 
 mod lease;
+#[cfg(test)]
+mod model;
 
 use std::collections::HashMap;
 use std::fmt;
