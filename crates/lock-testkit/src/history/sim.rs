@@ -21,7 +21,8 @@ use lock_core::faults::{Faults, FaultyBackend, Op};
 
 use super::Nemesis;
 use super::generative::{self, GenReport, Mix, Primitive, PrimitivesReport, run_primitive};
-use crate::factory::{Client, ClientFaults, Factory, FaultResult};
+use crate::factory::{Client, Factory};
+use crate::memory::Table;
 
 /// The seed of a simulation: `DLOCK_SIM_SEED` when set, else a random one.
 pub fn sim_seed() -> u64 {
@@ -83,17 +84,6 @@ impl Factory for SimFactory {
         let (backend, faults) = FaultyBackend::wrap(Arc::new(self.table.clone()));
         self.clients.lock().push(faults);
         Client::with_faults(Arc::new(backend), Table(self.table.clone()))
-    }
-}
-
-/// Severing through any client severs the holder's lock: they share the table.
-struct Table(MemoryBackend);
-
-#[async_trait]
-impl ClientFaults for Table {
-    async fn sever(&self, key: &str) -> FaultResult {
-        assert!(self.0.sever(key), "sever: {key:?} is not held");
-        Ok(())
     }
 }
 
