@@ -32,7 +32,7 @@ impl Factory for MemoryFactory {
 }
 
 /// Every client shares the table, so severing through any handle severs the holder's lock.
-pub(crate) struct Table(pub(crate) MemoryBackend);
+struct Table(MemoryBackend);
 
 #[async_trait]
 impl ClientFaults for Table {

@@ -15,14 +15,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::MemoryBackend;
 use lock_core::backend::Mutex;
 use lock_core::faults::{Faults, FaultyBackend, Op};
 
 use super::Nemesis;
 use super::generative::{self, GenReport, Mix, Primitive, PrimitivesReport, run_primitive};
+use crate::MemoryFactory;
 use crate::factory::{Client, Factory};
-use crate::memory::Table;
 
 /// The seed of a simulation: `DLOCK_SIM_SEED` when set, else a random one.
 pub fn sim_seed() -> u64 {
@@ -67,23 +66,25 @@ fn timed<T>(seed: u64, run: impl Future<Output = T>) -> (T, Duration) {
     (out, started.elapsed())
 }
 
-/// Clients of one in-process table, each behind a fault wrapper whose handle the nemesis keeps.
+/// The in-process table's clients ([`MemoryFactory`]), each behind a fault wrapper whose
+/// handle the nemesis keeps.
 #[derive(Default)]
 struct SimFactory {
-    table: MemoryBackend,
+    memory: MemoryFactory,
     clients: Arc<Mutex<Vec<Faults>>>,
 }
 
 #[async_trait]
 impl Factory for SimFactory {
     fn label(&self) -> String {
-        "simulated memory".into()
+        format!("simulated {}", self.memory.label())
     }
 
     async fn client(&self) -> Client {
-        let (backend, faults) = FaultyBackend::wrap(Arc::new(self.table.clone()));
+        let plain = self.memory.client().await;
+        let (backend, faults) = FaultyBackend::wrap(plain.backend);
         self.clients.lock().push(faults);
-        Client::with_faults(Arc::new(backend), Table(self.table.clone()))
+        Client { backend: Arc::new(backend), faults: plain.faults }
     }
 }
 
