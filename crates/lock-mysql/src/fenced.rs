@@ -82,6 +82,13 @@ impl Fences {
     /// Admits `fence` for `resource` in `tx`, before the write it guards; refuses it with
     /// [`FenceError::Stale`] when a newer fence was admitted before. After a refusal, roll the
     /// transaction back: the caller's lock was lost and taken again.
+    ///
+    /// While an older writer's transaction holds the resource's row, this waits for it in the
+    /// server, as long as the caller's `innodb_lock_wait_timeout` (50 s by default) allows:
+    /// the call changes no setting of the caller's, so the bound is the caller's to choose.
+    ///
+    /// Two statements: the upsert, then a locking read of what it stored, since MySQL has no
+    /// `RETURNING` for it.
     pub async fn admit(
         &self,
         tx: &mut Transaction<'_, MySql>,

@@ -1,9 +1,9 @@
 //! Records: one key per record in the bucket `<bucket>_records`, a stream with no max age (a
 //! record outlives every lease until it is deleted, and a deleted record's marker is purged),
-//! its value `LocalRecord`'s text form (the rules and the form every store shares). Each op reads the record and, if the op changes it,
-//! writes it back naming the revision read (compare-and-set), again from the read on a
-//! conflict. Every op is idempotent, so a copy of a write sent twice, or an op applied again
-//! after a conflict, leaves what one would.
+//! its value `LocalRecord`'s text form (the rules and the form every store shares). Each op
+//! reads the record and, if the op changes it, writes it back naming the revision read
+//! (compare-and-set), again from the read on a conflict. Every op is idempotent, so a copy of a
+//! write sent twice, or an op applied again after a conflict, leaves what one would.
 
 use async_nats::jetstream::kv::Operation;
 use lock_core::backend::{LocalRecord, Record, RecordOp, unsupported};

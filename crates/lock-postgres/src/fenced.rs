@@ -77,6 +77,11 @@ impl Fences {
     /// [`FenceError::Stale`] when a newer fence was admitted before. After a refusal, roll the
     /// transaction back: the caller's lock was lost and taken again.
     ///
+    /// While an older writer's transaction holds the resource's row, this waits for it in the
+    /// server, as long as the caller's `lock_timeout` (by default no bound) or
+    /// `statement_timeout` allows: the call changes no setting of the caller's, so the bound
+    /// is the caller's to choose.
+    ///
     /// Under `REPEATABLE READ` or `SERIALIZABLE`, a newer holder's commit that this transaction
     /// cannot see ends in a serialization failure ([`FenceError::Store`]), which is also a
     /// refusal to write.
