@@ -17,7 +17,7 @@ local held = redis.call('HEXISTS', lock, owner) == 1
 if held and handed_here(ARGV[5], redis.call('HGET', lock, 'n'), redis.call('HGET', lock, 'f'), ARGV[6]) then
   -- Handed over to this waiter (handoff.lua) and not taken: claimed with this attempt's nonce
   -- and at least its lease; the hand-over drew the fence.
-  redis.call('HSET', lock, 'n', ARGV[3])
+  redis.call('HSET', lock, 'n', ARGV[3], 'h', ARGV[3])
   if redis.call('PTTL', lock) < lease then
     redis.call('PEXPIRE', lock, lease)
   end

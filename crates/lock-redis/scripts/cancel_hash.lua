@@ -22,10 +22,16 @@ if ARGV[2] ~= '' then
   mark_cancelled(lock, ARGV[2])
   local nested = redis.call('DEL', nested_mark(lock, ARGV[2])) == 1
   local last = redis.call('HGET', lock, 'n') == ARGV[2]
-  -- A nesting this attempt made (its mark), or the first hold or claim (the last nonce).
-  if (nested or last) and redis.call('HEXISTS', lock, owner) == 1 then
+  local first = redis.call('HGET', lock, 'h') == ARGV[2]
+  -- A nesting this attempt made (its mark), or the first hold or claim ('h', and 'n' until
+  -- another attempt of the owner nested on it: the acquisition's next attempt may, when this
+  -- one's answer was lost).
+  if (nested or last or first) and redis.call('HEXISTS', lock, owner) == 1 then
     if last then
       redis.call('HDEL', lock, 'n')
+    end
+    if first then
+      redis.call('HDEL', lock, 'h')
     end
     if redis.call('HINCRBY', lock, owner, -1) <= 0 then
       redis.call('DEL', lock)

@@ -29,11 +29,21 @@ impl ToRedisArgs for Token {
 }
 
 /// A Lua script sent with `EVALSHA` (loaded on `NOSCRIPT`), whose calls are [`Call`]s.
-pub(crate) struct Lua(Script);
+pub(crate) struct Lua(Script, #[cfg(test)] String);
 
 impl Lua {
     pub(crate) fn new(src: &str) -> Self {
-        Lua(Script::new(src))
+        Lua(
+            Script::new(src),
+            #[cfg(test)]
+            src.to_owned(),
+        )
+    }
+
+    /// The script's text, as sent (the protocol model runs it).
+    #[cfg(test)]
+    pub(crate) fn source(&self) -> &str {
+        &self.1
     }
 
     /// The script's SHA-1, as `EVALSHA` names it.

@@ -26,7 +26,7 @@ const STALE: Duration = Duration::from_secs(60);
 
 /// A hand-over as published: the fence drawn for it, the claim window, the waiter deadline it
 /// read (server milliseconds), and for a semaphore's permit its slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Handed {
     pub fence: u64,
     pub window: Duration,
@@ -54,9 +54,10 @@ pub(crate) fn parse(payload: &str) -> Option<(OwnerToken, Handed, Option<&str>)>
     Some((owner, Handed { fence, window, deadline, slot }, parts.next()))
 }
 
-/// What this client knows of one owner on one key.
-#[derive(Debug)]
-struct Entry {
+/// What this client knows of one owner on one key. Its steps are pure (the time is an
+/// argument), so the protocol model (`model/`) takes them as the client does.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Entry {
     key: String,
     /// The waiter deadline the last refused attempt set, and when that attempt was sent.
     refused: Option<(i64, Instant)>,
@@ -70,8 +71,62 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(key: &str) -> Self {
+    pub(crate) fn new(key: &str) -> Self {
         Entry { key: key.to_owned(), refused: None, handed: None, taken: None, touched: Instant::now() }
+    }
+
+    /// See [`Handoffs::before`].
+    pub(crate) fn before(&mut self, lease: Duration, may_take: bool, now: Instant) -> Before {
+        let Some(handed) = self.handed.take() else { return Before::Send { taken: self.taken } };
+        let left = match self.refused {
+            Some((deadline, sent)) if may_take && deadline == handed.deadline && lease >= handed.window => {
+                (sent + handed.window).checked_duration_since(now)
+            }
+            _ => None,
+        };
+        match left {
+            Some(left) if left >= handed.window / 2 => {
+                self.refused = None;
+                self.taken = Some(handed.fence);
+                Before::Take(handed.fence, left, handed.slot)
+            }
+            _ => Before::Send { taken: self.taken },
+        }
+    }
+
+    /// A refused attempt sent at `sent` registered with `deadline` (see [`Handoffs::answered`]).
+    pub(crate) fn refused(&mut self, deadline: i64, sent: Instant, now: Instant) {
+        self.refused = Some((deadline, sent));
+        self.touched = now;
+    }
+
+    /// A hand-over to this owner was heard (see [`Handoffs::handed`]).
+    pub(crate) fn handed(&mut self, handed: Handed, now: Instant) {
+        self.handed = Some(handed);
+        self.touched = now;
+    }
+
+    /// See [`Handoffs::forget`].
+    pub(crate) fn forget(&mut self) {
+        self.refused = None;
+        self.handed = None;
+    }
+
+    /// See [`Handoffs::released`].
+    pub(crate) fn released(&mut self) {
+        self.forget();
+        self.taken = None;
+    }
+
+    /// See [`Handoffs::taken`].
+    pub(crate) fn taken(&self) -> Option<u64> {
+        self.taken
+    }
+
+    /// Whether a hand-over was heard and not yet looked at by an attempt.
+    #[cfg(test)]
+    pub(crate) fn has_hand_over(&self) -> bool {
+        self.handed.is_some()
     }
 }
 
@@ -143,26 +198,8 @@ impl Handoffs {
     /// lease's hold longer than asked), unless the caller may not take one (`may_take`). A
     /// hand-over heard is consumed either way.
     pub(crate) fn before(&self, key: &str, owner: OwnerToken, lease: Duration, may_take: bool) -> Before {
-        self.with(key, owner, false, |e| {
-            let Some(handed) = e.handed.take() else { return Before::Send { taken: e.taken } };
-            let left = match e.refused {
-                Some((deadline, sent))
-                    if may_take && deadline == handed.deadline && lease >= handed.window =>
-                {
-                    (sent + handed.window).checked_duration_since(Instant::now())
-                }
-                _ => None,
-            };
-            match left {
-                Some(left) if left >= handed.window / 2 => {
-                    e.refused = None;
-                    e.taken = Some(handed.fence);
-                    Before::Take(handed.fence, left, handed.slot)
-                }
-                _ => Before::Send { taken: e.taken },
-            }
-        })
-        .unwrap_or(Before::Send { taken: None })
+        self.with(key, owner, false, |e| e.before(lease, may_take, Instant::now()))
+            .unwrap_or(Before::Send { taken: None })
     }
 
     /// What an acquire script answered: a grant ends the wait; a refusal that registered
@@ -172,53 +209,37 @@ impl Handoffs {
         if granted {
             self.forget(key, owner);
         } else if deadline > 0 {
-            self.with(key, owner, true, |e| {
-                e.refused = Some((deadline, sent));
-                e.touched = Instant::now();
-            });
+            self.with(key, owner, true, |e| e.refused(deadline, sent, Instant::now()));
         }
     }
 
     /// A hand-over to `owner` on `key` was heard on this client's inbox (always one of its
     /// waiters; the message may come before the reply of the attempt it names).
     pub(crate) fn handed(&self, key: &str, owner: OwnerToken, handed: Handed) {
-        self.with(key, owner, true, |e| {
-            e.handed = Some(handed);
-            e.touched = Instant::now();
-        });
+        self.with(key, owner, true, |e| e.handed(handed, Instant::now()));
     }
 
     /// As [`handed`](Self::handed), only if `owner` waits on `key` here (a release of this
     /// client, or a lock's channel, names any client's waiter).
     pub(crate) fn handed_if_waiting(&self, key: &str, owner: OwnerToken, handed: Handed) {
-        self.with(key, owner, false, |e| {
-            e.handed = Some(handed);
-            e.touched = Instant::now();
-        });
+        self.with(key, owner, false, |e| e.handed(handed, Instant::now()));
     }
 
     /// The wait of `owner` on `key` ended (a grant, or it left): nothing noted for it stays
     /// but a hand-over it holds.
     pub(crate) fn forget(&self, key: &str, owner: OwnerToken) {
-        self.with(key, owner, false, |e| {
-            e.refused = None;
-            e.handed = None;
-        });
+        self.with(key, owner, false, Entry::forget);
     }
 
     /// The fence of the hand-over `owner` took here on `key` and still holds, if any.
     pub(crate) fn taken(&self, key: &str, owner: OwnerToken) -> Option<u64> {
-        self.with(key, owner, false, |e| e.taken).flatten()
+        self.with(key, owner, false, |e| e.taken()).flatten()
     }
 
     /// The hold of `owner` on `key` ended (its last release, or the server said it is not
     /// held): nothing about it stays.
     pub(crate) fn released(&self, key: &str, owner: OwnerToken) {
-        self.with(key, owner, false, |e| {
-            e.refused = None;
-            e.handed = None;
-            e.taken = None;
-        });
+        self.with(key, owner, false, Entry::released);
     }
 }
 

@@ -12,6 +12,8 @@ mod error;
 pub mod fenced;
 mod handoffs;
 mod keys;
+#[cfg(test)]
+mod model;
 mod notify;
 mod options;
 pub mod redlock;

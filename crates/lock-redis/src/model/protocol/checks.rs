@@ -1,0 +1,91 @@
+//! What the properties look at, and the words a trace is written in.
+
+use std::fmt::Write as _;
+
+use super::*;
+
+impl Protocol {
+    /// Whether client `c` may act as the holder: a hold within its lease, and no release of it
+    /// on its way (a release takes the guard: nothing is done under it after that).
+    pub(super) fn believes(&self, s: &State, c: usize) -> bool {
+        let cl = &s.clients[c];
+        cl.holds > 0 && cl.until > s.ks.now && !matches!(cl.pending, Some((_, Waiting::Release, _)))
+    }
+
+    /// Every client is done and nothing is on its way to the server.
+    pub(super) fn settled(&self, s: &State) -> bool {
+        s.clients.iter().enumerate().all(|(c, cl)| cl.pc == self.programs[c].len() && cl.pending.is_none())
+            && s.net.iter().all(|m| !matches!(m, Msg::Request { .. }))
+    }
+
+    /// Why a lock still held once every client is done is a known delay, not a wedge: a copy
+    /// of an attempt ran where nobody hears its answer, for an acquisition that had ended.
+    /// Both were found by this model and are open (docs/PROOF.md):
+    /// - "stranded": a late copy of a given-up attempt registered the waiter again after its
+    ///   wait ended (with a grant, or given up), and a release handed it the lock (marked with
+    ///   its client's id): nobody claims it, and it goes at the end of its claim window;
+    /// - "orphaned": the first send of a resent attempt ran after the resend and took the lock
+    ///   (a hand-over the resend was refused before) with the attempt's own value and lease:
+    ///   the client heard the refusal, so nobody releases it before its lease ends.
+    pub(super) fn delayed(&self, s: &State) -> Option<&'static str> {
+        let lock = self.names.lock();
+        let (holder, mark) = match self.mode {
+            Mode::Simple => {
+                let v = s.ks.get(lock)?;
+                (v.get(..32)?.to_owned(), v.get(32..).map(str::to_owned))
+            }
+            _ => {
+                let owner = s.ks.fields(lock).into_iter().find(|f| f.len() == 32)?.to_owned();
+                (owner, s.ks.hget(lock, "n").map(str::to_owned))
+            }
+        };
+        let (c, owner) = (0..s.clients.len())
+            .flat_map(|c| (1..=s.clients[c].owner).map(move |o| (c, o)))
+            .find(|(c, o)| owner_token(*c, *o) == holder)?;
+        if mark.as_deref() == Some(client_id(c).as_str()) && s.ks.pttl(lock) <= CLAIM as i64 {
+            Some("stranded")
+        } else if s.clients[c].gave_up == Some(owner) {
+            Some("orphaned")
+        } else {
+            None
+        }
+    }
+
+    /// What went wrong in `s`, if anything.
+    pub(crate) fn broken(&self, s: &State) -> Option<String> {
+        s.broken.clone()
+    }
+
+    /// An action taken in `s`, in words, for traces.
+    pub(crate) fn explain(&self, s: &State, a: &Action) -> String {
+        let msg = |i: &usize| s.net.get(*i).map(|m| format!("{m:?}")).unwrap_or_default();
+        match a {
+            Action::Tick => format!("{STEP} ms pass"),
+            Action::Step(c) => {
+                let cl = &s.clients[*c];
+                match self.programs[*c].get(cl.pc) {
+                    Some(Op::Acquire) if cl.entry.has_hand_over() => {
+                        format!(
+                            "client {c} acquires: a hand-over heard, taken without a round trip if its window allows"
+                        )
+                    }
+                    Some(op) => format!("client {c} steps: {op:?} (attempt {})", cl.attempts + 1),
+                    None => format!("client {c} is done"),
+                }
+            }
+            Action::GiveUp(c) => format!("client {c} gives its pending request up (time-out)"),
+            Action::Deliver(i) => format!("deliver {}", msg(i)),
+            Action::Duplicate(i) => format!("the driver sends {} again", msg(i)),
+        }
+    }
+
+    /// A one-line account of a state, for traces.
+    pub(crate) fn describe(&self, s: &State) -> String {
+        let mut out = format!("t+{}ms", s.ks.now - START);
+        for (c, cl) in s.clients.iter().enumerate() {
+            let _ = write!(out, " | c{c}: op {} holds {} fence {}", cl.pc, cl.holds, cl.fence);
+        }
+        let _ = write!(out, " | lock {}", if s.ks.exists(self.names.lock()) { "held" } else { "free" });
+        out
+    }
+}

@@ -1,0 +1,153 @@
+//! The clients' steps: an attempt (or a hand-over taken), a release, the end of a wait, and
+//! what a client makes of an answer.
+
+use super::*;
+
+impl Protocol {
+    pub(super) fn send(s: &mut State, m: Msg) {
+        s.net.push(m);
+        s.net.sort();
+    }
+
+    pub(super) fn broke(broken: &mut Option<String>, why: String) {
+        if broken.is_none() {
+            *broken = Some(why);
+        }
+    }
+
+    /// A client holds a new hold (not a nesting) with `fence` until `until`.
+    pub(super) fn granted(s: &mut State, c: usize, fence: u64, until: Ms) {
+        if fence <= s.top_fence {
+            Self::broke(
+                &mut s.broken,
+                format!("client {c} was granted fence {fence} after fence {} was", s.top_fence),
+            );
+        }
+        s.top_fence = s.top_fence.max(fence);
+        let cl = &mut s.clients[c];
+        (cl.holds, cl.fence, cl.until) = (1, fence, until);
+    }
+
+    pub(super) fn next_op(s: &mut State, c: usize) {
+        let cl = &mut s.clients[c];
+        (cl.pc, cl.attempts, cl.registered) = (cl.pc + 1, 0, false);
+    }
+
+    pub(super) fn step(&self, s: &mut State, c: usize) {
+        let now = s.ks.now;
+        let op = self.programs[c][s.clients[c].pc];
+        let cl = &mut s.clients[c];
+        match op {
+            Op::Release if cl.holds == 0 => Self::next_op(s, c),
+            Op::Release => {
+                cl.nonces += 1;
+                let (seq, nonce, owner) = (cl.nonces, cl.nonces, cl.owner);
+                cl.pending = Some((seq, Waiting::Release, now));
+                Self::send(
+                    s,
+                    Msg::Request { client: c, owner, seq, call: Call::Release { nonce }, ghost: false },
+                );
+            }
+            Op::Acquire if cl.attempts >= ATTEMPTS => {
+                // The wait is over: `leave_queue`, a clean-up nobody awaits.
+                let (owner, taken) = (cl.owner, cl.entry.taken());
+                cl.entry.forget();
+                if cl.holds == 0 {
+                    cl.gave_up = Some(owner);
+                    Self::send(
+                        s,
+                        Msg::Request {
+                            client: c,
+                            owner,
+                            seq: 0,
+                            call: Call::Cancel { nonce: None, taken },
+                            ghost: false,
+                        },
+                    );
+                }
+                Self::next_op(s, c);
+            }
+            Op::Acquire => {
+                if cl.holds == 0 && cl.attempts == 0 {
+                    cl.owner += 1;
+                    cl.entry = Entry::new(KEY);
+                }
+                cl.attempts += 1;
+                match cl.entry.before(Duration::from_millis(LEASE), true, instant(now)) {
+                    Before::Take(fence, left, _) => {
+                        let until = now + left.as_millis() as Ms;
+                        s.taken += 1;
+                        if cl.holds == 0 {
+                            Self::granted(s, c, fence, until);
+                        } else {
+                            cl.holds += 1;
+                        }
+                        Self::next_op(s, c);
+                    }
+                    Before::Send { taken } => {
+                        cl.nonces += 1;
+                        let (seq, owner) = (cl.nonces, cl.owner);
+                        cl.pending = Some((seq, Waiting::Acquire, now));
+                        let call = Call::Acquire { nonce: seq, wait: true, taken };
+                        Self::send(s, Msg::Request { client: c, owner, seq, call, ghost: false });
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn answered(&self, s: &mut State, c: usize, seq: u8, reply: &Reply) {
+        let now = s.ks.now;
+        let cl = &mut s.clients[c];
+        let Some((pending, waiting, sent)) = cl.pending.filter(|p| p.0 == seq) else { return };
+        cl.pending = None;
+        let runs = std::mem::take(&mut cl.runs);
+        // The copies of a request whose answer came never run after it: the driver's
+        // connection that carried them is gone.
+        s.net.retain(|m| !matches!(m, Msg::Request { client, seq, .. } if *client == c && *seq == pending));
+        if let Reply::Error(e) = reply {
+            Self::broke(&mut s.broken, format!("a script failed: {e}"));
+            return;
+        }
+        let cl = &mut s.clients[c];
+        let ok = reply.at(0).int().unwrap_or(-1);
+        match waiting {
+            Waiting::Acquire if ok == 1 => {
+                let fence = reply.at(1).int().unwrap_or(-1) as u64;
+                cl.entry.forget();
+                if cl.holds == 0 {
+                    Self::granted(s, c, fence, sent + LEASE);
+                } else {
+                    if fence != cl.fence {
+                        Self::broke(
+                            &mut s.broken,
+                            format!("client {c}'s nesting answered fence {fence}, its hold has {}", cl.fence),
+                        );
+                    }
+                    cl.holds += 1;
+                    cl.until = cl.until.max(sent + LEASE);
+                }
+                Self::next_op(s, c);
+            }
+            Waiting::Acquire => {
+                let deadline = reply.at(2).int().unwrap_or(0);
+                if deadline > 0 {
+                    cl.entry.refused(deadline, instant(sent), instant(now));
+                    cl.registered = true;
+                }
+            }
+            Waiting::Release => {
+                // A resent release that ran after another client's whole hold answers "not
+                // held" (the release mark keeps the last release only): the safe direction.
+                if ok == 0 && cl.until > now && runs < 2 {
+                    Self::broke(&mut s.broken, format!("client {c}'s hold was gone before its lease ended"));
+                }
+                cl.holds = if ok == 0 { 0 } else { cl.holds - 1 };
+                if cl.holds == 0 {
+                    cl.entry.released();
+                }
+                Self::next_op(s, c);
+            }
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! The Redis lock protocol as a stateright model: clients whose steps are the backend's (one
+//! attempt, its clean-up, the hand-over taken without a round trip through
+//! [`handoffs::Entry`], a release, the end of a wait), a network that delays and reorders
+//! everything, loses answers and delivers a request twice (a driver's resend), and a server
+//! that runs the shipped scripts ([`super::lua`]) on a model keyspace whose keys expire on a
+//! clock the model moves.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use stateright::{Model, Property};
+
+mod checks;
+mod client;
+mod server;
+use tokio::time::Instant;
+
+use super::keyspace::{Keyspace, Reply};
+use super::lua;
+use crate::call::Lua as Script;
+use crate::handoffs::{self, Before, Entry};
+use crate::keys::{KeyLayout, KeyNames};
+use crate::options::Mode;
+use crate::scripts;
+
+/// Server milliseconds.
+type Ms = u64;
+
+/// The server clock at the start (a real one is never near zero: the fence counter starts at
+/// it).
+const START: Ms = 1_000_000;
+const LEASE: Ms = 1000;
+/// The claim window of a hand-over (`RedisLock::claim_window`).
+const CLAIM: Ms = 200;
+/// The waiter timeout a waiting attempt sends (`RedisLock::wait_ms`).
+const WAIT: Ms = 600;
+/// Time moves in steps this long, up to `HORIZON` after the start: within the claim window,
+/// so that a hold lapses only where a script cuts it (no watchdog renews here: the lease
+/// model, `lock_core::renewer::model`, checks that).
+const STEP: Ms = 100;
+const HORIZON: Ms = 100;
+/// Attempts of one acquisition, at most, before its wait ends.
+const ATTEMPTS: u8 = 2;
+const KEY: &str = "k";
+
+/// The instants the client's code sees, one per model millisecond from a fixed base.
+static BASE: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn instant(ms: Ms) -> Instant {
+    *BASE + Duration::from_millis(ms - START)
+}
+
+/// What a client does, in order: acquire (a nesting while it holds), release its last hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Op {
+    Acquire,
+    Release,
+}
+
+/// A request as sent; its arguments are built when the server runs it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Call {
+    /// One attempt (`acquire_simple` / `acquire_hash`).
+    Acquire { nonce: u8, wait: bool, taken: Option<u64> },
+    /// `release_simple` or the hash release, with its own nonce.
+    Release { nonce: u8 },
+    /// `script_calls::cancel`: an attempt's undo (a nonce, armed by `arm_simple` / `arm_hash`)
+    /// or the end of a wait (`leave_queue`).
+    Cancel { nonce: Option<u8>, taken: Option<u64> },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Msg {
+    /// `seq` 0: nobody waits for the answer (a clean-up). A `ghost` is a copy whose answer
+    /// nobody hears: the first send of a request the driver sent again on a new connection.
+    Request {
+        client: usize,
+        owner: u8,
+        seq: u8,
+        call: Call,
+        ghost: bool,
+    },
+    Answer {
+        client: usize,
+        seq: u8,
+        reply: Reply,
+    },
+    /// A hand-over published to the client's inbox.
+    Handed {
+        client: usize,
+        payload: String,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Waiting {
+    Acquire,
+    Release,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Client {
+    pc: usize,
+    /// Holds it believes it has (nested ones counted), their fence and until when they last.
+    holds: u8,
+    fence: u64,
+    until: Ms,
+    /// The acquisition whose owner token it uses (a new one per outermost acquisition).
+    owner: u8,
+    attempts: u8,
+    /// Registered in the wait set by a refused attempt of this acquisition.
+    registered: bool,
+    nonces: u8,
+    pending: Option<(u8, Waiting, Ms)>,
+    /// How many copies of the pending request ran.
+    runs: u8,
+    /// The owner of its last acquisition that ended without a grant.
+    gave_up: Option<u8>,
+    entry: Entry,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct State {
+    ks: Keyspace,
+    clients: Vec<Client>,
+    net: Vec<Msg>,
+    /// Faults left: a request delivered twice, an attempt given up before its answer came.
+    faults: u8,
+    /// The highest fence a hold was granted with, and what went wrong so far.
+    top_fence: u64,
+    broken: Option<String>,
+    /// Hand-overs taken without a round trip (a `sometimes` property).
+    taken: u8,
+    /// Every client is done and the lock is held for a known delay (see `delayed`).
+    delayed: Option<&'static str>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Action {
+    Tick,
+    /// A client's next step: an attempt (or taking a hand-over), a release, the end of a wait.
+    Step(usize),
+    /// A client gives its pending request up (a time-out or a cut): the request may still run.
+    GiveUp(usize),
+    Deliver(usize),
+    Duplicate(usize),
+}
+
+/// The scripts one model runs: the shipped ones, or with a fix reverted.
+struct Scripts {
+    acquire: Script,
+    release: Script,
+    cancel: Script,
+}
+
+/// One configuration: the mode, each client's operations, the faults, the scripts.
+pub(crate) struct Protocol {
+    pub(crate) name: &'static str,
+    mode: Mode,
+    programs: Vec<Vec<Op>>,
+    faults: u8,
+    scripts: Scripts,
+    names: KeyNames,
+    layout: KeyLayout,
+    horizon: Ms,
+}
+
+fn hex(n: u128) -> String {
+    format!("{n:032x}")
+}
+
+fn client_id(c: usize) -> String {
+    hex(0xc0 + c as u128)
+}
+
+fn owner_token(c: usize, owner: u8) -> String {
+    hex(((c as u128 + 1) << 64) | u128::from(owner))
+}
+
+fn nonce(c: usize, n: u8) -> String {
+    hex(0xa000 + ((c as u128) << 8) + u128::from(n))
+}
+
+fn opt(f: Option<u64>) -> String {
+    f.map(|f| f.to_string()).unwrap_or_default()
+}
+
+impl Protocol {
+    /// `reverted`: text replacements in the scripts' sources, each of which must apply.
+    pub(crate) fn new(
+        name: &'static str,
+        mode: Mode,
+        programs: Vec<Vec<Op>>,
+        faults: u8,
+        reverted: &[(&str, &str)],
+    ) -> Self {
+        let (acquire, release, cancel) = match mode {
+            Mode::Simple => (
+                scripts::ACQUIRE_SIMPLE.get(false),
+                scripts::RELEASE_SIMPLE.get(false),
+                scripts::CANCEL_SIMPLE.get(false),
+            ),
+            Mode::Reentrant => (
+                scripts::ACQUIRE_REENTRANT.get(false),
+                scripts::RELEASE_HASH.get(false),
+                scripts::CANCEL_HASH.get(false),
+            ),
+            Mode::Fair => (
+                scripts::ACQUIRE_FAIR.get(false),
+                scripts::RELEASE_HASH.get(false),
+                scripts::CANCEL_HASH.get(false),
+            ),
+            _ => panic!("the model covers the native modes"),
+        };
+        let mut applied = vec![false; reverted.len()];
+        let mut edit = |s: &Script| {
+            let mut src = s.source().to_owned();
+            for (i, (from, to)) in reverted.iter().enumerate() {
+                if src.contains(from) {
+                    applied[i] = true;
+                    src = src.replace(from, to);
+                }
+            }
+            Script::new(&src)
+        };
+        let scripts = Scripts { acquire: edit(acquire), release: edit(release), cancel: edit(cancel) };
+        assert!(applied.iter().all(|a| *a), "{name}: a reverted fix no longer matches the scripts");
+        let layout = KeyLayout::for_mode(crate::keys::DEFAULT_KEY_PREFIX.to_owned(), mode);
+        let names = layout.names(KEY);
+        Protocol { name, mode, programs, faults, scripts, names, layout, horizon: HORIZON }
+    }
+
+    /// Time stops moving `horizon` ms after the start.
+    pub(crate) fn with_horizon(self, horizon: Ms) -> Self {
+        Protocol { horizon, ..self }
+    }
+
+    fn tag(&self, c: usize) -> String {
+        let id = client_id(c);
+        let inbox = self.layout.inbox(&id);
+        id + &inbox
+    }
+}
+
+impl Model for Protocol {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let mut ks = Keyspace::new(START);
+        for c in 0..self.programs.len() {
+            ks.subscribed.insert(self.layout.inbox(&client_id(c)));
+        }
+        let client = Client {
+            pc: 0,
+            holds: 0,
+            fence: 0,
+            until: 0,
+            owner: 0,
+            attempts: 0,
+            registered: false,
+            nonces: 0,
+            pending: None,
+            runs: 0,
+            gave_up: None,
+            entry: Entry::new(KEY),
+        };
+        vec![State {
+            ks,
+            clients: vec![client; self.programs.len()],
+            net: Vec::new(),
+            faults: self.faults,
+            top_fence: 0,
+            broken: None,
+            taken: 0,
+            delayed: None,
+        }]
+    }
+
+    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        if s.broken.is_some() {
+            return;
+        }
+        if s.ks.now < START + self.horizon {
+            out.push(Action::Tick);
+        }
+        for (c, cl) in s.clients.iter().enumerate() {
+            match cl.pending {
+                // Given up before its answer: cut before it ran, or its answer lost (the
+                // answer then arrives for nobody). Releases are not given up: a resent one is.
+                Some((_, Waiting::Acquire, _)) if s.faults > 0 => out.push(Action::GiveUp(c)),
+                Some(_) => {}
+                None if cl.pc < self.programs[c].len() => out.push(Action::Step(c)),
+                None => {}
+            }
+        }
+        for (i, m) in s.net.iter().enumerate() {
+            out.push(Action::Deliver(i));
+            if s.faults > 0 && matches!(m, Msg::Request { seq, ghost: false, .. } if *seq > 0) {
+                out.push(Action::Duplicate(i));
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        match action {
+            Action::Tick => {
+                s.ks.now += STEP;
+                s.ks.expire();
+            }
+            Action::Step(c) => self.step(&mut s, c),
+            Action::GiveUp(c) => {
+                // `arm_simple` / `arm_hash`: the attempt's undo, by its nonce; the acquisition
+                // goes on (its next attempt, or the end of its wait).
+                s.faults -= 1;
+                let cl = &mut s.clients[c];
+                cl.pending.take()?;
+                cl.runs = 0;
+                let (owner, nonce) = (cl.owner, cl.nonces);
+                let call = Call::Cancel { nonce: Some(nonce), taken: None };
+                Self::send(&mut s, Msg::Request { client: c, owner, seq: 0, call, ghost: false });
+            }
+            Action::Deliver(i) => {
+                let m = s.net.remove(i);
+                self.deliver(&mut s, m);
+            }
+            Action::Duplicate(i) => {
+                // The driver sends the request again on a new connection: that copy's answer
+                // is the one the client hears; the first may still run, before or after it.
+                s.faults -= 1;
+                let live = s.net[i].clone();
+                if let Msg::Request { ghost, .. } = &mut s.net[i] {
+                    *ghost = true;
+                }
+                Self::send(&mut s, live);
+            }
+        }
+        // Two holders at once, each within its lease.
+        let believers: Vec<usize> = (0..s.clients.len()).filter(|c| self.believes(&s, *c)).collect();
+        if believers.len() > 1 {
+            Self::broke(&mut s.broken, format!("clients {believers:?} both hold the lock"));
+        }
+        if self.settled(&s) && s.ks.exists(self.names.lock()) {
+            if let Some(why) = self.delayed(&s) {
+                s.delayed = Some(why);
+            } else {
+                Self::broke(&mut s.broken, "every client released, and the lock is still held".into());
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always("nothing went wrong", |_, s: &State| s.broken.is_none()),
+            Property::sometimes("a hand-over is taken without a round trip", |_, s: &State| s.taken > 0),
+            Property::sometimes("every client is done", |m: &Protocol, s: &State| m.settled(s)),
+            Property::sometimes("a late attempt strands a hand-over", |_, s: &State| {
+                s.delayed == Some("stranded")
+            }),
+            Property::sometimes("a resent attempt orphans a hold", |_, s: &State| {
+                s.delayed == Some("orphaned")
+            }),
+        ]
+    }
+}

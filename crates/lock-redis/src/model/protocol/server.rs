@@ -1,0 +1,107 @@
+//! The server's side: a request run as the backend builds it, and a message delivered.
+
+use super::*;
+
+impl Protocol {
+    /// Runs one request on the server, as the backend builds it.
+    pub(super) fn serve(&self, ks: &mut Keyspace, c: usize, owner: u8, call: &Call) -> Reply {
+        let n = &self.names;
+        let owner = owner_token(c, owner);
+        let (lease, claim, wait) = (LEASE.to_string(), CLAIM.to_string(), WAIT.to_string());
+        match call {
+            Call::Acquire { nonce: k, wait: w, taken } => {
+                let (nonce, tag, taken) = (nonce(c, *k), self.tag(c), opt(*taken));
+                let wait = if *w { wait } else { "0".into() };
+                match self.mode {
+                    Mode::Simple => {
+                        let value = owner.clone() + &nonce;
+                        let args = [&value, &lease, &owner, &wait, &tag, &taken, ""].map(|s| s as &str);
+                        lua::run(
+                            ks,
+                            &self.scripts.acquire,
+                            &[n.lock(), n.fence(), n.waiters(), n.queue()],
+                            &args,
+                        )
+                    }
+                    Mode::Fair => {
+                        let args = [&owner, &lease, &nonce, &wait, n.channel(), &claim, &tag, &taken, ""]
+                            .map(|s| s as &str);
+                        lua::run(
+                            ks,
+                            &self.scripts.acquire,
+                            &[n.lock(), n.fence(), n.queue(), n.waiters()],
+                            &args,
+                        )
+                    }
+                    _ => {
+                        let args = [&owner, &lease, &nonce, &wait, &tag, &taken, ""].map(|s| s as &str);
+                        lua::run(
+                            ks,
+                            &self.scripts.acquire,
+                            &[n.lock(), n.fence(), n.waiters(), n.queue()],
+                            &args,
+                        )
+                    }
+                }
+            }
+            Call::Release { nonce: k } => {
+                let release = nonce(c, *k);
+                let keys = match self.mode {
+                    Mode::Simple => [n.lock(), n.waiters(), n.queue(), n.fence()],
+                    _ => [n.lock(), n.queue(), n.waiters(), n.fence()],
+                };
+                lua::run(ks, &self.scripts.release, &keys, &[&owner, n.channel(), &claim, &release])
+            }
+            Call::Cancel { nonce: k, taken } => {
+                // An attempt's undo names no waiter; the end of a wait names this client's.
+                let (k, tag) = match k {
+                    Some(k) => (nonce(c, *k), String::new()),
+                    None => (String::new(), self.tag(c)),
+                };
+                let keys = match self.mode {
+                    Mode::Simple => [n.lock(), n.waiters(), n.queue(), n.fence()],
+                    _ => [n.lock(), n.queue(), n.waiters(), n.fence()],
+                };
+                lua::run(
+                    ks,
+                    &self.scripts.cancel,
+                    &keys,
+                    &[&owner, &k, n.channel(), &claim, &tag, &opt(*taken)],
+                )
+            }
+        }
+    }
+
+    pub(super) fn deliver(&self, s: &mut State, m: Msg) {
+        match m {
+            Msg::Request { client, owner, seq, call, ghost } => {
+                if s.clients[client].pending.is_some_and(|p| p.0 == seq) {
+                    s.clients[client].runs += 1;
+                }
+                let reply = self.serve(&mut s.ks, client, owner, &call);
+                for (channel, payload) in std::mem::take(&mut s.ks.published) {
+                    if let Some(to) =
+                        (0..s.clients.len()).find(|c| self.layout.inbox(&client_id(*c)) == channel)
+                    {
+                        Self::send(s, Msg::Handed { client: to, payload });
+                    }
+                }
+                if seq > 0 && !ghost {
+                    Self::send(s, Msg::Answer { client, seq, reply });
+                } else if let Reply::Error(e) = reply {
+                    Self::broke(&mut s.broken, format!("a clean-up failed: {e}"));
+                }
+            }
+            Msg::Answer { client, seq, reply } => self.answered(s, client, seq, &reply),
+            Msg::Handed { client, payload } => {
+                let now = s.ks.now;
+                let cl = &mut s.clients[client];
+                if let Some((owner, handed, _)) = handoffs::parse(&payload)
+                    && owner.to_string() == owner_token(client, cl.owner)
+                {
+                    cl.entry.handed(handed, instant(now));
+                }
+            }
+        }
+    }
+}
