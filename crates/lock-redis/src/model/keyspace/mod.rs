@@ -150,6 +150,14 @@ impl Keyspace {
         }
     }
 
+    /// A member's score in the sorted set `key`.
+    pub(crate) fn zscore(&self, key: &str, member: &str) -> Option<i64> {
+        match self.keys.get(key) {
+            Some(Entry { value: Value::ZSet(z), .. }) => z.get(member).copied(),
+            _ => None,
+        }
+    }
+
     pub(crate) fn exists(&self, key: &str) -> bool {
         self.keys.contains_key(key)
     }

@@ -9,7 +9,22 @@ impl Protocol {
     /// on its way (a release takes the guard: nothing is done under it after that).
     pub(super) fn believes(&self, s: &State, c: usize) -> bool {
         let cl = &s.clients[c];
-        cl.holds > 0 && cl.until > s.ks.now && !matches!(cl.pending, Some((_, Waiting::Release, _)))
+        let releasing = matches!(cl.pending, Some((_, Waiting::Release | Waiting::ReadRelease, _)));
+        (cl.holds > 0 || cl.reads) && cl.until > s.ks.now && !releasing
+    }
+
+    /// The readers waiting for a write's release: clients in a read whose refused attempt
+    /// registered them, still registered on the server (a live deadline).
+    pub(super) fn waiting_readers(&self, s: &State) -> Vec<String> {
+        let rq = format!("{}:rq", self.names.lock());
+        (0..s.clients.len())
+            .filter(|c| {
+                let cl = &s.clients[*c];
+                self.programs[*c].get(cl.pc) == Some(&Op::Read) && cl.registered
+            })
+            .map(|c| owner_token(c, s.clients[c].owner))
+            .filter(|o| s.ks.zscore(&rq, o).is_some_and(|d| d > s.ks.now as i64))
+            .collect()
     }
 
     /// Every client is done and nothing is on its way to the server.

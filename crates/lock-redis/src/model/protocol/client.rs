@@ -48,7 +48,14 @@ impl Protocol {
                     Msg::Request { client: c, owner, seq, call: Call::Release { nonce }, ghost: false },
                 );
             }
-            Op::Acquire if cl.attempts >= ATTEMPTS => {
+            Op::ReadRelease if !cl.reads => Self::next_op(s, c),
+            Op::ReadRelease => {
+                cl.nonces += 1;
+                let (seq, owner) = (cl.nonces, cl.owner);
+                cl.pending = Some((seq, Waiting::ReadRelease, now));
+                Self::send(s, Msg::Request { client: c, owner, seq, call: Call::ReadRelease, ghost: false });
+            }
+            Op::Acquire | Op::Read if cl.attempts >= ATTEMPTS => {
                 // The wait is over: `leave_queue`, a clean-up nobody awaits.
                 let (owner, taken) = (cl.owner, cl.entry.taken());
                 cl.entry.forget();
@@ -66,6 +73,16 @@ impl Protocol {
                     );
                 }
                 Self::next_op(s, c);
+            }
+            Op::Read => {
+                if cl.attempts == 0 {
+                    cl.owner += 1;
+                }
+                cl.attempts += 1;
+                cl.nonces += 1;
+                let (seq, owner) = (cl.nonces, cl.owner);
+                cl.pending = Some((seq, Waiting::Read, now));
+                Self::send(s, Msg::Request { client: c, owner, seq, call: Call::Read, ghost: false });
             }
             Op::Acquire => {
                 if cl.holds == 0 && cl.attempts == 0 {
@@ -135,6 +152,18 @@ impl Protocol {
                     cl.entry.refused(deadline, instant(sent), instant(now));
                     cl.registered = true;
                 }
+            }
+            Waiting::Read if ok == 1 => {
+                (cl.reads, cl.until) = (true, sent + LEASE);
+                Self::next_op(s, c);
+            }
+            Waiting::Read => cl.registered = true,
+            Waiting::ReadRelease => {
+                if ok == 0 && cl.until > now {
+                    Self::broke(&mut s.broken, format!("client {c}'s read was gone before its lease ended"));
+                }
+                s.clients[c].reads = false;
+                Self::next_op(s, c);
             }
             Waiting::Release => {
                 // A resent release that ran after another client's whole hold answers "not

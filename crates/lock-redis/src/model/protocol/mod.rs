@@ -55,6 +55,9 @@ fn instant(ms: Ms) -> Instant {
 pub(crate) enum Op {
     Acquire,
     Release,
+    /// The read side of the read-write lock (`acquire_shared`, no permits), and its release.
+    Read,
+    ReadRelease,
 }
 
 /// A request as sent; its arguments are built when the server runs it.
@@ -67,6 +70,10 @@ enum Call {
     /// `script_calls::cancel`: an attempt's undo (a nonce, armed by `arm_simple` / `arm_hash`)
     /// or the end of a wait (`leave_queue`).
     Cancel { nonce: Option<u8>, taken: Option<u64> },
+    /// `acquire_shared` for a read (idempotent per owner: a read has no nonce).
+    Read,
+    /// `release_shared`.
+    ReadRelease,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -96,6 +103,8 @@ enum Msg {
 enum Waiting {
     Acquire,
     Release,
+    Read,
+    ReadRelease,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -103,6 +112,8 @@ pub(crate) struct Client {
     pc: usize,
     /// Holds it believes it has (nested ones counted), their fence and until when they last.
     holds: u8,
+    /// Holds a read (its lease in `until`).
+    reads: bool,
     fence: u64,
     until: Ms,
     /// The acquisition whose owner token it uses (a new one per outermost acquisition).
@@ -151,6 +162,8 @@ struct Scripts {
     acquire: Script,
     release: Script,
     cancel: Script,
+    read: Script,
+    read_release: Script,
 }
 
 /// One configuration: the mode, each client's operations, the faults, the scripts.
@@ -223,7 +236,13 @@ impl Protocol {
             }
             Script::new(&src)
         };
-        let scripts = Scripts { acquire: edit(acquire), release: edit(release), cancel: edit(cancel) };
+        let scripts = Scripts {
+            acquire: edit(acquire),
+            release: edit(release),
+            cancel: edit(cancel),
+            read: edit(&scripts::ACQUIRE_SHARED),
+            read_release: edit(scripts::RELEASE_SHARED.get(false)),
+        };
         assert!(applied.iter().all(|a| *a), "{name}: a reverted fix no longer matches the scripts");
         let layout = KeyLayout::for_mode(crate::keys::DEFAULT_KEY_PREFIX.to_owned(), mode);
         let names = layout.names(KEY);
@@ -254,6 +273,7 @@ impl Model for Protocol {
         let client = Client {
             pc: 0,
             holds: 0,
+            reads: false,
             fence: 0,
             until: 0,
             owner: 0,
@@ -336,9 +356,9 @@ impl Model for Protocol {
                 Self::send(&mut s, live);
             }
         }
-        // Two holders at once, each within its lease.
+        // Two holders at once, each within its lease, a writer among them.
         let believers: Vec<usize> = (0..s.clients.len()).filter(|c| self.believes(&s, *c)).collect();
-        if believers.len() > 1 {
+        if believers.len() > 1 && believers.iter().any(|c| s.clients[*c].holds > 0) {
             Self::broke(&mut s.broken, format!("clients {believers:?} both hold the lock"));
         }
         if self.settled(&s) && s.ks.exists(self.names.lock()) {

@@ -52,6 +52,16 @@ impl Protocol {
                 };
                 lua::run(ks, &self.scripts.release, &keys, &[&owner, n.channel(), &claim, &release])
             }
+            Call::Read => {
+                let tag = self.tag(c);
+                let args = [&owner, &lease, &wait, "0", &tag].map(|s| s as &str);
+                lua::run(ks, &self.scripts.read, &[n.lock(), n.waiters(), n.fence()], &args)
+            }
+            Call::ReadRelease => {
+                let hash = if self.mode == Mode::Simple { "0" } else { "1" };
+                let keys = [n.lock(), n.queue(), n.waiters(), n.fence()];
+                lua::run(ks, &self.scripts.read_release, &keys, &[&owner, n.channel(), &claim, hash])
+            }
             Call::Cancel { nonce: k, taken } => {
                 // An attempt's undo names no waiter; the end of a wait names this client's.
                 let (k, tag) = match k {
@@ -78,7 +88,18 @@ impl Protocol {
                 if s.clients[client].pending.is_some_and(|p| p.0 == seq) {
                     s.clients[client].runs += 1;
                 }
+                // Phase-fairness: a write's release lets the readers waiting for it in before
+                // any other writer holds.
+                let readers =
+                    if matches!(call, Call::Release { .. }) { self.waiting_readers(s) } else { vec![] };
                 let reply = self.serve(&mut s.ks, client, owner, &call);
+                let reads = format!("{}:s", self.names.lock());
+                if s.ks.exists(self.names.lock()) && readers.iter().any(|r| s.ks.hget(&reads, r).is_none()) {
+                    Self::broke(
+                        &mut s.broken,
+                        "a write's release handed the lock to a writer before the readers that waited".into(),
+                    );
+                }
                 for (channel, payload) in std::mem::take(&mut s.ks.published) {
                     if let Some(to) =
                         (0..s.clients.len()).find(|c| self.layout.inbox(&client_id(*c)) == channel)
