@@ -93,6 +93,12 @@ fn simple_mode_two_clients() {
 }
 
 #[test]
+fn reentrant_mode_two_clients() {
+    let model = Protocol::new("reentrant, 2 clients", Mode::Reentrant, vec![vec![A, R], vec![A, R]], 1, &[]);
+    holds(model, &[DONE, TAKEN, ORPHANED]);
+}
+
+#[test]
 fn reentrant_mode_nesting_and_a_hand_over() {
     let model =
         Protocol::new("reentrant, nesting", Mode::Reentrant, vec![vec![A, A, R, R], vec![A, R]], 0, &[]);
@@ -110,6 +116,20 @@ fn reentrant_mode_a_nested_attempt_given_up() {
 fn fair_mode_nesting_and_a_hand_over() {
     let model = Protocol::new("fair, nesting", Mode::Fair, vec![vec![A, A, R, R], vec![A, R]], 0, &[]);
     holds(model, &[DONE, TAKEN]);
+}
+
+/// f4b9ec5a: an attempt's undo only undoes what that attempt did. Before, it also freed a hold
+/// handed to its waiter (then marked HANDED): when the waiter had taken the hand-over without a
+/// round trip, the undo of one of its earlier attempts, arriving late, freed its hold.
+#[test]
+fn when_an_undo_frees_a_hand_over_a_taken_hold_is_freed() {
+    let reverted = [(
+        "if (nested or last or first) and redis.call('HEXISTS', lock, owner) == 1 then",
+        "if (nested or last or first or handed_here(ARGV[5], redis.call('HGET', lock, 'n'), redis.call('HGET', lock, 'f'), '')) and redis.call('HEXISTS', lock, owner) == 1 then",
+    )];
+    let model = Protocol::new("reverted undo", Mode::Reentrant, vec![vec![A, R], vec![A, R]], 1, &reverted);
+    let trace = breaks(model.with_undo_naming_the_waiter().without_resends().with_attempts(3));
+    assert!(trace.contains("taken without a round trip"), "{trace}");
 }
 
 /// The read-write lock: two writers and a reader, the reader waiting while a writer holds

@@ -40,8 +40,10 @@ impl Protocol {
     ///   wait ended (with a grant, or given up), and a release handed it the lock (marked with
     ///   its client's id): nobody claims it, and it goes at the end of its claim window;
     /// - "orphaned": the first send of a resent attempt ran after the resend and took the lock
-    ///   (a hand-over the resend was refused before) with the attempt's own value and lease:
-    ///   the client heard the refusal, so nobody releases it before its lease ends.
+    ///   (a hand-over the resend was refused before) with the attempt's own nonce and lease:
+    ///   the client heard the refusal, so nobody releases that hold before its lease ends (in
+    ///   the hash modes the acquisition's next attempt nests on it, and its release leaves one
+    ///   count).
     pub(super) fn delayed(&self, s: &State) -> Option<&'static str> {
         let lock = self.names.lock();
         let (holder, mark) = match self.mode {
@@ -59,7 +61,7 @@ impl Protocol {
             .find(|(c, o)| owner_token(*c, *o) == holder)?;
         if mark.as_deref() == Some(client_id(c).as_str()) && s.ks.pttl(lock) <= CLAIM as i64 {
             Some("stranded")
-        } else if s.clients[c].gave_up == Some(owner) {
+        } else if s.clients[c].unheard == Some(owner) {
             Some("orphaned")
         } else {
             None

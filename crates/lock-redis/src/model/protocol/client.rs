@@ -55,12 +55,11 @@ impl Protocol {
                 cl.pending = Some((seq, Waiting::ReadRelease, now));
                 Self::send(s, Msg::Request { client: c, owner, seq, call: Call::ReadRelease, ghost: false });
             }
-            Op::Acquire | Op::Read if cl.attempts >= ATTEMPTS => {
+            Op::Acquire | Op::Read if cl.attempts >= self.attempts => {
                 // The wait is over: `leave_queue`, a clean-up nobody awaits.
                 let (owner, taken) = (cl.owner, cl.entry.taken());
                 cl.entry.forget();
                 if cl.holds == 0 {
-                    cl.gave_up = Some(owner);
                     Self::send(
                         s,
                         Msg::Request {

@@ -39,7 +39,7 @@ const WAIT: Ms = 600;
 /// model, `lock_core::renewer::model`, checks that).
 const STEP: Ms = 100;
 const HORIZON: Ms = 100;
-/// Attempts of one acquisition, at most, before its wait ends.
+/// Attempts of one acquisition, at most, before its wait ends (by default).
 const ATTEMPTS: u8 = 2;
 const KEY: &str = "k";
 
@@ -125,8 +125,9 @@ pub(crate) struct Client {
     pending: Option<(u8, Waiting, Ms)>,
     /// How many copies of the pending request ran.
     runs: u8,
-    /// The owner of its last acquisition that ended without a grant.
-    gave_up: Option<u8>,
+    /// The owner of an acquisition of which a copy of an attempt, whose answer nobody hears
+    /// (the first send of a resent request), was granted.
+    unheard: Option<u8>,
     entry: Entry,
 }
 
@@ -176,6 +177,12 @@ pub(crate) struct Protocol {
     names: KeyNames,
     layout: KeyLayout,
     horizon: Ms,
+    /// An attempt's undo names its waiter (its tag), as before f4b9ec5a.
+    undo_names_waiter: bool,
+    /// The driver may send a request twice (a fault).
+    resends: bool,
+    /// Attempts of one acquisition, at most, before its wait ends.
+    attempts: u8,
 }
 
 fn hex(n: u128) -> String {
@@ -246,12 +253,40 @@ impl Protocol {
         assert!(applied.iter().all(|a| *a), "{name}: a reverted fix no longer matches the scripts");
         let layout = KeyLayout::for_mode(crate::keys::DEFAULT_KEY_PREFIX.to_owned(), mode);
         let names = layout.names(KEY);
-        Protocol { name, mode, programs, faults, scripts, names, layout, horizon: HORIZON }
+        Protocol {
+            name,
+            mode,
+            programs,
+            faults,
+            scripts,
+            names,
+            layout,
+            horizon: HORIZON,
+            undo_names_waiter: false,
+            resends: true,
+            attempts: ATTEMPTS,
+        }
     }
 
     /// Time stops moving `horizon` ms after the start.
     pub(crate) fn with_horizon(self, horizon: Ms) -> Self {
         Protocol { horizon, ..self }
+    }
+
+    /// An attempt's undo sends its waiter's tag, as the client did before f4b9ec5a (to revert
+    /// that fix in the model).
+    pub(crate) fn with_undo_naming_the_waiter(self) -> Self {
+        Protocol { undo_names_waiter: true, ..self }
+    }
+
+    /// Up to `n` attempts per acquisition.
+    pub(crate) fn with_attempts(self, attempts: u8) -> Self {
+        Protocol { attempts, ..self }
+    }
+
+    /// No request is sent twice: the faults are attempts given up only.
+    pub(crate) fn without_resends(self) -> Self {
+        Protocol { resends: false, ..self }
     }
 
     fn tag(&self, c: usize) -> String {
@@ -282,7 +317,7 @@ impl Model for Protocol {
             nonces: 0,
             pending: None,
             runs: 0,
-            gave_up: None,
+            unheard: None,
             entry: Entry::new(KEY),
         };
         vec![State {
@@ -316,7 +351,8 @@ impl Model for Protocol {
         }
         for (i, m) in s.net.iter().enumerate() {
             out.push(Action::Deliver(i));
-            if s.faults > 0 && matches!(m, Msg::Request { seq, ghost: false, .. } if *seq > 0) {
+            if self.resends && s.faults > 0 && matches!(m, Msg::Request { seq, ghost: false, .. } if *seq > 0)
+            {
                 out.push(Action::Duplicate(i));
             }
         }

@@ -65,6 +65,7 @@ impl Protocol {
             Call::Cancel { nonce: k, taken } => {
                 // An attempt's undo names no waiter; the end of a wait names this client's.
                 let (k, tag) = match k {
+                    Some(k) if self.undo_names_waiter => (nonce(c, *k), self.tag(c)),
                     Some(k) => (nonce(c, *k), String::new()),
                     None => (String::new(), self.tag(c)),
                 };
@@ -106,6 +107,9 @@ impl Protocol {
                     {
                         Self::send(s, Msg::Handed { client: to, payload });
                     }
+                }
+                if ghost && reply.at(0).int() == Some(1) {
+                    s.clients[client].unheard = Some(owner);
                 }
                 if seq > 0 && !ghost {
                     Self::send(s, Msg::Answer { client, seq, reply });
