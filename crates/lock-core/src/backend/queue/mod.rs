@@ -25,6 +25,8 @@ mod recipe;
 mod release;
 
 #[cfg(test)]
+mod model;
+#[cfg(test)]
 mod tests;
 
 pub use crate::backend::Confirmed;
