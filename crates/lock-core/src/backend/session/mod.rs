@@ -31,6 +31,8 @@ mod grant;
 mod holds;
 mod keeper;
 mod link;
+#[cfg(test)]
+mod model;
 mod pinned;
 mod pool;
 mod setup;
