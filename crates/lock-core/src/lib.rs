@@ -35,6 +35,8 @@ mod leader;
 mod locker;
 #[cfg(feature = "memory")]
 mod memory;
+#[cfg(test)]
+mod model_kit;
 mod multi;
 pub mod observe;
 mod parts;

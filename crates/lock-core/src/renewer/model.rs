@@ -15,11 +15,11 @@
 
 use std::time::Duration;
 
-use stateright::{Checker, Model, Property};
+use stateright::{Checker, HasDiscoveries, Model, Property};
 use tokio::time::Instant;
 
 use super::lease::{local_deadline, period};
-use crate::{DRIFT_MARGIN_FLOOR, DRIFT_MARGIN_RATE, drift_margin};
+use crate::{DRIFT_MARGIN_FLOOR, DRIFT_MARGIN_RATE, drift_margin, model_kit};
 
 /// Milliseconds of real time (the server's clock) or of the holder's clock.
 type Ms = u64;
@@ -67,7 +67,7 @@ struct State {
 
 impl State {
     fn local(&self) -> Ms {
-        (self.now as i64 + self.now as i64 * self.drift_ppm / 1_000_000) as Ms
+        model_kit::local(self.now, self.drift_ppm)
     }
 
     fn believes_it_holds(&self) -> bool {
@@ -141,8 +141,7 @@ impl Model for Lease {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        let ppm = (DRIFT_MARGIN_RATE * 1e6) as i64;
-        [-ppm, 0, ppm]
+        model_kit::drifts()
             .into_iter()
             .map(|drift_ppm| State {
                 now: 0,
@@ -229,21 +228,13 @@ impl Model for Lease {
 }
 
 fn check(model: Lease) -> impl Checker<Lease> {
-    model.checker().spawn_bfs().join()
+    model_kit::check("lease model", model, HasDiscoveries::All)
 }
 
 #[test]
 fn the_holder_knows_it_lost_before_a_successor_is_granted() {
-    let started = std::time::Instant::now();
     let c = check(Lease::new());
     c.assert_properties();
-    println!(
-        "lease model: {} states ({} unique), depth {}, in {:.2?}",
-        c.state_count(),
-        c.unique_state_count(),
-        c.max_depth(),
-        started.elapsed()
-    );
     assert!(c.unique_state_count() > 10_000, "the model explored too little");
 }
 

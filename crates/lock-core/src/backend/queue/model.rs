@@ -319,16 +319,7 @@ fn msg_client(m: &Msg) -> usize {
 }
 
 fn check(model: Recipe, until: HasDiscoveries) -> impl Checker<Recipe> {
-    let started = std::time::Instant::now();
-    let c = model.checker().finish_when(until).spawn_bfs().join();
-    println!(
-        "queue model: {} states ({} unique), depth {}, in {:.2?}",
-        c.state_count(),
-        c.unique_state_count(),
-        c.max_depth(),
-        started.elapsed()
-    );
-    c
+    crate::model_kit::check("queue model", model, until)
 }
 
 use Op::{Read as R, Write as W};

@@ -16,11 +16,11 @@
 
 use std::time::Duration;
 
-use stateright::{Checker, Model, Property};
+use stateright::{Checker, HasDiscoveries, Model, Property};
 use tokio::time::Instant;
 
-use crate::DRIFT_MARGIN_RATE;
 use crate::backend::{session_give_up, waited_grant_anchor};
+use crate::model_kit;
 
 type Ms = u64;
 
@@ -61,7 +61,7 @@ struct State {
 
 impl State {
     fn local(&self) -> Ms {
-        (self.now as i64 + self.now as i64 * self.drift_ppm / 1_000_000) as Ms
+        model_kit::local(self.now, self.drift_ppm)
     }
 
     fn send(&mut self, m: Msg) {
@@ -116,8 +116,7 @@ impl Model for Session {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        let ppm = (DRIFT_MARGIN_RATE * 1e6) as i64;
-        [-ppm, 0, ppm]
+        model_kit::drifts()
             .into_iter()
             .map(|drift_ppm| State {
                 now: 0,
@@ -245,16 +244,7 @@ impl Model for Session {
 }
 
 fn check(model: Session) -> impl Checker<Session> {
-    let started = std::time::Instant::now();
-    let c = model.checker().spawn_bfs().join();
-    println!(
-        "session model: {} states ({} unique), depth {}, in {:.2?}",
-        c.state_count(),
-        c.unique_state_count(),
-        c.max_depth(),
-        started.elapsed()
-    );
-    c
+    model_kit::check("session model", model, HasDiscoveries::All)
 }
 
 #[test]
