@@ -67,6 +67,6 @@ end
 
 local d = 0
 if wait_ms > 0 then
-  d = register(queue, deadlines, owner, ARGV[7], now, wait_ms)
+  d = register(lock, queue, deadlines, owner, ARGV[7], now, wait_ms)
 end
 return {0, redis.call('PTTL', lock), d}

@@ -31,7 +31,7 @@ end
 if redis.call('EXISTS', lock) == 1 then
   local d = 0
   if wait_ms > 0 then
-    d = register(KEYS[4], deadlines, owner, ARGV[5], now_ms(), wait_ms)
+    d = register(lock, KEYS[4], deadlines, owner, ARGV[5], now_ms(), wait_ms)
   end
   return {0, redis.call('PTTL', lock), d}
 end

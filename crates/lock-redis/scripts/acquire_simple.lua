@@ -38,7 +38,10 @@ if v == owner .. client_of(ARGV[5]) and redis.call('GET', KEYS[2]) ~= ARGV[6] th
   return {1, next_fence(KEYS[2]), 0}
 end
 local d = 0
-if wait_ms > 0 then
-  d = register(KEYS[4], deadlines, owner, ARGV[5], now_ms(), wait_ms)
+-- An owner holding the lock through another attempt (one whose answer was lost, or the late
+-- copy of an earlier attempt running after a later one was granted) does not wait behind
+-- itself: registered, it would be handed its own lock after its release.
+if wait_ms > 0 and string.sub(v or '', 1, #owner) ~= owner then
+  d = register(lock, KEYS[4], deadlines, owner, ARGV[5], now_ms(), wait_ms)
 end
 return {0, redis.call('PTTL', lock), d}

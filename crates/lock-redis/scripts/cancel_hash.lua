@@ -40,6 +40,7 @@ if ARGV[2] ~= '' then
   end
 else
   leave(queue, deadlines, owner, ARGV[5])
+  mark_left(lock, owner)
   leave_permits(lock, owner, ARGV[3], tonumber(ARGV[4]), KEYS[4], ARGV[6])
   readless = leave_reads(lock, owner)
   if redis.call('HEXISTS', lock, owner) == 1

@@ -327,10 +327,31 @@ local function handed_here(tag, mark, fence, taken)
   return mark == client_of(tag) and fence ~= taken
 end
 
--- register(queue, deadlines, owner, tag, now, wait_ms): joins the end of the queue, or
+-- left(lock, owner): the wait of `owner` ended less than RELEASED_MS ago: by a leave (the
+-- cancel scripts without a nonce), or by a grant whose release was the last to free the lock.
+-- A copy of one of its attempts that runs after that (sent on a connection since replaced,
+-- given up before its undo ran) must not register it again: a release would then hand the
+-- lock to a waiter nobody is, blocking it for a claim window.
+-- Found by the protocol model (src/model). An owner is one acquisition's (random), so a mark
+-- never keeps a later wait out, unless a caller reuses its owner within those seconds, whose
+-- wait is then polled, not handed over.
+local function left(lock, owner)
+  return marked_since(lock, owner .. ':left', RELEASED_MS) or released_owner(lock, owner)
+end
+
+-- mark_left(lock, owner): see left().
+local function mark_left(lock, owner)
+  add_mark(lock, owner .. ':left', RELEASED_MS)
+end
+
+-- register(lock, queue, deadlines, owner, tag, now, wait_ms): joins the end of the queue, or
 -- pushes this waiter's deadline forward; both keys outlive their last live waiter only briefly.
--- Returns the deadline set: the refused attempt answers it, and a hand-over names it.
-local function register(queue, deadlines, owner, tag, now, wait_ms)
+-- Returns the deadline set: the refused attempt answers it, and a hand-over names it; 0 when
+-- the owner's wait ended already (left).
+local function register(lock, queue, deadlines, owner, tag, now, wait_ms)
+  if left(lock, owner) then
+    return 0
+  end
   if not redis.call('ZSCORE', deadlines, owner) then
     redis.call('RPUSH', queue, owner .. tag)
   end
@@ -353,7 +374,7 @@ local function readers_refusal(lock, queue, deadlines, owner, tag, wait_ms, exce
   end
   local d = 0
   if wait_ms > 0 then
-    d = register(queue, deadlines, owner, tag, now, wait_ms)
+    d = register(lock, queue, deadlines, owner, tag, now, wait_ms)
     if upgrade then
       redis.call('SET', lock .. ':up', except .. owner, 'PX', wait_ms * 2)
     end

@@ -22,14 +22,22 @@ local CANCELLED_MS = 300000
 -- (the last such release only); the done marks of shared holds below are kept as long.
 local RELEASED_MS = 10000
 
--- released_by(lock, nonce): whether the release with `nonce` freed `lock` already.
-local function released_by(lock, nonce)
-  return redis.call('GET', lock .. ':r') == nonce
+-- released_by(lock, owner, nonce): whether the release with `nonce` freed `lock` already.
+local function released_by(lock, owner, nonce)
+  return redis.call('GET', lock .. ':r') == string.sub(owner, 1, 32) .. nonce
 end
 
--- mark_released(lock, nonce): remember that the release with `nonce` freed `lock`.
-local function mark_released(lock, nonce)
-  redis.call('SET', lock .. ':r', nonce, 'PX', RELEASED_MS)
+-- mark_released(lock, owner, nonce): remember that the release with `nonce` of `owner` (its
+-- first 32 characters: the token) freed `lock`.
+local function mark_released(lock, owner, nonce)
+  redis.call('SET', lock .. ':r', string.sub(owner, 1, 32) .. nonce, 'PX', RELEASED_MS)
+end
+
+-- released_owner(lock, owner): whether the last release that freed `lock` (in RELEASED_MS)
+-- was `owner`'s: its hold, and so its wait, is over.
+local function released_owner(lock, owner)
+  local r = redis.call('GET', lock .. ':r')
+  return r ~= false and string.sub(r, 1, 32) == owner
 end
 
 -- The marks of what already ran, so that a late copy of it (resent by a driver, or sent on a

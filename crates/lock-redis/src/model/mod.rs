@@ -63,7 +63,6 @@ fn trace(c: &impl Checker<Protocol>, property: &'static str) -> Option<String> {
 const SAFE: &str = "nothing went wrong";
 const DONE: &str = "every client is done";
 const TAKEN: &str = "a hand-over is taken without a round trip";
-const STRANDED: &str = "a late attempt strands a hand-over";
 const ORPHANED: &str = "a resent attempt orphans a hold";
 
 /// `model` keeps its `always` property, and reaches each of `reached` (so that it is not
@@ -89,7 +88,7 @@ fn breaks(model: Protocol) -> String {
 #[test]
 fn simple_mode_two_clients() {
     let model = Protocol::new("simple, 2 clients", Mode::Simple, vec![vec![A, R], vec![A, R]], 1, &[]);
-    holds(model, &[DONE, TAKEN, STRANDED, ORPHANED]);
+    holds(model, &[DONE, TAKEN, ORPHANED]);
 }
 
 #[test]
@@ -153,15 +152,29 @@ fn without_read_phases_readers_starve() {
     assert!(trace.contains("before the readers that waited"), "{trace}");
 }
 
-/// The two delays this model found and that are open (see `Protocol::delayed`): printed.
+/// The delay this model found and that is open (see `Protocol::delayed`): printed.
 #[test]
-fn the_open_delays_are_what_the_model_says() {
-    let model = Protocol::new("simple, delays", Mode::Simple, vec![vec![A, R], vec![A, R]], 1, &[]);
-    let c = check(model.with_horizon(0));
-    for delay in [STRANDED, ORPHANED] {
-        let t = trace(&c, delay).expect("the model finds the delay");
-        println!("{delay}:\n{t}");
-    }
+fn the_open_delay_is_what_the_model_says() {
+    let model = Protocol::new("simple, orphaned", Mode::Simple, vec![vec![A, R], vec![A, R]], 1, &[]);
+    let c = run(model.with_horizon(0), HasDiscoveries::AnyOf([ORPHANED].into()));
+    let t = trace(&c, ORPHANED).expect("the model finds the orphaned hold");
+    println!("{ORPHANED}:\n{t}");
+}
+
+/// Found by this model, and fixed: a late copy of a given-up waiting attempt, running after its
+/// wait ended, registered the waiter again (after a leave, or while the owner held the lock
+/// through a later attempt), and a release handed the lock to nobody for a claim window. A
+/// leave now marks its owner (`left`), and a simple-mode owner holding the lock does not
+/// register. With both reverted, the checker finds the lock held once every client is done.
+#[test]
+fn without_the_left_mark_a_late_attempt_strands_a_hand_over() {
+    let reverted = [
+        ("  if left(lock, owner) then\n    return 0\n  end\n", ""),
+        ("if wait_ms > 0 and string.sub(v or '', 1, #owner) ~= owner then", "if wait_ms > 0 then"),
+    ];
+    let model = Protocol::new("reverted left mark", Mode::Simple, vec![vec![A, R], vec![A, R]], 1, &reverted);
+    let trace = breaks(model.with_horizon(0));
+    assert!(trace.contains("still held"), "{trace}");
 }
 
 /// b2541345: each nesting marks its own nonce. Without the mark, the undo of a nested attempt

@@ -33,39 +33,23 @@ impl Protocol {
             && s.net.iter().all(|m| !matches!(m, Msg::Request { .. }))
     }
 
-    /// Why a lock still held once every client is done is a known delay, not a wedge: a copy
-    /// of an attempt ran where nobody hears its answer, for an acquisition that had ended.
-    /// Both were found by this model and are open (docs/PROOF.md):
-    /// - "stranded": a late copy of a given-up attempt registered the waiter again after its
-    ///   wait ended (with a grant, or given up), and a release handed it the lock (marked with
-    ///   its client's id): nobody claims it, and it goes at the end of its claim window;
-    /// - "orphaned": the first send of a resent attempt ran after the resend and took the lock
-    ///   (a hand-over the resend was refused before) with the attempt's own nonce and lease:
-    ///   the client heard the refusal, so nobody releases that hold before its lease ends (in
-    ///   the hash modes the acquisition's next attempt nests on it, and its release leaves one
-    ///   count).
+    /// Why a lock still held once every client is done is a known delay, not a wedge, found by
+    /// this model and open (docs/PROOF.md): "orphaned", the first send of a resent attempt ran
+    /// after the resend and took the lock (a hand-over the resend was refused before) with the
+    /// attempt's own nonce and lease; the client heard the refusal, so nobody releases that
+    /// hold before its lease ends (in the hash modes the acquisition's next attempt nests on
+    /// it, and its release leaves one count). Its client heard no answer of that grant
+    /// (`Client::unheard`).
     pub(super) fn delayed(&self, s: &State) -> Option<&'static str> {
         let lock = self.names.lock();
-        let (holder, mark) = match self.mode {
-            Mode::Simple => {
-                let v = s.ks.get(lock)?;
-                (v.get(..32)?.to_owned(), v.get(32..).map(str::to_owned))
-            }
-            _ => {
-                let owner = s.ks.fields(lock).into_iter().find(|f| f.len() == 32)?.to_owned();
-                (owner, s.ks.hget(lock, "n").map(str::to_owned))
-            }
+        let holder = match self.mode {
+            Mode::Simple => s.ks.get(lock)?.get(..32)?.to_owned(),
+            _ => s.ks.fields(lock).into_iter().find(|f| f.len() == 32)?.to_owned(),
         };
         let (c, owner) = (0..s.clients.len())
             .flat_map(|c| (1..=s.clients[c].owner).map(move |o| (c, o)))
             .find(|(c, o)| owner_token(*c, *o) == holder)?;
-        if mark.as_deref() == Some(client_id(c).as_str()) && s.ks.pttl(lock) <= CLAIM as i64 {
-            Some("stranded")
-        } else if s.clients[c].unheard == Some(owner) {
-            Some("orphaned")
-        } else {
-            None
-        }
+        (s.clients[c].unheard == Some(owner)).then_some("orphaned")
     }
 
     /// What went wrong in `s`, if anything.

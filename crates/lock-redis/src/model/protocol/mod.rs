@@ -330,9 +330,6 @@ impl Model for Protocol {
             Property::always("nothing went wrong", |_, s: &State| s.broken.is_none()),
             Property::sometimes("a hand-over is taken without a round trip", |_, s: &State| s.taken > 0),
             Property::sometimes("every client is done", |m: &Protocol, s: &State| m.settled(s)),
-            Property::sometimes("a late attempt strands a hand-over", |_, s: &State| {
-                s.delayed == Some("stranded")
-            }),
             Property::sometimes("a resent attempt orphans a hold", |_, s: &State| {
                 s.delayed == Some("orphaned")
             }),
