@@ -39,10 +39,7 @@ if ARGV[2] ~= '' then
     end
   end
 else
-  leave(queue, deadlines, owner, ARGV[5])
-  mark_left(lock, owner)
-  leave_permits(lock, owner, ARGV[3], tonumber(ARGV[4]), KEYS[4], ARGV[6])
-  readless = leave_reads(lock, owner)
+  readless = end_wait(lock, queue, deadlines, owner, ARGV[5], ARGV[3], tonumber(ARGV[4]), KEYS[4], ARGV[6])
   if redis.call('HEXISTS', lock, owner) == 1
     and handed_here(ARGV[5], redis.call('HGET', lock, 'n'), redis.call('HGET', lock, 'f'), ARGV[6]) then
     redis.call('DEL', lock)

@@ -18,10 +18,7 @@ if ARGV[2] ~= '' then
   mark_cancelled(lock, ARGV[2])
   undo = v == owner .. ARGV[2]
 else
-  leave(KEYS[3], deadlines, owner, ARGV[5])
-  mark_left(lock, owner)
-  leave_permits(lock, owner, ARGV[3], tonumber(ARGV[4]), KEYS[4], ARGV[6])
-  readless = leave_reads(lock, owner)
+  readless = end_wait(lock, KEYS[3], deadlines, owner, ARGV[5], ARGV[3], tonumber(ARGV[4]), KEYS[4], ARGV[6])
   undo = v == owner .. client_of(ARGV[5]) and redis.call('GET', KEYS[4]) ~= ARGV[6]
 end
 if undo then

@@ -349,10 +349,13 @@ end
 -- Returns the deadline set: the refused attempt answers it, and a hand-over names it; 0 when
 -- the owner's wait ended already (left).
 local function register(lock, queue, deadlines, owner, tag, now, wait_ms)
-  if left(lock, owner) then
-    return 0
-  end
   if not redis.call('ZSCORE', deadlines, owner) then
+    -- Only a first registration can come after the wait's end: a leave and a grant both take
+    -- the owner out of the wait set, so a waiter still in it is waiting (and its refreshes,
+    -- the common case, cost nothing more).
+    if left(lock, owner) then
+      return 0
+    end
     redis.call('RPUSH', queue, owner .. tag)
   end
   redis.call('ZADD', deadlines, now + wait_ms, owner)
@@ -375,7 +378,7 @@ local function readers_refusal(lock, queue, deadlines, owner, tag, wait_ms, exce
   local d = 0
   if wait_ms > 0 then
     d = register(lock, queue, deadlines, owner, tag, now, wait_ms)
-    if upgrade then
+    if upgrade and d > 0 then
       redis.call('SET', lock .. ':up', except .. owner, 'PX', wait_ms * 2)
     end
   end

@@ -11,11 +11,12 @@ const FENCE: &str = include_str!("../scripts/fence.lua");
 const HOLD: &str = include_str!("../scripts/hold.lua");
 /// Prelude of the scripts that wait for or free a lock: the marks of what already ran (one
 /// capped set per lock), the wait set and the hand-over, then the read-write lock's read
-/// phases (which use the parts before, and the hand-over them).
+/// phases (which use the parts before, and the hand-over them), and the end of a wait.
 const HANDOFF: &str = concat!(
     include_str!("../scripts/marks.lua"),
     include_str!("../scripts/handoff.lua"),
-    include_str!("../scripts/read_phases.lua")
+    include_str!("../scripts/read_phases.lua"),
+    include_str!("../scripts/wait_end.lua")
 );
 /// Prelude of the interop modes' scripts that tell our holds from the other library's.
 const OURS: &str = include_str!("../scripts/ours.lua");

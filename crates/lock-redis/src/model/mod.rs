@@ -169,7 +169,7 @@ fn the_open_delay_is_what_the_model_says() {
 #[test]
 fn without_the_left_mark_a_late_attempt_strands_a_hand_over() {
     let reverted = [
-        ("  if left(lock, owner) then\n    return 0\n  end\n", ""),
+        ("    if left(lock, owner) then\n      return 0\n    end\n", ""),
         ("if wait_ms > 0 and string.sub(v or '', 1, #owner) ~= owner then", "if wait_ms > 0 then"),
     ];
     let model = Protocol::new("reverted left mark", Mode::Simple, vec![vec![A, R], vec![A, R]], 1, &reverted);
