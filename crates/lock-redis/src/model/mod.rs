@@ -152,7 +152,7 @@ fn without_read_phases_readers_starve() {
     assert!(trace.contains("before the readers that waited"), "{trace}");
 }
 
-/// The delay this model found and that is open (see `Protocol::delayed`): printed.
+/// The delay this model found and that is open (see `Protocol::orphaned`): printed.
 #[test]
 fn the_open_delay_is_what_the_model_says() {
     let model = Protocol::new("simple, orphaned", Mode::Simple, vec![vec![A, R], vec![A, R]], 1, &[]);

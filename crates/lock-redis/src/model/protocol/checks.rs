@@ -33,23 +33,23 @@ impl Protocol {
             && s.net.iter().all(|m| !matches!(m, Msg::Request { .. }))
     }
 
-    /// Why a lock still held once every client is done is a known delay, not a wedge, found by
-    /// this model and open (docs/PROOF.md): "orphaned", the first send of a resent attempt ran
+    /// Whether a lock still held once every client is done is the known delay, not a wedge,
+    /// found by this model and open (docs/PROOF.md), the orphaned hold: the first send of a resent attempt ran
     /// after the resend and took the lock (a hand-over the resend was refused before) with the
     /// attempt's own nonce and lease; the client heard the refusal, so nobody releases that
     /// hold before its lease ends (in the hash modes the acquisition's next attempt nests on
     /// it, and its release leaves one count). Its client heard no answer of that grant
     /// (`Client::unheard`).
-    pub(super) fn delayed(&self, s: &State) -> Option<&'static str> {
+    pub(super) fn orphaned(&self, s: &State) -> bool {
         let lock = self.names.lock();
         let holder = match self.mode {
-            Mode::Simple => s.ks.get(lock)?.get(..32)?.to_owned(),
-            _ => s.ks.fields(lock).into_iter().find(|f| f.len() == 32)?.to_owned(),
+            Mode::Simple => s.ks.get(lock).and_then(|v| v.get(..32)),
+            _ => s.ks.fields(lock).into_iter().find(|f| f.len() == 32),
         };
-        let (c, owner) = (0..s.clients.len())
-            .flat_map(|c| (1..=s.clients[c].owner).map(move |o| (c, o)))
-            .find(|(c, o)| owner_token(*c, *o) == holder)?;
-        (s.clients[c].unheard == Some(owner)).then_some("orphaned")
+        // Granted to a copy whose answer its client never heard.
+        holder.is_some_and(|h| {
+            s.clients.iter().enumerate().any(|(c, cl)| cl.unheard.is_some_and(|o| owner_token(c, o) == h))
+        })
     }
 
     /// What went wrong in `s`, if anything.

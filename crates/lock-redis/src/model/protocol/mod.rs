@@ -144,8 +144,8 @@ pub(crate) struct State {
     broken: Option<String>,
     /// Hand-overs taken without a round trip (a `sometimes` property).
     taken: u8,
-    /// Every client is done and the lock is held for a known delay (see `delayed`).
-    delayed: Option<&'static str>,
+    /// Every client is done and the lock is held for the known delay (see `orphaned`).
+    orphaned: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -246,7 +246,7 @@ impl Model for Protocol {
             top_fence: 0,
             broken: None,
             taken: 0,
-            delayed: None,
+            orphaned: false,
         }]
     }
 
@@ -316,8 +316,8 @@ impl Model for Protocol {
             Self::broke(&mut s.broken, format!("clients {believers:?} both hold the lock"));
         }
         if self.settled(&s) && s.ks.exists(self.names.lock()) {
-            if let Some(why) = self.delayed(&s) {
-                s.delayed = Some(why);
+            if self.orphaned(&s) {
+                s.orphaned = true;
             } else {
                 Self::broke(&mut s.broken, "every client released, and the lock is still held".into());
             }
@@ -330,9 +330,7 @@ impl Model for Protocol {
             Property::always("nothing went wrong", |_, s: &State| s.broken.is_none()),
             Property::sometimes("a hand-over is taken without a round trip", |_, s: &State| s.taken > 0),
             Property::sometimes("every client is done", |m: &Protocol, s: &State| m.settled(s)),
-            Property::sometimes("a resent attempt orphans a hold", |_, s: &State| {
-                s.delayed == Some("orphaned")
-            }),
+            Property::sometimes("a resent attempt orphans a hold", |_, s: &State| s.orphaned),
         ]
     }
 }

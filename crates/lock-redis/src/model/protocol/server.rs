@@ -12,37 +12,23 @@ impl Protocol {
             Call::Acquire { nonce: k, wait: w, taken } => {
                 let (nonce, tag, taken) = (nonce(c, *k), self.tag(c), opt(*taken));
                 let wait = if *w { wait } else { "0".into() };
-                match self.mode {
-                    Mode::Simple => {
-                        let value = owner.clone() + &nonce;
-                        let args = [&value, &lease, &owner, &wait, &tag, &taken, ""].map(|s| s as &str);
-                        lua::run(
-                            ks,
-                            &self.scripts.acquire,
-                            &[n.lock(), n.fence(), n.waiters(), n.queue()],
-                            &args,
-                        )
-                    }
-                    Mode::Fair => {
-                        let args = [&owner, &lease, &nonce, &wait, n.channel(), &claim, &tag, &taken, ""]
-                            .map(|s| s as &str);
-                        lua::run(
-                            ks,
-                            &self.scripts.acquire,
-                            &[n.lock(), n.fence(), n.queue(), n.waiters()],
-                            &args,
-                        )
-                    }
-                    _ => {
-                        let args = [&owner, &lease, &nonce, &wait, &tag, &taken, ""].map(|s| s as &str);
-                        lua::run(
-                            ks,
-                            &self.scripts.acquire,
-                            &[n.lock(), n.fence(), n.waiters(), n.queue()],
-                            &args,
-                        )
-                    }
-                }
+                // The keys and arguments `acquire_simple` / `acquire_hash` send, per mode.
+                let value = owner.clone() + &nonce;
+                let (keys, args): ([&str; 4], Vec<&str>) = match self.mode {
+                    Mode::Simple => (
+                        [n.lock(), n.fence(), n.waiters(), n.queue()],
+                        vec![&value, &lease, &owner, &wait, &tag, &taken, ""],
+                    ),
+                    Mode::Fair => (
+                        [n.lock(), n.fence(), n.queue(), n.waiters()],
+                        vec![&owner, &lease, &nonce, &wait, n.channel(), &claim, &tag, &taken, ""],
+                    ),
+                    _ => (
+                        [n.lock(), n.fence(), n.waiters(), n.queue()],
+                        vec![&owner, &lease, &nonce, &wait, &tag, &taken, ""],
+                    ),
+                };
+                lua::run(ks, &self.scripts.acquire, &keys, &args)
             }
             Call::Release { nonce: k } => {
                 let release = nonce(c, *k);
