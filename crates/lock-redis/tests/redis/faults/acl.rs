@@ -41,6 +41,9 @@ pub const LEAST_PRIVILEGE_ACL: &[&str] = &[
     "~dlock:*",
     "&dlock:*",
     "-@all",
+    // records (a read-write lock's reader count, a latch): a number and a set of marks
+    "+sadd",
+    "+scard",
     // connection set-up (redis-rs: HELLO for RESP3 pub/sub, PING; its CLIENT SETINFO may fail)
     "+hello",
     "+ping",
@@ -57,6 +60,8 @@ pub const LEAST_PRIVILEGE_ACL: &[&str] = &[
     "+incr",
     "+hset",
     "+hget",
+    "+hgetall",
+    "+hlen",
     "+hexists",
     "+hincrby",
     "+hdel",
@@ -66,7 +71,12 @@ pub const LEAST_PRIVILEGE_ACL: &[&str] = &[
     "+lrem",
     "+zadd",
     "+zscore",
+    "+zmscore",
+    "+zrange",
+    "+zrangebyscore",
     "+zrem",
+    "+zremrangebyscore",
+    "+zremrangebyrank",
     "+publish",
     // whether a registered waiter's client still listens (a dead one is passed over; without
     // this a hand-over falls back to the waiter's liveness deadline)
@@ -107,6 +117,16 @@ async fn least_privilege_acl_user_runs_every_mode() {
             outer.release().await.expect("release");
         }
     }
+    // A read, a permit, and a wait that ends without a guard (its leave marks the owner).
+    let l = locker(&backend(&url, Mode::Simple).await);
+    let held = l.lock("lp-wait").try_acquire().await.expect("acquire").expect("free");
+    let late = l.lock("lp-wait").wait(Duration::from_millis(300)).acquire().await;
+    assert!(late.is_err(), "the lock is held: the wait ends");
+    held.release().await.expect("release");
+    let rw = lock_core::RwLock::new(&l, "lp-rw").expect("rwlock");
+    rw.read().try_acquire().await.expect("read").expect("free").release().await.expect("release");
+    let sem = lock_core::Semaphore::new(&l, "lp-sem", 2).expect("semaphore");
+    sem.try_acquire().await.expect("permit").expect("free").release().await.expect("release");
     // Outside the prefix, the same user is refused.
     let mut c = redis::Client::open(url.as_str())
         .expect("url")
@@ -143,5 +163,34 @@ async fn least_privilege_acl_user_runs_the_interop_modes() {
         g.release().await.expect("release");
         let g2 = lb.lock(&k).wait(Duration::from_secs(5)).acquire().await.expect("free again");
         g2.release().await.expect("release");
+    }
+}
+
+/// The rule allows every command the native modes' scripts run (the interop scripts' own are
+/// named with their rule), and the README gives exactly this rule.
+#[test]
+fn the_least_privilege_rule_covers_the_scripts() {
+    const ELSEWHERE: [&str; 3] = ["acquire_plain.lua", "release_plain.lua", "evict_plain.lua"];
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts");
+    for f in std::fs::read_dir(dir).expect("scripts/") {
+        let path = f.expect("entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        if ELSEWHERE.contains(&name.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a script");
+        for call in text.split("redis.call('").skip(1) {
+            let command = format!("+{}", call.split('\'').next().unwrap_or_default().to_lowercase());
+            let allowed = LEAST_PRIVILEGE_ACL.contains(&command.as_str())
+                || (command == "+pubsub" && LEAST_PRIVILEGE_ACL.contains(&"+pubsub|numsub"));
+            assert!(allowed, "{name} runs {command}, which the least-privilege rule does not allow");
+        }
+    }
+    let readme = include_str!("../../../../../README.md");
+    let line = readme.lines().find(|l| l.starts_with("ACL SETUSER locker")).expect("the README's rule");
+    let given: Vec<&str> = line.split(' ').filter(|w| w.starts_with('+')).collect();
+    for command in LEAST_PRIVILEGE_ACL.iter().filter(|c| c.starts_with('+')) {
+        let client_only = ["+hello", "+ping"].contains(command);
+        assert!(client_only || given.contains(command), "the README's rule lacks {command}");
     }
 }
