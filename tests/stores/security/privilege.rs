@@ -3,18 +3,18 @@
 
 use super::*;
 
-/// The ACL rule of a least-privilege lock user (after `ACL SETUSER <name> reset on >password`):
-/// keys and channels under the default key prefix `dlock:`, and only the commands the library
-/// sends (`EVALSHA`, `SCRIPT LOAD` when a script is not cached, `SUBSCRIBE`/`UNSUBSCRIBE` for
-/// waiters) and those its scripts run (`PUBSUB NUMSUB`: whether a queued waiter's client still
-/// listens). `AUTH` and `HELLO` need no permission.
-const REDIS_LOCK_USER_ACL: &str = "resetkeys resetchannels ~dlock:* &dlock:* -@all \
-     +evalsha +script|load +subscribe +unsubscribe \
-     +get +set +del +exists +type +pexpire +pttl +incr +time \
-     +hget +hset +hexists +hincrby +hdel +hkeys \
-     +lindex +llen +lpop +rpush +lrem +zadd +zscore +zrem +publish +pubsub|numsub";
+/// The ACL rule of a least-privilege lock user as the README gives it (after `ACL SETUSER
+/// <name> reset on >password`), read from there so that the test and the README are one rule:
+/// keys and channels under the default key prefix `dlock:`, the commands the library sends
+/// (`EVALSHA`, `SCRIPT LOAD` when a script is not cached, `SUBSCRIBE`/`UNSUBSCRIBE` for
+/// waiters) and those its scripts run. `AUTH` and `HELLO` need no permission.
+fn redis_lock_user_acl() -> Vec<&'static str> {
+    let readme = include_str!("../../../README.md");
+    let line = readme.lines().find(|l| l.starts_with("ACL SETUSER locker")).expect("the README's rule");
+    line.split_whitespace().skip_while(|w| !w.starts_with('>')).skip(1).collect()
+}
 
-/// Every mode with exactly [`REDIS_LOCK_USER_ACL`]: acquire, renew, a waiter woken by pub/sub,
+/// Every mode with exactly [`redis_lock_user_acl`]: acquire, renew, a waiter woken by pub/sub,
 /// nesting, the watchdog, inspect, release. No command was denied meanwhile (`ACL LOG` is
 /// empty) and every command run is in the rule (`INFO commandstats`); the user is refused other
 /// keys, other channels and other commands.
@@ -29,7 +29,7 @@ async fn redis_least_privilege_acl_user_runs_every_mode() {
     let mut rule = vec!["SETUSER", "locker", "reset", "on"];
     let pass = format!(">{pw}");
     rule.push(&pass);
-    rule.extend(REDIS_LOCK_USER_ACL.split_whitespace());
+    rule.extend(redis_lock_user_acl());
     let _: () = redis::cmd("ACL").arg(&rule[..]).query_async(&mut adm).await.expect("acl setuser");
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut adm).await.expect("resetstat");
 
@@ -54,8 +54,7 @@ async fn redis_least_privilege_acl_user_runs_every_mode() {
     let log: Vec<redis::Value> = redis::cmd("ACL").arg("LOG").query_async(&mut adm).await.expect("acl log");
     assert!(log.is_empty(), "the library was denied something: {log:?}");
     let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut adm).await.expect("info");
-    let allowed: Vec<&str> =
-        REDIS_LOCK_USER_ACL.split_whitespace().filter_map(|r| r.strip_prefix('+')).collect();
+    let allowed: Vec<&str> = redis_lock_user_acl().into_iter().filter_map(|r| r.strip_prefix('+')).collect();
     let admin_only = ["config|resetstat", "acl|log", "info", "hello", "auth"];
     let mut used = Vec::new();
     for line in stats.lines() {
