@@ -157,7 +157,9 @@ fn simulated_generative() {
     }
     let m = Mix { operations: operations / 4, ..m };
     for (p, limit) in [(Primitive::Semaphore, 3), (Primitive::RwLock, 4)] {
+        let (first, _) = simulate_primitive(p, &m, seeds[0]);
         let (r, took) = simulate_primitive(p, &m, seeds[0]);
+        assert_eq!(r.to_string(), first.to_string(), "{p:?} seed {} ran twice, two histories", seeds[0]);
         record_line(&format!("{r} (simulated, {took:.2?} real time)"));
         r.assert_ok(limit);
     }

@@ -55,6 +55,7 @@ pub use contended::{Contended, MIN_WAIT, may_wait};
 pub use info::{LockInfo, PermitInfo};
 pub use lock_backend::LockBackend;
 pub use names::percent_decode;
+pub(crate) use notify::{Epoch, EpochRx};
 pub use notify::{NotifyHub, Subscription};
 pub use optional::{Admin, MAX_NOTE_BYTES, Notes, Notify, RaiseFence, Records, WaitQueue};
 pub use options::{UrlOptions, parse_duration};

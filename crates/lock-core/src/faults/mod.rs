@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::backend::{LockBackend, Mutex};
+use crate::backend::{Epoch, LockBackend, Mutex};
 use crate::{LockError, OwnerToken};
 use hooks::Hooks;
 
@@ -163,8 +163,9 @@ struct State {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
-    /// Bumped by `heal`, which ends every wait in progress.
-    healed: watch::Sender<u64>,
+    /// Bumped by `heal`, which ends every wait in progress (in the order they began: see
+    /// `Epoch`).
+    healed: Epoch,
     /// Bumped by every grant, for [`Faults::until_held`].
     granted: watch::Sender<u64>,
 }
@@ -181,7 +182,7 @@ impl FaultyBackend {
     pub fn wrap(inner: Arc<dyn LockBackend>) -> (FaultyBackend, Faults) {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
-            healed: watch::Sender::new(0),
+            healed: Epoch::new(),
             granted: watch::Sender::new(0),
         });
         let faults = Faults { shared, inner: inner.clone() };
@@ -293,7 +294,7 @@ impl Faults {
         s.armed = Default::default();
         s.latency = Duration::ZERO;
         // Under the state lock, so that a call that planned before it sees the change.
-        self.shared.healed.send_modify(|g| *g += 1);
+        self.shared.healed.bump();
     }
 
     /// How many calls of `op` the wrapper was given (failed ones included).

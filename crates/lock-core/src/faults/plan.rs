@@ -3,10 +3,9 @@
 
 use std::time::Duration;
 
-use tokio::sync::watch;
-
 use super::hooks::{Hook, Pass};
 use super::{Failure, Faults, Op, Stall};
+use crate::backend::EpochRx;
 use crate::{LockError, Result};
 
 /// What one call meets on its way to the store, decided when it starts.
@@ -16,7 +15,7 @@ struct Plan {
     fail: Option<Failure>,
     lose_answer: bool,
     before: Option<Hook>,
-    healed: watch::Receiver<u64>,
+    healed: EpochRx,
 }
 
 impl Faults {

@@ -12,13 +12,14 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+pub(crate) use self::epoch::{Epoch, EpochRx};
 use super::Mutex;
 
 type IdleHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 struct Entry {
-    /// Broadcast epoch: a release that names nobody.
-    tx: watch::Sender<u64>,
+    /// Broadcast epoch: a release that names nobody (not a `watch`: see `epoch.rs`).
+    tx: Epoch,
     subscribers: usize,
     /// Waiters in [`Subscription::notified_for`], by the owner they wait as.
     named: HashMap<Arc<str>, Arc<Notify>>,
@@ -85,7 +86,8 @@ impl NotifyHub {
                 (e.tx.subscribe(), e.one.clone(), false)
             }
             None => {
-                let (tx, rx) = watch::channel(0);
+                let tx = Epoch::new();
+                let rx = tx.subscribe();
                 let one = Arc::new(One::default());
                 let entry = Entry {
                     tx,
@@ -185,7 +187,7 @@ impl NotifyHub {
         let mut inner = self.inner.lock();
         let Some(e) = inner.keys.get_mut(key) else { return };
         match next {
-            None => e.tx.send_modify(|n| *n = n.wrapping_add(1)),
+            None => e.tx.bump(),
             Some(owner) => match e.named.get(owner) {
                 Some(n) => n.notify_one(),
                 None => e.pending = Some(Arc::from(owner)),
@@ -199,7 +201,7 @@ impl NotifyHub {
     pub fn close(&self, key: &str) {
         if let Some(e) = self.inner.lock().keys.get_mut(key) {
             // The waiters' receivers see their sender dropped.
-            e.tx = watch::channel(0).0;
+            e.tx = Epoch::new();
             (e.out, e.kept) = (None, false);
         }
     }
@@ -207,7 +209,7 @@ impl NotifyHub {
     /// Wake every waiter of every key (after a reconnect, when messages may have been missed).
     pub fn notify_all(&self) {
         for e in self.inner.lock().keys.values() {
-            e.tx.send_modify(|n| *n = n.wrapping_add(1));
+            e.tx.bump();
         }
     }
 
@@ -352,10 +354,11 @@ impl fmt::Debug for Subscription {
 }
 
 enum Source {
-    Hub(watch::Receiver<u64>),
+    Hub(EpochRx),
     Plain(watch::Receiver<u64>),
 }
 
+mod epoch;
 mod wait;
 
 #[cfg(test)]

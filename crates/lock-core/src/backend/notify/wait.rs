@@ -56,7 +56,8 @@ impl Subscription {
                 self.woken = single;
                 alive
             }
-            (Source::Hub(rx) | Source::Plain(rx), _) => rx.changed().await.is_ok(),
+            (Source::Hub(rx), _) => rx.changed().await.is_ok(),
+            (Source::Plain(rx), _) => rx.changed().await.is_ok(),
         }
     }
 
