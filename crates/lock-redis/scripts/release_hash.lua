@@ -23,4 +23,5 @@ if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) > 0 then
 end
 redis.call('DEL', KEYS[1])
 mark_released(KEYS[1], ARGV[1], ARGV[4])
+mark_left(KEYS[1], string.sub(ARGV[1], 1, 32))
 return {2, hand_over(KEYS[1], KEYS[4], KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), true, true)}

@@ -9,8 +9,11 @@ impl Protocol {
     /// on its way (a release takes the guard: nothing is done under it after that).
     pub(super) fn believes(&self, s: &State, c: usize) -> bool {
         let cl = &s.clients[c];
-        let releasing = matches!(cl.pending, Some((_, Waiting::Release | Waiting::ReadRelease, _)));
-        (cl.holds > 0 || cl.reads) && cl.until > s.ks.now && !releasing
+        let releasing = matches!(
+            cl.pending,
+            Some((_, Waiting::Release | Waiting::ReadRelease | Waiting::PermitRelease, _))
+        );
+        (cl.holds > 0 || cl.reads || cl.slot.is_some()) && cl.until > s.ks.now && !releasing
     }
 
     /// The readers waiting for a write's release: clients in a read whose refused attempt
@@ -33,6 +36,20 @@ impl Protocol {
             && s.net.iter().all(|m| !matches!(m, Msg::Request { .. }))
     }
 
+    /// The lock, a read or a permit (a live shared hold) is held on the server.
+    pub(super) fn held(&self, s: &State) -> bool {
+        s.ks.exists(self.names.lock()) || !self.shared_holders(s).is_empty()
+    }
+
+    /// The owners of live shared holds (reads, permits, and permits handed and not claimed).
+    fn shared_holders(&self, s: &State) -> Vec<String> {
+        let shared = format!("{}:s", self.names.lock());
+        let live = |o: &String| {
+            s.ks.hget(&shared, o).and_then(|d| d.parse::<u64>().ok()).is_some_and(|d| d > s.ks.now)
+        };
+        s.ks.fields(&shared).into_iter().map(str::to_owned).filter(live).collect()
+    }
+
     /// Whether a lock still held once every client is done is the known delay, not a wedge,
     /// found by this model and open (docs/PROOF.md), the orphaned hold: the first send of a resent attempt ran
     /// after the resend and took the lock (a hand-over the resend was refused before) with the
@@ -42,14 +59,19 @@ impl Protocol {
     /// (`Client::unheard`).
     pub(super) fn orphaned(&self, s: &State) -> bool {
         let lock = self.names.lock();
-        let holder = match self.mode {
-            Mode::Simple => s.ks.get(lock).and_then(|v| v.get(..32)),
-            _ => s.ks.fields(lock).into_iter().find(|f| f.len() == 32),
+        let mut holders: Vec<String> = match self.mode {
+            Mode::Simple => s.ks.get(lock).and_then(|v| v.get(..32)).map(str::to_owned).into_iter().collect(),
+            _ => s.ks.fields(lock).into_iter().filter(|f| f.len() == 32).map(str::to_owned).collect(),
         };
-        // Granted to a copy whose answer its client never heard.
-        holder.is_some_and(|h| {
-            s.clients.iter().enumerate().any(|(c, cl)| cl.unheard.is_some_and(|o| owner_token(c, o) == h))
-        })
+        holders.extend(self.shared_holders(s));
+        // Each granted to a copy whose answer its client never heard.
+        !holders.is_empty()
+            && holders.iter().all(|h| {
+                s.clients
+                    .iter()
+                    .enumerate()
+                    .any(|(c, cl)| cl.unheard.is_some_and(|o| owner_token(c, o) == *h))
+            })
     }
 
     /// What went wrong in `s`, if anything.
@@ -65,7 +87,7 @@ impl Protocol {
             Action::Step(c) => {
                 let cl = &s.clients[*c];
                 match self.programs[*c].get(cl.pc) {
-                    Some(Op::Acquire) if cl.entry.has_hand_over() => {
+                    Some(Op::Acquire | Op::Upgrade | Op::Permit) if cl.entry.has_hand_over() => {
                         format!(
                             "client {c} acquires: a hand-over heard, taken without a round trip if its window allows"
                         )
@@ -85,6 +107,9 @@ impl Protocol {
         let mut out = format!("t+{}ms", s.ks.now - START);
         for (c, cl) in s.clients.iter().enumerate() {
             let _ = write!(out, " | c{c}: op {} holds {} fence {}", cl.pc, cl.holds, cl.fence);
+            if let Some(slot) = cl.slot {
+                let _ = write!(out, " permit {slot}");
+            }
         }
         let _ = write!(out, " | lock {}", if s.ks.exists(self.names.lock()) { "held" } else { "free" });
         out

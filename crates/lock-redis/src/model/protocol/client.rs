@@ -28,6 +28,25 @@ impl Protocol {
         (cl.holds, cl.fence, cl.until) = (1, fence, until);
     }
 
+    /// A client holds a permit of `slot` with `fence` until `until`: each slot's fences
+    /// increase (permits are held together; a hand-over heard late may carry a fence below
+    /// one another slot drew since).
+    fn granted_permit(s: &mut State, c: usize, fence: u64, slot: u64, until: Ms) {
+        let Some(top) = s.slot_fences.get_mut(slot as usize) else {
+            return Self::broke(&mut s.broken, format!("client {c} was granted slot {slot}"));
+        };
+        if fence <= *top {
+            let top = *top;
+            Self::broke(
+                &mut s.broken,
+                format!("client {c} was granted slot {slot} at fence {fence} after {top}"),
+            );
+        }
+        s.slot_fences[slot as usize] = fence.max(s.slot_fences[slot as usize]);
+        let cl = &mut s.clients[c];
+        (cl.slot, cl.fence, cl.until) = (Some(slot), fence, until);
+    }
+
     pub(super) fn next_op(s: &mut State, c: usize) {
         let cl = &mut s.clients[c];
         (cl.pc, cl.attempts, cl.registered) = (cl.pc + 1, 0, false);
@@ -49,17 +68,22 @@ impl Protocol {
                 );
             }
             Op::ReadRelease if !cl.reads => Self::next_op(s, c),
-            Op::ReadRelease => {
+            Op::PermitRelease if cl.slot.is_none() => Self::next_op(s, c),
+            Op::ReadRelease | Op::PermitRelease => {
                 cl.nonces += 1;
-                let (seq, owner) = (cl.nonces, cl.owner);
-                cl.pending = Some((seq, Waiting::ReadRelease, now));
+                let (seq, owner) = (cl.nonces, if op == Op::ReadRelease { cl.reader } else { cl.owner });
+                let waiting =
+                    if op == Op::ReadRelease { Waiting::ReadRelease } else { Waiting::PermitRelease };
+                cl.pending = Some((seq, waiting, now));
                 Self::send(s, Msg::Request { client: c, owner, seq, call: Call::ReadRelease, ghost: false });
             }
-            Op::Acquire | Op::Read if cl.attempts >= self.attempts => {
+            // An upgrade is asked by a read's guard: a read whose wait ended has none.
+            Op::Upgrade if !cl.reads && cl.attempts == 0 => Self::next_op(s, c),
+            Op::Acquire | Op::Upgrade | Op::Read | Op::Permit if cl.attempts >= self.attempts => {
                 // The wait is over: `leave_queue`, a clean-up nobody awaits.
                 let (owner, taken) = (cl.owner, cl.entry.taken());
                 cl.entry.forget();
-                if cl.holds == 0 {
+                if cl.holds == 0 && cl.slot.is_none() {
                     Self::send(
                         s,
                         Msg::Request {
@@ -76,6 +100,7 @@ impl Protocol {
             Op::Read => {
                 if cl.attempts == 0 {
                     cl.owner += 1;
+                    cl.reader = cl.owner;
                 }
                 cl.attempts += 1;
                 cl.nonces += 1;
@@ -83,7 +108,32 @@ impl Protocol {
                 cl.pending = Some((seq, Waiting::Read, now));
                 Self::send(s, Msg::Request { client: c, owner, seq, call: Call::Read, ghost: false });
             }
-            Op::Acquire => {
+            Op::Permit => {
+                if cl.attempts == 0 {
+                    cl.owner += 1;
+                    cl.entry = Entry::new(KEY);
+                }
+                cl.attempts += 1;
+                // `acquire_shared`: a permit handed to this waiter is held at once.
+                match cl.entry.before(Duration::from_millis(LEASE), true, instant(now)) {
+                    Before::Take(fence, left, slot) => {
+                        let until = now + left.as_millis() as Ms;
+                        s.taken += 1;
+                        Self::granted_permit(s, c, fence, u64::from(slot.unwrap_or(u32::MAX)), until);
+                        Self::next_op(s, c);
+                    }
+                    Before::Send { .. } => {
+                        cl.nonces += 1;
+                        let (seq, owner) = (cl.nonces, cl.owner);
+                        cl.pending = Some((seq, Waiting::Permit, now));
+                        Self::send(
+                            s,
+                            Msg::Request { client: c, owner, seq, call: Call::Permit, ghost: false },
+                        );
+                    }
+                }
+            }
+            Op::Acquire | Op::Upgrade => {
                 if cl.holds == 0 && cl.attempts == 0 {
                     cl.owner += 1;
                     cl.entry = Entry::new(KEY);
@@ -104,7 +154,8 @@ impl Protocol {
                         cl.nonces += 1;
                         let (seq, owner) = (cl.nonces, cl.owner);
                         cl.pending = Some((seq, Waiting::Acquire, now));
-                        let call = Call::Acquire { nonce: seq, wait: true, taken };
+                        let upgrade = (op == Op::Upgrade).then_some(cl.reader);
+                        let call = Call::Acquire { nonce: seq, upgrade, taken };
                         Self::send(s, Msg::Request { client: c, owner, seq, call, ghost: false });
                     }
                 }
@@ -157,6 +208,31 @@ impl Protocol {
                 Self::next_op(s, c);
             }
             Waiting::Read => cl.registered = true,
+            Waiting::Permit if ok == 1 => {
+                let (fence, slot) =
+                    (reply.at(1).int().unwrap_or(-1) as u64, reply.at(2).int().unwrap_or(-1) as u64);
+                cl.entry.forget();
+                Self::granted_permit(s, c, fence, slot, sent + LEASE);
+                Self::next_op(s, c);
+            }
+            Waiting::Permit => {
+                let deadline = reply.at(2).int().unwrap_or(0);
+                if deadline > 0 {
+                    cl.entry.refused(deadline, instant(sent), instant(now));
+                    cl.registered = true;
+                }
+            }
+            Waiting::PermitRelease => {
+                if ok == 0 && cl.until > now && runs < 2 {
+                    Self::broke(
+                        &mut s.broken,
+                        format!("client {c}'s permit was gone before its lease ended"),
+                    );
+                }
+                cl.slot = None;
+                cl.entry.released();
+                Self::next_op(s, c);
+            }
             Waiting::ReadRelease => {
                 if ok == 0 && cl.until > now {
                     Self::broke(&mut s.broken, format!("client {c}'s read was gone before its lease ended"));

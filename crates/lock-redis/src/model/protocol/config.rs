@@ -63,6 +63,7 @@ impl Protocol {
             undo_names_waiter: false,
             resends: true,
             attempts: ATTEMPTS,
+            permits: 0,
         }
     }
 
@@ -80,6 +81,12 @@ impl Protocol {
     /// Up to `n` attempts per acquisition.
     pub(crate) fn with_attempts(self, attempts: u8) -> Self {
         Protocol { attempts, ..self }
+    }
+
+    /// `Op::Permit` asks for one of `permits` (at most 4).
+    pub(crate) fn with_permits(self, permits: u8) -> Self {
+        assert!(permits <= 4, "the model keeps the fences of 4 slots");
+        Protocol { permits, ..self }
     }
 
     /// No request is sent twice: the faults are attempts given up only.

@@ -59,13 +59,22 @@ pub(crate) enum Op {
     /// The read side of the read-write lock (`acquire_shared`, no permits), and its release.
     Read,
     ReadRelease,
+    /// A semaphore's permit (`acquire_shared` with permits, a hand-over taken through the
+    /// `Entry`), and its release.
+    Permit,
+    PermitRelease,
+    /// The write side asked by the holder of a read (`UpgradeableReadGuard::upgrade`: an
+    /// acquisition under its own owner that names the read); released by `Release`, the read
+    /// by `ReadRelease`.
+    Upgrade,
 }
 
 /// A request as sent; its arguments are built when the server runs it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Call {
-    /// One attempt (`acquire_simple` / `acquire_hash`).
-    Acquire { nonce: u8, wait: bool, taken: Option<u64> },
+    /// One waiting attempt (`acquire_simple` / `acquire_hash`); an upgrade names the owner of
+    /// the client's read (`Side::Upgrade`).
+    Acquire { nonce: u8, upgrade: Option<u8>, taken: Option<u64> },
     /// `release_simple` or the hash release, with its own nonce.
     Release { nonce: u8 },
     /// `script_calls::cancel`: an attempt's undo (a nonce, armed by `arm_simple` / `arm_hash`)
@@ -73,8 +82,11 @@ enum Call {
     Cancel { nonce: Option<u8>, taken: Option<u64> },
     /// `acquire_shared` for a read (idempotent per owner: a read has no nonce).
     Read,
-    /// `release_shared`.
+    /// `release_shared`: a read's or a permit's release, and the undo of a shared attempt
+    /// given up (`arm_shared`).
     ReadRelease,
+    /// `acquire_shared` with the configuration's permits (idempotent per owner, as a read).
+    Permit,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -106,6 +118,8 @@ enum Waiting {
     Release,
     Read,
     ReadRelease,
+    Permit,
+    PermitRelease,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -113,8 +127,11 @@ pub(crate) struct Client {
     pc: usize,
     /// Holds it believes it has (nested ones counted), their fence and until when they last.
     holds: u8,
-    /// Holds a read (its lease in `until`).
+    /// Holds a read (its lease in `until`), under the owner `reader`.
     reads: bool,
+    reader: u8,
+    /// Holds a permit: its slot (its fence in `fence`, its lease in `until`).
+    slot: Option<u64>,
     fence: u64,
     until: Ms,
     /// The acquisition whose owner token it uses (a new one per outermost acquisition).
@@ -139,8 +156,10 @@ pub(crate) struct State {
     net: Vec<Msg>,
     /// Faults left: a request delivered twice, an attempt given up before its answer came.
     faults: u8,
-    /// The highest fence a hold was granted with, and what went wrong so far.
+    /// The highest fence a hold was granted with (of each permit's slot: permits are held
+    /// together, each slot by one holder at a time), and what went wrong so far.
     top_fence: u64,
+    slot_fences: [u64; 4],
     broken: Option<String>,
     /// Hand-overs taken without a round trip (a `sometimes` property).
     taken: u8,
@@ -184,6 +203,8 @@ pub(crate) struct Protocol {
     resends: bool,
     /// Attempts of one acquisition, at most, before its wait ends.
     attempts: u8,
+    /// A semaphore's permits (for `Op::Permit`).
+    permits: u8,
 }
 
 fn hex(n: u128) -> String {
@@ -227,6 +248,8 @@ impl Model for Protocol {
             pc: 0,
             holds: 0,
             reads: false,
+            reader: 0,
+            slot: None,
             fence: 0,
             until: 0,
             owner: 0,
@@ -244,6 +267,7 @@ impl Model for Protocol {
             net: Vec::new(),
             faults: self.faults,
             top_fence: 0,
+            slot_fences: [0; 4],
             broken: None,
             taken: 0,
             orphaned: false,
@@ -261,7 +285,9 @@ impl Model for Protocol {
             match cl.pending {
                 // Given up before its answer: cut before it ran, or its answer lost (the
                 // answer then arrives for nobody). Releases are not given up: a resent one is.
-                Some((_, Waiting::Acquire, _)) if s.faults > 0 => out.push(Action::GiveUp(c)),
+                Some((_, Waiting::Acquire | Waiting::Permit, _)) if s.faults > 0 => {
+                    out.push(Action::GiveUp(c))
+                }
                 Some(_) => {}
                 None if cl.pc < self.programs[c].len() => out.push(Action::Step(c)),
                 None => {}
@@ -285,15 +311,28 @@ impl Model for Protocol {
             }
             Action::Step(c) => self.step(&mut s, c),
             Action::GiveUp(c) => {
-                // `arm_simple` / `arm_hash`: the attempt's undo, by its nonce; the acquisition
-                // goes on (its next attempt, or the end of its wait).
                 s.faults -= 1;
                 let cl = &mut s.clients[c];
-                cl.pending.take()?;
+                let (_, waiting, _) = cl.pending.take()?;
                 cl.runs = 0;
                 let (owner, nonce) = (cl.owner, cl.nonces);
-                let call = Call::Cancel { nonce: Some(nonce), taken: None };
-                Self::send(&mut s, Msg::Request { client: c, owner, seq: 0, call, ghost: false });
+                if waiting == Waiting::Permit {
+                    // `arm_shared`: the undo releases the owner's shared hold and marks it
+                    // done; the acquisition goes on under a fresh owner (`Attempts::rotate`),
+                    // and the old owner's place in the wait set goes (`leave_queue`).
+                    let taken = cl.entry.taken();
+                    (cl.owner, cl.entry, cl.registered) = (owner + 1, Entry::new(KEY), false);
+                    let undo =
+                        Msg::Request { client: c, owner, seq: 0, call: Call::ReadRelease, ghost: false };
+                    let call = Call::Cancel { nonce: None, taken };
+                    Self::send(&mut s, undo);
+                    Self::send(&mut s, Msg::Request { client: c, owner, seq: 0, call, ghost: false });
+                } else {
+                    // `arm_simple` / `arm_hash`: the attempt's undo, by its nonce; the
+                    // acquisition goes on (its next attempt, or the end of its wait).
+                    let call = Call::Cancel { nonce: Some(nonce), taken: None };
+                    Self::send(&mut s, Msg::Request { client: c, owner, seq: 0, call, ghost: false });
+                }
             }
             Action::Deliver(i) => {
                 let m = s.net.remove(i);
@@ -315,7 +354,17 @@ impl Model for Protocol {
         if believers.len() > 1 && believers.iter().any(|c| s.clients[*c].holds > 0) {
             Self::broke(&mut s.broken, format!("clients {believers:?} both hold the lock"));
         }
-        if self.settled(&s) && s.ks.exists(self.names.lock()) {
+        let mut slots: Vec<u64> = believers.iter().filter_map(|c| s.clients[*c].slot).collect();
+        slots.sort();
+        slots.dedup();
+        let permits = believers.iter().filter(|c| s.clients[**c].slot.is_some()).count();
+        if permits > usize::from(self.permits) || slots.len() < permits {
+            Self::broke(
+                &mut s.broken,
+                format!("clients {believers:?} hold {permits} permits, slots {slots:?}"),
+            );
+        }
+        if self.settled(&s) && self.held(&s) {
             if self.orphaned(&s) {
                 s.orphaned = true;
             } else {
@@ -331,6 +380,9 @@ impl Model for Protocol {
             Property::sometimes("a hand-over is taken without a round trip", |_, s: &State| s.taken > 0),
             Property::sometimes("every client is done", |m: &Protocol, s: &State| m.settled(s)),
             Property::sometimes("a resent attempt orphans a hold", |_, s: &State| s.orphaned),
+            Property::sometimes("a reader holds the write too", |_, s: &State| {
+                s.clients.iter().any(|c| c.reads && c.holds > 0)
+            }),
         ]
     }
 }

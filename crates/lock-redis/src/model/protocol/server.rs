@@ -9,23 +9,23 @@ impl Protocol {
         let owner = owner_token(c, owner);
         let (lease, claim, wait) = (LEASE.to_string(), CLAIM.to_string(), WAIT.to_string());
         match call {
-            Call::Acquire { nonce: k, wait: w, taken } => {
+            Call::Acquire { nonce: k, upgrade, taken } => {
                 let (nonce, tag, taken) = (nonce(c, *k), self.tag(c), opt(*taken));
-                let wait = if *w { wait } else { "0".into() };
+                let except = upgrade.map(|r| owner_token(c, r)).unwrap_or_default();
                 // The keys and arguments `acquire_simple` / `acquire_hash` send, per mode.
                 let value = owner.clone() + &nonce;
                 let (keys, args): ([&str; 4], Vec<&str>) = match self.mode {
                     Mode::Simple => (
                         [n.lock(), n.fence(), n.waiters(), n.queue()],
-                        vec![&value, &lease, &owner, &wait, &tag, &taken, ""],
+                        vec![&value, &lease, &owner, &wait, &tag, &taken, &except],
                     ),
                     Mode::Fair => (
                         [n.lock(), n.fence(), n.queue(), n.waiters()],
-                        vec![&owner, &lease, &nonce, &wait, n.channel(), &claim, &tag, &taken, ""],
+                        vec![&owner, &lease, &nonce, &wait, n.channel(), &claim, &tag, &taken, &except],
                     ),
                     _ => (
                         [n.lock(), n.fence(), n.waiters(), n.queue()],
-                        vec![&owner, &lease, &nonce, &wait, &tag, &taken, ""],
+                        vec![&owner, &lease, &nonce, &wait, &tag, &taken, &except],
                     ),
                 };
                 lua::run(ks, &self.scripts.acquire, &keys, &args)
@@ -41,6 +41,11 @@ impl Protocol {
             Call::Read => {
                 let tag = self.tag(c);
                 let args = [&owner, &lease, &wait, "0", &tag].map(|s| s as &str);
+                lua::run(ks, &self.scripts.read, &[n.lock(), n.waiters(), n.fence()], &args)
+            }
+            Call::Permit => {
+                let (tag, permits) = (self.tag(c), self.permits.to_string());
+                let args = [&owner, &lease, &wait, &permits, &tag].map(|s| s as &str);
                 lua::run(ks, &self.scripts.read, &[n.lock(), n.waiters(), n.fence()], &args)
             }
             Call::ReadRelease => {
