@@ -327,25 +327,6 @@ local function handed_here(tag, mark, fence, taken)
   return mark == client_of(tag) and fence ~= taken
 end
 
--- left(lock, owner): the wait of `owner` ended less than RELEASED_MS ago: by a leave (the
--- cancel scripts without a nonce), or by a grant since released (every release that frees the
--- lock marks its owner; the release mark ':r' covers a release by a client on older scripts,
--- the last one only). A copy of one of its attempts that runs after that (sent on a
--- connection since replaced, given up before its undo ran) must not register it again: a
--- release would then hand the lock to a waiter nobody is, blocking it for a claim window.
--- Found by the protocol model (src/model), after a leave and after a release followed by
--- another client's. An owner is one acquisition's (random), so a mark never keeps a later wait
--- out, unless a caller reuses its owner within those seconds, whose wait is then polled, not
--- handed over.
-local function left(lock, owner)
-  return marked_since(lock, owner .. ':left', RELEASED_MS) or released_owner(lock, owner)
-end
-
--- mark_left(lock, owner): see left().
-local function mark_left(lock, owner)
-  add_mark(lock, owner .. ':left', RELEASED_MS)
-end
-
 -- register(lock, queue, deadlines, owner, tag, now, wait_ms): joins the end of the queue, or
 -- pushes this waiter's deadline forward; both keys outlive their last live waiter only briefly.
 -- Returns the deadline set: the refused attempt answers it, and a hand-over names it; 0 when

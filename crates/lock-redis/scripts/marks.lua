@@ -19,26 +19,9 @@ local CANCELLED_MS = 300000
 -- it resumes) answers "released" instead of "not the owner", and never touches a hold the
 -- first copy handed to a waiter of the same owner. Copies follow within the client's retry
 -- window (its response timeout, a failover): seconds. One key per recently freed lock, '<lock>:r'
--- (the last such release only); the done marks of shared holds below are kept as long.
+-- (the last such release's nonce only); the owner's end of wait (left) and the done marks of
+-- shared holds below are kept as long.
 local RELEASED_MS = 10000
-
--- released_by(lock, owner, nonce): whether the release with `nonce` freed `lock` already.
-local function released_by(lock, owner, nonce)
-  return redis.call('GET', lock .. ':r') == string.sub(owner, 1, 32) .. nonce
-end
-
--- mark_released(lock, owner, nonce): remember that the release with `nonce` of `owner` (its
--- first 32 characters: the token) freed `lock`.
-local function mark_released(lock, owner, nonce)
-  redis.call('SET', lock .. ':r', string.sub(owner, 1, 32) .. nonce, 'PX', RELEASED_MS)
-end
-
--- released_owner(lock, owner): whether the last release that freed `lock` (in RELEASED_MS)
--- was `owner`'s: its hold, and so its wait, is over.
-local function released_owner(lock, owner)
-  local r = redis.call('GET', lock .. ':r')
-  return r ~= false and string.sub(r, 1, 32) == owner
-end
 
 -- The marks of what already ran, so that a late copy of it (resent by a driver, or sent on a
 -- connection the driver has since replaced) changes nothing: the nonce of an attempt whose
@@ -86,6 +69,36 @@ end
 -- mark_cancelled(lock, nonce): see cancelled().
 local function mark_cancelled(lock, nonce)
   add_mark(lock, nonce, CANCELLED_MS)
+end
+
+-- left(lock, owner): the wait of `owner` ended less than RELEASED_MS ago: by a leave (the
+-- cancel scripts without a nonce), or by a grant since released (mark_released). A copy of
+-- one of its attempts that runs after that (sent on a connection since replaced, given up
+-- before its undo ran) must not register it again: a release would then hand the lock to a
+-- waiter nobody is, blocking it for a claim window. Found by the protocol model (src/model),
+-- after a leave and after a release followed by another client's. An owner is one
+-- acquisition's (random), so a mark never keeps a later wait out, unless a caller reuses its
+-- owner within those seconds, whose wait is then polled, not handed over.
+local function left(lock, owner)
+  return marked_since(lock, owner .. ':left', RELEASED_MS)
+end
+
+-- mark_left(lock, owner): see left().
+local function mark_left(lock, owner)
+  add_mark(lock, owner .. ':left', RELEASED_MS)
+end
+
+-- released_by(lock, nonce): whether the release with `nonce` freed `lock` already.
+local function released_by(lock, nonce)
+  return redis.call('GET', lock .. ':r') == nonce
+end
+
+-- mark_released(lock, owner, nonce): the release with `nonce` of `owner` (an owner token, or
+-- token and nonce: its first 32 characters) freed `lock`. A copy of it answers "released"
+-- again (released_by), and the owner's wait is over (left).
+local function mark_released(lock, owner, nonce)
+  redis.call('SET', lock .. ':r', nonce, 'PX', RELEASED_MS)
+  mark_left(lock, string.sub(owner, 1, 32))
 end
 
 -- done(lock, owner): what the release of `owner`'s shared hold on `lock` answered (0, 1 or 2,

@@ -8,7 +8,7 @@
 -- Returns {0, ''} when the owner did not hold the key, {1, ''} when a nested hold remains,
 -- {2, payload} when freed: the hand-over's payload ('' for nobody), so the releasing client
 -- wakes only that waiter, and hands it the hold if it is its own.
-if released_by(KEYS[1], ARGV[1], ARGV[4]) then
+if released_by(KEYS[1], ARGV[4]) then
   return {2, ''}
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
@@ -23,5 +23,4 @@ if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) > 0 then
 end
 redis.call('DEL', KEYS[1])
 mark_released(KEYS[1], ARGV[1], ARGV[4])
-mark_left(KEYS[1], string.sub(ARGV[1], 1, 32))
 return {2, hand_over(KEYS[1], KEYS[4], KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), true, true)}

@@ -8,14 +8,13 @@
 -- driver) finds it in the lock's release mark (handoff.lua) and answers freed again
 -- Returns {2, hand-over payload ('' for nobody)} when released, {0, ''} when the owner did not
 -- hold the key.
-if released_by(KEYS[1], ARGV[1], ARGV[4]) then
+if released_by(KEYS[1], ARGV[4]) then
   return {2, ''}
 end
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   mark_released(KEYS[1], ARGV[1], ARGV[4])
-  mark_left(KEYS[1], string.sub(ARGV[1], 1, 32))
   return {2, hand_over(KEYS[1], KEYS[4], KEYS[3], KEYS[2], ARGV[2], tonumber(ARGV[3]), false, true)}
 end
 return {0, ''}

@@ -248,7 +248,7 @@ fn a_late_attempt_after_its_release_is_handed_nothing() {
         println!("the exhaustive check (1,333,040 states, 51 s) runs with DLOCK_MODEL_LONG=1");
     }
     // Without the release's mark, depth first finds it within CI's budget.
-    let reverted = [("  mark_left(KEYS[1], string.sub(ARGV[1], 1, 32))\n", "")];
+    let reverted = [("  mark_left(lock, string.sub(owner, 1, 32))\n", "")];
     let model = Protocol::new("reverted release's left mark", Mode::Simple, programs, 1, &reverted);
     let trace = breaks_by(model.with_horizon(0).without_resends(), true);
     assert!(trace.contains("still held"), "{trace}");
