@@ -108,42 +108,23 @@ impl Protocol {
                 cl.pending = Some((seq, Waiting::Read, now));
                 Self::send(s, Msg::Request { client: c, owner, seq, call: Call::Read, ghost: false });
             }
-            Op::Permit => {
-                if cl.attempts == 0 {
+            Op::Acquire | Op::Upgrade | Op::Permit => {
+                // A permit is never nested; a lock's first attempt of an outermost acquisition
+                // starts a new owner.
+                let permit = op == Op::Permit;
+                if (permit || cl.holds == 0) && cl.attempts == 0 {
                     cl.owner += 1;
                     cl.entry = Entry::new(KEY);
                 }
                 cl.attempts += 1;
-                // `acquire_shared`: a permit handed to this waiter is held at once.
+                // A lock or permit handed to this waiter is held at once (`before_attempt`).
                 match cl.entry.before(Duration::from_millis(LEASE), true, instant(now)) {
                     Before::Take(fence, left, slot) => {
                         let until = now + left.as_millis() as Ms;
                         s.taken += 1;
-                        Self::granted_permit(s, c, fence, u64::from(slot.unwrap_or(u32::MAX)), until);
-                        Self::next_op(s, c);
-                    }
-                    Before::Send { .. } => {
-                        cl.nonces += 1;
-                        let (seq, owner) = (cl.nonces, cl.owner);
-                        cl.pending = Some((seq, Waiting::Permit, now));
-                        Self::send(
-                            s,
-                            Msg::Request { client: c, owner, seq, call: Call::Permit, ghost: false },
-                        );
-                    }
-                }
-            }
-            Op::Acquire | Op::Upgrade => {
-                if cl.holds == 0 && cl.attempts == 0 {
-                    cl.owner += 1;
-                    cl.entry = Entry::new(KEY);
-                }
-                cl.attempts += 1;
-                match cl.entry.before(Duration::from_millis(LEASE), true, instant(now)) {
-                    Before::Take(fence, left, _) => {
-                        let until = now + left.as_millis() as Ms;
-                        s.taken += 1;
-                        if cl.holds == 0 {
+                        if permit {
+                            Self::granted_permit(s, c, fence, u64::from(slot.unwrap_or(u32::MAX)), until);
+                        } else if cl.holds == 0 {
                             Self::granted(s, c, fence, until);
                         } else {
                             cl.holds += 1;
@@ -153,9 +134,13 @@ impl Protocol {
                     Before::Send { taken } => {
                         cl.nonces += 1;
                         let (seq, owner) = (cl.nonces, cl.owner);
-                        cl.pending = Some((seq, Waiting::Acquire, now));
-                        let upgrade = (op == Op::Upgrade).then_some(cl.reader);
-                        let call = Call::Acquire { nonce: seq, upgrade, taken };
+                        let (waiting, call) = if permit {
+                            (Waiting::Permit, Call::Permit)
+                        } else {
+                            let upgrade = (op == Op::Upgrade).then_some(cl.reader);
+                            (Waiting::Acquire, Call::Acquire { nonce: seq, upgrade, taken })
+                        };
+                        cl.pending = Some((seq, waiting, now));
                         Self::send(s, Msg::Request { client: c, owner, seq, call, ghost: false });
                     }
                 }
@@ -196,7 +181,15 @@ impl Protocol {
                 }
                 Self::next_op(s, c);
             }
-            Waiting::Acquire => {
+            Waiting::Permit if ok == 1 => {
+                let (fence, slot) =
+                    (reply.at(1).int().unwrap_or(-1) as u64, reply.at(2).int().unwrap_or(-1) as u64);
+                cl.entry.forget();
+                Self::granted_permit(s, c, fence, slot, sent + LEASE);
+                Self::next_op(s, c);
+            }
+            // A refusal that registered: a hand-over to this waiter names its deadline.
+            Waiting::Acquire | Waiting::Permit => {
                 let deadline = reply.at(2).int().unwrap_or(0);
                 if deadline > 0 {
                     cl.entry.refused(deadline, instant(sent), instant(now));
@@ -208,20 +201,6 @@ impl Protocol {
                 Self::next_op(s, c);
             }
             Waiting::Read => cl.registered = true,
-            Waiting::Permit if ok == 1 => {
-                let (fence, slot) =
-                    (reply.at(1).int().unwrap_or(-1) as u64, reply.at(2).int().unwrap_or(-1) as u64);
-                cl.entry.forget();
-                Self::granted_permit(s, c, fence, slot, sent + LEASE);
-                Self::next_op(s, c);
-            }
-            Waiting::Permit => {
-                let deadline = reply.at(2).int().unwrap_or(0);
-                if deadline > 0 {
-                    cl.entry.refused(deadline, instant(sent), instant(now));
-                    cl.registered = true;
-                }
-            }
             Waiting::PermitRelease => {
                 if ok == 0 && cl.until > now && runs < 2 {
                     Self::broke(
