@@ -82,6 +82,10 @@ pub struct BenchArgs {
     /// Scenarios to run (repeatable; default: all).
     #[arg(long = "scenario", value_parser = scenario_names())]
     pub scenarios: Vec<String>,
+    /// Start the servers with the test suites' fast settings (data on tmpfs, fsync off) instead
+    /// of their packaged durability defaults with the data on disk; the report says which.
+    #[arg(long)]
+    pub fast_servers: bool,
     /// Report folder: results.jsonl, report.md and one SVG chart per scenario.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
@@ -119,9 +123,40 @@ fn main() -> ExitCode {
     })
 }
 
+/// Chooses how the servers the bench starts keep their data, before any starts; returns the
+/// report's line for it.
+fn choose_durability(fast: bool) -> Result<String, String> {
+    use lock_testkit::server::{Durability, disk_base, filesystem_of, set_durability};
+    let wanted = if fast { Durability::Fast } else { Durability::Packaged };
+    set_durability(wanted).map_err(|d| format!("servers already chosen {d:?}, not {wanted:?}"))?;
+    Ok(match wanted {
+        Durability::Fast => "the test suites' fast settings (fsync off, data on tmpfs): not how users \
+                             run them, for comparison only"
+            .to_owned(),
+        Durability::Packaged => {
+            let base = disk_base();
+            let fs = filesystem_of(&base).unwrap_or_else(|| "an unknown filesystem".into());
+            format!(
+                "as packaged: fsync and synchronous commits on, MariaDB flushing its redo log at \
+                 every commit, ZooKeeper forceSync=yes, default connection limits; data on {fs} \
+                 under {}",
+                base.display()
+            )
+        }
+    })
+}
+
 /// The run: every scenario on every target, then the report.
 async fn bench(args: BenchArgs) -> ExitCode {
     let sizes = Sizes::new(args.quick);
+    let storage = match choose_durability(args.fast_servers) {
+        Ok(_) if !args.urls.is_empty() => "the servers named by --url, as they are configured".to_owned(),
+        Ok(storage) => storage,
+        Err(e) => {
+            eprintln!("lock-bench: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let (targets, _servers, notes) = targets::discover(&args).await;
     for n in &notes {
         eprintln!("note: {n}");
@@ -135,7 +170,7 @@ async fn bench(args: BenchArgs) -> ExitCode {
     } else {
         args.scenarios.iter().filter_map(|n| Scenario::by_name(n)).collect()
     };
-    let mut report = Report::new(args.quick, notes);
+    let mut report = Report::new(args.quick, storage, notes);
     let runs = targets.iter().map(|t| chosen.iter().filter(|s| s.runs_on(t)).count()).sum::<usize>();
     let pb = indicatif::ProgressBar::new(runs as u64);
     pb.set_style(

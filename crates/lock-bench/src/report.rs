@@ -17,6 +17,8 @@ const FLOOR_HEADERS: [&str; 7] =
 #[derive(Debug)]
 pub struct Report {
     quick: bool,
+    /// How the servers kept their data (durability settings, filesystem).
+    storage: String,
     notes: Vec<String>,
     floors: Vec<[String; 7]>,
     rows: Vec<Row>,
@@ -31,8 +33,8 @@ fn fmt_f(v: Option<f64>, prec: usize) -> String {
 }
 
 impl Report {
-    pub fn new(quick: bool, notes: Vec<String>) -> Self {
-        Report { quick, notes, floors: Vec::new(), rows: Vec::new() }
+    pub fn new(quick: bool, storage: String, notes: Vec<String>) -> Self {
+        Report { quick, storage, notes, floors: Vec::new(), rows: Vec::new() }
     }
 
     pub fn floor(&mut self, target: &str, f: &Floor) {
@@ -134,7 +136,8 @@ impl Report {
         let _ =
             writeln!(md, "| mode | {} |", if self.quick { "quick (CI smoke: few samples)" } else { "full" });
         let _ = writeln!(md, "| machine | {}, {cpus} CPUs, {} |", cpu_model(), os_name());
-        let _ = writeln!(md, "| servers | {} |\n", server_versions());
+        let _ = writeln!(md, "| servers | {} |", server_versions());
+        let _ = writeln!(md, "| storage | {} |\n", self.storage);
         let _ = writeln!(
             md,
             "Latencies in µs. *x floor p50* is shown for the uncontended rows only: p50 over the \

@@ -244,6 +244,7 @@ mod tests {
             only: only.iter().map(|o| (*o).to_owned()).collect(),
             topologies,
             scenarios: Vec::new(),
+            fast_servers: false,
             out: "results".into(),
         }
     }

@@ -3,7 +3,8 @@
 //!
 //! Every server is a direct child of the test process, started in its own process group on a
 //! free `127.0.0.1` port ([`free_port`]), with its files in a private temporary directory (under
-//! `/dev/shm` when it exists: [`make_temp_dir`]). Readiness always proves that the process
+//! `/dev/shm` when it exists: [`make_temp_dir`]; on disk for servers run as packaged:
+//! [`Durability`]). Readiness always proves that the process
 //! answering on the port is *ours*: a [`Probe`] written by the store's testing crate asks the
 //! server for something only ours can answer (its pid, its data directory, its member name).
 //!
@@ -12,7 +13,8 @@
 //! ([`fault_hooks!`](crate::fault_hooks)), and also implements [`FaultControl`] for code that is
 //! generic over servers.
 //!
-//! One concern per file: `host` (ports, binaries, directories), `process` (spawn, watchdog,
+//! One concern per file: `host` (ports, binaries, directories), `durability` (fast or as
+//! packaged), `process` (spawn, watchdog,
 //! kill / stop / restart / pause / resume), `probe` (readiness), `fault` (the hooks as a trait),
 //! `watchdog` (no orphans), `error`.
 //!
@@ -31,6 +33,7 @@
 
 use std::path::PathBuf;
 
+mod durability;
 mod error;
 mod fault;
 mod host;
@@ -39,6 +42,7 @@ mod process;
 mod watchdog;
 
 pub use crate::fault_hooks;
+pub use durability::{Durability, disk_base, durability, durable, filesystem_of, set_durability};
 pub use error::ServerError;
 pub use fault::FaultControl;
 pub use host::{

@@ -196,13 +196,25 @@ impl MariaDbServer {
                     format!("--port={port}"),
                     "--bind-address=127.0.0.1".into(),
                     "--skip-name-resolve".into(),
-                    "--innodb-flush-log-at-trx-commit=2".into(),
-                    "--max-connections=500".into(),
                     "--skip-external-locking".into(),
                 ]
                 .into_iter()
                 .map(OsString::from),
             );
+            let tuned: &[&str] = if lock_testkit::server::durable() {
+                // As packaged (10.11): the redo log flushed at every commit, the doublewrite
+                // buffer, its pool and log sizes, 151 connections (the later flag wins).
+                &[
+                    "--innodb-flush-log-at-trx-commit=1",
+                    "--innodb-doublewrite=1",
+                    "--innodb-buffer-pool-size=128M",
+                    "--innodb-log-file-size=96M",
+                    "--max-connections=151",
+                ]
+            } else {
+                &["--innodb-flush-log-at-trx-commit=2", "--max-connections=500"]
+            };
+            args.extend(tuned.iter().map(OsString::from));
             if let Some(tls) = tls {
                 for (name, path) in
                     [("--ssl-cert=", &tls.cert), ("--ssl-key=", &tls.key), ("--ssl-ca=", &tls.ca)]

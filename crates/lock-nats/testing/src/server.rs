@@ -40,10 +40,16 @@ fn binary() -> Result<PathBuf, ServerError> {
 }
 
 /// A fresh directory under `/dev/shm` (tmpfs: a JetStream store's fsyncs cost nothing there),
-/// else the system's temporary directory.
+/// else the system's temporary directory; on disk for servers run as packaged.
 fn temp_dir() -> Result<tempfile::TempDir, ServerError> {
     let shm = Path::new("/dev/shm");
-    let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+    let base = if lock_testkit::server::durable() {
+        lock_testkit::server::disk_base()
+    } else if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
     tempfile::Builder::new().prefix("lknats-").tempdir_in(base).map_err(|e| ServerError::Io {
         context: "creating the nats-server directory".into(),
         source: Arc::new(e),

@@ -156,7 +156,9 @@ pub(crate) fn as_user(
 ///
 /// The data directory is a `cp -a` of a template made once per process (`initdb`), under
 /// `/dev/shm` when available; `fsync=off` (a killed server keeps what it committed: the
-/// WAL reaches the kernel at commit; the machine's crash is not tested). Dropping it kills the server and its backends and removes
+/// WAL reaches the kernel at commit; the machine's crash is not tested). A process that chose
+/// [`Durability::Packaged`](lock_testkit::server::Durability) gets initdb's defaults instead
+/// (fsync on, 100 connections) and its data on disk. Dropping it kills the server and its backends and removes
 /// its directory.
 #[derive(Debug)]
 pub struct PgServer {
@@ -199,11 +201,13 @@ impl PgServer {
             };
             setting("listen_addresses=127.0.0.1");
             setting(&format!("unix_socket_directories={}", base.display()));
-            setting("max_connections=400");
-            setting("shared_buffers=16MB");
-            setting("fsync=off");
-            setting("full_page_writes=off");
             setting("logging_collector=off");
+            if !lock_testkit::server::durable() {
+                setting("max_connections=400");
+                setting("shared_buffers=16MB");
+                setting("fsync=off");
+                setting("full_page_writes=off");
+            }
             for s in settings {
                 setting(s);
             }

@@ -14,7 +14,8 @@ use super::{
 };
 
 /// A private `redis-server` on `127.0.0.1:port()`, started with `--save '' --appendonly no`
-/// (no persistence: a restart comes back empty) in its own temp directory.
+/// (no persistence: a restart comes back empty) in its own temp directory. A process that chose
+/// `Durability::Packaged` keeps the packaged snapshots (`--save` unset).
 ///
 /// Dropping it kills the server and removes the directory.
 #[derive(Debug)]
@@ -60,21 +61,15 @@ impl RedisServer {
                 Some(_) => ("0".to_owned(), Some(base.join("redis.sock"))),
                 None => (port.to_string(), None),
             };
-            let mut args: Vec<OsString> = [
-                "--port",
-                &plain_port,
-                "--bind",
-                "127.0.0.1",
-                "--daemonize",
-                "no",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ]
-            .iter()
-            .map(OsString::from)
-            .collect();
+            let mut args: Vec<OsString> =
+                ["--port", &plain_port, "--bind", "127.0.0.1", "--daemonize", "no", "--appendonly", "no"]
+                    .iter()
+                    .map(OsString::from)
+                    .collect();
+            if !lock_testkit::server::durable() {
+                // As packaged, the server snapshots to its directory now and then.
+                args.extend(["--save", ""].map(OsString::from));
+            }
             args.push("--dir".into());
             args.push(base.into_os_string());
             if let (Some(tls), Some(unix)) = (tls, &unix) {

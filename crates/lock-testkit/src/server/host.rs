@@ -112,9 +112,13 @@ pub fn require_file(path: &str, debian_package: &'static str) -> Result<PathBuf,
     }
 }
 
-/// The base directory for server files: `/dev/shm` when it exists (tmpfs: fast, and short
-/// paths for unix sockets), else the system temp dir.
+/// The base directory for server files: a disk directory for servers run as packaged
+/// ([`super::disk_base`]); else `/dev/shm` when it exists (tmpfs: fast, and short paths for
+/// unix sockets), else the system temp dir.
 pub(crate) fn temp_base() -> PathBuf {
+    if super::durable() {
+        return super::disk_base();
+    }
     let shm = Path::new("/dev/shm");
     let writable = shm.is_dir()
         && std::fs::metadata(shm)

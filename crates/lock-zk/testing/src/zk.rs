@@ -98,8 +98,8 @@ fn base_config(tick: u32, data_dir: &Path, client_port: u16) -> Vec<String> {
         // KB of txn-log preallocation (default 64 MB per instance)
         "preAllocSize=1024".into(),
         "autopurge.purgeInterval=0".into(),
-        // test speed; a benchmark can pass forceSync=yes
-        "forceSync=no".into(),
+        // test speed; a benchmark can pass forceSync=yes, and servers run as packaged have it
+        format!("forceSync={}", if lock_testkit::server::durable() { "yes" } else { "no" }),
     ]
 }
 
