@@ -1,5 +1,6 @@
--- Wait in the server's lock queue. $1 the advisory key, $2 the lock name, $3 the holding
--- session's idle_session_timeout, $4 this wait's lock_timeout (text, e.g. '1234ms').
+-- Wait in the server's lock queue, the fence drawn as in try_lock.sql. $1 the advisory key,
+-- $2 the lock name, $3 the holding session's idle_session_timeout, $4 this wait's lock_timeout
+-- (text, e.g. '1234ms').
 --
 -- lock_timeout is set for this statement only (is_local: the autocommit transaction) and
 -- before the wait: the CASE evaluates its condition first. The server ends the wait at the
@@ -9,9 +10,8 @@ WITH t AS (SELECT set_config('lock_timeout', $4, true) AS s, current_setting('id
                    coalesce(current_setting('dlock.held', true), '') AS held),
      l AS (SELECT CASE WHEN t.s IS NOT NULL AND t.held = '' THEN pg_advisory_lock($1)::text END AS waited, t.idle_before,
                    t.held FROM t),
-     f AS (INSERT INTO {table} AS x (name, fence) SELECT $2, 1 FROM l WHERE l.held = ''
-           ON CONFLICT (name) DO UPDATE SET fence = x.fence + 1
-           RETURNING x.fence)
+     gr AS (SELECT l.held = '' AS granted FROM l),
+{fence}
 SELECT l.held = '' AS ok,
        (SELECT fence FROM f) AS fence,
        CASE WHEN l.held = '' THEN set_config('idle_session_timeout', $3, false) END AS idle,
@@ -19,7 +19,7 @@ SELECT l.held = '' AS ok,
        pg_backend_pid() AS pid,
        l.idle_before,
        l.held AS foreign,
-       -- The fence must outlive a server crash whatever the role's default: a lost bump
-       -- would hand the next holder a token already used.
-       set_config('synchronous_commit', 'on', true) AS durable
+       -- Only what `need` says must reach the disk before the answer (epoch_fence.sql).
+       set_config('synchronous_commit', CASE WHEN (SELECT bump FROM need) THEN 'on' ELSE 'off' END, true)
+         AS durable
 FROM l

@@ -117,23 +117,52 @@ pub(crate) async fn migrate_on(conn: &mut PgConnection, table: &str, sql: &Sql, 
             other => other.map(drop)?,
         }
     }
+    if sql.fenced && Sql::epoch_fits(table) && !epoch_ready(conn, sql).await? {
+        let lacking = "may not create the fence epoch's tables: every grant flushes its fence to disk";
+        create_optional(conn, table, &sql.epoch_schema, strict, lacking).await?;
+    }
     if !records_present {
-        let created = sqlx::raw_sql(AssertSqlSafe(sql.records_schema.clone()))
-            .execute(&mut *conn)
-            .await
-            .map_err(classify);
-        if created.is_err() {
-            // The script's transaction is left aborted: end it, or the connection is stuck.
-            let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
-        }
-        match created {
-            Err(LockError::PermissionDenied { .. }) if !strict => {
-                tracing::warn!(%table, "may not create the records table: latches and stored semaphore counts fail until it exists");
-            }
-            other => other.map(drop)?,
-        }
+        let lacking =
+            "may not create the records table: latches and stored semaphore counts fail until it exists";
+        create_optional(conn, table, &sql.records_schema, strict, lacking).await?;
     }
     Ok(())
+}
+
+/// Runs a script that creates tables the locks can do without: a role that may not create
+/// them is warned (`lacking`) unless `strict`.
+async fn create_optional(
+    conn: &mut PgConnection,
+    table: &str,
+    script: &str,
+    strict: bool,
+    lacking: &str,
+) -> Result<()> {
+    let created = sqlx::raw_sql(AssertSqlSafe(script.to_owned())).execute(&mut *conn).await.map_err(classify);
+    if created.is_err() {
+        // The script's transaction is left aborted: end it, or the connection is stuck.
+        let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
+    }
+    match created {
+        Err(LockError::PermissionDenied { .. }) if !strict => {
+            tracing::warn!(%table, "{lacking}");
+            Ok(())
+        }
+        other => other.map(drop),
+    }
+}
+
+/// Whether the fence epoch's tables exist (`sql/epoch_schema.sql`) and this role may use them,
+/// so grants may draw their fences without a disk flush each. A role granted only the fence
+/// table (this crate's README before the epoch) keeps working, on the flush per grant.
+pub(crate) async fn epoch_ready(conn: &mut PgConnection, sql: &Sql) -> Result<bool> {
+    let [epoch, boot] = &sql.epoch_tables;
+    sqlx::query_scalar(include_str!("../sql/epoch_ready.sql"))
+        .bind(epoch)
+        .bind(boot)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(classify)
 }
 
 #[async_trait]

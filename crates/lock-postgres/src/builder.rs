@@ -7,7 +7,7 @@ use lock_core::backend::session::{PoolSettings, Source, endpoint, no_source};
 use lock_core::{LockError, Result};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
-use crate::backend::{PgLock, migrate_on};
+use crate::backend::{PgLock, epoch_ready, migrate_on};
 use crate::error::{NAME, classify};
 use crate::options::{parse_url, validate_table_name};
 use crate::pooler;
@@ -126,7 +126,7 @@ impl PgLockBuilder {
         validate_table_name(&table)?;
         let keepalive = settings.keepalive(url_keepalive);
         let timeout = settings.acquire_timeout();
-        let sql = Sql::new(&table, fencing.unwrap_or(true));
+        let mut sql = Sql::new(&table, fencing.unwrap_or(true));
         let own_pool = !matches!(source, Source::Pool(_));
         let pool = match source {
             Source::None | Source::Url(_) => return Err(no_source()),
@@ -158,6 +158,7 @@ impl PgLockBuilder {
                 if settings.create_schema() {
                     migrate_on(&mut conn, &table, &sql, false).await?;
                 }
+                sql = on_epoch(sql, &table, &mut conn).await?;
                 let _ = conn.close().await;
                 pool
             }
@@ -170,6 +171,7 @@ impl PgLockBuilder {
                 if settings.create_schema() {
                     migrate_on(&mut conn, &table, &sql, false).await?;
                 }
+                sql = on_epoch(sql, &table, &mut conn).await?;
                 drop(conn);
                 pool
             }
@@ -186,6 +188,12 @@ impl PgLockBuilder {
         };
         Ok(lock)
     }
+}
+
+/// The statements for `table`: on the fence epoch when its tables are there.
+async fn on_epoch(sql: Sql, table: &str, conn: &mut sqlx::PgConnection) -> Result<Sql> {
+    let ready = sql.fenced && Sql::epoch_fits(table) && epoch_ready(conn, &sql).await?;
+    Ok(if ready { sql.on_epoch(table) } else { sql })
 }
 
 #[cfg(test)]

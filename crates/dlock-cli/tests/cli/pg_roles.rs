@@ -23,9 +23,10 @@ fn run(url: &str, k: &str) -> Output {
 }
 
 /// The README's grants, for the second role.
-const GRANTS: [&str; 2] = [
+const GRANTS: [&str; 3] = [
     "GRANT SELECT, INSERT, UPDATE ON dlock_fence TO dlock_app2",
     "GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_fence_recs TO dlock_app2",
+    "GRANT SELECT, INSERT, UPDATE ON dlock_fence_epoch, dlock_fence_boot TO dlock_app2",
 ];
 
 #[test]

@@ -156,9 +156,8 @@ pub(crate) fn as_user(
 ///
 /// The data directory is a `cp -a` of a template made once per process (`initdb`), under
 /// `/dev/shm` when available; `fsync=off` (a killed server keeps what it committed: the
-/// WAL reaches the kernel at commit; the machine's crash is not tested). A process that chose
-/// [`Durability::Packaged`](lock_testkit::server::Durability) gets initdb's defaults instead
-/// (fsync on, 100 connections) and its data on disk. Dropping it kills the server and its backends and removes
+/// WAL reaches the kernel at commit; the machine's crash is not tested), or initdb's defaults
+/// on disk for [`Durability::Packaged`](lock_testkit::server::Durability). Dropping it kills the server and its backends and removes
 /// its directory.
 #[derive(Debug)]
 pub struct PgServer {
