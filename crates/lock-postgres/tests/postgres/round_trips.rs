@@ -58,7 +58,13 @@ async fn uncontended_acquire_and_release_cost_two_round_trips() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waited_acquire_of_a_key_lately_found_held_takes_two_round_trips() {
     let Some((url, admin_url)) = common::shared() else { return };
-    let (holder, waiter) = (common::backend(&url).await, common::backend(&url).await);
+    // The waiter's keep-alive far longer than the test: on a loaded machine the tests' 100 ms
+    // one let a ping in before the release, and let the connection the try used (which knows
+    // its pid) age out of the kept ones before the wait (3 round trips seen, not 2).
+    let waiter = Arc::new(
+        PgLock::builder().url(&url).keepalive(Duration::from_secs(60)).build().await.expect("build"),
+    );
+    let holder = common::backend(&url).await;
     let key = common::key("round-trips-contended");
     let (h, w) = (Locker::new(holder), Locker::new(waiter.clone()));
     let lease = Duration::from_secs(30);

@@ -2,7 +2,7 @@
 //! rwlock suite): neither side starves the other.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use lock_core::{LockError, RwLock};
@@ -23,9 +23,13 @@ const HOLD: Duration = Duration::from_millis(2);
 /// in about once per write (every writer's release lets the waiting readers in), so even a slow
 /// store on a loaded machine gives each one dozens; starved readers got one.
 const MIN_HOLDS: usize = 3;
-/// A reader's holds must reach at least the writes over this: phase-fair it is about 1 (the
-/// writes of both writers, each followed by a read phase), starved it was under 1/100.
-const READS_PER_WRITE: usize = 8;
+/// The most writes that may begin, in a reader's median wait, between its request and its
+/// grant. Phase-fair it is a few: 3 on the in-process store alone, 5-10 with three busy loops
+/// on the machine (a reader's request reaches the lock a scheduler slice late); starved readers
+/// get in only when the writers happen to pause, after hundreds. A count of holds against writes measured
+/// the machine as much as the lock: with three busy loops beside it, readers got 44 holds to
+/// 437 writes on the in-process store, which is phase-fair.
+const MAX_MEDIAN_OVERTAKES: usize = 16;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Role {
@@ -49,17 +53,31 @@ struct Tally {
     role: Role,
     holds: usize,
     timeouts: usize,
+    /// Per read hold: the writes that began between its request and its grant.
+    overtakes: Vec<usize>,
 }
 
-/// Holds `l` on `role`'s side, one hold after another, until `stop`.
-fn spawn_loop(l: RwLock, role: Role, stop: Arc<AtomicBool>) -> JoinHandle<Tally> {
+impl Tally {
+    fn median_overtakes(&self) -> usize {
+        let mut o = self.overtakes.clone();
+        o.sort_unstable();
+        o.get(o.len() / 2).copied().unwrap_or(0)
+    }
+}
+
+/// Holds `l` on `role`'s side, one hold after another, until `stop`; writers count the writes
+/// that began in `writes`.
+fn spawn_loop(l: RwLock, role: Role, stop: Arc<AtomicBool>, writes: Arc<AtomicUsize>) -> JoinHandle<Tally> {
     tokio::spawn(async move {
-        let (mut holds, mut timeouts) = (0, 0);
+        let (mut holds, mut timeouts, mut overtakes) = (0, 0, Vec::new());
         while !stop.load(Ordering::SeqCst) {
+            let asked = writes.load(Ordering::SeqCst);
+            let granted = |n: &mut Vec<usize>| n.push(writes.load(Ordering::SeqCst) - asked);
             // Each guard is released after HOLD; a timeout is counted, any other error fails.
             let outcome = match role {
                 Role::Writer => match l.write().wait(WAIT).acquire().await {
                     Ok(g) => {
+                        writes.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(HOLD).await;
                         g.release().await
                     }
@@ -67,6 +85,7 @@ fn spawn_loop(l: RwLock, role: Role, stop: Arc<AtomicBool>) -> JoinHandle<Tally>
                 },
                 Role::Reader => match l.read().wait(WAIT).acquire().await {
                     Ok(g) => {
+                        granted(&mut overtakes);
                         tokio::time::sleep(HOLD).await;
                         g.release().await
                     }
@@ -74,6 +93,7 @@ fn spawn_loop(l: RwLock, role: Role, stop: Arc<AtomicBool>) -> JoinHandle<Tally>
                 },
                 Role::Upgradeable => match l.upgradeable_read().wait(WAIT).acquire().await {
                     Ok(g) => {
+                        granted(&mut overtakes);
                         tokio::time::sleep(HOLD).await;
                         g.release().await
                     }
@@ -86,7 +106,7 @@ fn spawn_loop(l: RwLock, role: Role, stop: Arc<AtomicBool>) -> JoinHandle<Tally>
                 Err(e) => panic!("{}: {e}", role.name()),
             }
         }
-        Tally { role, holds, timeouts }
+        Tally { role, holds, timeouts, overtakes }
     })
 }
 
@@ -115,12 +135,13 @@ pub async fn rw_phase_fair<F: Factory + ?Sized>(f: &F) {
         roles.push(Role::Upgradeable);
     }
     let mut tasks = Vec::new();
+    let writes_begun = Arc::new(AtomicUsize::new(0));
     let mut native = false;
     for (i, role) in roles.into_iter().enumerate() {
         let locker = if i == 0 { first.clone() } else { f.client().await.locker() };
         let l = RwLock::new(&locker, &name).expect("rwlock").with_reader_slots(4).expect("slots");
         native = l.is_native();
-        tasks.push(spawn_loop(l, role, stop.clone()));
+        tasks.push(spawn_loop(l, role, stop.clone(), writes_begun.clone()));
     }
     let started = Instant::now();
     tokio::time::sleep(WINDOW).await;
@@ -132,8 +153,19 @@ pub async fn rw_phase_fair<F: Factory + ?Sized>(f: &F) {
     }
     let took = started.elapsed();
     let writes: usize = tallies.iter().filter(|t| t.role == Role::Writer).map(|t| t.holds).sum();
-    let figures: Vec<String> =
-        tallies.iter().map(|t| format!("{} {} ({} timed out)", t.role.name(), t.holds, t.timeouts)).collect();
+    let figures: Vec<String> = tallies
+        .iter()
+        .map(|t| match t.role {
+            Role::Writer => format!("{} {} ({} timed out)", t.role.name(), t.holds, t.timeouts),
+            _ => format!(
+                "{} {} ({} timed out, median overtaken by {} writes)",
+                t.role.name(),
+                t.holds,
+                t.timeouts,
+                t.median_overtakes()
+            ),
+        })
+        .collect();
     let figures = figures.join(", ");
     // The gate's waiters served in arrival order make the composite phase-fair too.
     let strict = native || caps.fair;
@@ -143,17 +175,16 @@ pub async fn rw_phase_fair<F: Factory + ?Sized>(f: &F) {
         (false, false) => "gate and slots",
     };
     eprintln!("[{}] rw_phase_fair ({kind}) in {took:?}: {figures}", f.label());
-    let floor =
-        |t: &Tally| if t.role == Role::Writer { MIN_HOLDS } else { MIN_HOLDS.max(writes / READS_PER_WRITE) };
+    let fair = |t: &Tally| t.holds >= MIN_HOLDS && t.median_overtakes() <= MAX_MEDIAN_OVERTAKES;
     for t in &tallies {
         let who = t.role.name();
         assert_eq!(t.timeouts, 0, "a {who} waited {WAIT:?} in vain: {figures}");
         assert!(t.holds > 0, "a {who} never held: {figures}");
         if strict {
-            assert!(t.holds >= floor(t), "a {who} got {} holds against {writes} writes: {figures}", t.holds);
+            assert!(fair(t), "a {who} was not served in its phase ({writes} writes): {figures}");
         }
     }
-    if !strict && tallies.iter().any(|t| t.holds < floor(t)) {
+    if !strict && !tallies.iter().all(fair) {
         eprintln!(
             "NOT PHASE-FAIR [{}] rw_phase_fair: a gate-and-slots lock over this store: {figures}",
             f.label()
