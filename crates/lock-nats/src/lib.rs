@@ -41,7 +41,9 @@ pub static DESCRIPTOR: lock_core::backend::registry::Descriptor = lock_core::bac
     connect: |url| Box::pin(async move { Ok(std::sync::Arc::new(NatsLock::from_url(url).await?) as _) }),
     modes: &[],
     local: None,
-    watchdog_locks: None,
+    // Every hold's renewal is a write of its own (the bucket's max age is each key's TTL):
+    // 100k holds of one client lost 99.7 % of them to unconfirmed renewals (docs/BENCH.md).
+    watchdog_locks: Some(10_000),
     session_lease: Some(lock_core::backend::registry::SessionLease {
         option: "lease_ttl",
         floor: "the bucket's max age is every lease: one TTL per bucket, at least 100 ms",
