@@ -40,7 +40,11 @@ pub async fn crash(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     if !line.starts_with("held") {
         return Err(BenchError::HolderAnswer(line));
     }
-    let l = cx.locker().await?;
+    // The waiter on the holder's lock space (a NATS bucket of its own, see `holder_url`).
+    let l = match url == &cx.target.url {
+        true => cx.locker().await?,
+        false => Locker::new(dlock::from_url(url).await?),
+    };
     // A store whose locks another process cannot see (an in-process table) has nothing to
     // recover: the lock dies with its holder.
     if let Some(g) = l.try_lock(&key).await? {
@@ -64,12 +68,24 @@ pub async fn crash(cx: &Ctx<'_>) -> Result<Vec<Row>> {
     Ok(vec![row])
 }
 
-/// The holder's URL: with `session`, a ZooKeeper session or an etcd lease that long (their
-/// defaults, 6 s and 10 s, are most of a quick run's time otherwise).
+/// The holder's URL: with `session`, a ZooKeeper session or an etcd or NATS lease that long
+/// (their defaults, 6 s and 10 s, are most of a quick run's time otherwise). A NATS lease is
+/// its bucket's max age, fixed when the bucket is made, so the crash gets a bucket of its own.
 fn holder_url(url: &str, session: Option<&str>) -> String {
-    let option = match (url.split_once("://").map(|(scheme, _)| scheme), session) {
-        (Some("zk" | "zookeeper"), Some(s)) => format!("session_timeout={s}"),
-        (Some("etcd"), Some(s)) => format!("lease_ttl={s}"),
+    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+    let (url, option) = match (scheme, session) {
+        (Some("zk" | "zookeeper"), Some(s)) => (url.to_owned(), format!("session_timeout={s}")),
+        (Some("etcd"), Some(s)) => (url.to_owned(), format!("lease_ttl={s}")),
+        (Some("nats" | "nats+tls"), Some(s)) => {
+            let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+            let base = base.trim_end_matches('/');
+            // No bucket named: the default one, whose lease the crash cannot shorten.
+            if !base.split_once("://").is_some_and(|(_, rest)| rest.contains('/')) {
+                return url.to_owned();
+            }
+            let crash = format!("{base}-crash");
+            (query.map_or_else(|| crash.clone(), |q| format!("{crash}?{q}")), format!("lease_ttl={s}"))
+        }
         _ => return url.to_owned(),
     };
     let sep = if url.contains('?') { '&' } else { '?' };
@@ -100,5 +116,24 @@ pub async fn hold(url: &str, key: &str, lease: Duration) -> ExitCode {
             );
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holder_url;
+
+    #[test]
+    fn a_quick_crash_shortens_the_session_where_the_url_can() {
+        let zk = holder_url("zk://127.0.0.1:2181/b", Some("2s"));
+        assert_eq!(zk, "zk://127.0.0.1:2181/b?session_timeout=2s");
+        assert_eq!(holder_url("etcd://h:1/p?x=1", Some("2s")), "etcd://h:1/p?x=1&lease_ttl=2s");
+        let nats = holder_url("nats://h:4222/dlock-bench", Some("2s"));
+        assert_eq!(nats, "nats://h:4222/dlock-bench-crash?lease_ttl=2s");
+        let nats = holder_url("nats://h:4222/b?request_timeout=1s", Some("2s"));
+        assert_eq!(nats, "nats://h:4222/b-crash?request_timeout=1s&lease_ttl=2s");
+        assert_eq!(holder_url("nats://h:4222", Some("2s")), "nats://h:4222");
+        assert_eq!(holder_url("redis://h:6379", Some("2s")), "redis://h:6379");
+        assert_eq!(holder_url("nats://h:4222/b", None), "nats://h:4222/b");
     }
 }
