@@ -43,7 +43,7 @@ impl PgLock {
     /// role may not create or alter the table).
     pub async fn migrate(&self) -> Result<()> {
         let mut conn = self.pool.acquire().await.map_err(classify)?;
-        migrate_on(&mut conn, &self.table, self.sessions.sql(), true).await
+        migrate_on(&mut conn, &self.table, self.sessions.sql(), true).await.map(drop)
     }
 
     /// Whether exclusive grants draw fencing tokens ([`PgLockBuilder::fencing`](crate::PgLockBuilder::fencing)).
@@ -95,7 +95,13 @@ impl PgLock {
 /// version, and create the records table unless it exists. Not `strict` (at build): a role that may lock but does not own the table still
 /// builds, as it did before notes; its notes then answer with the server's error until the
 /// owner runs [`PgLock::migrate`] (or `sql/notes_schema.sql`).
-pub(crate) async fn migrate_on(conn: &mut PgConnection, table: &str, sql: &Sql, strict: bool) -> Result<()> {
+/// Returns whether grants may draw their fences on the epoch ([`epoch_usable`]) afterwards.
+pub(crate) async fn migrate_on(
+    conn: &mut PgConnection,
+    table: &str,
+    sql: &Sql,
+    strict: bool,
+) -> Result<bool> {
     let (present, has_notes, records_present): (bool, bool, bool) =
         sqlx::query_as(include_str!("../sql/schema_present.sql"))
             .bind(table)
@@ -117,27 +123,29 @@ pub(crate) async fn migrate_on(conn: &mut PgConnection, table: &str, sql: &Sql, 
             other => other.map(drop)?,
         }
     }
-    if sql.fenced && Sql::epoch_fits(table) && !epoch_ready(conn, sql).await? {
+    let mut epoch = epoch_usable(conn, table, sql).await?;
+    if !epoch && sql.fenced && Sql::epoch_fits(table) {
         let lacking = "may not create the fence epoch's tables: every grant flushes its fence to disk";
-        create_optional(conn, table, &sql.epoch_schema, strict, lacking).await?;
+        // Their creator owns them, so may use them.
+        epoch = create_optional(conn, table, &sql.epoch_schema, strict, lacking).await?;
     }
     if !records_present {
         let lacking =
             "may not create the records table: latches and stored semaphore counts fail until it exists";
         create_optional(conn, table, &sql.records_schema, strict, lacking).await?;
     }
-    Ok(())
+    Ok(epoch)
 }
 
 /// Runs a script that creates tables the locks can do without: a role that may not create
-/// them is warned (`lacking`) unless `strict`.
+/// them is warned (`lacking`) unless `strict`. Returns whether the tables were made.
 async fn create_optional(
     conn: &mut PgConnection,
     table: &str,
     script: &str,
     strict: bool,
     lacking: &str,
-) -> Result<()> {
+) -> Result<bool> {
     let created = sqlx::raw_sql(AssertSqlSafe(script.to_owned())).execute(&mut *conn).await.map_err(classify);
     if created.is_err() {
         // The script's transaction is left aborted: end it, or the connection is stuck.
@@ -146,16 +154,19 @@ async fn create_optional(
     match created {
         Err(LockError::PermissionDenied { .. }) if !strict => {
             tracing::warn!(%table, "{lacking}");
-            Ok(())
+            Ok(false)
         }
-        other => other.map(drop),
+        other => other.map(|_| true),
     }
 }
 
 /// Whether the fence epoch's tables exist (`sql/epoch_schema.sql`) and this role may use them,
 /// so grants may draw their fences without a disk flush each. A role granted only the fence
 /// table (this crate's README before the epoch) keeps working, on the flush per grant.
-pub(crate) async fn epoch_ready(conn: &mut PgConnection, sql: &Sql) -> Result<bool> {
+pub(crate) async fn epoch_usable(conn: &mut PgConnection, table: &str, sql: &Sql) -> Result<bool> {
+    if !sql.fenced || !Sql::epoch_fits(table) {
+        return Ok(false);
+    }
     let [epoch, boot] = &sql.epoch_tables;
     sqlx::query_scalar(include_str!("../sql/epoch_ready.sql"))
         .bind(epoch)

@@ -7,7 +7,7 @@ use lock_core::backend::session::{PoolSettings, Source, endpoint, no_source};
 use lock_core::{LockError, Result};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
-use crate::backend::{PgLock, epoch_ready, migrate_on};
+use crate::backend::{PgLock, epoch_usable, migrate_on};
 use crate::error::{NAME, classify};
 use crate::options::{parse_url, validate_table_name};
 use crate::pooler;
@@ -155,10 +155,7 @@ impl PgLockBuilder {
                     // The probe's connection goes back to the pool when it passes.
                     pooler::refuse_transaction_pooling(&pool, &mut conn, timeout).await?;
                 }
-                if settings.create_schema() {
-                    migrate_on(&mut conn, &table, &sql, false).await?;
-                }
-                sql = on_epoch(sql, &table, &mut conn).await?;
+                sql = schema(sql, &table, &mut conn, settings.create_schema()).await?;
                 let _ = conn.close().await;
                 pool
             }
@@ -168,10 +165,7 @@ impl PgLockBuilder {
                 if pooler::forwarded(&mut conn, &opts, timeout).await? {
                     pooler::refuse_transaction_pooling(&pool, &mut conn, timeout).await?;
                 }
-                if settings.create_schema() {
-                    migrate_on(&mut conn, &table, &sql, false).await?;
-                }
-                sql = on_epoch(sql, &table, &mut conn).await?;
+                sql = schema(sql, &table, &mut conn, settings.create_schema()).await?;
                 drop(conn);
                 pool
             }
@@ -190,10 +184,14 @@ impl PgLockBuilder {
     }
 }
 
-/// The statements for `table`: on the fence epoch when its tables are there.
-async fn on_epoch(sql: Sql, table: &str, conn: &mut sqlx::PgConnection) -> Result<Sql> {
-    let ready = sql.fenced && Sql::epoch_fits(table) && epoch_ready(conn, &sql).await?;
-    Ok(if ready { sql.on_epoch(table) } else { sql })
+/// Migrates the schema when asked (`create`), and returns the statements for `table`: on the
+/// fence epoch when its tables are there for this role.
+async fn schema(sql: Sql, table: &str, conn: &mut sqlx::PgConnection, create: bool) -> Result<Sql> {
+    let epoch = match create {
+        true => migrate_on(conn, table, &sql, false).await?,
+        false => epoch_usable(conn, table, &sql).await?,
+    };
+    Ok(if epoch { sql.on_epoch(table) } else { sql })
 }
 
 #[cfg(test)]

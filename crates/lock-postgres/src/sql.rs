@@ -95,9 +95,6 @@ impl Sql {
     /// Fenced grants draw their fences on the epoch's tables, which exist: no disk flush per
     /// grant, only per epoch (`epoch_fence.sql`).
     pub(crate) fn on_epoch(mut self, table: &str) -> Self {
-        if !self.fenced {
-            return self;
-        }
         let render = |s: &str, name: &str| with_fence(s, EPOCH, name).replace("{table}", table);
         self.try_lock = render(include_str!("../sql/try_lock.sql"), "$2");
         self.lock_wait = render(include_str!("../sql/lock_wait.sql"), "$2");

@@ -4,10 +4,12 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use lock_testkit::server::{FaultControl, ManagedProcess, Probe, ServerError, Spec, TlsFiles, free_port};
+use lock_testkit::server::{
+    FaultControl, ManagedProcess, Probe, ServerError, Spec, TlsFiles, free_port, make_temp_dir,
+};
 
 /// Environment variable: `host:port` of an externally managed nats-server with JetStream to
 /// test against instead of a private one (faults then need a private server).
@@ -37,23 +39,6 @@ fn binary() -> Result<PathBuf, ServerError> {
         .map(|d| d.join("nats-server"))
         .find(|p| p.is_file())
         .ok_or_else(missing)
-}
-
-/// A fresh directory under `/dev/shm` (tmpfs: a JetStream store's fsyncs cost nothing there),
-/// else the system's temporary directory; on disk for servers run as packaged.
-fn temp_dir() -> Result<tempfile::TempDir, ServerError> {
-    let shm = Path::new("/dev/shm");
-    let base = if lock_testkit::server::durable() {
-        lock_testkit::server::disk_base()
-    } else if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    };
-    tempfile::Builder::new().prefix("lknats-").tempdir_in(base).map_err(|e| ServerError::Io {
-        context: "creating the nats-server directory".into(),
-        source: Arc::new(e),
-    })
 }
 
 impl NatsServer {
@@ -92,7 +77,9 @@ impl NatsServer {
     }
 
     fn start_once(program: &Path, extra: &[&str]) -> Result<NatsServer, ServerError> {
-        let dir = temp_dir()?;
+        // Under /dev/shm for the tests (a JetStream store's fsyncs cost nothing there), on disk
+        // for servers run as packaged.
+        let dir = make_temp_dir("nats")?;
         let (port, monitor) = (free_port()?, free_port()?);
         // The directory's own name: unique among every server of every test process, so the
         // probe can tell ours from a stranger on a reused port.
