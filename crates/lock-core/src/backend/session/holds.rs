@@ -188,10 +188,14 @@ impl<D: SessionDriver> Sessions<D> {
         // backend for dropped and ends the hold itself. If this future is dropped here, that is
         // what happens; dropped later, the connection is closed: the lock is freed.
         let live = slot.lock().await.take();
-        drop(cmd);
         let Some(Live { held, confirmed }) = live else { return Ok(false) }; // the keeper saw it die
         let mut link = Link::new(&signals, key, self.timing, &confirmed);
-        match link.send(self.driver.end(key, held, Ending::Release)).await {
+        let ended = link.send(self.driver.end(key, held, Ending::Release)).await;
+        // The keeper ends only now: closing its channel wakes it, and on a hand-over that wake
+        // (a cross-thread one, often) would delay the statement that frees the lock. Until
+        // then it finds the connection taken, so a ping it starts meanwhile ends it quietly.
+        drop(cmd);
+        match ended {
             Some(Ok(released)) => Ok(released),
             Some(Err(e)) if self.driver.connection_lost(&e) => {
                 each(&signals, |s| s.mark_lost(LostReason::SessionEnded));
