@@ -1,7 +1,8 @@
 //! Where the microseconds of an uncontended Redis acquire+release go: the raw floor, the
 //! library's scripts sent raw, the backend trait, and the `Locker` paths, interleaved, with
 //! the allocator calls of each (process-wide, as the bench counts them).
-//! `cargo run --release -p lock-bench --example redis_profile [iterations]`
+//! `cargo run --release -p lock-bench --example redis_profile [iterations]`; `ACQ_SRC` and
+//! `REL_SRC` name files of other scripts to time raw in place of the library's.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,16 +49,31 @@ async fn main() -> R<()> {
     let names = backend.key_names("p-raw");
     let acq_src = [
         include_str!("../../lock-redis/scripts/fence.lua"),
+        include_str!("../../lock-redis/scripts/marks.lua"),
         include_str!("../../lock-redis/scripts/handoff.lua"),
+        include_str!("../../lock-redis/scripts/read_phases.lua"),
+        include_str!("../../lock-redis/scripts/wait_end.lua"),
         include_str!("../../lock-redis/scripts/acquire_simple.lua"),
     ]
     .concat();
     let rel_src = [
         include_str!("../../lock-redis/scripts/fence.lua"),
+        include_str!("../../lock-redis/scripts/marks.lua"),
         include_str!("../../lock-redis/scripts/handoff.lua"),
+        include_str!("../../lock-redis/scripts/read_phases.lua"),
+        include_str!("../../lock-redis/scripts/wait_end.lua"),
         include_str!("../../lock-redis/scripts/release_simple.lua"),
     ]
     .concat();
+    // Other scripts in their place, to time a variant raw (ACQ_SRC, REL_SRC: files).
+    let acq_src = match std::env::var("ACQ_SRC") {
+        Ok(f) => std::fs::read_to_string(f)?,
+        Err(_) => acq_src,
+    };
+    let rel_src = match std::env::var("REL_SRC") {
+        Ok(f) => std::fs::read_to_string(f)?,
+        Err(_) => rel_src,
+    };
     let (acq, rel) = (redis::Script::new(&acq_src), redis::Script::new(&rel_src));
     let owner = OwnerToken::random().to_string();
     let value = format!("{owner}{}", OwnerToken::random());

@@ -269,11 +269,13 @@ local let_readers_in
 -- (the readers that registered meanwhile wait for its release), or without one the readers.
 -- Returns the payload ('' for nobody, or for readers).
 local function hand_over(lock, counter, queue, deadlines, channel, claim_ms, hash, after_write)
-  local readers_wait = redis.call('EXISTS', lock .. ':rq') == 1
-  if not readers_wait and redis.call('EXISTS', queue) == 0 then
+  -- One read for the common case, nobody waiting: the two keys at once.
+  local waiting = redis.call('EXISTS', lock .. ':rq', queue)
+  if waiting == 0 then
     redis.call('PUBLISH', channel, '')
     return ''
   end
+  local readers_wait = waiting == 2 or redis.call('EXISTS', lock .. ':rq') == 1
   local now = now_ms()
   -- Readers hold at a write's release only where it was an upgrade whose read is still to be
   -- released: the readers that waited for the write come in all the same.
