@@ -16,6 +16,7 @@ mod keys;
 mod model;
 mod notify;
 mod options;
+mod prelude;
 pub mod redlock;
 mod replica;
 mod scripts;

@@ -4,6 +4,7 @@
 use std::sync::LazyLock;
 
 use crate::call::Lua as Script;
+use crate::prelude::assemble;
 
 /// Prelude of every acquire script: the fencing counter.
 const FENCE: &str = include_str!("../scripts/fence.lua");
@@ -24,9 +25,7 @@ const OURS: &str = include_str!("../scripts/ours.lua");
 const HOLDER: &str = include_str!("../scripts/holder.lua");
 
 fn with(preludes: &[&str], body: &str) -> Script {
-    let mut src = preludes.concat();
-    src.push_str(body);
-    Script::new(&src)
+    Script::new(&assemble(preludes, body))
 }
 
 /// A script that publishes (the hand-over, a release), in two flavours: `PUBLISH` for one
@@ -46,8 +45,7 @@ impl Publishing {
 }
 
 fn publishing(preludes: &[&str], body: &str) -> Publishing {
-    let mut src = preludes.concat();
-    src.push_str(body);
+    let src = assemble(preludes, body);
     let sharded = src.replace("redis.call('PUBLISH', ", "redis.call('SPUBLISH', ");
     Publishing { plain: Script::new(&src), sharded: Script::new(&sharded) }
 }
@@ -114,12 +112,35 @@ mod tests {
             &*CANCEL_HASH,
         ] {
             let (plain, sharded) = (p.get(false), p.get(true));
-            assert_ne!(plain.get_hash(), sharded.get_hash());
+            assert!(!sharded.source().contains("'PUBLISH'"), "a PUBLISH call the cluster flavour misses");
+            // A script whose assembled text publishes nothing has one flavour.
+            let publishes = plain.source().contains("redis.call('PUBLISH', ");
+            assert_eq!(publishes, plain.get_hash() != sharded.get_hash());
         }
-        let mut src = [FENCE, HANDOFF].concat();
-        src.push_str(include_str!("../scripts/release_simple.lua"));
-        assert!(src.contains("redis.call('PUBLISH', "));
-        let sharded = src.replace("redis.call('PUBLISH', ", "redis.call('SPUBLISH', ");
-        assert!(!sharded.contains("'PUBLISH'"), "a PUBLISH call the cluster flavour misses");
+        assert!(RELEASE_SIMPLE.get(false).source().contains("redis.call('PUBLISH', "));
+    }
+
+    /// The scripts the crate sends leave out what they do not call: the simple mode's acquire
+    /// creates none of the read phases' or the permits' closures.
+    #[test]
+    fn a_script_leaves_out_what_it_does_not_call() {
+        let sent = ACQUIRE_SIMPLE.get(false).source();
+        assert!(sent.contains("local function next_fence(") && sent.contains("local function register("));
+        assert!(
+            !sent.contains("local function hand_permit(") && !sent.contains("local function claim_read(")
+        );
+    }
+
+    /// Every prelude the crate has parses as definitions only: none is sent whole.
+    #[test]
+    fn the_crates_preludes_are_definitions_only() {
+        let preludes =
+            [("FENCE", FENCE), ("HOLD", HOLD), ("HANDOFF", HANDOFF), ("OURS", OURS), ("HOLDER", HOLDER)];
+        for (name, prelude) in preludes {
+            assert!(
+                crate::prelude::definitions_only(prelude),
+                "{name} has a top-level line that defines nothing"
+            );
+        }
     }
 }
